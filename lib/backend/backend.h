@@ -1,0 +1,80 @@
+// The one interface between the engine and the hardware (design §6). A StepBatch is flat like
+// vLLM's: the new slots of every scheduled sequence back to back, each with its position and
+// either a token id or an action row, plus per sequence its block table, cached length and
+// sampling parameters. Prefill chunks, 7-slot frame chunks and decode steps are the same call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/spec.h"
+#include "model/weights.h"
+
+namespace loom {
+
+constexpr int32_t kActionSlot = -1;  // StepBatch::tokens value of a slot fed an action row
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy (argmax, lowest id on ties)
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  uint64_t seed = 0;
+};
+
+struct StepBatch {
+  // Per slot, sequences back to back.
+  std::vector<int32_t> tokens;     // [n_slots] token id, or kActionSlot
+  std::vector<int32_t> positions;  // [n_slots] flat position p in the round (RoPE, pos tables)
+  std::vector<float> actions;      // [n_slots, action_dim] action rows; zeros in token slots
+
+  // Per sequence.
+  std::vector<int32_t> slot_start;    // [n_seqs + 1] offsets into the per-slot arrays
+  std::vector<int32_t> kv_len;        // [n_seqs] slots already cached; new slot j goes to kv_len + j
+  std::vector<int32_t> block_tables;  // [n_seqs, blocks_per_seq] physical block ids, -1 padded
+  int blocks_per_seq = 0;
+  std::vector<uint8_t> sample;          // [n_seqs] 1: draw a token from the last slot's logits
+  std::vector<SamplingParams> sampling; // [n_seqs]
+  std::vector<uint32_t> sample_index;   // [n_seqs] which of the job's num_samples
+  std::vector<uint64_t> draw_index;     // [n_seqs] tokens this sequence has generated so far
+  bool want_logits = false;             // fill StepOutput::logits (tests and goldens)
+
+  int n_seqs() const { return int(kv_len.size()); }
+  int n_slots() const { return int(tokens.size()); }
+  void clear();
+};
+
+struct StepOutput {
+  std::vector<int32_t> tokens;  // [n_seqs] sampled id, -1 where sample == 0
+  std::vector<float> logits;    // [n_seqs, vocab] last-slot logits, only when want_logits
+};
+
+struct CacheRequest {
+  int block_size = 16;               // slots per KV block
+  int num_blocks = 0;                // 0: as many as the memory budget allows
+  double gpu_memory_fraction = 0.9;  // CUDA: share of device memory loom may use in all
+  double host_cache_gib = 2.0;       // CPU: KV pool size
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Takes the model; afterwards the caller may drop its Weights.
+  virtual void load(const ModelSpec& spec, const Weights& weights) = 0;
+  // Allocates the paged KV pool; returns the number of blocks it holds.
+  virtual int allocate_cache(const CacheRequest& request) = 0;
+  // Bytes of one block over all layers, K and V.
+  virtual size_t kv_block_bytes(int block_size) const = 0;
+  // One forward over the batch and the draws it asks for.
+  virtual void step(const StepBatch& batch, StepOutput& out) = 0;
+};
+
+enum class BackendKind { Cpu, Cuda };
+enum class ComputeDType { F32, BF16 };
+
+// Makes a backend; throws loom::Error when CUDA was asked for and is not built or not present.
+std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device);
+
+}  // namespace loom

@@ -1,0 +1,78 @@
+#include "backend/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/philox.h"
+
+namespace loom {
+
+static int32_t argmax(const float* x, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+int32_t sample_token(const float* logits, int vocab, const SamplingParams& params,
+                     uint32_t sample_index, uint64_t draw_index) {
+  if (params.temperature <= 0.0f) return argmax(logits, vocab);
+
+  std::vector<float> z(size_t(vocab), 0.0f);  // [vocab] logits / temperature
+  for (int i = 0; i < vocab; i++) z[size_t(i)] = logits[i] / params.temperature;
+
+  std::vector<int32_t> kept;  // candidate ids; all of the vocabulary when no filter is on
+  const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
+  const bool top_p_on = params.top_p < 1.0f;
+  if (top_k_on || top_p_on) {
+    const float zmax = *std::max_element(z.begin(), z.end());
+    std::vector<double> p(size_t(vocab));  // [vocab] unnormalised probabilities
+    for (int i = 0; i < vocab; i++) p[size_t(i)] = std::exp(double(z[size_t(i)]) - zmax);
+    kept.resize(size_t(vocab));
+    std::iota(kept.begin(), kept.end(), 0);
+    auto before = [&](int32_t a, int32_t b) {
+      return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
+    };
+    size_t n = size_t(vocab);
+    if (top_k_on) {
+      n = size_t(params.top_k);
+      std::partial_sort(kept.begin(), kept.begin() + long(n), kept.end(), before);
+    } else {
+      std::sort(kept.begin(), kept.end(), before);
+    }
+    if (top_p_on) {
+      double mass = 0;
+      for (size_t j = 0; j < n; j++) mass += p[size_t(kept[j])];
+      double cum = 0;
+      size_t m = 0;
+      while (m < n) {
+        cum += p[size_t(kept[m])];
+        m++;
+        if (cum >= double(params.top_p) * mass) break;
+      }
+      n = m;
+    }
+    kept.resize(n);
+  }
+
+  int32_t best = -1;
+  float best_v = -INFINITY;
+  auto consider = [&](int32_t i) {
+    const float u = philox_uniform(params.seed, sample_index, draw_index, uint32_t(i));
+    const float v = z[size_t(i)] - std::log(-std::log(u));
+    if (best < 0 || v > best_v || (v == best_v && i < best)) {
+      best = i;
+      best_v = v;
+    }
+  };
+  if (kept.empty()) {
+    for (int32_t i = 0; i < vocab; i++) consider(i);
+  } else {
+    for (int32_t i : kept) consider(i);
+  }
+  return best;
+}
+
+}  // namespace loom

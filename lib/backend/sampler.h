@@ -1,0 +1,22 @@
+// Token sampling, identical on every backend given equal logits (design §7).
+//
+//   1. temperature 0 → argmax (lowest id on ties); nothing random is drawn.
+//   2. z = logits / temperature; p = softmax(z).
+//   3. top-k (k > 0): keep the k largest p (ties broken by lower id).
+//   4. top-p (< 1): over the kept tokens sorted by p descending (ties: lower id first), keep
+//      the shortest prefix whose renormalised mass reaches top_p (at least one token).
+//   5. draw: argmax over kept tokens of z[i] + g[i], g[i] = -log(-log(u[i])), where
+//      u[i] = philox_uniform(seed, sample, draw_index, i) — the Gumbel-max trick, an exact draw
+//      from softmax(z) restricted to the kept set, and embarrassingly parallel over the vocab.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace loom {
+
+int32_t sample_token(const float* logits, int vocab, const SamplingParams& params,
+                     uint32_t sample_index, uint64_t draw_index);
+
+}  // namespace loom

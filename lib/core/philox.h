@@ -1,0 +1,48 @@
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11), the
+// counter-based generator behind every random draw in loom. A draw is a pure function of
+// (key, counter), so a job's tokens do not depend on the batch it ran in, on the batch size,
+// or on the backend. Usable from host and device code; scripts/hf_reference.py mirrors it.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define LOOM_HD __host__ __device__ __forceinline__
+#else
+#define LOOM_HD inline
+#endif
+
+namespace loom {
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                              uint32_t k1) {
+  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+  for (int r = 0; r < 10; r++) {
+    const uint64_t p0 = uint64_t(M0) * c0;
+    const uint64_t p1 = uint64_t(M1) * c2;
+    const uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
+    const uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += W0;
+    k1 += W1;
+  }
+  return Philox4{{c0, c1, c2, c3}};
+}
+
+// The uniform in (0, 1) that token `token` gets for the draw at `draw_index` of sample
+// `sample` of a job seeded with `seed`: key = seed, counter = (token, draw lo, draw hi, sample).
+// 24 random bits, offset by half a step, so the value is never 0 or 1 and -log(-log(u)) is finite.
+LOOM_HD float philox_uniform(uint64_t seed, uint32_t sample, uint64_t draw_index, uint32_t token) {
+  const Philox4 r = philox4x32_10(token, uint32_t(draw_index), uint32_t(draw_index >> 32), sample,
+                                  uint32_t(seed), uint32_t(seed >> 32));
+  return (float(r.v[0] >> 8) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// JSONL jobs in (design §1, §8). A JobReader streams a jobs file line by line (never reads it
+// whole) and turns each non-blank line into either a validated Job or a JobError that names
+// the line, the field and what was expected. One bad line never stops the others.
+//
+// Frame-model job:  {"id": "a", "prompt_token_ids": [...P image ids, A × -3, ...],
+//                    "actions": [[lat, fwd, t], ...], "num_frames": 8,
+//                    "sampling": {"temperature": 0.9, "top_k": 0, "top_p": 1.0, "seed": 0},
+//                    "num_samples": 1}
+// Plain-Llama job:  {"id": "b", "prompt_token_ids": [...], "max_tokens": 32, "sampling": {...}}
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <istream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/spec.h"
+
+namespace loom {
+
+struct Job {
+  std::string id;      // "id" as given (a JSON number is kept as its text); else "line-N"
+  int64_t line = 0;    // 1-based line in the jobs file
+  std::vector<int32_t> prompt;  // [n_ctx * S] (frames) or [n] (plain); action slots hold placeholder
+  std::vector<float> actions;   // [action_rows, action_dim], row-major
+  int action_rows = 0;
+  int context_frames = 0;  // n_ctx (frame models)
+  int num_frames = 0;      // frames to generate (frame models)
+  int max_tokens = 0;      // tokens to generate (plain models)
+  bool ignore_eos = false; // plain models: keep going past eos
+  int overlap = 3;         // frames carried into a new round
+  SamplingParams sampling;
+  int num_samples = 1;
+};
+
+struct JobError {
+  std::string id;    // the job's id when it could be read, else "line-N"
+  int64_t line = 0;
+  std::string message;  // "line 7: field \"actions\": expected 18 rows of 3 numbers, found 17"
+};
+
+struct JobDefaults {
+  int32_t placeholder_id = -3;  // token id marking an action slot in prompt_token_ids
+  int overlap = 3;
+  SamplingParams sampling;      // used where a job gives no "sampling" field
+  int max_num_samples = 1024;
+};
+
+class JobReader {
+ public:
+  // path "-" reads stdin. Throws loom::Error when the file cannot be opened.
+  JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults);
+  ~JobReader();
+  // Reads the next non-blank line. Returns false at end of input; otherwise exactly one of
+  // `job` (ok == true) or `error` (ok == false) is filled.
+  bool next(Job& job, JobError& error, bool& ok);
+  int64_t lines_read() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Validates one JSON line (the reader's core, exposed for tests and fuzzing).
+// Returns true and fills `job`, or false and fills `error`.
+bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
+                    const JobDefaults& defaults, Job& job, JobError& error);
+
+}  // namespace loom

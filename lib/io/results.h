@@ -1,0 +1,51 @@
+// Results out (design §1, §8): one JSON line per finished sample of a job (or one error line
+// per failed job), appended and flushed as soon as it is known, so a crash costs only the work
+// in flight.
+//
+// {"id":"a","sample":0,"status":"ok","line":1,"frames":[[...P ids],[...]],
+//  "timing":{"queue_s":0.0,"prefill_s":0.1,"decode_s":2.3,"total_s":2.4,"frame_s":[...]},
+//  "prompt_slots":39,"cached_slots":26}
+// {"id":"b","sample":0,"status":"ok","line":2,"tokens":[...],"finish_reason":"length", ...}
+// {"id":"line-3","status":"error","line":3,"error":"line 3: field \"num_frames\": ..."}
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+struct JobResult {
+  std::string id;
+  int64_t line = 0;
+  uint32_t sample = 0;
+  bool ok = true;
+  std::string error;                          // when !ok
+  bool has_frames = false;                    // frame model: `frames`, else `tokens`
+  std::vector<std::vector<int32_t>> frames;   // [num_frames][P]
+  std::vector<int32_t> tokens;                // plain models
+  std::string finish_reason;                  // plain models: "length" or "eos"
+  int prompt_slots = 0;                       // slots prefilled for this sample, all rounds
+  int cached_slots = 0;                       // of those, served from shared blocks
+  double queue_s = 0, prefill_s = 0, decode_s = 0, total_s = 0;
+  std::vector<double> frame_s;                // seconds per generated frame
+};
+
+std::string result_to_json(const JobResult& r);  // one line, no trailing newline
+
+class ResultWriter {
+ public:
+  // path "-" writes stdout. Appends when `append` (resume); throws loom::Error if unwritable.
+  ResultWriter(const std::string& path, bool append);
+  ~ResultWriter();
+  void write(const JobResult& r);  // writes one line and flushes it
+  void sync();                     // fsync (no-op on stdout)
+
+ private:
+  std::FILE* f_ = nullptr;
+  bool owned_ = false;
+  std::string path_;
+};
+
+}  // namespace loom
