@@ -95,6 +95,9 @@ struct DeviceInfo {
 enum class BackendKind { Cpu, Cuda };
 enum class ComputeDType { F32, BF16 };
 
+// True when the CUDA backend was built and a device is present; otherwise says why.
+bool cuda_available(std::string* why);
+
 // Makes a backend; throws loom::Error when CUDA was asked for and is not built or not present.
 std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device);
 

@@ -1,0 +1,222 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+#include "backend/sampler.h"
+#include "core/error.h"
+
+namespace loom {
+namespace {
+
+struct CpuLayer {
+  std::vector<float> attn_norm;  // [hidden]
+  std::vector<float> qkv;        // [q_dim + 2 kv_dim, hidden]
+  std::vector<float> o;          // [hidden, q_dim]
+  std::vector<float> mlp_norm;   // [hidden]
+  std::vector<float> gate_up;    // [2 inter, hidden]
+  std::vector<float> down;       // [hidden, inter]
+  std::vector<float> k_cache;    // [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<float> v_cache;    // [num_blocks, block_size, kv_heads, head_dim]
+};
+
+struct CpuActionLayer {
+  std::vector<float> weight;  // [out, in]
+  std::vector<float> bias;    // [out]
+  int in = 0, out = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void load(const ModelSpec& spec, const Weights& w) override {
+    spec_ = spec;
+    embed_ = w.embed.to_f32();
+    lm_head_ = w.lm_head.to_f32();
+    final_norm_ = w.final_norm.to_f32();
+    if (spec.has_frames()) {
+      pos_spatial_ = w.pos_spatial.to_f32();
+      pos_temporal_ = w.pos_temporal.to_f32();
+    }
+    action_.clear();
+    for (const ActionLayer& a : w.action)
+      action_.push_back({a.weight.to_f32(), a.bias.to_f32(), int(a.weight.dim(1)),
+                         int(a.weight.dim(0))});
+    layers_.clear();
+    for (const LayerWeights& l : w.layers) {
+      CpuLayer c;
+      c.attn_norm = l.attn_norm.to_f32();
+      c.qkv = l.qkv.to_f32();
+      c.o = l.o.to_f32();
+      c.mlp_norm = l.mlp_norm.to_f32();
+      c.gate_up = l.gate_up.to_f32();
+      c.down = l.down.to_f32();
+      layers_.push_back(std::move(c));
+    }
+  }
+
+  size_t kv_block_bytes(int block_size) const override {
+    return size_t(spec_.layers) * 2 * size_t(block_size) * size_t(spec_.kv_dim()) * sizeof(float);
+  }
+
+  int allocate_cache(const CacheRequest& req) override {
+    block_size_ = req.block_size;
+    num_blocks_ = req.num_blocks;
+    if (num_blocks_ <= 0)
+      num_blocks_ = int(req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_)));
+    LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib,
+               " GiB holds no block of ", kv_block_bytes(block_size_), " bytes");
+    const size_t per_layer = size_t(num_blocks_) * size_t(block_size_) * size_t(spec_.kv_dim());
+    for (CpuLayer& l : layers_) {
+      l.k_cache.assign(per_layer, 0.0f);
+      l.v_cache.assign(per_layer, 0.0f);
+    }
+    return num_blocks_;
+  }
+
+  DeviceInfo device_info() override {
+    DeviceInfo d;
+    d.name = "cpu";
+    d.kv_bytes = size_t(num_blocks_) * kv_block_bytes(block_size_);
+    return d;
+  }
+
+  void step(const StepBatch& b, StepOutput& out) override;
+
+  ActivationHook hook_;
+
+ private:
+  void emit(const char* name, int layer, const std::vector<float>& v, int rows, int cols) {
+    if (hook_) hook_(name, layer, v.data(), rows, cols);
+  }
+  void embed_slots(const StepBatch& b, std::vector<float>& x);
+
+  ModelSpec spec_;
+  std::vector<float> embed_;         // [vocab, hidden]
+  std::vector<float> lm_head_;       // [vocab, hidden]
+  std::vector<float> final_norm_;    // [hidden]
+  std::vector<float> pos_spatial_;   // [spatial_rows, hidden]
+  std::vector<float> pos_temporal_;  // [temporal_rows, hidden]
+  std::vector<CpuActionLayer> action_;
+  std::vector<CpuLayer> layers_;
+  int block_size_ = 16, num_blocks_ = 0;
+};
+
+void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
+  const int n = b.n_slots(), H = spec_.hidden;
+  for (int i = 0; i < n; i++) {
+    float* xi = x.data() + size_t(i) * size_t(H);
+    const int32_t tok = b.tokens[size_t(i)];
+    if (tok != kActionSlot) {
+      LOOM_CHECK(tok >= 0 && tok < spec_.vocab, "step: token ", tok, " outside vocab ", spec_.vocab);
+      std::memcpy(xi, embed_.data() + size_t(tok) * size_t(H), size_t(H) * sizeof(float));
+    } else {
+      LOOM_CHECK(!action_.empty(), "step: action slot given to a model without action projection");
+      // Linear, or an MLP with ReLU between its layers (V2): 3 → H → H → H.
+      std::vector<float> a(b.actions.begin() + long(i) * spec_.action_dim,
+                           b.actions.begin() + long(i + 1) * spec_.action_dim);
+      for (size_t l = 0; l < action_.size(); l++) {
+        const CpuActionLayer& al = action_[l];
+        std::vector<float> y(size_t(al.out));
+        cpu::matmul_nt(a.data(), al.weight.data(), al.bias.data(), y.data(), 1, al.out, al.in);
+        if (l + 1 < action_.size())
+          for (float& v : y) v = std::max(v, 0.0f);
+        a.swap(y);
+      }
+      std::copy(a.begin(), a.end(), xi);
+    }
+    if (spec_.has_frames()) {
+      const int p = b.positions[size_t(i)], S = spec_.frame_slots();
+      LOOM_CHECK(p / S < spec_.temporal_rows, "step: position ", p, " beyond the temporal table of ",
+                 spec_.temporal_rows, " frames");
+      const float* sp = pos_spatial_.data() + size_t(p % S) * size_t(H);
+      const float* tp = pos_temporal_.data() + size_t(p / S) * size_t(H);
+      for (int h = 0; h < H; h++) xi[h] += sp[h] + tp[h];
+    }
+  }
+}
+
+void CpuBackend::step(const StepBatch& b, StepOutput& out) {
+  const int n = b.n_slots(), H = spec_.hidden, qd = spec_.q_dim(), kvd = spec_.kv_dim();
+  const int I = spec_.intermediate, hd = spec_.head_dim;
+  const int qkv_dim = qd + 2 * kvd;
+  std::vector<float> x(size_t(n) * size_t(H));          // [n, hidden] residual stream
+  std::vector<float> h(size_t(n) * size_t(H));          // [n, hidden] normed
+  std::vector<float> qkv(size_t(n) * size_t(qkv_dim));  // [n, q_dim + 2 kv_dim]
+  std::vector<float> q(size_t(n) * size_t(qd));         // [n, heads, head_dim]
+  std::vector<float> k(size_t(n) * size_t(kvd));        // [n, kv_heads, head_dim]
+  std::vector<float> v(size_t(n) * size_t(kvd));        // [n, kv_heads, head_dim]
+  std::vector<float> attn(size_t(n) * size_t(qd));      // [n, heads, head_dim]
+  std::vector<float> proj(size_t(n) * size_t(H));       // [n, hidden]
+  std::vector<float> gu(size_t(n) * 2 * size_t(I));     // [n, 2 inter]
+  std::vector<float> act(size_t(n) * size_t(I));        // [n, inter]
+
+  embed_slots(b, x);
+  emit("embed", -1, x, n, H);
+  for (int L = 0; L < spec_.layers; L++) {
+    CpuLayer& l = layers_[size_t(L)];
+    cpu::rms_norm(x.data(), l.attn_norm.data(), h.data(), n, H, spec_.rms_eps);
+    cpu::matmul_nt(h.data(), l.qkv.data(), nullptr, qkv.data(), n, qkv_dim, H);
+    for (int i = 0; i < n; i++) {
+      const float* row = qkv.data() + size_t(i) * size_t(qkv_dim);
+      std::copy(row, row + qd, q.data() + size_t(i) * size_t(qd));
+      std::copy(row + qd, row + qd + kvd, k.data() + size_t(i) * size_t(kvd));
+      std::copy(row + qd + kvd, row + qkv_dim, v.data() + size_t(i) * size_t(kvd));
+    }
+    cpu::rope(q.data(), b.positions.data(), n, spec_.heads, hd, spec_.rope_theta);
+    cpu::rope(k.data(), b.positions.data(), n, spec_.kv_heads, hd, spec_.rope_theta);
+    for (int s = 0; s < b.n_seqs(); s++) {
+      const int first = b.slot_start[size_t(s)], count = b.slot_start[size_t(s) + 1] - first;
+      const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
+      const int kv_len = b.kv_len[size_t(s)];
+      LOOM_CHECK((kv_len + count + block_size_ - 1) / block_size_ <= b.blocks_per_seq,
+                 "step: sequence ", s, " needs more blocks than its table holds");
+      cpu::kv_write(k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
+                    l.k_cache.data(), l.v_cache.data(), table, kv_len, count, spec_.kv_heads, hd,
+                    block_size_);
+      cpu::paged_attention(q.data() + size_t(first) * size_t(qd), l.k_cache.data(),
+                           l.v_cache.data(), table, kv_len, count, spec_.heads, spec_.kv_heads, hd,
+                           block_size_, attn.data() + size_t(first) * size_t(qd));
+    }
+    emit("attn", L, attn, n, qd);
+    cpu::matmul_nt(attn.data(), l.o.data(), nullptr, proj.data(), n, H, qd);
+    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+    cpu::rms_norm(x.data(), l.mlp_norm.data(), h.data(), n, H, spec_.rms_eps);
+    cpu::matmul_nt(h.data(), l.gate_up.data(), nullptr, gu.data(), n, 2 * I, H);
+    cpu::silu_mul(gu.data(), act.data(), n, I);
+    cpu::matmul_nt(act.data(), l.down.data(), nullptr, proj.data(), n, H, I);
+    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
+    emit("layer_out", L, x, n, H);
+  }
+
+  const int S = b.n_seqs(), V = spec_.vocab;
+  out.tokens.assign(size_t(S), -1);
+  if (b.want_logits) out.logits.assign(size_t(S) * size_t(V), 0.0f);
+  std::vector<float> last(size_t(H)), logits(size_t(V));  // [hidden], [vocab]
+  for (int s = 0; s < S; s++) {
+    if (!b.sample[size_t(s)] && !b.want_logits) continue;
+    const int slot = b.slot_start[size_t(s) + 1] - 1;
+    cpu::rms_norm(x.data() + size_t(slot) * size_t(H), final_norm_.data(), last.data(), 1, H,
+                  spec_.rms_eps);
+    cpu::matmul_nt(last.data(), lm_head_.data(), nullptr, logits.data(), 1, V, H);
+    if (b.want_logits) std::copy(logits.begin(), logits.end(), out.logits.begin() + long(s) * V);
+    if (b.sample[size_t(s)])
+      out.tokens[size_t(s)] = sample_token(logits.data(), V, b.sampling[size_t(s)],
+                                           b.sample_index[size_t(s)], b.draw_index[size_t(s)]);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+void set_cpu_activation_hook(Backend& backend, ActivationHook hook) {
+  auto* cpu = dynamic_cast<CpuBackend*>(&backend);
+  LOOM_CHECK(cpu != nullptr, "activation hooks exist only on the cpu backend");
+  cpu->hook_ = std::move(hook);
+}
+
+}  // namespace loom
