@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Python mirror of loom's sampler: lib/core/philox.h + lib/backend/sampler.cpp, bit for bit.
+
+The golden token streams in testdata/ are drawn with this file, so a C++ backend that samples
+from the same logits must pick the same tokens. Every step copies the C++ arithmetic exactly:
+
+  * Philox4x32-10, key = (seed lo32, seed hi32), counter = (token, draw lo32, draw hi32, sample);
+    u = (float32(r0 >> 8) + 0.5f) * 2^-24 in float32 (vectorised over the vocabulary).
+  * z = float32(logits) / float32(temperature) in float32.
+  * top-k / top-p on p = exp(double(z) - double(zmax)) (float64), ordered by (p desc, id asc);
+    the top-p mass and the running sum are the same sequential float64 sums as the C++ loop;
+    exp is libm's (math.exp), the function std::exp calls.
+  * v = z - logf(-logf(u)) in float32, where logf is glibc's (>= 2.28) algorithm re-done in
+    numpy (glibc_logf below), since std::log(float) is glibc's logf and numpy's float32 log is
+    a different, 1-ulp-different approximation. Verified equal to this machine's glibc logf
+    for every u the generator can produce (all 2^24), see --selftest's note.
+  * token = argmax over kept ids of v, lowest id on ties; temperature <= 0 → argmax of logits.
+
+Run `python scripts/loom_sampler.py --selftest` to check Philox against the Random123
+known-answer vectors and the sampler's invariants.
+"""
+
+import argparse
+import math
+import sys
+
+import numpy as np
+
+_M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 over broadcast uint32 counters; returns four uint32 arrays (r0..r3).
+
+    Round (Random123 philox4x32round): (hi0, lo0) = M0 * c0, (hi1, lo1) = M1 * c2,
+    out = (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0); the key is bumped by the Weyl constants
+    after every round, exactly as philox.h does.
+    """
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) & _MASK32 for c in (c0, c1, c2, c3))
+    k0, k1 = int(k0) & 0xFFFFFFFF, int(k1) & 0xFFFFFFFF
+    for _ in range(10):
+        p0 = _M0 * c0  # < 2^64: the exact 32x32 → 64 product
+        p1 = _M1 * c2
+        hi0, lo0 = p0 >> np.uint64(32), p0 & _MASK32
+        hi1, lo1 = p1 >> np.uint64(32), p1 & _MASK32
+        c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0
+        k0 = (k0 + _W0) & 0xFFFFFFFF
+        k1 = (k1 + _W1) & 0xFFFFFFFF
+    return tuple(np.asarray(c, dtype=np.uint32) for c in (c0, c1, c2, c3))
+
+
+def philox_uniform(seed, sample, draw_index, tokens):
+    """float32 uniforms, one per id in `tokens` (philox.h philox_uniform)."""
+    tokens = np.asarray(tokens, dtype=np.uint64)
+    seed, draw_index = int(seed), int(draw_index)
+    r0, _, _, _ = philox4x32_10(tokens, draw_index & 0xFFFFFFFF, (draw_index >> 32) & 0xFFFFFFFF,
+                                int(sample) & 0xFFFFFFFF, seed & 0xFFFFFFFF,
+                                (seed >> 32) & 0xFFFFFFFF)
+    # float(r >> 8) is exact (24 bits); + 0.5f rounds to nearest even in float32, as in C++.
+    return (((r0 >> np.uint32(8)).astype(np.float32) + np.float32(0.5)) *
+            np.float32(1.0 / 16777216.0)).astype(np.float32)
+
+
+# glibc's logf (sysdeps/ieee754/flt-32/e_logf.c, from ARM optimized-routines, MIT): a 16-entry
+# table of (1/c, log c) and a degree-3 polynomial for log1p, evaluated in double.
+_LOGF_INVC = np.array([float.fromhex(h) for h in (
+    "0x1.661ec79f8f3bep+0", "0x1.571ed4aaf883dp+0", "0x1.49539f0f010bp+0", "0x1.3c995b0b80385p+0",
+    "0x1.30d190c8864a5p+0", "0x1.25e227b0b8eap+0", "0x1.1bb4a4a1a343fp+0", "0x1.12358f08ae5bap+0",
+    "0x1.0953f419900a7p+0", "0x1p+0", "0x1.e608cfd9a47acp-1", "0x1.ca4b31f026aap-1",
+    "0x1.b2036576afce6p-1", "0x1.9c2d163a1aa2dp-1", "0x1.886e6037841edp-1",
+    "0x1.767dcf5534862p-1")])
+_LOGF_LOGC = np.array([float.fromhex(h) for h in (
+    "-0x1.57bf7808caadep-2", "-0x1.2bef0a7c06ddbp-2", "-0x1.01eae7f513a67p-2",
+    "-0x1.b31d8a68224e9p-3", "-0x1.6574f0ac07758p-3", "-0x1.1aa2bc79c81p-3",
+    "-0x1.a4e76ce8c0e5ep-4", "-0x1.1973c5a611cccp-4", "-0x1.252f438e10c1ep-5", "0x0p+0",
+    "0x1.aa5aa5df25984p-5", "0x1.c5e53aa362eb4p-4", "0x1.526e57720db08p-3",
+    "0x1.bc2860d22477p-3", "0x1.1058bc8a07ee1p-2", "0x1.4043057b6ee09p-2")])
+_LOGF_LN2 = float.fromhex("0x1.62e42fefa39efp-1")
+_LOGF_A = [float.fromhex(h) for h in ("-0x1.00ea348b88334p-2", "0x1.5575b0be00b6ap-2",
+                                      "-0x1.ffffef20a4123p-2")]
+
+
+def glibc_logf(x):
+    """glibc logf for float32 x >= 0 that are 0 or normal (all the sampler ever passes)."""
+    x = np.asarray(x, dtype=np.float32)
+    ix = x.view(np.uint32)
+    if np.any((ix != 0) & (ix < 0x00800000)) or np.any(ix >= 0x7F800000):
+        raise ValueError("glibc_logf: only +0 and positive normal finite inputs are mirrored")
+    tmp = ix - np.uint32(0x3F330000)
+    i = (tmp >> np.uint32(19)) % np.uint32(16)
+    k = tmp.view(np.int32) >> 23
+    iz = ix - (tmp & np.uint32(0xFF800000))
+    z = iz.view(np.float32).astype(np.float64)
+    r = z * _LOGF_INVC[i] - 1.0
+    y0 = _LOGF_LOGC[i] + k.astype(np.float64) * _LOGF_LN2
+    r2 = r * r
+    y = _LOGF_A[1] * r + _LOGF_A[2]
+    y = _LOGF_A[0] * r2 + y
+    y = y * r2 + (y0 + r)
+    out = y.astype(np.float32)
+    out[ix == 0x3F800000] = 0.0
+    out[ix == 0] = -np.inf
+    return out
+
+
+def _libm_exp(x):
+    """std::exp(double) element by element (Python's math.exp is the same libm exp)."""
+    return np.fromiter((math.exp(v) for v in x.tolist()), dtype=np.float64, count=x.size)
+
+
+def kept_ids(z, top_k, top_p):
+    """Ids the draw may pick, in the C++ order; None when no filter is on (all of the vocab)."""
+    vocab = z.size
+    top_k_on = 0 < top_k < vocab
+    top_p32 = np.float32(top_p)
+    top_p_on = top_p32 < np.float32(1.0)
+    if not (top_k_on or top_p_on):
+        return None
+    zmax = float(z.max())
+    p = _libm_exp(z.astype(np.float64) - zmax)  # [vocab] unnormalised probabilities
+    ids = np.arange(vocab)
+    order = np.lexsort((ids, -p))  # p descending, then lower id first
+    n = top_k if top_k_on else vocab
+    if top_p_on:
+        cum = np.cumsum(p[order[:n]])  # sequential float64 sums, as the C++ loop adds
+        mass = cum[-1]
+        reached = np.flatnonzero(cum >= float(top_p32) * mass)
+        n = int(reached[0]) + 1 if reached.size else n
+    return order[:n]
+
+
+def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_index=0,
+                 draw_index=0):
+    """The token lib/backend/sampler.cpp's sample_token returns for these logits."""
+    logits = np.asarray(logits, dtype=np.float32).reshape(-1)
+    temperature = np.float32(temperature)
+    if temperature <= np.float32(0.0):
+        return int(np.argmax(logits))  # first maximum: lowest id on ties
+    z = (logits / temperature).astype(np.float32)  # [vocab]
+    kept = kept_ids(z, int(top_k), float(top_p))
+    if kept is None:
+        kept = np.arange(z.size)
+    u = philox_uniform(seed, sample_index, draw_index, kept)
+    with np.errstate(divide="ignore"):  # u == 1.0 gives log(0) = -inf, as in C++
+        v = (z[kept] - glibc_logf(-glibc_logf(u))).astype(np.float32)
+    best = v.max()
+    return int(kept[v == best].min())
+
+
+# Random123 kat_vectors, philox4x32_10: (counter, key, expected output).
+_PHILOX_KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def selftest():
+    ok = True
+    for ctr, key, want in _PHILOX_KAT:
+        got = tuple(int(x) for x in philox4x32_10(*ctr, *key))
+        good = got == want
+        ok &= good
+        print("philox4x32_10 ctr=%s key=%s -> %s %s" % (
+            " ".join("%08x" % c for c in ctr), " ".join("%08x" % k for k in key),
+            " ".join("%08x" % g for g in got), "ok" if good else
+            "MISMATCH, expected " + " ".join("%08x" % w for w in want)))
+
+    # Vectorised lanes equal scalar calls.
+    lanes = philox4x32_10(np.arange(5), 7, 0, 3, 1234, 0)
+    for t in range(5):
+        one = philox4x32_10(t, 7, 0, 3, 1234, 0)
+        ok &= all(int(lanes[j][t]) == int(one[j]) for j in range(4))
+
+    # glibc_logf is within 1 ulp of the correctly rounded log and exact at 1.
+    x = np.float32(np.linspace(1e-7, 20.0, 20001))
+    ref = np.log(x.astype(np.float64)).astype(np.float32)
+    ulp = np.abs(glibc_logf(x).view(np.int32).astype(np.int64) - ref.view(np.int32))
+    ok &= bool(ulp.max() <= 1) and glibc_logf(np.float32([1.0]))[0] == 0.0
+    print("glibc_logf: max %d ulp from correctly rounded log over [1e-7, 20]" % ulp.max())
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 3, 1000).astype(np.float32)
+    # Greedy: lowest id among equal maxima.
+    tied = logits.copy()
+    tied[[17, 500]] = tied.max() + 1
+    ok &= sample_token(tied, 0.0) == 17
+    # Same arguments, same token; the draw depends on seed, sample and draw index.
+    a = [sample_token(logits, 0.9, 0, 1.0, 5, 0, d) for d in range(50)]
+    ok &= a == [sample_token(logits, 0.9, 0, 1.0, 5, 0, d) for d in range(50)]
+    ok &= a != [sample_token(logits, 0.9, 0, 1.0, 5, 1, d) for d in range(50)]
+    # top_k 1 and a tiny top_p are greedy.
+    ok &= all(sample_token(logits, 0.8, 1, 1.0, s) == int(np.argmax(logits)) for s in range(20))
+    ok &= all(sample_token(logits, 0.8, 0, 1e-6, s) == int(np.argmax(logits)) for s in range(20))
+    # Draws stay inside the top-k set.
+    top5 = set(np.argsort(-logits)[:5].tolist())
+    ok &= all(sample_token(logits, 1.0, 5, 1.0, s, 0, 3) in top5 for s in range(100))
+    # Gumbel-max frequencies follow softmax(z) for a small vocabulary.
+    small = np.float32([0.0, 1.0, 2.0, 0.5])
+    counts = np.bincount([sample_token(small, 1.0, 0, 1.0, 9, 0, d) for d in range(4000)],
+                         minlength=4)
+    want = np.exp(small) / np.exp(small).sum()
+    ok &= bool(np.all(np.abs(counts / 4000 - want) < 0.03))
+    print("sampler invariants and softmax frequencies:", counts / 4000, "vs", want.round(3))
+
+    # Known flaw of philox_uniform, mirrored on purpose: float(2^24 - 1) + 0.5f rounds up to
+    # 2^24, so u == 1.0 for r0 >> 8 == 0xffffff, then log(-log(u)) = -inf and that token wins.
+    u_max = (np.float32(0xFFFFFF) + np.float32(0.5)) * np.float32(1.0 / 16777216.0)
+    print("note: u for r0>>8 = 0xffffff is %r (1.0 means a forced pick, p = 2^-24 per token)"
+          % float(u_max))
+    print("selftest", "passed" if ok else "FAILED")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--selftest", action="store_true", help="run the known-answer tests")
+    args = ap.parse_args()
+    if args.selftest:
+        sys.exit(0 if selftest() else 1)
+    ap.print_help()
+
+
+if __name__ == "__main__":
+    main()
