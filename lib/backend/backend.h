@@ -57,6 +57,21 @@ struct CacheRequest {
   double host_cache_gib = 2.0;       // CPU: KV pool size
 };
 
+struct KernelTime {
+  std::string name;  // kernel family, e.g. "paged_attention_decode", "gemm_qkv"
+  double ms = 0;     // total over `calls`
+  int64_t calls = 0;
+};
+
+struct DeviceInfo {
+  std::string name;           // "NVIDIA H200", "cpu"
+  size_t memory_bytes = 0;    // device memory in all
+  size_t weight_bytes = 0;    // weights resident
+  size_t kv_bytes = 0;        // KV pool
+  size_t peak_bytes = 0;      // peak device memory in use by loom
+  double copy_gbps = 0;       // measured device-to-device copy bandwidth (read + write), 0 if unknown
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -75,21 +90,6 @@ class Backend {
   virtual double measure_copy_bandwidth_gbps() { return 0; }  // runs a timed copy
   virtual void set_profiling(bool on) { (void)on; }           // per-kernel timing (slower)
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
-};
-
-struct KernelTime {
-  std::string name;  // kernel family, e.g. "paged_attention_decode", "gemm_qkv"
-  double ms = 0;     // total over `calls`
-  int64_t calls = 0;
-};
-
-struct DeviceInfo {
-  std::string name;           // "NVIDIA H200", "cpu"
-  size_t memory_bytes = 0;    // device memory in all
-  size_t weight_bytes = 0;    // weights resident
-  size_t kv_bytes = 0;        // KV pool
-  size_t peak_bytes = 0;      // peak device memory in use by loom
-  double copy_gbps = 0;       // measured device-to-device copy bandwidth (read + write), 0 if unknown
 };
 
 enum class BackendKind { Cpu, Cuda };

@@ -28,7 +28,7 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& param
   const bool top_p_on = params.top_p < 1.0f;
   if (top_k_on || top_p_on) {
     const float zmax = *std::max_element(z.begin(), z.end());
-    std::vector<double> p(size_t(vocab));  // [vocab] unnormalised probabilities
+    std::vector<double> p(static_cast<size_t>(vocab));  // [vocab] unnormalised probabilities
     for (int i = 0; i < vocab; i++) p[size_t(i)] = std::exp(double(z[size_t(i)]) - zmax);
     kept.resize(size_t(vocab));
     std::iota(kept.begin(), kept.end(), 0);

@@ -40,7 +40,7 @@ void Tensor::copy_to_f32(float* dst) const {
 }
 
 std::vector<float> Tensor::to_f32() const {
-  std::vector<float> out(size_t(numel()));
+  std::vector<float> out(static_cast<size_t>(numel()));
   copy_to_f32(out.data());
   return out;
 }

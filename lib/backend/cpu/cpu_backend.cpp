@@ -120,7 +120,7 @@ void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
                            b.actions.begin() + long(i + 1) * spec_.action_dim);
       for (size_t l = 0; l < action_.size(); l++) {
         const CpuActionLayer& al = action_[l];
-        std::vector<float> y(size_t(al.out));
+        std::vector<float> y(static_cast<size_t>(al.out));
         cpu::matmul_nt(a.data(), al.weight.data(), al.bias.data(), y.data(), 1, al.out, al.in);
         if (l + 1 < action_.size())
           for (float& v : y) v = std::max(v, 0.0f);
@@ -195,7 +195,8 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
   const int S = b.n_seqs(), V = spec_.vocab;
   out.tokens.assign(size_t(S), -1);
   if (b.want_logits) out.logits.assign(size_t(S) * size_t(V), 0.0f);
-  std::vector<float> last(size_t(H)), logits(size_t(V));  // [hidden], [vocab]
+  std::vector<float> last(static_cast<size_t>(H));    // [hidden]
+  std::vector<float> logits(static_cast<size_t>(V));  // [vocab]
   for (int s = 0; s < S; s++) {
     if (!b.sample[size_t(s)] && !b.want_logits) continue;
     const int slot = b.slot_start[size_t(s) + 1] - 1;

@@ -31,7 +31,7 @@ void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, 
 
 void rope(float* x, const int32_t* positions, int rows, int heads, int head_dim, float theta) {
   const int half = head_dim / 2;
-  std::vector<float> inv_freq(size_t(half));  // [head_dim / 2]
+  std::vector<float> inv_freq(static_cast<size_t>(half));  // [head_dim / 2]
   for (int j = 0; j < half; j++)
     inv_freq[size_t(j)] = 1.0f / std::pow(theta, float(2 * j) / float(head_dim));
   for (int r = 0; r < rows; r++) {
@@ -81,7 +81,7 @@ void paged_attention(const float* q, const float* k_cache, const float* v_cache,
                      int head_dim, int block_size, float* out) {
   const int group = heads / kv_heads;
   const float scale = 1.0f / std::sqrt(float(head_dim));
-  std::vector<float> score(size_t(kv_len + n_new));  // [visible cache indices]
+  std::vector<float> score(static_cast<size_t>(kv_len + n_new));  // [visible cache indices]
   for (int j = 0; j < n_new; j++) {
     const int visible = kv_len + j + 1;
     for (int h = 0; h < heads; h++) {

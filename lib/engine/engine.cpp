@@ -1,0 +1,168 @@
+#include "engine/engine.h"
+
+#include <chrono>
+#include <deque>
+
+#include "core/error.h"
+#include "engine/kv_cache.h"
+
+namespace loom {
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+JobResult error_result(const JobError& e) {
+  JobResult r;
+  r.id = e.id;
+  r.line = e.line;
+  r.ok = false;
+  r.error = e.message;
+  return r;
+}
+
+JobResult finished_result(const Running& r, bool frames) {
+  const Sequence& s = *r.seq;
+  JobResult out;
+  out.id = s.job().id;
+  out.line = s.job().line;
+  out.sample = s.sample();
+  out.has_frames = frames;
+  if (frames) {
+    out.frames = s.frames();
+  } else {
+    out.tokens = s.tokens();
+    out.finish_reason = s.stopped_at_eos() ? "eos" : "length";
+  }
+  out.prompt_slots = s.prompt_slots();
+  out.cached_slots = s.cached_slots();
+  const double end = r.t_frame;
+  out.prefill_s = r.t_first >= 0 ? r.t_first - r.t_admit : 0;
+  out.decode_s = r.t_first >= 0 ? end - r.t_first : 0;
+  out.total_s = end - r.t_admit;
+  out.frame_s = r.frame_s;
+  return out;
+}
+
+}  // namespace
+
+Engine::Engine(const ModelSpec& spec, Backend& backend, EngineOptions options)
+    : spec_(spec), backend_(backend), opt_(std::move(options)) {}
+
+RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
+  RunStats st;
+  const double t0 = now_s();
+  const int num_blocks = backend_.allocate_cache(opt_.cache);
+  KvCache cache(num_blocks, opt_.cache.block_size);
+  Scheduler sched(spec_, cache, opt_.scheduler);
+  st.kv_blocks = num_blocks;
+  st.block_size = opt_.cache.block_size;
+  st.kv_block_bytes = backend_.kv_block_bytes(opt_.cache.block_size);
+
+  const int lookahead =
+      opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * opt_.scheduler.max_seqs;
+  std::deque<std::unique_ptr<Sequence>> waiting;
+  bool input_done = false;
+  auto stopping = [&] { return opt_.stop && opt_.stop->load(); };
+  const bool frames = spec_.has_frames();
+
+  StepBatch batch;
+  StepOutput out;
+  std::vector<Running> done;
+  while (true) {
+    // Read ahead while there is room in the waiting line.
+    while (!input_done && !stopping() && int(waiting.size()) < lookahead) {
+      Job job;
+      JobError err;
+      bool ok = false;
+      if (!source(job, err, ok)) {
+        input_done = true;
+        break;
+      }
+      st.jobs_read++;
+      if (!ok) {
+        st.jobs_failed++;
+        sink(error_result(err));
+        continue;
+      }
+      auto shared = std::make_shared<const Job>(std::move(job));
+      std::vector<std::unique_ptr<Sequence>> samples;
+      for (int k = 0; k < shared->num_samples; k++) {
+        if (opt_.keep_sample && !opt_.keep_sample(*shared, uint32_t(k))) {
+          st.samples_skipped++;
+          continue;
+        }
+        samples.push_back(std::make_unique<Sequence>(shared, uint32_t(k), spec_));
+      }
+      if (samples.empty()) continue;
+      const int need = sched.blocks_for(*samples.front());
+      if (need > num_blocks) {
+        st.jobs_failed++;
+        sink(error_result(JobError{
+            shared->id, shared->line,
+            cat("line ", shared->line, ": job needs ", need, " KV blocks of ",
+                opt_.cache.block_size, " slots for one round, the cache holds ", num_blocks,
+                "; raise --gpu-memory-fraction/--kv-cache-gib or shorten the job")}));
+        continue;
+      }
+      st.jobs_ok++;
+      for (auto& s : samples) waiting.push_back(std::move(s));
+    }
+    // Admit in order while blocks and batch slots allow.
+    while (!stopping() && !waiting.empty() && sched.can_admit(*waiting.front())) {
+      sched.admit(std::move(waiting.front()), now_s());
+      waiting.pop_front();
+    }
+    if (stopping()) break;
+    if (!sched.schedule(batch)) {
+      if (waiting.empty() && input_done) break;
+      LOOM_CHECK(!sched.idle(), "engine: nothing runnable and nothing admissible");
+      continue;
+    }
+    batch.want_logits = bool(opt_.on_logits);
+    const double ts = now_s();
+    backend_.step(batch, out);
+    const double te = now_s();
+    if (sched.step_has_prefill()) {
+      st.prefill_s += te - ts;
+      st.prefill_steps++;
+    } else {
+      st.decode_s += te - ts;
+      st.decode_steps++;
+    }
+    if (opt_.on_logits) {
+      const auto& seqs = sched.last_step_sequences();
+      for (size_t i = 0; i < seqs.size(); i++)
+        if (batch.sample[i]) opt_.on_logits(*seqs[i], out.logits.data() + i * size_t(spec_.vocab),
+                                            spec_.vocab);
+    }
+    for (uint8_t s : batch.sample) st.tokens += s;
+    done.clear();
+    sched.complete(out, te, done);
+    for (const Running& r : done) {
+      st.samples_done++;
+      st.frames += int64_t(r.seq->frames().size());
+      st.frame_s.insert(st.frame_s.end(), r.frame_s.begin(), r.frame_s.end());
+      sink(finished_result(r, frames));
+    }
+    if (opt_.on_progress) {
+      st.wall_s = now_s() - t0;
+      st.scheduler = sched.stats();
+      opt_.on_progress(st);
+    }
+  }
+  if (stopping()) {
+    st.stopped = true;
+    done.clear();
+    sched.abandon_all(done);
+    st.samples_abandoned = int64_t(done.size() + waiting.size());
+  }
+  st.wall_s = now_s() - t0;
+  st.scheduler = sched.stats();
+  st.kv_peak_blocks = cache.peak_used_blocks();
+  return st;
+}
+
+}  // namespace loom

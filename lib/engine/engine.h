@@ -1,0 +1,63 @@
+// Engine: jobs in, results out (design §1). It pulls jobs from a source as capacity allows
+// (jobs are streamed, never all read), expands each into num_samples sequences, runs the
+// scheduler and the backend step by step, and hands each finished sample (or job error) to
+// the sink as soon as it is known.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/scheduler.h"
+#include "io/jobs.h"
+#include "io/results.h"
+
+namespace loom {
+
+// Next job or job error; returns false at end of input.
+using JobSource = std::function<bool(Job& job, JobError& error, bool& ok)>;
+using ResultSink = std::function<void(const JobResult& result)>;
+// Which samples of a job still need running (resume); default: all.
+using SampleFilter = std::function<bool(const Job& job, uint32_t sample)>;
+// Sees the last-slot logits of every token drawn (golden tests, debugging).
+using LogitsHook = std::function<void(const Sequence& seq, const float* logits, int vocab)>;
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  CacheRequest cache;
+  int lookahead_jobs = 0;  // jobs read ahead of admission (0: 2 × max_seqs)
+  LogitsHook on_logits;
+  SampleFilter keep_sample;
+  const std::atomic<bool>* stop = nullptr;  // set by a signal: stop after the current step
+  std::function<void(const struct RunStats&)> on_progress;  // after every step
+};
+
+struct RunStats {
+  int64_t jobs_read = 0, jobs_ok = 0, jobs_failed = 0, samples_done = 0, samples_skipped = 0;
+  int64_t samples_abandoned = 0;   // in flight when a stop was asked for
+  int64_t tokens = 0, frames = 0;  // generated
+  double wall_s = 0, prefill_s = 0, decode_s = 0;  // step time by kind
+  int64_t prefill_steps = 0, decode_steps = 0;
+  SchedulerStats scheduler;
+  int kv_blocks = 0, block_size = 0, kv_peak_blocks = 0;
+  size_t kv_block_bytes = 0;
+  std::vector<double> frame_s;     // every generated frame's time (all samples)
+  bool stopped = false;
+};
+
+class Engine {
+ public:
+  Engine(const ModelSpec& spec, Backend& backend, EngineOptions options);
+  RunStats run(const JobSource& source, const ResultSink& sink);
+
+ private:
+  ModelSpec spec_;
+  Backend& backend_;
+  EngineOptions opt_;
+};
+
+}  // namespace loom

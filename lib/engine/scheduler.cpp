@@ -1,0 +1,201 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace loom {
+
+Scheduler::Scheduler(const ModelSpec& spec, KvCache& cache, SchedulerOptions options)
+    : spec_(spec), cache_(cache), opt_(options) {
+  LOOM_CHECK(opt_.max_seqs > 0 && opt_.max_batch_slots > 0, "scheduler: max_seqs ",
+             opt_.max_seqs, " and max_batch_slots ", opt_.max_batch_slots, " must be positive");
+}
+
+int Scheduler::blocks_for(const Sequence& seq) const {
+  const int bs = cache_.block_size();
+  return (seq.max_round_slots() + bs - 1) / bs;
+}
+
+bool Scheduler::can_admit(const Sequence& seq) const {
+  return int(running_.size()) < opt_.max_seqs && cache_.can_reserve(blocks_for(seq));
+}
+
+void Scheduler::admit(std::unique_ptr<Sequence> seq, double now) {
+  Running r;
+  r.reserved = blocks_for(*seq);
+  cache_.reserve(r.reserved);
+  r.seq = std::move(seq);
+  r.t_admit = r.t_frame = now;
+  begin_round(r);
+  running_.push_back(std::move(r));
+}
+
+void Scheduler::begin_round(Running& r) {
+  const Sequence& s = *r.seq;
+  const int bs = cache_.block_size(), full = s.prompt_len() / bs;
+  r.hashes.clear();
+  uint64_t h = 0;
+  for (int b = 0; b < full; b++) {
+    std::vector<float> acts;  // [bs, action_dim] action values of the block's action slots
+    if (spec_.action_dim > 0) {
+      acts.assign(size_t(bs) * size_t(spec_.action_dim), 0.0f);
+      for (int i = 0; i < bs; i++)
+        if (const float* a = s.action_at(b * bs + i))
+          std::copy(a, a + spec_.action_dim, acts.begin() + long(i) * spec_.action_dim);
+    }
+    h = hash_block(h, s.round_tokens().data() + size_t(b) * size_t(bs),
+                   acts.empty() ? nullptr : acts.data(), bs, spec_.action_dim);
+    r.hashes.push_back(h);
+  }
+  stats_.prompt_blocks += full;
+  if (!opt_.prefix_sharing) return;
+  // Share at most the blocks before the prompt's last slot: that slot's logits are needed.
+  const int shareable = (s.prompt_len() - 1) / bs;
+  int matched = 0;
+  while (matched < shareable) {
+    const int b = cache_.lookup(r.hashes[size_t(matched)]);
+    if (b < 0) break;
+    cache_.add_ref(b);
+    r.blocks.push_back(b);
+    matched++;
+  }
+  if (matched > 0) {
+    r.seq->skip_prompt(matched * bs);
+    r.waiting_shared = true;
+    stats_.shared_blocks += matched;
+    stats_.prefill_saved += int64_t(matched) * bs;
+  }
+}
+
+void Scheduler::release_blocks(Running& r) {
+  for (int32_t b : r.blocks) cache_.release(b);
+  r.blocks.clear();
+}
+
+bool Scheduler::shared_ready(Running& r) const {
+  if (!r.waiting_shared) return true;
+  for (int32_t b : r.blocks)
+    if (!cache_.ready(b)) return false;
+  r.waiting_shared = false;
+  return true;
+}
+
+bool Scheduler::schedule(StepBatch& batch) {
+  batch.clear();
+  step_order_.clear();
+  step_seqs_.clear();
+  has_prefill_ = false;
+  const int decode_max = spec_.action_tokens + 1;
+  int budget = opt_.max_batch_slots;
+  for (Running& r : running_) r.scheduled = 0;
+  // Decode-phase sequences first (they hold KV and finish soonest), then prefill chunks.
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < running_.size(); i++) {
+      Running& r = running_[i];
+      const Sequence& s = *r.seq;
+      const bool decoding = s.kv_len() >= s.prompt_len() && s.pending() <= decode_max;
+      if ((pass == 0) != decoding || r.scheduled > 0 || s.pending() == 0) continue;
+      if (int(step_order_.size()) >= opt_.max_seqs || budget == 0) break;
+      if (!shared_ready(r)) continue;
+      const int n = std::min(s.pending(), budget);
+      if (pass == 0 && n < s.pending()) continue;  // decode chunks are never cut
+      r.scheduled = n;
+      budget -= n;
+      step_order_.push_back(int(i));
+      if (pass == 1) has_prefill_ = true;
+    }
+  }
+  if (step_order_.empty()) return false;
+
+  const int bs = cache_.block_size();
+  int max_blocks = 0;
+  for (int i : step_order_) {
+    Running& r = running_[size_t(i)];
+    const int need = (r.seq->kv_len() + r.scheduled + bs - 1) / bs;
+    while (int(r.blocks.size()) < need) {
+      const int b = cache_.allocate();
+      const size_t idx = r.blocks.size();
+      r.blocks.push_back(b);
+      if (opt_.prefix_sharing && idx < r.hashes.size()) cache_.register_hash(b, r.hashes[idx]);
+    }
+    max_blocks = std::max(max_blocks, int(r.blocks.size()));
+  }
+
+  const int ad = spec_.action_dim;
+  batch.blocks_per_seq = max_blocks;
+  for (int i : step_order_) {
+    Running& r = running_[size_t(i)];
+    const Sequence& s = *r.seq;
+    for (int j = 0; j < r.scheduled; j++) {
+      const int slot = s.kv_len() + j;
+      batch.tokens.push_back(s.token_at(slot));
+      batch.positions.push_back(slot);
+      const float* a = s.action_at(slot);
+      for (int d = 0; d < ad; d++) batch.actions.push_back(a ? a[d] : 0.0f);
+    }
+    batch.slot_start.push_back(int32_t(batch.tokens.size()));
+    batch.kv_len.push_back(s.kv_len());
+    for (int b = 0; b < max_blocks; b++)
+      batch.block_tables.push_back(b < int(r.blocks.size()) ? r.blocks[size_t(b)] : -1);
+    batch.sample.push_back(r.scheduled == s.pending() ? 1 : 0);
+    batch.sampling.push_back(s.job().sampling);
+    batch.sample_index.push_back(s.sample());
+    batch.draw_index.push_back(s.draw_index());
+    step_seqs_.push_back(&s);
+  }
+  stats_.steps++;
+  stats_.slots += batch.n_slots();
+  stats_.seq_steps += batch.n_seqs();
+  stats_.max_batch = std::max(stats_.max_batch, batch.n_seqs());
+  return true;
+}
+
+void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>& done) {
+  const int bs = cache_.block_size();
+  for (size_t k = 0; k < step_order_.size(); k++) {
+    Running& r = running_[size_t(step_order_[k])];
+    Sequence& s = *r.seq;
+    const int before = s.kv_len();
+    s.advance(r.scheduled);
+    for (int b = before / bs; b < s.kv_len() / bs; b++) cache_.set_ready(r.blocks[size_t(b)]);
+    r.scheduled = 0;
+    if (s.pending() > 0) continue;  // a prefill chunk: no token yet
+    const size_t frames_before = s.frames().size();
+    if (r.t_first < 0) r.t_first = now;
+    const bool new_round = s.on_token(out.tokens[k]);
+    if (s.frames().size() > frames_before) {
+      r.frame_s.push_back(now - r.t_frame);
+      r.t_frame = now;
+    }
+    if (new_round) {
+      release_blocks(r);
+      begin_round(r);
+    }
+  }
+  // Finished sequences leave; the order of the others is kept.
+  size_t w = 0;
+  for (size_t i = 0; i < running_.size(); i++) {
+    if (running_[i].seq->finished()) {
+      release_blocks(running_[i]);
+      cache_.unreserve(running_[i].reserved);
+      done.push_back(std::move(running_[i]));
+    } else {
+      if (w != i) running_[w] = std::move(running_[i]);
+      w++;
+    }
+  }
+  running_.resize(w);
+  step_order_.clear();
+}
+
+void Scheduler::abandon_all(std::vector<Running>& dropped) {
+  for (Running& r : running_) {
+    release_blocks(r);
+    cache_.unreserve(r.reserved);
+    dropped.push_back(std::move(r));
+  }
+  running_.clear();
+}
+
+}  // namespace loom

@@ -1,0 +1,114 @@
+#include "engine/sequence.h"
+
+#include <algorithm>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace loom {
+
+Sequence::Sequence(std::shared_ptr<const Job> job, uint32_t sample, const ModelSpec& spec)
+    : job_(std::move(job)), sample_(sample), spec_(spec) {
+  if (spec_.has_frames()) {
+    P_ = spec_.image_tokens;
+    A_ = spec_.action_tokens;
+    S_ = spec_.frame_slots();
+    T_ = spec_.temporal_rows;
+    const int total_frames = job_->context_frames + job_->num_frames;
+    max_round_slots_ = std::min(T_, total_frames) * S_;
+    // A prompt that already fills the temporal table starts from its last `overlap` frames,
+    // exactly as a full round does before its next frame.
+    const int n_ctx = job_->context_frames;
+    if (n_ctx == T_)
+      start_round(n_ctx - job_->overlap, job_->overlap);
+    else
+      start_round(0, n_ctx);
+  } else {
+    tokens_ = job_->prompt;
+    action_rows_.assign(tokens_.size(), -1);
+    prompt_len_ = round_len();
+    prompt_slots_ = prompt_len_;
+    max_round_slots_ = prompt_len_ + job_->max_tokens;
+  }
+}
+
+const float* Sequence::action_at(int slot) const {
+  const int row = action_rows_[size_t(slot)];
+  return row < 0 ? nullptr : job_->actions.data() + size_t(row) * size_t(spec_.action_dim);
+}
+
+const int32_t* Sequence::frame_tokens(int frame) const {
+  if (frame < job_->context_frames) return job_->prompt.data() + size_t(frame) * size_t(S_);
+  return frames_[size_t(frame - job_->context_frames)].data();
+}
+
+void Sequence::push_slot(int32_t token, int action_row) {
+  tokens_.push_back(token);
+  action_rows_.push_back(action_row);
+}
+
+void Sequence::start_round(int first_frame, int frame_count) {
+  tokens_.clear();
+  action_rows_.clear();
+  kv_len_ = 0;
+  for (int f = first_frame; f < first_frame + frame_count; f++) {
+    const int32_t* ids = frame_tokens(f);
+    for (int t = 0; t < P_; t++) push_slot(ids[t], -1);
+    for (int a = 0; a < A_; a++) push_slot(kActionSlot, f * A_ + a);
+  }
+  round_frames_ = frame_count;
+  prompt_len_ = round_len();
+  prompt_slots_ += prompt_len_;
+}
+
+void Sequence::advance(int n) {
+  LOOM_CHECK(n >= 0 && n <= pending(), "sequence: advancing ", n, " of ", pending(), " pending");
+  kv_len_ += n;
+}
+
+void Sequence::skip_prompt(int n) {
+  LOOM_CHECK(kv_len_ == 0 && n < prompt_len_, "sequence: cannot skip ", n, " prompt slots");
+  kv_len_ = n;
+  cached_slots_ += n;
+}
+
+bool Sequence::on_token(int32_t token) {
+  LOOM_CHECK(!finished_ && pending() == 0, "sequence: token fed while ",
+             finished_ ? "finished" : "slots are pending");
+  draw_index_++;
+  if (!spec_.has_frames()) {
+    generated_.push_back(token);
+    eos_ = token == spec_.eos_id && !job_->ignore_eos;
+    if (eos_ || int(generated_.size()) == job_->max_tokens) {
+      finished_ = true;
+      return false;
+    }
+    push_slot(token, -1);
+    return false;
+  }
+  current_.push_back(token);
+  if (int(current_.size()) < P_) {
+    push_slot(token, -1);
+    return false;
+  }
+  // The frame is complete.
+  frames_.push_back(std::move(current_));
+  current_.clear();
+  round_frames_++;
+  if (int(frames_.size()) == job_->num_frames) {
+    finished_ = true;
+    return false;
+  }
+  const int frame = job_->context_frames + int(frames_.size()) - 1;  // global index of it
+  if (round_frames_ == T_) {
+    const int overlap = job_->overlap;
+    start_round(frame + 1 - overlap, overlap);
+    round_++;
+    return true;
+  }
+  push_slot(token, -1);
+  for (int a = 0; a < A_; a++) push_slot(kActionSlot, frame * A_ + a);
+  return false;
+}
+
+}  // namespace loom

@@ -1,0 +1,85 @@
+// Sequence: one sample of one job, and the frame loop of design §4.
+//
+// A round is a list of slots starting at position 0: the prompt (context frames, or the last
+// `overlap` frames when a new round starts), then what generation appends. Each slot is a
+// token id or an action row. kv_len() slots are in the KV cache; the rest are pending and go
+// to the next step(s). When a step has fed every pending slot, the last slot's logits give the
+// next token and on_token() extends the round:
+//   - inside a frame: the token becomes the next pending slot;
+//   - a frame's P-th token: if more frames follow and the round holds T frames, a new round
+//     starts from the last `overlap` frames; otherwise the token and the frame's A action rows
+//     become one (A+1)-slot chunk whose last logits give the next frame's first token.
+// Plain Llama (no frame layout) is the same machine with frames of unbounded size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "io/jobs.h"
+#include "model/spec.h"
+
+namespace loom {
+
+class Sequence {
+ public:
+  Sequence(std::shared_ptr<const Job> job, uint32_t sample, const ModelSpec& spec);
+
+  const Job& job() const { return *job_; }
+  uint32_t sample() const { return sample_; }
+  bool finished() const { return finished_; }
+
+  // The current round.
+  int round() const { return round_; }
+  int round_len() const { return int(tokens_.size()); }  // slots known so far
+  int kv_len() const { return kv_len_; }
+  int pending() const { return round_len() - kv_len_; }
+  int32_t token_at(int slot) const { return tokens_[size_t(slot)]; }   // kActionSlot for actions
+  const float* action_at(int slot) const;                             // [action_dim] or nullptr
+  const std::vector<int32_t>& round_tokens() const { return tokens_; }
+  int prompt_len() const { return prompt_len_; }  // slots of this round's prompt
+
+  // Most slots this sequence's KV can hold in any round; sets the blocks it reserves.
+  int max_round_slots() const { return max_round_slots_; }
+
+  // Record that `n` pending slots were fed; kv_len grows by n.
+  void advance(int n);
+  // Feed the token drawn from the last slot's logits (only when pending() == 0).
+  // Returns true when a new round starts: the caller drops this sequence's KV blocks.
+  bool on_token(int32_t token);
+  // Skip the first `n` prompt slots, whose KV is shared from identical earlier prompts.
+  void skip_prompt(int n);
+
+  uint64_t draw_index() const { return draw_index_; }
+  const std::vector<std::vector<int32_t>>& frames() const { return frames_; }  // [frames][P]
+  const std::vector<int32_t>& tokens() const { return generated_; }           // plain models
+  bool stopped_at_eos() const { return eos_; }
+
+  // Slots prefilled (all rounds) and how many of those came from shared blocks.
+  int prompt_slots() const { return prompt_slots_; }
+  int cached_slots() const { return cached_slots_; }
+
+ private:
+  void start_round(int first_frame, int frame_count);  // frames [first, first + count) as prompt
+  const int32_t* frame_tokens(int frame) const;        // global frame index → [P] ids
+  void push_slot(int32_t token, int action_row);
+
+  std::shared_ptr<const Job> job_;
+  uint32_t sample_;
+  ModelSpec spec_;
+  int P_ = 0, A_ = 0, S_ = 0, T_ = 0;
+
+  std::vector<int32_t> tokens_;       // [round_len] token id or kActionSlot
+  std::vector<int32_t> action_rows_;  // [round_len] row of job.actions, -1 for token slots
+  int kv_len_ = 0, prompt_len_ = 0, round_ = 0, round_frames_ = 0;
+  int max_round_slots_ = 0;
+
+  std::vector<std::vector<int32_t>> frames_;  // generated frames, [num_frames][P]
+  std::vector<int32_t> current_;              // tokens of the frame being generated
+  std::vector<int32_t> generated_;            // plain models: generated ids
+  uint64_t draw_index_ = 0;
+  bool finished_ = false, eos_ = false;
+  int prompt_slots_ = 0, cached_slots_ = 0;
+};
+
+}  // namespace loom
