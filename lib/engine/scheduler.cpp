@@ -49,11 +49,10 @@ void Scheduler::begin_round(Running& r) {
     r.hashes.push_back(h);
   }
   stats_.prompt_blocks += full;
-  if (!opt_.prefix_sharing) return;
   // Share at most the blocks before the prompt's last slot: that slot's logits are needed.
   const int shareable = (s.prompt_len() - 1) / bs;
   int matched = 0;
-  while (matched < shareable) {
+  while (opt_.prefix_sharing && matched < shareable) {
     const int b = cache_.lookup(r.hashes[size_t(matched)]);
     if (b < 0) break;
     cache_.add_ref(b);
@@ -65,6 +64,13 @@ void Scheduler::begin_round(Running& r) {
     r.waiting_shared = true;
     stats_.shared_blocks += matched;
     stats_.prefill_saved += int64_t(matched) * bs;
+  }
+  // Claim and name the rest of the full prompt blocks now, so sequences admitted before this
+  // one has run (the other samples, jobs read in the same batch) can already share them.
+  while (int(r.blocks.size()) < full) {
+    const int b = cache_.allocate();
+    cache_.register_hash(b, r.hashes[r.blocks.size()]);
+    r.blocks.push_back(b);
   }
 }
 
@@ -113,12 +119,7 @@ bool Scheduler::schedule(StepBatch& batch) {
   for (int i : step_order_) {
     Running& r = running_[size_t(i)];
     const int need = (r.seq->kv_len() + r.scheduled + bs - 1) / bs;
-    while (int(r.blocks.size()) < need) {
-      const int b = cache_.allocate();
-      const size_t idx = r.blocks.size();
-      r.blocks.push_back(b);
-      if (opt_.prefix_sharing && idx < r.hashes.size()) cache_.register_hash(b, r.hashes[idx]);
-    }
+    while (int(r.blocks.size()) < need) r.blocks.push_back(cache_.allocate());
     max_blocks = std::max(max_blocks, int(r.blocks.size()));
   }
 

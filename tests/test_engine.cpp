@@ -1,0 +1,351 @@
+// Engine, scheduler, KV cache and the frame loop, on a fake backend whose "model" is a hash of
+// everything in the attention window read through the block tables. A wrong block table, a
+// shared block with the wrong content, a slot at the wrong position or a missing action row
+// changes the tokens, so the streams below check paging, prefix sharing and design §4 at once.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/kv_cache.h"
+#include "engine/sequence.h"
+
+using namespace loom;
+
+namespace {
+
+ModelSpec frame_spec() {
+  ModelSpec s;
+  s.hidden = 8;
+  s.layers = 1;
+  s.heads = s.kv_heads = 1;
+  s.head_dim = 8;
+  s.vocab = 1000;
+  s.image_tokens = 10;
+  s.action_tokens = 3;
+  s.action_dim = 3;
+  s.spatial_rows = 13;
+  s.temporal_rows = 6;
+  s.max_positions = 78;
+  return s;
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+// Value of one slot as the fake model sees it: its input and its position.
+uint64_t slot_value(int32_t token, const float* action, int dim, int position) {
+  uint64_t h = mix(uint64_t(uint32_t(token)), uint64_t(position));
+  for (int d = 0; action && d < dim; d++) {
+    uint32_t bits;
+    std::memcpy(&bits, &action[d], 4);
+    h = mix(h, bits);
+  }
+  return h;
+}
+
+uint64_t fold(const std::vector<uint64_t>& window) {
+  uint64_t h = 1;
+  for (uint64_t v : window) h = mix(h, v);
+  return h;
+}
+
+int32_t fake_token(uint64_t h, const StepBatch& b, int s, int vocab) {
+  return int32_t(mix(h, mix(b.sampling[size_t(s)].seed,
+                            mix(b.sample_index[size_t(s)], b.draw_index[size_t(s)]))) %
+                 uint64_t(vocab - 1));
+}
+
+class FakeBackend : public Backend {
+ public:
+  explicit FakeBackend(ModelSpec spec) : spec_(spec) {}
+  std::string name() const override { return "fake"; }
+  void load(const ModelSpec&, const Weights&) override {}
+  size_t kv_block_bytes(int) const override { return 1; }
+  int allocate_cache(const CacheRequest& r) override {
+    block_size_ = r.block_size;
+    cache_.assign(size_t(r.num_blocks) * size_t(r.block_size), 0);
+    return r.num_blocks;
+  }
+  void step(const StepBatch& b, StepOutput& out) override {
+    out.tokens.assign(size_t(b.n_seqs()), -1);
+    max_batch = std::max(max_batch, b.n_seqs());
+    for (int s = 0; s < b.n_seqs(); s++) {
+      const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
+      auto at = [&](int i) -> uint64_t& {
+        return cache_[size_t(table[i / block_size_]) * size_t(block_size_) + size_t(i % block_size_)];
+      };
+      for (int i = b.slot_start[size_t(s)]; i < b.slot_start[size_t(s) + 1]; i++) {
+        const int j = i - b.slot_start[size_t(s)];
+        REQUIRE(b.positions[size_t(i)] == b.kv_len[size_t(s)] + j);
+        const bool action = b.tokens[size_t(i)] == kActionSlot;
+        at(b.kv_len[size_t(s)] + j) =
+            slot_value(b.tokens[size_t(i)], action ? &b.actions[size_t(i) * 3] : nullptr, 3,
+                       b.positions[size_t(i)]);
+      }
+      if (!b.sample[size_t(s)]) continue;
+      std::vector<uint64_t> window;
+      const int end = b.kv_len[size_t(s)] + b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
+      for (int i = 0; i < end; i++) window.push_back(at(i));
+      out.tokens[size_t(s)] = fake_token(fold(window), b, s, spec_.vocab);
+    }
+  }
+  int max_batch = 0;
+
+ private:
+  ModelSpec spec_;
+  int block_size_ = 16;
+  std::vector<uint64_t> cache_;  // [num_blocks * block_size] slot values
+};
+
+// The reference: design §4 with the whole round recomputed for every token.
+std::vector<std::vector<int32_t>> reference_frames(const Job& job, uint32_t sample,
+                                                   const ModelSpec& sp) {
+  const int P = sp.image_tokens, A = sp.action_tokens, S = P + A, T = sp.temporal_rows;
+  std::vector<std::vector<int32_t>> all;  // every frame's image ids, context first
+  for (int f = 0; f < job.context_frames; f++)
+    all.emplace_back(job.prompt.begin() + f * S, job.prompt.begin() + f * S + P);
+  int first = 0;  // first frame of the round
+  std::vector<std::vector<int32_t>> out;
+  for (int g = 0; g < job.num_frames; g++) {
+    if (int(all.size()) - first == T) first = int(all.size()) - job.overlap;
+    std::vector<int32_t> cur;
+    for (int t = 0; t < P; t++) {
+      std::vector<uint64_t> window;
+      int pos = 0;
+      for (int f = first; f < int(all.size()); f++) {
+        for (int i = 0; i < P; i++) window.push_back(slot_value(all[size_t(f)][size_t(i)], nullptr, 3, pos++));
+        for (int a = 0; a < A; a++)
+          window.push_back(slot_value(kActionSlot, &job.actions[size_t(f * A + a) * 3], 3, pos++));
+      }
+      for (int32_t tok : cur) window.push_back(slot_value(tok, nullptr, 3, pos++));
+      StepBatch b;
+      b.sampling = {job.sampling};
+      b.sample_index = {sample};
+      b.draw_index = {uint64_t(g * P + t)};
+      cur.push_back(fake_token(fold(window), b, 0, sp.vocab));
+    }
+    all.push_back(cur);
+    out.push_back(cur);
+  }
+  return out;
+}
+
+Job make_job(const ModelSpec& sp, const std::string& id, int n_ctx, int frames, uint64_t seed,
+             int context_variant, int samples = 1) {
+  const int P = sp.image_tokens, A = sp.action_tokens;
+  Job j;
+  j.id = id;
+  j.context_frames = n_ctx;
+  j.num_frames = frames;
+  j.num_samples = samples;
+  j.sampling.temperature = 1.0f;
+  j.sampling.seed = seed;
+  for (int f = 0; f < n_ctx; f++) {
+    for (int t = 0; t < P; t++) j.prompt.push_back((f * 31 + t * 7 + context_variant) % 999);
+    for (int a = 0; a < A; a++) j.prompt.push_back(-3);
+  }
+  j.action_rows = A * (n_ctx + frames);
+  for (int r = 0; r < j.action_rows; r++)
+    for (int d = 0; d < 3; d++) j.actions.push_back(0.25f * float(r) - 0.5f * float(d));
+  return j;
+}
+
+struct RunOut {
+  std::map<std::pair<std::string, uint32_t>, std::vector<std::vector<int32_t>>> frames;
+  RunStats stats;
+  int max_batch = 0;
+};
+
+RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool sharing,
+                int block_size = 4, int max_slots = 64) {
+  ModelSpec sp = frame_spec();
+  FakeBackend be(sp);
+  EngineOptions opt;
+  opt.scheduler.max_seqs = max_seqs;
+  opt.scheduler.max_batch_slots = max_slots;
+  opt.scheduler.prefix_sharing = sharing;
+  opt.cache.block_size = block_size;
+  opt.cache.num_blocks = num_blocks;
+  Engine engine(sp, be, opt);
+  size_t next = 0;
+  RunOut out;
+  out.stats = engine.run(
+      [&](Job& j, JobError&, bool& ok) {
+        if (next == jobs.size()) return false;
+        j = jobs[next++];
+        ok = true;
+        return true;
+      },
+      [&](const JobResult& r) {
+        REQUIRE(r.ok);
+        out.frames[{r.id, r.sample}] = r.frames;
+      });
+  out.max_batch = be.max_batch;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("frame layout: action slots, the 7-slot chunk and positions across rounds") {
+  ModelSpec sp = frame_spec();
+  auto job = std::make_shared<Job>(make_job(sp, "a", 3, 8, 1, 0));
+  Sequence s(job, 0, sp);
+  CHECK(s.prompt_len() == 39);
+  CHECK(s.pending() == 39);
+  for (int slot = 0; slot < 39; slot++) {
+    const bool action = slot % 13 >= 10;
+    CHECK((s.token_at(slot) == kActionSlot) == action);
+    if (action) CHECK(s.action_at(slot) == &job->actions[size_t((slot / 13) * 3 + slot % 13 - 10) * 3]);
+  }
+  s.advance(39);
+  for (int t = 0; t < 9; t++) {  // tokens 0..8 of generated frame 0 are single slots
+    CHECK_FALSE(s.on_token(100 + t));
+    CHECK(s.pending() == 1);
+    CHECK(s.token_at(s.kv_len()) == 100 + t);
+    s.advance(1);
+  }
+  CHECK_FALSE(s.on_token(109));  // frame complete: its last token plus 3 action slots
+  CHECK(s.pending() == 4);
+  CHECK(s.kv_len() == 48);
+  CHECK(s.token_at(48) == 109);
+  for (int a = 0; a < 3; a++) {
+    CHECK(s.token_at(49 + a) == kActionSlot);
+    CHECK(s.action_at(49 + a) == &job->actions[size_t(9 + a) * 3]);  // rows of global frame 3
+  }
+  s.advance(4);
+  // Frames 1 and 2 fill the round (3 context + 3 generated = T = 6).
+  int round_changes = 0;
+  for (int t = 0; t < 20; t++) {
+    if (s.on_token(200 + t)) round_changes++;
+    s.advance(s.pending());
+  }
+  CHECK(round_changes == 1);
+  CHECK(s.round() == 1);
+  CHECK(s.frames().size() == 3);
+  // The new round's prompt is generated frames 0, 1, 2 (global 3, 4, 5) at position 0.
+  CHECK(s.prompt_len() == 39);
+  CHECK(s.token_at(0) == 100);
+  CHECK(s.token_at(13) == 200);
+  CHECK(s.token_at(26) == 210);
+  CHECK(s.action_at(10) == &job->actions[size_t(9) * 3]);
+  CHECK(s.action_at(38) == &job->actions[size_t(17) * 3]);
+  CHECK(s.draw_index() == 30);
+}
+
+TEST_CASE("engine streams equal the full-recompute reference across two round changes") {
+  ModelSpec sp = frame_spec();
+  std::vector<Job> jobs = {make_job(sp, "a", 3, 8, 11, 0), make_job(sp, "b", 1, 5, 12, 1),
+                           make_job(sp, "c", 2, 9, 13, 2, 2), make_job(sp, "d", 6, 4, 14, 3)};
+  RunOut got = run_jobs(jobs, 8, 200, true);
+  for (const Job& j : jobs)
+    for (uint32_t k = 0; k < uint32_t(j.num_samples); k++) {
+      CAPTURE(j.id);
+      CAPTURE(k);
+      CHECK(got.frames.at({j.id, k}) == reference_frames(j, k, sp));
+    }
+  CHECK(got.max_batch > 1);
+  CHECK(got.stats.frames == 8 + 5 + 9 * 2 + 4);
+  CHECK(got.stats.tokens == got.stats.frames * 10);
+}
+
+TEST_CASE("a job's tokens do not depend on the batch around it, the block size or sharing") {
+  ModelSpec sp = frame_spec();
+  std::vector<Job> jobs;
+  for (int i = 0; i < 12; i++) jobs.push_back(make_job(sp, "j" + std::to_string(i), 3, 7, 100 + i, i % 3, 1 + i % 2));
+  RunOut alone = run_jobs(jobs, 1, 40, false, 4);
+  RunOut crowded = run_jobs(jobs, 64, 400, true, 4);
+  RunOut tight = run_jobs(jobs, 64, 60, true, 16, 20);  // few blocks: admission waits, blocks reused
+  CHECK(alone.frames == crowded.frames);
+  CHECK(alone.frames == tight.frames);
+  CHECK(alone.max_batch == 1);
+  CHECK(crowded.max_batch > 8);
+}
+
+TEST_CASE("prefix sharing: identical context frames are computed once") {
+  ModelSpec sp = frame_spec();
+  std::vector<Job> jobs;
+  for (int i = 0; i < 8; i++) jobs.push_back(make_job(sp, "g" + std::to_string(i), 3, 2, 500 + i, 7));
+  RunOut shared = run_jobs(jobs, 64, 400, true, 4);
+  RunOut plain = run_jobs(jobs, 64, 400, false, 4);
+  CHECK(shared.frames == plain.frames);
+  // 39 prompt slots = 9 full blocks of 4; all but the block holding the last slot are shared
+  // (the last slot's logits are needed): 7 of the other jobs take 9 blocks each.
+  CHECK(shared.stats.scheduler.shared_blocks == 7 * 9);
+  CHECK(shared.stats.scheduler.prefill_saved == 7 * 36);
+  CHECK(plain.stats.scheduler.shared_blocks == 0);
+}
+
+TEST_CASE("KV cache: references, eviction order, hashes and reservations") {
+  KvCache c(4, 16);
+  const int a = c.allocate(), b = c.allocate();
+  CHECK(a != b);
+  CHECK(c.used_blocks() == 2);
+  c.register_hash(a, 111);
+  c.set_ready(a);
+  CHECK(c.lookup(111) == a);
+  c.add_ref(a);
+  c.release(a);
+  CHECK(c.ref_count(a) == 1);
+  c.release(a);  // free but cached: still findable
+  CHECK(c.lookup(111) == a);
+  c.release(b);
+  c.check_invariants();
+  // Plain free blocks are reused before cached ones.
+  const int x = c.allocate(), y = c.allocate(), z = c.allocate();
+  CHECK(std::set<int>{x, y, z}.count(a) == 0);
+  CHECK(c.lookup(111) == a);
+  const int w = c.allocate();  // the last one left: the cached block is evicted
+  CHECK(w == a);
+  CHECK(c.lookup(111) == -1);
+  CHECK_THROWS_WITH_AS(c.allocate(), "KV cache: out of blocks (4 in all)", Error);
+  c.check_invariants();
+  // A block released before it was written in full loses its hash.
+  c.release(w);
+  const int v = c.allocate();
+  c.register_hash(v, 222);
+  c.release(v);
+  CHECK(c.lookup(222) == -1);
+  CHECK(c.can_reserve(4));
+  c.reserve(3);
+  CHECK_FALSE(c.can_reserve(2));
+  c.unreserve(3);
+  CHECK_THROWS_AS(c.release(v), Error);
+}
+
+TEST_CASE("a job larger than the whole cache fails alone; the others finish") {
+  ModelSpec sp = frame_spec();
+  FakeBackend be(sp);
+  EngineOptions opt;
+  opt.cache.block_size = 4;
+  opt.cache.num_blocks = 12;  // 48 slots: a 3-frame prompt + 1 frame needs 52
+  Engine engine(sp, be, opt);
+  std::vector<Job> jobs = {make_job(sp, "small", 1, 2, 1, 0), make_job(sp, "big", 3, 1, 2, 0),
+                           make_job(sp, "small2", 1, 1, 3, 0)};
+  size_t next = 0;
+  std::vector<JobResult> results;
+  RunStats st = engine.run(
+      [&](Job& j, JobError&, bool& ok) {
+        if (next == jobs.size()) return false;
+        j = jobs[next++];
+        ok = true;
+        return true;
+      },
+      [&](const JobResult& r) { results.push_back(r); });
+  REQUIRE(results.size() == 3);
+  int errors = 0;
+  for (const JobResult& r : results)
+    if (!r.ok) {
+      errors++;
+      CHECK(r.id == "big");
+      CHECK(r.error.find("job needs 13 KV blocks of 4 slots for one round, the cache holds 12") !=
+            std::string::npos);
+    }
+  CHECK(errors == 1);
+  CHECK(st.jobs_failed == 1);
+}

@@ -1,0 +1,146 @@
+// Sampler: the Philox stream, the Gumbel-max draw against the softmax it must follow, the
+// exact support of top-k / top-p, and determinism in (seed, sample, draw index).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "backend/sampler.h"
+#include "core/philox.h"
+
+using namespace loom;
+
+TEST_CASE("philox4x32-10 matches the Random123 known answers") {
+  Philox4 a = philox4x32_10(0, 0, 0, 0, 0, 0);
+  CHECK(a.v[0] == 0x6627e8d5u);
+  CHECK(a.v[1] == 0xe169c58du);
+  CHECK(a.v[2] == 0xbc57ac4cu);
+  CHECK(a.v[3] == 0x9b00dbd8u);
+  const uint32_t f = 0xffffffffu;
+  Philox4 b = philox4x32_10(f, f, f, f, f, f);
+  CHECK(b.v[0] == 0x408f276du);
+  CHECK(b.v[1] == 0x41c83b0eu);
+  CHECK(b.v[2] == 0xa20bc7c6u);
+  CHECK(b.v[3] == 0x6d5451fdu);
+}
+
+TEST_CASE("philox_uniform stays strictly inside (0, 1)") {
+  for (uint32_t t = 0; t < 10000; t++) {
+    const float u = philox_uniform(42, 1, 7, t);
+    REQUIRE(u > 0.0f);
+    REQUIRE(u < 1.0f);
+  }
+}
+
+static std::vector<double> softmax(const std::vector<float>& z, float temperature) {
+  double mx = -1e30, sum = 0;
+  for (float v : z) mx = std::max(mx, double(v) / temperature);
+  std::vector<double> p;
+  for (float v : z) p.push_back(std::exp(double(v) / temperature - mx));
+  for (double v : p) sum += v;
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+// Pearson chi-square of `n` draws against probabilities p (entries with p = 0 must get none).
+static double chi_square(const std::vector<float>& logits, const SamplingParams& sp,
+                         const std::vector<double>& p, int n) {
+  std::vector<int> count(p.size(), 0);
+  for (int i = 0; i < n; i++) count[size_t(sample_token(logits.data(), int(logits.size()), sp, 0,
+                                                        uint64_t(i)))]++;
+  double chi = 0;
+  for (size_t i = 0; i < p.size(); i++) {
+    if (p[i] == 0) {
+      CHECK(count[i] == 0);
+      continue;
+    }
+    const double e = p[i] * n;
+    chi += (count[i] - e) * (count[i] - e) / e;
+  }
+  return chi;
+}
+
+TEST_CASE("draws follow softmax(logits / temperature): chi-square") {
+  const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f, 0.0f, 2.5f, -0.5f, 1.5f, 0.2f};
+  for (float temperature : {1.0f, 0.5f, 2.0f}) {
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.seed = 1234;
+    // 9 degrees of freedom: the 99.9% quantile is 27.88.
+    const double chi = chi_square(logits, sp, softmax(logits, temperature), 40000);
+    CAPTURE(temperature);
+    CHECK(chi < 27.88);
+  }
+  // The same test must reject a draw from the wrong temperature.
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  CHECK(chi_square(logits, sp, softmax(logits, 0.7f), 40000) > 100.0);
+}
+
+TEST_CASE("top-k keeps exactly the k most likely tokens, renormalised") {
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 1.0f, -3.0f};
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 3;
+  sp.seed = 9;
+  std::vector<double> p = softmax(logits, 1.0f);
+  // kept: ids 1, 3, 5
+  double kept = p[1] + p[3] + p[5];
+  std::vector<double> q(p.size(), 0.0);
+  for (int i : {1, 3, 5}) q[size_t(i)] = p[size_t(i)] / kept;
+  CHECK(chi_square(logits, sp, q, 30000) < 13.82);  // 2 dof, 99.9%
+}
+
+TEST_CASE("top-p keeps the shortest prefix reaching the mass, ties broken by id") {
+  // p ≈ 0.5, 0.3, 0.15, 0.05
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                                     std::log(0.05f)};
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.seed = 3;
+  auto support = [&](float top_p) {
+    sp.top_p = top_p;
+    std::set<int> seen;
+    for (int i = 0; i < 4000; i++) seen.insert(sample_token(logits.data(), 4, sp, 0, uint64_t(i)));
+    return seen;
+  };
+  CHECK(support(0.45f) == std::set<int>{0});
+  CHECK(support(0.75f) == std::set<int>{0, 1});
+  CHECK(support(0.9f) == std::set<int>{0, 1, 2});
+  CHECK(support(1.0f) == std::set<int>{0, 1, 2, 3});
+  // Equal probabilities: the lower id comes first in the prefix.
+  const std::vector<float> flat = {0.0f, 0.0f, 0.0f, 0.0f};
+  sp.top_p = 0.5f;
+  std::set<int> seen;
+  for (int i = 0; i < 2000; i++) seen.insert(sample_token(flat.data(), 4, sp, 0, uint64_t(i)));
+  CHECK(seen == std::set<int>{0, 1});
+}
+
+TEST_CASE("greedy is argmax with the lowest id on ties") {
+  const std::vector<float> logits = {0.0f, 5.0f, 2.0f, 5.0f};
+  SamplingParams sp;
+  sp.temperature = 0.0f;
+  CHECK(sample_token(logits.data(), 4, sp, 0, 0) == 1);
+}
+
+TEST_CASE("same (seed, sample, draw) gives the same token; each key changes the stream") {
+  std::vector<float> logits(1000);
+  for (int i = 0; i < 1000; i++) logits[size_t(i)] = float(std::sin(i * 0.37)) * 2.0f;
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.seed = 77;
+  std::vector<int> a, b, other_seed, other_sample;
+  for (uint64_t d = 0; d < 64; d++) {
+    a.push_back(sample_token(logits.data(), 1000, sp, 0, d));
+    b.push_back(sample_token(logits.data(), 1000, sp, 0, d));
+    other_sample.push_back(sample_token(logits.data(), 1000, sp, 1, d));
+  }
+  sp.seed = 78;
+  for (uint64_t d = 0; d < 64; d++) other_seed.push_back(sample_token(logits.data(), 1000, sp, 0, d));
+  CHECK(a == b);
+  CHECK(a != other_seed);
+  CHECK(a != other_sample);
+  std::set<int> distinct(a.begin(), a.end());
+  CHECK(distinct.size() > 20);  // successive draws are not stuck on one token
+}
