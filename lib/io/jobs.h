@@ -42,6 +42,9 @@ struct JobError {
   std::string message;  // "line 7: field \"actions\": expected 18 rows of 3 numbers, found 17"
 };
 
+constexpr int kMaxJobFrames = 100000;             // num_frames upper bound per job
+constexpr size_t kMaxJobLineBytes = size_t(64) << 20;  // longer job lines are an error record
+
 struct JobDefaults {
   int32_t placeholder_id = -3;  // token id marking an action slot in prompt_token_ids
   int overlap = 3;
@@ -57,7 +60,11 @@ class JobReader {
   // Reads the next non-blank line. Returns false at end of input; otherwise exactly one of
   // `job` (ok == true) or `error` (ok == false) is filled.
   bool next(Job& job, JobError& error, bool& ok);
-  int64_t lines_read() const;
+  int64_t lines_read() const;    // physical lines consumed, blank ones included
+  int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
+  // Keep only the jobs of shard `index` of `count`: the j-th non-blank line (0-based) belongs
+  // to shard j mod count. Other lines are skipped unparsed. Call before the first next().
+  void set_shard(int index, int count);
 
  private:
   struct Impl;

@@ -1,0 +1,738 @@
+// JSONL job reader (design §1, §8). Lines are read with a bounded istream::getline, so neither
+// a huge file nor one enormous line can grow host memory without limit, and parsed with
+// simdjson's DOM parser, one reused parser per thread. Validation is strict and typed: every
+// field is checked against the ModelSpec and every failure becomes one message of the form
+//   line N: <what>: expected <...>, found <...>
+// Checks run in a fixed order (JSON, object, id, field names, prompt, frame counts, actions,
+// overlap, flags, sampling, num_samples), so a line with several defects always reports the
+// same first one.
+#include "io/jobs.h"
+
+#include <simdjson.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace loom {
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+constexpr size_t kShowChars = 40;  // how much of a bad value an error message quotes
+constexpr float kFloatMax = std::numeric_limits<float>::max();
+
+// Thrown inside parse_job_line for a defect of the line; caught there and turned into a
+// JobError (never escapes this file).
+struct BadLine {
+  std::string message;  // without the "line N: " prefix
+};
+
+template <class... Args>
+[[noreturn]] void bad(Args&&... args) {
+  throw BadLine{cat(std::forward<Args>(args)...)};
+}
+
+// `s` as a JSON string literal, cut to kShowChars bytes at a UTF-8 boundary.
+std::string quoted(std::string_view s) {
+  bool cut = s.size() > kShowChars;
+  size_t n = cut ? kShowChars : s.size();
+  while (cut && n > 0 && (uint8_t(s[n]) & 0xC0) == 0x80) --n;  // do not split a code point
+  // Bytes that are not UTF-8 are shown as \xNN, so the message itself stays valid UTF-8.
+  bool utf8 = simdjson::validate_utf8(s.data(), n);
+  std::string out = "\"";
+  for (size_t i = 0; i < n; ++i) {
+    char c = s[i];
+    static const char* hex = "0123456789abcdef";
+    if (!utf8 && uint8_t(c) >= 0x80) {
+      out += "\\x";
+      out += hex[uint8_t(c) >> 4];
+      out += hex[uint8_t(c) & 15];
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (uint8_t(c) < 0x20) {
+      out += "\\u00";
+      out += hex[uint8_t(c) >> 4];
+      out += hex[uint8_t(c) & 15];
+    } else {
+      out += c;
+    }
+  }
+  out += cut ? "...\"" : "\"";
+  return out;
+}
+
+std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  // A whole number written as "3" would hide that the job wrote 3.0 where an integer is due.
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// What a JSON value is, for the "found ..." half of a message.
+std::string describe(element e) {
+  switch (e.type()) {
+    case element_type::ARRAY: {
+      size_t n = array(e).size();
+      return n == 0 ? "an empty list" : cat("a list of ", n, n == 1 ? " item" : " items");
+    }
+    case element_type::OBJECT:
+      return "an object";
+    case element_type::INT64:
+      return std::to_string(int64_t(e));
+    case element_type::UINT64:
+      return std::to_string(uint64_t(e));
+    case element_type::DOUBLE:
+      return format_double(double(e));
+    case element_type::STRING:
+      return quoted(std::string_view(e));
+    case element_type::BOOL:
+      return bool(e) ? "true" : "false";
+    case element_type::NULL_VALUE:
+      return "null";
+  }
+  return "an unknown value";
+}
+
+bool is_integer(element e) {
+  return e.type() == element_type::INT64 || e.type() == element_type::UINT64;
+}
+bool is_number(element e) {
+  return is_integer(e) || e.type() == element_type::DOUBLE;
+}
+
+// An integer in [lo, hi]; `what` names the field for the message.
+int64_t get_int(element e, const std::string& what, int64_t lo, int64_t hi) {
+  bool in_range = false;
+  int64_t v = 0;
+  if (e.type() == element_type::INT64) {
+    v = int64_t(e);
+    in_range = v >= lo && v <= hi;
+  } else if (e.type() == element_type::UINT64) {
+    in_range = false;  // above INT64_MAX, beyond every bound used here
+  }
+  if (!in_range) bad(what, ": expected an integer in [", lo, ", ", hi, "], found ", describe(e));
+  return v;
+}
+
+double get_double(element e) {
+  switch (e.type()) {
+    case element_type::INT64:
+      return double(int64_t(e));
+    case element_type::UINT64:
+      return double(uint64_t(e));
+    default:
+      return double(e);
+  }
+}
+
+std::string field(const char* name) {
+  return cat("field \"", name, "\"");
+}
+
+// ---- Locating what made the DOM parser give up -------------------------------------------
+
+// simdjson reports an out-of-range number (1e999, 2^64) or a bare NaN only as "bad number" or
+// "bad structure" for the whole line. This scan finds the offending literal and the key it
+// belongs to, so the message can name the field.
+struct BadLiteral {
+  std::string key;      // last object key before the literal ("" if none)
+  std::string literal;  // the literal as written
+  bool out_of_range = false;
+};
+
+bool find_bad_literal(std::string_view s, BadLiteral& found) {
+  std::string last_key, last_string;
+  bool after_string = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+      last_string = std::string(s.substr(i + 1, std::min(j, s.size()) - i - 1));
+      after_string = true;
+      i = j + 1;
+      continue;
+    }
+    if (c == ':' && after_string) last_key = last_string;
+    if (c != ' ' && c != '\t') after_string = false;
+    bool number_start = c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9');
+    bool word_start = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (!number_start && !word_start) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && (std::isalnum(uint8_t(s[j])) || s[j] == '-' || s[j] == '+' ||
+                            s[j] == '.' || s[j] == '_'))
+      ++j;
+    std::string lit(s.substr(i, j - i));
+    i = j;
+    if (word_start) {
+      if (lit == "true" || lit == "false" || lit == "null") continue;
+      found = {last_key, lit, false};
+      return true;
+    }
+    bool integer = lit.find_first_of(".eE") == std::string::npos;
+    errno = 0;
+    char* end = nullptr;
+    if (integer && lit[0] != '+') {
+      if (lit[0] == '-') {
+        (void)std::strtoll(lit.c_str(), &end, 10);
+      } else {
+        (void)std::strtoull(lit.c_str(), &end, 10);
+      }
+    } else {
+      double d = std::strtod(lit.c_str(), &end);
+      if (errno == ERANGE && std::fabs(d) < 1.0) errno = 0;  // underflow to 0 is fine
+    }
+    bool malformed = end == nullptr || *end != '\0' || lit[0] == '+' || lit[0] == '.';
+    if (errno == ERANGE || malformed) {
+      found = {last_key, lit, errno == ERANGE && !malformed};
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string parse_failure(std::string_view text, simdjson::error_code code) {
+  BadLiteral lit;
+  if ((code == simdjson::NUMBER_ERROR || code == simdjson::TAPE_ERROR ||
+       code == simdjson::T_ATOM_ERROR || code == simdjson::F_ATOM_ERROR ||
+       code == simdjson::N_ATOM_ERROR) &&
+      find_bad_literal(text, lit)) {
+    if (lit.key.empty()) {
+      return cat("not valid JSON (unexpected ", lit.literal.substr(0, kShowChars),
+                 "): expected one JSON object per line, found ", quoted(text));
+    }
+    std::string where = cat("field ", quoted(lit.key));
+    if (lit.out_of_range)
+      return cat(where, ": expected a number that fits in 64 bits (finite, at most ~1.8e308",
+                 " and integers within [-2^63, 2^64)), found ", lit.literal);
+    return cat(where, ": expected a JSON number, string, true, false or null",
+               " (JSON has no NaN or Infinity), found ", lit.literal.substr(0, kShowChars));
+  }
+  const char* what = simdjson::error_message(code);
+  switch (code) {
+    case simdjson::TAPE_ERROR:
+      what = "broken structure (a missing or extra comma, colon, brace, bracket or quote)";
+      break;
+    case simdjson::UTF8_ERROR:
+      what = "invalid UTF-8";
+      break;
+    case simdjson::UNCLOSED_STRING:
+      what = "a string is not closed";
+      break;
+    case simdjson::STRING_ERROR:
+      what = "bad escape in a string";
+      break;
+    case simdjson::UNESCAPED_CHARS:
+      what = "a control character inside a string";
+      break;
+    case simdjson::DEPTH_ERROR:
+      what = "nested too deeply";
+      break;
+    default:
+      break;
+  }
+  std::string shown = quoted(text);
+  return cat("not valid JSON (", what, "): expected one JSON object per line, found ", shown);
+}
+
+// ---- Field table ---------------------------------------------------------------------------
+
+constexpr const char* kFrameFields[] = {"id",      "prompt_token_ids", "actions",    "num_frames",
+                                        "overlap", "sampling",         "num_samples"};
+constexpr const char* kPlainFields[] = {"id",         "prompt_token_ids", "max_tokens",
+                                        "ignore_eos", "sampling",         "num_samples"};
+constexpr const char* kSamplingFields[] = {"temperature", "top_k", "top_p", "seed"};
+
+template <size_t N>
+bool known(const char* const (&names)[N], std::string_view key) {
+  for (const char* n : names)
+    if (key == n) return true;
+  return false;
+}
+
+template <size_t N>
+std::string one_of(const char* const (&names)[N]) {
+  std::string s = "one of ";
+  for (size_t i = 0; i < N; ++i) s += cat(i ? ", \"" : "\"", names[i], "\"");
+  return s;
+}
+
+// The fields of a job line by name; a JSON null counts as absent (an optional field left out).
+struct Fields {
+  element id, prompt, actions, num_frames, overlap, max_tokens, ignore_eos, sampling, num_samples;
+  bool has_id = false, has_prompt = false, has_actions = false, has_num_frames = false,
+       has_overlap = false, has_max_tokens = false, has_ignore_eos = false, has_sampling = false,
+       has_num_samples = false;
+};
+
+void collect_fields(object obj, const ModelSpec& spec, Fields& f) {
+  bool frames = spec.has_frames();
+  struct Slot {
+    const char* name;
+    element* value;
+    bool* present;
+  } slots[] = {{"id", &f.id, &f.has_id},
+               {"prompt_token_ids", &f.prompt, &f.has_prompt},
+               {"actions", &f.actions, &f.has_actions},
+               {"num_frames", &f.num_frames, &f.has_num_frames},
+               {"overlap", &f.overlap, &f.has_overlap},
+               {"max_tokens", &f.max_tokens, &f.has_max_tokens},
+               {"ignore_eos", &f.ignore_eos, &f.has_ignore_eos},
+               {"sampling", &f.sampling, &f.has_sampling},
+               {"num_samples", &f.num_samples, &f.has_num_samples}};
+  std::vector<std::string_view> seen;
+  for (auto kv : obj) {
+    std::string_view key = kv.key;
+    for (std::string_view s : seen)
+      if (s == key)
+        bad("field ", quoted(key), ": expected each field once, found it a second time");
+    seen.push_back(key);
+    bool is_frame = known(kFrameFields, key), is_plain = known(kPlainFields, key);
+    if (!is_frame && !is_plain) {
+      bad("unknown field ", quoted(key), ": expected ",
+          frames ? one_of(kFrameFields) : one_of(kPlainFields), ", found ", quoted(key));
+    }
+    if (frames && !is_frame) {
+      bad("field ", quoted(key), " is for plain (non-frame) models: expected \"num_frames\"",
+          " for this frame model, found ", quoted(key));
+    }
+    if (!frames && !is_plain) {
+      bad("field ", quoted(key), " is for frame models: expected \"max_tokens\" for this",
+          " plain model, found ", quoted(key));
+    }
+    if (kv.value.type() == element_type::NULL_VALUE) continue;
+    for (Slot& s : slots) {
+      if (key == s.name) {
+        *s.value = kv.value;
+        *s.present = true;
+      }
+    }
+  }
+}
+
+// ---- Field parsers -------------------------------------------------------------------------
+
+std::string parse_id(const Fields& f, int64_t line) {
+  if (!f.has_id) return cat("line-", line);
+  element e = f.id;
+  switch (e.type()) {
+    case element_type::STRING: {
+      std::string_view s = e;
+      if (s.empty()) bad(field("id"), ": expected a non-empty string or an integer, found \"\"");
+      return std::string(s);
+    }
+    case element_type::INT64:
+      return std::to_string(int64_t(e));
+    case element_type::UINT64:
+      return std::to_string(uint64_t(e));
+    default:
+      bad(field("id"), ": expected a string or an integer, found ", describe(e));
+  }
+}
+
+std::vector<int64_t> read_ids(const Fields& f) {
+  if (!f.has_prompt) {
+    bad("missing field \"prompt_token_ids\": expected a list of token ids, found no such field");
+  }
+  if (f.prompt.type() != element_type::ARRAY) {
+    bad(field("prompt_token_ids"), ": expected a list of token ids, found ", describe(f.prompt));
+  }
+  std::vector<int64_t> ids;
+  size_t i = 0;
+  for (element e : array(f.prompt)) {
+    if (e.type() != element_type::INT64) {
+      bad(field("prompt_token_ids"), " index ", i, ": expected an integer token id, found ",
+          describe(e));
+    }
+    ids.push_back(int64_t(e));
+    ++i;
+  }
+  return ids;
+}
+
+void parse_frame_prompt(const Fields& f, const ModelSpec& spec, const JobDefaults& d, Job& job) {
+  std::vector<int64_t> ids = read_ids(f);
+  const int P = spec.image_tokens, A = spec.action_tokens, S = spec.frame_slots();
+  const int T = spec.temporal_rows;
+  if (ids.empty() || ids.size() % size_t(S) != 0) {
+    bad(field("prompt_token_ids"), ": expected a positive multiple of ", S, " ids (frames of ", P,
+        " image + ", A, " action slots), found ", ids.size());
+  }
+  size_t n_ctx = ids.size() / size_t(S);
+  if (T > 0 && n_ctx > size_t(T)) {
+    bad(field("prompt_token_ids"), ": expected at most ", T, " context frames (", size_t(T) * S,
+        " ids; the model's temporal table has ", T, " rows), found ", n_ctx, " frames (",
+        ids.size(), " ids)");
+  }
+  job.prompt.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int64_t v = ids[i];
+    size_t frame = i / size_t(S), slot = i % size_t(S);
+    if (int(slot) < P) {
+      if (v < 0 || v >= spec.vocab) {
+        bad(field("prompt_token_ids"), " index ", i, " (frame ", frame, ", image slot ", slot,
+            "): expected an image token id in [0, ", spec.vocab, "), found ", v,
+            v == d.placeholder_id ? " (the action placeholder)" : "");
+      }
+    } else if (v != d.placeholder_id) {
+      bad(field("prompt_token_ids"), " index ", i, " (frame ", frame, ", action slot ",
+          slot - size_t(P), "): expected the placeholder ", d.placeholder_id, ", found ", v);
+    }
+    job.prompt[i] = int32_t(v);
+  }
+  job.context_frames = int(n_ctx);
+}
+
+void parse_plain_prompt(const Fields& f, const ModelSpec& spec, const JobDefaults& d, Job& job) {
+  std::vector<int64_t> ids = read_ids(f);
+  if (ids.empty()) bad(field("prompt_token_ids"), ": expected at least 1 token id, found none");
+  if (spec.max_positions > 0 && ids.size() >= size_t(spec.max_positions)) {
+    bad(field("prompt_token_ids"), ": expected at most ", spec.max_positions - 1,
+        " ids (max_position_embeddings ", spec.max_positions,
+        " leaves room for 1 new token), found ", ids.size());
+  }
+  job.prompt.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int64_t v = ids[i];
+    if (v < 0 || v >= spec.vocab) {
+      bad(field("prompt_token_ids"), " index ", i, ": expected a token id in [0, ", spec.vocab,
+          "), found ", v,
+          v == d.placeholder_id ? " (the action placeholder; this model has no action slots)" : "");
+    }
+    job.prompt[i] = int32_t(v);
+  }
+}
+
+void parse_actions(const Fields& f, const ModelSpec& spec, Job& job) {
+  const int A = spec.action_tokens, dim = spec.action_dim;
+  const int64_t all = int64_t(A) * (job.context_frames + job.num_frames);
+  const int64_t no_last = all - A;
+  auto expected_rows = [&] {
+    return cat(all, " or ", no_last, " rows of ", dim, " numbers (", A, " action slots x (",
+               job.context_frames, " context + ", job.num_frames,
+               " generated frames); the last frame's actions are optional)");
+  };
+  if (!f.has_actions) {
+    if (all == 0) return;
+    bad("missing field \"actions\": expected ", expected_rows(), ", found no such field");
+  }
+  if (f.actions.type() != element_type::ARRAY) {
+    bad(field("actions"), ": expected ", expected_rows(), ", found ", describe(f.actions));
+  }
+  array rows = f.actions;
+  int64_t n_rows = 0;
+  for (element row : rows) {
+    (void)row;
+    ++n_rows;
+  }
+  if (n_rows != all && n_rows != no_last) {
+    bad(field("actions"), ": expected ", expected_rows(), ", found ", n_rows, " rows");
+  }
+  job.actions.clear();
+  job.actions.reserve(size_t(n_rows) * size_t(dim));
+  int64_t r = 0;
+  for (element row : rows) {
+    if (row.type() != element_type::ARRAY) {
+      bad(field("actions"), " row ", r, ": expected a list of ", dim, " numbers, found ",
+          describe(row));
+    }
+    int c = 0;
+    for (element x : array(row)) {
+      if (c == dim) break;
+      if (!is_number(x)) {
+        bad(field("actions"), " row ", r, " column ", c,
+            ": expected a finite number (JSON has no NaN or Infinity), found ", describe(x));
+      }
+      double v = get_double(x);
+      if (!(std::fabs(v) <= double(kFloatMax))) {
+        bad(field("actions"), " row ", r, " column ", c,
+            ": expected a finite number within float range (|x| <= 3.4e38), found ",
+            format_double(v));
+      }
+      job.actions.push_back(float(v));
+      ++c;
+    }
+    size_t n = array(row).size();
+    if (n != size_t(dim)) {
+      bad(field("actions"), " row ", r, ": expected ", dim, " numbers, found ", n);
+    }
+    ++r;
+  }
+  job.action_rows = int(n_rows);
+}
+
+double sampling_number(element e, const char* name) {
+  if (!is_number(e)) {
+    bad(field(cat("sampling.", name).c_str()), ": expected a number, found ", describe(e));
+  }
+  return get_double(e);
+}
+
+void parse_sampling(const Fields& f, const JobDefaults& d, Job& job) {
+  job.sampling = d.sampling;
+  if (!f.has_sampling) return;
+  if (f.sampling.type() != element_type::OBJECT) {
+    bad(field("sampling"), ": expected an object with ", one_of(kSamplingFields), ", found ",
+        describe(f.sampling));
+  }
+  std::vector<std::string_view> seen;
+  for (auto kv : object(f.sampling)) {
+    std::string_view key = kv.key;
+    for (std::string_view s : seen)
+      if (s == key)
+        bad("field \"sampling.", key.substr(0, kShowChars),
+            "\": expected each field once, found it a second time");
+    seen.push_back(key);
+    if (!known(kSamplingFields, key)) {
+      bad(field("sampling"), ": unknown field ", quoted(key), ": expected ",
+          one_of(kSamplingFields), ", found ", quoted(key));
+    }
+    element e = kv.value;
+    if (e.type() == element_type::NULL_VALUE) continue;
+    if (key == "temperature") {
+      double t = sampling_number(e, "temperature");
+      if (!(t >= 0 && t <= double(kFloatMax))) {
+        bad(field("sampling.temperature"), ": expected a finite number >= 0, found ", describe(e));
+      }
+      job.sampling.temperature = float(t);
+    } else if (key == "top_k") {
+      job.sampling.top_k =
+          int(get_int(e, field("sampling.top_k"), 0, std::numeric_limits<int32_t>::max()));
+    } else if (key == "top_p") {
+      double p = sampling_number(e, "top_p");
+      if (!(p > 0 && p <= 1)) {
+        bad(field("sampling.top_p"), ": expected a number in (0, 1], found ", describe(e));
+      }
+      job.sampling.top_p = float(p);
+    } else {  // seed
+      if (e.type() == element_type::UINT64) {
+        job.sampling.seed = uint64_t(e);
+      } else if (e.type() == element_type::INT64 && int64_t(e) >= 0) {
+        job.sampling.seed = uint64_t(int64_t(e));
+      } else {
+        bad(field("sampling.seed"), ": expected an integer in [0, 2^64), found ", describe(e));
+      }
+    }
+  }
+}
+
+void parse_job(const element& root, int64_t line, const ModelSpec& spec, const JobDefaults& d,
+               Job& job, std::string& id) {
+  if (root.type() != element_type::OBJECT) {
+    bad("expected a JSON object per line, found ", describe(root));
+  }
+  Fields f;
+  element id_value;
+  if (!object(root).at_key("id").get(id_value) && id_value.type() != element_type::NULL_VALUE) {
+    f.id = id_value;
+    f.has_id = true;
+  }
+  id = parse_id(f, line);  // first, so every later error carries the job's id
+  collect_fields(object(root), spec, f);
+
+  job = Job{};
+  job.id = id;
+  job.line = line;
+  const int T = spec.temporal_rows;
+  if (spec.has_frames()) {
+    parse_frame_prompt(f, spec, d, job);
+    if (!f.has_num_frames) {
+      bad("missing field \"num_frames\": expected an integer in [1, ", kMaxJobFrames,
+          "], found no such field");
+    }
+    job.num_frames = int(get_int(f.num_frames, field("num_frames"), 1, kMaxJobFrames));
+    parse_actions(f, spec, job);
+    int max_overlap = T - 1;
+    if (f.has_overlap) {
+      if (max_overlap < 1) {
+        bad(field("overlap"), ": expected no overlap (the temporal table has ", T,
+            " row, so rounds cannot carry frames), found ", describe(f.overlap));
+      }
+      job.overlap = int(get_int(f.overlap, field("overlap"), 1, max_overlap));
+    } else {
+      // The default is ours, not the job's: fit it to a short temporal table.
+      job.overlap = std::max(0, std::min(d.overlap, max_overlap));
+    }
+  } else {
+    parse_plain_prompt(f, spec, d, job);
+    if (!f.has_max_tokens) {
+      bad("missing field \"max_tokens\": expected an integer >= 1, found no such field");
+    }
+    int64_t room = spec.max_positions > 0 ? spec.max_positions - int64_t(job.prompt.size())
+                                          : std::numeric_limits<int32_t>::max();
+    if (f.max_tokens.type() == element_type::INT64 && int64_t(f.max_tokens) > room &&
+        int64_t(f.max_tokens) >= 1) {
+      bad(field("max_tokens"), ": expected at most ", room, " (max_position_embeddings ",
+          spec.max_positions, " - ", job.prompt.size(), " prompt tokens), found ",
+          describe(f.max_tokens));
+    }
+    job.max_tokens = int(get_int(f.max_tokens, field("max_tokens"), 1, room));
+    if (f.has_ignore_eos) {
+      if (f.ignore_eos.type() != element_type::BOOL) {
+        bad(field("ignore_eos"), ": expected true or false, found ", describe(f.ignore_eos));
+      }
+      job.ignore_eos = bool(f.ignore_eos);
+    }
+  }
+  parse_sampling(f, d, job);
+  job.num_samples = 1;
+  if (f.has_num_samples) {
+    job.num_samples = int(get_int(f.num_samples, field("num_samples"), 1, d.max_num_samples));
+  }
+}
+
+}  // namespace
+
+bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
+                    const JobDefaults& defaults, Job& job, JobError& error) {
+  thread_local simdjson::dom::parser parser;
+  std::string id = cat("line-", line);
+  try {
+    element root;
+    simdjson::error_code code = parser.parse(text).get(root);
+    if (code) throw BadLine{parse_failure(text, code)};
+    parse_job(root, line, spec, defaults, job, id);
+    return true;
+  } catch (const BadLine& b) {
+    error.id = id;
+    error.line = line;
+    error.message = cat("line ", line, ": ", b.message);
+  } catch (const simdjson::simdjson_error& e) {  // a type we did not check first: our bug
+    error.id = id;
+    error.line = line;
+    error.message = cat("line ", line, ": internal error reading the job (", e.what(),
+                        "): expected a valid job, found one loom could not read");
+  }
+  return false;
+}
+
+// ---- JobReader -------------------------------------------------------------------------------
+
+struct JobReader::Impl {
+  std::string path;
+  std::ifstream file;
+  std::istream* in = nullptr;
+  ModelSpec spec;
+  JobDefaults defaults;
+  int64_t line = 0;     // physical lines consumed, blank ones included
+  int64_t records = 0;  // non-blank lines consumed
+  int shard_index = 0, shard_count = 1;
+  std::string text;  // current line, kMaxJobLineBytes at most
+  std::vector<char> chunk = std::vector<char>(size_t(1) << 16);
+
+  // Reads one line into `text`; false at end of input. A line longer than kMaxJobLineBytes
+  // is consumed to its end but only its first kMaxJobLineBytes are kept (`too_long`).
+  bool read_line(bool& too_long) {
+    text.clear();
+    too_long = false;
+    bool any = false;
+    for (;;) {
+      in->getline(chunk.data(), std::streamsize(chunk.size()));
+      std::streamsize got = in->gcount();
+      if (in->bad()) fail("cannot read jobs from ", path, ": ", std::strerror(errno));
+      if (in->fail() && !in->eof()) {  // chunk full, no newline yet
+        in->clear();
+        append(got, too_long);
+        any = true;
+        continue;
+      }
+      if (in->eof()) {
+        if (got == 0 && !any) return false;
+        append(got, too_long);
+        in->clear(std::ios::eofbit);
+        return true;
+      }
+      append(got - 1, too_long);  // `got` counts the newline
+      return true;
+    }
+  }
+  void append(std::streamsize n, bool& too_long) {
+    if (too_long || n <= 0) return;
+    if (text.size() + size_t(n) > kMaxJobLineBytes) {
+      too_long = true;
+      return;
+    }
+    text.append(chunk.data(), size_t(n));
+  }
+};
+
+JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  impl_->spec = spec;
+  impl_->defaults = defaults;
+  if (path == "-") {
+    // /dev/stdin through a filebuf reads in blocks; std::cin (synced with stdio) reads a
+    // character at a time.
+    impl_->file.open("/dev/stdin", std::ios::binary);
+    impl_->in = impl_->file.is_open() ? static_cast<std::istream*>(&impl_->file) : &std::cin;
+    impl_->path = "stdin";
+  } else {
+    impl_->file.open(path, std::ios::binary);
+    if (!impl_->file.is_open()) {
+      fail("cannot read jobs from ", path, ": ", std::strerror(errno),
+           "; check the path (or pass - for stdin)");
+    }
+    impl_->in = &impl_->file;
+  }
+}
+
+JobReader::~JobReader() = default;
+
+void JobReader::set_shard(int index, int count) {
+  LOOM_CHECK(count >= 1 && index >= 0 && index < count, "shard ", index, "/", count,
+             ": expected 0 <= K < N");
+  impl_->shard_index = index;
+  impl_->shard_count = count;
+}
+
+bool JobReader::next(Job& job, JobError& error, bool& ok) {
+  Impl& m = *impl_;
+  bool too_long = false;
+  while (m.read_line(too_long)) {
+    ++m.line;
+    std::string& t = m.text;
+    if (!t.empty() && t.back() == '\r') t.pop_back();
+    if (m.line == 1 && t.compare(0, 3, "\xEF\xBB\xBF") == 0) t.erase(0, 3);  // UTF-8 BOM
+    if (!too_long && t.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;
+    int64_t j = m.records++;
+    if (j % m.shard_count != m.shard_index) continue;  // another process's job
+    if (too_long) {
+      error.id = cat("line-", m.line);
+      error.line = m.line;
+      error.message = cat("line ", m.line, ": line too long: expected at most ",
+                          kMaxJobLineBytes >> 20, " MiB per job line, found more");
+      ok = false;
+      return true;
+    }
+    ok = parse_job_line(t, m.line, m.spec, m.defaults, job, error);
+    return true;
+  }
+  return false;
+}
+
+int64_t JobReader::lines_read() const {
+  return impl_->line;
+}
+int64_t JobReader::records_read() const {
+  return impl_->records;
+}
+
+}  // namespace loom
