@@ -1,0 +1,138 @@
+#include "io/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace loom {
+
+namespace {
+
+bool is_file(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+nlohmann::json read_json_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("missing ", path, " (", what, ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+}
+
+std::string quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+}  // namespace
+
+std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
+  auto ck = std::make_shared<Checkpoint>();
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  ck->dir_ = dir;
+  if (!is_dir(dir)) fail("model directory ", dir, " does not exist or is not a directory");
+
+  ck->config_ = read_json_file(dir + "/config.json", "every HF checkpoint directory has one");
+  if (!ck->config_.is_object()) fail(dir, "/config.json: not a JSON object");
+
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  const std::string single_path = dir + "/model.safetensors";
+  // weight_map name → shard file name, as the index lists it (empty without an index).
+  std::map<std::string, std::string> weight_map;
+  std::vector<std::string> shard_names;
+  if (is_file(index_path)) {
+    // The index wins over a model.safetensors lying beside it: only named shards are read.
+    const nlohmann::json index = read_json_file(index_path, "shard index");
+    auto wm = index.is_object() ? index.find("weight_map") : index.end();
+    if (!index.is_object() || wm == index.end() || !wm->is_object())
+      fail(index_path, ": no \"weight_map\" object");
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+      if (!it.value().is_string())
+        fail(index_path, ": weight_map entry ", quoted(it.key()), " must name a shard file");
+      const std::string shard = it.value().get<std::string>();
+      if (shard.empty() || shard[0] == '/' || shard.find("..") != std::string::npos)
+        fail(index_path, ": shard name ", quoted(shard), " must be a file inside ", dir);
+      weight_map[it.key()] = shard;
+      if (std::find(shard_names.begin(), shard_names.end(), shard) == shard_names.end())
+        shard_names.push_back(shard);
+    }
+    if (shard_names.empty()) fail(index_path, ": weight_map is empty");
+    std::sort(shard_names.begin(), shard_names.end());
+    for (const std::string& s : shard_names)
+      if (!is_file(dir + "/" + s))
+        fail(index_path, " names shard ", quoted(s), ", which does not exist in ", dir);
+  } else if (is_file(single_path)) {
+    shard_names.push_back("model.safetensors");
+  } else {
+    fail("no model.safetensors or model.safetensors.index.json in ", dir);
+  }
+
+  for (const std::string& s : shard_names) {
+    ck->files_.push_back(SafetensorsFile::open(dir + "/" + s));
+    const size_t fi = ck->files_.size() - 1;
+    for (const auto& e : ck->files_[fi].entries()) {
+      auto [it, inserted] = ck->where_.emplace(e.name, fi);
+      if (!inserted)
+        fail("tensor ", quoted(e.name), " is defined twice: in ", ck->files_[it->second].path(),
+             " and in ", ck->files_[fi].path());
+    }
+  }
+
+  for (const auto& [name, shard] : weight_map) {
+    auto it = ck->where_.find(name);
+    const std::string shard_path = dir + "/" + shard;
+    if (it == ck->where_.end() || ck->files_[it->second].path() != shard_path)
+      fail(index_path, ": tensor ", quoted(name), " is mapped to ", quoted(shard),
+           ", which does not contain it");
+  }
+  return ck;
+}
+
+const SafetensorsFile::Entry* Checkpoint::find(const std::string& name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? nullptr : files_[it->second].find(name);
+}
+
+Tensor Checkpoint::tensor(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail("no tensor ", quoted(name), " in ", dir_);
+  return files_[it->second].tensor(name);
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(where_.size());
+  for (const auto& kv : where_) out.push_back(kv.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const std::string& Checkpoint::file_of(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail("no tensor ", quoted(name), " in ", dir_);
+  return files_[it->second].path();
+}
+
+uint64_t Checkpoint::total_file_bytes() const {
+  uint64_t n = 0;
+  for (const auto& f : files_) n += f.file_size();
+  return n;
+}
+
+}  // namespace loom

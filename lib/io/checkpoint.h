@@ -1,0 +1,44 @@
+// A Hugging Face checkpoint directory: config.json plus either model.safetensors or shards
+// listed by model.safetensors.index.json. With an index, exactly the shards its weight_map
+// names are opened — never every *.safetensors in the folder, so a stray or renamed shard
+// lying beside the real ones cannot override weights (the vLLM/LLaVAR story in
+// shared/reference/articles/vllm-llavar-weight-loading.md). Every name the weight_map lists
+// must exist in the shard it points to, and no tensor may be defined by two files.
+// All tensors are zero-copy views of the mmapped files.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace loom {
+
+class Checkpoint {
+ public:
+  // Opens DIR; throws loom::Error naming the file (and tensor) on any defect.
+  static std::shared_ptr<Checkpoint> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const nlohmann::json& config() const { return config_; }
+  std::string config_path() const { return dir_ + "/config.json"; }
+
+  bool has(const std::string& name) const { return where_.count(name) != 0; }
+  const SafetensorsFile::Entry* find(const std::string& name) const;  // nullptr if absent
+  Tensor tensor(const std::string& name) const;  // zero-copy view; throws naming it if absent
+  std::vector<std::string> names() const;        // sorted
+  const std::string& file_of(const std::string& name) const;  // shard path; throws if absent
+  const std::vector<SafetensorsFile>& files() const { return files_; }
+  uint64_t total_file_bytes() const;
+
+ private:
+  std::string dir_;
+  nlohmann::json config_;
+  std::vector<SafetensorsFile> files_;
+  std::unordered_map<std::string, size_t> where_;  // tensor name → files_ position
+};
+
+}  // namespace loom
