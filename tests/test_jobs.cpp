@@ -536,6 +536,6 @@ TEST_SUITE("jobs") {
     if (!path) return;
     int64_t errors = 0;
     int64_t jobs = read_all(path, errors);
-    MESSAGE(path, ": ", jobs, " jobs, ", errors, " errors, peak RSS ", peak_rss_kib(), " KiB");
+    MESSAGE(std::string(path), ": ", jobs, " jobs, ", errors, " errors, peak RSS ", peak_rss_kib(), " KiB");
   }
 }

@@ -1,0 +1,95 @@
+// Result records (results.h). Keys are written in a fixed, documented order so that files are
+// diffable and `loom merge` output is byte-stable:
+//   ok:    id, sample, status, line, frames | tokens, [finish_reason], prompt_slots,
+//          cached_slots, timing {queue_s, prefill_s, decode_s, total_s, [frame_s]}
+//   error: id, status, line, error
+// Each record is one fputs + fflush: a crash can tear at most the line being written, which
+// resume.h detects and drops.
+#include "io/results.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace loom {
+
+std::string result_to_json(const JobResult& r) {
+  nlohmann::ordered_json j;
+  j["id"] = r.id;
+  if (!r.ok) {
+    j["status"] = "error";
+    j["line"] = r.line;
+    j["error"] = r.error;
+  } else {
+    j["sample"] = r.sample;
+    j["status"] = "ok";
+    j["line"] = r.line;
+    if (r.has_frames) {
+      j["frames"] = r.frames;
+    } else {
+      j["tokens"] = r.tokens;
+      j["finish_reason"] = r.finish_reason;
+    }
+    j["prompt_slots"] = r.prompt_slots;
+    j["cached_slots"] = r.cached_slots;
+    nlohmann::ordered_json t;
+    t["queue_s"] = r.queue_s;
+    t["prefill_s"] = r.prefill_s;
+    t["decode_s"] = r.decode_s;
+    t["total_s"] = r.total_s;
+    if (r.has_frames) t["frame_s"] = r.frame_s;
+    j["timing"] = std::move(t);
+  }
+  // An error message may quote bytes of a job line that were not UTF-8; replace them (U+FFFD)
+  // rather than throw while reporting someone else's mistake.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ResultWriter::ResultWriter(const std::string& path, bool append) : path_(path) {
+  if (path == "-") {
+    f_ = stdout;
+    path_ = "stdout";
+    return;
+  }
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!f_) {
+    fail("cannot write results to ", path, ": ", std::strerror(errno),
+         "; check the directory exists and is writable");
+  }
+  owned_ = true;
+}
+
+ResultWriter::~ResultWriter() {
+  if (!f_) return;
+  std::fflush(f_);
+  if (owned_) {
+    ::fsync(fileno(f_));
+    std::fclose(f_);
+  }
+}
+
+void ResultWriter::write(const JobResult& r) {
+  std::string line = result_to_json(r);
+  line += '\n';
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
+    fail("cannot write results to ", path_, ": ", std::strerror(errno),
+         "; check free space and that the file is writable");
+  }
+}
+
+void ResultWriter::sync() {
+  if (std::fflush(f_) != 0) {
+    fail("cannot write results to ", path_, ": ", std::strerror(errno),
+         "; check free space and that the file is writable");
+  }
+  // fsync on a pipe or terminal fails with EINVAL: there is nothing to make durable there.
+  if (owned_ && ::fsync(fileno(f_)) != 0 && errno != EINVAL && errno != EROFS) {
+    fail("cannot sync results to ", path_, ": ", std::strerror(errno));
+  }
+}
+
+}  // namespace loom
