@@ -18,8 +18,10 @@ struct CpuLayer {
   std::vector<float> mlp_norm;   // [hidden]
   std::vector<float> gate_up;    // [2 inter, hidden]
   std::vector<float> down;       // [hidden, inter]
-  std::vector<float> k_cache;    // [num_blocks, block_size, kv_heads, head_dim]
-  std::vector<float> v_cache;    // [num_blocks, block_size, kv_heads, head_dim]
+  // Left uninitialised: attention reads only slots a step has written, and untouched pages of
+  // a large pool cost no memory.
+  std::unique_ptr<float[]> k_cache;  // [num_blocks, block_size, kv_heads, head_dim]
+  std::unique_ptr<float[]> v_cache;  // [num_blocks, block_size, kv_heads, head_dim]
 };
 
 struct CpuActionLayer {
@@ -71,8 +73,8 @@ class CpuBackend final : public Backend {
                " GiB holds no block of ", kv_block_bytes(block_size_), " bytes");
     const size_t per_layer = size_t(num_blocks_) * size_t(block_size_) * size_t(spec_.kv_dim());
     for (CpuLayer& l : layers_) {
-      l.k_cache.assign(per_layer, 0.0f);
-      l.v_cache.assign(per_layer, 0.0f);
+      l.k_cache.reset(new float[per_layer]);
+      l.v_cache.reset(new float[per_layer]);
     }
     return num_blocks_;
   }
@@ -175,10 +177,10 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
       LOOM_CHECK((kv_len + count + block_size_ - 1) / block_size_ <= b.blocks_per_seq,
                  "step: sequence ", s, " needs more blocks than its table holds");
       cpu::kv_write(k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
-                    l.k_cache.data(), l.v_cache.data(), table, kv_len, count, spec_.kv_heads, hd,
+                    l.k_cache.get(), l.v_cache.get(), table, kv_len, count, spec_.kv_heads, hd,
                     block_size_);
-      cpu::paged_attention(q.data() + size_t(first) * size_t(qd), l.k_cache.data(),
-                           l.v_cache.data(), table, kv_len, count, spec_.heads, spec_.kv_heads, hd,
+      cpu::paged_attention(q.data() + size_t(first) * size_t(qd), l.k_cache.get(),
+                           l.v_cache.get(), table, kv_len, count, spec_.heads, spec_.kv_heads, hd,
                            block_size_, attn.data() + size_t(first) * size_t(qd));
     }
     emit("attn", L, attn, n, qd);

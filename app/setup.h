@@ -1,0 +1,26 @@
+// Wiring shared by `run` and `bench`: model loading and backend choice.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "app/commands.h"
+#include "backend/backend.h"
+#include "engine/engine.h"
+#include "model/mapping.h"
+
+namespace loom {
+
+struct OpenedModel {
+  LoadedModel model;
+  std::unique_ptr<Backend> backend;
+  std::string backend_name, dtype_name;
+  double load_s = 0;  // checkpoint open → weights on the backend
+};
+
+// Loads the checkpoint and hands it to the chosen backend; prints load warnings unless quiet.
+OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, bool quiet);
+EngineOptions engine_options(const EngineArgs& args);
+double now_seconds();
+
+}  // namespace loom
