@@ -47,15 +47,14 @@ inline const char* st_dtype(DType t) {
 inline FixtureTensor make_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                                  const std::vector<float>& values) {
   FixtureTensor t{name, dtype, std::move(shape), {}};
-  for (float v : values) {
+  const size_t width = dtype == DType::F32 ? 4 : 2;
+  t.bytes.resize(values.size() * width);
+  for (size_t i = 0; i < values.size(); i++) {
     if (dtype == DType::F32) {
-      uint8_t b[4];
-      std::memcpy(b, &v, 4);
-      t.bytes.insert(t.bytes.end(), b, b + 4);
+      std::memcpy(t.bytes.data() + 4 * i, &values[i], 4);
     } else {
-      const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
-      t.bytes.push_back(uint8_t(h & 0xff));
-      t.bytes.push_back(uint8_t(h >> 8));
+      const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+      std::memcpy(t.bytes.data() + 2 * i, &h, 2);  // little-endian host
     }
   }
   return t;

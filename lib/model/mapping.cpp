@@ -1,0 +1,465 @@
+#include "model/mapping.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+
+namespace loom {
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  const size_t p = path.find_last_of('/');
+  return p == std::string::npos ? path : path.substr(p + 1);
+}
+
+std::string expand_layer(std::string tmpl, int layer) {
+  const std::string key = "{i}";
+  for (size_t p = tmpl.find(key); p != std::string::npos; p = tmpl.find(key, p))
+    tmpl.replace(p, key.size(), std::to_string(layer));
+  return tmpl;
+}
+
+// A config value read as the kind the spec field wants; `what` names it for messages.
+int64_t config_int(const nlohmann::json& v, const std::string& what,
+                   std::vector<std::string>* warnings) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+    return int64_t(v.get<double>());
+  if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
+    // e.g. Llama 3's eos_token_id list: the spec holds one id.
+    if (warnings) warnings->push_back(cat(what, " is a list ", v.dump(), "; using its first id"));
+    return v[0].get<int64_t>();
+  }
+  fail(what, " is ", v.dump(), "; expected an integer");
+}
+
+void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_given,
+                   const std::string& where, std::vector<std::string>* warnings) {
+  auto positive = [&](const char* name, int64_t v) {
+    LOOM_CHECK(v > 0, where, ": spec field ", name, " is ", v, "; it must be positive");
+  };
+  positive("hidden", s.hidden);
+  positive("layers", s.layers);
+  positive("heads", s.heads);
+  positive("kv_heads", s.kv_heads);
+  positive("head_dim", s.head_dim);
+  positive("intermediate", s.intermediate);
+  positive("vocab", s.vocab);
+  LOOM_CHECK(s.heads % s.kv_heads == 0, where, ": heads ", s.heads,
+             " is not a multiple of kv_heads ", s.kv_heads, " (grouped-query attention)");
+  LOOM_CHECK(head_dim_given || s.hidden == s.heads * s.head_dim, where, ": hidden ", s.hidden,
+             " is not heads ", s.heads, " × head_dim ", s.head_dim,
+             "; give head_dim in the config");
+  LOOM_CHECK(s.head_dim % 2 == 0, where, ": head_dim ", s.head_dim,
+             " is odd; rotary embedding rotates pairs");
+  LOOM_CHECK(s.rms_eps > 0 && std::isfinite(s.rms_eps), where, ": rms_eps ", s.rms_eps,
+             " must be a positive number");
+  LOOM_CHECK(s.rope_theta > 0 && std::isfinite(s.rope_theta), where, ": rope_theta ", s.rope_theta,
+             " must be a positive number");
+  LOOM_CHECK(s.bos_id < s.vocab && s.eos_id < s.vocab, where, ": bos_id ", s.bos_id, " / eos_id ",
+             s.eos_id, " must be below vocab ", s.vocab);
+
+  const bool frames =
+      t.learned_positions != "none" || s.action_projection != ActionProjection::None;
+  if (!frames) {
+    LOOM_CHECK(s.image_tokens == 0 && s.action_tokens == 0, where, ": image_tokens ",
+               s.image_tokens, " / action_tokens ", s.action_tokens,
+               " are set, but the table declares no frame features");
+    return;
+  }
+  LOOM_CHECK(s.image_tokens > 0, where, ": image_tokens (P) is ", s.image_tokens,
+             "; a frame model needs image-token slots");
+  LOOM_CHECK(s.action_tokens > 0, where, ": action_tokens (A) is ", s.action_tokens,
+             "; a frame model needs action slots");
+  if (s.action_projection != ActionProjection::None)
+    LOOM_CHECK(s.action_dim > 0, where, ": action_dim is ", s.action_dim,
+               "; the action projection needs its input width");
+  if (t.learned_positions == "spatio_temporal") {
+    LOOM_CHECK(s.spatial_rows == s.image_tokens + s.action_tokens, where, ": spatial_rows ",
+               s.spatial_rows, " must equal image_tokens ", s.image_tokens, " + action_tokens ",
+               s.action_tokens, " = ", s.image_tokens + s.action_tokens,
+               " (one learned row per frame slot)");
+    LOOM_CHECK(s.temporal_rows > 0, where, ": temporal_rows (frames per round) is ",
+               s.temporal_rows, "; it must be positive");
+    const int64_t round = int64_t(s.frame_slots()) * s.temporal_rows;
+    if (warnings && s.max_positions > 0 && s.max_positions < round)
+      warnings->push_back(cat(where, ": max_positions ", s.max_positions, " is below one round of ",
+                              s.temporal_rows, " frames × ", s.frame_slots(), " slots = ", round));
+  }
+}
+
+// The shape loom's backends expect of each role (weights.h), whatever the table says.
+std::vector<int64_t> canonical_shape(const std::string& role, const ModelSpec& s) {
+  const int64_t h = s.hidden;
+  if (role == "embed" || role == "lm_head") return {s.vocab, h};
+  if (role == "final_norm" || role == "layer.attn_norm" || role == "layer.mlp_norm") return {h};
+  if (role == "layer.qkv") return {s.q_dim() + 2 * s.kv_dim(), h};
+  if (role == "layer.o") return {h, s.q_dim()};
+  if (role == "layer.gate_up") return {2 * int64_t(s.intermediate), h};
+  if (role == "layer.down") return {h, s.intermediate};
+  if (role == "pos.spatial") return {s.spatial_rows, h};
+  if (role == "pos.temporal") return {s.temporal_rows, h};
+  if (role == "action.0.weight") return {h, s.action_dim};
+  if (role.size() > 7 && role.compare(role.size() - 7, 7, ".weight") == 0) return {h, h};
+  return {h};  // action.{j}.bias
+}
+
+Tensor* role_slot(Weights& w, const std::string& role, int layer) {
+  if (role == "embed") return &w.embed;
+  if (role == "final_norm") return &w.final_norm;
+  if (role == "lm_head") return &w.lm_head;
+  if (role == "pos.spatial") return &w.pos_spatial;
+  if (role == "pos.temporal") return &w.pos_temporal;
+  if (role.compare(0, 6, "layer.") == 0) {
+    LayerWeights& l = w.layers.at(size_t(layer));
+    if (role == "layer.attn_norm") return &l.attn_norm;
+    if (role == "layer.qkv") return &l.qkv;
+    if (role == "layer.o") return &l.o;
+    if (role == "layer.mlp_norm") return &l.mlp_norm;
+    if (role == "layer.gate_up") return &l.gate_up;
+    if (role == "layer.down") return &l.down;
+  }
+  if (role.compare(0, 7, "action.") == 0) {
+    const size_t dot = role.find('.', 7);
+    const size_t j = size_t(std::stoi(role.substr(7, dot - 7)));
+    ActionLayer& a = w.action.at(j);
+    return role.compare(dot, std::string::npos, ".weight") == 0 ? &a.weight : &a.bias;
+  }
+  fail("internal: no weights slot for role ", role);
+}
+
+// Binds every role of a table to checkpoint tensors.
+class Binder {
+ public:
+  Binder(const MappingTable& t, const Checkpoint& ck, LoadedModel& m) : t_(t), ck_(ck), m_(m) {
+    vars_ = spec_int_vars(m.spec);
+  }
+
+  void run() {
+    const ModelSpec& s = m_.spec;
+    m_.weights.layers.assign(size_t(s.layers), LayerWeights{});
+    const int n_action = s.action_projection == ActionProjection::Linear ? 1
+                         : s.action_projection == ActionProjection::Mlp  ? s.action_mlp_layers
+                                                                         : 0;
+    m_.weights.action.assign(size_t(n_action), ActionLayer{});
+    // Untied roles first, so that a tie always finds its target bound.
+    for (int pass = 0; pass < 2; pass++)
+      for (const WeightRule& r : t_.weights) {
+        if (r.tied_to.empty() != (pass == 0)) continue;
+        if (r.per_layer)
+          for (int i = 0; i < s.layers; i++) bind(r, i);
+        else
+          bind(r, -1);
+      }
+    for (const std::string& name : ck_.names())
+      if (!used_.count(name))
+        m_.warnings.push_back(cat("unused checkpoint tensor ", name, " (",
+                                  base_name(ck_.file_of(name)), "): no role in ",
+                                  base_name(t_.path), " uses it"));
+  }
+
+ private:
+  struct Found {
+    const WeightPart* part;
+    std::string name;  // "" when absent
+    const SafetensorsFile::Entry* entry = nullptr;
+  };
+
+  std::string role_desc(const WeightRule& r, int layer) const {
+    return layer >= 0 ? cat("role ", r.role, ", layer ", layer) : cat("role ", r.role);
+  }
+
+  void bind(const WeightRule& r, int layer) {
+    std::vector<Found> found;
+    for (const WeightPart& p : r.parts) {
+      Found f{&p, "", nullptr};
+      for (const std::string& tmpl : p.names) {
+        const std::string n = layer >= 0 ? expand_layer(tmpl, layer) : tmpl;
+        if (const auto* e = ck_.find(n)) {
+          f.name = n;
+          f.entry = e;
+          break;
+        }
+      }
+      found.push_back(f);
+    }
+    const bool any = std::any_of(found.begin(), found.end(), [](auto& f) { return f.entry; });
+
+    if (!r.tied_when.empty() && get_spec_bool(m_.spec, r.tied_when)) {
+      for (const Found& f : found)
+        if (f.entry) {
+          used_.insert(f.name);
+          m_.warnings.push_back(
+              cat(f.name, " ignored: ", r.tied_when, " ties ", r.role, " to ", r.tied_to));
+        }
+      tie(r, layer, cat(r.role, " tied to ", r.tied_to, " (", r.tied_when, ")"));
+      return;
+    }
+    if (!any && r.tie_if_absent) {
+      if (!r.tied_when.empty()) set_spec_bool(m_.spec, r.tied_when, true);
+      tie(r, layer,
+          cat(r.role, " tied to ", r.tied_to, ": ", found[0].part->names[0], " is absent"));
+      return;
+    }
+    if (!any && !r.required) return;
+    for (const Found& f : found)
+      if (!f.entry) {
+        const auto& names = f.part->names;
+        std::string alts;
+        for (size_t k = 1; k < names.size(); k++)
+          alts += (k == 1 ? " (or " : ", ") + expand_layer(names[k], layer) +
+                  (k + 1 == names.size() ? ")" : "");
+        fail("missing tensor ", layer >= 0 ? expand_layer(names[0], layer) : names[0], alts, " (",
+             role_desc(r, layer), ") in ", ck_.dir());
+      }
+
+    for (const Found& f : found) check_part(f);
+
+    Binding b;
+    b.role = r.role;
+    b.layer = layer;
+    Tensor out;
+    const bool copy = found.size() > 1 || found[0].part->transform != "none";
+    if (!copy) {
+      out = ck_.tensor(found[0].name);
+    } else {
+      out = assemble(r, layer, found);
+      if (found.size() > 1) b.note = cat("merged ", found.size(), " parts");
+    }
+    for (const Found& f : found) {
+      used_.insert(f.name);
+      b.hf_names.push_back(f.name);
+      for (const std::string& tmpl : f.part->names)
+        if (expand_layer(tmpl, layer) == f.name) b.templates.push_back(tmpl);
+      if (f.part->transform != "none")
+        b.note += (b.note.empty() ? "" : ", ") + f.part->transform + " on " + f.name;
+    }
+    const std::vector<int64_t> want = canonical_shape(r.role, m_.spec);
+    if (out.shape != want)
+      fail(t_.path, ": ", role_desc(r, layer), " is assembled as ", shape_str(out.shape),
+           " but loom needs ", shape_str(want), "; fix the table's shapes or parts");
+    b.shape = out.shape;
+    b.dtype = out.dtype;
+    b.bytes = out.nbytes();
+    *role_slot(m_.weights, r.role, layer) = std::move(out);
+    m_.bindings.push_back(std::move(b));
+  }
+
+  void check_part(const Found& f) {
+    const auto& e = *f.entry;
+    const std::string& file = ck_.file_of(f.name);
+    if (!dtype_set_) {
+      LOOM_CHECK(e.dtype == DType::BF16 || e.dtype == DType::F16 || e.dtype == DType::F32, file,
+                 ": ", f.name, " is ", dtype_name(e.dtype), "; weights must be bf16, f16 or f32");
+      m_.dtype = e.dtype;
+      dtype_set_ = true;
+    }
+    std::vector<int64_t> want;
+    for (const std::string& expr : f.part->shape) {
+      try {
+        want.push_back(eval_expr(expr, vars_));
+      } catch (const Error& err) {
+        fail(t_.path, ": shape of ", f.name, ": ", err.what());
+      }
+    }
+    if (e.dtype != m_.dtype || e.shape != want)
+      fail(file, ": expected ", shape_str(want), " ", dtype_name(m_.dtype), ", found ",
+           shape_str(e.shape), " ", dtype_name(e.dtype), " for ", f.name);
+  }
+
+  // Concatenates parts along dim 0 (applying transforms) into one owned buffer.
+  Tensor assemble(const WeightRule& r, int layer, const std::vector<Found>& found) {
+    std::vector<int64_t> shape = found[0].entry->shape;
+    shape[0] = 0;
+    size_t total = 0;
+    for (const Found& f : found) {
+      const auto& es = f.entry->shape;
+      LOOM_CHECK(
+          es.size() == shape.size() && std::equal(es.begin() + 1, es.end(), shape.begin() + 1),
+          t_.path, ": ", role_desc(r, layer), ": parts ", found[0].name, " ",
+          shape_str(found[0].entry->shape), " and ", f.name, " ", shape_str(es),
+          " cannot be concatenated along dim 0");
+      shape[0] += es[0];
+      total += f.entry->nbytes();
+    }
+    std::vector<uint8_t> bytes(total);
+    size_t off = 0;
+    for (const Found& f : found) {
+      const Tensor src = ck_.tensor(f.name);
+      const size_t n = src.nbytes();
+      if (f.part->transform == "rope_permute") {
+        const int64_t rows = src.shape[0];
+        const int64_t hd = m_.spec.head_dim;
+        LOOM_CHECK(rows % hd == 0, t_.path, ": rope_permute on ", f.name, ": ", rows,
+                   " rows are not whole heads of head_dim ", hd);
+        rope_permute_rows(static_cast<const uint8_t*>(src.data), bytes.data() + off, rows,
+                          rows ? n / size_t(rows) : 0, hd);
+      } else {
+        std::memcpy(bytes.data() + off, src.data, n);
+      }
+      off += n;
+    }
+    return Tensor::own_bytes(m_.dtype, shape, std::move(bytes));
+  }
+
+  void tie(const WeightRule& r, int layer, const std::string& message) {
+    const Tensor& target = *role_slot(m_.weights, r.tied_to, layer);
+    LOOM_CHECK(!target.empty(), t_.path, ": ", role_desc(r, layer), " is tied to ", r.tied_to,
+               ", which is not bound");
+    const std::vector<int64_t> want = canonical_shape(r.role, m_.spec);
+    LOOM_CHECK(target.shape == want, t_.path, ": ", role_desc(r, layer), " is tied to ", r.tied_to,
+               " of shape ", shape_str(target.shape), " but needs ", shape_str(want));
+    *role_slot(m_.weights, r.role, layer) = target;
+    m_.warnings.push_back(message);
+    Binding b;
+    b.role = r.role;
+    b.layer = layer;
+    b.shape = target.shape;
+    b.dtype = target.dtype;
+    b.bytes = 0;
+    b.note = "tied to " + r.tied_to;
+    for (const Binding& o : m_.bindings)
+      if (o.role == r.tied_to && o.layer == layer) {
+        b.hf_names = o.hf_names;
+        b.templates = o.templates;
+      }
+    m_.bindings.push_back(std::move(b));
+  }
+
+  const MappingTable& t_;
+  const Checkpoint& ck_;
+  LoadedModel& m_;
+  std::map<std::string, int64_t> vars_;
+  std::set<std::string> used_;
+  bool dtype_set_ = false;
+};
+
+}  // namespace
+
+ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
+                           const std::string& config_path, std::vector<std::string>* warnings) {
+  ModelSpec s;
+  std::map<std::string, int64_t> vars;  // int fields set so far (defaults may use them)
+  bool head_dim_given = false;
+  for (const ConfigField& cf : t.config) {
+    FieldKind kind;
+    spec_field_kind(cf.field, &kind);
+    const nlohmann::json* v = nullptr;
+    std::string key;
+    for (const std::string& k : cf.keys) {
+      auto it = config.find(k);
+      if (it != config.end() && !it->is_null()) {
+        v = &*it;
+        key = k;
+        break;
+      }
+    }
+    if (cf.field == "head_dim") head_dim_given = v != nullptr;
+    const std::string what = cat(config_path, ": \"", key, "\" (spec field ", cf.field, ")");
+    if (v) {
+      if (kind == FieldKind::Int) {
+        set_spec_int(s, cf.field, config_int(*v, what, warnings));
+      } else if (kind == FieldKind::Float) {
+        LOOM_CHECK(v->is_number(), what, " is ", v->dump(), "; expected a number");
+        set_spec_float(s, cf.field, v->get<double>());
+      } else {
+        LOOM_CHECK(v->is_boolean(), what, " is ", v->dump(), "; expected true or false");
+        set_spec_bool(s, cf.field, v->get<bool>());
+      }
+    } else if (cf.fallback.is_null()) {
+      fail(config_path, ": missing \"", cf.keys[0], "\" (spec field ", cf.field, ", required by ",
+           t.path, ")");
+    } else if (cf.fallback.is_string()) {
+      try {
+        set_spec_int(s, cf.field, eval_expr(cf.fallback.get<std::string>(), vars));
+      } catch (const Error& e) {
+        fail(config_path, ": no \"", cf.keys[0], "\", and the default of ", cf.field,
+             " fails: ", e.what());
+      }
+    } else if (kind == FieldKind::Int) {
+      set_spec_int(s, cf.field, cf.fallback.get<int64_t>());
+    } else if (kind == FieldKind::Float) {
+      set_spec_float(s, cf.field, cf.fallback.get<double>());
+    } else {
+      set_spec_bool(s, cf.field, cf.fallback.get<bool>());
+    }
+    if (kind == FieldKind::Int) vars[cf.field] = spec_int_vars(s)[cf.field];
+  }
+
+  for (const auto& [key, allowed] : t.config_checks) {
+    auto it = config.find(key);
+    if (it == config.end()) continue;
+    if (std::find(allowed.begin(), allowed.end(), *it) == allowed.end())
+      fail(config_path, ": \"", key, "\" is ", it->dump(), "; ", t.path, " supports only ",
+           allowed.dump());
+  }
+
+  s.action_projection = t.action_projection;
+  s.action_mlp_layers = t.action_projection == ActionProjection::Mlp ? t.action_mlp_layers : 0;
+  validate_spec(s, t, head_dim_given, config_path, warnings);
+  return s;
+}
+
+void rope_permute_rows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t row_bytes,
+                       int64_t head_dim) {
+  LOOM_CHECK(head_dim > 0 && head_dim % 2 == 0 && rows % head_dim == 0, "rope_permute: ", rows,
+             " rows are not whole heads of even head_dim ", head_dim);
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < rows / head_dim; h++)
+    for (int64_t a = 0; a < 2; a++)
+      for (int64_t j = 0; j < half; j++) {
+        const int64_t to = h * head_dim + a * half + j;
+        const int64_t from = h * head_dim + 2 * j + a;
+        std::memcpy(dst + size_t(to) * row_bytes, src + size_t(from) * row_bytes, row_bytes);
+      }
+}
+
+LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
+  LoadedModel m;
+  m.checkpoint = Checkpoint::open(model_dir);
+  const Checkpoint& ck = *m.checkpoint;
+  const std::string config_path = ck.config_path();
+
+  std::string arch;
+  auto a = ck.config().find("architectures");
+  if (a != ck.config().end() && a->is_array() && !a->empty() && (*a)[0].is_string())
+    arch = (*a)[0].get<std::string>();
+  if (opts.table_path.empty()) {
+    LOOM_CHECK(!arch.empty(), config_path,
+               ": no \"architectures\" list to choose a mapping table by; pass --model-table");
+    m.table_path = find_mapping_table(arch, table_search_dirs(opts.tables_dir), config_path);
+  } else {
+    m.table_path = opts.table_path;
+  }
+  const MappingTable table = parse_mapping_table(m.table_path);
+  if (arch.empty()) arch = table.architectures[0];
+  if (std::find(table.architectures.begin(), table.architectures.end(), arch) ==
+      table.architectures.end())
+    m.warnings.push_back(cat(config_path, ": architecture \"", arch, "\" is not listed in ",
+                             m.table_path, "; using that table as asked"));
+
+  m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings);
+  m.spec.architecture = arch;
+  m.spec.table = base_name(m.table_path);
+
+  for (const SafetensorsFile& f : ck.files()) f.prefetch();
+  Binder(table, ck, m).run();
+
+  size_t embed_bytes = 0;
+  for (const Binding& b : m.bindings) {
+    if (b.bytes == 0) continue;
+    int64_t n = 1;
+    for (int64_t d : b.shape) n *= d;
+    m.parameters += n;
+    m.bytes += b.bytes;
+    if (b.role == "embed") embed_bytes = b.bytes;
+  }
+  m.step_bytes = m.bytes - embed_bytes + (m.spec.tied_lm_head ? embed_bytes : 0);
+  return m;
+}
+
+}  // namespace loom

@@ -1,0 +1,610 @@
+#include "model/table.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace loom {
+
+// ---------------------------------------------------------------- spec field registry
+
+namespace {
+
+struct IntField {
+  const char* name;
+  int ModelSpec::*member;
+};
+struct FloatField {
+  const char* name;
+  float ModelSpec::*member;
+};
+struct BoolField {
+  const char* name;
+  bool ModelSpec::*member;
+};
+
+// action_mlp_layers is set from "features", not from config.json, but shape expressions may
+// use it like any other field.
+const IntField kIntFields[] = {
+    {"hidden", &ModelSpec::hidden},
+    {"layers", &ModelSpec::layers},
+    {"heads", &ModelSpec::heads},
+    {"kv_heads", &ModelSpec::kv_heads},
+    {"head_dim", &ModelSpec::head_dim},
+    {"intermediate", &ModelSpec::intermediate},
+    {"vocab", &ModelSpec::vocab},
+    {"max_positions", &ModelSpec::max_positions},
+    {"bos_id", &ModelSpec::bos_id},
+    {"eos_id", &ModelSpec::eos_id},
+    {"image_tokens", &ModelSpec::image_tokens},
+    {"action_tokens", &ModelSpec::action_tokens},
+    {"action_dim", &ModelSpec::action_dim},
+    {"spatial_rows", &ModelSpec::spatial_rows},
+    {"temporal_rows", &ModelSpec::temporal_rows},
+    {"action_mlp_layers", &ModelSpec::action_mlp_layers},
+};
+const FloatField kFloatFields[] = {
+    {"rms_eps", &ModelSpec::rms_eps},
+    {"rope_theta", &ModelSpec::rope_theta},
+};
+const BoolField kBoolFields[] = {
+    {"tied_lm_head", &ModelSpec::tied_lm_head},
+};
+
+template <class T, size_t N>
+const T* find_field(const T (&fields)[N], const std::string& name) {
+  for (const T& f : fields)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (size_t i = 0; i < v.size(); i++) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::vector<std::string> int_field_names() {
+  std::vector<std::string> out;
+  for (const auto& f : kIntFields) out.push_back(f.name);
+  return out;
+}
+
+}  // namespace
+
+bool spec_field_kind(const std::string& field, FieldKind* kind) {
+  if (find_field(kIntFields, field))
+    *kind = FieldKind::Int;
+  else if (find_field(kFloatFields, field))
+    *kind = FieldKind::Float;
+  else if (find_field(kBoolFields, field))
+    *kind = FieldKind::Bool;
+  else
+    return false;
+  return true;
+}
+
+std::vector<std::string> spec_field_names() {
+  std::vector<std::string> out = int_field_names();
+  for (const auto& f : kFloatFields) out.push_back(f.name);
+  for (const auto& f : kBoolFields) out.push_back(f.name);
+  return out;
+}
+
+std::map<std::string, int64_t> spec_int_vars(const ModelSpec& spec) {
+  std::map<std::string, int64_t> vars;
+  for (const auto& f : kIntFields) vars[f.name] = spec.*(f.member);
+  return vars;
+}
+
+void set_spec_int(ModelSpec& spec, const std::string& field, int64_t v) {
+  const IntField* f = find_field(kIntFields, field);
+  LOOM_CHECK(f, "no integer spec field \"", field, "\"");
+  LOOM_CHECK(v >= INT32_MIN && v <= INT32_MAX, "spec field ", field, " = ", v,
+             " does not fit in 32 bits");
+  spec.*(f->member) = int(v);
+}
+
+void set_spec_float(ModelSpec& spec, const std::string& field, double v) {
+  const FloatField* f = find_field(kFloatFields, field);
+  LOOM_CHECK(f, "no float spec field \"", field, "\"");
+  spec.*(f->member) = float(v);
+}
+
+void set_spec_bool(ModelSpec& spec, const std::string& field, bool v) {
+  const BoolField* f = find_field(kBoolFields, field);
+  LOOM_CHECK(f, "no bool spec field \"", field, "\"");
+  spec.*(f->member) = v;
+}
+
+bool get_spec_bool(const ModelSpec& spec, const std::string& field) {
+  const BoolField* f = find_field(kBoolFields, field);
+  LOOM_CHECK(f, "no bool spec field \"", field, "\"");
+  return spec.*(f->member);
+}
+
+// ---------------------------------------------------------------- expressions
+
+namespace {
+
+// Recursive descent over: expr := term (('+'|'-') term)*; term := factor (('*'|'/') factor)*;
+// factor := integer | name | '(' expr ')'. With vars == nullptr it only checks syntax and
+// names (every name counts as 1 and division is not checked).
+class ExprParser {
+ public:
+  ExprParser(const std::string& s, const std::map<std::string, int64_t>* vars)
+      : s_(s), vars_(vars) {}
+
+  int64_t parse() {
+    const int64_t v = sum();
+    skip_ws();
+    if (pos_ != s_.size()) error(cat("unexpected '", s_[pos_], "' at column ", pos_ + 1));
+    return v;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) { fail("expression \"", s_, "\": ", what); }
+  void skip_ws() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) pos_++;
+  }
+  bool take(char c) {
+    skip_ws();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      pos_++;
+      return true;
+    }
+    return false;
+  }
+  int64_t sum() {
+    int64_t v = product();
+    for (;;) {
+      if (take('+')) {
+        if (__builtin_add_overflow(v, product(), &v)) error("overflow");
+      } else if (take('-')) {
+        if (__builtin_sub_overflow(v, product(), &v)) error("overflow");
+      } else {
+        return v;
+      }
+    }
+  }
+  int64_t product() {
+    int64_t v = factor();
+    for (;;) {
+      if (take('*')) {
+        if (__builtin_mul_overflow(v, factor(), &v)) error("overflow");
+      } else if (take('/')) {
+        const int64_t d = factor();
+        if (!vars_) continue;
+        if (d == 0) error("division by zero");
+        if (v % d != 0) error(cat(v, " is not divisible by ", d));
+        v /= d;
+      } else {
+        return v;
+      }
+    }
+  }
+  int64_t factor() {
+    skip_ws();
+    if (pos_ >= s_.size()) error("ends early");
+    const char c = s_[pos_];
+    if (c == '(') {
+      pos_++;
+      const int64_t v = sum();
+      if (!take(')')) error("missing ')'");
+      return v;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      int64_t v = 0;
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, s_[pos_] - '0', &v))
+          error("number too large");
+        pos_++;
+      }
+      return v;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const size_t start = pos_;
+      while (pos_ < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+        pos_++;
+      const std::string name = s_.substr(start, pos_ - start);
+      if (!vars_) {
+        if (!find_field(kIntFields, name))
+          error(cat("unknown name \"", name, "\" (known: ", join(int_field_names()), ")"));
+        return 1;
+      }
+      auto it = vars_->find(name);
+      if (it == vars_->end())
+        error(cat("unknown name \"", name, "\" (known: ", join(int_field_names()), ")"));
+      return it->second;
+    }
+    error(cat("unexpected '", c, "' at column ", pos_ + 1));
+  }
+
+  const std::string& s_;
+  const std::map<std::string, int64_t>* vars_;
+  size_t pos_ = 0;
+};
+
+void check_expr(const std::string& expr) {
+  ExprParser(expr, nullptr).parse();
+}
+
+}  // namespace
+
+int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>& vars) {
+  return ExprParser(expr, &vars).parse();
+}
+
+// ---------------------------------------------------------------- roles
+
+namespace {
+
+const char* const kFixedRoles[] = {
+    "embed",     "final_norm", "lm_head",        "pos.spatial",   "pos.temporal", "layer.attn_norm",
+    "layer.qkv", "layer.o",    "layer.mlp_norm", "layer.gate_up", "layer.down",
+};
+
+// "action.{j}.weight" / "action.{j}.bias" → j, else -1.
+int action_index(const std::string& role) {
+  const std::string prefix = "action.";
+  if (role.compare(0, prefix.size(), prefix) != 0) return -1;
+  size_t p = prefix.size();
+  int j = 0;
+  const size_t digits_start = p;
+  while (p < role.size() && std::isdigit(static_cast<unsigned char>(role[p]))) {
+    j = j * 10 + (role[p] - '0');
+    if (j > 1000) return -1;
+    p++;
+  }
+  if (p == digits_start) return -1;
+  const std::string rest = role.substr(p);
+  return (rest == ".weight" || rest == ".bias") ? j : -1;
+}
+
+}  // namespace
+
+bool is_known_role(const std::string& role) {
+  for (const char* r : kFixedRoles)
+    if (role == r) return true;
+  return action_index(role) >= 0;
+}
+
+// ---------------------------------------------------------------- table parsing
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ojson read_table_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read mapping table ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    ojson j = ojson::parse(ss.str());
+    if (!j.is_object()) fail(path, ": a mapping table is a JSON object");
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+}
+
+void check_keys(const ojson& obj, std::initializer_list<const char*> allowed,
+                const std::string& where) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) ok |= it.key() == a;
+    if (!ok) {
+      std::vector<std::string> names(allowed.begin(), allowed.end());
+      fail(where, ": unknown key \"", it.key(), "\" (allowed: ", join(names), ")");
+    }
+  }
+}
+
+std::vector<std::string> string_or_list(const ojson& v, const std::string& where) {
+  std::vector<std::string> out;
+  if (v.is_string()) {
+    out.push_back(v.get<std::string>());
+  } else if (v.is_array() && !v.empty()) {
+    for (const auto& e : v) {
+      if (!e.is_string()) fail(where, ": expected a string or a list of strings");
+      out.push_back(e.get<std::string>());
+    }
+  } else {
+    fail(where, ": expected a string or a list of strings");
+  }
+  return out;
+}
+
+WeightPart parse_part(const ojson& p, const std::string& where) {
+  WeightPart part;
+  auto n = p.find("name");
+  if (n == p.end()) fail(where, ": missing \"name\"");
+  part.names = string_or_list(*n, where + " name");
+  auto s = p.find("shape");
+  if (s == p.end() || !s->is_array() || s->empty())
+    fail(where, ": missing \"shape\" (a list of expressions of spec fields)");
+  for (const auto& d : *s) {
+    if (d.is_number_integer()) {
+      part.shape.push_back(std::to_string(d.get<int64_t>()));
+    } else if (d.is_string()) {
+      part.shape.push_back(d.get<std::string>());
+      try {
+        check_expr(part.shape.back());
+      } catch (const Error& e) {
+        fail(where, " shape: ", e.what());
+      }
+    } else {
+      fail(where, ": shape entries are integers or expressions, found ", d.dump());
+    }
+  }
+  auto t = p.find("transform");
+  if (t != p.end()) {
+    if (!t->is_string() || (*t != "none" && *t != "rope_permute"))
+      fail(where, ": transform must be \"none\" or \"rope_permute\", found ", t->dump());
+    part.transform = t->get<std::string>();
+  }
+  return part;
+}
+
+void parse_features(const ojson& f, MappingTable& t) {
+  const std::string where = t.path + ": features";
+  if (!f.is_object()) fail(where, ": expected an object");
+  check_keys(
+      f, {"norm", "mlp", "rotary", "learned_positions", "action_projection", "action_mlp_layers"},
+      where);
+  auto expect = [&](const char* key, const ojson& supported) {
+    auto it = f.find(key);
+    if (it != f.end() && *it != supported)
+      fail(where, ": ", key, " ", it->dump(),
+           " is not supported by loom (supported: ", supported.dump(), ")");
+  };
+  expect("norm", "rms");
+  expect("mlp", "swiglu");
+  expect("rotary", true);
+  if (auto it = f.find("learned_positions"); it != f.end()) {
+    if (*it != "none" && *it != "spatio_temporal")
+      fail(where, ": learned_positions must be \"none\" or \"spatio_temporal\", found ",
+           it->dump());
+    t.learned_positions = it->get<std::string>();
+  }
+  if (auto it = f.find("action_projection"); it != f.end()) {
+    if (*it == "none")
+      t.action_projection = ActionProjection::None;
+    else if (*it == "linear")
+      t.action_projection = ActionProjection::Linear;
+    else if (*it == "mlp")
+      t.action_projection = ActionProjection::Mlp;
+    else
+      fail(where, ": action_projection must be \"none\", \"linear\" or \"mlp\", found ",
+           it->dump());
+  }
+  auto layers = f.find("action_mlp_layers");
+  if (t.action_projection == ActionProjection::Mlp) {
+    if (layers == f.end() || !layers->is_number_integer() || layers->get<int>() < 1)
+      fail(where, ": action_projection \"mlp\" needs action_mlp_layers ≥ 1");
+    t.action_mlp_layers = layers->get<int>();
+  } else if (layers != f.end()) {
+    fail(where, ": action_mlp_layers applies only to action_projection \"mlp\"");
+  }
+}
+
+// The roles the features call for must be exactly the roles the table binds.
+void check_roles(const MappingTable& t) {
+  std::set<std::string> need(std::begin(kFixedRoles), std::end(kFixedRoles));
+  if (t.learned_positions == "none") {
+    need.erase("pos.spatial");
+    need.erase("pos.temporal");
+  }
+  const int n_action = t.action_projection == ActionProjection::None     ? 0
+                       : t.action_projection == ActionProjection::Linear ? 1
+                                                                         : t.action_mlp_layers;
+  for (int j = 0; j < n_action; j++) {
+    need.insert(cat("action.", j, ".weight"));
+    need.insert(cat("action.", j, ".bias"));
+  }
+  std::set<std::string> have;
+  for (const WeightRule& r : t.weights) have.insert(r.role);
+  for (const std::string& r : need)
+    if (!have.count(r))
+      fail(t.path, ": weights: no entry for role ", r, ", which the features need");
+  for (const std::string& r : have)
+    if (!need.count(r))
+      fail(t.path, ": weights: role ", r, " is not used by the features this table declares");
+}
+
+}  // namespace
+
+MappingTable parse_mapping_table(const std::string& path) {
+  MappingTable t;
+  t.path = path;
+  const ojson j = read_table_json(path);
+  check_keys(j, {"description", "architectures", "config", "config_checks", "features", "weights"},
+             path);
+
+  auto arch = j.find("architectures");
+  if (arch == j.end()) fail(path, ": missing \"architectures\"");
+  t.architectures = string_or_list(*arch, path + ": architectures");
+
+  auto cfg = j.find("config");
+  if (cfg == j.end() || !cfg->is_object()) fail(path, ": missing \"config\" object");
+  for (auto it = cfg->begin(); it != cfg->end(); ++it) {
+    const std::string where = path + ": config." + it.key();
+    FieldKind kind;
+    if (!spec_field_kind(it.key(), &kind))
+      fail(where, ": no such spec field (known: ", join(spec_field_names()), ")");
+    ConfigField cf;
+    cf.field = it.key();
+    const ojson& v = it.value();
+    if (v.is_string()) {
+      cf.keys.push_back(v.get<std::string>());
+    } else if (v.is_object()) {
+      check_keys(v, {"key", "default"}, where);
+      auto k = v.find("key");
+      if (k == v.end()) fail(where, ": missing \"key\"");
+      cf.keys = string_or_list(*k, where + ".key");
+      if (auto d = v.find("default"); d != v.end()) {
+        cf.fallback = nlohmann::json::parse(d->dump());
+        const bool ok = (kind == FieldKind::Bool && d->is_boolean()) ||
+                        (kind == FieldKind::Float && d->is_number()) ||
+                        (kind == FieldKind::Int && (d->is_number_integer() || d->is_string()));
+        if (!ok) fail(where, ": default ", d->dump(), " does not suit this field");
+        if (d->is_string()) {
+          try {
+            check_expr(d->get<std::string>());
+          } catch (const Error& e) {
+            fail(where, " default: ", e.what());
+          }
+        }
+      }
+    } else {
+      fail(where, ": expected a config key or {\"key\", \"default\"}");
+    }
+    t.config.push_back(std::move(cf));
+  }
+
+  if (auto cc = j.find("config_checks"); cc != j.end()) {
+    if (!cc->is_object()) fail(path, ": config_checks must be an object");
+    for (auto it = cc->begin(); it != cc->end(); ++it) {
+      if (!it.value().is_array() || it.value().empty())
+        fail(path, ": config_checks.", it.key(), ": expected a list of allowed values");
+      t.config_checks.emplace_back(it.key(), nlohmann::json::parse(it.value().dump()));
+    }
+  }
+
+  if (auto f = j.find("features"); f != j.end()) parse_features(*f, t);
+
+  auto w = j.find("weights");
+  if (w == j.end() || !w->is_array()) fail(path, ": missing \"weights\" list");
+  std::set<std::string> seen;
+  for (const auto& e : *w) {
+    if (!e.is_object() || !e.contains("role") || !e["role"].is_string())
+      fail(path, ": weights: every entry needs a \"role\"");
+    WeightRule r;
+    r.role = e["role"].get<std::string>();
+    const std::string where = path + ": role " + r.role;
+    if (!is_known_role(r.role))
+      fail(where, ": unknown role (known: ", join({std::begin(kFixedRoles), std::end(kFixedRoles)}),
+           ", action.{j}.weight, action.{j}.bias)");
+    if (!seen.insert(r.role).second) fail(where, ": listed twice");
+    r.per_layer = r.role.compare(0, 6, "layer.") == 0;
+    check_keys(e,
+               {"role", "name", "shape", "transform", "parts", "merge", "required", "tied_to",
+                "tied_when", "tie_if_absent", "comment"},
+               where);
+    if (auto parts = e.find("parts"); parts != e.end()) {
+      if (e.contains("name") || e.contains("shape") || e.contains("transform"))
+        fail(where, ": give either \"parts\" or \"name\"/\"shape\", not both");
+      if (!parts->is_array() || parts->empty()) fail(where, ": \"parts\" must be a non-empty list");
+      for (size_t k = 0; k < parts->size(); k++)
+        r.parts.push_back(parse_part((*parts)[k], cat(where, " part ", k)));
+    } else {
+      r.parts.push_back(parse_part(e, where));
+    }
+    auto merge = e.find("merge");
+    if (r.parts.size() > 1 && (merge == e.end() || *merge != "concat_dim0"))
+      fail(where, ": ", r.parts.size(), " parts need \"merge\": \"concat_dim0\"");
+    if (r.parts.size() == 1 && merge != e.end())
+      fail(where, ": \"merge\" needs more than one part");
+    for (const WeightPart& p : r.parts)
+      for (const std::string& n : p.names)
+        if (r.per_layer != (n.find("{i}") != std::string::npos))
+          fail(where, ": name \"", n, "\" ",
+               r.per_layer ? "needs {i} (a per-layer role)" : "must not use {i}");
+    if (auto q = e.find("required"); q != e.end()) {
+      if (!q->is_boolean()) fail(where, ": required must be true or false");
+      r.required = q->get<bool>();
+    }
+    if (auto q = e.find("tied_to"); q != e.end()) r.tied_to = q->get<std::string>();
+    if (auto q = e.find("tied_when"); q != e.end()) r.tied_when = q->get<std::string>();
+    if (auto q = e.find("tie_if_absent"); q != e.end()) r.tie_if_absent = q->get<bool>();
+    if ((!r.tied_when.empty() || r.tie_if_absent) && r.tied_to.empty())
+      fail(where, ": tied_when / tie_if_absent need \"tied_to\"");
+    FieldKind kind;
+    if (!r.tied_when.empty() && (!spec_field_kind(r.tied_when, &kind) || kind != FieldKind::Bool))
+      fail(where, ": tied_when \"", r.tied_when, "\" is not a true/false spec field");
+    t.weights.push_back(std::move(r));
+  }
+  for (const WeightRule& r : t.weights) {
+    if (r.tied_to.empty()) continue;
+    auto target = std::find_if(t.weights.begin(), t.weights.end(),
+                               [&](const WeightRule& o) { return o.role == r.tied_to; });
+    if (target == t.weights.end() || !target->tied_to.empty() || target->per_layer != r.per_layer)
+      fail(path, ": role ", r.role, ": tied_to \"", r.tied_to,
+           "\" must be another untied role of the table");
+  }
+  check_roles(t);
+  return t;
+}
+
+// ---------------------------------------------------------------- finding a table
+
+std::vector<std::string> table_search_dirs(const std::string& tables_dir) {
+  if (!tables_dir.empty()) return {tables_dir};
+  std::vector<std::string> cands;
+  if (const char* env = std::getenv("LOOM_MODELS_DIR"); env && *env) cands.push_back(env);
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string p(exe, size_t(n));
+    cands.push_back(p.substr(0, p.find_last_of('/')) + "/models");
+  }
+#ifdef LOOM_SOURCE_DIR
+  cands.push_back(std::string(LOOM_SOURCE_DIR) + "/models");
+#endif
+  std::vector<std::string> out;
+  for (const std::string& c : cands) {
+    struct stat st;
+    if (stat(c.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(c);
+  }
+  return out;
+}
+
+std::string find_mapping_table(const std::string& architecture,
+                               const std::vector<std::string>& dirs,
+                               const std::string& config_path) {
+  std::vector<std::string> known;
+  for (const std::string& dir : dirs) {
+    std::vector<std::string> files;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0) files.push_back(n);
+      }
+      closedir(d);
+    }
+    std::sort(files.begin(), files.end());
+    std::vector<std::string> matches;
+    for (const std::string& f : files) {
+      const std::string path = dir + "/" + f;
+      const ojson j = read_table_json(path);
+      auto arch = j.find("architectures");
+      if (arch == j.end()) fail(path, ": missing \"architectures\"");
+      for (const std::string& a : string_or_list(*arch, path + ": architectures")) {
+        if (a == architecture) matches.push_back(path);
+        if (std::find(known.begin(), known.end(), a) == known.end()) known.push_back(a);
+      }
+    }
+    if (matches.size() > 1)
+      fail("architecture \"", architecture, "\" is claimed by more than one table: ", join(matches),
+           "; remove one or pass --model-table");
+    if (matches.size() == 1) return matches[0];
+  }
+  fail("unknown architecture \"", architecture, "\" in ", config_path, ": no table in ",
+       dirs.empty() ? std::string("(no models directory found)") : join(dirs),
+       " matches (known: ", join(known), "); add models/<name>.json or pass --model-table");
+}
+
+}  // namespace loom
