@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: install, build, and run loom on the bundled tiny Terra-style
+# model with its sample jobs. Prints where the results and the report went.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DLOOM_TESTS=OFF >/dev/null
+cmake --build "$root/build" --target loom loom_model_tables -j"$(nproc)" >/dev/null
+mkdir -p "$root/out"
+"$root/build/bin/loom" run --model "$root/testdata/tiny_v1" --jobs "$root/testdata/jobs/tiny_v1.jsonl" \
+  --out "$root/out/tiny_v1.results.jsonl" --report "$root/out/tiny_v1.report.json" "$@"
