@@ -1,0 +1,173 @@
+// The loom binary end to end (issue 2 §11): run the tiny models from their sample jobs and
+// check the results schema and token counts; a jobs file with bad lines yields exactly the
+// expected error records while the good jobs finish; fatal errors are one line and exit 2.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+
+namespace {
+
+const std::string kLoom = std::string(LOOM_BIN_DIR) + "/loom";
+const std::string kData = LOOM_TESTDATA;
+
+struct Ran {
+  int code = -1;
+  std::string err;  // stderr
+};
+
+Ran run(const std::string& args, const std::string& tag) {
+  const std::string err_path = "/tmp/loom_cli_" + tag + ".err";
+  const int status = std::system((kLoom + " " + args + " 2>" + err_path).c_str());
+  Ran r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(in), {});
+  return r;
+}
+
+std::vector<json> read_lines(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("run: every sample of every job, with the documented schema") {
+  for (const std::string model : {"tiny_v1", "tiny_v2", "tiny_llama"}) {
+    CAPTURE(model);
+    const std::string out = "/tmp/loom_cli_" + model + ".jsonl", rep = out + ".report.json";
+    std::remove(out.c_str());
+    Ran r = run("run -q --model " + kData + "/" + model + " --jobs " + kData + "/jobs/" + model +
+                    ".jsonl --out " + out + " --report " + rep,
+                model);
+    CHECK(r.code == 0);
+    CHECK(r.err == "");  // --quiet
+    const json cfg = json::parse(std::ifstream(kData + "/" + model + "/config.json"));
+    const int vocab = cfg["vocab_size"];
+    std::map<std::string, json> jobs;
+    for (const json& j : read_lines(kData + "/jobs/" + model + ".jsonl")) jobs[j["id"]] = j;
+    std::set<std::pair<std::string, int>> seen;
+    for (const json& res : read_lines(out)) {
+      CHECK(res["status"] == "ok");
+      const json& job = jobs.at(res["id"].get<std::string>());
+      seen.insert({res["id"].get<std::string>(), res["sample"].get<int>()});
+      CHECK(res["timing"]["total_s"].get<double>() >= 0);
+      if (job.contains("num_frames")) {
+        REQUIRE(res["frames"].size() == job["num_frames"].get<size_t>());
+        CHECK(res["timing"]["frame_s"].size() == res["frames"].size());
+        for (const json& f : res["frames"]) {
+          REQUIRE(f.size() == cfg["num_image_patches"].get<size_t>());
+          for (const json& t : f) CHECK((t.get<int>() >= 0 && t.get<int>() < vocab));
+        }
+      } else {
+        const size_t n = res["tokens"].size();
+        if (res["finish_reason"] == "length") CHECK(n == job["max_tokens"].get<size_t>());
+        else CHECK((res["finish_reason"] == "eos" && n <= job["max_tokens"].get<size_t>()));
+      }
+    }
+    size_t expected = 0;
+    for (const auto& [id, job] : jobs) expected += job.value("num_samples", 1);
+    CHECK(seen.size() == expected);
+    const json report = json::parse(std::ifstream(rep));
+    CHECK(report["jobs_summary"]["failed"] == 0);
+    CHECK(report["generated"]["tokens"].get<int64_t>() > 0);
+    CHECK(report["kv_cache"]["peak_blocks"].get<int>() > 0);
+  }
+}
+
+TEST_CASE("run: bad job lines give exactly the expected error records; good jobs finish") {
+  const std::string out = "/tmp/loom_cli_bad.jsonl";
+  std::remove(out.c_str());
+  Ran r = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData + "/jobs/bad_tiny_v1.jsonl --out " + out, "bad");
+  CHECK(r.code == 1);  // some jobs failed
+  std::map<int, json> errors;
+  std::set<int> ok_lines;
+  for (const json& res : read_lines(out)) {
+    if (res["status"] == "error") {
+      CHECK(errors.count(res["line"].get<int>()) == 0);
+      errors[res["line"].get<int>()] = res;
+    } else {
+      CHECK(res["status"] == "ok");
+      ok_lines.insert(res["line"].get<int>());
+    }
+  }
+  const std::vector<json> expected = read_lines(kData + "/jobs/bad_tiny_v1.expected.jsonl");
+  CHECK(errors.size() == expected.size());
+  for (const json& e : expected) {
+    const int line = e["line"];
+    CAPTURE(line);
+    REQUIRE(errors.count(line) == 1);
+    CHECK(errors[line]["id"] == e["id"]);
+    const std::string msg = errors[line]["error"];
+    CHECK(msg.rfind("line " + std::to_string(line) + ": ", 0) == 0);
+    CHECK(msg.find(e["error_contains"].get<std::string>()) != std::string::npos);
+  }
+  // Every non-blank line of the file is either an error record or a finished job.
+  int lines = 0;
+  std::ifstream in(kData + "/jobs/bad_tiny_v1.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines++;
+  CHECK(int(ok_lines.size() + errors.size()) == lines);
+  CHECK(ok_lines.size() >= 3);
+}
+
+TEST_CASE("run: stdin to stdout gives the same tokens as files") {
+  const std::string a = "/tmp/loom_cli_files.jsonl", b = "/tmp/loom_cli_pipe.jsonl";
+  const std::string jobs = kData + "/jobs/tiny_v2.jsonl";
+  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --out " + a, "files").code == 0);
+  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs - --out - < " + jobs + " > " + b, "pipe").code == 0);
+  auto frames = [](const std::string& p) {
+    std::map<std::pair<std::string, int>, json> m;
+    for (const json& r : read_lines(p)) m[{r["id"].get<std::string>(), r["sample"].get<int>()}] = r["frames"];
+    return m;
+  };
+  CHECK(frames(a) == frames(b));
+  CHECK(frames(a).size() >= 3);
+}
+
+TEST_CASE("fatal errors: one readable line and exit code 2") {
+  Ran missing = run("run --model /nonexistent/model --jobs x --out /tmp/x.jsonl", "missing");
+  CHECK(missing.code == 2);
+  CHECK(missing.err.rfind("loom: error: ", 0) == 0);
+  CHECK(missing.err.find("/nonexistent/model") != std::string::npos);
+  CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
+
+  Ran unwritable = run("run --model " + kData + "/tiny_v1 --jobs " + kData +
+                           "/jobs/tiny_v1.jsonl --out /nonexistent/dir/out.jsonl",
+                       "unwritable");
+  CHECK(unwritable.code == 2);
+  CHECK(unwritable.err.find("/nonexistent/dir/out.jsonl") != std::string::npos);
+
+  Ran bf16_cpu = run("run --backend cpu --dtype bf16 --model " + kData + "/tiny_v1 --jobs " +
+                         kData + "/jobs/tiny_v1.jsonl --out /tmp/x.jsonl",
+                     "bf16cpu");
+  CHECK(bf16_cpu.code == 2);
+  CHECK(bf16_cpu.err.find("--dtype bf16 needs the cuda backend") != std::string::npos);
+}
+
+TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
+  const std::string out = "/tmp/loom_cli_inspect.txt";
+  const int status = std::system((kLoom + " inspect " + kData + "/tiny_v1 > " + out).c_str());
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text.find("LlamaActionForCausalLM") != std::string::npos);
+  CHECK(text.find("model.layers.{i}.self_attn.k_proj.weight") != std::string::npos);
+  CHECK(text.find("pos_embedding_spatio_temporal.temporal_embeddings.weight") != std::string::npos);
+  CHECK(text.find("406,848") != std::string::npos);  // parameters of the tiny v1 model
+}
