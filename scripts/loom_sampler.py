@@ -132,11 +132,19 @@ def kept_ids(z, top_k, top_p):
 
 
 def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_index=0,
-                 draw_index=0):
-    """The token lib/backend/sampler.cpp's sample_token returns for these logits."""
+                 draw_index=0, details=None):
+    """The token lib/backend/sampler.cpp's sample_token returns for these logits.
+
+    `details`, when a dict, receives "margin": how far the winner's score (logit, or z + Gumbel
+    noise) is ahead of the runner-up's; goldens use it to avoid draws that a 1e-5 logit error
+    could flip.
+    """
     logits = np.asarray(logits, dtype=np.float32).reshape(-1)
     temperature = np.float32(temperature)
     if temperature <= np.float32(0.0):
+        if details is not None:
+            top2 = np.partition(logits, -2)[-2:] if logits.size > 1 else [0, np.inf]
+            details["margin"] = float(top2[1]) - float(top2[0])
         return int(np.argmax(logits))  # first maximum: lowest id on ties
     z = (logits / temperature).astype(np.float32)  # [vocab]
     kept = kept_ids(z, int(top_k), float(top_p))
@@ -146,6 +154,8 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
     with np.errstate(divide="ignore"):  # u == 1.0 gives log(0) = -inf, as in C++
         v = (z[kept] - glibc_logf(-glibc_logf(u))).astype(np.float32)
     best = v.max()
+    if details is not None:
+        details["margin"] = float(best) - float(np.partition(v, -2)[-2]) if v.size > 1 else np.inf
     return int(kept[v == best].min())
 
 

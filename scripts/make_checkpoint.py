@@ -224,7 +224,7 @@ def llama_action_shapes(config, variant):
     h, inter = config["hidden_size"], config["intermediate_size"]
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     hd = h // heads
-    vocab, adim = config["vocab_size"], config["action_dim"]
+    vocab, adim = config["vocab_size"], config.get("action_dim", 0)
     out = [("model.embed_tokens.weight", [vocab, h], "weight")]
     for i in range(config["num_hidden_layers"]):
         p = "model.layers.%d." % i
