@@ -10,7 +10,11 @@
 #include "core/error.h"
 #include "engine/report.h"
 #include "io/jobs.h"
+#include "io/merge.h"
 #include "io/results.h"
+#include "io/resume.h"
+#include "io/shard.h"
+#include "io/tokens_out.h"
 
 namespace loom {
 namespace {
@@ -27,21 +31,53 @@ int run_command(const RunArgs& a) {
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
+
+  // Shards: this process keeps every N-th job line and writes its own results file.
+  const Shard shard = a.shard.empty() ? shard_from_env() : parse_shard(a.shard);
+  const std::string out_path = shard_path(a.out, shard);
+  ResumeState done;
+  if (a.resume) {
+    LOOM_CHECK(out_path != "-", "--resume needs --out to be a file, not stdout");
+    done = scan_results(out_path);
+    if (!a.quiet && done.dropped_bytes > 0)
+      std::fprintf(stderr, "loom: resume: cut a torn last line (line %lld, %lld bytes) from %s\n",
+                   (long long)done.dropped_line, (long long)done.dropped_bytes, out_path.c_str());
+  }
   JobReader reader(a.jobs, spec, defaults);
-  ResultWriter writer(a.out, a.resume);
+  ResultWriter writer(out_path, a.resume);
+  if (!a.quiet && shard.count > 1)
+    std::fprintf(stderr, "loom: shard %d/%d (from %s) writing %s\n", shard.index, shard.count,
+                 shard.source.c_str(), out_path.c_str());
 
   EngineOptions opt = engine_options(a.engine);
   opt.stop = &g_stop;
-  Progress progress(count_job_lines(a.jobs), a.progress_interval, a.quiet);
+  if (a.resume)
+    opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.id, k); };
+  int64_t total = count_job_lines(a.jobs);
+  if (total > 0 && shard.count > 1) total = (total - shard.index + shard.count - 1) / shard.count;
+  Progress progress(total, a.progress_interval, a.quiet);
   opt.on_progress = [&](const RunStats& st) { progress.update(st); };
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
+  int64_t line_index = -1;  // 0-based index of the non-blank line just read
+  auto source = [&](Job& job, JobError& err, bool& ok) {
+    while (reader.next(job, err, ok)) {
+      line_index++;
+      if (!in_shard(line_index, shard)) continue;
+      if (a.resume && !ok && done.failed(err.id)) continue;  // its error record is written
+      return true;
+    }
+    return false;
+  };
+  const std::string model_name = om.model.spec.architecture + ":" + a.model;
+  auto sink = [&](const JobResult& r) {
+    writer.write(r);
+    if (!a.tokens_out.empty() && r.ok) write_tokens_safetensors(a.tokens_out, r, model_name, r.seed);
+  };
   Engine engine(spec, *om.backend, opt);
-  RunStats st = engine.run(
-      [&](Job& job, JobError& err, bool& ok) { return reader.next(job, err, ok); },
-      [&](const JobResult& r) { writer.write(r); });
+  RunStats st = engine.run(source, sink);
   writer.sync();
   progress.update(st, true);
   progress.finish();
@@ -49,7 +85,7 @@ int run_command(const RunArgs& a) {
   RunContext ctx;
   ctx.model_dir = a.model;
   ctx.jobs_path = a.jobs;
-  ctx.out_path = a.out;
+  ctx.out_path = out_path;
   ctx.backend = om.backend_name;
   ctx.dtype = om.dtype_name;
   ctx.load_s = om.load_s;
@@ -63,15 +99,21 @@ int run_command(const RunArgs& a) {
   }
   if (!a.quiet) {
     std::fputs(run_summary(st, ctx).c_str(), stderr);
-    std::fprintf(stderr, "loom: results in %s%s%s\n", a.out == "-" ? "stdout" : a.out.c_str(),
+    std::fprintf(stderr, "loom: results in %s%s%s\n", out_path == "-" ? "stdout" : out_path.c_str(),
                  a.report.empty() ? "" : ", report in ", a.report.c_str());
   }
   if (st.stopped) return kExitInterrupted;
   return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;
 }
 
-int merge_command(const std::vector<std::string>&, const std::string&, const std::string&) {
-  fail("merge: not wired yet");
+int merge_command(const std::vector<std::string>& inputs, const std::string& jobs,
+                  const std::string& out) {
+  const MergeCounts c = merge_results(inputs, jobs, out);
+  std::fprintf(stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",
+               (long long)c.files, (long long)c.records, (long long)c.ok, (long long)c.errors,
+               jobs.empty() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
+               out == "-" ? "stdout" : out.c_str());
+  return c.errors > 0 ? kExitJobsFailed : kExitOk;
 }
 
 int bench_command(const BenchArgs&) { fail("bench: not wired yet"); }

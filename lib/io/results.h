@@ -20,6 +20,7 @@ struct JobResult {
   std::string id;
   int64_t line = 0;
   uint32_t sample = 0;
+  uint64_t seed = 0;                          // the job's sampling seed (dataset metadata)
   bool ok = true;
   std::string error;                          // when !ok
   bool has_frames = false;                    // frame model: `frames`, else `tokens`
