@@ -116,6 +116,4 @@ int merge_command(const std::vector<std::string>& inputs, const std::string& job
   return c.errors > 0 ? kExitJobsFailed : kExitOk;
 }
 
-int bench_command(const BenchArgs&) { fail("bench: not wired yet"); }
-
 }  // namespace loom

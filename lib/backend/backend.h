@@ -88,6 +88,7 @@ class Backend {
   // Reporting (loom bench, run reports). Defaults suit a backend with nothing to say.
   virtual DeviceInfo device_info() { return DeviceInfo{}; }
   virtual double measure_copy_bandwidth_gbps() { return 0; }  // runs a timed copy
+  virtual double measure_gemm_tflops() { return 0; }          // runs a timed bf16 GEMM
   virtual void set_profiling(bool on) { (void)on; }           // per-kernel timing (slower)
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
 };

@@ -137,6 +137,10 @@ bool Scheduler::schedule(StepBatch& batch) {
     }
     batch.slot_start.push_back(int32_t(batch.tokens.size()));
     batch.kv_len.push_back(s.kv_len());
+    const int64_t n = r.scheduled, kv = s.kv_len();
+    stats_.attn_pairs += n * kv + n * (n + 1) / 2;
+    stats_.kv_reads += kv + n;
+    stats_.sampled += r.scheduled == s.pending() ? 1 : 0;
     for (int b = 0; b < max_blocks; b++)
       batch.block_tables.push_back(b < int(r.blocks.size()) ? r.blocks[size_t(b)] : -1);
     batch.sample.push_back(r.scheduled == s.pending() ? 1 : 0);

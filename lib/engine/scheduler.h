@@ -38,6 +38,9 @@ struct SchedulerStats {
   int64_t shared_blocks = 0;     // prompt blocks taken from the prefix cache
   int64_t prefill_saved = 0;     // prompt slots not recomputed thanks to them
   int64_t prompt_blocks = 0;     // full prompt blocks over all rounds and sequences
+  int64_t attn_pairs = 0;        // (query slot, visible cache slot) pairs: attention FLOPs
+  int64_t kv_reads = 0;          // cache slots a step's attention reads, summed per sequence
+  int64_t sampled = 0;           // slots whose logits were computed (lm_head rows)
 };
 
 class Scheduler {

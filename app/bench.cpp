@@ -1,0 +1,217 @@
+// `loom bench`: synthetic frame jobs on any checkpoint (issue 3 §7, issue 4 §4). Latency runs
+// (one per batch size: B jobs of C context frames + N generated frames at once) report s/frame,
+// time to first token, tokens/s and the weight bytes streamed per decode step against the
+// device's measured copy bandwidth; a throughput run (--jobs) reports tokens/s, frames/s, KV
+// use and achieved bandwidth and FLOP rate against the measured ceilings.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/setup.h"
+#include "core/error.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::json;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Job i of a synthetic set; jobs in the same group (i / group) share their context frames.
+Job synthetic_job(const ModelSpec& sp, int i, int group, int ctx, int frames) {
+  LOOM_CHECK(sp.has_frames(), "loom bench needs a frame model (num_image_patches in config)");
+  std::mt19937 rng(uint32_t(group > 0 ? i / group : i) * 7919u + 17u);
+  std::uniform_int_distribution<int> tok(0, sp.vocab - 2);
+  std::uniform_real_distribution<float> act(-1.0f, 1.0f);
+  Job j;
+  j.id = "bench-" + std::to_string(i);
+  j.line = i + 1;
+  j.context_frames = ctx;
+  j.num_frames = frames;
+  for (int f = 0; f < ctx; f++) {
+    for (int t = 0; t < sp.image_tokens; t++) j.prompt.push_back(tok(rng));
+    for (int a = 0; a < sp.action_tokens; a++) j.prompt.push_back(-3);
+  }
+  j.action_rows = sp.action_tokens * (ctx + frames);
+  for (int r = 0; r < j.action_rows * sp.action_dim; r++) j.actions.push_back(act(rng));
+  j.sampling.temperature = 0.9f;  // Terra's reference setting
+  j.sampling.seed = uint64_t(i);
+  return j;
+}
+
+struct Measured {
+  RunStats st;
+  std::vector<double> ttft;  // per sample: admission → first token
+};
+
+Measured run_synthetic(Backend& backend, const ModelSpec& spec, EngineOptions opt, int n_jobs,
+                       int group, int ctx, int frames) {
+  Engine engine(spec, backend, opt);
+  int next = 0;
+  Measured m;
+  m.st = engine.run(
+      [&](Job& j, JobError&, bool& ok) {
+        if (next == n_jobs) return false;
+        j = synthetic_job(spec, next++, group, ctx, frames);
+        ok = true;
+        return true;
+      },
+      [&](const JobResult& r) {
+        LOOM_CHECK(r.ok, "bench job failed: ", r.error);
+        m.ttft.push_back(r.prefill_s);
+      });
+  return m;
+}
+
+// FLOPs of the run: linear layers per slot, lm_head per sampled slot, attention per pair.
+double run_flops(const RunStats& st, const ModelSpec& sp) {
+  const double H = sp.hidden, qd = sp.q_dim(), kvd = sp.kv_dim(), I = sp.intermediate;
+  const double per_slot = 2.0 * sp.layers * (H * (qd + 2 * kvd) + qd * H + 3 * H * I);
+  return per_slot * double(st.scheduler.slots) +
+         2.0 * H * sp.vocab * double(st.scheduler.sampled) +
+         4.0 * sp.layers * qd * double(st.scheduler.attn_pairs);
+}
+
+// Bytes the run must move: the streamed weights once per step, each sequence's KV once per step.
+double run_bytes(const RunStats& st, const ModelSpec& sp, size_t step_bytes, double kv_elem) {
+  return double(step_bytes) * double(st.scheduler.steps) +
+         double(st.scheduler.kv_reads) * sp.layers * 2.0 * sp.kv_dim() * kv_elem;
+}
+
+}  // namespace
+
+int bench_command(const BenchArgs& a) {
+  OpenedModel om = open_model(a.model, a.engine, false);
+  const ModelSpec& spec = om.model.spec;
+  Backend& be = *om.backend;
+  const double copy_gbps = be.measure_copy_bandwidth_gbps();
+  const double gemm_tflops = be.measure_gemm_tflops();
+  const size_t step_bytes = om.model.step_bytes;
+  const double kv_elem = om.dtype_name == "f32" ? 4.0 : 2.0;
+  const DeviceInfo dev = be.device_info();
+  const double floor_s =
+      copy_gbps > 0 ? double(spec.image_tokens) * double(step_bytes) / (copy_gbps * 1e9) : 0;
+
+  json out;
+  out["model"] = a.model;
+  out["architecture"] = spec.architecture;
+  out["backend"] = om.backend_name;
+  out["dtype"] = om.dtype_name;
+  out["device"] = dev.name;
+  out["load_s"] = om.load_s;
+  out["step_weight_bytes"] = step_bytes;
+  out["copy_gbps"] = copy_gbps;
+  out["gemm_tflops"] = gemm_tflops;
+  out["floor_s_per_frame"] = floor_s;
+  out["context_frames"] = a.context_frames;
+  out["frames"] = a.frames;
+
+  std::printf("loom bench: %s on %s (%s, %s), load %.2f s\n", spec.architecture.c_str(),
+              dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(), om.load_s);
+  std::printf("ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s; weights per step %.3f GB; "
+              "floor %.3f s/frame at batch 1\n\n",
+              copy_gbps, gemm_tflops, double(step_bytes) / 1e9, floor_s);
+  std::printf("%6s %10s %10s %10s %12s %10s %9s\n", "batch", "s/frame", "x floor", "ttft s",
+              "tokens/s", "GB/s", "% copy");
+
+  // Warm-up: graphs, handles, caches.
+  {
+    EngineOptions opt = engine_options(a.engine);
+    run_synthetic(be, spec, opt, 1, 0, a.context_frames, 1);
+  }
+  for (int batch : a.batch_sizes) {
+    EngineOptions opt = engine_options(a.engine);
+    opt.scheduler.max_seqs = std::max(opt.scheduler.max_seqs, batch);
+    std::vector<double> sf, tps, gbps, ttft;
+    Measured last;
+    for (int r = 0; r < std::max(1, a.repeats); r++) {
+      last = run_synthetic(be, spec, opt, batch, 0, a.context_frames, a.frames);
+      const RunStats& st = last.st;
+      sf.push_back(median(st.frame_s));
+      tps.push_back(double(st.tokens) / (st.prefill_s + st.decode_s));
+      gbps.push_back(st.decode_s > 0 ? double(step_bytes) * double(st.decode_steps) / st.decode_s / 1e9 : 0);
+      ttft.push_back(median(last.ttft));
+    }
+    const double s = median(sf), g = median(gbps);
+    std::printf("%6d %10.4f %10.2f %10.4f %12.0f %10.0f %8.1f%%\n", batch, s,
+                floor_s > 0 ? s / floor_s : 0, median(ttft), median(tps), g,
+                copy_gbps > 0 ? 100 * g / copy_gbps : 0);
+    json row = {{"batch", batch},
+                {"s_per_frame", s},
+                {"x_floor", floor_s > 0 ? s / floor_s : 0},
+                {"ttft_s", median(ttft)},
+                {"tokens_per_s", median(tps)},
+                {"decode_weight_gbps", g},
+                {"decode_steps", last.st.decode_steps},
+                {"prefill_s", last.st.prefill_s},
+                {"decode_s", last.st.decode_s},
+                {"repeats", sf}};
+    if (a.profile) {
+      be.set_profiling(true);
+      run_synthetic(be, spec, opt, batch, 0, a.context_frames, 1);
+      be.set_profiling(false);
+      json kernels = json::array();
+      for (const KernelTime& k : be.kernel_times())
+        kernels.push_back({{"name", k.name}, {"ms", k.ms}, {"calls", k.calls}});
+      row["kernels"] = kernels;
+      for (const KernelTime& k : be.kernel_times())
+        std::printf("         %-28s %10.3f ms %8lld calls\n", k.name.c_str(), k.ms, (long long)k.calls);
+    }
+    out["latency"].push_back(row);
+  }
+
+  if (a.jobs > 0) {
+    std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s\n", "jobs", "group", "tokens/s",
+                "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared");
+    std::vector<int> groups{0};  // 0: every job its own context
+    if (a.shared_group > 1) groups.push_back(a.shared_group);
+    for (int group : groups) {
+      EngineOptions opt = engine_options(a.engine);
+      Measured m = run_synthetic(be, spec, opt, a.jobs, group, a.context_frames, a.frames);
+      const RunStats& st = m.st;
+      const double t = st.prefill_s + st.decode_s;
+      const double gb = run_bytes(st, spec, step_bytes, kv_elem) / t / 1e9;
+      const double tf = run_flops(st, spec) / t / 1e12;
+      const DeviceInfo d = be.device_info();
+      const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
+      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld\n", a.jobs, group,
+                  double(st.tokens) / t, double(st.frames) / t,
+                  double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
+                  gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks);
+      out["throughput"].push_back(
+          {{"jobs", a.jobs},
+           {"shared_group", group},
+           {"tokens_per_s", double(st.tokens) / t},
+           {"frames_per_s", double(st.frames) / t},
+           {"wall_s", st.wall_s},
+           {"mean_seqs", double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps))},
+           {"max_seqs", st.scheduler.max_batch},
+           {"achieved_gbps", gb},
+           {"achieved_tflops", tf},
+           {"kv_blocks", st.kv_blocks},
+           {"kv_peak_blocks", st.kv_peak_blocks},
+           {"kv_utilisation", kv_util},
+           {"prompt_blocks", st.scheduler.prompt_blocks},
+           {"shared_blocks", st.scheduler.shared_blocks},
+           {"prefill_slots_saved", st.scheduler.prefill_saved},
+           {"peak_gpu_bytes", d.peak_bytes},
+           {"kv_bytes", d.kv_bytes}});
+    }
+  }
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    LOOM_CHECK(f.good(), "cannot write ", a.json_out);
+    f << out.dump(2) << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace loom
