@@ -1,0 +1,264 @@
+#include <cfloat>
+
+#include "kernels/attention.cuh"
+#include "kernels/common.cuh"
+
+namespace loom::gpu {
+
+constexpr int kKeys = 64;  // keys per shared-memory tile
+constexpr int kAttnThreads = 256;
+
+template <int D>
+struct AttnSmem {
+  // Offsets in floats into dynamic shared memory.
+  static constexpr int kQ = 0;                       // [kAttnRows][D], pre-scaled
+  static constexpr int kK = kQ + kAttnRows * D;      // [kKeys][D + 1] (padded: no conflicts)
+  static constexpr int kV = kK + kKeys * (D + 1);    // [kKeys][D]
+  static constexpr int kS = kV + kKeys * D;          // [kAttnRows][kKeys] scores, then p
+  static constexpr int kM = kS + kAttnRows * kKeys;  // [kAttnRows] running max
+  static constexpr int kL = kM + kAttnRows;          // [kAttnRows] running sum
+  static constexpr int kAlpha = kL + kAttnRows;      // [kAttnRows] rescale of this tile
+  static constexpr int kFloats = kAlpha + kAttnRows;
+  static constexpr size_t kBytes = size_t(kFloats) * sizeof(float);
+};
+
+template <class T, int D>
+__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(AttentionArgs a) {
+  using L = AttnSmem<D>;
+  extern __shared__ float smem[];
+  float* q_s = smem + L::kQ;
+  float* k_s = smem + L::kK;
+  float* v_s = smem + L::kV;
+  float* s_s = smem + L::kS;
+  float* m_s = smem + L::kM;
+  float* l_s = smem + L::kL;
+  float* alpha_s = smem + L::kAlpha;
+
+  const int tid = threadIdx.x;
+  const int tile = blockIdx.x, hkv = blockIdx.y, split = blockIdx.z;
+  const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
+  const int G = a.heads / a.kv_heads;
+  const int n_rows = nj * G;
+  const int kvl = a.kv_len[seq];
+  const int total = kvl + j0 + nj;  // keys any row of this tile may see
+  int per = (total + a.num_splits - 1) / a.num_splits;
+  per = (per + kKeys - 1) / kKeys * kKeys;
+  const int k_begin = split * per;
+  const int k_end = min(total, k_begin + per);
+  const size_t blk = (size_t(tile) * a.kv_heads + hkv) * a.num_splits + split;
+
+  if (k_begin >= k_end) {  // nothing in this split: an empty partial
+    for (int r = tid; r < kAttnRows; r += kAttnThreads) {
+      a.partial_ml[(blk * kAttnRows + r) * 2] = -INFINITY;
+      a.partial_ml[(blk * kAttnRows + r) * 2 + 1] = 0.0f;
+    }
+    return;
+  }
+
+  const int q_stride = (a.heads + 2 * a.kv_heads) * D;
+  const int first_slot = a.slot_start[seq] + j0;
+  const float scale = rsqrtf(float(D));
+  const T* qkv = static_cast<const T*>(a.qkv);
+  for (int i = tid; i < kAttnRows * D; i += kAttnThreads) {
+    const int r = i / D, d = i % D;
+    float v = 0.0f;
+    if (r < n_rows) {
+      const int slot = first_slot + r / G, head = hkv * G + r % G;
+      v = to_f32(qkv[size_t(slot) * q_stride + head * D + d]) * scale;
+    }
+    q_s[i] = v;
+  }
+  if (tid < kAttnRows) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0.0f;
+  }
+
+  constexpr int kRowsPerPass = kAttnThreads / D;  // PV: thread → (d, rows)
+  constexpr int kOut = kAttnRows / kRowsPerPass;
+  const int od = tid % D, orow = tid / D;
+  float acc[kOut];
+#pragma unroll
+  for (int i = 0; i < kOut; i++) acc[i] = 0.0f;
+
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+  const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
+  const int kv_row = a.kv_heads * D;
+
+  for (int t0 = k_begin; t0 < k_end; t0 += kKeys) {
+    __syncthreads();  // previous tile fully consumed (and q_s/m_s written on the first pass)
+    for (int i = tid; i < kKeys * D; i += kAttnThreads) {
+      const int kk = i / D, d = i % D;
+      const int key = t0 + kk;
+      float kv = 0.0f, vv = 0.0f;
+      if (key < k_end) {
+        const int phys = bt[key / a.block_size];
+        const size_t src =
+            (size_t(phys) * a.block_size + key % a.block_size) * kv_row + size_t(hkv) * D + d;
+        kv = to_f32(kc[src]);
+        vv = to_f32(vc[src]);
+      }
+      k_s[kk * (D + 1) + d] = kv;
+      v_s[kk * D + d] = vv;
+    }
+    __syncthreads();
+    {
+      const int kk = tid % kKeys;
+      const int key = t0 + kk;
+#pragma unroll
+      for (int i = 0; i < kAttnRows * kKeys / kAttnThreads; i++) {
+        const int r = tid / kKeys + i * (kAttnThreads / kKeys);
+        if (r < n_rows) {
+          float s = -INFINITY;
+          const int limit = kvl + j0 + r / G;  // causal: keys [0, limit]
+          if (key < k_end && key <= limit) {
+            s = 0.0f;
+#pragma unroll 16
+            for (int d = 0; d < D; d++) s += q_s[r * D + d] * k_s[kk * (D + 1) + d];
+          }
+          s_s[r * kKeys + kk] = s;
+        }
+      }
+    }
+    __syncthreads();
+    {
+      const int lane = tid & 31, warp = tid >> 5;
+      for (int r = warp; r < n_rows; r += kAttnThreads / 32) {
+        const float s0 = s_s[r * kKeys + lane], s1 = s_s[r * kKeys + lane + 32];
+        const float m_old = m_s[r];
+        const float m_new = fmaxf(m_old, warp_max(fmaxf(s0, s1)));
+        float p0 = 0.0f, p1 = 0.0f, alpha = 1.0f;
+        if (m_new != -INFINITY) {
+          p0 = expf(s0 - m_new);
+          p1 = expf(s1 - m_new);
+          alpha = expf(m_old - m_new);
+        }
+        s_s[r * kKeys + lane] = p0;
+        s_s[r * kKeys + lane + 32] = p1;
+        const float sum = warp_sum(p0 + p1);
+        if (lane == 0) {
+          l_s[r] = l_s[r] * alpha + sum;
+          m_s[r] = m_new;
+          alpha_s[r] = alpha;
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kOut; i++) {
+      const int r = orow + i * kRowsPerPass;
+      if (r < n_rows) {
+        float v = acc[i] * alpha_s[r];
+#pragma unroll 8
+        for (int kk = 0; kk < kKeys; kk++) v += s_s[r * kKeys + kk] * v_s[kk * D + od];
+        acc[i] = v;
+      }
+    }
+  }
+  __syncthreads();
+
+  if (a.num_splits == 1) {
+    T* out = static_cast<T*>(a.out);
+#pragma unroll
+    for (int i = 0; i < kOut; i++) {
+      const int r = orow + i * kRowsPerPass;
+      if (r < n_rows) {
+        const int slot = first_slot + r / G, head = hkv * G + r % G;
+        out[size_t(slot) * a.heads * D + head * D + od] = from_f32<T>(acc[i] / l_s[r]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kOut; i++) {
+      const int r = orow + i * kRowsPerPass;
+      if (r < n_rows) a.partial_o[(blk * kAttnRows + r) * D + od] = acc[i];
+    }
+    for (int r = tid; r < n_rows; r += kAttnThreads) {
+      a.partial_ml[(blk * kAttnRows + r) * 2] = m_s[r];
+      a.partial_ml[(blk * kAttnRows + r) * 2 + 1] = l_s[r];
+    }
+  }
+}
+
+// Merges the splits of one (tile, kv head): out = Σ o_s e^(m_s - M) / Σ l_s e^(m_s - M).
+template <class T>
+__global__ void attention_combine_kernel(AttentionArgs a) {
+  const int tile = blockIdx.x, hkv = blockIdx.y;
+  const int D = a.head_dim;
+  const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
+  const int G = a.heads / a.kv_heads;
+  const int n_rows = nj * G;
+  const size_t blk0 = (size_t(tile) * a.kv_heads + hkv) * a.num_splits;
+  const int first_slot = a.slot_start[seq] + j0;
+  T* out = static_cast<T*>(a.out);
+  for (int i = threadIdx.x; i < n_rows * D; i += blockDim.x) {
+    const int r = i / D, d = i % D;
+    float m = -INFINITY;
+    for (int s = 0; s < a.num_splits; s++)
+      m = fmaxf(m, a.partial_ml[((blk0 + s) * kAttnRows + r) * 2]);
+    float l = 0.0f, o = 0.0f;
+    for (int s = 0; s < a.num_splits; s++) {
+      const float ms = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2];
+      if (ms == -INFINITY) continue;
+      const float w = expf(ms - m);
+      l += a.partial_ml[((blk0 + s) * kAttnRows + r) * 2 + 1] * w;
+      o += a.partial_o[((blk0 + s) * kAttnRows + r) * D + d] * w;
+    }
+    const int slot = first_slot + r / G, head = hkv * G + r % G;
+    out[size_t(slot) * a.heads * D + head * D + d] = from_f32<T>(o / l);
+  }
+}
+
+template <class T, int D>
+static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+  using L = AttnSmem<D>;
+  static bool configured = false;  // raise the dynamic shared memory limit once per variant
+  if (!configured) {
+    const cudaError_t e = cudaFuncSetAttribute(
+        paged_attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kBytes));
+    if (e != cudaSuccess)
+      return Status::bad(cat("paged_attention: cudaFuncSetAttribute: ", cudaGetErrorString(e)));
+    configured = true;
+  }
+  const dim3 grid(a.n_tiles, a.kv_heads, a.num_splits);
+  paged_attention_kernel<T, D><<<grid, kAttnThreads, L::kBytes, stream>>>(a);
+  Status st = launch_status("paged_attention");
+  if (!st.ok || a.num_splits == 1) return st;
+  attention_combine_kernel<T><<<dim3(a.n_tiles, a.kv_heads), 256, 0, stream>>>(a);
+  return launch_status("attention_combine");
+}
+
+template <class T>
+static Status dispatch_head_dim(const AttentionArgs& a, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 16:
+      return launch_attention<T, 16>(a, stream);
+    case 64:
+      return launch_attention<T, 64>(a, stream);
+    case 128:
+      return launch_attention<T, 128>(a, stream);
+    default:
+      return Status::bad(cat("paged_attention: head_dim ", a.head_dim, " (built for 16, 64, 128)"));
+  }
+}
+
+Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0,
+                 "paged_attention: heads ", a.heads, " not a multiple of kv_heads ", a.kv_heads);
+  LOOM_ARG_CHECK(a.heads / a.kv_heads <= kAttnRows, "paged_attention: GQA ratio ",
+                 a.heads / a.kv_heads, " (at most ", kAttnRows, ")");
+  LOOM_ARG_CHECK(a.block_size > 0 && a.bt_stride > 0 && a.num_splits >= 1 && a.n_tiles >= 0,
+                 "paged_attention: block_size ", a.block_size, ", bt_stride ", a.bt_stride,
+                 ", num_splits ", a.num_splits);
+  LOOM_ARG_CHECK(a.qkv && a.k_cache && a.v_cache && a.block_tables && a.kv_len && a.slot_start &&
+                     a.tiles && a.out,
+                 "paged_attention: null pointer");
+  LOOM_ARG_CHECK(a.partial_ml != nullptr && (a.num_splits == 1 || a.partial_o != nullptr),
+                 "paged_attention: no partial workspace");
+  if (a.n_tiles == 0) return Status::good();
+  if (a.t == DType::F32) return dispatch_head_dim<float>(a, stream);
+  if (a.t == DType::BF16) return dispatch_head_dim<bf16>(a, stream);
+  return Status::bad(cat("paged_attention: dtype ", dtype_name(a.t)));
+}
+
+}  // namespace loom::gpu

@@ -1,0 +1,156 @@
+#include "kernels/common.cuh"
+#include "kernels/gemv.cuh"
+
+namespace loom::gpu {
+
+constexpr int kGemvThreads = 512;
+constexpr int kGemvUnroll = 8;  // 16-byte loads in flight per lane
+
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 t = __bfloat1622float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+template <int M, GemvIn IN, GemvOut OUT>
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
+  extern __shared__ uint4 gemv_smem[];
+  bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
+  __shared__ float scratch[32];
+  const int k = a.k;
+  const int tid = threadIdx.x;
+
+  // Stage the (transformed) input rows; rows ≥ a.m are zero.
+  for (int i = 0; i < M; i++) {
+    bf16* dst = xs + size_t(i) * k;
+    if (i >= a.m) {
+      for (int j = tid; j < k; j += kGemvThreads) dst[j] = __float2bfloat16_rn(0.0f);
+      continue;
+    }
+    if constexpr (IN == GemvIn::Plain) {
+      const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * a.x_stride;
+      for (int j = tid; j < k; j += kGemvThreads) dst[j] = src[j];
+    } else if constexpr (IN == GemvIn::RmsNorm) {
+      const int r = a.rows != nullptr ? a.rows[i] : i;
+      const float* src = static_cast<const float*>(a.x) + size_t(r) * a.x_stride;
+      float ss = 0.0f;
+      for (int j = tid; j < k; j += kGemvThreads) ss += src[j] * src[j];
+      const float inv = rsqrtf(block_sum(ss, scratch) / float(k) + a.eps);
+      for (int j = tid; j < k; j += kGemvThreads)
+        dst[j] = __float2bfloat16_rn(src[j] * inv * a.norm_w[j]);
+    } else {
+      const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * 2 * k;
+      for (int j = tid; j < k; j += kGemvThreads) {
+        const float g = __bfloat162float(src[j]), u = __bfloat162float(src[k + j]);
+        const float s = round_to<bf16>(g / (1.0f + expf(-g)));
+        dst[j] = __float2bfloat16_rn(s * u);
+      }
+    }
+  }
+  __syncthreads();
+
+  const int lane = tid & 31;
+  const int warps = kGemvThreads / 32;
+  const int k8 = k / 8;
+  const uint4* xs4 = gemv_smem;
+  for (int n = blockIdx.x * warps + (tid >> 5); n < a.n; n += gridDim.x * warps) {
+    const uint4* wrow = static_cast<const uint4*>(a.w) + size_t(n) * k8;
+    float acc[M];
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = 0.0f;
+    for (int c0 = 0; c0 < k8; c0 += 32 * kGemvUnroll) {
+      uint4 wv[kGemvUnroll];
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; u++) {
+        const int c = c0 + u * 32 + lane;
+        wv[u] = c < k8 ? __ldcs(wrow + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; u++) {
+        const int c = c0 + u * 32 + lane;
+        if (c < k8) {
+          float wf[8];
+          bf16x8_to_f32(wv[u], wf);
+#pragma unroll
+          for (int i = 0; i < M; i++) {
+            float xf[8];
+            bf16x8_to_f32(xs4[size_t(i) * k8 + c], xf);
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
+    if (lane < M && lane < a.m) {
+      float v = 0.0f;
+#pragma unroll
+      for (int i = 0; i < M; i++)
+        if (i == lane) v = acc[i];
+      const size_t o = size_t(lane) * a.n + n;
+      if constexpr (OUT == GemvOut::Store)
+        static_cast<bf16*>(a.y)[o] = __float2bfloat16_rn(v);
+      else if constexpr (OUT == GemvOut::AddF32)
+        static_cast<float*>(a.y)[o] += v;
+      else
+        static_cast<float*>(a.y)[o] = v;
+    }
+  }
+}
+
+template <int M, GemvIn IN, GemvOut OUT>
+static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+  const size_t smem = size_t(M) * a.k * sizeof(bf16);
+  static size_t configured = 48 * 1024;  // dynamic shared memory limit set so far
+  if (smem > configured) {
+    const cudaError_t e = cudaFuncSetAttribute(
+        gemv_kernel<M, IN, OUT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess)
+      return Status::bad(cat("gemv: ", M, " rows of k ", a.k, " need ", smem,
+                             " bytes of shared memory: ", cudaGetErrorString(e)));
+    configured = smem;
+  }
+  const int warps = kGemvThreads / 32;
+  const int blocks = std::min((a.n + warps - 1) / warps, num_sms * 2);
+  gemv_kernel<M, IN, OUT><<<blocks, kGemvThreads, smem, stream>>>(a);
+  return launch_status("gemv");
+}
+
+template <GemvIn IN, GemvOut OUT>
+static Status dispatch_rows(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+  if (a.m <= 1) return launch_gemv<1, IN, OUT>(a, num_sms, stream);
+  if (a.m <= 2) return launch_gemv<2, IN, OUT>(a, num_sms, stream);
+  if (a.m <= 4) return launch_gemv<4, IN, OUT>(a, num_sms, stream);
+  return launch_gemv<8, IN, OUT>(a, num_sms, stream);
+}
+
+Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
+  GemvArgs a = a0;
+  if (a.x_stride == 0) a.x_stride = a.k;
+  LOOM_ARG_CHECK(a.m >= 1 && a.m <= kGemvMaxRows, "gemv: m ", a.m, " (expected 1..", kGemvMaxRows,
+                 ")");
+  LOOM_ARG_CHECK(a.n > 0 && a.k > 0 && a.k % 8 == 0, "gemv: n ", a.n, ", k ", a.k,
+                 " (expected k a multiple of 8)");
+  LOOM_ARG_CHECK(a.w && a.x && a.y, "gemv: null w/x/y");
+  LOOM_ARG_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0, "gemv: weights not 16-byte aligned");
+  LOOM_ARG_CHECK(a.in != GemvIn::RmsNorm || a.norm_w != nullptr, "gemv: RmsNorm without weight");
+  LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
+  if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
+    return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);
+  if (a.in == GemvIn::Plain && a.out == GemvOut::AddF32)
+    return dispatch_rows<GemvIn::Plain, GemvOut::AddF32>(a, num_sms, stream);
+  if (a.in == GemvIn::RmsNorm && a.out == GemvOut::Store)
+    return dispatch_rows<GemvIn::RmsNorm, GemvOut::Store>(a, num_sms, stream);
+  if (a.in == GemvIn::RmsNorm && a.out == GemvOut::StoreF32)
+    return dispatch_rows<GemvIn::RmsNorm, GemvOut::StoreF32>(a, num_sms, stream);
+  if (a.in == GemvIn::SiluMul && a.out == GemvOut::AddF32)
+    return dispatch_rows<GemvIn::SiluMul, GemvOut::AddF32>(a, num_sms, stream);
+  return Status::bad("gemv: unsupported input/output combination");
+}
+
+}  // namespace loom::gpu

@@ -1,0 +1,43 @@
+// Weight-streaming GEMV for small batches (m ≤ 8 rows) with bf16 weights: y[m, n] = in[m, :] ·
+// W[n, :]ᵀ. At batch-1 decode every GEMM is bound by reading W once, so the kernel is built for
+// that: one warp per output row, 16-byte streaming loads, eight in flight per lane, the m input
+// rows staged once per block in shared memory (bf16). The input transform and the output mode
+// are fused so that a decode layer is four GEMVs, a RoPE/KV write and attention:
+//   in:  Plain    x bf16 [m, k] (row stride x_stride)
+//        RmsNorm  bf16(x[src] * rsqrt(mean(x[src]²) + eps) * norm_w), x fp32 [rows, k],
+//                 src = rows ? rows[i] : i       (attention / MLP / final norm)
+//        SiluMul  bf16(bf16(silu(g)) * u), g = x[i, j], u = x[i, k + j], x bf16 [m, 2k]
+//   out: Store    y bf16 [m, n]
+//        AddF32   y fp32 [m, n] += result        (the residual stream)
+//        StoreF32 y fp32 [m, n]                  (logits)
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda_check.cuh"
+
+namespace loom::gpu {
+
+enum class GemvIn { Plain, RmsNorm, SiluMul };
+enum class GemvOut { Store, AddF32, StoreF32 };
+
+constexpr int kGemvMaxRows = 8;
+
+struct GemvArgs {
+  const void* w = nullptr;  // bf16 [n, k], 16-byte aligned rows (k % 8 == 0)
+  int n = 0, k = 0, m = 0;  // m ≤ kGemvMaxRows
+  GemvIn in = GemvIn::Plain;
+  const void* x = nullptr;        // see above
+  int x_stride = 0;               // elements between input rows (Plain, RmsNorm); 0: k
+  const int32_t* rows = nullptr;  // RmsNorm: source rows, or null for 0..m-1
+  const float* norm_w = nullptr;  // RmsNorm: [k]
+  float eps = 1e-6f;
+  GemvOut out = GemvOut::Store;
+  void* y = nullptr;  // [m, n]
+};
+
+// Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, RmsNorm→Store,
+// RmsNorm→StoreF32, SiluMul→AddF32.
+Status gemv_bf16(const GemvArgs& a, int num_sms, cudaStream_t stream);
+
+}  // namespace loom::gpu

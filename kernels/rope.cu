@@ -1,0 +1,60 @@
+#include "kernels/common.cuh"
+#include "kernels/rope.cuh"
+
+namespace loom::gpu {
+
+// One block per slot; one thread per rotated pair (heads + kv_heads) * head_dim/2, plus the
+// v copy (kv_heads * head_dim).
+template <class T>
+__global__ void rope_kv_write_kernel(RopeKvArgs a) {
+  const int slot = blockIdx.x;
+  const int half = a.head_dim / 2;
+  const int row = (a.heads + 2 * a.kv_heads) * a.head_dim;
+  T* q = static_cast<T*>(a.qkv) + size_t(slot) * row;
+  const float pos = float(a.positions[slot]);
+  const int cs = a.cache_slot[slot];
+  const int kv_row = a.kv_heads * a.head_dim;
+  T* kc = static_cast<T*>(a.k_cache) + size_t(cs) * kv_row;
+  T* vc = static_cast<T*>(a.v_cache) + size_t(cs) * kv_row;
+  const int pairs = (a.heads + a.kv_heads) * half;
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int h = i / half, j = i % half;  // h < heads: q head, else k head h - heads
+    float s, c;
+    sincosf(pos * a.inv_freq[j], &s, &c);
+    T* base = q + h * a.head_dim;  // k heads follow q heads in the row
+    const float x0 = to_f32(base[j]), x1 = to_f32(base[j + half]);
+    const float y0 = x0 * c - x1 * s;
+    const float y1 = x1 * c + x0 * s;
+    if (h < a.heads) {
+      base[j] = from_f32<T>(y0);
+      base[j + half] = from_f32<T>(y1);
+    } else if (cs >= 0) {
+      T* k = kc + (h - a.heads) * a.head_dim;
+      k[j] = from_f32<T>(y0);
+      k[j + half] = from_f32<T>(y1);
+    }
+  }
+  if (cs >= 0) {
+    const T* v = q + (a.heads + a.kv_heads) * a.head_dim;
+    for (int i = threadIdx.x; i < kv_row; i += blockDim.x) vc[i] = v[i];
+  }
+}
+
+Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(
+      a.n_slots >= 0 && a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.head_dim % 2 == 0,
+      "rope_kv_write: n_slots ", a.n_slots, ", heads ", a.heads, ", kv_heads ", a.kv_heads,
+      ", head_dim ", a.head_dim, " (expected even head_dim)");
+  LOOM_ARG_CHECK(a.qkv && a.positions && a.cache_slot && a.inv_freq && a.k_cache && a.v_cache,
+                 "rope_kv_write: null pointer");
+  if (a.n_slots == 0) return Status::good();
+  if (a.t == DType::F32)
+    rope_kv_write_kernel<float><<<a.n_slots, 256, 0, stream>>>(a);
+  else if (a.t == DType::BF16)
+    rope_kv_write_kernel<bf16><<<a.n_slots, 256, 0, stream>>>(a);
+  else
+    return Status::bad(cat("rope_kv_write: dtype ", dtype_name(a.t)));
+  return launch_status("rope_kv_write");
+}
+
+}  // namespace loom::gpu

@@ -1,0 +1,311 @@
+#include <cfloat>
+#include <climits>
+
+#include "core/philox.h"
+#include "kernels/common.cuh"
+#include "kernels/sampling.cuh"
+
+namespace loom::gpu {
+
+constexpr int kFilterThreads = 1024;
+constexpr int kDrawThreads = 256;
+
+struct SampleFilter {
+  uint32_t thr;    // key threshold
+  int32_t id_cut;  // ties at thr kept up to this id
+  int32_t pad[2];
+};
+struct SamplePartial {
+  float v;
+  int32_t i;
+};
+
+// Monotone map of a float to uint32: a < b  ⇔  key(a) < key(b).
+__device__ __forceinline__ uint32_t float_key(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
+  return key > thr || (key == thr && i <= id_cut);
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Adds w to hist[bin] for every lane with bin >= 0, one shared atomic per distinct bin of the
+// warp (the high digits of real logits fall into few bins, so plain atomics would serialise).
+__device__ __forceinline__ void hist_add(double* hist, int bin, double w) {
+  const int lane = threadIdx.x & 31;
+  unsigned active = __ballot_sync(0xffffffffu, bin >= 0);
+  while (active) {
+    const int leader = __ffs(active) - 1;
+    const int b = __shfl_sync(0xffffffffu, bin, leader);
+    const bool mine = bin == b;
+    const unsigned group = __ballot_sync(0xffffffffu, mine);
+    const double s = warp_sum_d(mine ? w : 0.0);
+    if (lane == leader) atomicAdd(&hist[b], s);
+    active &= ~group;
+  }
+}
+
+__device__ double block_sum_d(double v, double* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum_d(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double t = lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0;
+  return warp_sum_d(t);
+}
+
+// Inclusive prefix sum over the block (thread order); scratch holds 32 doubles.
+__device__ double block_scan_d(double v, double* scratch, double* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double x = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  __syncthreads();
+  if (lane == 31) scratch[warp] = x;
+  __syncthreads();
+  double before = 0.0, all = 0.0;
+  for (int w = 0; w < int(blockDim.x >> 5); w++) {
+    if (w < warp) before += scratch[w];
+    all += scratch[w];
+  }
+  *total = all;
+  return before + x;
+}
+
+// Weight of element i in a select: 1 (count) or its unnormalised probability (mass).
+struct SelectWeight {
+  bool mass;
+  float zmax;
+  __device__ double operator()(float z) const { return mass ? exp(double(z) - double(zmax)) : 1.0; }
+};
+
+// Over the elements with in_filter(key, i, thr0, cut0), finds the largest key v with
+// W(key >= v) >= target and the id cut among ties at v at which the prefix (order: key desc,
+// id asc) first reaches target. z = logit / temperature, as the CPU computes it.
+__device__ void radix_select(const float* logits, int vocab, float temperature, SelectWeight wfn,
+                             uint32_t thr0, int cut0, double target, uint32_t* out_thr,
+                             int* out_cut, double* hist, double* scratch) {
+  __shared__ uint32_t prefix_s;
+  __shared__ double above_s, tie_w_s;
+  __shared__ int cut_s;
+  uint32_t prefix = 0;
+  double above = 0.0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0.0;
+    __syncthreads();
+    const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
+    for (int base = 0; base < vocab; base += blockDim.x) {
+      const int i = base + threadIdx.x;
+      int bin = -1;
+      double w = 0.0;
+      if (i < vocab) {
+        const float z = logits[i] / temperature;
+        const uint32_t key = float_key(z);
+        if (in_filter(key, i, thr0, cut0) && (key & high_mask) == (prefix & high_mask)) {
+          bin = int((key >> shift) & 255u);
+          w = wfn(z);
+        }
+      }
+      hist_add(hist, bin, w);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double cum = above;
+      int chosen = 0;
+      for (int b = 255; b >= 0; b--) {
+        if (cum + hist[b] >= target) {
+          chosen = b;
+          break;
+        }
+        cum += hist[b];
+      }
+      prefix_s = prefix | (uint32_t(chosen) << shift);
+      above_s = cum;
+      tie_w_s = hist[chosen];
+    }
+    __syncthreads();
+    prefix = prefix_s;
+    above = above_s;
+  }
+  const uint32_t v = prefix;
+  int cut = INT_MAX;
+  // Ties at v: with one tie, or a count select whose ties all fit, every tie is kept.
+  const bool scan = wfn.mass ? true : (above + tie_w_s > target + 0.5);
+  if (scan) {
+    if (threadIdx.x == 0) cut_s = INT_MAX;
+    __syncthreads();
+    double cum = above;
+    for (int base = 0; base < vocab; base += blockDim.x) {
+      const int i = base + threadIdx.x;
+      double w = 0.0;
+      bool tie = false;
+      if (i < vocab) {
+        const float z = logits[i] / temperature;
+        const uint32_t key = float_key(z);
+        if (key == v && in_filter(key, i, thr0, cut0)) {
+          tie = true;
+          w = wfn(z);
+        }
+      }
+      double total;
+      const double inc = block_scan_d(w, scratch, &total);
+      // The first tie (in id order) at which the running weight reaches the target.
+      if (tie && cum + inc >= target) atomicMin(&cut_s, i);
+      __syncthreads();
+      const int c = cut_s;
+      __syncthreads();
+      if (c != INT_MAX) break;
+      cum += total;
+    }
+    cut = cut_s;
+  }
+  *out_thr = v;
+  *out_cut = cut;
+}
+
+__global__ void __launch_bounds__(kFilterThreads)
+    sample_filter_kernel(const float* logits, int vocab, const SampleParamsDev* params,
+                         SampleFilter* filters) {
+  __shared__ double hist[256];
+  __shared__ double scratch[32];
+  __shared__ float fscratch[32];
+  const int row = blockIdx.x;
+  const SampleParamsDev p = params[row];
+  const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
+  const bool top_p_on = p.top_p < 1.0f;
+  if (!p.active || p.temperature <= 0.0f || (!top_k_on && !top_p_on)) {
+    if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, {0, 0}};
+    return;
+  }
+  const float* lg = logits + size_t(row) * vocab;
+  const float t = p.temperature;
+  float zmax = -INFINITY;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) zmax = fmaxf(zmax, lg[i] / t);
+  {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    zmax = warp_max(zmax);
+    if (lane == 0) fscratch[warp] = zmax;
+    __syncthreads();
+    zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY);
+  }
+  uint32_t thr = 0u;
+  int cut = INT_MAX;
+  if (top_k_on)
+    radix_select(lg, vocab, t, SelectWeight{false, zmax}, 0u, INT_MAX, double(p.top_k), &thr, &cut,
+                 hist, scratch);
+  if (top_p_on) {
+    const SelectWeight mass{true, zmax};
+    double m = 0.0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+      const float z = lg[i] / t;
+      if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
+    }
+    m = block_sum_d(m, scratch);
+    uint32_t thr2;
+    int cut2;
+    radix_select(lg, vocab, t, mass, thr, cut, double(p.top_p) * m, &thr2, &cut2, hist, scratch);
+    thr = thr2;
+    cut = cut2;
+  }
+  if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, {0, 0}};
+}
+
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+  return bi < 0 || v > bv || (v == bv && i < bi);
+}
+
+// Partial argmax over one chunk of a row: of the logits (greedy) or of z + Gumbel noise over
+// the kept set.
+__global__ void __launch_bounds__(kDrawThreads)
+    sample_draw_kernel(const float* logits, int vocab, const SampleParamsDev* params,
+                       const SampleFilter* filters, SamplePartial* partials) {
+  __shared__ float sv[kDrawThreads / 32];
+  __shared__ int si[kDrawThreads / 32];
+  const int row = blockIdx.y, chunk = blockIdx.x;
+  const SampleParamsDev p = params[row];
+  const float* lg = logits + size_t(row) * vocab;
+  const int per = (vocab + kSampleChunks - 1) / kSampleChunks;
+  const int begin = chunk * per, end = min(vocab, begin + per);
+  float bv = -INFINITY;
+  int bi = -1;
+  if (p.active) {
+    if (p.temperature <= 0.0f) {
+      for (int i = begin + threadIdx.x; i < end; i += blockDim.x)
+        if (better(lg[i], i, bv, bi)) bv = lg[i], bi = i;
+    } else {
+      const SampleFilter f = filters[row];
+      for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        const float z = lg[i] / p.temperature;
+        if (!in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
+        const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
+        const float v = z - logf(-logf(u));
+        if (better(v, i, bv, bi)) bv = v, bi = i;
+      }
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  if (lane == 0) sv[warp] = bv, si[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kDrawThreads / 32; w++)
+      if (si[w] >= 0 && better(sv[w], si[w], bv, bi)) bv = sv[w], bi = si[w];
+    partials[size_t(row) * kSampleChunks + chunk] = SamplePartial{bv, bi};
+  }
+}
+
+__global__ void sample_final_kernel(const SampleParamsDev* params, const SamplePartial* partials,
+                                    int32_t* tokens) {
+  const int row = blockIdx.x;
+  const int lane = threadIdx.x;
+  float bv = -INFINITY;
+  int bi = -1;
+  for (int c = lane; c < kSampleChunks; c += 32) {
+    const SamplePartial q = partials[size_t(row) * kSampleChunks + c];
+    if (q.i >= 0 && better(q.v, q.i, bv, bi)) bv = q.v, bi = q.i;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  if (lane == 0) tokens[row] = params[row].active ? bi : -1;
+}
+
+Status sample_tokens(const float* logits, int n_rows, int vocab, const SampleParamsDev* params,
+                     void* workspace, int32_t* tokens, cudaStream_t stream) {
+  LOOM_ARG_CHECK(n_rows >= 0 && vocab > 0, "sample_tokens: n_rows ", n_rows, ", vocab ", vocab);
+  LOOM_ARG_CHECK(logits && params && workspace && tokens, "sample_tokens: null pointer");
+  if (n_rows == 0) return Status::good();
+  auto* filters = static_cast<SampleFilter*>(workspace);
+  auto* partials = reinterpret_cast<SamplePartial*>(static_cast<char*>(workspace) +
+                                                    size_t(n_rows) * sizeof(SampleFilter));
+  sample_filter_kernel<<<n_rows, kFilterThreads, 0, stream>>>(logits, vocab, params, filters);
+  Status st = launch_status("sample_filter");
+  if (!st.ok) return st;
+  sample_draw_kernel<<<dim3(kSampleChunks, n_rows), kDrawThreads, 0, stream>>>(
+      logits, vocab, params, filters, partials);
+  st = launch_status("sample_draw");
+  if (!st.ok) return st;
+  sample_final_kernel<<<n_rows, 32, 0, stream>>>(params, partials, tokens);
+  return launch_status("sample_final");
+}
+
+}  // namespace loom::gpu

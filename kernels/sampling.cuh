@@ -1,0 +1,44 @@
+// Token sampling on the device over the whole vocabulary (262,145 for Terra), giving the same
+// token as loom::sample_token (backend/sampler.h) for the same logits:
+//   greedy: argmax, lowest id on ties;
+//   otherwise Gumbel-max over the kept set: argmax of z[i] - log(-log(u[i])), z = logits / T,
+//   u[i] = philox_uniform(seed, sample_index, draw_index, i).
+// The kept set of top-k / top-p is a prefix of the order (p descending, id ascending), so it is
+// described by a key threshold and a tie cut: kept(i) = key(i) > thr || (key(i) == thr && i <=
+// id_cut), key = the order-preserving bits of z. The threshold is found by a 4-pass radix select
+// (8 bits a pass) with count (top-k) or probability-mass (top-p) histograms, never a full sort;
+// ties at the threshold are resolved by an ordered scan in id order. Masses are summed in fp64
+// like the CPU definition (only the summation order differs).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda_check.cuh"
+
+namespace loom::gpu {
+
+// Per logits row; the same layout on host and device.
+struct SampleParamsDev {
+  uint64_t seed = 0;
+  uint64_t draw_index = 0;
+  float temperature = 1.0f;  // <= 0: greedy
+  float top_p = 1.0f;        // >= 1: off
+  int32_t top_k = 0;         // <= 0 or >= vocab: off
+  uint32_t sample_index = 0;
+  int32_t active = 0;  // 0: write -1
+  int32_t pad = 0;
+};
+static_assert(sizeof(SampleParamsDev) == 40, "SampleParamsDev layout is shared with the host");
+
+constexpr int kSampleChunks = 64;  // blocks per row in the draw
+
+// Bytes of device workspace for n_rows rows.
+inline size_t sample_workspace_bytes(int n_rows) {
+  return size_t(n_rows) * (16 + kSampleChunks * 8);
+}
+
+// tokens[r] = the draw for logits row r (fp32 [n_rows, vocab]), -1 where params[r].active == 0.
+Status sample_tokens(const float* logits, int n_rows, int vocab, const SampleParamsDev* params,
+                     void* workspace, int32_t* tokens, cudaStream_t stream);
+
+}  // namespace loom::gpu

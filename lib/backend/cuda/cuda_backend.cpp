@@ -1,0 +1,545 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "kernels/activation.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/cuda_check.cuh"
+
+namespace loom {
+
+int cuda_device_count(std::string* reason) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (reason) *reason = cat("cudaGetDeviceCount: ", cudaGetErrorString(e));
+    cudaGetLastError();
+    return 0;
+  }
+  if (n == 0 && reason) *reason = "cudaGetDeviceCount found 0 devices";
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(ComputeDType dtype, int device) {
+  std::string reason;
+  const int n = cuda_device_count(&reason);
+  LOOM_CHECK(n > 0, "CUDA backend: no CUDA device (", reason, ")");
+  LOOM_CHECK(device >= 0 && device < n, "CUDA backend: device ", device, " requested, ", n,
+             " present");
+  return std::make_unique<gpu::CudaBackend>(dtype, device);
+}
+
+static gpu::CudaBackend& as_cuda(Backend& b) {
+  auto* c = dynamic_cast<gpu::CudaBackend*>(&b);
+  LOOM_CHECK(c != nullptr, "expected a CUDA backend, found '", b.name(), "'");
+  return *c;
+}
+
+void cuda_load_random_weights(Backend& backend, const ModelSpec& spec, uint64_t seed) {
+  as_cuda(backend).load_random(spec, seed);
+}
+
+void cuda_fill_cache_random(Backend& backend, uint64_t seed) {
+  as_cuda(backend).fill_cache_random(seed);
+}
+
+double cuda_last_load_seconds(const Backend& backend) {
+  auto* c = dynamic_cast<const gpu::CudaBackend*>(&backend);
+  LOOM_CHECK(c != nullptr, "expected a CUDA backend, found '", backend.name(), "'");
+  return c->last_load_seconds();
+}
+
+}  // namespace loom
+
+namespace loom::gpu {
+
+constexpr int kBucketSizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr int kMaxGraphBatch = 256;
+constexpr size_t kMaxPartBlocks = 8192;  // attention partial buffers: blocks × splits
+
+void StepLayout::compute() {
+  size_t off = 0;
+  auto take = [&](size_t n) {
+    const size_t o = off;
+    off += (n + 15) / 16 * 16;
+    return o;
+  };
+  tokens = take(4 * size_t(n_slots));
+  positions = take(4 * size_t(n_slots));
+  cache_slot = take(4 * size_t(n_slots));
+  act_row = take(4 * size_t(n_slots));
+  act_slots = take(4 * size_t(n_act));
+  actions = take(n_act > 0 ? 4 * size_t(n_slots) * action_dim : 0);
+  slot_start = take(4 * size_t(n_seqs + 1));
+  kv_len = take(4 * size_t(n_seqs));
+  block_tables = take(4 * size_t(n_seqs) * bt_stride);
+  tiles = take(12 * size_t(n_tiles));
+  out_rows = take(4 * size_t(n_out));
+  params = take(sizeof(SampleParamsDev) * size_t(n_out));
+  bytes = off;
+}
+
+CudaBackend::CudaBackend(ComputeDType dtype, int device)
+    : cdtype_(dtype), t_(dtype == ComputeDType::F32 ? DType::F32 : DType::BF16), device_(device) {
+  LOOM_CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  LOOM_CHECK(prop.major >= 9, "CUDA backend: device ", device_, " (", prop.name,
+             ") has compute capability ", prop.major, ".", prop.minor,
+             "; this build targets sm_90a (Hopper)");
+  num_sms_ = prop.multiProcessorCount;
+  device_name_ = prop.name;
+  device_memory_ = prop.totalGlobalMem;
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_.init(stream_);
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream_);
+  free_graphs();
+  for (void* p : workspace_allocs_) cudaFree(p);
+  for (void* p : allocs_) cudaFree(p);
+  if (in_host_) cudaFreeHost(in_host_);
+  if (tokens_host_) cudaFreeHost(tokens_host_);
+  for (auto& e : event_pool_) cudaEventDestroy(e);
+  for (auto& p : prof_open_) {
+    cudaEventDestroy(p.second[0]);
+    cudaEventDestroy(p.second[1]);
+  }
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void* CudaBackend::dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    fail("CUDA backend: cannot allocate ", bytes, " bytes on ", device_name_, " (",
+         cudaGetErrorString(e), "; ", free_b, " of ", total_b, " bytes free)");
+  }
+  allocs_.push_back(p);
+  return p;
+}
+
+void CudaBackend::free_graphs() {
+  for (auto& g : graphs_) {
+    if (g != nullptr) cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+}
+
+void CudaBackend::after_load() {
+  // inv_freq[j] = 1 / theta^(2j / head_dim) in fp32, as HF's LlamaRotaryEmbedding computes it.
+  std::vector<float> inv(size_t(spec_.head_dim / 2));
+  for (int j = 0; j < spec_.head_dim / 2; j++)
+    inv[size_t(j)] = 1.0f / std::pow(spec_.rope_theta, float(2 * j) / float(spec_.head_dim));
+  inv_freq_ = static_cast<float*>(dev_alloc(inv.size() * 4));
+  LOOM_CUDA_CHECK(cudaMemcpy(inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  ensure_workspace(2048, kMaxGraphBatch);
+  loaded_ = true;
+}
+
+void CudaBackend::ensure_workspace(int n_slots, int n_out) {
+  if (n_slots <= cap_slots_ && n_out <= cap_out_) return;
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  free_graphs();
+  for (void* p : workspace_allocs_) cudaFree(p);
+  workspace_allocs_.clear();
+  cap_slots_ = std::max(cap_slots_, n_slots);
+  cap_out_ = std::max(cap_out_, n_out);
+  const size_t ts = dtype_size(t_);
+  const size_t H = size_t(spec_.hidden), S = size_t(cap_slots_), O = size_t(cap_out_);
+  auto alloc = [&](size_t bytes) {
+    void* p = nullptr;
+    LOOM_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    workspace_allocs_.push_back(p);
+    return p;
+  };
+  x_ = static_cast<float*>(alloc(S * H * 4));
+  h_ = alloc(S * H * ts);
+  qkv_ = alloc(S * size_t(spec_.q_dim() + 2 * spec_.kv_dim()) * ts);
+  attn_ = alloc(S * size_t(spec_.q_dim()) * ts);
+  gu_ = alloc(S * size_t(2 * spec_.intermediate) * ts);
+  act_ = alloc(S * size_t(spec_.intermediate) * ts);
+  delta_ = alloc(S * H * ts);
+  act_a_ = alloc(S * H * ts);
+  act_b_ = alloc(S * H * ts);
+  h_last_ = alloc(O * H * ts);
+  logits_ = static_cast<float*>(alloc(O * size_t(spec_.vocab) * 4));
+  tokens_ = static_cast<int32_t*>(alloc(O * 4));
+  sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
+  part_o_ =
+      static_cast<float*>(alloc(attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
+  part_ml_ = static_cast<float*>(alloc(kMaxPartBlocks * kAttnRows * 2 * 4));
+  if (tokens_host_) cudaFreeHost(tokens_host_);
+  LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&tokens_host_), O * 4));
+}
+
+size_t CudaBackend::kv_block_bytes(int block_size) const {
+  return size_t(spec_.layers) * 2 * size_t(block_size) * size_t(spec_.kv_dim()) * dtype_size(t_);
+}
+
+int CudaBackend::allocate_cache(const CacheRequest& request) {
+  LOOM_CHECK(loaded_, "CUDA backend: allocate_cache before load");
+  LOOM_CHECK(request.block_size > 0, "CUDA backend: block_size ", request.block_size);
+  LOOM_CHECK(request.gpu_memory_fraction > 0 && request.gpu_memory_fraction <= 1,
+             "CUDA backend: gpu_memory_fraction ", request.gpu_memory_fraction,
+             " (expected in (0, 1])");
+  if (kv_ != nullptr) {
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    free_graphs();
+    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), kv_));
+    LOOM_CUDA_CHECK(cudaFree(kv_));
+    kv_ = nullptr;
+  }
+  block_size_ = request.block_size;
+  const size_t per_block = kv_block_bytes(block_size_);
+  int blocks = request.num_blocks;
+  if (blocks <= 0) {
+    size_t free_b = 0, total_b = 0;
+    LOOM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const size_t used = total_b - free_b;
+    const size_t allowed = size_t(double(total_b) * request.gpu_memory_fraction);
+    const size_t reserve = size_t(256) << 20;  // graphs, cuBLAS, step inputs
+    LOOM_CHECK(allowed > used + reserve + per_block,
+               "CUDA backend: no memory left for the KV cache: ", used, " bytes in use of ",
+               allowed, " allowed (gpu_memory_fraction ", request.gpu_memory_fraction, ")");
+    blocks = int(std::min<size_t>((allowed - used - reserve) / per_block - 1, 1u << 30));
+  }
+  LOOM_CHECK(blocks > 0, "CUDA backend: num_blocks ", blocks);
+  kv_bytes_ = per_block * size_t(blocks + 1);
+  kv_ = dev_alloc(kv_bytes_);
+  num_blocks_ = blocks;
+  max_bt_ = std::max(1, (std::max(spec_.max_positions, 1) + block_size_ - 1) / block_size_);
+  size_t free_b = 0, total_b = 0;
+  LOOM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  peak_bytes_ = std::max(peak_bytes_, total_b - free_b);
+  return num_blocks_;
+}
+
+void CudaBackend::fill_cache_random(uint64_t seed) {
+  LOOM_CHECK(kv_ != nullptr, "CUDA backend: fill_cache_random before allocate_cache");
+  LOOM_KERNEL(fill_uniform(t_, kv_, kv_bytes_ / dtype_size(t_), seed, 1.0f, stream_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+int CudaBackend::pick_splits(int n_tiles) const {
+  const int blocks = std::max(1, n_tiles * spec_.kv_heads);
+  int splits = std::max(1, (2 * num_sms_ + blocks - 1) / blocks);
+  splits = std::min(splits, 64);
+  splits = std::min<int>(splits, int(kMaxPartBlocks / size_t(blocks)));
+  return std::max(1, splits);
+}
+
+static void check_batch(const StepBatch& b, const ModelSpec& spec, int num_blocks, int block_size) {
+  const int n_seqs = b.n_seqs(), n_slots = b.n_slots();
+  LOOM_CHECK(n_seqs > 0, "step: batch has no sequences");
+  LOOM_CHECK(int(b.positions.size()) == n_slots, "step: ", b.positions.size(), " positions for ",
+             n_slots, " slots");
+  LOOM_CHECK(int(b.slot_start.size()) == n_seqs + 1 && b.slot_start[0] == 0 &&
+                 b.slot_start[size_t(n_seqs)] == n_slots,
+             "step: slot_start must have n_seqs + 1 = ", n_seqs + 1, " entries from 0 to ",
+             n_slots);
+  LOOM_CHECK(b.blocks_per_seq > 0 && b.block_tables.size() == size_t(n_seqs) * b.blocks_per_seq,
+             "step: block_tables has ", b.block_tables.size(), " entries, expected ", n_seqs, " x ",
+             b.blocks_per_seq);
+  LOOM_CHECK(b.sample.size() == size_t(n_seqs) && b.sampling.size() == size_t(n_seqs) &&
+                 b.sample_index.size() == size_t(n_seqs) && b.draw_index.size() == size_t(n_seqs),
+             "step: per-sequence sampling arrays must have ", n_seqs, " entries");
+  bool any_action = false;
+  for (int i = 0; i < n_slots; i++) {
+    const int tok = b.tokens[size_t(i)];
+    LOOM_CHECK(tok == kActionSlot || (tok >= 0 && tok < spec.vocab), "step: slot ", i, " token ",
+               tok, " outside [0, ", spec.vocab, ")");
+    any_action |= tok == kActionSlot;
+    const int p = b.positions[size_t(i)];
+    LOOM_CHECK(p >= 0, "step: slot ", i, " position ", p);
+    if (spec.has_frames())
+      LOOM_CHECK(p / spec.frame_slots() < spec.temporal_rows, "step: slot ", i, " position ", p,
+                 " past the temporal table (", spec.temporal_rows, " frames of ",
+                 spec.frame_slots(), ")");
+  }
+  if (any_action) {
+    LOOM_CHECK(spec.action_projection != ActionProjection::None,
+               "step: action slot in a model without an action projection");
+    LOOM_CHECK(b.actions.size() == size_t(n_slots) * spec.action_dim, "step: ", b.actions.size(),
+               " action values, expected ", n_slots, " x ", spec.action_dim);
+  }
+  for (int s = 0; s < n_seqs; s++) {
+    const int n_new = b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
+    LOOM_CHECK(n_new >= 1, "step: sequence ", s, " has ", n_new, " new slots");
+    const int total = b.kv_len[size_t(s)] + n_new;
+    LOOM_CHECK(b.kv_len[size_t(s)] >= 0 && total <= b.blocks_per_seq * block_size,
+               "step: sequence ", s, " needs ", total, " cache slots, its table holds ",
+               b.blocks_per_seq * block_size);
+    for (int j = 0; j < (total + block_size - 1) / block_size; j++) {
+      const int blk = b.block_tables[size_t(s) * b.blocks_per_seq + j];
+      LOOM_CHECK(blk >= 0 && blk < num_blocks, "step: sequence ", s, " block table entry ", j,
+                 " = ", blk, " outside [0, ", num_blocks, ")");
+    }
+  }
+}
+
+void CudaBackend::step(const StepBatch& b, StepOutput& out) {
+  LOOM_CHECK(loaded_, "CUDA backend: step before load");
+  LOOM_CHECK(kv_ != nullptr, "CUDA backend: step before allocate_cache");
+  check_batch(b, spec_, num_blocks_, block_size_);
+  const int n_seqs = b.n_seqs(), n_slots = b.n_slots();
+  const int bs = block_size_;
+
+  bool decode =
+      !profiling_ && n_slots == n_seqs && n_seqs <= kMaxGraphBatch && b.blocks_per_seq <= max_bt_;
+  for (int i = 0; decode && i < n_slots; i++) decode = b.tokens[size_t(i)] >= 0;
+  int bucket = 0;
+  while (decode && kBucketSizes[bucket] < n_seqs) bucket++;
+
+  StepLayout L;
+  L.action_dim = spec_.action_dim;
+  std::vector<int> out_seq;  // out row → sequence
+  const int spt = attention_slots_per_tile(spec_.heads, spec_.kv_heads);
+  if (decode) {
+    const int B = kBucketSizes[bucket];
+    L.n_slots = L.n_seqs = L.n_out = L.n_tiles = B;
+    L.bt_stride = max_bt_;
+    for (int s = 0; s < n_seqs; s++) out_seq.push_back(s);
+  } else {
+    L.n_slots = n_slots;
+    L.n_seqs = n_seqs;
+    L.bt_stride = b.blocks_per_seq;
+    for (int s = 0; s < n_seqs; s++) {
+      const int n_new = b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
+      L.n_tiles += (n_new + spt - 1) / spt;
+      if (b.want_logits || b.sample[size_t(s)]) out_seq.push_back(s);
+    }
+    L.n_out = int(out_seq.size());
+    for (int i = 0; i < n_slots; i++) L.n_act += b.tokens[size_t(i)] == kActionSlot;
+  }
+  L.compute();
+  ensure_workspace(L.n_slots, L.n_out);
+  if (L.bytes > cap_in_) {
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    free_graphs();
+    if (in_host_) cudaFreeHost(in_host_);
+    if (in_dev_) {
+      allocs_.erase(std::find(allocs_.begin(), allocs_.end(), in_dev_));
+      cudaFree(in_dev_);
+    }
+    cap_in_ = std::max(L.bytes * 2, size_t(1) << 20);
+    LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&in_host_), cap_in_));
+    in_dev_ = static_cast<char*>(dev_alloc(cap_in_));
+  }
+
+  // Fill the inputs (padding rows of a decode bucket write to the spare block and draw nothing).
+  char* h = in_host_;
+  auto arr = [&](size_t off) { return reinterpret_cast<int32_t*>(h + off); };
+  int32_t* tokens = arr(L.tokens);
+  int32_t* positions = arr(L.positions);
+  int32_t* cache_slot = arr(L.cache_slot);
+  int32_t* act_row = arr(L.act_row);
+  int32_t* act_slots = arr(L.act_slots);
+  int32_t* slot_start = arr(L.slot_start);
+  int32_t* kv_len = arr(L.kv_len);
+  int32_t* bt = arr(L.block_tables);
+  int32_t* tiles = arr(L.tiles);
+  int32_t* out_rows = arr(L.out_rows);
+  auto* params = reinterpret_cast<SampleParamsDev*>(h + L.params);
+  int n_act = 0;
+  for (int i = 0; i < n_slots; i++) {
+    tokens[i] = b.tokens[size_t(i)];
+    positions[i] = b.positions[size_t(i)];
+    act_row[i] = tokens[i] == kActionSlot ? n_act : -1;
+    if (tokens[i] == kActionSlot) act_slots[n_act++] = i;
+  }
+  if (L.n_act > 0) std::memcpy(h + L.actions, b.actions.data(), b.actions.size() * sizeof(float));
+  int tile = 0;
+  for (int s = 0; s < n_seqs; s++) {
+    const int s0 = b.slot_start[size_t(s)], n_new = b.slot_start[size_t(s) + 1] - s0;
+    slot_start[s] = s0;
+    kv_len[s] = b.kv_len[size_t(s)];
+    const int32_t* src_bt = b.block_tables.data() + size_t(s) * b.blocks_per_seq;
+    int32_t* dst_bt = bt + size_t(s) * L.bt_stride;
+    std::copy(src_bt, src_bt + b.blocks_per_seq, dst_bt);
+    std::fill(dst_bt + b.blocks_per_seq, dst_bt + L.bt_stride, -1);
+    for (int j = 0; j < n_new; j++) {
+      const int c = kv_len[s] + j;
+      cache_slot[s0 + j] = src_bt[c / bs] * bs + c % bs;
+    }
+    for (int j0 = 0; j0 < n_new; j0 += spt) {
+      tiles[3 * tile] = s;
+      tiles[3 * tile + 1] = j0;
+      tiles[3 * tile + 2] = std::min(spt, n_new - j0);
+      tile++;
+    }
+  }
+  for (int s = n_seqs; s < L.n_seqs; s++) {  // decode padding
+    tokens[s] = 0;
+    positions[s] = 0;
+    act_row[s] = -1;
+    cache_slot[s] = num_blocks_ * bs;
+    slot_start[s] = s;
+    kv_len[s] = 0;
+    bt[size_t(s) * L.bt_stride] = num_blocks_;
+    std::fill(bt + size_t(s) * L.bt_stride + 1, bt + size_t(s + 1) * L.bt_stride, -1);
+    tiles[3 * s] = s;
+    tiles[3 * s + 1] = 0;
+    tiles[3 * s + 2] = 1;
+  }
+  slot_start[L.n_seqs] = L.n_slots;
+  for (int r = 0; r < L.n_out; r++) {
+    SampleParamsDev p{};
+    if (r < int(out_seq.size())) {
+      const int s = out_seq[size_t(r)];
+      out_rows[r] = b.slot_start[size_t(s) + 1] - 1;
+      const SamplingParams& sp = b.sampling[size_t(s)];
+      p.seed = sp.seed;
+      p.draw_index = b.draw_index[size_t(s)];
+      p.temperature = sp.temperature;
+      p.top_p = sp.top_p;
+      p.top_k = sp.top_k;
+      p.sample_index = b.sample_index[size_t(s)];
+      p.active = b.sample[size_t(s)] ? 1 : 0;
+    } else {
+      out_rows[r] = r;
+    }
+    params[r] = p;
+  }
+
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(in_dev_, in_host_, L.bytes, cudaMemcpyHostToDevice, stream_));
+  const int splits = pick_splits(L.n_tiles);
+  if (decode) {
+    cudaGraphExec_t& g = graphs_[size_t(bucket)];
+    if (g != nullptr) {
+      LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
+    } else {
+      forward(L, splits);  // this step, eagerly; then capture the bucket for the next ones
+      cudaGraph_t graph = nullptr;
+      LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        forward(L, splits);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      LOOM_CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
+      LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  } else {
+    forward(L, splits);
+  }
+
+  out.tokens.assign(size_t(n_seqs), -1);
+  const int n_real_out = int(out_seq.size());
+  if (n_real_out > 0)
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(tokens_host_, tokens_, size_t(n_real_out) * 4,
+                                    cudaMemcpyDeviceToHost, stream_));
+  out.logits.clear();
+  if (b.want_logits) {
+    // want_logits puts every sequence in out_seq, in order: out row s is sequence s.
+    out.logits.resize(size_t(n_seqs) * spec_.vocab);
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(out.logits.data(), logits_, out.logits.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream_));
+  }
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (int r = 0; r < n_real_out; r++) out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r];
+  if (profiling_) prof_collect();
+}
+
+DeviceInfo CudaBackend::device_info() {
+  DeviceInfo d;
+  d.name = device_name_;
+  d.memory_bytes = device_memory_;
+  d.weight_bytes = w_.bytes;
+  d.kv_bytes = kv_bytes_;
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+    peak_bytes_ = std::max(peak_bytes_, total_b - free_b);
+  d.peak_bytes = peak_bytes_;
+  return d;
+}
+
+double CudaBackend::measure_copy_bandwidth_gbps() {
+  size_t free_b = 0, total_b = 0;
+  LOOM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const size_t bytes = std::min<size_t>(size_t(1) << 30, free_b / 4) / 256 * 256;
+  LOOM_CHECK(bytes >= (size_t(64) << 20), "copy bandwidth: only ", free_b, " bytes free");
+  void *a = nullptr, *c = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&a, bytes));
+  LOOM_CUDA_CHECK(cudaMalloc(&c, bytes));
+  LOOM_KERNEL(fill_uniform(DType::F32, a, bytes / 4, 7, 1.0f, stream_));
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 23; i++) {
+    LOOM_CUDA_CHECK(cudaEventRecord(e0, stream_));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice, stream_));
+    LOOM_CUDA_CHECK(cudaEventRecord(e1, stream_));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= 3) ms.push_back(t);  // warm-up
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(c);
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  return 2.0 * double(bytes) / (med * 1e-3) / 1e9;  // bytes read + written
+}
+
+void CudaBackend::set_profiling(bool on) {
+  profiling_ = on;
+  if (on) prof_totals_.clear();
+}
+
+void CudaBackend::prof_begin(const char* family) {
+  if (!profiling_) return;
+  std::array<cudaEvent_t, 2> ev{};
+  for (auto& e : ev) {
+    if (event_pool_.empty()) {
+      LOOM_CUDA_CHECK(cudaEventCreate(&e));
+    } else {
+      e = event_pool_.back();
+      event_pool_.pop_back();
+    }
+  }
+  LOOM_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
+  prof_open_.push_back({family, ev});
+}
+
+void CudaBackend::prof_end() {
+  if (!profiling_) return;
+  LOOM_CUDA_CHECK(cudaEventRecord(prof_open_.back().second[1], stream_));
+}
+
+void CudaBackend::prof_collect() {
+  for (auto& p : prof_open_) {
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, p.second[0], p.second[1]));
+    KernelTime& k = prof_totals_[p.first];
+    k.name = p.first;
+    k.ms += ms;
+    k.calls++;
+    event_pool_.push_back(p.second[0]);
+    event_pool_.push_back(p.second[1]);
+  }
+  prof_open_.clear();
+}
+
+std::vector<KernelTime> CudaBackend::kernel_times() const {
+  std::vector<KernelTime> v;
+  for (const auto& [name, k] : prof_totals_) v.push_back(k);
+  std::sort(v.begin(), v.end(),
+            [](const KernelTime& a, const KernelTime& c) { return a.ms > c.ms; });
+  return v;
+}
+
+}  // namespace loom::gpu

@@ -1,0 +1,32 @@
+// The CUDA backend (design §6): bf16 weights (fp32 selectable) on one GPU, cuBLAS GEMMs and
+// fused weight-streaming GEMVs, kernels from kernels/, a paged KV pool, decode steps replayed
+// from CUDA graphs per batch-size bucket. make_backend() calls make_cuda_backend under
+// LOOM_HAVE_CUDA.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace loom {
+
+// Throws loom::Error when no CUDA device is usable (message says why).
+std::unique_ptr<Backend> make_cuda_backend(ComputeDType dtype, int device);
+
+// Benchmarks without a checkpoint: uploads random weights of spec's shapes generated on the
+// device (uniform, scaled so activations stay finite). `backend` must come from
+// make_cuda_backend.
+void cuda_load_random_weights(Backend& backend, const ModelSpec& spec, uint64_t seed);
+
+// Fills the allocated KV pool with random values (benchmarks that decode at a long context
+// without prefilling it).
+void cuda_fill_cache_random(Backend& backend, uint64_t seed);
+
+// Seconds the last load() took (weights on the device, synchronised).
+double cuda_last_load_seconds(const Backend& backend);
+
+// Number of CUDA devices, 0 when none or when the driver is unusable; *reason says why.
+int cuda_device_count(std::string* reason);
+
+}  // namespace loom

@@ -1,0 +1,149 @@
+// CudaBackend's declaration, shared by its three source files:
+//   cuda_backend.cpp  construction, cache, step() (inputs, graphs, outputs), reporting
+//   cuda_weights.cpp  load(): checkpoint tensors to the device through pinned staging
+//   cuda_forward.cpp  the forward pass: the kernel sequence of one step
+// Buffers live in device memory owned here; every pointer carries its shape.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/gemm.h"
+#include "kernels/sampling.cuh"
+
+namespace loom::gpu {
+
+struct DeviceLayer {
+  void* qkv = nullptr;         // T [q_dim + 2 kv_dim, hidden]
+  void* o = nullptr;           // T [hidden, q_dim]
+  void* gate_up = nullptr;     // T [2 intermediate, hidden]
+  void* down = nullptr;        // T [hidden, intermediate]
+  float* attn_norm = nullptr;  // [hidden]
+  float* mlp_norm = nullptr;   // [hidden]
+};
+
+struct DeviceWeights {
+  void* embed = nullptr;          // T [vocab, hidden]
+  void* lm_head = nullptr;        // T [vocab, hidden] (== embed when tied)
+  float* final_norm = nullptr;    // [hidden]
+  float* pos_spatial = nullptr;   // [spatial_rows, hidden] or null
+  float* pos_temporal = nullptr;  // [temporal_rows, hidden] or null
+  std::vector<DeviceLayer> layers;
+  float* action_w0 = nullptr;    // [hidden, action_dim] first action layer
+  std::vector<void*> action_w;   // T [hidden, hidden] for action layers 1..
+  std::vector<float*> action_b;  // [hidden] per action layer
+  size_t bytes = 0;              // all of the above
+  size_t streamed_bytes = 0;     // bytes read by a decode step (all but embed)
+};
+
+// Offsets (bytes) of a step's input arrays in one buffer, copied in one transfer. The layout
+// is a function of the counts only, so a decode graph of bucket B always finds its inputs at
+// the same place.
+struct StepLayout {
+  int n_slots = 0, n_seqs = 0, n_out = 0, n_tiles = 0, n_act = 0, bt_stride = 0;
+  int action_dim = 0;
+  size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
+  size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
+  size_t bytes = 0;
+  void compute();
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(ComputeDType dtype, int device);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  void load(const ModelSpec& spec, const Weights& weights) override;
+  int allocate_cache(const CacheRequest& request) override;
+  size_t kv_block_bytes(int block_size) const override;
+  void step(const StepBatch& batch, StepOutput& out) override;
+  DeviceInfo device_info() override;
+  double measure_copy_bandwidth_gbps() override;
+  void set_profiling(bool on) override;
+  std::vector<KernelTime> kernel_times() const override;
+
+  void load_random(const ModelSpec& spec, uint64_t seed);
+  void fill_cache_random(uint64_t seed);
+  double last_load_seconds() const { return load_seconds_; }
+
+ private:
+  friend struct ForwardPass;
+  void* dev_alloc(size_t bytes);  // tracked, freed in the destructor
+  void alloc_weight_arena(const ModelSpec& spec);
+  void after_load();
+  void ensure_workspace(int n_slots, int n_out);
+  void free_graphs();
+  int pick_splits(int n_tiles) const;
+  void forward(const StepLayout& L, int num_splits);
+  void prof_begin(const char* family);
+  void prof_end();
+  void prof_collect();
+
+  ComputeDType cdtype_;
+  DType t_;  // activation / weight-matrix dtype on the device (F32 or BF16)
+  int device_ = 0;
+  int num_sms_ = 0;
+  std::string device_name_;
+  size_t device_memory_ = 0;
+  cudaStream_t stream_ = nullptr;
+  Gemm gemm_;
+
+  ModelSpec spec_;
+  bool loaded_ = false;
+  DeviceWeights w_;
+  float* inv_freq_ = nullptr;  // [head_dim / 2]
+  double load_seconds_ = 0;
+
+  // KV pool: T [layers, 2, num_blocks + 1, block_size, kv_heads, head_dim]; the extra block
+  // takes the writes of padded decode slots.
+  void* kv_ = nullptr;
+  int num_blocks_ = 0, block_size_ = 16;
+  size_t kv_bytes_ = 0;
+  int max_bt_ = 0;  // block-table width of graph steps: ceil(max_positions / block_size)
+
+  // Activation workspace, sized for cap_slots_ slots and cap_out_ logits rows.
+  int cap_slots_ = 0, cap_out_ = 0;
+  float* x_ = nullptr;         // [cap_slots, hidden] fp32 residual stream
+  void* h_ = nullptr;          // T [cap_slots, hidden] normalised
+  void* qkv_ = nullptr;        // T [cap_slots, q_dim + 2 kv_dim]
+  void* attn_ = nullptr;       // T [cap_slots, q_dim]
+  void* gu_ = nullptr;         // T [cap_slots, 2 intermediate]
+  void* act_ = nullptr;        // T [cap_slots, intermediate]
+  void* delta_ = nullptr;      // T [cap_slots, hidden] block output before the residual add
+  void* act_a_ = nullptr;      // T [cap_slots, hidden] action MLP ping
+  void* act_b_ = nullptr;      // T [cap_slots, hidden] action MLP pong
+  void* h_last_ = nullptr;     // T [cap_out, hidden]
+  float* logits_ = nullptr;    // [cap_out, vocab]
+  int32_t* tokens_ = nullptr;  // [cap_out]
+  void* sample_ws_ = nullptr;  // sample_workspace_bytes(cap_out)
+  float* part_o_ = nullptr;    // attention partials: [kMaxPartBlocks, kAttnRows, head_dim]
+  float* part_ml_ = nullptr;   // [kMaxPartBlocks, kAttnRows, 2]
+  std::vector<void*> workspace_allocs_;
+
+  // Step inputs: pinned host mirror and device copy, cap_in_ bytes each.
+  size_t cap_in_ = 0;
+  char* in_host_ = nullptr;
+  char* in_dev_ = nullptr;
+  int32_t* tokens_host_ = nullptr;  // pinned [cap_out]
+
+  // Decode graphs per bucket (1, 2, 4, …, 256), captured on first use.
+  static constexpr int kBuckets = 9;
+  std::array<cudaGraphExec_t, kBuckets> graphs_{};
+
+  // Profiling: (family, start, end) events of the current eager step, totals per family.
+  bool profiling_ = false;
+  std::vector<std::pair<const char*, std::array<cudaEvent_t, 2>>> prof_open_;
+  std::vector<cudaEvent_t> event_pool_;
+  std::map<std::string, KernelTime> prof_totals_;
+
+  std::vector<void*> allocs_;  // weights, cache, inputs
+  size_t peak_bytes_ = 0;
+};
+
+}  // namespace loom::gpu

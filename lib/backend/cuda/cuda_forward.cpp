@@ -1,0 +1,187 @@
+// The forward pass of one step: the kernel sequence, nothing on the host between layers, so
+// that a decode step can be captured into a CUDA graph as is.
+//
+// Residual stream x is fp32. Two schedules of the same math:
+//   GEMV (bf16, ≤ 8 slots: decode at small batch, bound by streaming the weights) — four fused
+//     GEMVs per layer: qkv ← rms_norm(x); x += o·attn; gate_up ← rms_norm(x);
+//     x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
+//   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, silu_mul kernels; a block's output
+//     (delta) is added to x by the next norm.
+#include "backend/cuda/cuda_backend_impl.h"
+#include "kernels/activation.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/embed.cuh"
+#include "kernels/gemv.cuh"
+#include "kernels/norm.cuh"
+#include "kernels/rope.cuh"
+
+namespace loom::gpu {
+
+void CudaBackend::forward(const StepLayout& L, int num_splits) {
+  const ModelSpec& s = spec_;
+  const int H = s.hidden, I = s.intermediate;
+  const int qkv_dim = s.q_dim() + 2 * s.kv_dim();
+  auto in_i32 = [&](size_t off) { return reinterpret_cast<const int32_t*>(in_dev_ + off); };
+  const int32_t* tokens = in_i32(L.tokens);
+  const int32_t* positions = in_i32(L.positions);
+  const int32_t* out_rows = in_i32(L.out_rows);
+  const auto* params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
+  const bool gemv = t_ == DType::BF16 && L.n_slots <= kGemvMaxRows && H % 8 == 0 && I % 8 == 0 &&
+                    s.q_dim() % 8 == 0;
+
+  // 1. Inputs: action projection of action slots, then token gather + position tables.
+  void* act_out = nullptr;
+  if (L.n_act > 0) {
+    prof_begin("action_projection");
+    const int n_layers = int(w_.action_b.size());
+    LOOM_KERNEL(action_input_layer(reinterpret_cast<const float*>(in_dev_ + L.actions),
+                                   s.action_dim, in_i32(L.act_slots), L.n_act, w_.action_w0,
+                                   w_.action_b[0], H, n_layers > 1, t_, act_a_, stream_));
+    void* cur = act_a_;
+    void* nxt = act_b_;
+    for (int l = 1; l < n_layers; l++) {
+      gemm_.run(t_, cur, w_.action_w[size_t(l - 1)], t_, nxt, L.n_act, H, H);
+      LOOM_KERNEL(bias_act(t_, nxt, w_.action_b[size_t(l)], L.n_act, H, l + 1 < n_layers, stream_));
+      std::swap(cur, nxt);
+    }
+    act_out = cur;
+    prof_end();
+  }
+  prof_begin("embed");
+  EmbedArgs e;
+  e.t = t_;
+  e.tokens = tokens;
+  e.positions = positions;
+  e.act_row = in_i32(L.act_row);
+  e.embed = w_.embed;
+  e.act_out = act_out;
+  e.pos_spatial = w_.pos_spatial;
+  e.pos_temporal = w_.pos_temporal;
+  e.frame_slots = s.frame_slots();
+  e.spatial_rows = s.spatial_rows;
+  e.temporal_rows = s.temporal_rows;
+  e.vocab = s.vocab;
+  e.n_slots = L.n_slots;
+  e.hidden = H;
+  e.x = x_;
+  LOOM_KERNEL(embed_assemble(e, stream_));
+  prof_end();
+
+  const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
+  auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
+                      const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y) {
+    prof_begin(family);
+    GemvArgs g;
+    g.w = w;
+    g.n = n;
+    g.k = k;
+    g.m = m;
+    g.in = in;
+    g.x = x;
+    g.x_stride = in == GemvIn::RmsNorm ? H : k;
+    g.rows = rows;
+    g.norm_w = norm_w;
+    g.eps = s.rms_eps;
+    g.out = out;
+    g.y = y;
+    LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
+    prof_end();
+  };
+  auto norm_run = [&](const void* delta, const float* w, const int32_t* rows, int n_rows,
+                      void* out) {
+    prof_begin("rms_norm");
+    LOOM_KERNEL(rms_norm_residual(t_, x_, delta, w, rows, n_rows, H, s.rms_eps, out, stream_));
+    prof_end();
+  };
+  auto gemm_run = [&](const char* family, const void* x, const void* w, DType y_t, void* y, int m,
+                      int n, int k) {
+    prof_begin(family);
+    gemm_.run(t_, x, w, y_t, y, m, n, k);
+    prof_end();
+  };
+
+  // 2. Layers.
+  for (int l = 0; l < s.layers; l++) {
+    const DeviceLayer& W = w_.layers[size_t(l)];
+    if (gemv) {
+      gemv_run("gemv_qkv", W.qkv, qkv_dim, H, GemvIn::RmsNorm, x_, W.attn_norm, nullptr, L.n_slots,
+               GemvOut::Store, qkv_);
+    } else {
+      norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, nullptr, L.n_slots, h_);
+      gemm_run("gemm_qkv", h_, W.qkv, t_, qkv_, L.n_slots, qkv_dim, H);
+    }
+
+    char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
+    char* v_cache = k_cache + kv_layer;
+    prof_begin("rope_kv_write");
+    RopeKvArgs r;
+    r.t = t_;
+    r.qkv = qkv_;
+    r.positions = positions;
+    r.cache_slot = in_i32(L.cache_slot);
+    r.inv_freq = inv_freq_;
+    r.n_slots = L.n_slots;
+    r.heads = s.heads;
+    r.kv_heads = s.kv_heads;
+    r.head_dim = s.head_dim;
+    r.k_cache = k_cache;
+    r.v_cache = v_cache;
+    LOOM_KERNEL(rope_kv_write(r, stream_));
+    prof_end();
+
+    prof_begin("paged_attention");
+    AttentionArgs a;
+    a.t = t_;
+    a.qkv = qkv_;
+    a.k_cache = k_cache;
+    a.v_cache = v_cache;
+    a.block_tables = in_i32(L.block_tables);
+    a.bt_stride = L.bt_stride;
+    a.kv_len = in_i32(L.kv_len);
+    a.slot_start = in_i32(L.slot_start);
+    a.tiles = in_i32(L.tiles);
+    a.n_tiles = L.n_tiles;
+    a.heads = s.heads;
+    a.kv_heads = s.kv_heads;
+    a.head_dim = s.head_dim;
+    a.block_size = block_size_;
+    a.num_splits = num_splits;
+    a.partial_o = part_o_;
+    a.partial_ml = part_ml_;
+    a.out = attn_;
+    LOOM_KERNEL(paged_attention(a, stream_));
+    prof_end();
+
+    if (gemv) {
+      gemv_run("gemv_o", W.o, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
+               GemvOut::AddF32, x_);
+      gemv_run("gemv_gate_up", W.gate_up, 2 * I, H, GemvIn::RmsNorm, x_, W.mlp_norm, nullptr,
+               L.n_slots, GemvOut::Store, gu_);
+      gemv_run("gemv_down", W.down, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
+               GemvOut::AddF32, x_);
+    } else {
+      gemm_run("gemm_o", attn_, W.o, t_, delta_, L.n_slots, H, s.q_dim());
+      norm_run(delta_, W.mlp_norm, nullptr, L.n_slots, h_);
+      gemm_run("gemm_gate_up", h_, W.gate_up, t_, gu_, L.n_slots, 2 * I, H);
+      prof_begin("silu_mul");
+      LOOM_KERNEL(silu_mul(t_, gu_, act_, L.n_slots, I, stream_));
+      prof_end();
+      gemm_run("gemm_down", act_, W.down, t_, delta_, L.n_slots, H, I);
+    }
+  }
+
+  // 3. Final norm and lm_head on the last slot of each sequence that needs logits, then draws.
+  if (L.n_out == 0) return;
+  if (gemv && L.n_out <= kGemvMaxRows) {
+    gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm, out_rows,
+             L.n_out, GemvOut::StoreF32, logits_);
+  } else {
+    norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
+    gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H);
+  }
+  prof_begin("sample");
+  LOOM_KERNEL(sample_tokens(logits_, L.n_out, s.vocab, params, sample_ws_, tokens_, stream_));
+  prof_end();
+}
+
+}  // namespace loom::gpu

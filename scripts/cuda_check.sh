@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# GPU check and measurements of the CUDA backend, run on the device machine from the repository
+# root with the build folder carried (binaries built elsewhere; rpath $ORIGIN, libsimdjson beside
+# them). Logs and the bench JSON go to $OUT (default ./out-cuda).
+#   scripts/cuda_check.sh [tests|bench|all]   (default all)
+# Steps: device facts (nvidia-smi), ctest -L cuda, then build-cuda/bin/cuda_bench.
+set -uo pipefail
+what=${1:-all}
+OUT=${OUT:-$PWD/out-cuda}
+BUILD=${BUILD:-build-cuda}
+mkdir -p "$OUT"
+root=$PWD
+
+# The binaries were configured at /work/main (test data and CTest paths are absolute).
+if [ "$root" != /work/main ] && [ ! -e /work/main ]; then
+  mkdir -p /work && ln -s "$root" /work/main
+fi
+
+# cuBLAS 13 from the toolkit, or from the Python wheel when the toolkit has none.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
+done
+if ! ldd "$BUILD/bin/cuda_bench" | grep -q "libcublas.so.13 => /"; then
+  w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
+  [ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
+fi
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,clocks.max.sm \
+    --format=csv
+  ldd "$BUILD/bin/cuda_bench" | grep -E "cublas|simdjson|not found"
+} 2>&1 | tee "$OUT/device.txt"
+
+rc=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  (cd /work/main/"$BUILD" && ctest -L cuda --output-on-failure --timeout 400) 2>&1 \
+    | tee "$OUT/ctest.log" || rc=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  "$BUILD/bin/cuda_bench" "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
+fi
+exit $rc
