@@ -1,0 +1,188 @@
+// One input of each fuzz target, shared by the libFuzzer entry points (fuzz_*.cpp) and by the
+// corpus replay in tests/test_fuzz_corpus.cpp, so the suite re-runs exactly what the fuzzers
+// ran. Contract: an input is either accepted or rejected with loom::Error; any other
+// exception, a crash, a sanitizer report or a broken invariant (LOOM_FUZZ_ASSERT) is a bug.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/jobs.h"
+#include "io/safetensors.h"
+
+// Aborts (a "crash" for libFuzzer, a test failure for the replay) when an accepted input
+// breaks a promise its parser makes.
+#define LOOM_FUZZ_ASSERT(cond)                                                                \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      std::fprintf(stderr, "fuzz invariant broken: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
+      std::abort();                                                                           \
+    }                                                                                         \
+  } while (0)
+
+namespace loom::fuzz {
+
+// ---- parse_job_line ------------------------------------------------------------------------
+
+inline ModelSpec fuzz_frame_spec() {  // the tiny test model: P=10, A=3, dim 3, T=6
+  ModelSpec s;
+  s.vocab = 1000;
+  s.image_tokens = 10;
+  s.action_tokens = 3;
+  s.action_dim = 3;
+  s.spatial_rows = 13;
+  s.temporal_rows = 6;
+  s.max_positions = 78;
+  return s;
+}
+
+inline ModelSpec fuzz_plain_spec() {
+  ModelSpec s;
+  s.vocab = 1000;
+  s.max_positions = 64;
+  return s;
+}
+
+// Never throws by contract: a bad line is a JobError.
+inline void jobs_input(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  static const ModelSpec frame = fuzz_frame_spec(), plain = fuzz_plain_spec();
+  JobDefaults d;
+  for (const ModelSpec* spec : {&frame, &plain}) {
+    Job job;
+    JobError error;
+    if (!parse_job_line(text, 41, *spec, d, job, error)) {
+      LOOM_FUZZ_ASSERT(error.line == 41);
+      LOOM_FUZZ_ASSERT(error.message.rfind("line 41: ", 0) == 0);
+      LOOM_FUZZ_ASSERT(!error.id.empty());
+      continue;
+    }
+    LOOM_FUZZ_ASSERT(!job.id.empty() && job.line == 41);
+    LOOM_FUZZ_ASSERT(job.num_samples >= 1 && job.num_samples <= d.max_num_samples);
+    LOOM_FUZZ_ASSERT(job.sampling.temperature >= 0 && std::isfinite(job.sampling.temperature));
+    LOOM_FUZZ_ASSERT(job.sampling.top_p > 0 && job.sampling.top_p <= 1 && job.sampling.top_k >= 0);
+    if (spec->has_frames()) {
+      const int S = spec->frame_slots(), A = spec->action_tokens;
+      LOOM_FUZZ_ASSERT(job.context_frames >= 1 && job.context_frames <= spec->temporal_rows);
+      LOOM_FUZZ_ASSERT(job.prompt.size() == size_t(job.context_frames) * size_t(S));
+      LOOM_FUZZ_ASSERT(job.num_frames >= 1 && job.num_frames <= kMaxJobFrames);
+      LOOM_FUZZ_ASSERT(job.action_rows == A * (job.context_frames + job.num_frames) ||
+                       job.action_rows == A * (job.context_frames + job.num_frames - 1));
+      LOOM_FUZZ_ASSERT(job.actions.size() == size_t(job.action_rows) * size_t(spec->action_dim));
+      for (float a : job.actions) LOOM_FUZZ_ASSERT(std::isfinite(a));
+      for (size_t i = 0; i < job.prompt.size(); ++i) {
+        bool action_slot = int(i % size_t(S)) >= spec->image_tokens;
+        LOOM_FUZZ_ASSERT(action_slot ? job.prompt[i] == d.placeholder_id
+                                     : job.prompt[i] >= 0 && job.prompt[i] < spec->vocab);
+      }
+      LOOM_FUZZ_ASSERT(job.overlap >= 1 && job.overlap < spec->temporal_rows);
+    } else {
+      LOOM_FUZZ_ASSERT(!job.prompt.empty() && job.actions.empty());
+      for (int32_t t : job.prompt) LOOM_FUZZ_ASSERT(t >= 0 && t < spec->vocab);
+      LOOM_FUZZ_ASSERT(job.max_tokens >= 1 &&
+                       job.prompt.size() + size_t(job.max_tokens) <= size_t(spec->max_positions));
+    }
+  }
+}
+
+// ---- SafetensorsFile -----------------------------------------------------------------------
+
+// The input becomes the whole file: one memfd, rewritten per input, opened by its /proc path.
+inline std::string memfd_path(const uint8_t* data, size_t size) {
+  static int fd = memfd_create("loom-fuzz-safetensors", 0);
+  LOOM_FUZZ_ASSERT(fd >= 0);
+  LOOM_FUZZ_ASSERT(ftruncate(fd, 0) == 0);
+  for (size_t done = 0; done < size;) {
+    ssize_t w = pwrite(fd, data + done, size - done, off_t(done));
+    LOOM_FUZZ_ASSERT(w > 0);
+    done += size_t(w);
+  }
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+// Reads every byte an accepted file claims, so a range past the mapping faults here.
+inline uint64_t touch_all(const SafetensorsFile& f) {
+  uint64_t sum = 0;
+  for (const SafetensorsFile::Entry& e : f.entries()) {
+    LOOM_FUZZ_ASSERT(e.begin <= e.end && e.end <= f.file_size());
+    Tensor t = f.tensor(e);
+    LOOM_FUZZ_ASSERT(t.nbytes() == e.nbytes());
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    for (uint64_t i = 0; i < e.nbytes(); ++i) sum += p[i];
+  }
+  return sum;
+}
+
+// Throws loom::Error when the file is rejected.
+inline void safetensors_input(const uint8_t* data, size_t size) {
+  SafetensorsFile f = SafetensorsFile::open(memfd_path(data, size));
+  volatile uint64_t sink = touch_all(f);
+  (void)sink;
+  for (const SafetensorsFile::Entry& e : f.entries()) LOOM_FUZZ_ASSERT(f.find(e.name) == &e);
+}
+
+// ---- Checkpoint index (model.safetensors.index.json) ---------------------------------------
+
+// A checkpoint directory with config.json and two valid shards; the input becomes its index.
+inline const std::string& checkpoint_dir() {
+  static const std::string dir = [] {
+    // tmpfs when there is one: a disk-backed /tmp makes this target ~40x slower.
+    const char* base = std::getenv("TMPDIR");
+    std::string root = base && *base                               ? base
+                       : std::filesystem::is_directory("/dev/shm") ? "/dev/shm"
+                                                                   : "/tmp";
+    static std::string d = root + "/loom-fuzz-ckpt-" + std::to_string(getpid());
+    std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    });
+    std::ofstream(d + "/config.json") << "{\"architectures\":[\"LlamaForCausalLM\"]}";
+    auto shard = [&](const std::string& name, const std::string& header, size_t data_bytes) {
+      std::string h = header;
+      h.append((8 - h.size() % 8) % 8, ' ');
+      uint64_t n = h.size();
+      std::ofstream out(d + "/" + name, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(&n), 8);
+      out << h << std::string(data_bytes, '\x01');
+    };
+    shard("model-00001-of-00002.safetensors",
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+          R"("b":{"dtype":"BF16","shape":[2,2],"data_offsets":[8,16]}})",
+          16);
+    shard(
+        "model-00002-of-00002.safetensors",
+        R"({"__metadata__":{"format":"pt"},"c":{"dtype":"F16","shape":[3],"data_offsets":[0,6]}})",
+        6);
+    return d;
+  }();
+  return dir;
+}
+
+// Throws loom::Error when the index (or what it names) is rejected.
+inline void checkpoint_index_input(const uint8_t* data, size_t size) {
+  const std::string& dir = checkpoint_dir();
+  {
+    std::ofstream out(dir + "/model.safetensors.index.json", std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  }
+  std::shared_ptr<Checkpoint> ck = Checkpoint::open(dir);
+  for (const std::string& name : ck->names()) {
+    LOOM_FUZZ_ASSERT(ck->has(name) && ck->find(name) != nullptr);
+    Tensor t = ck->tensor(name);
+    LOOM_FUZZ_ASSERT(t.nbytes() == ck->find(name)->nbytes());
+    LOOM_FUZZ_ASSERT(ck->file_of(name).rfind(dir + "/", 0) == 0);  // never outside the dir
+  }
+}
+
+}  // namespace loom::fuzz
