@@ -61,7 +61,7 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& param
   float best_v = -INFINITY;
   auto consider = [&](int32_t i) {
     const float u = philox_uniform(params.seed, sample_index, draw_index, uint32_t(i));
-    const float v = z[size_t(i)] - std::log(-std::log(u));
+    const float v = z[size_t(i)] + gumbel_noise(u);
     if (best < 0 || v > best_v || (v == best_v && i < best)) {
       best = i;
       best_v = v;

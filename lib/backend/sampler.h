@@ -5,8 +5,9 @@
 //   3. top-k (k > 0): keep the k largest p (ties broken by lower id).
 //   4. top-p (< 1): over the kept tokens sorted by p descending (ties: lower id first), keep
 //      the shortest prefix whose renormalised mass reaches top_p (at least one token).
-//   5. draw: argmax over kept tokens of z[i] + g[i], g[i] = -log(-log(u[i])), where
-//      u[i] = philox_uniform(seed, sample, draw_index, i) — the Gumbel-max trick, an exact draw
+//   5. draw: argmax over kept tokens of z[i] + g[i] (float), g[i] = gumbel_noise(u[i]) (the
+//      double -log(-log(u)) rounded to float), u[i] = philox_uniform(seed, sample, draw_index,
+//      i) — the Gumbel-max trick, an exact draw
 //      from softmax(z) restricted to the kept set, and embarrassingly parallel over the vocab.
 #pragma once
 

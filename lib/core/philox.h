@@ -4,6 +4,7 @@
 // or on the backend. Usable from host and device code; scripts/hf_reference.py mirrors it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -38,11 +39,17 @@ LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3
 
 // The uniform in (0, 1) that token `token` gets for the draw at `draw_index` of sample
 // `sample` of a job seeded with `seed`: key = seed, counter = (token, draw lo, draw hi, sample).
-// 24 random bits, offset by half a step, so the value is never 0 or 1 and -log(-log(u)) is finite.
+// 23 random bits offset by half a step: every value is exact in float, the largest is
+// 1 - 2^-24, so -log(-log(u)) is always finite (with 24 bits, 2^24 - 1 + 0.5 rounds up to 2^24).
 LOOM_HD float philox_uniform(uint64_t seed, uint32_t sample, uint64_t draw_index, uint32_t token) {
   const Philox4 r = philox4x32_10(token, uint32_t(draw_index), uint32_t(draw_index >> 32), sample,
                                   uint32_t(seed), uint32_t(seed >> 32));
-  return (float(r.v[0] >> 8) + 0.5f) * (1.0f / 16777216.0f);
+  return (float(r.v[0] >> 9) + 0.5f) * (1.0f / 8388608.0f);
 }
+
+// The Gumbel noise -log(-log(u)) of that uniform, computed in double and rounded once to
+// float, so backends whose log functions differ in the last bit still agree (all but ~2^-29
+// of draws), unlike float logf, whose implementations differ far more often.
+LOOM_HD float gumbel_noise(float u) { return float(-log(-log(double(u)))); }
 
 }  // namespace loom
