@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         const float z = lg[i] / p.temperature;
         if (!in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
         const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
-        const float v = z - logf(-logf(u));
+        const float v = z + gumbel_noise(u);  // philox.h: double log, rounded once
         if (better(v, i, bv, bi)) bv = v, bi = i;
       }
     }
