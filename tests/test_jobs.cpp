@@ -463,6 +463,33 @@ TEST_SUITE("jobs") {
     fs::remove_all(dir);
   }
 
+  TEST_CASE("JobReader: lines around the 64 KiB read chunk are read whole") {
+    fs::path dir = temp_dir();
+    fs::path path = dir / "chunks.jsonl";
+    const std::string body = expand(R"("prompt_token_ids":$F1,"actions":$A2,"num_frames":1})");
+    const size_t lengths[] = {65534, 65535, 65536, 65537, 131071, 131072, 131073, 200000};
+    {
+      std::ofstream out(path, std::ios::binary);
+      for (size_t n : lengths) {
+        std::string head = "{\"id\":\"" + std::to_string(n) + "\",";
+        out << head << std::string(n - head.size() - body.size(), ' ') << body << "\n";
+      }
+    }
+    JobReader reader(path.string(), frame_spec(), JobDefaults{});
+    Job job;
+    JobError error;
+    bool ok = false;
+    for (size_t i = 0; i < std::size(lengths); ++i) {
+      REQUIRE(reader.next(job, error, ok));
+      CAPTURE(lengths[i]);
+      CHECK(ok);
+      CHECK(job.id == std::to_string(lengths[i]));
+      CHECK(job.line == int64_t(i) + 1);
+    }
+    CHECK_FALSE(reader.next(job, error, ok));
+    fs::remove_all(dir);
+  }
+
   TEST_CASE("testdata/jobs/bad_tiny_v1.jsonl: each bad line gives its expected error") {
     std::string path = std::string(LOOM_TESTDATA) + "/jobs/bad_tiny_v1.jsonl";
     std::ifstream expected_file(std::string(LOOM_TESTDATA) + "/jobs/bad_tiny_v1.expected.jsonl");
@@ -536,6 +563,7 @@ TEST_SUITE("jobs") {
     if (!path) return;
     int64_t errors = 0;
     int64_t jobs = read_all(path, errors);
-    MESSAGE(std::string(path), ": ", jobs, " jobs, ", errors, " errors, peak RSS ", peak_rss_kib(), " KiB");
+    MESSAGE(std::string(path), ": ", jobs, " jobs, ", errors, " errors, peak RSS ", peak_rss_kib(),
+            " KiB");
   }
 }
