@@ -12,9 +12,8 @@ __global__ void silu_mul_kernel(const T* gate_up, T* out, int rows, int inter) {
     const size_t r = i / inter, j = i % inter;
     const float g = to_f32(gate_up[r * 2 * inter + j]);
     const float u = to_f32(gate_up[r * 2 * inter + inter + j]);
-    // HF: act_fn(gate) * up, silu(g) = g * sigmoid(g), evaluated in the model dtype.
-    const float s = round_to<T>(g / (1.0f + expf(-g)));
-    out[i] = from_f32<T>(s * u);
+    // HF: act_fn(gate) * up, silu(g) = g * sigmoid(g); in fp32, rounded once to T.
+    out[i] = from_f32<T>(g / (1.0f + expf(-g)) * u);
   }
 }
 

@@ -7,6 +7,8 @@ namespace loom::gpu {
 
 constexpr int kKeys = 64;  // keys per shared-memory tile
 constexpr int kAttnThreads = 256;
+constexpr int kMinSplitKeys = 128;
+constexpr int kMaxSplits = 64;
 
 template <int D>
 struct AttnSmem {
@@ -22,6 +24,13 @@ struct AttnSmem {
   static constexpr size_t kBytes = size_t(kFloats) * sizeof(float);
 };
 
+// Keys per split: at least kMinSplitKeys so that a short context is not cut into slivers
+// (each split costs a partial write and a share of the combine), a multiple of kKeys.
+__device__ __forceinline__ int split_keys(int total, int num_splits) {
+  int per = max((total + num_splits - 1) / num_splits, kMinSplitKeys);
+  return (per + kKeys - 1) / kKeys * kKeys;
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(AttentionArgs a) {
   using L = AttnSmem<D>;
@@ -34,6 +43,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   float* l_s = smem + L::kL;
   float* alpha_s = smem + L::kAlpha;
 
+  // Let a programmatically dependent GEMV start streaming its weights now.
+  asm volatile("griddepcontrol.launch_dependents;");
   const int tid = threadIdx.x;
   const int tile = blockIdx.x, hkv = blockIdx.y, split = blockIdx.z;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
@@ -41,24 +52,60 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   const int n_rows = nj * G;
   const int kvl = a.kv_len[seq];
   const int total = kvl + j0 + nj;  // keys any row of this tile may see
-  int per = (total + a.num_splits - 1) / a.num_splits;
-  per = (per + kKeys - 1) / kKeys * kKeys;
+  const int per = split_keys(total, a.num_splits);
   const int k_begin = split * per;
   const int k_end = min(total, k_begin + per);
+  if (k_begin >= k_end) return;  // past the last active split (the combine skips it too)
   const size_t blk = (size_t(tile) * a.kv_heads + hkv) * a.num_splits + split;
-
-  if (k_begin >= k_end) {  // nothing in this split: an empty partial
-    for (int r = tid; r < kAttnRows; r += kAttnThreads) {
-      a.partial_ml[(blk * kAttnRows + r) * 2] = -INFINITY;
-      a.partial_ml[(blk * kAttnRows + r) * 2 + 1] = 0.0f;
-    }
-    return;
-  }
 
   const int q_stride = (a.heads + 2 * a.kv_heads) * D;
   const int first_slot = a.slot_start[seq] + j0;
   const float scale = rsqrtf(float(D));
   const T* qkv = static_cast<const T*>(a.qkv);
+
+  // K/V tiles move as 16-byte vectors, prefetched into registers one tile ahead.
+  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kPerRow = D / kVec;       // vectors per key row of one head
+  constexpr int kVecs = kKeys * kPerRow;  // vectors per tile (K or V)
+  constexpr int kLoads = (kVecs + kAttnThreads - 1) / kAttnThreads;
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+  const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
+  const size_t kv_row = size_t(a.kv_heads) * D;
+  uint4 kr[kLoads], vr[kLoads];
+  auto fetch = [&](int t0) {
+#pragma unroll
+    for (int l = 0; l < kLoads; l++) {
+      const int idx = tid + l * kAttnThreads;
+      const int key = t0 + idx / kPerRow;
+      kr[l] = vr[l] = make_uint4(0, 0, 0, 0);
+      if (idx < kVecs && key < k_end) {
+        const int phys = bt[key / a.block_size];
+        const size_t src = (size_t(phys) * a.block_size + key % a.block_size) * kv_row +
+                           size_t(hkv) * D + (idx % kPerRow) * kVec;
+        kr[l] = *reinterpret_cast<const uint4*>(kc + src);
+        vr[l] = *reinterpret_cast<const uint4*>(vc + src);
+      }
+    }
+  };
+  auto store = [&]() {
+#pragma unroll
+    for (int l = 0; l < kLoads; l++) {
+      const int idx = tid + l * kAttnThreads;
+      if (idx < kVecs) {
+        const int kk = idx / kPerRow, d0 = (idx % kPerRow) * kVec;
+        const T* ke = reinterpret_cast<const T*>(&kr[l]);
+        const T* ve = reinterpret_cast<const T*>(&vr[l]);
+#pragma unroll
+        for (int e = 0; e < kVec; e++) {
+          k_s[kk * (D + 1) + d0 + e] = to_f32(ke[e]);
+          v_s[kk * D + d0 + e] = to_f32(ve[e]);
+        }
+      }
+    }
+  };
+  fetch(k_begin);
+
   for (int i = tid; i < kAttnRows * D; i += kAttnThreads) {
     const int r = i / D, d = i % D;
     float v = 0.0f;
@@ -80,28 +127,11 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
 #pragma unroll
   for (int i = 0; i < kOut; i++) acc[i] = 0.0f;
 
-  const T* kc = static_cast<const T*>(a.k_cache);
-  const T* vc = static_cast<const T*>(a.v_cache);
-  const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
-  const int kv_row = a.kv_heads * D;
-
   for (int t0 = k_begin; t0 < k_end; t0 += kKeys) {
     __syncthreads();  // previous tile fully consumed (and q_s/m_s written on the first pass)
-    for (int i = tid; i < kKeys * D; i += kAttnThreads) {
-      const int kk = i / D, d = i % D;
-      const int key = t0 + kk;
-      float kv = 0.0f, vv = 0.0f;
-      if (key < k_end) {
-        const int phys = bt[key / a.block_size];
-        const size_t src =
-            (size_t(phys) * a.block_size + key % a.block_size) * kv_row + size_t(hkv) * D + d;
-        kv = to_f32(kc[src]);
-        vv = to_f32(vc[src]);
-      }
-      k_s[kk * (D + 1) + d] = kv;
-      v_s[kk * D + d] = vv;
-    }
+    store();
     __syncthreads();
+    if (t0 + kKeys < k_end) fetch(t0 + kKeys);  // in flight while this tile is computed
     {
       const int kk = tid % kKeys;
       const int key = t0 + kk;
@@ -157,7 +187,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   }
   __syncthreads();
 
-  if (a.num_splits == 1) {
+  const bool single = (total + per - 1) / per == 1;  // one active split: write the output
+  if (single) {
     T* out = static_cast<T*>(a.out);
 #pragma unroll
     for (int i = 0; i < kOut; i++) {
@@ -180,32 +211,49 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   }
 }
 
-// Merges the splits of one (tile, kv head): out = Σ o_s e^(m_s - M) / Σ l_s e^(m_s - M).
+// Merges the active splits of one (tile, kv head): out = Σ o_s w_s, w_s = e^(m_s - M) / L,
+// L = Σ l_s e^(m_s - M). The per-split weights are computed once, in parallel, in shared memory.
 template <class T>
 __global__ void attention_combine_kernel(AttentionArgs a) {
+  __shared__ float w_s[kMaxSplits][kAttnRows];  // m, then the weight of each split and row
+  __shared__ float l_s[kMaxSplits][kAttnRows];
+  asm volatile("griddepcontrol.launch_dependents;");
   const int tile = blockIdx.x, hkv = blockIdx.y;
   const int D = a.head_dim;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
   const int G = a.heads / a.kv_heads;
   const int n_rows = nj * G;
+  const int total = a.kv_len[seq] + j0 + nj;
+  const int per = split_keys(total, a.num_splits);
+  const int n_active = (total + per - 1) / per;
+  if (n_active <= 1) return;  // the attention kernel wrote the output itself
   const size_t blk0 = (size_t(tile) * a.kv_heads + hkv) * a.num_splits;
+  for (int i = threadIdx.x; i < n_active * n_rows; i += blockDim.x) {
+    const int s = i / n_rows, r = i % n_rows;
+    w_s[s][r] = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2];
+    l_s[s][r] = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2 + 1];
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < n_rows; r += blockDim.x) {
+    float m = -INFINITY;
+    for (int s = 0; s < n_active; s++) m = fmaxf(m, w_s[s][r]);
+    float l = 0.0f;
+    for (int s = 0; s < n_active; s++)
+      if (w_s[s][r] != -INFINITY) l += l_s[s][r] * expf(w_s[s][r] - m);
+    for (int s = 0; s < n_active; s++)
+      w_s[s][r] = w_s[s][r] == -INFINITY ? 0.0f : expf(w_s[s][r] - m) / l;
+  }
+  __syncthreads();
   const int first_slot = a.slot_start[seq] + j0;
   T* out = static_cast<T*>(a.out);
   for (int i = threadIdx.x; i < n_rows * D; i += blockDim.x) {
     const int r = i / D, d = i % D;
-    float m = -INFINITY;
-    for (int s = 0; s < a.num_splits; s++)
-      m = fmaxf(m, a.partial_ml[((blk0 + s) * kAttnRows + r) * 2]);
-    float l = 0.0f, o = 0.0f;
-    for (int s = 0; s < a.num_splits; s++) {
-      const float ms = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2];
-      if (ms == -INFINITY) continue;
-      const float w = expf(ms - m);
-      l += a.partial_ml[((blk0 + s) * kAttnRows + r) * 2 + 1] * w;
-      o += a.partial_o[((blk0 + s) * kAttnRows + r) * D + d] * w;
-    }
+    float o = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < n_active; s++)
+      o += a.partial_o[((blk0 + s) * kAttnRows + r) * D + d] * w_s[s][r];
     const int slot = first_slot + r / G, head = hkv * G + r % G;
-    out[size_t(slot) * a.heads * D + head * D + d] = from_f32<T>(o / l);
+    out[size_t(slot) * a.heads * D + head * D + d] = from_f32<T>(o);
   }
 }
 
@@ -223,7 +271,7 @@ static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.n_tiles, a.kv_heads, a.num_splits);
   paged_attention_kernel<T, D><<<grid, kAttnThreads, L::kBytes, stream>>>(a);
   Status st = launch_status("paged_attention");
-  if (!st.ok || a.num_splits == 1) return st;
+  if (!st.ok || a.num_splits == 1) return st;  // one split: no combine needed
   attention_combine_kernel<T><<<dim3(a.n_tiles, a.kv_heads), 256, 0, stream>>>(a);
   return launch_status("attention_combine");
 }
@@ -247,7 +295,8 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
                  "paged_attention: heads ", a.heads, " not a multiple of kv_heads ", a.kv_heads);
   LOOM_ARG_CHECK(a.heads / a.kv_heads <= kAttnRows, "paged_attention: GQA ratio ",
                  a.heads / a.kv_heads, " (at most ", kAttnRows, ")");
-  LOOM_ARG_CHECK(a.block_size > 0 && a.bt_stride > 0 && a.num_splits >= 1 && a.n_tiles >= 0,
+  LOOM_ARG_CHECK(a.block_size > 0 && a.bt_stride > 0 && a.num_splits >= 1 &&
+                     a.num_splits <= kMaxSplits && a.n_tiles >= 0,
                  "paged_attention: block_size ", a.block_size, ", bt_stride ", a.bt_stride,
                  ", num_splits ", a.num_splits);
   LOOM_ARG_CHECK(a.qkv && a.k_cache && a.v_cache && a.block_tables && a.kv_len && a.slot_start &&

@@ -23,6 +23,73 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   __shared__ float scratch[32];
   const int k = a.k;
   const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warps = kGemvThreads / 32;
+  const int k8 = k / 8;
+  const int nb = (k8 + 32 * kGemvUnroll - 1) / (32 * kGemvUnroll);  // load batches per row
+  const int warp0 = blockIdx.x * warps + (tid >> 5), wstride = gridDim.x * warps;
+  const int my_rows = warp0 < a.n ? (a.n - 1 - warp0) / wstride + 1 : 0;
+  const int iters = my_rows * nb;  // (row, batch) steps of this warp
+
+  // Iteration `it` streams batch it % nb of this warp's row it / nb.
+  auto load = [&](uint4(&w)[kGemvUnroll], int it) {
+    const int n = warp0 + (it / nb) * wstride;
+    const uint4* wrow = static_cast<const uint4*>(a.w) + size_t(n) * k8;
+    const int c0 = (it % nb) * 32 * kGemvUnroll;
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; u++) {
+      const int c = c0 + u * 32 + lane;
+      w[u] = c < k8 ? __ldcs(wrow + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  float acc[M];
+#pragma unroll
+  for (int i = 0; i < M; i++) acc[i] = 0.0f;
+  const uint4* xs4 = gemv_smem;
+  auto consume = [&](const uint4(&w)[kGemvUnroll], int it) {
+    const int c0 = (it % nb) * 32 * kGemvUnroll;
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; u++) {
+      const int c = c0 + u * 32 + lane;
+      if (c < k8) {
+        float wf[8];
+        bf16x8_to_f32(w[u], wf);
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+          float xf[8];
+          bf16x8_to_f32(xs4[size_t(i) * k8 + c], xf);
+#pragma unroll
+          for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
+        }
+      }
+    }
+    if (it % nb != nb - 1) return;
+    const int n = warp0 + (it / nb) * wstride;
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
+    if (lane < M && lane < a.m) {
+      float v = 0.0f;
+#pragma unroll
+      for (int i = 0; i < M; i++)
+        if (i == lane) v = acc[i];
+      const size_t o = size_t(lane) * a.y_stride + n;
+      if constexpr (OUT == GemvOut::Store)
+        static_cast<bf16*>(a.y)[o] = __float2bfloat16_rn(v);
+      else if constexpr (OUT == GemvOut::AddF32)
+        static_cast<float*>(a.y)[o] += v;
+      else
+        static_cast<float*>(a.y)[o] = v;
+    }
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = 0.0f;
+  };
+
+  // Weights do not depend on earlier kernels: start streaming them before waiting for the
+  // previous kernel (programmatic dependent launch) and before staging the input.
+  uint4 wa[kGemvUnroll], wb[kGemvUnroll];
+  if (iters > 0) load(wa, 0);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
 
   // Stage the (transformed) input rows; rows ≥ a.m are zero.
   for (int i = 0; i < M; i++) {
@@ -46,59 +113,19 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
       const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * 2 * k;
       for (int j = tid; j < k; j += kGemvThreads) {
         const float g = __bfloat162float(src[j]), u = __bfloat162float(src[k + j]);
-        const float s = round_to<bf16>(g / (1.0f + expf(-g)));
-        dst[j] = __float2bfloat16_rn(s * u);
+        dst[j] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
       }
     }
   }
   __syncthreads();
 
-  const int lane = tid & 31;
-  const int warps = kGemvThreads / 32;
-  const int k8 = k / 8;
-  const uint4* xs4 = gemv_smem;
-  for (int n = blockIdx.x * warps + (tid >> 5); n < a.n; n += gridDim.x * warps) {
-    const uint4* wrow = static_cast<const uint4*>(a.w) + size_t(n) * k8;
-    float acc[M];
-#pragma unroll
-    for (int i = 0; i < M; i++) acc[i] = 0.0f;
-    for (int c0 = 0; c0 < k8; c0 += 32 * kGemvUnroll) {
-      uint4 wv[kGemvUnroll];
-#pragma unroll
-      for (int u = 0; u < kGemvUnroll; u++) {
-        const int c = c0 + u * 32 + lane;
-        wv[u] = c < k8 ? __ldcs(wrow + c) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kGemvUnroll; u++) {
-        const int c = c0 + u * 32 + lane;
-        if (c < k8) {
-          float wf[8];
-          bf16x8_to_f32(wv[u], wf);
-#pragma unroll
-          for (int i = 0; i < M; i++) {
-            float xf[8];
-            bf16x8_to_f32(xs4[size_t(i) * k8 + c], xf);
-#pragma unroll
-            for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
-    if (lane < M && lane < a.m) {
-      float v = 0.0f;
-#pragma unroll
-      for (int i = 0; i < M; i++)
-        if (i == lane) v = acc[i];
-      const size_t o = size_t(lane) * a.n + n;
-      if constexpr (OUT == GemvOut::Store)
-        static_cast<bf16*>(a.y)[o] = __float2bfloat16_rn(v);
-      else if constexpr (OUT == GemvOut::AddF32)
-        static_cast<float*>(a.y)[o] += v;
-      else
-        static_cast<float*>(a.y)[o] = v;
+  // Two register buffers: the next batch is in flight while the current one is consumed.
+  for (int it = 0; it < iters; it += 2) {
+    if (it + 1 < iters) load(wb, it + 1);
+    consume(wa, it);
+    if (it + 1 < iters) {
+      if (it + 2 < iters) load(wa, it + 2);
+      consume(wb, it + 1);
     }
   }
 }
@@ -117,7 +144,18 @@ static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   }
   const int warps = kGemvThreads / 32;
   const int blocks = std::min((a.n + warps - 1) / warps, num_sms * 2);
-  gemv_kernel<M, IN, OUT><<<blocks, kGemvThreads, smem, stream>>>(a);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kGemvThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = a.pdl ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, gemv_kernel<M, IN, OUT>, a);
+  if (e != cudaSuccess) return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
   return launch_status("gemv");
 }
 
@@ -132,6 +170,7 @@ static Status dispatch_rows(const GemvArgs& a, int num_sms, cudaStream_t stream)
 Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   GemvArgs a = a0;
   if (a.x_stride == 0) a.x_stride = a.k;
+  if (a.y_stride == 0) a.y_stride = a.n;
   LOOM_ARG_CHECK(a.m >= 1 && a.m <= kGemvMaxRows, "gemv: m ", a.m, " (expected 1..", kGemvMaxRows,
                  ")");
   LOOM_ARG_CHECK(a.n > 0 && a.k > 0 && a.k % 8 == 0, "gemv: n ", a.n, ", k ", a.k,

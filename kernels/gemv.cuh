@@ -6,7 +6,7 @@
 //   in:  Plain    x bf16 [m, k] (row stride x_stride)
 //        RmsNorm  bf16(x[src] * rsqrt(mean(x[src]²) + eps) * norm_w), x fp32 [rows, k],
 //                 src = rows ? rows[i] : i       (attention / MLP / final norm)
-//        SiluMul  bf16(bf16(silu(g)) * u), g = x[i, j], u = x[i, k + j], x bf16 [m, 2k]
+//        SiluMul  bf16(silu(g) * u), g = x[i, j], u = x[i, k + j], x bf16 [m, 2k]
 //   out: Store    y bf16 [m, n]
 //        AddF32   y fp32 [m, n] += result        (the residual stream)
 //        StoreF32 y fp32 [m, n]                  (logits)
@@ -33,7 +33,12 @@ struct GemvArgs {
   const float* norm_w = nullptr;  // RmsNorm: [k]
   float eps = 1e-6f;
   GemvOut out = GemvOut::Store;
-  void* y = nullptr;  // [m, n]
+  void* y = nullptr;  // [m, y_stride]
+  int y_stride = 0;   // elements between output rows; 0: n
+  // Programmatic dependent launch: the kernel may start while the previous kernel on the
+  // stream finishes; it streams its first weights, then waits for that kernel before reading
+  // x or writing y. Only for launches whose predecessor is a kernel of this backend.
+  bool pdl = false;
 };
 
 // Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, RmsNorm→Store,

@@ -175,7 +175,7 @@ __device__ void radix_select(const float* logits, int vocab, float temperature, 
 }
 
 __global__ void __launch_bounds__(kFilterThreads)
-    sample_filter_kernel(const float* logits, int vocab, const SampleParamsDev* params,
+    sample_filter_kernel(const float* logits, int vocab, int ld, const SampleParamsDev* params,
                          SampleFilter* filters) {
   __shared__ double hist[256];
   __shared__ double scratch[32];
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kFilterThreads)
     if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, {0, 0}};
     return;
   }
-  const float* lg = logits + size_t(row) * vocab;
+  const float* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
   float zmax = -INFINITY;
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) zmax = fmaxf(zmax, lg[i] / t);
@@ -228,13 +228,13 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 // Partial argmax over one chunk of a row: of the logits (greedy) or of z + Gumbel noise over
 // the kept set.
 __global__ void __launch_bounds__(kDrawThreads)
-    sample_draw_kernel(const float* logits, int vocab, const SampleParamsDev* params,
+    sample_draw_kernel(const float* logits, int vocab, int ld, const SampleParamsDev* params,
                        const SampleFilter* filters, SamplePartial* partials) {
   __shared__ float sv[kDrawThreads / 32];
   __shared__ int si[kDrawThreads / 32];
   const int row = blockIdx.y, chunk = blockIdx.x;
   const SampleParamsDev p = params[row];
-  const float* lg = logits + size_t(row) * vocab;
+  const float* lg = logits + size_t(row) * ld;
   const int per = (vocab + kSampleChunks - 1) / kSampleChunks;
   const int begin = chunk * per, end = min(vocab, begin + per);
   float bv = -INFINITY;
@@ -289,19 +289,21 @@ __global__ void sample_final_kernel(const SampleParamsDev* params, const SampleP
   if (lane == 0) tokens[row] = params[row].active ? bi : -1;
 }
 
-Status sample_tokens(const float* logits, int n_rows, int vocab, const SampleParamsDev* params,
-                     void* workspace, int32_t* tokens, cudaStream_t stream) {
-  LOOM_ARG_CHECK(n_rows >= 0 && vocab > 0, "sample_tokens: n_rows ", n_rows, ", vocab ", vocab);
+Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
+                     const SampleParamsDev* params, void* workspace, int32_t* tokens,
+                     cudaStream_t stream) {
+  LOOM_ARG_CHECK(n_rows >= 0 && vocab > 0 && ld >= vocab, "sample_tokens: n_rows ", n_rows,
+                 ", vocab ", vocab, ", ld ", ld);
   LOOM_ARG_CHECK(logits && params && workspace && tokens, "sample_tokens: null pointer");
   if (n_rows == 0) return Status::good();
   auto* filters = static_cast<SampleFilter*>(workspace);
   auto* partials = reinterpret_cast<SamplePartial*>(static_cast<char*>(workspace) +
                                                     size_t(n_rows) * sizeof(SampleFilter));
-  sample_filter_kernel<<<n_rows, kFilterThreads, 0, stream>>>(logits, vocab, params, filters);
+  sample_filter_kernel<<<n_rows, kFilterThreads, 0, stream>>>(logits, vocab, ld, params, filters);
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
   sample_draw_kernel<<<dim3(kSampleChunks, n_rows), kDrawThreads, 0, stream>>>(
-      logits, vocab, params, filters, partials);
+      logits, vocab, ld, params, filters, partials);
   st = launch_status("sample_draw");
   if (!st.ok) return st;
   sample_final_kernel<<<n_rows, 32, 0, stream>>>(params, partials, tokens);

@@ -37,8 +37,10 @@ inline size_t sample_workspace_bytes(int n_rows) {
   return size_t(n_rows) * (16 + kSampleChunks * 8);
 }
 
-// tokens[r] = the draw for logits row r (fp32 [n_rows, vocab]), -1 where params[r].active == 0.
-Status sample_tokens(const float* logits, int n_rows, int vocab, const SampleParamsDev* params,
-                     void* workspace, int32_t* tokens, cudaStream_t stream);
+// tokens[r] = the draw for logits row r (fp32 [n_rows, ld], the first vocab entries of a row),
+// -1 where params[r].active == 0.
+Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
+                     const SampleParamsDev* params, void* workspace, int32_t* tokens,
+                     cudaStream_t stream);
 
 }  // namespace loom::gpu

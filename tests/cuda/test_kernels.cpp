@@ -171,8 +171,9 @@ TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmu
       g.rows = nullptr;
       g.out = GemvOut::AddF32;
       g.y = dy.get();
+      g.pdl = true;  // the launch path the backend uses
       LOOM_KERNEL(gemv_bf16(g, sms, nullptr));
-      CHECK(rel_err(download(dy, ref.size(), DType::F32), ref) < 3e-3);
+      CHECK(rel_err(download(dy, ref.size(), DType::F32), ref) < 1e-2);
     }
 }
 
@@ -364,6 +365,8 @@ TEST_CASE("rope_kv_write + paged_attention match cpu rope, kv_write, paged_atten
       {32, 4, 64, 4, mixed},                        // ... with splits
       {32, 4, 64, 7, {{700, 1}, {1, 1}, {63, 1}}},  // decode batch 3 across many blocks
       {8, 8, 64, 2, {{0, 40}, {31, 2}}},            // GQA 1, prefill tiles of 32 slots
+      {32, 4, 64, 5, {{300, 9}, {0, 200}}},         // long prefill: splits + combine, rows
+                                                    // with no key in early/late splits
   };
   for (DType t : kTypes)
     for (const AttnCase& c : cases) {
@@ -415,8 +418,8 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
         }
         DevBuf dp = upload_ints(p);
         tok.poison();
-        LOOM_KERNEL(sample_tokens(dl.as<float>(), rows, vocab, dp.as<SampleParamsDev>(), ws.get(),
-                                  tok.as<int32_t>(), nullptr));
+        LOOM_KERNEL(sample_tokens(dl.as<float>(), rows, vocab, vocab, dp.as<SampleParamsDev>(),
+                                  ws.get(), tok.as<int32_t>(), nullptr));
         std::vector<int32_t> got(static_cast<size_t>(rows));
         LOOM_CUDA_CHECK(cudaMemcpy(got.data(), tok.get(), got.size() * 4, cudaMemcpyDeviceToHost));
         for (int r = 0; r < rows; r++) {
@@ -441,7 +444,7 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
   DevBuf dl = upload(l, DType::F32), ws(sample_workspace_bytes(1)), tok(4);
   SampleParamsDev off{};
   DevBuf dp = upload_ints(std::vector<SampleParamsDev>{off});
-  LOOM_KERNEL(sample_tokens(dl.as<float>(), 1, 1000, dp.as<SampleParamsDev>(), ws.get(),
+  LOOM_KERNEL(sample_tokens(dl.as<float>(), 1, 1000, 1000, dp.as<SampleParamsDev>(), ws.get(),
                             tok.as<int32_t>(), nullptr));
   int32_t got = 0;
   LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));

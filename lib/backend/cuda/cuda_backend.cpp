@@ -170,7 +170,8 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   act_a_ = alloc(S * H * ts);
   act_b_ = alloc(S * H * ts);
   h_last_ = alloc(O * H * ts);
-  logits_ = static_cast<float*>(alloc(O * size_t(spec_.vocab) * 4));
+  logits_ld_ = (spec_.vocab + 63) / 64 * 64;
+  logits_ = static_cast<float*>(alloc(O * size_t(logits_ld_) * 4));
   tokens_ = static_cast<int32_t*>(alloc(O * 4));
   sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
   part_o_ =
@@ -443,8 +444,9 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   if (b.want_logits) {
     // want_logits puts every sequence in out_seq, in order: out row s is sequence s.
     out.logits.resize(size_t(n_seqs) * spec_.vocab);
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(out.logits.data(), logits_, out.logits.size() * sizeof(float),
-                                    cudaMemcpyDeviceToHost, stream_));
+    LOOM_CUDA_CHECK(cudaMemcpy2DAsync(out.logits.data(), size_t(spec_.vocab) * 4, logits_,
+                                      size_t(logits_ld_) * 4, size_t(spec_.vocab) * 4,
+                                      size_t(n_seqs), cudaMemcpyDeviceToHost, stream_));
   }
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   for (int r = 0; r < n_real_out; r++) out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r];

@@ -119,7 +119,8 @@ class CudaBackend : public Backend {
   void* act_a_ = nullptr;      // T [cap_slots, hidden] action MLP ping
   void* act_b_ = nullptr;      // T [cap_slots, hidden] action MLP pong
   void* h_last_ = nullptr;     // T [cap_out, hidden]
-  float* logits_ = nullptr;    // [cap_out, vocab]
+  float* logits_ = nullptr;    // [cap_out, logits_ld_]
+  int logits_ld_ = 0;          // vocab rounded up to 64: aligned rows for cuBLAS and sampler
   int32_t* tokens_ = nullptr;  // [cap_out]
   void* sample_ws_ = nullptr;  // sample_workspace_bytes(cap_out)
   float* part_o_ = nullptr;    // attention partials: [kMaxPartBlocks, kAttnRows, head_dim]

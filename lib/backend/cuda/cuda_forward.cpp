@@ -17,6 +17,10 @@
 
 namespace loom::gpu {
 
+// Up to this many slots the fused GEMV schedule runs; above it cuBLAS (the GEMV re-reads its
+// input rows from shared memory per weight vector and turns compute-bound at ~8 rows).
+constexpr int kGemvMaxSlots = 4;
+
 void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const ModelSpec& s = spec_;
   const int H = s.hidden, I = s.intermediate;
@@ -26,7 +30,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const int32_t* positions = in_i32(L.positions);
   const int32_t* out_rows = in_i32(L.out_rows);
   const auto* params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
-  const bool gemv = t_ == DType::BF16 && L.n_slots <= kGemvMaxRows && H % 8 == 0 && I % 8 == 0 &&
+  const bool gemv = t_ == DType::BF16 && L.n_slots <= kGemvMaxSlots && H % 8 == 0 && I % 8 == 0 &&
                     s.q_dim() % 8 == 0;
 
   // 1. Inputs: action projection of action slots, then token gather + position tables.
@@ -69,7 +73,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
 
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
-                      const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y) {
+                      const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
+                      int y_stride = 0) {
     prof_begin(family);
     GemvArgs g;
     g.w = w;
@@ -84,6 +89,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     g.eps = s.rms_eps;
     g.out = out;
     g.y = y;
+    g.y_stride = y_stride;
+    g.pdl = true;  // every GEMV follows a kernel of this pass (embed, attention or a GEMV)
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
@@ -94,9 +101,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     prof_end();
   };
   auto gemm_run = [&](const char* family, const void* x, const void* w, DType y_t, void* y, int m,
-                      int n, int k) {
+                      int n, int k, int ldy = 0) {
     prof_begin(family);
-    gemm_.run(t_, x, w, y_t, y, m, n, k);
+    gemm_.run(t_, x, w, y_t, y, m, n, k, 0.0f, ldy);
     prof_end();
   };
 
@@ -172,15 +179,17 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
 
   // 3. Final norm and lm_head on the last slot of each sequence that needs logits, then draws.
   if (L.n_out == 0) return;
-  if (gemv && L.n_out <= kGemvMaxRows) {
+  if (gemv) {
     gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm, out_rows,
-             L.n_out, GemvOut::StoreF32, logits_);
+             L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
-    norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
-    gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H);
+    norm_run(delta_, w_.final_norm, out_rows, L.n_out, h_last_);
+    gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H,
+             logits_ld_);
   }
   prof_begin("sample");
-  LOOM_KERNEL(sample_tokens(logits_, L.n_out, s.vocab, params, sample_ws_, tokens_, stream_));
+  LOOM_KERNEL(
+      sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_, stream_));
   prof_end();
 }
 

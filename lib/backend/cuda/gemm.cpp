@@ -39,14 +39,14 @@ static cudaDataType_t cuda_type(DType t) {
 }
 
 void Gemm::run(DType t, const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
-               float beta) const {
+               float beta, int ldy) const {
   LOOM_CHECK(m >= 0 && n > 0 && k > 0, "gemm: m ", m, ", n ", n, ", k ", k);
   if (m == 0) return;
   const float alpha = 1.0f;
   // Column-major view: yᵀ[n, m] = w[n, k] (stored as k×n, transposed) · xᵀ[k, m].
   LOOM_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w,
-                                 cuda_type(t), k, x, cuda_type(t), k, &beta, y, cuda_type(y_t), n,
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                 cuda_type(t), k, x, cuda_type(t), k, &beta, y, cuda_type(y_t),
+                                 ldy > 0 ? ldy : n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace loom::gpu

@@ -23,8 +23,9 @@ class Gemm {
 
   // x, w in dtype t (F32 or BF16); y in y_t (t, or F32 for bf16 operands: logits).
   // beta 0: y = x·wᵀ; beta 1: y += x·wᵀ.
+  // ldy: elements between rows of y (0: n).
   void run(DType t, const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
-           float beta = 0.0f) const;
+           float beta = 0.0f, int ldy = 0) const;
 
  private:
   cublasHandle_t handle_ = nullptr;
