@@ -63,7 +63,8 @@ int32_t fake_token(uint64_t h, const StepBatch& b, int s, int vocab) {
 
 class FakeBackend : public Backend {
  public:
-  explicit FakeBackend(ModelSpec spec) : spec_(spec) {}
+  explicit FakeBackend(ModelSpec spec, int max_seqs = 1 << 30, int max_slots = 1 << 30)
+      : spec_(spec), max_seqs_(max_seqs), max_slots_(max_slots) {}
   std::string name() const override { return "fake"; }
   void load(const ModelSpec&, const Weights&) override {}
   size_t kv_block_bytes(int) const override { return 1; }
@@ -75,6 +76,9 @@ class FakeBackend : public Backend {
   void step(const StepBatch& b, StepOutput& out) override {
     out.tokens.assign(size_t(b.n_seqs()), -1);
     max_batch = std::max(max_batch, b.n_seqs());
+    REQUIRE(b.n_seqs() <= max_seqs_);  // the scheduler's limits hold in every step
+    REQUIRE(b.n_slots() <= max_slots_);
+    REQUIRE(int(b.slot_start.size()) == b.n_seqs() + 1);
     for (int s = 0; s < b.n_seqs(); s++) {
       const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
       auto at = [&](int i) -> uint64_t& {
@@ -99,6 +103,7 @@ class FakeBackend : public Backend {
 
  private:
   ModelSpec spec_;
+  int max_seqs_, max_slots_;
   int block_size_ = 16;
   std::vector<uint64_t> cache_;  // [num_blocks * block_size] slot values
 };
@@ -165,7 +170,7 @@ struct RunOut {
 RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool sharing,
                 int block_size = 4, int max_slots = 64) {
   ModelSpec sp = frame_spec();
-  FakeBackend be(sp);
+  FakeBackend be(sp, max_seqs, max_slots);
   EngineOptions opt;
   opt.scheduler.max_seqs = max_seqs;
   opt.scheduler.max_batch_slots = max_slots;
