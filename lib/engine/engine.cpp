@@ -40,6 +40,7 @@ JobResult finished_result(const Running& r, bool frames) {
   out.prompt_slots = s.prompt_slots();
   out.cached_slots = s.cached_slots();
   const double end = r.t_frame;
+  out.queue_s = r.t_admit - r.t_read;
   out.prefill_s = r.t_first >= 0 ? r.t_first - r.t_admit : 0;
   out.decode_s = r.t_first >= 0 ? end - r.t_first : 0;
   out.total_s = end - r.t_admit;
@@ -64,7 +65,11 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
 
   const int lookahead =
       opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * opt_.scheduler.max_seqs;
-  std::deque<std::unique_ptr<Sequence>> waiting;
+  struct Waiting {
+    std::unique_ptr<Sequence> seq;
+    double read_at;
+  };
+  std::deque<Waiting> waiting;
   bool input_done = false;
   auto stopping = [&] { return opt_.stop && opt_.stop->load(); };
   const bool frames = spec_.has_frames();
@@ -109,11 +114,12 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
         continue;
       }
       st.jobs_ok++;
-      for (auto& s : samples) waiting.push_back(std::move(s));
+      const double read_at = now_s();
+      for (auto& s : samples) waiting.push_back({std::move(s), read_at});
     }
     // Admit in order while blocks and batch slots allow.
-    while (!stopping() && !waiting.empty() && sched.can_admit(*waiting.front())) {
-      sched.admit(std::move(waiting.front()), now_s());
+    while (!stopping() && !waiting.empty() && sched.can_admit(*waiting.front().seq)) {
+      sched.admit(std::move(waiting.front().seq), now_s(), waiting.front().read_at);
       waiting.pop_front();
     }
     if (stopping()) break;

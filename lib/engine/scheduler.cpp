@@ -21,11 +21,12 @@ bool Scheduler::can_admit(const Sequence& seq) const {
   return int(running_.size()) < opt_.max_seqs && cache_.can_reserve(blocks_for(seq));
 }
 
-void Scheduler::admit(std::unique_ptr<Sequence> seq, double now) {
+void Scheduler::admit(std::unique_ptr<Sequence> seq, double now, double read_at) {
   Running r;
   r.reserved = blocks_for(*seq);
   cache_.reserve(r.reserved);
   r.seq = std::move(seq);
+  r.t_read = read_at;
   r.t_admit = r.t_frame = now;
   begin_round(r);
   running_.push_back(std::move(r));

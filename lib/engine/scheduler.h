@@ -28,7 +28,7 @@ struct Running {
   int reserved = 0;              // blocks reserved at admission
   bool waiting_shared = false;   // shares blocks another sequence has not written yet
   int scheduled = 0;             // slots in the step being built
-  double t_admit = 0, t_first = -1, t_frame = 0;
+  double t_read = 0, t_admit = 0, t_first = -1, t_frame = 0;  // seconds (steady clock)
   std::vector<double> frame_s;   // seconds per generated frame
 };
 
@@ -49,7 +49,7 @@ class Scheduler {
 
   int blocks_for(const Sequence& seq) const;  // blocks a sequence reserves
   bool can_admit(const Sequence& seq) const;
-  void admit(std::unique_ptr<Sequence> seq, double now);
+  void admit(std::unique_ptr<Sequence> seq, double now, double read_at);
   bool idle() const { return running_.empty(); }
   int running() const { return int(running_.size()); }
 
