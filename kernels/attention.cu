@@ -9,6 +9,7 @@ constexpr int kKeys = 64;  // keys per shared-memory tile
 constexpr int kAttnThreads = 256;
 constexpr int kMinSplitKeys = 128;
 constexpr int kMaxSplits = 64;
+constexpr int kDecodeKeys = kAttnThreads;  // decode kernel: keys per pass
 
 template <int D>
 struct AttnSmem {
@@ -26,9 +27,11 @@ struct AttnSmem {
 
 // Keys per split: at least kMinSplitKeys so that a short context is not cut into slivers
 // (each split costs a partial write and a share of the combine), a multiple of kKeys.
-__device__ __forceinline__ int split_keys(int total, int num_splits) {
-  int per = max((total + num_splits - 1) / num_splits, kMinSplitKeys);
-  return (per + kKeys - 1) / kKeys * kKeys;
+// Decode splits are whole passes of kDecodeKeys keys (one key per thread).
+__device__ __forceinline__ int split_keys(int total, int num_splits, bool decode) {
+  const int granule = decode ? kDecodeKeys : kKeys;
+  int per = max((total + num_splits - 1) / num_splits, decode ? kDecodeKeys : kMinSplitKeys);
+  return (per + granule - 1) / granule * granule;
 }
 
 template <class T, int D>
@@ -52,7 +55,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   const int n_rows = nj * G;
   const int kvl = a.kv_len[seq];
   const int total = kvl + j0 + nj;  // keys any row of this tile may see
-  const int per = split_keys(total, a.num_splits);
+  const int per = split_keys(total, a.num_splits, a.decode);
   const int k_begin = split * per;
   const int k_end = min(total, k_begin + per);
   if (k_begin >= k_end) return;  // past the last active split (the combine skips it too)
@@ -211,6 +214,185 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   }
 }
 
+// Decode (one new slot per tile, G ≤ kDecodeMaxG): one key per thread and pass. Each thread
+// loads its key's K and V rows (16-byte vectors, both in flight at once), computes the G
+// scores against q in shared memory, the block reduces max and sum per head, V goes to shared
+// memory and each thread accumulates its (head, dim) outputs. Two barriers per 256 keys.
+template <class T, int D>
+struct DecodeSmem {
+  static constexpr int kQ = 0;                                 // float [kDecodeMaxG][D]
+  static constexpr int kP = kQ + kDecodeMaxG * D;              // float [kDecodeMaxG][keys]
+  static constexpr int kRed = kP + kDecodeMaxG * kDecodeKeys;  // float [8 warps][kDecodeMaxG]
+  static constexpr int kStat = kRed + 8 * kDecodeMaxG;         // float [3][kDecodeMaxG] m l a
+  static constexpr int kFloats = kStat + 3 * kDecodeMaxG;
+  static constexpr size_t kVBytes = size_t(kDecodeKeys) * D * sizeof(T);  // V rows, raw
+  static constexpr size_t kBytes = size_t(kFloats) * 4 + kVBytes;
+};
+
+template <class T, int D>
+__global__ void __launch_bounds__(kAttnThreads) paged_attention_decode_kernel(AttentionArgs a) {
+  using L = DecodeSmem<T, D>;
+  extern __shared__ float smem[];
+  float* q_s = smem + L::kQ;
+  float* p_s = smem + L::kP;
+  float* red = smem + L::kRed;
+  float* m_s = smem + L::kStat;
+  float* l_s = m_s + kDecodeMaxG;
+  float* a_s = l_s + kDecodeMaxG;
+  T* v_s = reinterpret_cast<T*>(smem + L::kFloats);  // [kDecodeKeys][D]
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tile = blockIdx.x, hkv = blockIdx.y, split = blockIdx.z;
+  const int seq = a.tiles[tile * 3];
+  const int G = a.heads / a.kv_heads;
+  const int kvl = a.kv_len[seq];
+  const int total = kvl + 1;
+  const int per = split_keys(total, a.num_splits, true);
+  const int k_begin = split * per;
+  const int k_end = min(total, k_begin + per);
+  if (k_begin >= k_end) return;
+  const size_t blk = (size_t(tile) * a.kv_heads + hkv) * a.num_splits + split;
+
+  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kPerRow = D / kVec;  // 16-byte vectors per key row of one head
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+  const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
+  const size_t kv_row = size_t(a.kv_heads) * D;
+  uint4 kr[kPerRow], vr[kPerRow];
+  auto fetch = [&](int t0) {
+    const int key = t0 + tid;
+    if (key < k_end) {
+      const int phys = bt[key / a.block_size];
+      const size_t off =
+          (size_t(phys) * a.block_size + key % a.block_size) * kv_row + size_t(hkv) * D;
+      const uint4* kp = reinterpret_cast<const uint4*>(kc + off);
+      const uint4* vp = reinterpret_cast<const uint4*>(vc + off);
+#pragma unroll
+      for (int c = 0; c < kPerRow; c++) kr[c] = kp[c];
+#pragma unroll
+      for (int c = 0; c < kPerRow; c++) vr[c] = vp[c];
+    }
+  };
+  fetch(k_begin);
+
+  const int slot = a.slot_start[seq];
+  const int q_stride = (a.heads + 2 * a.kv_heads) * D;
+  const float scale = rsqrtf(float(D));
+  const T* qkv = static_cast<const T*>(a.qkv) + size_t(slot) * q_stride + size_t(hkv) * G * D;
+  for (int i = tid; i < G * D; i += kAttnThreads) q_s[i] = to_f32(qkv[i]) * scale;
+  if (tid < kDecodeMaxG) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0.0f;
+  }
+
+  constexpr int kGPerPass = kAttnThreads / D;  // outputs: thread → dim od, heads og + i*kGPerPass
+  constexpr int kOut = (kDecodeMaxG + kGPerPass - 1) / kGPerPass;
+  const int od = tid % D, og = tid / D;
+  float acc[kOut];
+#pragma unroll
+  for (int i = 0; i < kOut; i++) acc[i] = 0.0f;
+
+  for (int t0 = k_begin; t0 < k_end; t0 += kDecodeKeys) {
+    __syncthreads();  // q_s / stats ready; previous pass's p_s and v_s consumed
+    const int key = t0 + tid;
+    const bool valid = key < k_end;
+    float sc[kDecodeMaxG];
+#pragma unroll
+    for (int g = 0; g < kDecodeMaxG; g++) sc[g] = -INFINITY;
+    if (valid) {
+#pragma unroll
+      for (int g = 0; g < kDecodeMaxG; g++)
+        if (g < G) sc[g] = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kPerRow; c++) {
+        const T* e = reinterpret_cast<const T*>(&kr[c]);
+#pragma unroll
+        for (int v = 0; v < kVec; v++) {
+          const float kv = to_f32(e[v]);
+#pragma unroll
+          for (int g = 0; g < kDecodeMaxG; g++)
+            if (g < G) sc[g] += q_s[g * D + c * kVec + v] * kv;
+        }
+      }
+      uint4* vdst = reinterpret_cast<uint4*>(v_s + size_t(tid) * D);
+#pragma unroll
+      for (int c = 0; c < kPerRow; c++) vdst[c] = vr[c];
+    } else {
+      uint4* vdst = reinterpret_cast<uint4*>(v_s + size_t(tid) * D);
+#pragma unroll
+      for (int c = 0; c < kPerRow; c++) vdst[c] = make_uint4(0, 0, 0, 0);
+    }
+    if (t0 + kDecodeKeys < k_end) fetch(t0 + kDecodeKeys);  // next pass in flight
+                                                            // Block max per head.
+#pragma unroll
+    for (int g = 0; g < kDecodeMaxG; g++) {
+      const float mx = warp_max(sc[g]);
+      if (lane == 0) red[warp * kDecodeMaxG + g] = mx;
+    }
+    __syncthreads();
+    float mnew[kDecodeMaxG];
+#pragma unroll
+    for (int g = 0; g < kDecodeMaxG; g++) {
+      float mx = m_s[g];
+      for (int w = 0; w < kAttnThreads / 32; w++) mx = fmaxf(mx, red[w * kDecodeMaxG + g]);
+      mnew[g] = mx;
+    }
+    __syncthreads();  // everyone has read red before it holds sums
+#pragma unroll
+    for (int g = 0; g < kDecodeMaxG; g++) {
+      const float p = (g < G && mnew[g] != -INFINITY) ? expf(sc[g] - mnew[g]) : 0.0f;
+      p_s[g * kDecodeKeys + tid] = p;
+      const float sum = warp_sum(p);
+      if (lane == 0) red[warp * kDecodeMaxG + g] = sum;
+    }
+    __syncthreads();
+    if (tid < kDecodeMaxG) {
+      const int g = tid;
+      float sum = 0.0f;
+      for (int w = 0; w < kAttnThreads / 32; w++) sum += red[w * kDecodeMaxG + g];
+      const float alpha = mnew[g] == -INFINITY ? 1.0f : expf(m_s[g] - mnew[g]);
+      l_s[g] = l_s[g] * alpha + sum;
+      m_s[g] = mnew[g];
+      a_s[g] = alpha;
+    }
+    __syncthreads();
+    const int n_keys = min(kDecodeKeys, k_end - t0);
+#pragma unroll
+    for (int i = 0; i < kOut; i++) {
+      const int g = og + i * kGPerPass;
+      if (g < G) {
+        float v = acc[i] * a_s[g];
+        const float* p = p_s + g * kDecodeKeys;
+#pragma unroll 8
+        for (int j = 0; j < n_keys; j++) v += p[j] * to_f32(v_s[size_t(j) * D + od]);
+        acc[i] = v;
+      }
+    }
+  }
+  __syncthreads();
+
+  if ((total + per - 1) / per == 1) {
+    T* out = static_cast<T*>(a.out) + size_t(slot) * a.heads * D + size_t(hkv) * G * D;
+#pragma unroll
+    for (int i = 0; i < kOut; i++) {
+      const int g = og + i * kGPerPass;
+      if (g < G) out[g * D + od] = from_f32<T>(acc[i] / l_s[g]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kOut; i++) {
+      const int g = og + i * kGPerPass;
+      if (g < G) a.partial_o[(blk * kAttnRows + g) * D + od] = acc[i];
+    }
+    if (tid < G) {
+      a.partial_ml[(blk * kAttnRows + tid) * 2] = m_s[tid];
+      a.partial_ml[(blk * kAttnRows + tid) * 2 + 1] = l_s[tid];
+    }
+  }
+}
+
 // Merges the active splits of one (tile, kv head): out = Σ o_s w_s, w_s = e^(m_s - M) / L,
 // L = Σ l_s e^(m_s - M). The per-split weights are computed once, in parallel, in shared memory.
 template <class T>
@@ -224,7 +406,7 @@ __global__ void attention_combine_kernel(AttentionArgs a) {
   const int G = a.heads / a.kv_heads;
   const int n_rows = nj * G;
   const int total = a.kv_len[seq] + j0 + nj;
-  const int per = split_keys(total, a.num_splits);
+  const int per = split_keys(total, a.num_splits, a.decode);
   const int n_active = (total + per - 1) / per;
   if (n_active <= 1) return;  // the attention kernel wrote the output itself
   const size_t blk0 = (size_t(tile) * a.kv_heads + hkv) * a.num_splits;
@@ -259,18 +441,20 @@ __global__ void attention_combine_kernel(AttentionArgs a) {
 
 template <class T, int D>
 static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
-  using L = AttnSmem<D>;
-  static bool configured = false;  // raise the dynamic shared memory limit once per variant
-  if (!configured) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        paged_attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kBytes));
+  const bool decode = a.decode;
+  const size_t bytes = decode ? DecodeSmem<T, D>::kBytes : AttnSmem<D>::kBytes;
+  auto* kernel = decode ? paged_attention_decode_kernel<T, D> : paged_attention_kernel<T, D>;
+  static bool configured[2] = {false, false};  // dynamic shared memory limit, once per variant
+  if (!configured[decode]) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     if (e != cudaSuccess)
       return Status::bad(cat("paged_attention: cudaFuncSetAttribute: ", cudaGetErrorString(e)));
-    configured = true;
+    configured[decode] = true;
   }
   const dim3 grid(a.n_tiles, a.kv_heads, a.num_splits);
-  paged_attention_kernel<T, D><<<grid, kAttnThreads, L::kBytes, stream>>>(a);
-  Status st = launch_status("paged_attention");
+  kernel<<<grid, kAttnThreads, bytes, stream>>>(a);
+  Status st = launch_status(decode ? "paged_attention_decode" : "paged_attention");
   if (!st.ok || a.num_splits == 1) return st;  // one split: no combine needed
   attention_combine_kernel<T><<<dim3(a.n_tiles, a.kv_heads), 256, 0, stream>>>(a);
   return launch_status("attention_combine");
@@ -304,6 +488,8 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
                  "paged_attention: null pointer");
   LOOM_ARG_CHECK(a.partial_ml != nullptr && (a.num_splits == 1 || a.partial_o != nullptr),
                  "paged_attention: no partial workspace");
+  LOOM_ARG_CHECK(!a.decode || a.heads / a.kv_heads <= kDecodeMaxG, "paged_attention: decode ",
+                 "kernel takes a GQA ratio up to ", kDecodeMaxG, ", found ", a.heads / a.kv_heads);
   if (a.n_tiles == 0) return Status::good();
   if (a.t == DType::F32) return dispatch_head_dim<float>(a, stream);
   if (a.t == DType::BF16) return dispatch_head_dim<bf16>(a, stream);

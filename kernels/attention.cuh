@@ -17,7 +17,8 @@
 
 namespace loom::gpu {
 
-constexpr int kAttnRows = 32;  // query rows (slot, head) per block
+constexpr int kAttnRows = 32;   // query rows (slot, head) per block
+constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 
 struct AttentionArgs {
   DType t = DType::BF16;                  // dtype of qkv, caches and out
@@ -34,6 +35,9 @@ struct AttentionArgs {
   float* partial_o = nullptr;   // [n_tiles, kv_heads, num_splits, kAttnRows, head_dim] (splits > 1)
   float* partial_ml = nullptr;  // [n_tiles, kv_heads, num_splits, kAttnRows, 2] max, sum
   void* out = nullptr;          // [n_slots, heads * head_dim]
+  // Every tile holds one slot (a decode step) and heads / kv_heads ≤ kDecodeMaxG: use the
+  // decode kernel (one key per thread, splits of whole 256-key passes).
+  bool decode = false;
 };
 
 // Slots of one sequence per tile for a GQA ratio G = heads / kv_heads.

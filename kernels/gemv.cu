@@ -142,8 +142,16 @@ static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
                              " bytes of shared memory: ", cudaGetErrorString(e)));
     configured = smem;
   }
+  // One wave, grid-stride over rows: as many blocks as fit on the GPU at once (a second,
+  // partial wave would leave most SMs idle while it drains).
+  static int per_sm = 0;
+  if (per_sm == 0) {
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, gemv_kernel<M, IN, OUT>, kGemvThreads, smem);
+    if (e != cudaSuccess || per_sm < 1) per_sm = 1;
+  }
   const int warps = kGemvThreads / 32;
-  const int blocks = std::min((a.n + warps - 1) / warps, num_sms * 2);
+  const int blocks = std::min((a.n + warps - 1) / warps, num_sms * per_sm);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(kGemvThreads);
@@ -181,6 +189,8 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
   if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
     return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);
+  if (a.in == GemvIn::Plain && a.out == GemvOut::StoreF32)
+    return dispatch_rows<GemvIn::Plain, GemvOut::StoreF32>(a, num_sms, stream);
   if (a.in == GemvIn::Plain && a.out == GemvOut::AddF32)
     return dispatch_rows<GemvIn::Plain, GemvOut::AddF32>(a, num_sms, stream);
   if (a.in == GemvIn::RmsNorm && a.out == GemvOut::Store)

@@ -41,7 +41,8 @@ struct GemvArgs {
   bool pdl = false;
 };
 
-// Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, RmsNorm→Store,
+// Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, Plain→StoreF32,
+// RmsNorm→Store,
 // RmsNorm→StoreF32, SiluMul→AddF32.
 Status gemv_bf16(const GemvArgs& a, int num_sms, cudaStream_t stream);
 

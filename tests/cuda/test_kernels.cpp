@@ -352,6 +352,15 @@ void run_attention_case(const AttnCase& c, DType t) {
   CHECK(rel_err(download(dk, pool, t), ref_k) < tolerance(t));
   CHECK(rel_err(download(dv, pool, t), ref_v) < tolerance(t));
   CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
+  // The decode kernel on the same (already written) cache, where every tile is one slot.
+  if (n_tiles == n_slots && H / KV <= kDecodeMaxG) {
+    out.poison();
+    po.poison();
+    pml.poison();
+    a.decode = true;
+    LOOM_KERNEL(paged_attention(a, nullptr));
+    CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
+  }
 }
 
 }  // namespace
@@ -364,6 +373,9 @@ TEST_CASE("rope_kv_write + paged_attention match cpu rope, kv_write, paged_atten
       {32, 4, 64, 1, mixed},                        // Terra's heads, GQA 8
       {32, 4, 64, 4, mixed},                        // ... with splits
       {32, 4, 64, 7, {{700, 1}, {1, 1}, {63, 1}}},  // decode batch 3 across many blocks
+      {32, 4, 64, 64, {{14000, 1}}},                // Terra's longest context, 55 splits
+      {6, 2, 16, 4, {{600, 1}, {3, 1}}},            // decode GQA 3, head_dim 16
+      {4, 4, 16, 1, {{300, 1}}},                    // decode GQA 1, one split of two passes
       {8, 8, 64, 2, {{0, 40}, {31, 2}}},            // GQA 1, prefill tiles of 32 slots
       {32, 4, 64, 5, {{300, 9}, {0, 200}}},         // long prefill: splits + combine, rows
                                                     // with no key in early/late splits

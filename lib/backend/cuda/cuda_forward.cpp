@@ -156,6 +156,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     a.partial_o = part_o_;
     a.partial_ml = part_ml_;
     a.out = attn_;
+    a.decode = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;  // 1 slot a tile
     LOOM_KERNEL(paged_attention(a, stream_));
     prof_end();
 
@@ -184,8 +185,12 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
              L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
     norm_run(delta_, w_.final_norm, out_rows, L.n_out, h_last_);
-    gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H,
-             logits_ld_);
+    if (t_ == DType::BF16 && L.n_out <= kGemvMaxRows && H % 8 == 0)  // cuBLAS is slow here
+      gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::Plain, h_last_, nullptr, nullptr,
+               L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
+    else
+      gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H,
+               logits_ld_);
   }
   prof_begin("sample");
   LOOM_KERNEL(
