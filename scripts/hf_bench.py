@@ -21,21 +21,16 @@ ids and random action rows, then N frames generated with loom's frame loop (desi
 Sampling: temperature 0.9, no top-k, top-p 1, torch.multinomial on the device (temperature 0:
 argmax). HF's generate() cannot feed action slots, hence this loop.
 
-Modes:
-  eager    transformers' attention as chosen by --attn (default "eager", the article's "HF
-           eager"; "sdpa" also works), DynamicCache, nothing compiled. Warm-up: prefill + a few
-           decode steps on a throw-away cache.
-  compile  "HF at its best": StaticCache sized for the whole sequence and torch.compile of the
-           single-slot decode step (embedding assembly + model + lm_head), mode reduce-overhead
-           with fullgraph=True (CUDA graphs), falling back to fullgraph=False and then to mode
-           "default" if that fails (every failure is reported). Prefill and the (1+A)-slot
-           chunks run uncompiled, as HF's generate() runs its prefill. Warm-up: one whole frame
-           (which includes the compile, reported as compile_s), then the cache is reset in
-           place and N frames are timed. Where torch has no torch.compile (torch 1.x) the JSON
-           says "compile unavailable: <reason>" and the static-cache loop runs uncompiled.
-
-Timing: CUDA events at frame boundaries (one synchronize at the end); s/frame median and mean,
-time to first token (prefill + first sample), tokens/s = B·P / median s per frame, peak memory.
+Modes (details: bench/README.md):
+  eager    attention per --attn (default "eager", the article's "HF eager"; "sdpa" too),
+           DynamicCache, nothing compiled; warm-up = prefill + a few decode steps.
+  compile  "HF at its best": StaticCache for the whole sequence + torch.compile of the
+           single-slot decode step (embedding assembly + model + lm_head): reduce-overhead,
+           fullgraph=True (CUDA graphs), falling back to fullgraph=False, then mode "default"
+           (each failure reported). Prefill and (1+A)-slot chunks run uncompiled, as
+           generate() runs its prefill. Warm-up = one whole frame (includes the compile:
+           compile_s), then the cache is reset in place and N frames are timed. On torch
+           without torch.compile the JSON says "compile unavailable: <reason>".
 
 --check runs the same cached loop at temperature 0 in float32 on a small checkpoint (default
 testdata/tiny_v1) for two different jobs in one batch and compares every token with
@@ -53,7 +48,6 @@ import argparse
 import contextlib
 import inspect
 import json
-import math
 import os
 import platform
 import shlex
@@ -224,32 +218,37 @@ class FrameModel:
         missing = [k for k in missing if not k.endswith("inv_freq")]
         if missing or unexpected:
             raise ValueError("%s: missing %s, unexpected %s" % (ckpt_dir, missing, unexpected))
-        # RoPE tables are computed, not loaded: check they are what rope_theta says.
+        # RoPE tables are computed, not loaded (and init was skipped): make sure they are what
+        # rope_theta says, rewriting any that a transformers version left to _init_weights.
         hd = self.H // cfg["num_attention_heads"]
         want = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
         bufs = _rope_theta_of(self.model)
         if not bufs:
             raise RuntimeError("no rotary inv_freq buffer found in the HF model")
+        self.rope_rewritten = []
         for name, buf in bufs:
-            err = (buf.detach().double().cpu() - want).abs().max().item()
-            if buf.dtype != torch.float32 or err > 1e-6:
-                raise RuntimeError("%s: %s, max error %.3g against rope_theta %g" % (
-                    name, buf.dtype, err, theta))
+            if buf.shape != want.shape or buf.dtype != torch.float32:
+                raise RuntimeError("%s: %s %s, expected float32 [%d]" % (
+                    name, buf.dtype, list(buf.shape), want.numel()))
+            if not (buf.detach().double().cpu() - want).abs().max().item() <= 1e-6:
+                with torch.no_grad():
+                    buf.copy_(want.float())
+                self.rope_rewritten.append(name)
+        if self.rope_rewritten:
+            log("note: rewrote RoPE buffers %s from rope_theta %g" % (self.rope_rewritten, theta))
 
-        def table(name):
-            return tensors[name].to(dtype)
-
-        self.spatial = table("pos_embedding_spatio_temporal.spatio_embeddings.weight")   # [S, H]
-        self.temporal = table("pos_embedding_spatio_temporal.temporal_embeddings.weight")  # [T, H]
+        extra = {k: v.to(dtype) for k, v in tensors.items() if k not in llama_part}
+        self.spatial = extra["pos_embedding_spatio_temporal.spatio_embeddings.weight"]   # [S, H]
+        self.temporal = extra["pos_embedding_spatio_temporal.temporal_embeddings.weight"]  # [T, H]
         names = ["action_projection"] if self.kind == "v1" else [
             "action_projection.%d" % j for j in (0, 2, 4)]
-        self.action_layers = [(table(n + ".weight"), table(n + ".bias")) for n in names]
+        self.action_layers = [(extra[n + ".weight"], extra[n + ".bias"]) for n in names]
         used = set(llama_part) | {n + s for n in names for s in (".weight", ".bias")} | {
             "pos_embedding_spatio_temporal.spatio_embeddings.weight",
             "pos_embedding_spatio_temporal.temporal_embeddings.weight"}
         if set(tensors) - used:
             raise ValueError("%s: tensors nothing uses: %s" % (ckpt_dir, sorted(set(tensors) - used)))
-        del tensors, llama_part
+        del tensors, llama_part, extra
         self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         self.positions = torch.arange(self.T * self.S, device=self.device)  # [T·S] slot ids
         self.load_s = time.perf_counter() - t0
@@ -579,7 +578,7 @@ def bench(args, result):
         args.model, fm.kind, fm.weight_bytes / 1e9, fm.load_s, device_name(device),
         fm.attn_implementation))
     result.update(load_s=fm.load_s, weight_bytes=fm.weight_bytes, attn=fm.attn_implementation,
-                  P=fm.P, A=fm.A, S=fm.S, variant=fm.kind)
+                  P=fm.P, A=fm.A, S=fm.S, variant=fm.kind, rope_rewritten=fm.rope_rewritten)
     length = (C + max(N, args.warmup_frames)) * fm.S
     if args.mode == "eager":
         handle = DynamicCacheHandle()
@@ -607,6 +606,7 @@ def bench(args, result):
         result["compile"] = decoder.info
         log("warm-up %.1f s (compile %s)" % (result["warmup_s"], decoder.compile_s))
 
+        suspect = None
         if decoder.info["used"] is not None:
             # The compiled step must compute what the plain one does: same inputs, same slot.
             cache = handle.fresh()
@@ -619,8 +619,9 @@ def bench(args, result):
             result["compile"]["rel_err_vs_uncompiled"] = err
             log("compiled vs uncompiled decode step: max rel err %.3g" % err)
             if not err < args.compile_tol:
-                raise RuntimeError("compiled decode step differs from the uncompiled one: "
-                                   "max relative error %.3g > %g" % (err, args.compile_tol))
+                suspect = ("compiled decode step differs from the uncompiled one: max relative "
+                           "logits error %.3g > %g" % (err, args.compile_tol))
+                log("WARNING:", suspect)
 
         # Timed run.
         ids, actions = synthetic_inputs(fm, B, C, N, args.seed, device)
@@ -631,8 +632,17 @@ def bench(args, result):
         spans = clock.seconds()
     ttft, per_frame = spans[0], spans[1:]
     med = statistics.median(per_frame)
+    if decoder.info["used"] is not None:
+        try:  # graphs, recompiles, cudagraph skips: did the compiled step run as intended?
+            from torch._dynamo.utils import counters
+            result["compile"]["dynamo_counters"] = {
+                k: {str(kk): vv for kk, vv in v.items()} for k, v in counters.items() if v}
+        except Exception as e:  # noqa: BLE001
+            result["compile"]["dynamo_counters"] = "unavailable: %s" % e
+    if suspect:
+        result["warning"] = suspect
     result.update(
-        status="ok", ttft_s=ttft,
+        status="suspect" if suspect else "ok", ttft_s=ttft,
         s_per_frame={"median": med, "mean": statistics.mean(per_frame), "all": per_frame},
         tokens_per_s=B * fm.P / med, decode_steps_per_frame=fm.P,
         peak_bytes=torch.cuda.max_memory_allocated() if is_cuda else None,
@@ -651,8 +661,10 @@ def check(args, result):
     import hf_reference
     device = args.device
     if torch.device(device).type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        try:  # exact float32 matmuls (the default; set in case the environment changed it)
+            torch.backends.cuda.matmul.allow_tf32 = False
+        except Exception:  # noqa: BLE001
+            pass
     attn = args.attn or ("eager" if args.mode == "eager" else "sdpa")
     fm = FrameModel(args.model, device, torch.float32, attn)
     C = args.context_frames
@@ -707,7 +719,7 @@ def check(args, result):
 
 def uncached_reference(fm, ids, actions, n_frames):
     """Greedy frames recomputed from scratch every step (no cache) through the same model."""
-    B, C = ids.shape[0], ids.shape[1]
+    C = ids.shape[1]
     frames = []
     with torch.no_grad():
         x = fm.prompt_inputs(ids, actions[:, :C])
@@ -745,8 +757,9 @@ def main():
     ap.add_argument("--compile-mode", default="auto",
                     help="auto (reduce-overhead+fullgraph, then fallbacks) or a torch.compile "
                          "mode name")
-    ap.add_argument("--compile-tol", type=float, default=5e-2,
-                    help="max relative logits error of the compiled decode step")
+    ap.add_argument("--compile-tol", type=float, default=0.1,
+                    help="max relative logits error of the compiled decode step against the "
+                         "uncompiled one; above it the run is marked \"suspect\"")
     ap.add_argument("--temperature", type=float, default=0.9)
     ap.add_argument("--warmup-frames", type=int, default=None,
                     help="whole warm-up frames (default: 1 in compile mode, 0 in eager mode)")
