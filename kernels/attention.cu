@@ -8,8 +8,8 @@ namespace loom::gpu {
 constexpr int kKeys = 64;  // keys per shared-memory tile
 constexpr int kAttnThreads = 256;
 constexpr int kMinSplitKeys = 128;
-constexpr int kMaxSplits = 64;
-constexpr int kDecodeKeys = kAttnThreads;  // decode kernel: keys per pass
+constexpr int kMaxSplits = 128;
+constexpr int kDecodeKeys = 128;  // decode kernel: keys per pass
 
 template <int D>
 struct AttnSmem {
@@ -47,7 +47,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   float* alpha_s = smem + L::kAlpha;
 
   // Let a programmatically dependent GEMV start streaming its weights now.
-  asm volatile("griddepcontrol.launch_dependents;");
+  pdl_trigger();
+  pdl_wait();
   const int tid = threadIdx.x;
   const int tile = blockIdx.x, hkv = blockIdx.y, split = blockIdx.z;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
@@ -214,35 +215,48 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   }
 }
 
-// Decode (one new slot per tile, G ≤ kDecodeMaxG): one key per thread and pass. Each thread
-// loads its key's K and V rows (16-byte vectors, both in flight at once), computes the G
-// scores against q in shared memory, the block reduces max and sum per head, V goes to shared
-// memory and each thread accumulates its (head, dim) outputs. Two barriers per 256 keys.
+// Decode (one new slot per tile, G ≤ kDecodeMaxG): a block takes one pass of kDecodeKeys
+// keys with kParts threads per key, neighbouring lanes: each loads its share of the key's K
+// and V rows (16-byte vectors; the cached keys before waiting for the previous kernel), forms
+// partial dot products for all G heads over its dims and the kParts lanes sum them with
+// shuffles; the block reduces max and sum per head; V goes to shared memory and each thread
+// accumulates (head, dim) outputs over the pass. Many threads with short serial work: a
+// decode step has few blocks, so per-thread latency is what counts.
 template <class T, int D>
-struct DecodeSmem {
+struct DecodeCfg {
+  static constexpr int kVec = 16 / int(sizeof(T));          // elements per 16-byte vector
+  static constexpr int kPerRow = D / kVec;                  // vectors per key row of one head
+  static constexpr int kParts = kPerRow < 4 ? kPerRow : 4;  // threads per key
+  static constexpr int kChunks = kPerRow / kParts;          // vectors per thread
+  static constexpr int kThreads = kDecodeKeys * kParts;
+  static constexpr int kWarps = kThreads / 32;
   static constexpr int kQ = 0;                                 // float [kDecodeMaxG][D]
   static constexpr int kP = kQ + kDecodeMaxG * D;              // float [kDecodeMaxG][keys]
-  static constexpr int kRed = kP + kDecodeMaxG * kDecodeKeys;  // float [8 warps][kDecodeMaxG]
-  static constexpr int kStat = kRed + 8 * kDecodeMaxG;         // float [3][kDecodeMaxG] m l a
-  static constexpr int kFloats = kStat + 3 * kDecodeMaxG;
+  static constexpr int kRed = kP + kDecodeMaxG * kDecodeKeys;  // float [warps][kDecodeMaxG]
+  static constexpr int kStat = kRed + kWarps * kDecodeMaxG;    // float [3][kDecodeMaxG] m l a
+  static constexpr int kFloats = (kStat + 3 * kDecodeMaxG + 3) / 4 * 4;
   static constexpr size_t kVBytes = size_t(kDecodeKeys) * D * sizeof(T);  // V rows, raw
   static constexpr size_t kBytes = size_t(kFloats) * 4 + kVBytes;
 };
 
 template <class T, int D>
-__global__ void __launch_bounds__(kAttnThreads) paged_attention_decode_kernel(AttentionArgs a) {
-  using L = DecodeSmem<T, D>;
-  extern __shared__ float smem[];
-  float* q_s = smem + L::kQ;
-  float* p_s = smem + L::kP;
-  float* red = smem + L::kRed;
-  float* m_s = smem + L::kStat;
+__global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
+    paged_attention_decode_kernel(AttentionArgs a) {
+  using C = DecodeCfg<T, D>;
+  constexpr int kVec = C::kVec, kParts = C::kParts, kChunks = C::kChunks;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* q_s = smem + C::kQ;
+  float* p_s = smem + C::kP;
+  float* red = smem + C::kRed;
+  float* m_s = smem + C::kStat;
   float* l_s = m_s + kDecodeMaxG;
   float* a_s = l_s + kDecodeMaxG;
-  T* v_s = reinterpret_cast<T*>(smem + L::kFloats);  // [kDecodeKeys][D]
-  asm volatile("griddepcontrol.launch_dependents;");
+  T* v_s = reinterpret_cast<T*>(smem + C::kFloats);  // [kDecodeKeys][D]
+  pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kk = tid / kParts, part = tid % kParts;  // key of the pass, share of its row
   const int tile = blockIdx.x, hkv = blockIdx.y, split = blockIdx.z;
   const int seq = a.tiles[tile * 3];
   const int G = a.heads / a.kv_heads;
@@ -254,78 +268,83 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_decode_kernel(At
   if (k_begin >= k_end) return;
   const size_t blk = (size_t(tile) * a.kv_heads + hkv) * a.num_splits + split;
 
-  constexpr int kVec = 16 / int(sizeof(T));
-  constexpr int kPerRow = D / kVec;  // 16-byte vectors per key row of one head
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
   const size_t kv_row = size_t(a.kv_heads) * D;
-  uint4 kr[kPerRow], vr[kPerRow];
-  auto fetch = [&](int t0) {
-    const int key = t0 + tid;
-    if (key < k_end) {
+  uint4 kr[kChunks], vr[kChunks];  // vectors part + c * kParts of the row
+  auto fetch = [&](int t0, bool with_new) {
+    const int key = t0 + kk;
+    if (key < k_end && (with_new || key != kvl)) {
       const int phys = bt[key / a.block_size];
       const size_t off =
           (size_t(phys) * a.block_size + key % a.block_size) * kv_row + size_t(hkv) * D;
       const uint4* kp = reinterpret_cast<const uint4*>(kc + off);
       const uint4* vp = reinterpret_cast<const uint4*>(vc + off);
 #pragma unroll
-      for (int c = 0; c < kPerRow; c++) kr[c] = kp[c];
+      for (int c = 0; c < kChunks; c++) kr[c] = kp[part + c * kParts];
 #pragma unroll
-      for (int c = 0; c < kPerRow; c++) vr[c] = vp[c];
+      for (int c = 0; c < kChunks; c++) vr[c] = vp[part + c * kParts];
     }
   };
-  fetch(k_begin);
+  // The cached keys do not depend on the kernels before this one: stream them while those
+  // finish; only the new key (index kv_len, written by rope_kv_write) waits.
+  fetch(k_begin, false);
+  pdl_wait();
+  if (k_begin + kk == kvl) fetch(k_begin, true);
 
   const int slot = a.slot_start[seq];
   const int q_stride = (a.heads + 2 * a.kv_heads) * D;
   const float scale = rsqrtf(float(D));
   const T* qkv = static_cast<const T*>(a.qkv) + size_t(slot) * q_stride + size_t(hkv) * G * D;
-  for (int i = tid; i < G * D; i += kAttnThreads) q_s[i] = to_f32(qkv[i]) * scale;
+  for (int i = tid; i < G * D; i += C::kThreads) q_s[i] = to_f32(qkv[i]) * scale;
   if (tid < kDecodeMaxG) {
     m_s[tid] = -INFINITY;
     l_s[tid] = 0.0f;
   }
 
-  constexpr int kGPerPass = kAttnThreads / D;  // outputs: thread → dim od, heads og + i*kGPerPass
-  constexpr int kOut = (kDecodeMaxG + kGPerPass - 1) / kGPerPass;
-  const int od = tid % D, og = tid / D;
+  constexpr int kOut = (kDecodeMaxG * D + C::kThreads - 1) / C::kThreads;  // (head, dim) each
   float acc[kOut];
 #pragma unroll
   for (int i = 0; i < kOut; i++) acc[i] = 0.0f;
+  const float4* q4 = reinterpret_cast<const float4*>(q_s);
 
   for (int t0 = k_begin; t0 < k_end; t0 += kDecodeKeys) {
     __syncthreads();  // q_s / stats ready; previous pass's p_s and v_s consumed
-    const int key = t0 + tid;
-    const bool valid = key < k_end;
+    const bool valid = t0 + kk < k_end;
     float sc[kDecodeMaxG];
 #pragma unroll
-    for (int g = 0; g < kDecodeMaxG; g++) sc[g] = -INFINITY;
-    if (valid) {
+    for (int g = 0; g < kDecodeMaxG; g++) sc[g] = 0.0f;
+    uint4* vdst = reinterpret_cast<uint4*>(v_s + size_t(kk) * D);
 #pragma unroll
-      for (int g = 0; g < kDecodeMaxG; g++)
-        if (g < G) sc[g] = 0.0f;
+    for (int c = 0; c < kChunks; c++) {
+      const int vec = part + c * kParts;
+      vdst[vec] = valid ? vr[c] : make_uint4(0, 0, 0, 0);
+      if (!valid) continue;
+      const T* e = reinterpret_cast<const T*>(&kr[c]);
+      float kf[kVec];
 #pragma unroll
-      for (int c = 0; c < kPerRow; c++) {
-        const T* e = reinterpret_cast<const T*>(&kr[c]);
+      for (int v = 0; v < kVec; v++) kf[v] = to_f32(e[v]);
 #pragma unroll
-        for (int v = 0; v < kVec; v++) {
-          const float kv = to_f32(e[v]);
+      for (int g = 0; g < kDecodeMaxG; g++) {
+        if (g < G) {
 #pragma unroll
-          for (int g = 0; g < kDecodeMaxG; g++)
-            if (g < G) sc[g] += q_s[g * D + c * kVec + v] * kv;
+          for (int v4 = 0; v4 < kVec / 4; v4++) {
+            const float4 q = q4[(g * D + vec * kVec) / 4 + v4];
+            sc[g] += q.x * kf[4 * v4] + q.y * kf[4 * v4 + 1] + q.z * kf[4 * v4 + 2] +
+                     q.w * kf[4 * v4 + 3];
+          }
         }
       }
-      uint4* vdst = reinterpret_cast<uint4*>(v_s + size_t(tid) * D);
-#pragma unroll
-      for (int c = 0; c < kPerRow; c++) vdst[c] = vr[c];
-    } else {
-      uint4* vdst = reinterpret_cast<uint4*>(v_s + size_t(tid) * D);
-#pragma unroll
-      for (int c = 0; c < kPerRow; c++) vdst[c] = make_uint4(0, 0, 0, 0);
     }
-    if (t0 + kDecodeKeys < k_end) fetch(t0 + kDecodeKeys);  // next pass in flight
-                                                            // Block max per head.
+    if (t0 + kDecodeKeys < k_end) fetch(t0 + kDecodeKeys, true);  // next pass in flight
+      // Sum the kParts partial dots (neighbouring lanes); every part then holds the scores.
+#pragma unroll
+    for (int g = 0; g < kDecodeMaxG; g++) {
+#pragma unroll
+      for (int o = 1; o < kParts; o <<= 1) sc[g] += __shfl_xor_sync(0xffffffffu, sc[g], o);
+      if (!valid || g >= G) sc[g] = -INFINITY;
+    }
 #pragma unroll
     for (int g = 0; g < kDecodeMaxG; g++) {
       const float mx = warp_max(sc[g]);
@@ -336,22 +355,24 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_decode_kernel(At
 #pragma unroll
     for (int g = 0; g < kDecodeMaxG; g++) {
       float mx = m_s[g];
-      for (int w = 0; w < kAttnThreads / 32; w++) mx = fmaxf(mx, red[w * kDecodeMaxG + g]);
+#pragma unroll
+      for (int w = 0; w < C::kWarps; w++) mx = fmaxf(mx, red[w * kDecodeMaxG + g]);
       mnew[g] = mx;
     }
     __syncthreads();  // everyone has read red before it holds sums
 #pragma unroll
     for (int g = 0; g < kDecodeMaxG; g++) {
       const float p = (g < G && mnew[g] != -INFINITY) ? expf(sc[g] - mnew[g]) : 0.0f;
-      p_s[g * kDecodeKeys + tid] = p;
-      const float sum = warp_sum(p);
+      if (part == 0) p_s[g * kDecodeKeys + kk] = p;
+      const float sum = warp_sum(part == 0 ? p : 0.0f);
       if (lane == 0) red[warp * kDecodeMaxG + g] = sum;
     }
     __syncthreads();
     if (tid < kDecodeMaxG) {
       const int g = tid;
       float sum = 0.0f;
-      for (int w = 0; w < kAttnThreads / 32; w++) sum += red[w * kDecodeMaxG + g];
+#pragma unroll
+      for (int w = 0; w < C::kWarps; w++) sum += red[w * kDecodeMaxG + g];
       const float alpha = mnew[g] == -INFINITY ? 1.0f : expf(m_s[g] - mnew[g]);
       l_s[g] = l_s[g] * alpha + sum;
       m_s[g] = mnew[g];
@@ -361,88 +382,96 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_decode_kernel(At
     const int n_keys = min(kDecodeKeys, k_end - t0);
 #pragma unroll
     for (int i = 0; i < kOut; i++) {
-      const int g = og + i * kGPerPass;
+      const int o = tid + i * C::kThreads;
+      const int g = o / D, d = o % D;
       if (g < G) {
         float v = acc[i] * a_s[g];
         const float* p = p_s + g * kDecodeKeys;
 #pragma unroll 8
-        for (int j = 0; j < n_keys; j++) v += p[j] * to_f32(v_s[size_t(j) * D + od]);
+        for (int j = 0; j < n_keys; j++) v += p[j] * to_f32(v_s[size_t(j) * D + d]);
         acc[i] = v;
       }
     }
   }
   __syncthreads();
 
-  if ((total + per - 1) / per == 1) {
-    T* out = static_cast<T*>(a.out) + size_t(slot) * a.heads * D + size_t(hkv) * G * D;
+  const bool single = (total + per - 1) / per == 1;
 #pragma unroll
-    for (int i = 0; i < kOut; i++) {
-      const int g = og + i * kGPerPass;
-      if (g < G) out[g * D + od] = from_f32<T>(acc[i] / l_s[g]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kOut; i++) {
-      const int g = og + i * kGPerPass;
-      if (g < G) a.partial_o[(blk * kAttnRows + g) * D + od] = acc[i];
-    }
-    if (tid < G) {
-      a.partial_ml[(blk * kAttnRows + tid) * 2] = m_s[tid];
-      a.partial_ml[(blk * kAttnRows + tid) * 2 + 1] = l_s[tid];
-    }
+  for (int i = 0; i < kOut; i++) {
+    const int o = tid + i * C::kThreads;
+    const int g = o / D, d = o % D;
+    if (g >= G) continue;
+    if (single)
+      static_cast<T*>(a.out)[size_t(slot) * a.heads * D + (size_t(hkv) * G + g) * D + d] =
+          from_f32<T>(acc[i] / l_s[g]);
+    else
+      a.partial_o[(blk * kAttnRows + g) * D + d] = acc[i];
+  }
+  if (!single && tid < G) {
+    a.partial_ml[(blk * kAttnRows + tid) * 2] = m_s[tid];
+    a.partial_ml[(blk * kAttnRows + tid) * 2 + 1] = l_s[tid];
   }
 }
 
-// Merges the active splits of one (tile, kv head): out = Σ o_s w_s, w_s = e^(m_s - M) / L,
-// L = Σ l_s e^(m_s - M). The per-split weights are computed once, in parallel, in shared memory.
+// Merges the active splits of one (tile, kv head, row): out = Σ_s o_s w_s, w_s = e^(m_s - M)
+// / Σ_s l_s e^(m_s - M). One block per row: warp 0 computes the split weights (lanes over
+// splits), then the threads sum over the splits in kCombineThreads / head_dim interleaved
+// groups (several loads in flight per thread) and reduce the groups in shared memory.
+constexpr int kCombineThreads = 256;
+
 template <class T>
-__global__ void attention_combine_kernel(AttentionArgs a) {
-  __shared__ float w_s[kMaxSplits][kAttnRows];  // m, then the weight of each split and row
-  __shared__ float l_s[kMaxSplits][kAttnRows];
-  asm volatile("griddepcontrol.launch_dependents;");
-  const int tile = blockIdx.x, hkv = blockIdx.y;
+__global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(AttentionArgs a) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float part[kCombineThreads];
+  pdl_trigger();
+  pdl_wait();
+  const int tile = blockIdx.x, hkv = blockIdx.y, r = blockIdx.z;
   const int D = a.head_dim;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
   const int G = a.heads / a.kv_heads;
-  const int n_rows = nj * G;
+  if (r >= nj * G) return;
   const int total = a.kv_len[seq] + j0 + nj;
   const int per = split_keys(total, a.num_splits, a.decode);
   const int n_active = (total + per - 1) / per;
   if (n_active <= 1) return;  // the attention kernel wrote the output itself
   const size_t blk0 = (size_t(tile) * a.kv_heads + hkv) * a.num_splits;
-  for (int i = threadIdx.x; i < n_active * n_rows; i += blockDim.x) {
-    const int s = i / n_rows, r = i % n_rows;
-    w_s[s][r] = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2];
-    l_s[s][r] = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2 + 1];
-  }
-  __syncthreads();
-  for (int r = threadIdx.x; r < n_rows; r += blockDim.x) {
+  const int tid = threadIdx.x;
+  if (tid < 32) {
     float m = -INFINITY;
-    for (int s = 0; s < n_active; s++) m = fmaxf(m, w_s[s][r]);
+    for (int s = tid; s < n_active; s += 32)
+      m = fmaxf(m, a.partial_ml[((blk0 + s) * kAttnRows + r) * 2]);
+    m = warp_max(m);
     float l = 0.0f;
-    for (int s = 0; s < n_active; s++)
-      if (w_s[s][r] != -INFINITY) l += l_s[s][r] * expf(w_s[s][r] - m);
-    for (int s = 0; s < n_active; s++)
-      w_s[s][r] = w_s[s][r] == -INFINITY ? 0.0f : expf(w_s[s][r] - m) / l;
+    for (int s = tid; s < n_active; s += 32) {
+      const float ms = a.partial_ml[((blk0 + s) * kAttnRows + r) * 2];
+      const float e = ms == -INFINITY ? 0.0f : expf(ms - m);
+      w_s[s] = e;
+      l += a.partial_ml[((blk0 + s) * kAttnRows + r) * 2 + 1] * e;
+    }
+    l = warp_sum(l);
+    __syncwarp();
+    for (int s = tid; s < n_active; s += 32) w_s[s] /= l;
   }
   __syncthreads();
-  const int first_slot = a.slot_start[seq] + j0;
-  T* out = static_cast<T*>(a.out);
-  for (int i = threadIdx.x; i < n_rows * D; i += blockDim.x) {
-    const int r = i / D, d = i % D;
-    float o = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < n_active; s++)
-      o += a.partial_o[((blk0 + s) * kAttnRows + r) * D + d] * w_s[s][r];
-    const int slot = first_slot + r / G, head = hkv * G + r % G;
-    out[size_t(slot) * a.heads * D + head * D + d] = from_f32<T>(o);
+  const int groups = kCombineThreads / D;  // head_dim divides kCombineThreads (16, 64, 128)
+  const int d = tid % D, grp = tid / D;
+  float o = 0.0f;
+#pragma unroll 4
+  for (int s = grp; s < n_active; s += groups)
+    o += a.partial_o[((blk0 + s) * kAttnRows + r) * D + d] * w_s[s];
+  part[tid] = o;
+  __syncthreads();
+  if (grp == 0) {
+    for (int g2 = 1; g2 < groups; g2++) o += part[g2 * D + d];
+    const int slot = a.slot_start[seq] + j0 + r / G, head = hkv * G + r % G;
+    static_cast<T*>(a.out)[size_t(slot) * a.heads * D + head * D + d] = from_f32<T>(o);
   }
 }
 
 template <class T, int D>
 static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const bool decode = a.decode;
-  const size_t bytes = decode ? DecodeSmem<T, D>::kBytes : AttnSmem<D>::kBytes;
+  const size_t bytes = decode ? DecodeCfg<T, D>::kBytes : AttnSmem<D>::kBytes;
   auto* kernel = decode ? paged_attention_decode_kernel<T, D> : paged_attention_kernel<T, D>;
   static bool configured[2] = {false, false};  // dynamic shared memory limit, once per variant
   if (!configured[decode]) {
@@ -453,10 +482,15 @@ static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     configured[decode] = true;
   }
   const dim3 grid(a.n_tiles, a.kv_heads, a.num_splits);
-  kernel<<<grid, kAttnThreads, bytes, stream>>>(a);
+  cudaError_t e = launch_kernel(kernel, grid, decode ? DecodeCfg<T, D>::kThreads : kAttnThreads,
+                                bytes, stream, a.pdl, a);
+  if (e != cudaSuccess) return Status::bad(cat("paged_attention: launch: ", cudaGetErrorString(e)));
   Status st = launch_status(decode ? "paged_attention_decode" : "paged_attention");
   if (!st.ok || a.num_splits == 1) return st;  // one split: no combine needed
-  attention_combine_kernel<T><<<dim3(a.n_tiles, a.kv_heads), 256, 0, stream>>>(a);
+  e = launch_kernel(attention_combine_kernel<T>, dim3(a.n_tiles, a.kv_heads, kAttnRows),
+                    kCombineThreads, 0, stream, a.pdl, a);
+  if (e != cudaSuccess)
+    return Status::bad(cat("attention_combine: launch: ", cudaGetErrorString(e)));
   return launch_status("attention_combine");
 }
 

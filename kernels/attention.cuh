@@ -36,8 +36,9 @@ struct AttentionArgs {
   float* partial_ml = nullptr;  // [n_tiles, kv_heads, num_splits, kAttnRows, 2] max, sum
   void* out = nullptr;          // [n_slots, heads * head_dim]
   // Every tile holds one slot (a decode step) and heads / kv_heads ≤ kDecodeMaxG: use the
-  // decode kernel (one key per thread, splits of whole 256-key passes).
+  // decode kernel (splits of whole 128-key passes, 4 threads a key).
   bool decode = false;
+  bool pdl = false;  // programmatic dependent launch (see launch_kernel in common.cuh)
 };
 
 // Slots of one sequence per tile for a GQA ratio G = heads / kv_heads.

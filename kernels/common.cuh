@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace loom::gpu {
 
@@ -65,6 +66,35 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 inline int ceil_div(int a, int b) {
   return (a + b - 1) / b;
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch
+// when pdl: the kernel may start before the previous kernel on the stream has finished, so it
+// must execute griddepcontrol.wait (pdl_wait) before it reads that kernel's outputs or writes
+// anything that kernel reads.
+template <class... P, class... A>
+cudaError_t launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, bool pdl, A&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
+// Waits for the previous kernel of the stream (no-op without programmatic dependent launch).
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+// Lets the next kernel of the stream start its independent prologue now.
+__device__ __forceinline__ void pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;");
 }
 
 }  // namespace loom::gpu

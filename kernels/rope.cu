@@ -7,6 +7,8 @@ namespace loom::gpu {
 // v copy (kv_heads * head_dim).
 template <class T>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
+  pdl_trigger();
+  pdl_wait();
   const int slot = blockIdx.x;
   const int half = a.head_dim / 2;
   const int row = (a.heads + 2 * a.kv_heads) * a.head_dim;
@@ -48,12 +50,14 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.qkv && a.positions && a.cache_slot && a.inv_freq && a.k_cache && a.v_cache,
                  "rope_kv_write: null pointer");
   if (a.n_slots == 0) return Status::good();
+  cudaError_t e;
   if (a.t == DType::F32)
-    rope_kv_write_kernel<float><<<a.n_slots, 256, 0, stream>>>(a);
+    e = launch_kernel(rope_kv_write_kernel<float>, a.n_slots, 256, 0, stream, a.pdl, a);
   else if (a.t == DType::BF16)
-    rope_kv_write_kernel<bf16><<<a.n_slots, 256, 0, stream>>>(a);
+    e = launch_kernel(rope_kv_write_kernel<bf16>, a.n_slots, 256, 0, stream, a.pdl, a);
   else
     return Status::bad(cat("rope_kv_write: dtype ", dtype_name(a.t)));
+  if (e != cudaSuccess) return Status::bad(cat("rope_kv_write: launch: ", cudaGetErrorString(e)));
   return launch_status("rope_kv_write");
 }
 

@@ -21,6 +21,7 @@ struct RopeKvArgs {
   int n_slots = 0, heads = 0, kv_heads = 0, head_dim = 0;
   void* k_cache = nullptr;  // [num_blocks * block_size, kv_heads, head_dim] this layer's K
   void* v_cache = nullptr;  // same shape, V
+  bool pdl = false;         // programmatic dependent launch (see launch_kernel)
 };
 Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream);
 

@@ -19,8 +19,11 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
 #include "kernels/activation.cuh"
+#include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/rope.cuh"
+#include "kernels/sampling.cuh"
 
 using namespace loom;
 using json = nlohmann::json;
@@ -148,8 +151,12 @@ json profile(Backend& be, const StepBatch& b, int iters) {
 }
 
 // GEMV (ours) vs cuBLAS on [m, k] x [n, k]ᵀ bf16, weights rotated over > 256 MB so L2 does not
-// hold them. Returns {ours_gbps, cublas_gbps} of weight bytes.
-std::pair<double, double> gemv_vs_cublas(gpu::Gemm& gemm, int sms, int m, int n, int k) {
+// hold them. GB/s of weight bytes: ours, cuBLAS, ours with programmatic dependent launch (the
+// next GEMV streams its weights while the previous one finishes, as in the decode graph).
+struct GemvRates {
+  double ours, cublas, ours_pdl;
+};
+GemvRates gemv_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int sms, int m, int n, int k) {
   const size_t wbytes = size_t(n) * k * 2;
   const int copies = int(std::max<size_t>(1, (size_t(512) << 20) / wbytes));
   void* w = nullptr;
@@ -159,13 +166,14 @@ std::pair<double, double> gemv_vs_cublas(gpu::Gemm& gemm, int sms, int m, int n,
   LOOM_CUDA_CHECK(cudaMalloc(&y, size_t(m) * n * 4));
   LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, wbytes / 2 * copies, 3, 0.05f, nullptr));
   LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(m) * k, 4, 1.0f, nullptr));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // the bench stream does not wait for stream 0
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  auto bench = [&](bool ours) {
+  auto bench = [&](bool ours, bool pdl) {
     const int iters = std::max(20, copies * 4);
     for (int pass = 0; pass < 2; pass++) {  // pass 0 warms up
-      LOOM_CUDA_CHECK(cudaEventRecord(e0, nullptr));
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
       for (int i = 0; i < iters; i++) {
         const void* wi = static_cast<char*>(w) + wbytes * size_t(i % copies);
         if (ours) {
@@ -176,12 +184,13 @@ std::pair<double, double> gemv_vs_cublas(gpu::Gemm& gemm, int sms, int m, int n,
           g.m = m;
           g.x = x;
           g.y = y;
-          LOOM_KERNEL(gpu::gemv_bf16(g, sms, nullptr));
+          g.pdl = pdl;
+          LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
         } else {
-          gemm.run(DType::BF16, x, wi, DType::BF16, y, m, n, k);
+          gemm.run(DType::BF16, x, wi, DType::BF16, y, m, n, k);  // gemm's stream: `stream`
         }
       }
-      LOOM_CUDA_CHECK(cudaEventRecord(e1, nullptr));
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
       LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
       if (pass == 1) {
         float ms = 0;
@@ -191,13 +200,171 @@ std::pair<double, double> gemv_vs_cublas(gpu::Gemm& gemm, int sms, int m, int n,
     }
     return 0.0;
   };
-  const double ours = bench(true), cublas = bench(false);
+  const double ours = bench(true, false), cublas = bench(false, false), pdl = bench(true, true);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaFree(w);
   cudaFree(x);
   cudaFree(y);
-  return {ours, cublas};
+  return {ours, cublas, pdl};
+}
+
+// Decode attention of one sequence at context ctx with Terra's heads (32 q, 4 kv, head_dim 64),
+// bf16, 64 splits as the batch-1 graph uses: microseconds per call of rope_kv_write + attention
+// (+ combine), and of attention alone; KV bytes over the attention time.
+json attention_bench(cudaStream_t stream, int ctx) {
+  const int H = 32, KV = 4, D = 64, bs = 16, blocks = (ctx + 1 + bs - 1) / bs;
+  const size_t cache_elems = size_t(blocks) * bs * KV * D;
+  void *qkv, *kc, *vc, *po, *pml, *out, *ints, *inv;
+  LOOM_CUDA_CHECK(cudaMalloc(&qkv, (H + 2 * KV) * D * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&kc, cache_elems * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&vc, cache_elems * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&po, gpu::attention_partial_floats(KV * 128, D) * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&pml, KV * 128 * gpu::kAttnRows * 2 * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&out, H * D * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&inv, D / 2 * 4));
+  std::vector<int32_t> h;  // block table, kv_len, slot_start, tiles, positions, cache_slot
+  for (int b = 0; b < blocks; b++) h.push_back(b);
+  const size_t o_kv = h.size();
+  h.push_back(ctx);
+  const size_t o_ss = h.size();
+  h.insert(h.end(), {0, 1});
+  const size_t o_tiles = h.size();
+  h.insert(h.end(), {0, 0, 1});
+  const size_t o_pos = h.size();
+  h.push_back(ctx);
+  const size_t o_cs = h.size();
+  h.push_back(ctx);
+  LOOM_CUDA_CHECK(cudaMalloc(&ints, h.size() * 4));
+  LOOM_CUDA_CHECK(cudaMemcpy(ints, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, qkv, (H + 2 * KV) * D, 1, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, kc, cache_elems, 2, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, vc, cache_elems, 3, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::F32, inv, D / 2, 4, 0.5f, nullptr));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const int32_t* I = static_cast<const int32_t*>(ints);
+  gpu::RopeKvArgs r;
+  r.qkv = qkv;
+  r.positions = I + o_pos;
+  r.cache_slot = I + o_cs;
+  r.inv_freq = static_cast<const float*>(inv);
+  r.n_slots = 1;
+  r.heads = H;
+  r.kv_heads = KV;
+  r.head_dim = D;
+  r.k_cache = kc;
+  r.v_cache = vc;
+  r.pdl = true;
+  gpu::AttentionArgs a;
+  a.qkv = qkv;
+  a.k_cache = kc;
+  a.v_cache = vc;
+  a.block_tables = I;
+  a.bt_stride = blocks;
+  a.kv_len = I + o_kv;
+  a.slot_start = I + o_ss;
+  a.tiles = I + o_tiles;
+  a.n_tiles = 1;
+  a.heads = H;
+  a.kv_heads = KV;
+  a.head_dim = D;
+  a.block_size = bs;
+  a.num_splits = 128;  // what the batch-1 graph uses (4 x SMs / kv_heads, at most 128)
+  a.partial_o = static_cast<float*>(po);
+  a.partial_ml = static_cast<float*>(pml);
+  a.out = out;
+  a.decode = true;
+  a.pdl = true;
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  auto timed = [&](bool with_rope) {
+    const int iters = 200;
+    float ms = 0;
+    for (int pass = 0; pass < 2; pass++) {
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      for (int i = 0; i < iters; i++) {
+        if (with_rope) LOOM_KERNEL(gpu::rope_kv_write(r, stream));
+        LOOM_KERNEL(gpu::paged_attention(a, stream));
+      }
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    }
+    return 1e3 * double(ms) / iters;
+  };
+  const double both = timed(true), attn = timed(false);
+  const double kv_bytes = 2.0 * (ctx + 1) * KV * D * 2;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  for (void* p : {qkv, kc, vc, po, pml, out, ints, inv}) cudaFree(p);
+  std::printf("attention ctx %5d: rope+attention %.2f us, attention %.2f us (%.0f GB/s of KV)\n",
+              ctx, both, attn, kv_bytes / (attn * 1e-6) / 1e9);
+  return {{"ctx", ctx},
+          {"rope_attention_us", both},
+          {"attention_us", attn},
+          {"kv_gbps", kv_bytes / (attn * 1e-6) / 1e9}};
+}
+
+// The lm_head GEMV as the decode graph runs it (final RMSNorm fused into the input, fp32
+// logits out, padded rows), and the device draw over 262,145 logits: microseconds each.
+json lm_head_bench(cudaStream_t stream, int sms) {
+  const int n = 262145, k = 2048, ld = (n + 63) / 64 * 64;
+  void *w, *x, *nw, *y, *ws, *tok, *par;
+  LOOM_CUDA_CHECK(cudaMalloc(&w, size_t(n) * k * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&x, k * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&nw, k * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&y, size_t(ld) * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&ws, gpu::sample_workspace_bytes(1)));
+  LOOM_CUDA_CHECK(cudaMalloc(&tok, 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&par, sizeof(gpu::SampleParamsDev)));
+  gpu::SampleParamsDev p;
+  p.temperature = 0.9f;
+  p.active = 1;
+  LOOM_CUDA_CHECK(cudaMemcpy(par, &p, sizeof(p), cudaMemcpyHostToDevice));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, size_t(n) * k, 5, 0.05f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::F32, x, k, 6, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::F32, nw, k, 7, 1.0f, nullptr));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  gpu::GemvArgs g;
+  g.w = w;
+  g.n = n;
+  g.k = k;
+  g.m = 1;
+  g.in = gpu::GemvIn::RmsNorm;
+  g.x = x;
+  g.norm_w = static_cast<const float*>(nw);
+  g.out = gpu::GemvOut::StoreF32;
+  g.y = y;
+  g.y_stride = ld;
+  g.pdl = true;
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  auto timed = [&](int what) {
+    float ms = 0;
+    for (int pass = 0; pass < 2; pass++) {
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      for (int i = 0; i < 20; i++) {
+        if (what == 0) LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
+        if (what == 1)
+          LOOM_KERNEL(gpu::sample_tokens(static_cast<const float*>(y), 1, n, ld,
+                                         static_cast<const gpu::SampleParamsDev*>(par), ws,
+                                         static_cast<int32_t*>(tok), stream));
+      }
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    }
+    return 1e3 * double(ms) / 20;
+  };
+  const double head = timed(0), draw = timed(1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  for (void* q : {w, x, nw, y, ws, tok, par}) cudaFree(q);
+  std::printf("lm_head fused GEMV %.1f us (%.0f GB/s), device draw (T=0.9) %.1f us\n", head,
+              double(n) * k * 2 / (head * 1e-6) / 1e9, draw);
+  return {{"lm_head_us", head}, {"draw_us", draw}};
 }
 
 }  // namespace
@@ -220,23 +387,35 @@ int main(int argc, char** argv) {
                 r["device"].get<std::string>().c_str(), bw);
 
     {  // GEMV vs cuBLAS
+      cudaStream_t stream;
+      LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       gpu::Gemm gemm;
-      gemm.init(nullptr);
+      gemm.init(stream);
       int sms = 0;
       LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
       json g = json::array();
-      std::printf("\n%-22s %3s %12s %12s   (GB/s of weights; copy %.0f)\n", "shape", "m", "gemv",
-                  "cublas", bw);
+      std::printf("\n%-22s %3s %10s %10s %10s  (GB/s of weights; copy %.0f)\n", "shape", "m",
+                  "gemv", "cublas", "gemv+pdl", bw);
       const std::vector<std::pair<int, int>> shapes = {
           {2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {262145, 2048}};
       for (auto [n, k] : shapes)
         for (int m : {1, 2, 4, 8}) {
           if (n == 262145 && m > 1 && m < 8) continue;
-          const auto [ours, cub] = gemv_vs_cublas(gemm, sms, m, n, k);
-          g.push_back({{"n", n}, {"k", k}, {"m", m}, {"gemv_gbps", ours}, {"cublas_gbps", cub}});
-          std::printf("[%d,%d]x[%d,%d]T %*s %3d %12.0f %12.0f\n", m, k, n, k, 0, "", m, ours, cub);
+          const GemvRates r = gemv_vs_cublas(gemm, stream, sms, m, n, k);
+          g.push_back({{"n", n},
+                       {"k", k},
+                       {"m", m},
+                       {"gemv_gbps", r.ours},
+                       {"cublas_gbps", r.cublas},
+                       {"gemv_pdl_gbps", r.ours_pdl}});
+          std::printf("[%d,%d]x[%d,%d]T %3d %10.0f %10.0f %10.0f\n", m, k, n, k, m, r.ours,
+                      r.cublas, r.ours_pdl);
         }
       r["gemv_vs_cublas"] = g;
+      json at = json::array();
+      for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
+      r["attention_decode"] = at;
+      r["lm_head_and_draw"] = lm_head_bench(stream, sms);
     }
 
     // load(): host bf16 tensors → device.
@@ -276,6 +455,7 @@ int main(int argc, char** argv) {
              {1, 600}, {1, 7000}, {1, 14000}, {8, 600}, {64, 600}, {256, 600}}) {
       const StepBatch b = decode_batch(n, ctx, 16, 0.9f, 0, 1.0f);
       const double st = time_steps(*be, b, 5, n >= 64 ? 20 : 60);
+      const double gpu = cuda_time_graph_replay(*be, n, n >= 64 ? 10 : 50) * 1e-3;
       const double spf = 576 * st;
       dec.push_back({{"batch", n},
                      {"ctx", ctx},
@@ -283,10 +463,37 @@ int main(int argc, char** argv) {
                      {"s_per_frame", spf},
                      {"x_floor", st / floor_step},
                      {"tokens_per_s", n / st},
+                     {"graph_gpu_s", gpu},
+                     {"graph_x_floor", gpu / floor_step},
                      {"kernels", profile(*be, b, 5)}});
-      std::printf("%-6d %-6d %12.3f %12.4f %10.3f\n", n, ctx, st * 1e3, spf, st / floor_step);
+      std::printf("%-6d %-6d %12.3f %12.4f %10.3f   graph alone %.3f ms = %.3f x floor\n", n, ctx,
+                  st * 1e3, spf, st / floor_step, gpu * 1e3, gpu / floor_step);
     }
     r["decode"] = dec;
+
+    // Where a batch-1 step's GPU time goes: the graph with kernel families left out.
+    json parts = json::array();
+    for (int ctx : {600, 14000}) {
+      const StepBatch b = decode_batch(1, ctx, 16, 0.9f, 0, 1.0f);
+      json row = {{"ctx", ctx}};
+      for (int mask : {0, 1, 2, 4, 3, 7}) {
+        cuda_set_debug_skip(*be, mask);
+        time_steps(*be, b, 2, 2);
+        const double ms = cuda_time_graph_replay(*be, 1, 30);
+        row["skip_" + std::to_string(mask) + "_ms"] = ms;
+        std::printf("ctx %5d graph without %-28s %.3f ms\n", ctx,
+                    mask == 0   ? "nothing"
+                    : mask == 1 ? "rope+attention"
+                    : mask == 2 ? "layer GEMVs"
+                    : mask == 4 ? "lm_head+sample"
+                    : mask == 3 ? "rope+attention+GEMVs"
+                                : "all but embed",
+                    ms);
+      }
+      cuda_set_debug_skip(*be, 0);
+      parts.push_back(row);
+    }
+    r["graph_decomposition"] = parts;
 
     // Draw cost: batch 1, ctx 600, with top-k / top-p on.
     json draws = json::array();

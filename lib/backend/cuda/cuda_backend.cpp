@@ -46,6 +46,14 @@ void cuda_fill_cache_random(Backend& backend, uint64_t seed) {
   as_cuda(backend).fill_cache_random(seed);
 }
 
+double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters) {
+  return as_cuda(backend).time_graph_replay(n_seqs, iters);
+}
+
+void cuda_set_debug_skip(Backend& backend, int mask) {
+  as_cuda(backend).set_debug_skip(mask);
+}
+
 double cuda_last_load_seconds(const Backend& backend) {
   auto* c = dynamic_cast<const gpu::CudaBackend*>(&backend);
   LOOM_CHECK(c != nullptr, "expected a CUDA backend, found '", backend.name(), "'");
@@ -231,8 +239,8 @@ void CudaBackend::fill_cache_random(uint64_t seed) {
 
 int CudaBackend::pick_splits(int n_tiles) const {
   const int blocks = std::max(1, n_tiles * spec_.kv_heads);
-  int splits = std::max(1, (2 * num_sms_ + blocks - 1) / blocks);
-  splits = std::min(splits, 64);
+  int splits = std::max(1, (4 * num_sms_ + blocks - 1) / blocks);
+  splits = std::min(splits, 128);  // kMaxSplits of kernels/attention.cu
   splits = std::min<int>(splits, int(kMaxPartBlocks / size_t(blocks)));
   return std::max(1, splits);
 }
@@ -451,6 +459,26 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   for (int r = 0; r < n_real_out; r++) out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r];
   if (profiling_) prof_collect();
+}
+
+double CudaBackend::time_graph_replay(int n_seqs, int iters) {
+  int bucket = 0;
+  while (bucket + 1 < kBuckets && kBucketSizes[bucket] < n_seqs) bucket++;
+  cudaGraphExec_t g = graphs_[size_t(bucket)];
+  LOOM_CHECK(g != nullptr, "time_graph_replay: no graph captured for ", n_seqs, " sequences");
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));  // warm
+  LOOM_CUDA_CHECK(cudaEventRecord(e0, stream_));
+  for (int i = 0; i < iters; i++) LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
+  LOOM_CUDA_CHECK(cudaEventRecord(e1, stream_));
+  LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return double(ms) / iters;
 }
 
 DeviceInfo CudaBackend::device_info() {

@@ -26,6 +26,15 @@ void cuda_fill_cache_random(Backend& backend, uint64_t seed);
 // Seconds the last load() took (weights on the device, synchronised).
 double cuda_last_load_seconds(const Backend& backend);
 
+// GPU time of one decode step alone: replays the CUDA graph of the bucket that holds n_seqs
+// (captured by an earlier step() of that size, whose inputs it reuses) `iters` times back to
+// back between events; milliseconds per replay. No host work is included.
+double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters);
+
+// Benchmark decomposition only (results are garbage while set): leave kernel families out of
+// the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw.
+void cuda_set_debug_skip(Backend& backend, int mask);
+
 // Number of CUDA devices, 0 when none or when the driver is unusable; *reason says why.
 int cuda_device_count(std::string* reason);
 

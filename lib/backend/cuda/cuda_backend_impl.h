@@ -71,6 +71,11 @@ class CudaBackend : public Backend {
   void load_random(const ModelSpec& spec, uint64_t seed);
   void fill_cache_random(uint64_t seed);
   double last_load_seconds() const { return load_seconds_; }
+  double time_graph_replay(int n_seqs, int iters);
+  void set_debug_skip(int mask) {
+    free_graphs();
+    debug_skip_ = mask;
+  }
 
  private:
   friend struct ForwardPass;
@@ -139,6 +144,7 @@ class CudaBackend : public Backend {
 
   // Profiling: (family, start, end) events of the current eager step, totals per family.
   bool profiling_ = false;
+  int debug_skip_ = 0;  // cuda_set_debug_skip
   std::vector<std::pair<const char*, std::array<cudaEvent_t, 2>>> prof_open_;
   std::vector<cudaEvent_t> event_pool_;
   std::map<std::string, KernelTime> prof_totals_;

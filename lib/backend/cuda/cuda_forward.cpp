@@ -75,6 +75,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
                       int y_stride = 0) {
+    const bool head = family[5] == 'l';  // "gemv_lm_head"
+    if ((debug_skip_ & 2) && !head) return;
+    if ((debug_skip_ & 4) && head) return;
     prof_begin(family);
     GemvArgs g;
     g.w = w;
@@ -102,6 +105,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   };
   auto gemm_run = [&](const char* family, const void* x, const void* w, DType y_t, void* y, int m,
                       int n, int k, int ldy = 0) {
+    const bool head = family[5] == 'l';  // "gemm_lm_head"
+    if ((debug_skip_ & 2) && !head) return;
+    if ((debug_skip_ & 4) && head) return;
     prof_begin(family);
     gemm_.run(t_, x, w, y_t, y, m, n, k, 0.0f, ldy);
     prof_end();
@@ -118,47 +124,51 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       gemm_run("gemm_qkv", h_, W.qkv, t_, qkv_, L.n_slots, qkv_dim, H);
     }
 
-    char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
-    char* v_cache = k_cache + kv_layer;
-    prof_begin("rope_kv_write");
-    RopeKvArgs r;
-    r.t = t_;
-    r.qkv = qkv_;
-    r.positions = positions;
-    r.cache_slot = in_i32(L.cache_slot);
-    r.inv_freq = inv_freq_;
-    r.n_slots = L.n_slots;
-    r.heads = s.heads;
-    r.kv_heads = s.kv_heads;
-    r.head_dim = s.head_dim;
-    r.k_cache = k_cache;
-    r.v_cache = v_cache;
-    LOOM_KERNEL(rope_kv_write(r, stream_));
-    prof_end();
+    if (!(debug_skip_ & 1)) {  // (bench decomposition)
+      char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
+      char* v_cache = k_cache + kv_layer;
+      prof_begin("rope_kv_write");
+      RopeKvArgs r;
+      r.t = t_;
+      r.qkv = qkv_;
+      r.positions = positions;
+      r.cache_slot = in_i32(L.cache_slot);
+      r.inv_freq = inv_freq_;
+      r.n_slots = L.n_slots;
+      r.heads = s.heads;
+      r.kv_heads = s.kv_heads;
+      r.head_dim = s.head_dim;
+      r.k_cache = k_cache;
+      r.v_cache = v_cache;
+      r.pdl = gemv;  // follows the qkv GEMV (PDL chain of the GEMV schedule)
+      LOOM_KERNEL(rope_kv_write(r, stream_));
+      prof_end();
 
-    prof_begin("paged_attention");
-    AttentionArgs a;
-    a.t = t_;
-    a.qkv = qkv_;
-    a.k_cache = k_cache;
-    a.v_cache = v_cache;
-    a.block_tables = in_i32(L.block_tables);
-    a.bt_stride = L.bt_stride;
-    a.kv_len = in_i32(L.kv_len);
-    a.slot_start = in_i32(L.slot_start);
-    a.tiles = in_i32(L.tiles);
-    a.n_tiles = L.n_tiles;
-    a.heads = s.heads;
-    a.kv_heads = s.kv_heads;
-    a.head_dim = s.head_dim;
-    a.block_size = block_size_;
-    a.num_splits = num_splits;
-    a.partial_o = part_o_;
-    a.partial_ml = part_ml_;
-    a.out = attn_;
-    a.decode = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;  // 1 slot a tile
-    LOOM_KERNEL(paged_attention(a, stream_));
-    prof_end();
+      prof_begin("paged_attention");
+      AttentionArgs a;
+      a.t = t_;
+      a.qkv = qkv_;
+      a.k_cache = k_cache;
+      a.v_cache = v_cache;
+      a.block_tables = in_i32(L.block_tables);
+      a.bt_stride = L.bt_stride;
+      a.kv_len = in_i32(L.kv_len);
+      a.slot_start = in_i32(L.slot_start);
+      a.tiles = in_i32(L.tiles);
+      a.n_tiles = L.n_tiles;
+      a.heads = s.heads;
+      a.kv_heads = s.kv_heads;
+      a.head_dim = s.head_dim;
+      a.block_size = block_size_;
+      a.num_splits = num_splits;
+      a.partial_o = part_o_;
+      a.partial_ml = part_ml_;
+      a.out = attn_;
+      a.decode = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;  // 1 slot a tile
+      a.pdl = true;  // follows rope_kv_write
+      LOOM_KERNEL(paged_attention(a, stream_));
+      prof_end();
+    }
 
     if (gemv) {
       gemv_run("gemv_o", W.o, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
@@ -192,6 +202,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H,
                logits_ld_);
   }
+  if (debug_skip_ & 4) return;
   prof_begin("sample");
   LOOM_KERNEL(
       sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_, stream_));
