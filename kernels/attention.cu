@@ -288,16 +288,64 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
     }
   };
   // The cached keys do not depend on the kernels before this one: stream them while those
-  // finish; only the new key (index kv_len, written by rope_kv_write) waits.
+  // finish; only the new key (index kv_len) waits.
   fetch(k_begin, false);
   pdl_wait();
-  if (k_begin + kk == kvl) fetch(k_begin, true);
 
   const int slot = a.slot_start[seq];
   const int q_stride = (a.heads + 2 * a.kv_heads) * D;
   const float scale = rsqrtf(float(D));
-  const T* qkv = static_cast<const T*>(a.qkv) + size_t(slot) * q_stride + size_t(hkv) * G * D;
-  for (int i = tid; i < G * D; i += C::kThreads) q_s[i] = to_f32(qkv[i]) * scale;
+  const T* qkv_row = static_cast<const T*>(a.qkv) + size_t(slot) * q_stride;
+  const T* qkv = qkv_row + size_t(hkv) * G * D;
+  const bool has_new = k_begin <= kvl && kvl < k_end;  // this block holds the new key
+  if (a.fuse_rope) {
+    // RoPE here instead of in rope_kv_write (same math): q of the G heads into q_s; the new
+    // key's k (rotated) and v go to the cache and, through v_s, to the thread that owns it.
+    const float pos = float(a.positions[slot]);
+    constexpr int kHalf = D / 2;
+    for (int i = tid; i < G * kHalf; i += C::kThreads) {
+      const int g = i / kHalf, j = i % kHalf;
+      float sn, cs;
+      sincosf(pos * a.inv_freq[j], &sn, &cs);
+      const float x0 = to_f32(qkv[g * D + j]), x1 = to_f32(qkv[g * D + j + kHalf]);
+      q_s[g * D + j] = round_to<T>(x0 * cs - x1 * sn) * scale;
+      q_s[g * D + j + kHalf] = round_to<T>(x1 * cs + x0 * sn) * scale;
+    }
+    if (has_new) {
+      T* kn = v_s;  // scratch: the new k row, then the new v row (v_s is filled later)
+      T* vn = v_s + D;
+      const T* kq = qkv_row + size_t(a.heads + hkv) * D;
+      const T* vq = qkv_row + size_t(a.heads + a.kv_heads + hkv) * D;
+      const size_t dst = size_t(a.cache_slot[slot]) * kv_row + size_t(hkv) * D;
+      T* kw = static_cast<T*>(const_cast<void*>(a.k_cache)) + dst;  // this layer's cache
+      T* vw = static_cast<T*>(const_cast<void*>(a.v_cache)) + dst;
+      for (int j = tid; j < kHalf; j += C::kThreads) {
+        float sn, cs;
+        sincosf(pos * a.inv_freq[j], &sn, &cs);
+        const float x0 = to_f32(kq[j]), x1 = to_f32(kq[j + kHalf]);
+        const T y0 = from_f32<T>(x0 * cs - x1 * sn), y1 = from_f32<T>(x1 * cs + x0 * sn);
+        kn[j] = y0;
+        kn[j + kHalf] = y1;
+        kw[j] = y0;
+        kw[j + kHalf] = y1;
+      }
+      for (int j = tid; j < D; j += C::kThreads) {
+        vn[j] = vq[j];
+        vw[j] = vq[j];
+      }
+      __syncthreads();
+      if (k_begin + kk == kvl) {
+#pragma unroll
+        for (int c = 0; c < kChunks; c++) {
+          kr[c] = reinterpret_cast<const uint4*>(kn)[part + c * kParts];
+          vr[c] = reinterpret_cast<const uint4*>(vn)[part + c * kParts];
+        }
+      }
+    }
+  } else {
+    if (k_begin + kk == kvl) fetch(k_begin, true);
+    for (int i = tid; i < G * D; i += C::kThreads) q_s[i] = to_f32(qkv[i]) * scale;
+  }
   if (tid < kDecodeMaxG) {
     m_s[tid] = -INFINITY;
     l_s[tid] = 0.0f;
@@ -522,6 +570,8 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
                  "paged_attention: null pointer");
   LOOM_ARG_CHECK(a.partial_ml != nullptr && (a.num_splits == 1 || a.partial_o != nullptr),
                  "paged_attention: no partial workspace");
+  LOOM_ARG_CHECK(!a.fuse_rope || (a.decode && a.positions && a.cache_slot && a.inv_freq),
+                 "paged_attention: fuse_rope needs decode and positions, cache_slot, inv_freq");
   LOOM_ARG_CHECK(!a.decode || a.heads / a.kv_heads <= kDecodeMaxG, "paged_attention: decode ",
                  "kernel takes a GQA ratio up to ", kDecodeMaxG, ", found ", a.heads / a.kv_heads);
   if (a.n_tiles == 0) return Status::good();

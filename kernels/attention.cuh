@@ -39,6 +39,12 @@ struct AttentionArgs {
   // decode kernel (splits of whole 128-key passes, 4 threads a key).
   bool decode = false;
   bool pdl = false;  // programmatic dependent launch (see launch_kernel in common.cuh)
+  // Decode only: do rope_kv_write's work here (rotate q and the new k, write the new k and v
+  // into the cache at cache_slot), saving a kernel per layer. Needs the three inputs below.
+  bool fuse_rope = false;
+  const int32_t* positions = nullptr;   // [n_slots]
+  const int32_t* cache_slot = nullptr;  // [n_slots]
+  const float* inv_freq = nullptr;      // [head_dim / 2]
 };
 
 // Slots of one sequence per tile for a GQA ratio G = heads / kv_heads.

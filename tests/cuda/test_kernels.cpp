@@ -360,6 +360,20 @@ void run_attention_case(const AttnCase& c, DType t) {
     a.decode = true;
     LOOM_KERNEL(paged_attention(a, nullptr));
     CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
+    // ... and with RoPE and the KV write fused in, from the unrotated qkv and the old cache.
+    DevBuf qkv2 = upload(qkv, t), k2 = upload(kc, t), v2 = upload(vc, t);
+    out.poison();
+    a.qkv = qkv2.get();
+    a.k_cache = k2.get();
+    a.v_cache = v2.get();
+    a.fuse_rope = true;
+    a.positions = dpos.as<int32_t>();
+    a.cache_slot = dcs.as<int32_t>();
+    a.inv_freq = dinv.as<float>();
+    LOOM_KERNEL(paged_attention(a, nullptr));
+    CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
+    CHECK(rel_err(download(k2, pool, t), ref_k) < tolerance(t));
+    CHECK(rel_err(download(v2, pool, t), ref_v) < tolerance(t));
   }
 }
 

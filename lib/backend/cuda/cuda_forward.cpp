@@ -113,7 +113,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     prof_end();
   };
 
-  // 2. Layers.
+  // 2. Layers. Decode (one slot a tile): the decode attention kernel, RoPE fused into it.
+  const bool decode_attn = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;
   for (int l = 0; l < s.layers; l++) {
     const DeviceLayer& W = w_.layers[size_t(l)];
     if (gemv) {
@@ -127,22 +128,24 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     if (!(debug_skip_ & 1)) {  // (bench decomposition)
       char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
       char* v_cache = k_cache + kv_layer;
-      prof_begin("rope_kv_write");
-      RopeKvArgs r;
-      r.t = t_;
-      r.qkv = qkv_;
-      r.positions = positions;
-      r.cache_slot = in_i32(L.cache_slot);
-      r.inv_freq = inv_freq_;
-      r.n_slots = L.n_slots;
-      r.heads = s.heads;
-      r.kv_heads = s.kv_heads;
-      r.head_dim = s.head_dim;
-      r.k_cache = k_cache;
-      r.v_cache = v_cache;
-      r.pdl = gemv;  // follows the qkv GEMV (PDL chain of the GEMV schedule)
-      LOOM_KERNEL(rope_kv_write(r, stream_));
-      prof_end();
+      if (!decode_attn) {  // the decode attention kernel does RoPE and the KV write itself
+        prof_begin("rope_kv_write");
+        RopeKvArgs r;
+        r.t = t_;
+        r.qkv = qkv_;
+        r.positions = positions;
+        r.cache_slot = in_i32(L.cache_slot);
+        r.inv_freq = inv_freq_;
+        r.n_slots = L.n_slots;
+        r.heads = s.heads;
+        r.kv_heads = s.kv_heads;
+        r.head_dim = s.head_dim;
+        r.k_cache = k_cache;
+        r.v_cache = v_cache;
+        r.pdl = gemv;  // follows the qkv GEMV (PDL chain of the GEMV schedule)
+        LOOM_KERNEL(rope_kv_write(r, stream_));
+        prof_end();
+      }
 
       prof_begin("paged_attention");
       AttentionArgs a;
@@ -164,8 +167,12 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.partial_o = part_o_;
       a.partial_ml = part_ml_;
       a.out = attn_;
-      a.decode = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;  // 1 slot a tile
-      a.pdl = true;  // follows rope_kv_write
+      a.decode = decode_attn;
+      a.fuse_rope = decode_attn;
+      a.positions = positions;
+      a.cache_slot = in_i32(L.cache_slot);
+      a.inv_freq = inv_freq_;
+      a.pdl = true;  // follows rope_kv_write or (decode) the qkv GEMV
       LOOM_KERNEL(paged_attention(a, stream_));
       prof_end();
     }
