@@ -8,7 +8,7 @@
 # On a GPU machine with torch + transformers and a built loom (build/bin/loom):
 #   1. makes the Terra-size v1 checkpoint (random bf16 weights, Terra's exact layout) in /tmp;
 #   2. loom bench: latency at batch 1 and 8 (N generated frames after 3 context frames), then
-#      J jobs at once, unshared and with groups of 8 sharing their context frames;
+#      (a second run) J jobs at once, unshared and with groups of 8 sharing context frames;
 #   3. scripts/hf_bench.py --check: HF's cached frame loop = hf_reference.py, token for token
 #      (tiny checkpoint, float32, on the GPU: proves the loop being timed is the right one);
 #   4. HF eager (DynamicCache, attn "eager") batch 1, M frames (default 1: ~35 s each); HF eager
@@ -107,11 +107,31 @@ step() {
 } > "$OUTDIR/env.txt"
 cat "$OUTDIR/env.txt"
 
+# loom's CUDA build links cuBLAS 13: from the toolkit, else from the Python wheel (as in
+# scripts/cuda_check.sh). Only loom's step gets the extra library path.
+LOOM_LD=${LD_LIBRARY_PATH:-}
+if [ -x "$LOOM" ] && command -v ldd > /dev/null 2>&1; then
+  for lib in $(ldd "$LOOM" 2> /dev/null | awk '/not found/ { print $1 }'); do
+    found=""
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+      [ -e "$d/$lib" ] && found=$d && break
+    done
+    [ -z "$found" ] && found=$(dirname "$(find / -xdev -name "$lib" -not -path '/proc/*' 2> /dev/null | head -n 1)" 2> /dev/null)
+    if [ -n "$found" ] && [ "$found" != . ]; then
+      LOOM_LD="$found${LOOM_LD:+:$LOOM_LD}"
+      echo "loom: $lib from $found"
+    else
+      echo "loom: $lib not found anywhere (loom's step will fail)"
+    fi
+  done
+fi
+
 # Minimum seconds each later step needs (reserved while earlier steps run).
-MIN_LOOM=60 MIN_CHECK=20 MIN_EAGER1=70 MIN_EAGER8=70 MIN_COMPILE=150
+MIN_LOOM=30 MIN_JOBS=60 MIN_CHECK=20 MIN_EAGER1=70 MIN_EAGER8=70 MIN_COMPILE=150
 [ "$NO_HF" = 1 ] && MIN_CHECK=0 MIN_EAGER1=0 MIN_EAGER8=0
 { [ "$NO_HF" = 1 ] || [ "$SKIP_COMPILE" = 1 ]; } && MIN_COMPILE=0
 R_AFTER_LOOM=$((MIN_CHECK + MIN_EAGER1 + MIN_EAGER8 + MIN_COMPILE))
+R_AFTER_LAT=$((MIN_JOBS + R_AFTER_LOOM))
 
 # 1. Terra-size checkpoint: reused when one is there and was not left half-written (nothing
 #    is ever deleted; make_checkpoint.py overwrites its own files).
@@ -120,14 +140,19 @@ if [ -f "$CKPT/config.json" ] && [ ! -e "$CKPT/.incomplete" ]; then
   printf 'checkpoint\tok\t0\t0\t0\treused %s\n' "$CKPT" >> "$STEPS"
 else
   mkdir -p "$CKPT" && touch "$CKPT/.incomplete"
-  step checkpoint 120 10 $((MIN_LOOM + R_AFTER_LOOM)) \
+  step checkpoint 120 10 $((MIN_LOOM + R_AFTER_LAT)) \
     "$PY" scripts/make_checkpoint.py --variant v1 --out "$CKPT" && rm -f "$CKPT/.incomplete"
 fi
 
-# 2. loom.
-step loom 240 "$MIN_LOOM" "$R_AFTER_LOOM" \
-  "$LOOM" bench --model "$CKPT" --frames "$FRAMES" --batch-sizes 1,8 --jobs "$JOBS" \
-  --shared-group 8 --json "$OUTDIR/loom.json"
+# 2. loom: latency (batch 1 and 8), then the job runs, as two runs so that a slow or failed
+#    throughput run cannot take the latency numbers with it (the summary merges the two JSONs
+#    into loom.json).
+step loom 120 "$MIN_LOOM" "$R_AFTER_LAT" \
+  env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
+  --batch-sizes 1,8 --json "$OUTDIR/loom_latency.json"
+step loom_jobs 240 "$MIN_JOBS" "$R_AFTER_LOOM" \
+  env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
+  --batch-sizes 1 --jobs "$JOBS" --shared-group 8 --json "$OUTDIR/loom_jobs.json"
 
 if [ "$NO_HF" = 0 ]; then
   # 3. The HF loop is the right loop (tiny checkpoint, float32, greedy, vs hf_reference.py).
@@ -174,7 +199,15 @@ for line in open(os.path.join(out, "steps.tsv")):
                   "seconds": float(secs), "timeout_s": int(timeout), "command": cmd.strip()})
 status = {s["name"]: s for s in steps}
 
-loom = load("loom.json")
+loom = load("loom_latency.json")
+jobs_run = load("loom_jobs.json")
+if loom is None and jobs_run is not None:
+    loom = dict(jobs_run, latency=[])
+if loom is not None:
+    loom["throughput"] = (jobs_run or {}).get("throughput", [])
+    with open(os.path.join(out, "loom.json"), "w") as f:  # merged: what plot_bench.py reads
+        json.dump(loom, f, indent=2)
+        f.write("\n")
 hf = {k: load("hf_%s.json" % k) for k in ("check", "eager_b1", "eager_b8", "compile_b1")}
 floor = loom.get("floor_s_per_frame") if loom else None
 lat = {r["batch"]: r for r in (loom or {}).get("latency", [])}
@@ -207,20 +240,28 @@ for b in (1, 8):
                  "s_per_frame": r and r["s_per_frame"], "tokens_per_s": r and b * P / r["s_per_frame"]})
 for g, label in ((0, "loom %d jobs" % jobs), (8, "loom %d jobs, groups of 8 share ctx" % jobs)):
     r = thr.get(g)
-    rows.append({"impl": label, "batch": r and round(r["mean_seqs"], 1), "status": "ok" if r else row_status("loom", None),
+    rows.append({"impl": label, "batch": r and round(r["mean_seqs"], 1), "status": "ok" if r else row_status("loom_jobs", None),
                  "s_per_frame": None, "tokens_per_s": r and r["tokens_per_s"]})
-for key, label, b in (("eager_b1", "HF eager (DynamicCache)", 1), ("compile_b1", "HF static cache + compile", 1),
-                      ("eager_b8", "HF eager (DynamicCache)", 8)):
+compile_note = None
+for key, label, b in (("eager_b1", "HF eager, DynamicCache", 1), ("compile_b1", "HF static cache + torch.compile", 1),
+                      ("eager_b8", "HF eager, DynamicCache", 8)):
     d = hf[key]
     ok = d is not None and d.get("status") in ("ok", "suspect")
-    name = label
+    name = label + (", attn %s" % d.get("attn") if ok else "")
     if ok and key == "compile_b1":
         c = d.get("compile") or {}
         used = c.get("used")
-        name += " [%s]" % ("%s%s" % (used["mode"], ", fullgraph" if used["fullgraph"] else "") if used
-                           else c.get("unavailable", "not compiled"))
-    if ok:
-        name += " attn=%s" % d.get("attn")
+        counters = c.get("dynamo_counters") if isinstance(c.get("dynamo_counters"), dict) else {}
+        skips = counters.get("inductor", {}).get("cudagraph_skips", 0)
+        graphs = counters.get("stats", {}).get("unique_graphs")
+        compile_note = "HF compile: %s; compile %s s; %s graph(s)%s; compiled vs uncompiled step: rel L2 %s" % (
+            "mode %s%s" % (used["mode"], ", fullgraph" if used["fullgraph"] else "") if used
+            else c.get("unavailable", "not compiled"),
+            "-" if d.get("compile_s") is None else "%.0f" % d["compile_s"], graphs,
+            ", CUDA GRAPHS SKIPPED" if skips else "",
+            "-" if c.get("rel_err_vs_uncompiled") is None else "%.3g" % c["rel_err_vs_uncompiled"])
+        if c.get("errors"):
+            compile_note += "; failed first: " + " | ".join(e.splitlines()[0][:80] for e in c["errors"])
     rows.append({"impl": name, "batch": b, "status": row_status("hf_" + key, d),
                  "s_per_frame": d["s_per_frame"]["median"] if ok else None,
                  "tokens_per_s": d["tokens_per_s"] if ok else None,
@@ -256,7 +297,7 @@ summary = {"what": "loom vs HF transformers, Terra-size v1 checkpoint (random bf
            "budget_s": budget, "script_args": sys.argv[6], "steps": steps,
            "checkpoint": sys.argv[7], "image_tokens_per_frame": P,
            "ceilings": {k: (loom or {}).get(k) for k in ("copy_gbps", "gemm_tflops", "step_weight_bytes", "floor_s_per_frame")},
-           "headline": head, "table": rows, "loom": loom, "hf": hf, "suggested_results_path": suggested}
+           "headline": head, "table": rows, "compile_note": compile_note, "loom": loom, "hf": hf, "suggested_results_path": suggested}
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
     f.write("\n")
@@ -270,16 +311,18 @@ if loom:
     lines.append("ceilings: copy %s GB/s, bf16 GEMM %s TFLOP/s, weights/step %s GB -> floor %s s/frame at batch 1" % (
         fmt(loom.get("copy_gbps"), ".0f"), fmt(loom.get("gemm_tflops"), ".0f"),
         fmt((loom.get("step_weight_bytes") or 0) / 1e9, ".3f"), fmt(floor, ".3f")))
-lines.append("%-52s %6s %10s %11s %9s %8s  %s" % ("implementation", "batch", "s/frame", "tokens/s", "loom x", "x floor", "status"))
+lines.append("%-48s %6s %10s %11s %9s %8s  %s" % ("implementation", "batch", "s/frame", "tokens/s", "loom x", "x floor", "status"))
 for r in rows:
-    lines.append("%-52s %6s %10s %11s %9s %8s  %s" % (
-        r["impl"][:52], r["batch"] if r["batch"] is not None else "-", fmt(r["s_per_frame"], ".3f"),
+    lines.append("%-48s %6s %10s %11s %9s %8s  %s" % (
+        r["impl"][:48], r["batch"] if r["batch"] is not None else "-", fmt(r["s_per_frame"], ".3f"),
         fmt(r["tokens_per_s"], ".0f"), fmt(r["loom_speedup"], ".1f"), fmt(r["x_floor"], ".2f"), r["status"]))
 lines.append("headline: loom b1 %s x floor (target <= 1.15); %s x HF eager b1 (target >= 50); %s x HF compile b1;" % (
     fmt(head["loom_b1_x_floor"], ".2f"), fmt(head["loom_vs_hf_eager_b1"], ".0f"), fmt(head["loom_vs_hf_compile_b1"], ".1f")))
 lines.append("          %d-job tokens/s %s x HF eager b8 (target >= 100); shared/unshared %s (target >= 1.15); HF loop check: %s" % (
     jobs, fmt(head["loom_throughput_vs_hf_eager_b8"], ".0f"), fmt(head["shared_vs_unshared"], ".2f"),
     {True: "passed", False: "FAILED", None: row_status("hf_check", hf["check"])}[head["hf_check"]]))
+if compile_note:
+    lines.append(compile_note)
 lines.append("loom x = HF s/frame / loom s/frame at the same batch; x floor = s/frame / floor; tokens/s = batch*%d / s/frame "
              "(throughput rows: generated tokens / wall time, batch = mean sequences per step)" % P)
 lines.append("summary: %s/summary.json  ->  commit it as %s" % (out, suggested))

@@ -251,6 +251,10 @@ class FrameModel:
         del tensors, llama_part, extra
         self.weight_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         self.positions = torch.arange(self.T * self.S, device=self.device)  # [T·S] slot ids
+        # transformers ≤ 4.5x take cache_position (where the static cache writes); 5.x dropped
+        # it: caches count their own length and position_ids drive the mask and RoPE.
+        self.cache_position_arg = "cache_position" in inspect.signature(
+            self.model.model.forward).parameters
         self.load_s = time.perf_counter() - t0
 
     # Slot inputs ------------------------------------------------------------------------------
@@ -285,9 +289,12 @@ class FrameModel:
     def forward(self, x, p0, cache):
         """Runs slots [B, n, H] at positions p0..p0+n−1 → (last-slot logits [B, V] float32,
         the cache object to pass next time)."""
-        pos = self.positions[p0:p0 + x.shape[1]]
+        return self._run(x, self.positions[p0:p0 + x.shape[1]], cache)
+
+    def _run(self, x, pos, cache):
+        kw = {"cache_position": pos} if self.cache_position_arg else {}
         out = self.model.model(inputs_embeds=x, position_ids=pos[None], past_key_values=cache,
-                               use_cache=True, cache_position=pos)
+                               use_cache=True, **kw)
         return self.model.lm_head(out.last_hidden_state[:, -1]).float(), out.past_key_values
 
     def decode_step(self, tok, pos, cache):
@@ -295,9 +302,7 @@ class FrameModel:
         (logits [B, V] float32, the cache object to pass next time)."""
         x = self.model.model.embed_tokens(tok) + (
             self.spatial[pos % self.S] + self.temporal[pos // self.S])[None]
-        out = self.model.model(inputs_embeds=x, position_ids=pos[None], past_key_values=cache,
-                               use_cache=True, cache_position=pos)
-        return self.model.lm_head(out.last_hidden_state[:, -1]).float(), out.past_key_values
+        return self._run(x, pos, cache)
 
     def decode(self, tok, pos, cache):
         """decode_step's logits only: the function compile mode compiles (a static cache is
@@ -465,8 +470,9 @@ def run_sequence(fm, cache_handle, decode_fn, ids, actions, n_frames, temperatur
 class Decoder:
     """The single-slot decode step as run: plain (eager mode, or compile unavailable) or
     torch.compile'd. The first few calls of a compiled step compile and record CUDA graphs; if
-    one raises, the next configuration is tried on the same inputs (rewriting the same cache
-    slot is harmless) and the error is kept for the JSON."""
+    one raises, the next configuration is tried on the same inputs and the error is kept for
+    the JSON (a failure while recording may leave that step's slot written: this happens in
+    warm-up, whose cache is reset before anything is timed or compared)."""
 
     CONFIGS = [("reduce-overhead", True), ("reduce-overhead", False), ("default", False)]
 
@@ -608,18 +614,25 @@ def bench(args, result):
 
         suspect = None
         if decoder.info["used"] is not None:
-            # The compiled step must compute what the plain one does: same inputs, same slot.
-            cache = handle.fresh()
-            logits, _ = fm.forward(fm.prompt_inputs(ids, actions[:, :C]), 0, cache)
-            tok = logits.argmax(-1, keepdim=True)
-            pos = torch.full((1,), C * fm.S, dtype=torch.long, device=fm.device)
-            want = fm.decode(tok, pos, cache)
-            got = decoder(tok, pos, cache)[0].clone()
-            err = ((got - want).abs().max() / want.abs().max()).item()
+            # The compiled step must compute what the plain one does: same prompt, same first
+            # step, each on a freshly reset cache (a cache may count its own length, so one
+            # slot cannot simply be written twice).
+            def first_step(step):
+                cache = handle.fresh()
+                logits, _ = fm.forward(fm.prompt_inputs(ids, actions[:, :C]), 0, cache)
+                tok = logits.argmax(-1, keepdim=True)
+                pos = torch.full((1,), C * fm.S, dtype=torch.long, device=fm.device)
+                return step(tok, pos, cache).clone()
+            want = first_step(fm.decode)
+            got = first_step(lambda *a: decoder(*a)[0])
+            # relative L2 error of the logits: bf16 rounding differences between fused and
+            # unfused kernels give ~1e-2; a wrong slot, position or stale cache gives O(1)
+            err = ((got - want).norm() / want.norm()).item()
             result["compile"]["rel_err_vs_uncompiled"] = err
-            log("compiled vs uncompiled decode step: max rel err %.3g" % err)
+            result["compile"]["max_abs_err_vs_uncompiled"] = (got - want).abs().max().item()
+            log("compiled vs uncompiled decode step: relative L2 error %.3g" % err)
             if not err < args.compile_tol:
-                suspect = ("compiled decode step differs from the uncompiled one: max relative "
+                suspect = ("compiled decode step differs from the uncompiled one: relative L2 "
                            "logits error %.3g > %g" % (err, args.compile_tol))
                 log("WARNING:", suspect)
 
@@ -757,9 +770,9 @@ def main():
     ap.add_argument("--compile-mode", default="auto",
                     help="auto (reduce-overhead+fullgraph, then fallbacks) or a torch.compile "
                          "mode name")
-    ap.add_argument("--compile-tol", type=float, default=0.1,
-                    help="max relative logits error of the compiled decode step against the "
-                         "uncompiled one; above it the run is marked \"suspect\"")
+    ap.add_argument("--compile-tol", type=float, default=0.05,
+                    help="max relative L2 logits error of the compiled decode step against "
+                         "the uncompiled one; above it the run is marked \"suspect\"")
     ap.add_argument("--temperature", type=float, default=0.9)
     ap.add_argument("--warmup-frames", type=int, default=None,
                     help="whole warm-up frames (default: 1 in compile mode, 0 in eager mode)")
