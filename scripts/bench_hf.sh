@@ -43,10 +43,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+mkdir -p "$OUTDIR" || exit 2
+OUTDIR=$(cd "$OUTDIR" && pwd)     # OUTDIR is relative to where you are; the rest to the repo
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$(pwd)
-mkdir -p "$OUTDIR" || exit 2
-OUTDIR=$(cd "$OUTDIR" && pwd)
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 START=$(date +%s)
 DEADLINE=$((START + BUDGET))
@@ -86,7 +86,7 @@ step() {
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$secs" "$t" "$cmd" >> "$STEPS"
   echo "   $status (rc $rc) in ${secs}s; last lines of $name.log:"
-  tail -n 3 "$OUTDIR/$name.log" | sed 's/^/   | /'
+  tail -n 3 "$OUTDIR/$name.log" | cut -c 1-240 | sed 's/^/   | /'
   [ $rc -eq 0 ]
 }
 
@@ -255,7 +255,8 @@ for key, label, b in (("eager_b1", "HF eager, DynamicCache", 1), ("compile_b1", 
         skips = counters.get("inductor", {}).get("cudagraph_skips", 0)
         graphs = counters.get("stats", {}).get("unique_graphs")
         compile_note = "HF compile: %s; compile %s s; %s graph(s)%s; compiled vs uncompiled step: rel L2 %s" % (
-            "mode %s%s" % (used["mode"], ", fullgraph" if used["fullgraph"] else "") if used
+            "%s%s" % ("mode " + used["mode"] if used.get("mode") else "backend " + used.get("backend", "?"),
+                      ", fullgraph" if used["fullgraph"] else "") if used
             else c.get("unavailable", "not compiled"),
             "-" if d.get("compile_s") is None else "%.0f" % d["compile_s"], graphs,
             ", CUDA GRAPHS SKIPPED" if skips else "",

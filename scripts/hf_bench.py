@@ -26,22 +26,19 @@ Modes (details: bench/README.md):
            DynamicCache, nothing compiled; warm-up = prefill + a few decode steps.
   compile  "HF at its best": StaticCache for the whole sequence + torch.compile of the
            single-slot decode step (embedding assembly + model + lm_head): reduce-overhead,
-           fullgraph=True (CUDA graphs), falling back to fullgraph=False, then mode "default"
-           (each failure reported). Prefill and (1+A)-slot chunks run uncompiled, as
+           fullgraph=True (CUDA graphs), falling back to fullgraph=False, mode "default",
+           then backend "cudagraphs" (each failure reported). Prefill and (1+A)-slot chunks run uncompiled, as
            generate() runs its prefill. Warm-up = one whole frame (includes the compile:
            compile_s), then the cache is reset in place and N frames are timed. On torch
            without torch.compile the JSON says "compile unavailable: <reason>".
 
---check runs the same cached loop at temperature 0 in float32 on a small checkpoint (default
-testdata/tiny_v1) for two different jobs in one batch and compares every token with
-scripts/hf_reference.py (the uncached, obviously-right reference the CPU backend's goldens come
-from). If hf_reference cannot run under this transformers version, the check falls back to an
-uncached recompute through the same HF model, and says so.
+--check: the same cached loop, greedy and float32, on a small checkpoint (default
+testdata/tiny_v1), two jobs in one batch, every token against scripts/hf_reference.py (the
+uncached reference of loom's goldens; if it cannot run under this transformers, against an
+uncached recompute through the same HF model, and the JSON says which).
 
-Works with torch 1.13 + transformers 4.39 (CPU, where this was tested) and is written for
-torch 2.x + transformers 5.x (StaticCache(config=, max_cache_len=), rope_parameters,
-config._attn_implementation): the version-dependent calls try the known signatures in turn and
-fail with a message naming what was tried.
+Version-dependent calls (StaticCache's constructor, cache_position, rope_parameters) try the
+known forms in turn; tested with torch 1.13 + transformers 4.39 and torch 2.11 + 5.17 (CPU).
 """
 
 import argparse
@@ -155,11 +152,6 @@ def _llama_config(cfg, attn):
     return hf, theta
 
 
-def _rope_theta_of(module):
-    """The inv_freq buffers of every rotary module, to compare with the expected table."""
-    return [(name, buf) for name, buf in module.named_buffers() if name.endswith("inv_freq")]
-
-
 def read_shards(ckpt_dir, device):
     """{name: tensor on device} for model.safetensors or every shard named by the index."""
     from safetensors.torch import load_file
@@ -222,7 +214,7 @@ class FrameModel:
         # rope_theta says, rewriting any that a transformers version left to _init_weights.
         hd = self.H // cfg["num_attention_heads"]
         want = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-        bufs = _rope_theta_of(self.model)
+        bufs = [(n, b) for n, b in self.model.named_buffers() if n.endswith("inv_freq")]
         if not bufs:
             raise RuntimeError("no rotary inv_freq buffer found in the HF model")
         self.rope_rewritten = []
@@ -474,7 +466,9 @@ class Decoder:
     the JSON (a failure while recording may leave that step's slot written: this happens in
     warm-up, whose cache is reset before anything is timed or compared)."""
 
-    CONFIGS = [("reduce-overhead", True), ("reduce-overhead", False), ("default", False)]
+    # (mode, fullgraph, backend); the last needs no Triton or C compiler: dynamo + CUDA graphs
+    CONFIGS = [("reduce-overhead", True, "inductor"), ("reduce-overhead", False, "inductor"),
+               ("default", False, "inductor"), (None, True, "cudagraphs")]
 
     def __init__(self, fm, compile_mode):
         self.fm, self.fn = fm, None
@@ -489,16 +483,32 @@ class Decoder:
             return
         if compile_mode == "auto":
             self.pending = list(self.CONFIGS)
+        elif compile_mode == "cudagraphs":
+            self.pending = [self.CONFIGS[-1]]
         else:
-            self.pending = [(compile_mode, compile_mode == "reduce-overhead")]
+            self.pending = [(compile_mode, compile_mode == "reduce-overhead", "inductor")]
         self._next()
 
     def _next(self):
-        mode, fullgraph = self.pending.pop(0)
         import torch._dynamo
-        torch._dynamo.reset()
-        self.fn = torch.compile(self.fm.decode, mode=mode, fullgraph=fullgraph, dynamic=False)
-        self.info["used"] = {"mode": mode, "fullgraph": fullgraph}
+        while self.pending:
+            mode, fullgraph, backend = self.pending.pop(0)
+            self.info["used"] = {"mode": mode, "fullgraph": fullgraph, "backend": backend}
+            torch._dynamo.reset()
+            try:
+                self.fn = torch.compile(self.fm.decode, mode=mode, fullgraph=fullgraph,
+                                        dynamic=False, backend=backend)
+                return
+            except Exception as e:  # noqa: BLE001 (a bad configuration: note it, go on)
+                self._failed(e)
+        raise RuntimeError("every torch.compile configuration failed:\n" +
+                           "\n".join(self.info["errors"]))
+
+    def _failed(self, e):
+        msg = "%s: %s" % (self.info["used"], "".join(
+            traceback.format_exception_only(type(e), e)).strip()[:2000])
+        log("compile attempt failed:", msg)
+        self.info["errors"].append(msg)
 
     def __call__(self, tok, pos, cache):
         """→ (logits [B, V] float32, the cache to pass next time)."""
@@ -526,13 +536,7 @@ class Decoder:
                     time.perf_counter() - t0)
                 return out
             except Exception as e:  # noqa: BLE001 (any compile failure: report, try the next)
-                msg = "%s: %s" % (self.info["used"], "".join(
-                    traceback.format_exception_only(type(e), e)).strip()[:2000])
-                log("compile attempt failed:", msg)
-                self.info["errors"].append(msg)
-                if not self.pending:
-                    raise RuntimeError("every torch.compile configuration failed:\n" +
-                                       "\n".join(self.info["errors"]))
+                self._failed(e)
                 self._next()
                 self.calls = 1
 
@@ -768,8 +772,8 @@ def main():
                     help="attention implementation (default: eager in eager mode, sdpa in "
                          "compile mode)")
     ap.add_argument("--compile-mode", default="auto",
-                    help="auto (reduce-overhead+fullgraph, then fallbacks) or a torch.compile "
-                         "mode name")
+                    help="auto (reduce-overhead+fullgraph, then fallbacks), a torch.compile "
+                         "mode name, or cudagraphs (backend, no inductor)")
     ap.add_argument("--compile-tol", type=float, default=0.05,
                     help="max relative L2 logits error of the compiled decode step against "
                          "the uncompiled one; above it the run is marked \"suspect\"")
