@@ -132,7 +132,7 @@ def main():
             bench = json.load(f)
         color = colors[i % len(colors)]
         shapes = model_shapes(bench, path)
-        dev = bench.get("device", "?")
+        dev = bench.get("device", "?").replace("NVIDIA ", "")
         devs.append(dev)
         tag = " (%s)" % dev if len(args.loom) > 1 else ""  # one device: it goes in the title
         pts = loom_points(bench, shapes["P"])
@@ -187,7 +187,7 @@ def main():
     ax.set_xlabel("concurrent sequences (batch size; mean sequences per step for the job runs)")
     ax.set_ylabel("generated tokens / s")
     ax.set_title(args.title or "generated tokens/s against concurrent sequences, next to the "
-                 "roofline (%s)" % ", ".join(sorted(set(devs))))
+                 "roofline\n%s" % ", ".join(sorted(set(devs))), fontsize=11)
     if all_y:
         finite = [y for y in all_y if y > 0 and y != float("inf")]
         ax.set_ylim(min(finite) / 2, max(finite) * 2)
