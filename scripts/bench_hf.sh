@@ -126,6 +126,21 @@ if [ -x "$LOOM" ] && command -v ldd > /dev/null 2>&1; then
   done
 fi
 
+# A CPU-only loom cannot run Terra in minutes: on a GPU machine, refuse it up front.
+LOOM_UNUSABLE=""
+if [ ! -x "$LOOM" ]; then
+  LOOM_UNUSABLE="$LOOM is not an executable (build loom, or pass --loom)"
+elif command -v nvidia-smi > /dev/null 2>&1 && command -v ldd > /dev/null 2>&1 &&
+     ! ldd "$LOOM" 2> /dev/null | grep -q libcublas; then
+  LOOM_UNUSABLE="$LOOM links no cuBLAS: a CPU-only build (pass --loom <CUDA build>/bin/loom)"
+fi
+# not_run NAME WHY: a step that cannot run, recorded as failed with the reason in its log.
+not_run() {
+  echo "$2" > "$OUTDIR/$1.log"
+  printf '%s\tfailed\t\t0\t0\t%s\n' "$1" "$2" >> "$STEPS"
+  echo "== $1: not run: $2"
+}
+
 # Minimum seconds each later step needs (reserved while earlier steps run).
 MIN_LOOM=30 MIN_JOBS=60 MIN_CHECK=20 MIN_EAGER1=70 MIN_EAGER8=70 MIN_COMPILE=150
 [ "$NO_HF" = 1 ] && MIN_CHECK=0 MIN_EAGER1=0 MIN_EAGER8=0
@@ -147,12 +162,17 @@ fi
 # 2. loom: latency (batch 1 and 8), then the job runs, as two runs so that a slow or failed
 #    throughput run cannot take the latency numbers with it (the summary merges the two JSONs
 #    into loom.json).
-step loom 120 "$MIN_LOOM" "$R_AFTER_LAT" \
-  env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
-  --batch-sizes 1,8 --json "$OUTDIR/loom_latency.json"
-step loom_jobs 240 "$MIN_JOBS" "$R_AFTER_LOOM" \
-  env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
-  --batch-sizes 1 --jobs "$JOBS" --shared-group 8 --json "$OUTDIR/loom_jobs.json"
+if [ -n "$LOOM_UNUSABLE" ]; then
+  not_run loom "$LOOM_UNUSABLE"
+  not_run loom_jobs "$LOOM_UNUSABLE"
+else
+  step loom 120 "$MIN_LOOM" "$R_AFTER_LAT" \
+    env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
+    --batch-sizes 1,8 --json "$OUTDIR/loom_latency.json"
+  step loom_jobs 240 "$MIN_JOBS" "$R_AFTER_LOOM" \
+    env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
+    --batch-sizes 1 --jobs "$JOBS" --shared-group 8 --json "$OUTDIR/loom_jobs.json"
+fi
 
 if [ "$NO_HF" = 0 ]; then
   # 3. The HF loop is the right loop (tiny checkpoint, float32, greedy, vs hf_reference.py).
@@ -230,7 +250,8 @@ def row_status(step, data):
         return "skipped (budget)"
     if s["status"] == "timeout":
         return "timed out after %ds" % s["timeout_s"]
-    err = (data or {}).get("error", "rc %s, see %s.log" % (s["rc"], step))
+    err = (data or {}).get("error") or (s["command"] if s["rc"] is None else
+                                         "rc %s, see %s.log" % (s["rc"], step))
     return "failed: " + err.splitlines()[0][:100]
 
 rows = []
@@ -309,8 +330,8 @@ def fmt(v, spec):
 lines = []
 lines.append("loom vs HF transformers on %s (commit %s)" % (gpu, (env.get("commit") or "?")[:12]))
 if loom:
-    lines.append("ceilings: copy %s GB/s, bf16 GEMM %s TFLOP/s, weights/step %s GB -> floor %s s/frame at batch 1" % (
-        fmt(loom.get("copy_gbps"), ".0f"), fmt(loom.get("gemm_tflops"), ".0f"),
+    lines.append("loom %s/%s; ceilings: copy %s GB/s, bf16 GEMM %s TFLOP/s, weights/step %s GB -> floor %s s/frame at batch 1" % (
+        loom.get("backend"), loom.get("dtype"), fmt(loom.get("copy_gbps"), ".0f"), fmt(loom.get("gemm_tflops"), ".0f"),
         fmt((loom.get("step_weight_bytes") or 0) / 1e9, ".3f"), fmt(floor, ".3f")))
 lines.append("%-48s %6s %10s %11s %9s %8s  %s" % ("implementation", "batch", "s/frame", "tokens/s", "loom x", "x floor", "status"))
 for r in rows:
