@@ -40,7 +40,7 @@ struct Seq {
 };
 
 // Drives the CPU backend and `gpu` with identical batches; checks every step.
-void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol) {
+void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs = 3) {
   const ModelSpec& spec = m.spec;
   auto cpu = make_cpu_backend();
   cpu->load(spec, m.weights);
@@ -48,19 +48,20 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol) {
   gpu->load(spec, m.weights);
   CacheRequest cr;
   cr.block_size = 16;
-  cr.num_blocks = 40;
-  REQUIRE(cpu->allocate_cache(cr) >= 40);
-  REQUIRE(gpu->allocate_cache(cr) == 40);
+  cr.num_blocks = 5 * n_seqs + 8;
+  REQUIRE(cpu->allocate_cache(cr) >= cr.num_blocks);
+  REQUIRE(gpu->allocate_cache(cr) == cr.num_blocks);
 
   const int S = spec.has_frames() ? spec.frame_slots() : 0;
   const int P = spec.image_tokens;
   const int max_pos = spec.has_frames() ? S * spec.temporal_rows : spec.max_positions;
   std::mt19937 g(5);
-  std::vector<Seq> seqs(3);
-  seqs[0].sp = SamplingParams{0.0f, 0, 1.0f, 0};   // greedy
-  seqs[1].sp = SamplingParams{0.9f, 0, 1.0f, 11};  // seeded
-  seqs[2].sp = SamplingParams{1.1f, 20, 0.8f, 3};  // top-k + top-p
-  const int first[3] = {spec.has_frames() ? 2 * S : 21, spec.has_frames() ? S : 9, 5};
+  std::vector<Seq> seqs(static_cast<size_t>(n_seqs));
+  const SamplingParams modes[3] = {{0.0f, 0, 1.0f, 0},    // greedy
+                                   {0.9f, 0, 1.0f, 11},   // seeded
+                                   {1.1f, 20, 0.8f, 3}};  // top-k + top-p
+  const int firsts[3] = {spec.has_frames() ? 2 * S : 21, spec.has_frames() ? S : 9, 5};
+  for (int s = 0; s < n_seqs; s++) seqs[size_t(s)].sp = modes[s % 3];
   int next_block = 0;
   auto is_action = [&](int p) { return S > 0 && p % S >= P; };
 
@@ -70,12 +71,12 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol) {
     b.blocks_per_seq = 5;
     b.want_logits = true;
     std::vector<int> in_batch;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < n_seqs; s++) {
       Seq& q = seqs[size_t(s)];
       if (q.done) continue;
       // First step: a prompt chunk; then one token, or at a frame's last image token that
       // token plus the frame's action slots (the "7-slot chunk").
-      int n = it == 0 ? first[s] : 1;
+      int n = it == 0 ? firsts[s % 3] + s / 3 : 1;
       if (it > 0 && S > 0 && q.pos % S == P - 1) n = 1 + spec.action_tokens;
       if (q.pos + n > max_pos || q.pos + n > b.blocks_per_seq * 16) {
         q.done = true;
@@ -109,7 +110,7 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol) {
     if (in_batch.empty()) break;
     b.slot_start.push_back(b.n_slots());
     if (spec.action_projection == ActionProjection::None) b.actions.clear();
-    REQUIRE(next_block <= 40);
+    REQUIRE(next_block <= cr.num_blocks);
     bool all_single = true;
     for (size_t i = 0; i + 1 < b.slot_start.size(); i++)
       all_single &= b.slot_start[i + 1] - b.slot_start[i] == 1;
@@ -165,6 +166,12 @@ TEST_CASE("bf16 CUDA backend stays within 6e-2 of the CPU backend step by step")
     const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
     compare_with_cpu(m, ComputeDType::BF16, 6e-2);
   }
+}
+
+TEST_CASE("bf16 CUDA backend with 12 sequences (cuBLAS layers, bf16 lm_head) vs the CPU") {
+  // More than 8 rows: the GEMM schedule and the cuBLAS lm_head with bf16 logits.
+  const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_v1");
+  compare_with_cpu(m, ComputeDType::BF16, 6e-2, 12);
 }
 
 TEST_CASE("CUDA backend through the engine reproduces the HF goldens") {

@@ -178,8 +178,9 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   act_a_ = alloc(S * H * ts);
   act_b_ = alloc(S * H * ts);
   h_last_ = alloc(O * H * ts);
-  logits_ld_ = (spec_.vocab + 63) / 64 * 64;
+  logits_ld_ = vocab_rows(spec_.vocab);
   logits_ = static_cast<float*>(alloc(O * size_t(logits_ld_) * 4));
+  logits_t_ = t_ == DType::BF16 ? alloc(O * size_t(logits_ld_) * 2) : nullptr;
   tokens_ = static_cast<int32_t*>(alloc(O * 4));
   sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
   part_o_ =

@@ -27,9 +27,14 @@ struct DeviceLayer {
   float* mlp_norm = nullptr;   // [hidden]
 };
 
+// Rows of the device embed / lm_head tables: vocab rounded up to 64 (zero rows after vocab).
+inline int vocab_rows(int vocab) {
+  return (vocab + 63) / 64 * 64;
+}
+
 struct DeviceWeights {
-  void* embed = nullptr;          // T [vocab, hidden]
-  void* lm_head = nullptr;        // T [vocab, hidden] (== embed when tied)
+  void* embed = nullptr;          // T [vocab_rows(vocab), hidden], rows >= vocab zero
+  void* lm_head = nullptr;        // T [vocab_rows(vocab), hidden] (== embed when tied)
   float* final_norm = nullptr;    // [hidden]
   float* pos_spatial = nullptr;   // [spatial_rows, hidden] or null
   float* pos_temporal = nullptr;  // [temporal_rows, hidden] or null
@@ -125,6 +130,7 @@ class CudaBackend : public Backend {
   void* act_b_ = nullptr;      // T [cap_slots, hidden] action MLP pong
   void* h_last_ = nullptr;     // T [cap_out, hidden]
   float* logits_ = nullptr;    // [cap_out, logits_ld_]
+  void* logits_t_ = nullptr;   // bf16 [cap_out, logits_ld_]: cuBLAS lm_head output (bf16 only)
   int logits_ld_ = 0;          // vocab rounded up to 64: aligned rows for cuBLAS and sampler
   int32_t* tokens_ = nullptr;  // [cap_out]
   void* sample_ws_ = nullptr;  // sample_workspace_bytes(cap_out)
