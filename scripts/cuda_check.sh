@@ -2,8 +2,10 @@
 # GPU check and measurements of the CUDA backend, run on the device machine from the repository
 # root with the build folder carried (binaries built elsewhere; rpath $ORIGIN, libsimdjson beside
 # them). Logs and the bench JSON go to $OUT (default ./out-cuda).
-#   scripts/cuda_check.sh [tests|bench|all]   (default all)
+#   scripts/cuda_check.sh [tests|bench|all|e2e]   (default all)
 # Steps: device facts (nvidia-smi), ctest -L cuda, then build-cuda/bin/cuda_bench.
+# e2e: the loom CLI on the CUDA backend: tiny_v1 jobs in f32 / bf16 against the CPU backend
+# (tokens), then a Terra-size checkpoint (scripts/make_checkpoint.py) through `loom bench`.
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-$PWD/out-cuda}
@@ -39,5 +41,31 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$BUILD/bin/cuda_bench" "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1
+fi
+if [ "$what" = e2e ]; then
+  B=$BUILD/bin
+  for d in f32 bf16; do
+    $B/loom run --model testdata/tiny_v1 --jobs testdata/jobs/tiny_v1.jsonl \
+      --out "$OUT/tiny_cuda_$d.jsonl" --backend cuda --dtype $d -q 2>&1 | tail -3
+  done
+  $B/loom run --model testdata/tiny_v1 --jobs testdata/jobs/tiny_v1.jsonl \
+    --out "$OUT/tiny_cpu.jsonl" --backend cpu --dtype f32 -q 2>&1 | tail -3
+  python3 - "$OUT" <<'PY'
+import json, sys
+o = sys.argv[1]
+def toks(p):
+    r = {}
+    for l in open(p):
+        j = json.loads(l)
+        r[(j.get("id"), j.get("sample"))] = (j.get("frames"), j.get("tokens"), j.get("status"))
+    return r
+c, g, b = (toks(o + f) for f in ("/tiny_cpu.jsonl", "/tiny_cuda_f32.jsonl", "/tiny_cuda_bf16.jsonl"))
+print("records cpu / cuda f32 / cuda bf16:", len(c), len(g), len(b))
+print("cuda f32 tokens == cpu tokens:", c == g)
+print("cuda bf16 records with the cpu's tokens:", sum(c[k] == b.get(k) for k in c), "of", len(c))
+PY
+  (time python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra) 2>&1 | tail -3
+  $B/loom bench --model /tmp/terra --backend cuda --frames 2 --batch-sizes 1,8 --profile \
+    --json "$OUT/loom_bench.json" 2>&1 | tee "$OUT/loom_bench.log" | tail -45 || rc=1
 fi
 exit $rc

@@ -197,15 +197,15 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
 
   // 3. Final norm and lm_head on the last slot of each sequence that needs logits, then draws.
   if (L.n_out == 0) return;
-  if (gemv) {
+  // One row: the fused GEMV (final norm in its prologue) streams lm_head at ~4.1 TB/s. More
+  // rows: cuBLAS on the padded (aligned) lm_head, ~4.1 TB/s at 4 and 8 rows where the GEMV,
+  // which re-reads its input rows per weight vector, falls to 2.9 and 1.7 (H200, 2026-11-22).
+  if (gemv && L.n_out == 1) {
     gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm, out_rows,
              L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
-    norm_run(delta_, w_.final_norm, out_rows, L.n_out, h_last_);
-    if (t_ == DType::BF16 && L.n_out <= kGemvMaxRows && H % 8 == 0)  // cuBLAS is slow here
-      gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::Plain, h_last_, nullptr, nullptr,
-               L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
-    else if (t_ == DType::BF16) {
+    norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
+    if (t_ == DType::BF16) {
       // bf16 logits (as HF computes them in bf16), then fp32 for the draw: cuBLAS picks a
       // ~5x slower kernel for an fp32 output of bf16 operands at this shape (measured 2.7 ms
       // at 256 rows on an H200).
