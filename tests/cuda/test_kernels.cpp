@@ -394,8 +394,13 @@ TEST_CASE("rope_kv_write + paged_attention match cpu rope, kv_write, paged_atten
       {32, 4, 64, 5, {{300, 9}, {0, 200}}},         // long prefill: splits + combine, rows
                                                     // with no key in early/late splits
   };
+  // Batch 19 decode: contexts 0, 37, 74, ... cross many block boundaries.
+  AttnCase b19{32, 4, 64, 8, {}};
+  for (int i = 0; i < 19; i++) b19.seqs.push_back({37 * i, 1});
+  std::vector<AttnCase> all = cases;
+  all.push_back(b19);
   for (DType t : kTypes)
-    for (const AttnCase& c : cases) {
+    for (const AttnCase& c : all) {
       CAPTURE(dtype_name(t));
       CAPTURE(c.heads);
       CAPTURE(c.kv_heads);
