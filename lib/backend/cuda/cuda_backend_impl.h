@@ -70,6 +70,7 @@ class CudaBackend : public Backend {
   void step(const StepBatch& batch, StepOutput& out) override;
   DeviceInfo device_info() override;
   double measure_copy_bandwidth_gbps() override;
+  double measure_gemm_tflops() override;
   void set_profiling(bool on) override;
   std::vector<KernelTime> kernel_times() const override;
 
