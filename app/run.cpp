@@ -72,8 +72,16 @@ int run_command(const RunArgs& a) {
     return false;
   };
   const std::string model_name = om.model.spec.architecture + ":" + a.model;
+  // Every record is flushed as it is written; fsync every few seconds bounds what a power
+  // loss (not just a crash) can take, without a disk flush per record.
+  constexpr double kSyncInterval_s = 5.0;
+  double last_sync = now_seconds();
   auto sink = [&](const JobResult& r) {
     writer.write(r);
+    if (now_seconds() - last_sync > kSyncInterval_s) {
+      writer.sync();
+      last_sync = now_seconds();
+    }
     if (!a.tokens_out.empty() && r.ok) write_tokens_safetensors(a.tokens_out, r, model_name, r.seed);
   };
   Engine engine(spec, *om.backend, opt);

@@ -1,6 +1,4 @@
 # Tests driven by scripts: the CLI end to end and the live HF reference check.
-set(LOOM_PYTHON "${CMAKE_SOURCE_DIR}/build/pyenv/bin/python" CACHE FILEPATH
-  "Python with torch, transformers 4.39.3 and safetensors (scripts/setup.sh --python)")
 
 # A freshly drawn random tiny checkpoint each run, goldens from the real transformers
 # LlamaModel, checked against the cpu backend — not only the frozen files in testdata/.
