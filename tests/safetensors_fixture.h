@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -121,4 +122,28 @@ inline void remove_tree(const std::string& dir) {
   if (dir.rfind("/tmp/loom_test_", 0) == 0) (void)std::system(cmd.c_str());
 }
 
+// The loom::Error message `f` throws, or "" if it throws nothing.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A folder made for one test and removed with it.
+struct TempDir {
+  std::string path = make_temp_dir();
+  ~TempDir() { remove_tree(path); }
+};
+
 }  // namespace loom::fixture
+
+// Checks that `expr` throws a loom::Error whose message contains `expected`.
+#define CHECK_ERROR(expr, expected)                                          \
+  do {                                                                       \
+    const std::string msg_ = ::loom::fixture::error_of([&] { (void)(expr); }); \
+    INFO("message: ", msg_);                                                 \
+    CHECK(msg_.find(expected) != std::string::npos);                         \
+  } while (0)

@@ -18,26 +18,6 @@ namespace {
 
 const std::string kTables = std::string(LOOM_SOURCE_DIR) + "/models";
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define CHECK_ERROR(expr, expected)                           \
-  do {                                                        \
-    const std::string msg_ = error_of([&] { (void)(expr); }); \
-    INFO("message: ", msg_);                                  \
-    CHECK(msg_.find(expected) != std::string::npos);          \
-  } while (0)
-
-struct TempDir {
-  std::string path = make_temp_dir();
-  ~TempDir() { remove_tree(path); }
-};
 
 bool contains(const std::vector<std::string>& v, const std::string& needle) {
   for (const auto& s : v)

@@ -13,27 +13,6 @@ using namespace loom::fixture;
 
 namespace {
 
-// The loom::Error message `f` throws, or "" if it throws nothing.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define CHECK_ERROR(expr, expected)                           \
-  do {                                                        \
-    const std::string msg_ = error_of([&] { (void)(expr); }); \
-    INFO("message: ", msg_);                                  \
-    CHECK(msg_.find(expected) != std::string::npos);          \
-  } while (0)
-
-struct TempDir {
-  std::string path = make_temp_dir();
-  ~TempDir() { remove_tree(path); }
-};
 
 std::string header_of(const nlohmann::json& j) {
   return j.dump();
