@@ -75,8 +75,7 @@ Measured run_synthetic(Backend& backend, const ModelSpec& spec, EngineOptions op
 double run_flops(const RunStats& st, const ModelSpec& sp) {
   const double H = sp.hidden, qd = sp.q_dim(), kvd = sp.kv_dim(), I = sp.intermediate;
   const double per_slot = 2.0 * sp.layers * (H * (qd + 2 * kvd) + qd * H + 3 * H * I);
-  return per_slot * double(st.scheduler.slots) +
-         2.0 * H * sp.vocab * double(st.scheduler.sampled) +
+  return per_slot * double(st.scheduler.slots) + 2.0 * H * sp.vocab * double(st.scheduler.sampled) +
          4.0 * sp.layers * qd * double(st.scheduler.attn_pairs);
 }
 
@@ -116,9 +115,10 @@ int bench_command(const BenchArgs& a) {
 
   std::printf("loom bench: %s on %s (%s, %s), load %.2f s\n", spec.architecture.c_str(),
               dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(), om.load_s);
-  std::printf("ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s; weights per step %.3f GB; "
-              "floor %.3f s/frame at batch 1\n\n",
-              copy_gbps, gemm_tflops, double(step_bytes) / 1e9, floor_s);
+  std::printf(
+      "ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s; weights per step %.3f GB; "
+      "floor %.3f s/frame at batch 1\n\n",
+      copy_gbps, gemm_tflops, double(step_bytes) / 1e9, floor_s);
   std::printf("%6s %10s %10s %10s %12s %10s %9s\n", "batch", "s/frame", "x floor", "ttft s",
               "tokens/s", "GB/s", "% copy");
 
@@ -137,7 +137,8 @@ int bench_command(const BenchArgs& a) {
       const RunStats& st = last.st;
       sf.push_back(median(st.frame_s));
       tps.push_back(double(st.tokens) / (st.prefill_s + st.decode_s));
-      gbps.push_back(st.decode_s > 0 ? double(step_bytes) * double(st.decode_steps) / st.decode_s / 1e9 : 0);
+      gbps.push_back(
+          st.decode_s > 0 ? double(step_bytes) * double(st.decode_steps) / st.decode_s / 1e9 : 0);
       ttft.push_back(median(last.ttft));
     }
     const double s = median(sf), g = median(gbps);
@@ -163,7 +164,8 @@ int bench_command(const BenchArgs& a) {
         kernels.push_back({{"name", k.name}, {"ms", k.ms}, {"calls", k.calls}});
       row["kernels"] = kernels;
       for (const KernelTime& k : be.kernel_times())
-        std::printf("         %-28s %10.3f ms %8lld calls\n", k.name.c_str(), k.ms, (long long)k.calls);
+        std::printf("         %-28s %10.3f ms %8lld calls\n", k.name.c_str(), k.ms,
+                    (long long)k.calls);
     }
     out["latency"].push_back(row);
   }
@@ -196,8 +198,10 @@ int bench_command(const BenchArgs& a) {
            {"decode_s", st.decode_s},
            {"prefill_steps", st.prefill_steps},
            {"decode_steps", st.decode_steps},
-           {"mean_slots", double(st.scheduler.slots) / double(std::max<int64_t>(1, st.scheduler.steps))},
-           {"mean_seqs", double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps))},
+           {"mean_slots",
+            double(st.scheduler.slots) / double(std::max<int64_t>(1, st.scheduler.steps))},
+           {"mean_seqs",
+            double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps))},
            {"max_seqs", st.scheduler.max_batch},
            {"achieved_gbps", gb},
            {"achieved_tflops", tf},

@@ -8,9 +8,9 @@
 namespace loom {
 
 // Exit codes (README "Exit codes").
-constexpr int kExitOk = 0;           // every job finished
-constexpr int kExitJobsFailed = 1;   // the run finished, some jobs wrote error records
-constexpr int kExitFatal = 2;        // nothing useful ran: bad arguments, model, or output
+constexpr int kExitOk = 0;             // every job finished
+constexpr int kExitJobsFailed = 1;     // the run finished, some jobs wrote error records
+constexpr int kExitFatal = 2;          // nothing useful ran: bad arguments, model, or output
 constexpr int kExitInterrupted = 130;  // SIGINT / SIGTERM: finished records kept, report written
 
 struct EngineArgs {
@@ -44,8 +44,8 @@ struct BenchArgs {
   int context_frames = 3;
   int frames = 4;
   std::vector<int> batch_sizes{1};
-  int jobs = 0;            // throughput run: this many jobs at once (0: off)
-  int shared_group = 0;    // throughput run: groups of this size share context frames
+  int jobs = 0;          // throughput run: this many jobs at once (0: off)
+  int shared_group = 0;  // throughput run: groups of this size share context frames
   int repeats = 1;
   bool profile = false;
 };

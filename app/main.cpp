@@ -16,7 +16,8 @@ static void add_engine_options(CLI::App* cmd, EngineArgs& e) {
   cmd->add_option("--dtype", e.dtype, "compute dtype: bf16 (cuda default) or f32 (cpu)")
       ->check(CLI::IsMember({"auto", "bf16", "f32"}));
   cmd->add_option("--device", e.device, "CUDA device index");
-  cmd->add_option("--max-seqs", e.max_seqs, "most sequences in one step")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-seqs", e.max_seqs, "most sequences in one step")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-batch-slots", e.max_batch_slots, "most slots in one step")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--block-size", e.block_size, "KV slots per block")->check(CLI::Range(1, 1024));
@@ -41,12 +42,15 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--jobs", run.jobs, "jobs JSONL ('-' = stdin)")->required();
   run_cmd->add_option("--out", run.out, "results JSONL ('-' = stdout)")->required();
   run_cmd->add_option("--report", run.report, "write a JSON timing report here");
-  run_cmd->add_option("--tokens-out", run.tokens_out, "also write each sample's tokens as safetensors here");
-  run_cmd->add_option("--placeholder-id", run.placeholder_id, "token id of action slots in prompts");
+  run_cmd->add_option("--tokens-out", run.tokens_out,
+                      "also write each sample's tokens as safetensors here");
+  run_cmd->add_option("--placeholder-id", run.placeholder_id,
+                      "token id of action slots in prompts");
   run_cmd->add_option("--overlap", run.overlap, "frames carried into a new round (default 3)");
   run_cmd->add_flag("--resume", run.resume, "skip samples already in --out, append the rest");
-  run_cmd->add_option("--shard", run.shard, "K/N: run every N-th job starting at K "
-                                            "(default: from SLURM/OMPI/RANK variables)");
+  run_cmd->add_option("--shard", run.shard,
+                      "K/N: run every N-th job starting at K "
+                      "(default: from SLURM/OMPI/RANK variables)");
   run_cmd->add_option("--progress-interval", run.progress_interval,
                       "seconds between progress lines when stderr is not a terminal");
   run_cmd->add_flag("--quiet,-q", run.quiet, "no progress or summary on stderr");

@@ -27,15 +27,18 @@ void Progress::update(const RunStats& st, bool force) {
   char eta[32] = "?";
   if (total_ >= 0 && st.samples_done > 0) {
     const double per_job = st.wall_s / double(st.samples_done + st.jobs_failed);
-    const double left = per_job * double(total_ - std::min<int64_t>(total_, st.samples_done + st.jobs_failed));
+    const double left =
+        per_job * double(total_ - std::min<int64_t>(total_, st.samples_done + st.jobs_failed));
     std::snprintf(eta, sizeof eta, "%dm%02ds", int(left) / 60, int(left) % 60);
   }
   char total[32] = "?";
   if (total_ >= 0) std::snprintf(total, sizeof total, "%lld", (long long)total_);
-  std::fprintf(stderr, "%sloom: %lld/%s jobs read, %lld samples done, %lld failed, %lld frames, %.0f tokens/s, "
-               "ETA %s%s",
-               tty_ ? "\r\033[K" : "", (long long)done, total, (long long)st.samples_done,
-               (long long)st.jobs_failed, (long long)st.frames, tps, eta, tty_ ? "" : "\n");
+  std::fprintf(
+      stderr,
+      "%sloom: %lld/%s jobs read, %lld samples done, %lld failed, %lld frames, %.0f tokens/s, "
+      "ETA %s%s",
+      tty_ ? "\r\033[K" : "", (long long)done, total, (long long)st.samples_done,
+      (long long)st.jobs_failed, (long long)st.frames, tps, eta, tty_ ? "" : "\n");
   std::fflush(stderr);
   drawn_ = true;
 }

@@ -20,7 +20,9 @@ namespace loom {
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true); }
+extern "C" void on_signal(int) {
+  g_stop.store(true);
+}
 
 }  // namespace
 
@@ -51,8 +53,7 @@ int run_command(const RunArgs& a) {
 
   EngineOptions opt = engine_options(a.engine);
   opt.stop = &g_stop;
-  if (a.resume)
-    opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.id, k); };
+  if (a.resume) opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.id, k); };
   int64_t total = count_job_lines(a.jobs);
   if (total > 0 && shard.count > 1) total = (total - shard.index + shard.count - 1) / shard.count;
   Progress progress(total, a.progress_interval, a.quiet);
@@ -82,7 +83,8 @@ int run_command(const RunArgs& a) {
       writer.sync();
       last_sync = now_seconds();
     }
-    if (!a.tokens_out.empty() && r.ok) write_tokens_safetensors(a.tokens_out, r, model_name, r.seed);
+    if (!a.tokens_out.empty() && r.ok)
+      write_tokens_safetensors(a.tokens_out, r, model_name, r.seed);
   };
   Engine engine(spec, *om.backend, opt);
   RunStats st = engine.run(source, sink);

@@ -19,7 +19,8 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, boo
   lo.table_path = args.model_table;
   om.model = load_model(model_dir, lo);
   if (!quiet)
-    for (const std::string& w : om.model.warnings) std::fprintf(stderr, "loom: warning: %s\n", w.c_str());
+    for (const std::string& w : om.model.warnings)
+      std::fprintf(stderr, "loom: warning: %s\n", w.c_str());
 
   std::string why;
   BackendKind kind = BackendKind::Cpu;

@@ -75,8 +75,10 @@ TEST_CASE("run: every sample of every job, with the documented schema") {
         }
       } else {
         const size_t n = res["tokens"].size();
-        if (res["finish_reason"] == "length") CHECK(n == job["max_tokens"].get<size_t>());
-        else CHECK((res["finish_reason"] == "eos" && n <= job["max_tokens"].get<size_t>()));
+        if (res["finish_reason"] == "length")
+          CHECK(n == job["max_tokens"].get<size_t>());
+        else
+          CHECK((res["finish_reason"] == "eos" && n <= job["max_tokens"].get<size_t>()));
       }
     }
     size_t expected = 0;
@@ -92,7 +94,9 @@ TEST_CASE("run: every sample of every job, with the documented schema") {
 TEST_CASE("run: bad job lines give exactly the expected error records; good jobs finish") {
   const std::string out = "/tmp/loom_cli_bad.jsonl";
   std::remove(out.c_str());
-  Ran r = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData + "/jobs/bad_tiny_v1.jsonl --out " + out, "bad");
+  Ran r = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData +
+                  "/jobs/bad_tiny_v1.jsonl --out " + out,
+              "bad");
   CHECK(r.code == 1);  // some jobs failed
   std::map<int, json> errors;
   std::set<int> ok_lines;
@@ -129,11 +133,14 @@ TEST_CASE("run: bad job lines give exactly the expected error records; good jobs
 TEST_CASE("run: stdin to stdout gives the same tokens as files") {
   const std::string a = "/tmp/loom_cli_files.jsonl", b = "/tmp/loom_cli_pipe.jsonl";
   const std::string jobs = kData + "/jobs/tiny_v2.jsonl";
-  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --out " + a, "files").code == 0);
-  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs - --out - < " + jobs + " > " + b, "pipe").code == 0);
+  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --out " + a, "files").code ==
+        0);
+  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs - --out - < " + jobs + " > " + b, "pipe")
+            .code == 0);
   auto frames = [](const std::string& p) {
     std::map<std::pair<std::string, int>, json> m;
-    for (const json& r : read_lines(p)) m[{r["id"].get<std::string>(), r["sample"].get<int>()}] = r["frames"];
+    for (const json& r : read_lines(p))
+      m[{r["id"].get<std::string>(), r["sample"].get<int>()}] = r["frames"];
     return m;
   };
   CHECK(frames(a) == frames(b));

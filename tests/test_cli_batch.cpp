@@ -114,8 +114,8 @@ TEST_CASE("kill -9 midway, then --resume: the union equals an uninterrupted run"
   const auto want = records(full, &full_lines);
   CHECK(want.size() > 150);
 
-  const pid_t pid = spawn("run -q --max-seqs 4 --model " + kData + "/tiny_v1 --jobs " + jobs +
-                          " --out " + part);
+  const pid_t pid =
+      spawn("run -q --max-seqs 4 --model " + kData + "/tiny_v1 --jobs " + jobs + " --out " + part);
   const auto t0 = std::chrono::steady_clock::now();
   while (file_lines(part) < 40 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -160,7 +160,9 @@ TEST_CASE("SIGINT: stop, keep finished records, write the report, exit 130") {
   REQUIRE(r.good());
   const json report = json::parse(r);
   CHECK(report["jobs_summary"]["stopped"] == true);
-  CHECK(report["jobs_summary"]["samples_done"].get<int>() + report["jobs_summary"]["failed"].get<int>() == lines);
+  CHECK(report["jobs_summary"]["samples_done"].get<int>() +
+            report["jobs_summary"]["failed"].get<int>() ==
+        lines);
 }
 
 TEST_CASE("3 shards merged equal one unsharded run") {
@@ -176,7 +178,8 @@ TEST_CASE("3 shards merged equal one unsharded run") {
   // The launcher's environment works the same way as --shard.
   const int rc = sh("SLURM_PROCID=1 SLURM_NTASKS=3 " + common + " --out /tmp/loom_shard_env.jsonl");
   CHECK((rc == 0 || rc == 1));
-  CHECK(records("/tmp/loom_shard_env.shard-1-of-3.jsonl") == records("/tmp/loom_shard.shard-1-of-3.jsonl"));
+  CHECK(records("/tmp/loom_shard_env.shard-1-of-3.jsonl") ==
+        records("/tmp/loom_shard.shard-1-of-3.jsonl"));
   CHECK(sh(kLoom + " merge --jobs " + jobs + " --out " + merged +
            " /tmp/loom_shard.shard-0-of-3.jsonl /tmp/loom_shard.shard-1-of-3.jsonl "
            "/tmp/loom_shard.shard-2-of-3.jsonl 2>/dev/null") == 1);  // error records present
@@ -193,6 +196,8 @@ TEST_CASE("3 shards merged equal one unsharded run") {
     last = l;
   }
   // A missing shard is an error, not a silent partial file.
-  CHECK(sh(kLoom + " merge --jobs " + jobs + " --out /tmp/loom_shard_bad.jsonl "
-           "/tmp/loom_shard.shard-0-of-3.jsonl /tmp/loom_shard.shard-1-of-3.jsonl 2>/dev/null") == 2);
+  CHECK(sh(kLoom + " merge --jobs " + jobs +
+           " --out /tmp/loom_shard_bad.jsonl "
+           "/tmp/loom_shard.shard-0-of-3.jsonl /tmp/loom_shard.shard-1-of-3.jsonl 2>/dev/null") ==
+        2);
 }

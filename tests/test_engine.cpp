@@ -82,7 +82,8 @@ class FakeBackend : public Backend {
     for (int s = 0; s < b.n_seqs(); s++) {
       const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
       auto at = [&](int i) -> uint64_t& {
-        return cache_[size_t(table[i / block_size_]) * size_t(block_size_) + size_t(i % block_size_)];
+        return cache_[size_t(table[i / block_size_]) * size_t(block_size_) +
+                      size_t(i % block_size_)];
       };
       for (int i = b.slot_start[size_t(s)]; i < b.slot_start[size_t(s) + 1]; i++) {
         const int j = i - b.slot_start[size_t(s)];
@@ -124,7 +125,8 @@ std::vector<std::vector<int32_t>> reference_frames(const Job& job, uint32_t samp
       std::vector<uint64_t> window;
       int pos = 0;
       for (int f = first; f < int(all.size()); f++) {
-        for (int i = 0; i < P; i++) window.push_back(slot_value(all[size_t(f)][size_t(i)], nullptr, 3, pos++));
+        for (int i = 0; i < P; i++)
+          window.push_back(slot_value(all[size_t(f)][size_t(i)], nullptr, 3, pos++));
         for (int a = 0; a < A; a++)
           window.push_back(slot_value(kActionSlot, &job.actions[size_t(f * A + a) * 3], 3, pos++));
       }
@@ -206,7 +208,8 @@ TEST_CASE("frame layout: action slots, the 7-slot chunk and positions across rou
   for (int slot = 0; slot < 39; slot++) {
     const bool action = slot % 13 >= 10;
     CHECK((s.token_at(slot) == kActionSlot) == action);
-    if (action) CHECK(s.action_at(slot) == &job->actions[size_t((slot / 13) * 3 + slot % 13 - 10) * 3]);
+    if (action)
+      CHECK(s.action_at(slot) == &job->actions[size_t((slot / 13) * 3 + slot % 13 - 10) * 3]);
   }
   s.advance(39);
   for (int t = 0; t < 9; t++) {  // tokens 0..8 of generated frame 0 are single slots
@@ -262,10 +265,12 @@ TEST_CASE("engine streams equal the full-recompute reference across two round ch
 TEST_CASE("a job's tokens do not depend on the batch around it, the block size or sharing") {
   ModelSpec sp = frame_spec();
   std::vector<Job> jobs;
-  for (int i = 0; i < 12; i++) jobs.push_back(make_job(sp, "j" + std::to_string(i), 3, 7, 100 + i, i % 3, 1 + i % 2));
+  for (int i = 0; i < 12; i++)
+    jobs.push_back(make_job(sp, "j" + std::to_string(i), 3, 7, 100 + i, i % 3, 1 + i % 2));
   RunOut alone = run_jobs(jobs, 1, 40, false, 4);
   RunOut crowded = run_jobs(jobs, 64, 400, true, 4);
-  RunOut tight = run_jobs(jobs, 64, 60, true, 16, 20);  // few blocks: admission waits, blocks reused
+  RunOut tight =
+      run_jobs(jobs, 64, 60, true, 16, 20);  // few blocks: admission waits, blocks reused
   CHECK(alone.frames == crowded.frames);
   CHECK(alone.frames == tight.frames);
   CHECK(alone.max_batch == 1);
@@ -275,7 +280,8 @@ TEST_CASE("a job's tokens do not depend on the batch around it, the block size o
 TEST_CASE("prefix sharing: identical context frames are computed once") {
   ModelSpec sp = frame_spec();
   std::vector<Job> jobs;
-  for (int i = 0; i < 8; i++) jobs.push_back(make_job(sp, "g" + std::to_string(i), 3, 2, 500 + i, 7));
+  for (int i = 0; i < 8; i++)
+    jobs.push_back(make_job(sp, "g" + std::to_string(i), 3, 2, 500 + i, 7));
   RunOut shared = run_jobs(jobs, 64, 400, true, 4);
   RunOut plain = run_jobs(jobs, 64, 400, false, 4);
   CHECK(shared.frames == plain.frames);

@@ -38,7 +38,8 @@ TEST_CASE("cpu backend reproduces the HF golden logits and tokens") {
       }
       if (!c.contains("logits")) continue;
       for (const auto& l : c["logits"]) {
-        const auto key = std::make_pair(l["sample"].get<uint32_t>(), l["draw_index"].get<uint64_t>());
+        const auto key =
+            std::make_pair(l["sample"].get<uint32_t>(), l["draw_index"].get<uint64_t>());
         CAPTURE(key.second);
         REQUIRE(run.logits.count(key) == 1);
         const std::vector<float> want = l["values"].get<std::vector<float>>();

@@ -47,8 +47,8 @@ static std::vector<double> softmax(const std::vector<float>& z, float temperatur
 static double chi_square(const std::vector<float>& logits, const SamplingParams& sp,
                          const std::vector<double>& p, int n) {
   std::vector<int> count(p.size(), 0);
-  for (int i = 0; i < n; i++) count[size_t(sample_token(logits.data(), int(logits.size()), sp, 0,
-                                                        uint64_t(i)))]++;
+  for (int i = 0; i < n; i++)
+    count[size_t(sample_token(logits.data(), int(logits.size()), sp, 0, uint64_t(i)))]++;
   double chi = 0;
   for (size_t i = 0; i < p.size(); i++) {
     if (p[i] == 0) {
@@ -137,7 +137,8 @@ TEST_CASE("same (seed, sample, draw) gives the same token; each key changes the 
     other_sample.push_back(sample_token(logits.data(), 1000, sp, 1, d));
   }
   sp.seed = 78;
-  for (uint64_t d = 0; d < 64; d++) other_seed.push_back(sample_token(logits.data(), 1000, sp, 0, d));
+  for (uint64_t d = 0; d < 64; d++)
+    other_seed.push_back(sample_token(logits.data(), 1000, sp, 0, d));
   CHECK(a == b);
   CHECK(a != other_seed);
   CHECK(a != other_sample);

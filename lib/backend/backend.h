@@ -30,15 +30,15 @@ struct StepBatch {
   std::vector<float> actions;      // [n_slots, action_dim] action rows; zeros in token slots
 
   // Per sequence.
-  std::vector<int32_t> slot_start;    // [n_seqs + 1] offsets into the per-slot arrays
-  std::vector<int32_t> kv_len;        // [n_seqs] slots already cached; new slot j goes to kv_len + j
+  std::vector<int32_t> slot_start;  // [n_seqs + 1] offsets into the per-slot arrays
+  std::vector<int32_t> kv_len;      // [n_seqs] slots already cached; new slot j goes to kv_len + j
   std::vector<int32_t> block_tables;  // [n_seqs, blocks_per_seq] physical block ids, -1 padded
   int blocks_per_seq = 0;
-  std::vector<uint8_t> sample;          // [n_seqs] 1: draw a token from the last slot's logits
-  std::vector<SamplingParams> sampling; // [n_seqs]
-  std::vector<uint32_t> sample_index;   // [n_seqs] which of the job's num_samples
-  std::vector<uint64_t> draw_index;     // [n_seqs] tokens this sequence has generated so far
-  bool want_logits = false;             // fill StepOutput::logits (tests and goldens)
+  std::vector<uint8_t> sample;           // [n_seqs] 1: draw a token from the last slot's logits
+  std::vector<SamplingParams> sampling;  // [n_seqs]
+  std::vector<uint32_t> sample_index;    // [n_seqs] which of the job's num_samples
+  std::vector<uint64_t> draw_index;      // [n_seqs] tokens this sequence has generated so far
+  bool want_logits = false;              // fill StepOutput::logits (tests and goldens)
 
   int n_seqs() const { return int(kv_len.size()); }
   int n_slots() const { return int(tokens.size()); }
@@ -64,12 +64,12 @@ struct KernelTime {
 };
 
 struct DeviceInfo {
-  std::string name;           // "NVIDIA H200", "cpu"
-  size_t memory_bytes = 0;    // device memory in all
-  size_t weight_bytes = 0;    // weights resident
-  size_t kv_bytes = 0;        // KV pool
-  size_t peak_bytes = 0;      // peak device memory in use by loom
-  double copy_gbps = 0;       // measured device-to-device copy bandwidth (read + write), 0 if unknown
+  std::string name;         // "NVIDIA H200", "cpu"
+  size_t memory_bytes = 0;  // device memory in all
+  size_t weight_bytes = 0;  // weights resident
+  size_t kv_bytes = 0;      // KV pool
+  size_t peak_bytes = 0;    // peak device memory in use by loom
+  double copy_gbps = 0;     // measured device-to-device copy bandwidth (read + write), 0 if unknown
 };
 
 class Backend {

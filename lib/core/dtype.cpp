@@ -4,36 +4,55 @@ namespace loom {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::U8:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::U8:
+      return "u8";
   }
   return "?";
 }
 
 bool parse_safetensors_dtype(const std::string& s, DType* out) {
-  if (s == "F32") *out = DType::F32;
-  else if (s == "F16") *out = DType::F16;
-  else if (s == "BF16") *out = DType::BF16;
-  else if (s == "I32") *out = DType::I32;
-  else if (s == "I64") *out = DType::I64;
-  else if (s == "U8") *out = DType::U8;
-  else return false;
+  if (s == "F32")
+    *out = DType::F32;
+  else if (s == "F16")
+    *out = DType::F16;
+  else if (s == "BF16")
+    *out = DType::BF16;
+  else if (s == "I32")
+    *out = DType::I32;
+  else if (s == "I64")
+    *out = DType::I64;
+  else if (s == "U8")
+    *out = DType::U8;
+  else
+    return false;
   return true;
 }
 

@@ -12,7 +12,7 @@ namespace loom {
 enum class DType { F32, F16, BF16, I32, I64, U8 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);         // "f32", "bf16", … as printed in messages
+const char* dtype_name(DType t);  // "f32", "bf16", … as printed in messages
 bool parse_safetensors_dtype(const std::string& s, DType* out);  // "BF16" → BF16
 
 inline float bf16_to_f32(uint16_t h) {

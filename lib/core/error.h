@@ -30,7 +30,7 @@ template <class... Args>
 
 }  // namespace loom
 
-#define LOOM_CHECK(cond, ...)              \
-  do {                                     \
+#define LOOM_CHECK(cond, ...)               \
+  do {                                      \
     if (!(cond)) ::loom::fail(__VA_ARGS__); \
   } while (0)

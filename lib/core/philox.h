@@ -50,6 +50,8 @@ LOOM_HD float philox_uniform(uint64_t seed, uint32_t sample, uint64_t draw_index
 // The Gumbel noise -log(-log(u)) of that uniform, computed in double and rounded once to
 // float, so backends whose log functions differ in the last bit still agree (all but ~2^-29
 // of draws), unlike float logf, whose implementations differ far more often.
-LOOM_HD float gumbel_noise(float u) { return float(-log(-log(double(u)))); }
+LOOM_HD float gumbel_noise(float u) {
+  return float(-log(-log(double(u))));
+}
 
 }  // namespace loom

@@ -14,17 +14,23 @@ int64_t Tensor::numel() const {
 
 float Tensor::at(int64_t i) const {
   switch (dtype) {
-    case DType::F32: return static_cast<const float*>(data)[i];
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    default: fail("tensor of dtype ", dtype_name(dtype), " cannot be read as floats");
+    case DType::F32:
+      return static_cast<const float*>(data)[i];
+    case DType::BF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::F16:
+      return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    default:
+      fail("tensor of dtype ", dtype_name(dtype), " cannot be read as floats");
   }
 }
 
 void Tensor::copy_to_f32(float* dst) const {
   const int64_t n = numel();
   switch (dtype) {
-    case DType::F32: std::memcpy(dst, data, size_t(n) * 4); return;
+    case DType::F32:
+      std::memcpy(dst, data, size_t(n) * 4);
+      return;
     case DType::BF16: {
       const auto* s = static_cast<const uint16_t*>(data);
       for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(s[i]);
@@ -35,7 +41,8 @@ void Tensor::copy_to_f32(float* dst) const {
       for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(s[i]);
       return;
     }
-    default: fail("tensor of dtype ", dtype_name(dtype), " cannot be read as floats");
+    default:
+      fail("tensor of dtype ", dtype_name(dtype), " cannot be read as floats");
   }
 }
 

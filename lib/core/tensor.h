@@ -15,8 +15,8 @@ namespace loom {
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  const void* data = nullptr;          // row-major, dtype_size(dtype) * numel() bytes
-  std::shared_ptr<const void> owner;   // keeps `data` alive
+  const void* data = nullptr;         // row-major, dtype_size(dtype) * numel() bytes
+  std::shared_ptr<const void> owner;  // keeps `data` alive
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const;

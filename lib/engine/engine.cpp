@@ -63,8 +63,7 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   st.block_size = opt_.cache.block_size;
   st.kv_block_bytes = backend_.kv_block_bytes(opt_.cache.block_size);
 
-  const int lookahead =
-      opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * opt_.scheduler.max_seqs;
+  const int lookahead = opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * opt_.scheduler.max_seqs;
   struct Waiting {
     std::unique_ptr<Sequence> seq;
     double read_at;
@@ -142,8 +141,8 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
     if (opt_.on_logits) {
       const auto& seqs = sched.last_step_sequences();
       for (size_t i = 0; i < seqs.size(); i++)
-        if (batch.sample[i]) opt_.on_logits(*seqs[i], out.logits.data() + i * size_t(spec_.vocab),
-                                            spec_.vocab);
+        if (batch.sample[i])
+          opt_.on_logits(*seqs[i], out.logits.data() + i * size_t(spec_.vocab), spec_.vocab);
     }
     for (uint8_t s : batch.sample) st.tokens += s;
     done.clear();

@@ -38,14 +38,14 @@ struct EngineOptions {
 
 struct RunStats {
   int64_t jobs_read = 0, jobs_ok = 0, jobs_failed = 0, samples_done = 0, samples_skipped = 0;
-  int64_t samples_abandoned = 0;   // in flight when a stop was asked for
-  int64_t tokens = 0, frames = 0;  // generated
+  int64_t samples_abandoned = 0;                   // in flight when a stop was asked for
+  int64_t tokens = 0, frames = 0;                  // generated
   double wall_s = 0, prefill_s = 0, decode_s = 0;  // step time by kind
   int64_t prefill_steps = 0, decode_steps = 0;
   SchedulerStats scheduler;
   int kv_blocks = 0, block_size = 0, kv_peak_blocks = 0;
   size_t kv_block_bytes = 0;
-  std::vector<double> frame_s;     // every generated frame's time (all samples)
+  std::vector<double> frame_s;  // every generated frame's time (all samples)
   bool stopped = false;
 };
 

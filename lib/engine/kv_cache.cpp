@@ -20,7 +20,8 @@ void KvCache::reserve(int blocks) {
 }
 
 void KvCache::unreserve(int blocks) {
-  LOOM_CHECK(blocks <= reserved_, "KV cache: releasing ", blocks, " reserved blocks of ", reserved_);
+  LOOM_CHECK(blocks <= reserved_, "KV cache: releasing ", blocks, " reserved blocks of ",
+             reserved_);
   reserved_ -= blocks;
 }
 
@@ -52,7 +53,8 @@ void KvCache::release(int block) {
   LOOM_CHECK(blk.refs > 0, "KV cache: block ", block, " released more often than referenced");
   if (--blk.refs > 0) return;
   used_--;
-  if (!blk.ready) forget_hash(block);  // never written in full: its content is not what the hash says
+  if (!blk.ready)
+    forget_hash(block);  // never written in full: its content is not what the hash says
   // Cached blocks go to the back (evicted last); plain ones to the front (reused first).
   blk.lru = blk.hashed ? free_.insert(free_.end(), block) : free_.insert(free_.begin(), block);
 }

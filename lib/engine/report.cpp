@@ -13,7 +13,9 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-double safe_div(double a, double b) { return b > 0 ? a / b : 0; }
+double safe_div(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
 
 }  // namespace
 
@@ -38,10 +40,8 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                  {"weight_bytes", ctx.device.weight_bytes},
                  {"kv_bytes", ctx.device.kv_bytes},
                  {"peak_bytes", ctx.device.peak_bytes}};
-  j["time_s"] = {{"load", ctx.load_s},
-                 {"run", st.wall_s},
-                 {"prefill", st.prefill_s},
-                 {"decode", st.decode_s}};
+  j["time_s"] = {
+      {"load", ctx.load_s}, {"run", st.wall_s}, {"prefill", st.prefill_s}, {"decode", st.decode_s}};
   j["jobs_summary"] = {{"read", st.jobs_read},
                        {"accepted", st.jobs_ok},
                        {"failed", st.jobs_failed},

@@ -8,8 +8,8 @@ namespace loom {
 
 Scheduler::Scheduler(const ModelSpec& spec, KvCache& cache, SchedulerOptions options)
     : spec_(spec), cache_(cache), opt_(options) {
-  LOOM_CHECK(opt_.max_seqs > 0 && opt_.max_batch_slots > 0, "scheduler: max_seqs ",
-             opt_.max_seqs, " and max_batch_slots ", opt_.max_batch_slots, " must be positive");
+  LOOM_CHECK(opt_.max_seqs > 0 && opt_.max_batch_slots > 0, "scheduler: max_seqs ", opt_.max_seqs,
+             " and max_batch_slots ", opt_.max_batch_slots, " must be positive");
 }
 
 int Scheduler::blocks_for(const Sequence& seq) const {

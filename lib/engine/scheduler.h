@@ -29,18 +29,18 @@ struct Running {
   bool waiting_shared = false;   // shares blocks another sequence has not written yet
   int scheduled = 0;             // slots in the step being built
   double t_read = 0, t_admit = 0, t_first = -1, t_frame = 0;  // seconds (steady clock)
-  std::vector<double> frame_s;   // seconds per generated frame
+  std::vector<double> frame_s;                                // seconds per generated frame
 };
 
 struct SchedulerStats {
   int64_t steps = 0, slots = 0, seq_steps = 0;  // seq_steps / steps = mean batch size
   int max_batch = 0;
-  int64_t shared_blocks = 0;     // prompt blocks taken from the prefix cache
-  int64_t prefill_saved = 0;     // prompt slots not recomputed thanks to them
-  int64_t prompt_blocks = 0;     // full prompt blocks over all rounds and sequences
-  int64_t attn_pairs = 0;        // (query slot, visible cache slot) pairs: attention FLOPs
-  int64_t kv_reads = 0;          // cache slots a step's attention reads, summed per sequence
-  int64_t sampled = 0;           // slots whose logits were computed (lm_head rows)
+  int64_t shared_blocks = 0;  // prompt blocks taken from the prefix cache
+  int64_t prefill_saved = 0;  // prompt slots not recomputed thanks to them
+  int64_t prompt_blocks = 0;  // full prompt blocks over all rounds and sequences
+  int64_t attn_pairs = 0;     // (query slot, visible cache slot) pairs: attention FLOPs
+  int64_t kv_reads = 0;       // cache slots a step's attention reads, summed per sequence
+  int64_t sampled = 0;        // slots whose logits were computed (lm_head rows)
 };
 
 class Scheduler {

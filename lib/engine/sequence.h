@@ -34,7 +34,7 @@ class Sequence {
   int round_len() const { return int(tokens_.size()); }  // slots known so far
   int kv_len() const { return kv_len_; }
   int pending() const { return round_len() - kv_len_; }
-  int32_t token_at(int slot) const { return tokens_[size_t(slot)]; }   // kActionSlot for actions
+  int32_t token_at(int slot) const { return tokens_[size_t(slot)]; }  // kActionSlot for actions
   const float* action_at(int slot) const;                             // [action_dim] or nullptr
   const std::vector<int32_t>& round_tokens() const { return tokens_; }
   int prompt_len() const { return prompt_len_; }  // slots of this round's prompt
@@ -52,7 +52,7 @@ class Sequence {
 
   uint64_t draw_index() const { return draw_index_; }
   const std::vector<std::vector<int32_t>>& frames() const { return frames_; }  // [frames][P]
-  const std::vector<int32_t>& tokens() const { return generated_; }           // plain models
+  const std::vector<int32_t>& tokens() const { return generated_; }            // plain models
   bool stopped_at_eos() const { return eos_; }
 
   // Slots prefilled (all rounds) and how many of those came from shared blocks.

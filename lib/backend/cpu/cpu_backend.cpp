@@ -45,8 +45,8 @@ class CpuBackend final : public Backend {
     }
     action_.clear();
     for (const ActionLayer& a : w.action)
-      action_.push_back({a.weight.to_f32(), a.bias.to_f32(), int(a.weight.dim(1)),
-                         int(a.weight.dim(0))});
+      action_.push_back(
+          {a.weight.to_f32(), a.bias.to_f32(), int(a.weight.dim(1)), int(a.weight.dim(0))});
     layers_.clear();
     for (const LayerWeights& l : w.layers) {
       CpuLayer c;
@@ -68,9 +68,10 @@ class CpuBackend final : public Backend {
     block_size_ = req.block_size;
     num_blocks_ = req.num_blocks;
     if (num_blocks_ <= 0)
-      num_blocks_ = int(req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_)));
-    LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib,
-               " GiB holds no block of ", kv_block_bytes(block_size_), " bytes");
+      num_blocks_ =
+          int(req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_)));
+    LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib, " GiB holds no block of ",
+               kv_block_bytes(block_size_), " bytes");
     const size_t per_layer = size_t(num_blocks_) * size_t(block_size_) * size_t(spec_.kv_dim());
     for (CpuLayer& l : layers_) {
       l.k_cache.reset(new float[per_layer]);
@@ -113,7 +114,8 @@ void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
     float* xi = x.data() + size_t(i) * size_t(H);
     const int32_t tok = b.tokens[size_t(i)];
     if (tok != kActionSlot) {
-      LOOM_CHECK(tok >= 0 && tok < spec_.vocab, "step: token ", tok, " outside vocab ", spec_.vocab);
+      LOOM_CHECK(tok >= 0 && tok < spec_.vocab, "step: token ", tok, " outside vocab ",
+                 spec_.vocab);
       std::memcpy(xi, embed_.data() + size_t(tok) * size_t(H), size_t(H) * sizeof(float));
     } else {
       LOOM_CHECK(!action_.empty(), "step: action slot given to a model without action projection");
@@ -132,8 +134,8 @@ void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
     }
     if (spec_.has_frames()) {
       const int p = b.positions[size_t(i)], S = spec_.frame_slots();
-      LOOM_CHECK(p / S < spec_.temporal_rows, "step: position ", p, " beyond the temporal table of ",
-                 spec_.temporal_rows, " frames");
+      LOOM_CHECK(p / S < spec_.temporal_rows, "step: position ", p,
+                 " beyond the temporal table of ", spec_.temporal_rows, " frames");
       const float* sp = pos_spatial_.data() + size_t(p % S) * size_t(H);
       const float* tp = pos_temporal_.data() + size_t(p / S) * size_t(H);
       for (int h = 0; h < H; h++) xi[h] += sp[h] + tp[h];
@@ -179,9 +181,9 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
       cpu::kv_write(k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
                     l.k_cache.get(), l.v_cache.get(), table, kv_len, count, spec_.kv_heads, hd,
                     block_size_);
-      cpu::paged_attention(q.data() + size_t(first) * size_t(qd), l.k_cache.get(),
-                           l.v_cache.get(), table, kv_len, count, spec_.heads, spec_.kv_heads, hd,
-                           block_size_, attn.data() + size_t(first) * size_t(qd));
+      cpu::paged_attention(q.data() + size_t(first) * size_t(qd), l.k_cache.get(), l.v_cache.get(),
+                           table, kv_len, count, spec_.heads, spec_.kv_heads, hd, block_size_,
+                           attn.data() + size_t(first) * size_t(qd));
     }
     emit("attn", L, attn, n, qd);
     cpu::matmul_nt(attn.data(), l.o.data(), nullptr, proj.data(), n, H, qd);
@@ -214,7 +216,9 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 void set_cpu_activation_hook(Backend& backend, ActivationHook hook) {
   auto* cpu = dynamic_cast<CpuBackend*>(&backend);

@@ -14,8 +14,8 @@ void matmul_nt(const float* x, const float* w, const float* bias, float* y, int 
 void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, float eps);
 
 // x[rows, heads, head_dim] rotated in place at positions[rows], HF rotate_half convention:
-// pairs (j, j + head_dim/2), angle = float(pos) * inv_freq[j], inv_freq[j] = 1 / theta^(2j/head_dim)
-// computed in fp32 as HF's LlamaRotaryEmbedding does.
+// pairs (j, j + head_dim/2), angle = float(pos) * inv_freq[j], inv_freq[j] = 1 /
+// theta^(2j/head_dim) computed in fp32 as HF's LlamaRotaryEmbedding does.
 void rope(float* x, const int32_t* positions, int rows, int heads, int head_dim, float theta);
 
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j]; gate_up [rows, 2 * inter].
