@@ -178,3 +178,16 @@ TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
   CHECK(text.find("pos_embedding_spatio_temporal.temporal_embeddings.weight") != std::string::npos);
   CHECK(text.find("406,848") != std::string::npos);  // parameters of the tiny v1 model
 }
+
+TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
+  const std::string args = "run --progress-interval 0 --model " + kData + "/tiny_v1 --jobs " +
+                           kData + "/jobs/tiny_v1.jsonl --out /tmp/loom_cli_progress.jsonl";
+  Ran r = run(args, "progress");
+  CHECK(r.code == 0);
+  CHECK(r.err.find("\r") == std::string::npos);  // no live-line rewriting into a log
+  CHECK(r.err.find("loom: 4/4 jobs read, 5 samples done, 0 failed") != std::string::npos);
+  CHECK(r.err.find("results in /tmp/loom_cli_progress.jsonl") != std::string::npos);
+  Ran q = run(args + " --quiet", "progress_quiet");
+  CHECK(q.code == 0);
+  CHECK(q.err.empty());
+}
