@@ -135,7 +135,7 @@ int bench_command(const BenchArgs& a) {
     for (int r = 0; r < std::max(1, a.repeats); r++) {
       last = run_synthetic(be, spec, opt, batch, 0, a.context_frames, a.frames);
       const RunStats& st = last.st;
-      sf.push_back(median(st.frame_s));
+      sf.push_back(st.frame_s.percentile(0.5));
       tps.push_back(double(st.tokens) / (st.prefill_s + st.decode_s));
       gbps.push_back(
           st.decode_s > 0 ? double(step_bytes) * double(st.decode_steps) / st.decode_s / 1e9 : 0);

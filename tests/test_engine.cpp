@@ -360,3 +360,21 @@ TEST_CASE("a job larger than the whole cache fails alone; the others finish") {
   CHECK(errors == 1);
   CHECK(st.jobs_failed == 1);
 }
+
+TEST_CASE("frame times: exact statistics, percentiles from a bounded sample") {
+  FrameTimes small;
+  for (int i = 1; i <= 101; i++) small.add(double(i));
+  CHECK(small.count() == 101);
+  CHECK(small.mean() == doctest::Approx(51.0));
+  CHECK(small.percentile(0.5) == 51.0);  // exact below the sample's capacity
+  CHECK(small.percentile(0.9) == 91.0);
+  CHECK(small.max() == 101.0);
+  FrameTimes big;  // a million frames: count, mean and max stay exact, the median close
+  const int n = 1000000;
+  for (int i = 0; i < n; i++) big.add(double((i * 7919) % n));
+  CHECK(big.count() == n);
+  CHECK(big.mean() == doctest::Approx((n - 1) / 2.0));
+  CHECK(big.max() == double(n - 1));
+  CHECK(big.percentile(0.5) == doctest::Approx(n / 2.0).epsilon(0.02));
+  CHECK(big.percentile(0.9) == doctest::Approx(0.9 * n).epsilon(0.02));
+}

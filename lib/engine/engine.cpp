@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 
@@ -49,6 +50,29 @@ JobResult finished_result(const Running& r, bool frames) {
 }
 
 }  // namespace
+
+void FrameTimes::add(double s) {
+  count_++;
+  sum_ += s;
+  max_ = std::max(max_, s);
+  if (sample_.size() < kCapacity) {
+    sample_.push_back(s);
+    return;
+  }
+  rng_ ^= rng_ << 13;  // xorshift64: reservoir sampling keeps each value with p = cap / count
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  const uint64_t j = rng_ % uint64_t(count_);
+  if (j < kCapacity) sample_[size_t(j)] = s;
+}
+
+double FrameTimes::percentile(double q) const {
+  if (sample_.empty()) return 0;
+  std::vector<double> v = sample_;
+  const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + long(i), v.end());
+  return v[i];
+}
 
 Engine::Engine(const ModelSpec& spec, Backend& backend, EngineOptions options)
     : spec_(spec), backend_(backend), opt_(std::move(options)) {}
@@ -150,7 +174,7 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
     for (const Running& r : done) {
       st.samples_done++;
       st.frames += int64_t(r.seq->frames().size());
-      st.frame_s.insert(st.frame_s.end(), r.frame_s.begin(), r.frame_s.end());
+      for (double f : r.frame_s) st.frame_s.add(f);
       sink(finished_result(r, frames));
     }
     if (opt_.on_progress) {

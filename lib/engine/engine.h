@@ -36,6 +36,25 @@ struct EngineOptions {
   std::function<void(const struct RunStats&)> on_progress;  // after every step
 };
 
+// Per-frame times of a run in bounded memory: exact count, sum and max, and a uniform sample of
+// at most kCapacity values for percentiles (exact while the run has fewer frames than that), so
+// a million-job run keeps flat host memory.
+class FrameTimes {
+ public:
+  static constexpr size_t kCapacity = 1 << 16;
+  void add(double s);
+  int64_t count() const { return count_; }
+  double mean() const { return count_ ? sum_ / double(count_) : 0; }
+  double max() const { return max_; }
+  double percentile(double q) const;  // q in [0, 1]; 0 when empty
+
+ private:
+  std::vector<double> sample_;
+  int64_t count_ = 0;
+  double sum_ = 0, max_ = 0;
+  uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // fixed seed: the same run keeps the same sample
+};
+
 struct RunStats {
   int64_t jobs_read = 0, jobs_ok = 0, jobs_failed = 0, samples_done = 0, samples_skipped = 0;
   int64_t samples_abandoned = 0;                   // in flight when a stop was asked for
@@ -45,7 +64,7 @@ struct RunStats {
   SchedulerStats scheduler;
   int kv_blocks = 0, block_size = 0, kv_peak_blocks = 0;
   size_t kv_block_bytes = 0;
-  std::vector<double> frame_s;  // every generated frame's time (all samples)
+  FrameTimes frame_s;  // every generated frame's time (all samples)
   bool stopped = false;
 };
 

@@ -6,13 +6,6 @@
 namespace loom {
 namespace {
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
-  return v[i];
-}
-
 double safe_div(double a, double b) {
   return b > 0 ? a / b : 0;
 }
@@ -21,13 +14,6 @@ double safe_div(double a, double b) {
 
 nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   using nlohmann::json;
-  const double mean_frame = safe_div(
-      [&] {
-        double s = 0;
-        for (double f : st.frame_s) s += f;
-        return s;
-      }(),
-      double(st.frame_s.size()));
   const double step_s = st.prefill_s + st.decode_s;
   json j;
   j["model"] = ctx.model_dir;
@@ -53,10 +39,11 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                     {"frames", st.frames},
                     {"tokens_per_s", safe_div(double(st.tokens), st.wall_s)},
                     {"frames_per_s", safe_div(double(st.frames), st.wall_s)}};
-  j["frame_s"] = {{"mean", mean_frame},
-                  {"p50", percentile(st.frame_s, 0.5)},
-                  {"p90", percentile(st.frame_s, 0.9)},
-                  {"max", percentile(st.frame_s, 1.0)}};
+  j["frame_s"] = {{"count", st.frame_s.count()},
+                  {"mean", st.frame_s.mean()},
+                  {"p50", st.frame_s.percentile(0.5)},
+                  {"p90", st.frame_s.percentile(0.9)},
+                  {"max", st.frame_s.max()}};
   const SchedulerStats& sc = st.scheduler;
   j["batch"] = {{"steps", sc.steps},
                 {"prefill_steps", st.prefill_steps},
