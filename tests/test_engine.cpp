@@ -371,7 +371,7 @@ TEST_CASE("frame times: exact statistics, percentiles from a bounded sample") {
   CHECK(small.max() == 101.0);
   FrameTimes big;  // a million frames: count, mean and max stay exact, the median close
   const int n = 1000000;
-  for (int i = 0; i < n; i++) big.add(double((i * 7919) % n));
+  for (int64_t i = 0; i < n; i++) big.add(double((i * 7919) % n));  // a permutation of 0..n-1
   CHECK(big.count() == n);
   CHECK(big.mean() == doctest::Approx((n - 1) / 2.0));
   CHECK(big.max() == double(n - 1));
