@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "kernels/activation.cuh"
@@ -495,6 +496,28 @@ DeviceInfo CudaBackend::device_info() {
   return d;
 }
 
+// Median milliseconds of `body` on `stream` over `reps` timed runs after `warmup` untimed ones.
+static double median_ms(cudaStream_t stream, int warmup, int reps,
+                        const std::function<void()>& body) {
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < warmup + reps; i++) {
+    LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+    body();
+    LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= warmup) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return double(ms[ms.size() / 2]);
+}
+
 double CudaBackend::measure_copy_bandwidth_gbps() {
   size_t free_b = 0, total_b = 0;
   LOOM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -504,26 +527,12 @@ double CudaBackend::measure_copy_bandwidth_gbps() {
   LOOM_CUDA_CHECK(cudaMalloc(&a, bytes));
   LOOM_CUDA_CHECK(cudaMalloc(&c, bytes));
   LOOM_KERNEL(fill_uniform(DType::F32, a, bytes / 4, 7, 1.0f, stream_));
-  cudaEvent_t e0, e1;
-  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
-  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 23; i++) {
-    LOOM_CUDA_CHECK(cudaEventRecord(e0, stream_));
+  const double ms = median_ms(stream_, 3, 20, [&] {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice, stream_));
-    LOOM_CUDA_CHECK(cudaEventRecord(e1, stream_));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);  // warm-up
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  });
   cudaFree(a);
   cudaFree(c);
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
-  return 2.0 * double(bytes) / (med * 1e-3) / 1e9;  // bytes read + written
+  return 2.0 * double(bytes) / (ms * 1e-3) / 1e9;  // bytes read + written
 }
 
 // The bf16 matrix-unit ceiling: an 8192³ GEMM through the same cuBLAS path as the model, on
@@ -537,26 +546,12 @@ double CudaBackend::measure_gemm_tflops() {
   LOOM_CUDA_CHECK(cudaMalloc(&c, bytes));
   LOOM_KERNEL(fill_uniform(DType::BF16, a, size_t(n) * n, 11, 1.0f, stream_));
   LOOM_KERNEL(fill_uniform(DType::BF16, b, size_t(n) * n, 12, 1.0f, stream_));
-  cudaEvent_t e0, e1;
-  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
-  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 13; i++) {
-    LOOM_CUDA_CHECK(cudaEventRecord(e0, stream_));
-    gemm_.run(DType::BF16, a, b, DType::BF16, c, n, n, n);
-    LOOM_CUDA_CHECK(cudaEventRecord(e1, stream_));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const double ms =
+      median_ms(stream_, 3, 10, [&] { gemm_.run(DType::BF16, a, b, DType::BF16, c, n, n, n); });
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * double(n) * n * n / (double(ms[ms.size() / 2]) * 1e-3) / 1e12;
+  return 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
 }
 
 void CudaBackend::set_profiling(bool on) {
