@@ -27,13 +27,7 @@ extern "C" void on_signal(int) {
 }  // namespace
 
 int run_command(const RunArgs& a) {
-  OpenedModel om = open_model(a.model, a.engine, a.quiet);
-  const ModelSpec& spec = om.model.spec;
-
-  JobDefaults defaults;
-  defaults.placeholder_id = a.placeholder_id;
-  defaults.overlap = a.overlap;
-
+  // The cheap checks first, so a bad flag does not wait for a 4 GB checkpoint to load.
   // Shards: this process keeps every N-th job line and writes its own results file.
   const Shard shard = a.shard.empty() ? shard_from_env() : parse_shard(a.shard);
   const std::string out_path = shard_path(a.out, shard);
@@ -45,7 +39,14 @@ int run_command(const RunArgs& a) {
       std::fprintf(stderr, "loom: resume: cut a torn last line (line %lld, %lld bytes) from %s\n",
                    (long long)done.dropped_line, (long long)done.dropped_bytes, out_path.c_str());
   }
+
+  OpenedModel om = open_model(a.model, a.engine, a.quiet);
+  const ModelSpec& spec = om.model.spec;
+  JobDefaults defaults;
+  defaults.placeholder_id = a.placeholder_id;
+  defaults.overlap = a.overlap;
   JobReader reader(a.jobs, spec, defaults);
+  reader.set_shard(shard.index, shard.count);  // other shards' lines are skipped unparsed
   ResultWriter writer(out_path, a.resume);
   if (!a.quiet && shard.count > 1)
     std::fprintf(stderr, "loom: shard %d/%d (from %s) writing %s\n", shard.index, shard.count,
@@ -62,14 +63,9 @@ int run_command(const RunArgs& a) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
-  int64_t line_index = -1;  // 0-based index of the non-blank line just read
   auto source = [&](Job& job, JobError& err, bool& ok) {
-    while (reader.next(job, err, ok)) {
-      line_index++;
-      if (!in_shard(line_index, shard)) continue;
-      if (a.resume && !ok && done.failed(err.id)) continue;  // its error record is written
-      return true;
-    }
+    while (reader.next(job, err, ok))
+      if (!(a.resume && !ok && done.failed(err.id))) return true;  // else: its record is written
     return false;
   };
   const std::string model_name = om.model.spec.architecture + ":" + a.model;
