@@ -13,25 +13,11 @@
 #include "engine/kv_cache.h"
 #include "engine/sequence.h"
 
+#include "tiny_spec.h"
+
 using namespace loom;
 
 namespace {
-
-ModelSpec frame_spec() {
-  ModelSpec s;
-  s.hidden = 8;
-  s.layers = 1;
-  s.heads = s.kv_heads = 1;
-  s.head_dim = 8;
-  s.vocab = 1000;
-  s.image_tokens = 10;
-  s.action_tokens = 3;
-  s.action_dim = 3;
-  s.spatial_rows = 13;
-  s.temporal_rows = 6;
-  s.max_positions = 78;
-  return s;
-}
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -171,7 +157,7 @@ struct RunOut {
 
 RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool sharing,
                 int block_size = 4, int max_slots = 64) {
-  ModelSpec sp = frame_spec();
+  ModelSpec sp = loom::test::tiny_frame_spec();
   FakeBackend be(sp, max_seqs, max_slots);
   EngineOptions opt;
   opt.scheduler.max_seqs = max_seqs;
@@ -200,7 +186,7 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
 }  // namespace
 
 TEST_CASE("frame layout: action slots, the 7-slot chunk and positions across rounds") {
-  ModelSpec sp = frame_spec();
+  ModelSpec sp = loom::test::tiny_frame_spec();
   auto job = std::make_shared<Job>(make_job(sp, "a", 3, 8, 1, 0));
   Sequence s(job, 0, sp);
   CHECK(s.prompt_len() == 39);
@@ -247,7 +233,7 @@ TEST_CASE("frame layout: action slots, the 7-slot chunk and positions across rou
 }
 
 TEST_CASE("engine streams equal the full-recompute reference across two round changes") {
-  ModelSpec sp = frame_spec();
+  ModelSpec sp = loom::test::tiny_frame_spec();
   std::vector<Job> jobs = {make_job(sp, "a", 3, 8, 11, 0), make_job(sp, "b", 1, 5, 12, 1),
                            make_job(sp, "c", 2, 9, 13, 2, 2), make_job(sp, "d", 6, 4, 14, 3)};
   RunOut got = run_jobs(jobs, 8, 200, true);
@@ -263,7 +249,7 @@ TEST_CASE("engine streams equal the full-recompute reference across two round ch
 }
 
 TEST_CASE("a job's tokens do not depend on the batch around it, the block size or sharing") {
-  ModelSpec sp = frame_spec();
+  ModelSpec sp = loom::test::tiny_frame_spec();
   std::vector<Job> jobs;
   for (int i = 0; i < 12; i++)
     jobs.push_back(make_job(sp, "j" + std::to_string(i), 3, 7, 100 + i, i % 3, 1 + i % 2));
@@ -278,7 +264,7 @@ TEST_CASE("a job's tokens do not depend on the batch around it, the block size o
 }
 
 TEST_CASE("prefix sharing: identical context frames are computed once") {
-  ModelSpec sp = frame_spec();
+  ModelSpec sp = loom::test::tiny_frame_spec();
   std::vector<Job> jobs;
   for (int i = 0; i < 8; i++)
     jobs.push_back(make_job(sp, "g" + std::to_string(i), 3, 2, 500 + i, 7));
@@ -330,7 +316,7 @@ TEST_CASE("KV cache: references, eviction order, hashes and reservations") {
 }
 
 TEST_CASE("a job larger than the whole cache fails alone; the others finish") {
-  ModelSpec sp = frame_spec();
+  ModelSpec sp = loom::test::tiny_frame_spec();
   FakeBackend be(sp);
   EngineOptions opt;
   opt.cache.block_size = 4;

@@ -18,26 +18,14 @@
 #include "core/error.h"
 #include "io/jobs.h"
 
+#include "tiny_spec.h"
+
 using namespace loom;
 namespace fs = std::filesystem;
 
 namespace {
 
 // The tiny frame model of the tests: P=10 image + A=3 action slots, action_dim 3, T=6.
-ModelSpec frame_spec() {
-  ModelSpec s;
-  s.architecture = "LlamaActionForCausalLM";
-  s.vocab = 1000;
-  s.image_tokens = 10;
-  s.action_tokens = 3;
-  s.action_dim = 3;
-  s.spatial_rows = 13;
-  s.temporal_rows = 6;
-  s.max_positions = 78;
-  s.action_projection = ActionProjection::Linear;
-  return s;
-}
-
 ModelSpec plain_spec() {
   ModelSpec s;
   s.architecture = "LlamaForCausalLM";
@@ -261,7 +249,7 @@ void write_jobs(const fs::path& path, int64_t n) {
 }
 
 int64_t read_all(const fs::path& path, int64_t& errors) {
-  JobReader reader(path.string(), frame_spec(), JobDefaults{});
+  JobReader reader(path.string(), loom::test::tiny_frame_spec(), JobDefaults{});
   Job job;
   JobError error;
   bool ok = false;
@@ -275,7 +263,7 @@ int64_t read_all(const fs::path& path, int64_t& errors) {
 
 TEST_SUITE("jobs") {
   TEST_CASE("malformed frame-model job lines give their exact messages") {
-    ModelSpec spec = frame_spec();
+    ModelSpec spec = loom::test::tiny_frame_spec();
     CHECK(std::size(kBadFrameJobs) >= 30);
     for (const BadCase& c : kBadFrameJobs) {
       std::string line = expand(c.line);
@@ -297,12 +285,15 @@ TEST_SUITE("jobs") {
     Job job;
     JobError error;
     std::string line = expand(R"({"id":"cam-3","prompt_token_ids":$F1,"num_frames":0})");
-    REQUIRE_FALSE(parse_job_line(line, 12, frame_spec(), JobDefaults{}, job, error));
+    REQUIRE_FALSE(
+        parse_job_line(line, 12, loom::test::tiny_frame_spec(), JobDefaults{}, job, error));
     CHECK(error.id == "cam-3");
     CHECK(error.line == 12);
-    REQUIRE_FALSE(parse_job_line("{\"id\":5.5}", 13, frame_spec(), JobDefaults{}, job, error));
+    REQUIRE_FALSE(parse_job_line("{\"id\":5.5}", 13, loom::test::tiny_frame_spec(), JobDefaults{},
+                                 job, error));
     CHECK(error.id == "line-13");
-    REQUIRE_FALSE(parse_job_line("{\"id\":\"x\",", 14, frame_spec(), JobDefaults{}, job, error));
+    REQUIRE_FALSE(parse_job_line("{\"id\":\"x\",", 14, loom::test::tiny_frame_spec(), JobDefaults{},
+                                 job, error));
     CHECK(error.id == "line-14");
   }
 
@@ -315,7 +306,7 @@ TEST_SUITE("jobs") {
                        R"("seed":18446744073709551615},"num_samples":4})";
     Job job;
     JobError error;
-    REQUIRE(parse_job_line(line, 3, frame_spec(), JobDefaults{}, job, error));
+    REQUIRE(parse_job_line(line, 3, loom::test::tiny_frame_spec(), JobDefaults{}, job, error));
     CHECK(job.id == "walk");
     CHECK(job.line == 3);
     REQUIRE(job.prompt.size() == 26);
@@ -347,7 +338,7 @@ TEST_SUITE("jobs") {
                               R"("num_frames":1,"sampling":{"top_p":0.5},"num_samples":null})");
     Job job;
     JobError error;
-    REQUIRE(parse_job_line(line, 1, frame_spec(), d, job, error));
+    REQUIRE(parse_job_line(line, 1, loom::test::tiny_frame_spec(), d, job, error));
     CHECK(job.id == "123456789012");
     CHECK(job.action_rows == 6);
     CHECK(job.overlap == 4);
@@ -360,7 +351,7 @@ TEST_SUITE("jobs") {
     // No id: "line-N". A default overlap above T-1 is fitted to the table, not an error.
     d.overlap = 9;
     line = expand(R"({"prompt_token_ids":$F1,"actions":$A2,"num_frames":1})");
-    REQUIRE(parse_job_line(line, 5, frame_spec(), d, job, error));
+    REQUIRE(parse_job_line(line, 5, loom::test::tiny_frame_spec(), d, job, error));
     CHECK(job.id == "line-5");
     CHECK(job.overlap == 5);
   }
@@ -405,7 +396,7 @@ TEST_SUITE("jobs") {
     bool ok = false;
     std::vector<std::string> seen;
     {
-      JobReader reader(path.string(), frame_spec(), JobDefaults{});
+      JobReader reader(path.string(), loom::test::tiny_frame_spec(), JobDefaults{});
       while (reader.next(job, error, ok)) {
         seen.push_back(ok ? job.id + "@" + std::to_string(job.line)
                           : "error:" + error.id + "@" + std::to_string(error.line));
@@ -418,7 +409,7 @@ TEST_SUITE("jobs") {
     // Shards: non-blank lines j = 0 (a), 1 (b), 2 (c), 3 (d).
     std::vector<std::vector<std::string>> shards(3);
     for (int k = 0; k < 3; ++k) {
-      JobReader reader(path.string(), frame_spec(), JobDefaults{});
+      JobReader reader(path.string(), loom::test::tiny_frame_spec(), JobDefaults{});
       reader.set_shard(k, 3);
       while (reader.next(job, error, ok)) shards[k].push_back(ok ? job.id : error.id);
     }
@@ -426,16 +417,17 @@ TEST_SUITE("jobs") {
     CHECK(shards[1] == std::vector<std::string>{"b"});
     CHECK(shards[2] == std::vector<std::string>{"c"});
 
-    JobReader reader(path.string(), frame_spec(), JobDefaults{});
+    JobReader reader(path.string(), loom::test::tiny_frame_spec(), JobDefaults{});
     CHECK_THROWS_WITH_AS(reader.set_shard(3, 3), "shard 3/3: expected 0 <= K < N", loom::Error);
     fs::remove_all(dir);
   }
 
   TEST_CASE("JobReader: an unreadable file is a loom::Error naming it") {
-    CHECK_THROWS_WITH_AS(JobReader("/nonexistent/jobs.jsonl", frame_spec(), JobDefaults{}),
-                         "cannot read jobs from /nonexistent/jobs.jsonl: No such file or "
-                         "directory; check the path (or pass - for stdin)",
-                         loom::Error);
+    CHECK_THROWS_WITH_AS(
+        JobReader("/nonexistent/jobs.jsonl", loom::test::tiny_frame_spec(), JobDefaults{}),
+        "cannot read jobs from /nonexistent/jobs.jsonl: No such file or "
+        "directory; check the path (or pass - for stdin)",
+        loom::Error);
   }
 
   TEST_CASE("JobReader: a line longer than the limit is one error record, the next line reads") {
@@ -447,7 +439,7 @@ TEST_SUITE("jobs") {
       out << expand(R"({"id":"after","prompt_token_ids":$F1,"actions":$A2,"num_frames":1})")
           << "\n";
     }
-    JobReader reader(path.string(), frame_spec(), JobDefaults{});
+    JobReader reader(path.string(), loom::test::tiny_frame_spec(), JobDefaults{});
     Job job;
     JobError error;
     bool ok = true;
@@ -475,7 +467,7 @@ TEST_SUITE("jobs") {
         out << head << std::string(n - head.size() - body.size(), ' ') << body << "\n";
       }
     }
-    JobReader reader(path.string(), frame_spec(), JobDefaults{});
+    JobReader reader(path.string(), loom::test::tiny_frame_spec(), JobDefaults{});
     Job job;
     JobError error;
     bool ok = false;
@@ -500,7 +492,7 @@ TEST_SUITE("jobs") {
       expected[j.at("line").get<int64_t>()] = j.at("error_contains").get<std::string>();
     }
     REQUIRE(expected.size() >= 10);
-    JobReader reader(path, frame_spec(), JobDefaults{});
+    JobReader reader(path, loom::test::tiny_frame_spec(), JobDefaults{});
     Job job;
     JobError error;
     bool ok = false;
