@@ -3,7 +3,8 @@
 #
 #   scripts/bench_hf.sh OUTDIR [--frames N] [--hf-frames M] [--hf-compile-frames K]
 #                              [--skip-hf-compile] [--no-hf] [--jobs J] [--budget-s S]
-#                              [--ckpt DIR] [--loom BIN] [--python PY]
+#                              [--ckpt DIR] [--loom BIN] [--python PY] [--hf-path DIR]
+#                              [--jobs-timeout S]
 #
 # On a GPU machine with torch + transformers and a built loom (build/bin/loom):
 #   1. makes the Terra-size v1 checkpoint (random bf16 weights, Terra's exact layout) in /tmp;
@@ -15,6 +16,9 @@
 #      batch 8, 1 frame; HF compile (StaticCache + torch.compile reduce-overhead, attn "sdpa")
 #      batch 1, K frames (default 3) after one warm-up frame that includes the compile;
 #   5. OUTDIR/summary.json (device, commit, commands, every number) and one table, printed last.
+# --hf-path DIR puts DIR first on PYTHONPATH for the HF steps (e.g. transformers 4.39.3, the
+# version Terra was saved with, unpacked from wheels); each HF row names its transformers version.
+# --jobs-timeout caps the loom throughput run (default 240 s; 256 jobs x 22 frames needs more).
 # Every step runs under `timeout`, inside a total budget (--budget-s, default 510 s), so one
 # failure or hang costs only its own row: the table says "failed" / "timed out" / "skipped".
 # Logs: OUTDIR/<step>.log. Exit status 0 when loom's row and every HF row that ran are fine.
@@ -26,7 +30,7 @@ case "$1" in -h|--help) usage ;; esac
 OUTDIR=$1; shift
 ARGS="$*"
 FRAMES=4 HF_FRAMES=1 HF_COMPILE_FRAMES=3 SKIP_COMPILE=0 NO_HF=0 JOBS=256 BUDGET=510
-CKPT=/tmp/loom_terra_v1 LOOM=build/bin/loom PY=${PYTHON:-python3}
+CKPT=/tmp/loom_terra_v1 LOOM=build/bin/loom PY=${PYTHON:-python3} HF_PATH="" JOBS_TIMEOUT=240
 while [ $# -gt 0 ]; do
   case "$1" in
     --frames) FRAMES=$2; shift 2 ;;
@@ -39,6 +43,8 @@ while [ $# -gt 0 ]; do
     --ckpt) CKPT=$2; shift 2 ;;
     --loom) LOOM=$2; shift 2 ;;
     --python) PY=$2; shift 2 ;;
+    --hf-path) HF_PATH=$(cd "$2" && pwd) || exit 2; shift 2 ;;
+    --jobs-timeout) JOBS_TIMEOUT=$2; shift 2 ;;
     *) echo "bench_hf.sh: unknown option $1" >&2; usage ;;
   esac
 done
@@ -169,26 +175,28 @@ else
   step loom 120 "$MIN_LOOM" "$R_AFTER_LAT" \
     env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
     --batch-sizes 1,8 --json "$OUTDIR/loom_latency.json"
-  step loom_jobs 240 "$MIN_JOBS" "$R_AFTER_LOOM" \
+  step loom_jobs "$JOBS_TIMEOUT" "$MIN_JOBS" "$R_AFTER_LOOM" \
     env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
     --batch-sizes 1 --jobs "$JOBS" --shared-group 8 --json "$OUTDIR/loom_jobs.json"
 fi
 
+HFPY=("$PY")
+[ -n "$HF_PATH" ] && HFPY=(env PYTHONPATH="$HF_PATH${PYTHONPATH:+:$PYTHONPATH}" "$PY")
 if [ "$NO_HF" = 0 ]; then
   # 3. The HF loop is the right loop (tiny checkpoint, float32, greedy, vs hf_reference.py).
   step hf_check 90 "$MIN_CHECK" $((MIN_EAGER1 + MIN_EAGER8 + MIN_COMPILE)) \
-    "$PY" scripts/hf_bench.py --check --model testdata/tiny_v1 --frames 3 \
+    "${HFPY[@]}" scripts/hf_bench.py --check --model testdata/tiny_v1 --frames 3 \
     --json "$OUTDIR/hf_check.json"
   # 4. HF eager batch 1, eager batch 8, then compile (the slowest to start: it gets what is left).
   step hf_eager_b1 $((60 + 60 * HF_FRAMES)) "$MIN_EAGER1" $((MIN_EAGER8 + MIN_COMPILE)) \
-    "$PY" scripts/hf_bench.py --model "$CKPT" --mode eager --batch 1 --frames "$HF_FRAMES" \
+    "${HFPY[@]}" scripts/hf_bench.py --model "$CKPT" --mode eager --batch 1 --frames "$HF_FRAMES" \
     --json "$OUTDIR/hf_eager_b1.json"
   step hf_eager_b8 150 "$MIN_EAGER8" "$MIN_COMPILE" \
-    "$PY" scripts/hf_bench.py --model "$CKPT" --mode eager --batch 8 --frames 1 \
+    "${HFPY[@]}" scripts/hf_bench.py --model "$CKPT" --mode eager --batch 8 --frames 1 \
     --json "$OUTDIR/hf_eager_b8.json"
   if [ "$SKIP_COMPILE" = 0 ]; then
     step hf_compile_b1 420 "$MIN_COMPILE" 10 \
-      "$PY" scripts/hf_bench.py --model "$CKPT" --mode compile --batch 1 \
+      "${HFPY[@]}" scripts/hf_bench.py --model "$CKPT" --mode compile --batch 1 \
       --frames "$HF_COMPILE_FRAMES" \
       --json "$OUTDIR/hf_compile_b1.json"
   fi
@@ -268,7 +276,8 @@ for key, label, b in (("eager_b1", "HF eager, DynamicCache", 1), ("compile_b1", 
                       ("eager_b8", "HF eager, DynamicCache", 8)):
     d = hf[key]
     ok = d is not None and d.get("status") in ("ok", "suspect")
-    name = label + (", attn %s" % d.get("attn") if ok else "")
+    name = label + (", attn %s" % d.get("attn") if ok else "") + (
+        ", transformers %s" % d["versions"]["transformers"] if ok and d.get("versions") else "")
     if ok and key == "compile_b1":
         c = d.get("compile") or {}
         used = c.get("used")
@@ -333,10 +342,10 @@ if loom:
     lines.append("loom %s/%s; ceilings: copy %s GB/s, bf16 GEMM %s TFLOP/s, weights/step %s GB -> floor %s s/frame at batch 1" % (
         loom.get("backend"), loom.get("dtype"), fmt(loom.get("copy_gbps"), ".0f"), fmt(loom.get("gemm_tflops"), ".0f"),
         fmt((loom.get("step_weight_bytes") or 0) / 1e9, ".3f"), fmt(floor, ".3f")))
-lines.append("%-48s %6s %10s %11s %9s %8s  %s" % ("implementation", "batch", "s/frame", "tokens/s", "loom x", "x floor", "status"))
+lines.append("%-72s %6s %10s %11s %9s %8s  %s" % ("implementation", "batch", "s/frame", "tokens/s", "loom x", "x floor", "status"))
 for r in rows:
-    lines.append("%-48s %6s %10s %11s %9s %8s  %s" % (
-        r["impl"][:48], r["batch"] if r["batch"] is not None else "-", fmt(r["s_per_frame"], ".3f"),
+    lines.append("%-72s %6s %10s %11s %9s %8s  %s" % (
+        r["impl"][:72], r["batch"] if r["batch"] is not None else "-", fmt(r["s_per_frame"], ".3f"),
         fmt(r["tokens_per_s"], ".0f"), fmt(r["loom_speedup"], ".1f"), fmt(r["x_floor"], ".2f"), r["status"]))
 lines.append("headline: loom b1 %s x floor (target <= 1.15); %s x HF eager b1 (target >= 50); %s x HF compile b1;" % (
     fmt(head["loom_b1_x_floor"], ".2f"), fmt(head["loom_vs_hf_eager_b1"], ".0f"), fmt(head["loom_vs_hf_compile_b1"], ".1f")))
