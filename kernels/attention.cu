@@ -559,6 +559,8 @@ static Status dispatch_head_dim(const AttentionArgs& a, cudaStream_t stream) {
 Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads == 0,
                  "paged_attention: heads ", a.heads, " not a multiple of kv_heads ", a.kv_heads);
+  if (a.mma && !a.fuse_rope && attention_mma_supported(a.t, a.heads, a.kv_heads, a.head_dim))
+    return paged_attention_mma(a, stream);  // attention_mma.cu
   LOOM_ARG_CHECK(a.heads / a.kv_heads <= kAttnRows, "paged_attention: GQA ratio ",
                  a.heads / a.kv_heads, " (at most ", kAttnRows, ")");
   LOOM_ARG_CHECK(a.block_size > 0 && a.bt_stride > 0 && a.num_splits >= 1 &&

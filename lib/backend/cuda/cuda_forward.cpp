@@ -113,8 +113,11 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     prof_end();
   };
 
-  // 2. Layers. Decode (one slot a tile): the decode attention kernel, RoPE fused into it.
-  const bool decode_attn = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;
+  // 2. Layers. Decode (one slot a tile): the decode attention kernel; the CUDA-core one has
+  // RoPE fused into it, the tensor-core one (bf16) runs after rope_kv_write.
+  const bool mma = attention_mma();
+  const bool one_slot_tiles = L.n_tiles == L.n_slots;
+  const bool decode_attn = !mma && one_slot_tiles && s.heads / s.kv_heads <= kDecodeMaxG;
   for (int l = 0; l < s.layers; l++) {
     const DeviceLayer& W = w_.layers[size_t(l)];
     if (gemv) {
@@ -167,8 +170,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.partial_o = part_o_;
       a.partial_ml = part_ml_;
       a.out = attn_;
-      a.decode = decode_attn;
+      a.decode = mma ? one_slot_tiles : decode_attn;
       a.fuse_rope = decode_attn;
+      a.mma_partial = part_mma_;
+      a.mma_partial_floats = part_mma_floats_;
       a.positions = positions;
       a.cache_slot = in_i32(L.cache_slot);
       a.inv_freq = inv_freq_;
