@@ -37,6 +37,7 @@
 
 #include "kernels/attention.cuh"
 #include "kernels/common.cuh"
+#include "kernels/rope.cuh"
 
 namespace loom::gpu {
 
@@ -177,6 +178,38 @@ __device__ __forceinline__ void load_q(const bf16* q_lo, const bf16* q_hi, int l
     qa[ks][2] = q_lo ? *reinterpret_cast<const uint32_t*>(q_lo + d + 8) : 0u;
     qa[ks][3] = q_hi ? *reinterpret_cast<const uint32_t*>(q_hi + d + 8) : 0u;
   }
+}
+
+// load_q with RoPE at position pos applied first (fuse_rope), rounded to bf16 as
+// rope_kv_write stores q: the same bits. Dims d and d + D/2 of a row sit in the same thread
+// (D = 64: k-steps ks and ks + 2; D = 16: registers r and r + 2), so each pair is rotated once.
+template <int D>
+__device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, float pos,
+                                            const float* inv_freq, int lane,
+                                            uint32_t (&qa)[D / 16][4]) {
+  constexpr int kHalf = D / 2;
+  const int d0 = (lane & 3) * 2;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+    for (int reg = 0; reg < 4; reg++) {
+      const int base = ks * 16 + (reg >> 1) * 8;  // first dim of the register's 8-dim group
+      if (base >= kHalf) continue;
+      const int pb = base + kHalf;
+      const int pks = pb / 16, preg = (reg & 1) | (((pb % 16) / 8) << 1);
+      const bf16* q = (reg & 1) ? q_hi : q_lo;
+      if (q == nullptr) {
+        qa[ks][reg] = qa[pks][preg] = 0u;
+        continue;
+      }
+      const int j = base + d0;
+      float lo0, lo1, hi0, hi1;
+      rope_pair(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), pos, inv_freq[j], lo0, hi0);
+      rope_pair(__bfloat162float(q[j + 1]), __bfloat162float(q[j + 1 + kHalf]), pos,
+                inv_freq[j + 1], lo1, hi1);
+      qa[ks][reg] = pack_bf16(lo0, lo1);
+      qa[pks][preg] = pack_bf16(hi0, hi1);
+    }
 }
 
 // cp.async of keys [key0, key0 + 64) of one kv head into ks / vs (rows gathered through the
@@ -323,7 +356,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const bf16* q0 = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D + size_t(hkv) * G * D;
   const int g = lane >> 2, tig = lane & 3;
   uint32_t qa[D / 16][4];
-  load_q<D>(g < G ? q0 + g * D : nullptr, g + 8 < G ? q0 + (g + 8) * D : nullptr, lane, qa);
+  const bf16* q_lo = g < G ? q0 + g * D : nullptr;
+  const bf16* q_hi = g + 8 < G ? q0 + (g + 8) * D : nullptr;
+  const float pos = a.fuse_rope ? float(a.positions[slot]) : 0.0f;
+  if (a.fuse_rope)
+    load_q_rope<D>(q_lo, q_hi, pos, a.inv_freq, lane, qa);
+  else
+    load_q<D>(q_lo, q_hi, lane, qa);
   const int p_lo = g < G ? p : -1, p_hi = g + 8 < G ? p : -1;
 
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
@@ -334,9 +373,39 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   for (int part = blockIdx.z; part < n_parts; part += gridDim.z) {
     const int key0 = (part * kMmaPartTiles + warp) * kMmaTileKeys;
     if (key0 <= p) {
-      load_tile<D>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, ks, vs, lane, 32);
+      // fuse_rope: key p is not in the cache yet; this warp (the one whose tile holds p)
+      // rotates it, writes it and the new v to the cache and into its tile.
+      const bool new_key = a.fuse_rope && p < key0 + kMmaTileKeys;
+      load_tile<D>(kc, vc, bt, a.block_size, kv_row, hkv, key0, new_key ? p : p + 1, ks, vs, lane,
+                   32);
       cp_async_commit();
-      cp_async_wait<0>();
+      cp_async_wait<0>();  // (also: key p's zero fill has landed before it is overwritten)
+      if (new_key) {
+        constexpr int kHalf = D / 2;
+        const bf16* row = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D;
+        const bf16* kq = row + size_t(a.heads + hkv) * D;
+        const bf16* vq = row + size_t(a.heads + a.kv_heads + hkv) * D;
+        const int cs = a.cache_slot[slot];
+        bf16* kw = static_cast<bf16*>(const_cast<void*>(a.k_cache)) + size_t(cs) * kv_row +
+                   size_t(hkv) * D;
+        bf16* vw = static_cast<bf16*>(const_cast<void*>(a.v_cache)) + size_t(cs) * kv_row +
+                   size_t(hkv) * D;
+        bf16* kt = ks + (p - key0) * Tl::kStride;
+        bf16* vt = vs + (p - key0) * Tl::kStride;
+        for (int j = lane; j < kHalf; j += 32) {
+          float y0, y1;
+          rope_pair(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), pos, a.inv_freq[j],
+                    y0, y1);
+          const bf16 b0 = __float2bfloat16_rn(y0), b1 = __float2bfloat16_rn(y1);
+          kt[j] = b0;
+          kt[j + kHalf] = b1;
+          if (cs >= 0) kw[j] = b0, kw[j + kHalf] = b1;
+        }
+        for (int j = lane; j < D; j += 32) {
+          vt[j] = vq[j];
+          if (cs >= 0) vw[j] = vq[j];
+        }
+      }
       __syncwarp();
       RowState<D> t;
       tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, t);
@@ -548,6 +617,25 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   const bool decode =
       a.decode && (max_parts == 1 || (a.mma_partial != nullptr && a.mma_partial_floats >= need));
   cudaError_t e;
+  if (a.fuse_rope && !decode) {
+    // The prefill kernel has no RoPE inside: rope_kv_write first (decode: one slot per tile,
+    // slots 0 .. n_tiles - 1), the same bits as the fused path.
+    RopeKvArgs r;
+    r.t = a.t;
+    r.qkv = const_cast<void*>(a.qkv);
+    r.positions = a.positions;
+    r.cache_slot = a.cache_slot;
+    r.inv_freq = a.inv_freq;
+    r.n_slots = a.n_tiles;
+    r.heads = a.heads;
+    r.kv_heads = a.kv_heads;
+    r.head_dim = D;
+    r.k_cache = const_cast<void*>(a.k_cache);
+    r.v_cache = const_cast<void*>(a.v_cache);
+    r.pdl = a.pdl;
+    const Status st = rope_kv_write(r, stream);
+    if (!st.ok) return st;
+  }
   if (decode) {
     static bool done = false;
     const int bytes = kMmaWarps * Tl::kPairBytes;
@@ -593,8 +681,8 @@ Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.qkv && a.k_cache && a.v_cache && a.block_tables && a.kv_len && a.slot_start &&
                      a.tiles && a.out,
                  "paged_attention_mma: null pointer");
-  LOOM_ARG_CHECK(!a.fuse_rope,
-                 "paged_attention_mma: fuse_rope is not supported (run rope_kv_write)");
+  LOOM_ARG_CHECK(!a.fuse_rope || (a.decode && a.positions && a.cache_slot && a.inv_freq),
+                 "paged_attention_mma: fuse_rope needs decode and positions, cache_slot, inv_freq");
   if (a.n_tiles == 0) return Status::good();
   return a.head_dim == 16 ? launch_mma<16>(a, stream) : launch_mma<64>(a, stream);
 }

@@ -5,7 +5,9 @@
 //    the tiny models, and 16);
 //  - batch invariance, bitwise: a query row computed alone in a decode step, among 19 sequences
 //    of other lengths, by the prefill kernel, inside prefill chunks starting at other offsets,
-//    and over a cache with another block size, gives the same bf16 bits.
+//    and over a cache with another block size, gives the same bf16 bits;
+//  - fused RoPE (decode kernel rotates q and the new k, writes k, v) gives rope_kv_write's
+//    bits: output and cache.
 // Cache and query values are functions of (sequence, position, head, dim), so that the same
 // sequence can be laid out in different pools. On failure the first differing / worst element
 // is printed (slot, head, dim, values).
@@ -20,6 +22,7 @@
 #include "backend/cpu/ops.h"
 #include "cuda_test_util.h"
 #include "kernels/attention.cuh"
+#include "kernels/rope.cuh"
 
 using namespace loom;
 using namespace loom::gpu;
@@ -314,6 +317,161 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
       // And the value is right.
       check_close(to_floats(std::vector<uint16_t>(alone.begin(), alone.begin() + H * D)),
                   reference(w16, {{0, p, 1}}), H, D, "watched row vs cpu");
+    }
+  }
+}
+
+namespace {
+
+DevBuf copy_of(const DevBuf& src, size_t bytes) {
+  DevBuf d(bytes);
+  LOOM_CUDA_CHECK(cudaMemcpy(d.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
+  return d;
+}
+
+std::vector<uint16_t> download_bits(const DevBuf& b, size_t n) {
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint16_t> v(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 2, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// A decode step of `es` (one new slot each, its k and v not in the cache yet: q, k, v in qkv
+// unrotated, values kinds 0, 3, 4): fused = the decode kernel with RoPE and the K/V write
+// inside; otherwise rope_kv_write, then the tensor-core prefill kernel. k, v: the caches
+// (written). Returns the output bits.
+std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es, bool fused,
+                                    DevBuf& k, DevBuf& v, const DevBuf& inv) {
+  const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
+  const int n = int(es.size());
+  std::vector<int32_t> slot_start, kv_len, tiles, bt, positions, cache_slot;
+  std::vector<float> qkv(size_t(n) * row);
+  for (int s = 0; s < n; s++) {
+    const Entry& e = es[size_t(s)];
+    REQUIRE(e.n_new == 1);
+    const int pos = e.kv_len;
+    for (int h = 0; h < H + 2 * KV; h++)
+      for (int d = 0; d < D; d++)
+        qkv[size_t(s) * row + size_t(h) * D + d] =
+            h < H        ? qval(e.seq, pos, h, d)
+            : h < H + KV ? hval(3, e.seq, pos, h - H, d, -1.0f, 1.0f)
+                         : hval(4, e.seq, pos, h - H - KV, d, -1.0f, 1.0f);
+    slot_start.push_back(s);
+    kv_len.push_back(e.kv_len);
+    tiles.insert(tiles.end(), {s, 0, 1});
+    positions.push_back(pos);
+    const int32_t* t = w.tables.data() + size_t(e.seq) * w.bt_stride;
+    cache_slot.push_back(t[pos / w.bs] * w.bs + pos % w.bs);
+    bt.insert(bt.end(), t, t + w.bt_stride);
+  }
+  slot_start.push_back(n);
+  DevBuf dq = upload(qkv, DType::BF16), dss = upload_ints(slot_start), dkv = upload_ints(kv_len),
+         dt = upload_ints(tiles), dbt = upload_ints(bt), dpos = upload_ints(positions),
+         dcs = upload_ints(cache_slot);
+  const size_t part_floats = attention_mma_partial_floats(n, KV, H, D, w.bt_stride, w.bs);
+  DevBuf part(part_floats * 4), out(size_t(n) * H * D * 2);
+  part.poison();
+  out.poison();
+  AttentionArgs a;
+  a.t = DType::BF16;
+  a.qkv = dq.get();
+  a.k_cache = k.get();
+  a.v_cache = v.get();
+  a.block_tables = dbt.as<int32_t>();
+  a.bt_stride = w.bt_stride;
+  a.kv_len = dkv.as<int32_t>();
+  a.slot_start = dss.as<int32_t>();
+  a.tiles = dt.as<int32_t>();
+  a.n_tiles = n;
+  a.heads = H;
+  a.kv_heads = KV;
+  a.head_dim = D;
+  a.block_size = w.bs;
+  a.mma_partial = part.as<float>();
+  a.mma_partial_floats = part_floats;
+  a.out = out.get();
+  if (fused) {
+    a.decode = a.fuse_rope = true;
+    a.positions = dpos.as<int32_t>();
+    a.cache_slot = dcs.as<int32_t>();
+    a.inv_freq = inv.as<float>();
+  } else {
+    RopeKvArgs r;
+    r.t = DType::BF16;
+    r.qkv = dq.get();
+    r.positions = dpos.as<int32_t>();
+    r.cache_slot = dcs.as<int32_t>();
+    r.inv_freq = inv.as<float>();
+    r.n_slots = n;
+    r.heads = H;
+    r.kv_heads = KV;
+    r.head_dim = D;
+    r.k_cache = k.get();
+    r.v_cache = v.get();
+    LOOM_KERNEL(rope_kv_write(r, nullptr));
+  }
+  LOOM_KERNEL(paged_attention(a, nullptr));
+  return download_bits(out, size_t(n) * H * D);
+}
+
+}  // namespace
+
+TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits") {
+  const float theta = 10000.0f;
+  for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}}) {
+    CAPTURE(sh.heads);
+    CAPTURE(sh.head_dim);
+    const int H = sh.heads, KV = sh.kv_heads, D = sh.head_dim;
+    std::vector<int> lens = {700};
+    for (int i = 1; i < 19; i++) lens.push_back((i * 149) % 2100 + 30);
+    const World w(H, KV, D, 16, lens, 13);
+    const size_t cache_n = w.kc.size();
+    std::vector<float> inv(size_t(D / 2));
+    for (int j = 0; j < D / 2; j++)
+      inv[size_t(j)] = 1.0f / std::pow(theta, float(2 * j) / float(D));
+    const DevBuf dinv = upload(inv, DType::F32);
+    for (int p : {0, 63, 64, 255, 256, 600, 699}) {
+      CAPTURE(p);
+      DevBuf ka = copy_of(w.dk, cache_n * 2), va = copy_of(w.dv, cache_n * 2);
+      DevBuf kb = copy_of(w.dk, cache_n * 2), vb = copy_of(w.dv, cache_n * 2);
+      DevBuf kc = copy_of(w.dk, cache_n * 2), vc = copy_of(w.dv, cache_n * 2);
+      const std::vector<uint16_t> fused = run_rope_step(w, {{0, p, 1}}, true, ka, va, dinv);
+      const std::vector<uint16_t> unfused = run_rope_step(w, {{0, p, 1}}, false, kb, vb, dinv);
+      std::vector<Entry> company;
+      int x_slot = -1;
+      for (int i = 1; i < 19; i++) {
+        if (i == 5) {
+          x_slot = int(company.size());
+          company.push_back({0, p, 1});
+        }
+        company.push_back({i, lens[size_t(i)] - 1, 1});
+      }
+      const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
+      CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
+      CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
+      const std::vector<uint16_t> cka = download_bits(ka, cache_n),
+                                  ckb = download_bits(kb, cache_n);
+      const std::vector<uint16_t> cva = download_bits(va, cache_n),
+                                  cvb = download_bits(vb, cache_n);
+      CHECK_MESSAGE(cka == ckb, "K cache after the fused write differs from rope_kv_write's");
+      CHECK_MESSAGE(cva == cvb, "V cache after the fused write differs from rope_kv_write's");
+      // Value check: cpu rope + kv_write + paged_attention.
+      std::vector<float> q(size_t(H) * D), kn(size_t(KV) * D), vn(size_t(KV) * D);
+      for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++) q[size_t(h) * D + d] = qval(0, p, h, d);
+      for (int h = 0; h < KV; h++)
+        for (int d = 0; d < D; d++) {
+          kn[size_t(h) * D + d] = hval(3, 0, p, h, d, -1.0f, 1.0f);
+          vn[size_t(h) * D + d] = hval(4, 0, p, h, d, -1.0f, 1.0f);
+        }
+      const int32_t pos = p;
+      cpu::rope(q.data(), &pos, 1, H, D, theta);
+      cpu::rope(kn.data(), &pos, 1, KV, D, theta);
+      std::vector<float> rk = w.kc, rv = w.vc, want(size_t(H) * D);
+      cpu::kv_write(kn.data(), vn.data(), rk.data(), rv.data(), w.tables.data(), p, 1, KV, D, w.bs);
+      cpu::paged_attention(q.data(), rk.data(), rv.data(), w.tables.data(), p, 1, H, KV, D, w.bs,
+                           want.data());
+      check_close(to_floats(fused), want, H, D, "fused RoPE decode vs cpu");
     }
   }
 }

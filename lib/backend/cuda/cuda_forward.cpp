@@ -113,11 +113,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     prof_end();
   };
 
-  // 2. Layers. Decode (one slot a tile): the decode attention kernel; the CUDA-core one has
-  // RoPE fused into it, the tensor-core one (bf16) runs after rope_kv_write.
-  const bool mma = attention_mma();
-  const bool one_slot_tiles = L.n_tiles == L.n_slots;
-  const bool decode_attn = !mma && one_slot_tiles && s.heads / s.kv_heads <= kDecodeMaxG;
+  // 2. Layers. Decode (one slot a tile): the decode attention kernel (tensor-core for bf16,
+  // CUDA-core for fp32), RoPE and the new K/V write fused into it.
+  const bool decode_attn =
+      L.n_tiles == L.n_slots && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   for (int l = 0; l < s.layers; l++) {
     const DeviceLayer& W = w_.layers[size_t(l)];
     if (gemv) {
@@ -170,7 +169,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.partial_o = part_o_;
       a.partial_ml = part_ml_;
       a.out = attn_;
-      a.decode = mma ? one_slot_tiles : decode_attn;
+      a.decode = decode_attn;
       a.fuse_rope = decode_attn;
       a.mma_partial = part_mma_;
       a.mma_partial_floats = part_mma_floats_;
