@@ -59,6 +59,11 @@ struct AttentionArgs {
   // the prefill kernel, which gives the same bits.
   float* mma_partial = nullptr;
   size_t mma_partial_floats = 0;
+  // [mma_counters_len] ints, zero: with n_tiles * kv_heads of them the decode kernel's last
+  // block of each (tile, kv head) folds the partitions itself (no combine launch) and sets
+  // its counter back to zero. null (or too few): the combine kernel. Same bits either way.
+  int* mma_counters = nullptr;
+  size_t mma_counters_len = 0;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

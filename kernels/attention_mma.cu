@@ -327,6 +327,33 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
   }
 }
 
+// Row total of the partitions 0..n_parts-1 of one (tile, kv head) from mma_partial, folded in
+// order, written as the output (threads over (row, dim)). The combine kernel and the decode
+// kernel's last block both run this.
+template <int D>
+__device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int tile, int hkv,
+                                                   int n_parts, int slot, int tid) {
+  const int G = a.heads / a.kv_heads;
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  const size_t part_stride = size_t(G) * (D + 2);
+  for (int i = tid; i < G * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    const float* f =
+        a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts * G + r) * (D + 2);
+    float m = -INFINITY, l = 0.0f, acc = 0.0f;
+#pragma unroll 4
+    for (int part = 0; part < n_parts; part++, f += part_stride) {
+      // __ldcg: L2, never a stale L1 line (other blocks wrote these)
+      const MergeWeights mw = merge_weights(m, __ldcg(f + D));
+      l = merge_value(l, __ldcg(f + D + 1), mw);
+      acc = merge_value(acc, __ldcg(f + d), mw);
+      m = mw.m;
+    }
+    static_cast<bf16*>(a.out)[size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d] =
+        __float2bfloat16_rn(__fdiv_rn(acc, l));
+  }
+}
+
 // ---- kernels -------------------------------------------------------------------------------
 
 // Decode: see the file comment. Shared memory: per warp a K and a V tile; after its tile the
@@ -457,6 +484,24 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
     }
     __syncthreads();  // the fold area is read before the next partition's loads overwrite it
   }
+  if (n_parts > 1 && a.mma_counters != nullptr) {
+    // The last of the (tile, kv head)'s active blocks folds the partitions (threadfence
+    // reduction: partials written, fence, count; the last one fences and reads them).
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+      const int n_active = min(int(gridDim.z), n_parts);
+      int* counter = a.mma_counters + size_t(tile) * a.kv_heads + hkv;
+      is_last = atomicAdd(counter, 1) == n_active - 1;
+      if (is_last) *counter = 0;  // every other block has counted: ready for the next call
+    }
+    __syncthreads();
+    if (is_last) {
+      __threadfence();
+      combine_partitions<D>(a, tile, hkv, n_parts, slot, tid);
+    }
+  }
 }
 
 // Folds the partitions 0..n-1 of one (tile, kv head) in order (threads over (row, dim)).
@@ -469,25 +514,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_combine_kernel(Attenti
   const int p = a.kv_len[seq] + j0;
   const int n_parts = p / kMmaPartKeys + 1;
   if (n_parts == 1) return;  // the decode kernel wrote the output
-  const int G = a.heads / a.kv_heads;
-  const int slot = a.slot_start[seq] + j0;
-  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
-  const size_t part_stride = size_t(G) * (D + 2);
-  for (int i = threadIdx.x; i < G * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    const float* f =
-        a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts * G + r) * (D + 2);
-    float m = -INFINITY, l = 0.0f, acc = 0.0f;
-#pragma unroll 4
-    for (int part = 0; part < n_parts; part++, f += part_stride) {
-      const MergeWeights mw = merge_weights(m, f[D]);
-      l = merge_value(l, f[D + 1], mw);
-      acc = merge_value(acc, f[d], mw);
-      m = mw.m;
-    }
-    static_cast<bf16*>(a.out)[size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d] =
-        __float2bfloat16_rn(__fdiv_rn(acc, l));
-  }
+  combine_partitions<D>(a, tile, hkv, n_parts, a.slot_start[seq] + j0, threadIdx.x);
 }
 
 // Prefill / mixed: see the file comment. Shared memory: two (K, V) tile pairs.
@@ -647,12 +674,17 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
     // the partitions. Only the speed depends on it, never the bits.
     const int pairs = a.n_tiles * a.kv_heads;
     const int z = std::max(1, std::min(max_parts, (8 * device_sms() + pairs - 1) / pairs));
+    // Counters for the in-kernel combine, if there are enough; else the combine kernel.
+    const bool counters =
+        a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;
+    AttentionArgs k = a;
+    if (!counters) k.mma_counters = nullptr;
     e = launch_kernel(paged_attention_mma_decode_kernel<D>, dim3(a.n_tiles, a.kv_heads, z),
-                      kThreads, bytes, stream, a.pdl, a);
+                      kThreads, bytes, stream, a.pdl, k);
     if (e != cudaSuccess)
       return Status::bad(cat("paged_attention_mma_decode: launch: ", cudaGetErrorString(e)));
     st = launch_status("paged_attention_mma_decode");
-    if (!st.ok || max_parts == 1) return st;
+    if (!st.ok || max_parts == 1 || counters) return st;
     e = launch_kernel(attention_mma_combine_kernel<D>, dim3(a.n_tiles, a.kv_heads), kThreads, 0,
                       stream, a.pdl, a);
     if (e != cudaSuccess)

@@ -3,8 +3,9 @@
 // CUDA-core ones, L2 flushed before every call (in a decode step the layer's GEMVs stream
 // 88 MB between two attention calls, so the KV is not in L2).
 //   - decode: batch 1 at contexts 600, 7000, 14000; batch 64 and 256 at 600 and 8000:
-//     microseconds per call (decode kernel + combine), GB/s of KV read; the tensor-core
-//     prefill kernel on the same one-slot tiles; the CUDA-core decode kernel.
+//     microseconds per call (decode kernel, combining in its last block), GB/s of KV read;
+//     the same with the combine kernel; the tensor-core prefill kernel on the same one-slot
+//     tiles; the CUDA-core decode kernel.
 //   - prefill: one 1746-slot chunk (3 Terra frames) from position 0: ms and TFLOP/s.
 #include "bench_attention.h"
 
@@ -27,12 +28,13 @@ constexpr int kH = 32, kKV = 4, kD = 64, kBs = 16, kBtStride = 910;  // 910 = ce
 struct Setup {
   void *qkv = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr, *ints = nullptr;
   float *part = nullptr, *po = nullptr, *pml = nullptr;
+  int* counters = nullptr;
   void* flush = nullptr;
   size_t part_floats = 0;
   gpu::AttentionArgs a;
   ~Setup() {
     for (void* p : {qkv, kc, vc, out, ints, static_cast<void*>(part), static_cast<void*>(po),
-                    static_cast<void*>(pml), flush})
+                    static_cast<void*>(pml), static_cast<void*>(counters), flush})
       if (p) cudaFree(p);
   }
 };
@@ -82,6 +84,8 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   const int n_tiles = int(tiles.size() / 3);
   S.part_floats = gpu::attention_mma_partial_floats(n_tiles, kKV, kH, kD, kBtStride, kBs);
   LOOM_CUDA_CHECK(cudaMalloc(&S.part, S.part_floats * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.counters, size_t(n_tiles) * kKV * 4));
+  LOOM_CUDA_CHECK(cudaMemset(S.counters, 0, size_t(n_tiles) * kKV * 4));
   const size_t blk = size_t(n_tiles) * kKV * splits;
   LOOM_CUDA_CHECK(cudaMalloc(&S.po, gpu::attention_partial_floats(blk, kD) * 4));
   LOOM_CUDA_CHECK(cudaMalloc(&S.pml, blk * gpu::kAttnRows * 2 * 4));
@@ -106,6 +110,8 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.partial_ml = S.pml;
   a.mma_partial = S.part;
   a.mma_partial_floats = S.part_floats;
+  a.mma_counters = S.counters;
+  a.mma_counters_len = size_t(n_tiles) * kKV;
   a.out = S.out;
 }
 
@@ -141,7 +147,10 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   const int iters = batch * ctx > 500000 ? 10 : 30;
   gpu::AttentionArgs a = S.a;
   a.decode = true;
-  const double mma = time_us(S, a, stream, iters);
+  const double mma = time_us(S, a, stream, iters);  // combine in the decode kernel's last block
+  gpu::AttentionArgs c = a;
+  c.mma_counters = nullptr;
+  const double mma_combine = time_us(S, c, stream, iters);  // + the combine kernel
   a.decode = false;  // the tensor-core prefill kernel on one-slot tiles (same bits)
   const double mma_prefill = time_us(S, a, stream, iters);
   a.decode = true;
@@ -149,13 +158,18 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   const double core = time_us(S, a, stream, iters);
   auto gbps = [&](double us) { return kv_bytes / (us * 1e-6) / 1e9; };
   std::printf(
-      "attention decode b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma-prefill-kernel %8.2f us  "
-      "cuda-core %8.2f us (%5.0f GB/s)\n",
-      batch, ctx, mma, gbps(mma), mma_prefill, core, gbps(core));
-  return {{"batch", batch},        {"ctx", ctx},
-          {"kv_bytes", kv_bytes},  {"mma_us", mma},
-          {"mma_gbps", gbps(mma)}, {"mma_prefill_kernel_us", mma_prefill},
-          {"cuda_core_us", core},  {"cuda_core_gbps", gbps(core)}};
+      "attention decode b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma+combine-kernel %8.2f us  "
+      "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)\n",
+      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core));
+  return {{"batch", batch},
+          {"ctx", ctx},
+          {"kv_bytes", kv_bytes},
+          {"mma_us", mma},
+          {"mma_gbps", gbps(mma)},
+          {"mma_combine_kernel_us", mma_combine},
+          {"mma_prefill_kernel_us", mma_prefill},
+          {"cuda_core_us", core},
+          {"cuda_core_gbps", gbps(core)}};
 }
 
 json prefill_entry(cudaStream_t stream, int n) {

@@ -107,8 +107,30 @@ int count_slots(const std::vector<Entry>& es) {
   return n;
 }
 
-// One paged_attention call; returns the raw bf16 output [n_slots, H * D].
-std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode) {
+// Zeroed counters for the decode kernel's in-kernel combine.
+DevBuf zero_counters(size_t n) {
+  DevBuf c(n * 4);
+  LOOM_CUDA_CHECK(cudaMemset(c.get(), 0, n * 4));
+  return c;
+}
+
+// The counters must be back at zero after a call (a graph replays with the same ones).
+void check_counters_zero(const DevBuf& c, size_t n) {
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<int32_t> v(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(v.data(), c.get(), n * 4, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; i++)
+    if (v[i] != 0) {
+      std::printf("decode counter %zu (tile %zu) is %d after the call, expected 0\n", i, i, v[i]);
+      CHECK(v[i] == 0);
+      return;
+    }
+}
+
+// One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
+// decode kernel combines in its last block; otherwise the combine kernel runs.
+std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
+                               bool counters = true) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -155,8 +177,14 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   a.decode = decode;
   a.mma_partial = part.as<float>();
   a.mma_partial_floats = part_floats;
+  const size_t n_counters = size_t(n_tiles) * KV;
+  DevBuf cnt = zero_counters(n_counters);
+  if (counters) {
+    a.mma_counters = cnt.as<int>();
+    a.mma_counters_len = n_counters;
+  }
   LOOM_KERNEL(paged_attention(a, nullptr));
-  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  check_counters_zero(cnt, n_counters);
   std::vector<uint16_t> bits(size_t(n_slots) * H * D);
   LOOM_CUDA_CHECK(cudaMemcpy(bits.data(), out.get(), bits.size() * 2, cudaMemcpyDeviceToHost));
   return bits;
@@ -264,12 +292,19 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
                     (name + ", prefill kernel").c_str());
         if (count_slots(es) == int(es.size())) {
           const std::vector<uint16_t> dec = run_step(w, es, true);
+          const std::vector<uint16_t> dec_combine = run_step(w, es, true, false);
           check_close(to_floats(dec), want, sh.heads, sh.head_dim,
                       (name + ", decode kernel").c_str());
+          check_close(to_floats(dec_combine), want, sh.heads, sh.head_dim,
+                      (name + ", decode kernel + combine kernel").c_str());
           bool same = true;
-          for (int s = 0; s < count_slots(es); s++)
+          for (int s = 0; s < count_slots(es); s++) {
             same = same && same_row(dec, s, pre, s, sh.heads, sh.head_dim,
                                     "decode kernel vs prefill kernel", es[size_t(s)].kv_len);
+            same =
+                same && same_row(dec_combine, s, pre, s, sh.heads, sh.head_dim,
+                                 "decode + combine kernel vs prefill kernel", es[size_t(s)].kv_len);
+          }
           CHECK(same);
         }
       }
@@ -301,6 +336,7 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
       }
       const std::vector<uint16_t> among = run_step(w16, company, true);
       const std::vector<uint16_t> among_pre = run_step(w16, company, false);
+      const std::vector<uint16_t> among_combine = run_step(w16, company, true, false);
       const std::vector<uint16_t> alone_pre = run_step(w16, {{0, p, 1}}, false);
       const int c0 = std::max(0, p - 5), c1 = std::max(0, p - 13);
       const std::vector<uint16_t> chunk = run_step(w16, {{0, c0, p - c0 + 3}}, false);
@@ -310,6 +346,8 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
       // The watched row's slot in each step.
       CHECK(same_row(alone, 0, among, x_slot, H, D, "alone vs among 19 (decode kernel)", p));
       CHECK(same_row(alone, 0, among_pre, x_slot, H, D, "alone vs among 19 (prefill kernel)", p));
+      CHECK(same_row(alone, 0, among_combine, x_slot, H, D,
+                     "alone vs among 19 (decode + combine kernel)", p));
       CHECK(same_row(alone, 0, alone_pre, 0, H, D, "decode kernel vs prefill kernel", p));
       CHECK(same_row(alone, 0, chunk, p - c0, H, D, "decode vs prefill chunk from p - 5", p));
       CHECK(same_row(alone, 0, chunk2, 5 + p - c1, H, D, "decode vs chunk from p - 13", p));
@@ -389,6 +427,9 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
   a.block_size = w.bs;
   a.mma_partial = part.as<float>();
   a.mma_partial_floats = part_floats;
+  DevBuf cnt = zero_counters(size_t(n) * KV);
+  a.mma_counters = cnt.as<int>();
+  a.mma_counters_len = size_t(n) * KV;
   a.out = out.get();
   if (fused) {
     a.decode = a.fuse_rope = true;

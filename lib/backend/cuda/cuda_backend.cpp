@@ -214,16 +214,22 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
   max_bt_ = std::max(1, (std::max(spec_.max_positions, 1) + block_size_ - 1) / block_size_);
   // The tensor-core decode partitions follow max_bt_: allocated here, before the pool takes
   // what is left (~123 MB for Terra: 256 x 4 x 57 x 8 x 66 floats).
-  if (part_mma_ != nullptr) {
-    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), static_cast<void*>(part_mma_)));
-    LOOM_CUDA_CHECK(cudaFree(part_mma_));
-    part_mma_ = nullptr;
-    part_mma_floats_ = 0;
+  for (void* p : {static_cast<void*>(part_mma_), static_cast<void*>(mma_counters_)}) {
+    if (p == nullptr) continue;
+    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), p));
+    LOOM_CUDA_CHECK(cudaFree(p));
   }
+  part_mma_ = nullptr;
+  mma_counters_ = nullptr;
+  part_mma_floats_ = 0;
+  mma_counters_len_ = 0;
   if (attention_mma()) {
     part_mma_floats_ = attention_mma_partial_floats(kMaxGraphBatch, spec_.kv_heads, spec_.heads,
                                                     spec_.head_dim, max_bt_, block_size_);
     part_mma_ = static_cast<float*>(dev_alloc(part_mma_floats_ * 4));
+    mma_counters_len_ = size_t(kMaxGraphBatch) * spec_.kv_heads;
+    mma_counters_ = static_cast<int*>(dev_alloc(mma_counters_len_ * 4));
+    LOOM_CUDA_CHECK(cudaMemset(mma_counters_, 0, mma_counters_len_ * 4));
   }
   const size_t per_block = kv_block_bytes(block_size_);
   int blocks = request.num_blocks;

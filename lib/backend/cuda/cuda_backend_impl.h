@@ -142,6 +142,8 @@ class CudaBackend : public Backend {
   // head_dim + 2], allocated with the cache (its size follows max_bt_); null otherwise.
   float* part_mma_ = nullptr;
   size_t part_mma_floats_ = 0;
+  int* mma_counters_ = nullptr;  // [kMaxGraphBatch, kv_heads] zeros (in-kernel combine)
+  size_t mma_counters_len_ = 0;
   std::vector<void*> workspace_allocs_;
 
   // Step inputs: pinned host mirror and device copy, cap_in_ bytes each.

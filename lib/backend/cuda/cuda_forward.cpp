@@ -173,6 +173,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.fuse_rope = decode_attn;
       a.mma_partial = part_mma_;
       a.mma_partial_floats = part_mma_floats_;
+      a.mma_counters = mma_counters_;
+      a.mma_counters_len = mma_counters_len_;
       a.positions = positions;
       a.cache_slot = in_i32(L.cache_slot);
       a.inv_freq = inv_freq_;
