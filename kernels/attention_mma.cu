@@ -25,7 +25,9 @@
 //    block z takes partitions z, z + Z, ... of its (sequence, kv head); warp w computes tile w of
 //    the partition into shared memory, the block folds the 4 in order and writes the partition
 //    result to mma_partial (one partition: the output itself). Z only spreads the work: the
-//    bits do not depend on it. The combine folds the partitions in order.
+//    bits do not depend on it. The partitions are folded in order by the last block to finish
+//    (mma_counters) or by the combine kernel. With fuse_rope it also does rope_kv_write's work
+//    for its slot (rotated q in registers; the new k, v to the cache), with the same bits.
 //  - prefill / mixed (tiles of up to 4 x floor(16 / G) slots of one sequence): each warp owns
 //    16 rows (floor(16 / G) slots x G heads) and walks tiles 0.. in order, K/V tiles shared by
 //    the 4 warps through a cp.async double buffer; partition and total states in registers.
