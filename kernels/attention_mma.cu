@@ -527,7 +527,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   pdl_trigger();
   pdl_wait();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int tile = blockIdx.x, hkv = blockIdx.y;
+  // Last tiles first: a chunk's later slots see the most keys, so the longest blocks start
+  // in the first wave instead of making a tail (the bits do not depend on the order).
+  const int tile = a.n_tiles - 1 - int(blockIdx.x), hkv = blockIdx.y;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
   const int G = a.heads / a.kv_heads;
   const int spw = 16 / G;             // slots per warp
