@@ -305,11 +305,11 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
     constexpr int kHalf = D / 2;
     for (int i = tid; i < G * kHalf; i += C::kThreads) {
       const int g = i / kHalf, j = i % kHalf;
-      float sn, cs;
-      sincosf(pos * a.inv_freq[j], &sn, &cs);
       const float x0 = to_f32(qkv[g * D + j]), x1 = to_f32(qkv[g * D + j + kHalf]);
-      q_s[g * D + j] = round_to<T>(x0 * cs - x1 * sn) * scale;
-      q_s[g * D + j + kHalf] = round_to<T>(x1 * cs + x0 * sn) * scale;
+      float y0, y1;
+      rope_pair(x0, x1, pos, a.inv_freq[j], y0, y1);
+      q_s[g * D + j] = round_to<T>(y0) * scale;
+      q_s[g * D + j + kHalf] = round_to<T>(y1) * scale;
     }
     if (has_new) {
       T* kn = v_s;  // scratch: the new k row, then the new v row (v_s is filled later)
@@ -320,10 +320,10 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
       T* kw = static_cast<T*>(const_cast<void*>(a.k_cache)) + dst;  // this layer's cache
       T* vw = static_cast<T*>(const_cast<void*>(a.v_cache)) + dst;
       for (int j = tid; j < kHalf; j += C::kThreads) {
-        float sn, cs;
-        sincosf(pos * a.inv_freq[j], &sn, &cs);
         const float x0 = to_f32(kq[j]), x1 = to_f32(kq[j + kHalf]);
-        const T y0 = from_f32<T>(x0 * cs - x1 * sn), y1 = from_f32<T>(x1 * cs + x0 * sn);
+        float r0, r1;
+        rope_pair(x0, x1, pos, a.inv_freq[j], r0, r1);
+        const T y0 = from_f32<T>(r0), y1 = from_f32<T>(r1);
         kn[j] = y0;
         kn[j + kHalf] = y1;
         kw[j] = y0;
@@ -568,10 +568,12 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.qkv && a.k_cache && a.v_cache && a.block_tables && a.kv_len && a.slot_start &&
                      a.tiles && a.out,
                  "paged_attention: null pointer");
-  LOOM_ARG_CHECK(a.partial_ml != nullptr && (a.num_splits == 1 || a.partial_o != nullptr),
-                 "paged_attention: no partial workspace");
   LOOM_ARG_CHECK(!a.fuse_rope || (a.decode && a.positions && a.cache_slot && a.inv_freq),
                  "paged_attention: fuse_rope needs decode and positions, cache_slot, inv_freq");
+  if (a.mma && attention_mma_supported(a.t, a.heads, a.kv_heads, a.head_dim))
+    return paged_attention_mma(a, stream);  // attention_mma.cu
+  LOOM_ARG_CHECK(a.partial_ml != nullptr && (a.num_splits == 1 || a.partial_o != nullptr),
+                 "paged_attention: no partial workspace");
   LOOM_ARG_CHECK(!a.decode || a.heads / a.kv_heads <= kDecodeMaxG, "paged_attention: decode ",
                  "kernel takes a GQA ratio up to ", kDecodeMaxG, ", found ", a.heads / a.kv_heads);
   if (a.n_tiles == 0) return Status::good();

@@ -8,6 +8,11 @@
 //             unnormalised partial (o, max, sum) and a combine kernel merges them.
 // Keys are streamed in tiles of kKeys through shared memory with an online softmax. New slot j
 // of sequence s sits at cache index kv_len[s] + j and attends to indices [0, kv_len[s] + j].
+//
+// bf16 with head_dim 16 or 64 and a GQA ratio up to 16 takes the tensor-core kernels of
+// attention_mma.cu instead (batch invariant: a row's output bits depend only on its sequence's
+// cache and its position, never on the batch, the tiling or the grid); the kernels of
+// attention.cu stay for fp32 (exact comparisons with the CPU), other shapes, and fuse_rope.
 #pragma once
 
 #include <cstdint>
@@ -45,11 +50,58 @@ struct AttentionArgs {
   const int32_t* positions = nullptr;   // [n_slots]
   const int32_t* cache_slot = nullptr;  // [n_slots]
   const float* inv_freq = nullptr;      // [head_dim / 2]
+  // Tensor-core path (attention_mma_supported shapes, fuse_rope off). false forces the
+  // CUDA-core kernels (bench comparisons).
+  bool mma = true;
+  // Decode partitions of the tensor-core path: [n_tiles, kv_heads, attention_mma_max_parts,
+  // G, head_dim + 2] (acc, then max, sum; unnormalised). Needed by the decode kernel when a
+  // sequence can have more than one partition; with none (or too few floats) the launcher runs
+  // the prefill kernel, which gives the same bits.
+  float* mma_partial = nullptr;
+  size_t mma_partial_floats = 0;
+  // [mma_counters_len] ints, zero: with n_tiles * kv_heads of them the decode kernel's last
+  // block of each (tile, kv head) folds the partitions itself (no combine launch) and sets
+  // its counter back to zero. null (or too few): the combine kernel. Same bits either way.
+  int* mma_counters = nullptr;
+  size_t mma_counters_len = 0;
 };
 
-// Slots of one sequence per tile for a GQA ratio G = heads / kv_heads.
+// Tensor-core path constants. They are part of the arithmetic (the order of the softmax
+// merges), so they never depend on batch, grid or chunking.
+constexpr int kMmaTileKeys = 64;                            // keys per tile partial
+constexpr int kMmaPartTiles = 4;                            // tiles per partition
+constexpr int kMmaPartKeys = kMmaTileKeys * kMmaPartTiles;  // 256
+constexpr int kMmaWarps = 4;                                // warps per block
+
+inline bool attention_mma_supported(DType t, int heads, int kv_heads, int head_dim) {
+  return t == DType::BF16 && (head_dim == 16 || head_dim == 64) && kv_heads > 0 &&
+         heads % kv_heads == 0 && heads / kv_heads <= 16;
+}
+
+// Partitions a sequence of a step with block tables bt_stride wide can have (constexpr: the
+// kernels call it too, through --expt-relaxed-constexpr).
+constexpr int attention_mma_max_parts(int bt_stride, int block_size) {
+  return (bt_stride * block_size + kMmaPartKeys - 1) / kMmaPartKeys;
+}
+
+// Floats of mma_partial the decode kernel needs for n_tiles one-slot tiles.
+inline size_t attention_mma_partial_floats(int n_tiles, int kv_heads, int heads, int head_dim,
+                                           int bt_stride, int block_size) {
+  return size_t(n_tiles) * kv_heads * attention_mma_max_parts(bt_stride, block_size) *
+         (heads / kv_heads) * (head_dim + 2);
+}
+
+// Slots of one sequence per tile for a GQA ratio G = heads / kv_heads (CUDA-core kernel).
 inline int attention_slots_per_tile(int heads, int kv_heads) {
   return kAttnRows / (heads / kv_heads);
+}
+
+// ... for the kernel paged_attention picks: the tensor-core prefill kernel takes 4 warps x
+// floor(16 / G) slots (a warp's 16 mma rows are whole slots of G heads).
+inline int attention_slots_per_tile(DType t, int heads, int kv_heads, int head_dim) {
+  if (attention_mma_supported(t, heads, kv_heads, head_dim))
+    return kMmaWarps * (16 / (heads / kv_heads));
+  return attention_slots_per_tile(heads, kv_heads);
 }
 
 // Floats of partial_o needed for `blocks` = n_tiles * kv_heads * num_splits.
@@ -59,5 +111,8 @@ inline size_t attention_partial_floats(size_t blocks, int head_dim) {
 
 // Launches the attention kernel and, when num_splits > 1, the combine kernel.
 Status paged_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// The tensor-core path (attention_mma.cu); paged_attention calls it for supported shapes.
+Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace loom::gpu

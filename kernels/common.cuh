@@ -64,6 +64,17 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return warp_sum(t);
 }
 
+// RoPE of one pair (x0, x1) = dims (j, j + head_dim / 2) at position pos (HF rotate_half),
+// every product and sum rounded on its own: rope_kv_write and the fused decode kernels must
+// give the same bits (batch invariance), which contraction choices could break.
+__device__ __forceinline__ void rope_pair(float x0, float x1, float pos, float inv_freq, float& y0,
+                                          float& y1) {
+  float s, c;
+  sincosf(__fmul_rn(pos, inv_freq), &s, &c);
+  y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
 inline int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }

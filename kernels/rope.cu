@@ -21,12 +21,10 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   const int pairs = (a.heads + a.kv_heads) * half;
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     const int h = i / half, j = i % half;  // h < heads: q head, else k head h - heads
-    float s, c;
-    sincosf(pos * a.inv_freq[j], &s, &c);
-    T* base = q + h * a.head_dim;  // k heads follow q heads in the row
+    T* base = q + h * a.head_dim;          // k heads follow q heads in the row
     const float x0 = to_f32(base[j]), x1 = to_f32(base[j + half]);
-    const float y0 = x0 * c - x1 * s;
-    const float y1 = x1 * c + x0 * s;
+    float y0, y1;
+    rope_pair(x0, x1, pos, a.inv_freq[j], y0, y1);
     if (h < a.heads) {
       base[j] = from_f32<T>(y0);
       base[j + half] = from_f32<T>(y1);

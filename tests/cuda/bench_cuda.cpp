@@ -6,6 +6,7 @@
 //   - decode step time through Backend::step() at batch 1 (contexts 600, 7000, 14000) and batch
 //     64 / 256, s/frame = 576 x step, against the floor 576 x streamed weight bytes / copy bw;
 //   - per-kernel-family times (profiling pass) for the same configurations;
+//   - attention microbenchmarks, tensor-core vs CUDA-core (bench_attention.cpp);
 //   - a 3-frame prefill (1746 slots) and the cost of top-k / top-p draws at batch 1.
 #include <chrono>
 #include <cmath>
@@ -18,6 +19,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
+#include "bench_attention.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
@@ -275,6 +277,7 @@ json attention_bench(cudaStream_t stream, int ctx) {
   a.out = out;
   a.decode = true;
   a.pdl = true;
+  a.mma = false;  // the CUDA-core kernels (the tensor-core ones: bench_attention.cpp)
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
@@ -426,6 +429,7 @@ int main(int argc, char** argv) {
       json at = json::array();
       for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
       r["attention_decode"] = at;
+      r["attention_mma"] = attention_mma_bench(stream, sms);
       r["lm_head_and_draw"] = lm_head_bench(stream, sms);
     }
 

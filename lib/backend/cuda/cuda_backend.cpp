@@ -184,8 +184,10 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   logits_t_ = t_ == DType::BF16 ? alloc(O * size_t(logits_ld_) * 2) : nullptr;
   tokens_ = static_cast<int32_t*>(alloc(O * 4));
   sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
-  part_o_ =
-      static_cast<float*>(alloc(attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
+  // CUDA-core split partials (67 MB at head_dim 64); the tensor-core path has part_mma_.
+  part_o_ = attention_mma() ? nullptr
+                            : static_cast<float*>(alloc(
+                                  attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
   part_ml_ = static_cast<float*>(alloc(kMaxPartBlocks * kAttnRows * 2 * 4));
   if (tokens_host_) cudaFreeHost(tokens_host_);
   LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&tokens_host_), O * 4));
@@ -209,6 +211,26 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
     kv_ = nullptr;
   }
   block_size_ = request.block_size;
+  max_bt_ = std::max(1, (std::max(spec_.max_positions, 1) + block_size_ - 1) / block_size_);
+  // The tensor-core decode partitions follow max_bt_: allocated here, before the pool takes
+  // what is left (~123 MB for Terra: 256 x 4 x 57 x 8 x 66 floats).
+  for (void* p : {static_cast<void*>(part_mma_), static_cast<void*>(mma_counters_)}) {
+    if (p == nullptr) continue;
+    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), p));
+    LOOM_CUDA_CHECK(cudaFree(p));
+  }
+  part_mma_ = nullptr;
+  mma_counters_ = nullptr;
+  part_mma_floats_ = 0;
+  mma_counters_len_ = 0;
+  if (attention_mma()) {
+    part_mma_floats_ = attention_mma_partial_floats(kMaxGraphBatch, spec_.kv_heads, spec_.heads,
+                                                    spec_.head_dim, max_bt_, block_size_);
+    part_mma_ = static_cast<float*>(dev_alloc(part_mma_floats_ * 4));
+    mma_counters_len_ = size_t(kMaxGraphBatch) * spec_.kv_heads;
+    mma_counters_ = static_cast<int*>(dev_alloc(mma_counters_len_ * 4));
+    LOOM_CUDA_CHECK(cudaMemset(mma_counters_, 0, mma_counters_len_ * 4));
+  }
   const size_t per_block = kv_block_bytes(block_size_);
   int blocks = request.num_blocks;
   if (blocks <= 0) {
@@ -226,7 +248,6 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
   kv_bytes_ = per_block * size_t(blocks + 1);
   kv_ = dev_alloc(kv_bytes_);
   num_blocks_ = blocks;
-  max_bt_ = std::max(1, (std::max(spec_.max_positions, 1) + block_size_ - 1) / block_size_);
   size_t free_b = 0, total_b = 0;
   LOOM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   peak_bytes_ = std::max(peak_bytes_, total_b - free_b);
@@ -237,6 +258,10 @@ void CudaBackend::fill_cache_random(uint64_t seed) {
   LOOM_CHECK(kv_ != nullptr, "CUDA backend: fill_cache_random before allocate_cache");
   LOOM_KERNEL(fill_uniform(t_, kv_, kv_bytes_ / dtype_size(t_), seed, 1.0f, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+bool CudaBackend::attention_mma() const {
+  return attention_mma_supported(t_, spec_.heads, spec_.kv_heads, spec_.head_dim);
 }
 
 int CudaBackend::pick_splits(int n_tiles) const {
@@ -312,7 +337,7 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   StepLayout L;
   L.action_dim = spec_.action_dim;
   std::vector<int> out_seq;  // out row → sequence
-  const int spt = attention_slots_per_tile(spec_.heads, spec_.kv_heads);
+  const int spt = attention_slots_per_tile(t_, spec_.heads, spec_.kv_heads, spec_.head_dim);
   if (decode) {
     const int B = kBucketSizes[bucket];
     L.n_slots = L.n_seqs = L.n_out = L.n_tiles = B;
@@ -421,7 +446,8 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   }
 
   LOOM_CUDA_CHECK(cudaMemcpyAsync(in_dev_, in_host_, L.bytes, cudaMemcpyHostToDevice, stream_));
-  const int splits = pick_splits(L.n_tiles);
+  // The tensor-core path has fixed partitions instead of splits.
+  const int splits = attention_mma() ? 1 : pick_splits(L.n_tiles);
   if (decode) {
     cudaGraphExec_t& g = graphs_[size_t(bucket)];
     if (g != nullptr) {

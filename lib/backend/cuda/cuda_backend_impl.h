@@ -92,6 +92,7 @@ class CudaBackend : public Backend {
   void free_graphs();
   int pick_splits(int n_tiles) const;
   void forward(const StepLayout& L, int num_splits);
+  bool attention_mma() const;  // bf16 and a shape the tensor-core attention takes
   void prof_begin(const char* family);
   void prof_end();
   void prof_collect();
@@ -137,6 +138,12 @@ class CudaBackend : public Backend {
   void* sample_ws_ = nullptr;  // sample_workspace_bytes(cap_out)
   float* part_o_ = nullptr;    // attention partials: [kMaxPartBlocks, kAttnRows, head_dim]
   float* part_ml_ = nullptr;   // [kMaxPartBlocks, kAttnRows, 2]
+  // Tensor-core decode partitions (bf16): [kMaxGraphBatch, kv_heads, max_parts(max_bt_), G,
+  // head_dim + 2], allocated with the cache (its size follows max_bt_); null otherwise.
+  float* part_mma_ = nullptr;
+  size_t part_mma_floats_ = 0;
+  int* mma_counters_ = nullptr;  // [kMaxGraphBatch, kv_heads] zeros (in-kernel combine)
+  size_t mma_counters_len_ = 0;
   std::vector<void*> workspace_allocs_;
 
   // Step inputs: pinned host mirror and device copy, cap_in_ bytes each.

@@ -113,8 +113,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     prof_end();
   };
 
-  // 2. Layers. Decode (one slot a tile): the decode attention kernel, RoPE fused into it.
-  const bool decode_attn = L.n_tiles == L.n_slots && s.heads / s.kv_heads <= kDecodeMaxG;
+  // 2. Layers. Decode (one slot a tile): the decode attention kernel (tensor-core for bf16,
+  // CUDA-core for fp32), RoPE and the new K/V write fused into it.
+  const bool decode_attn =
+      L.n_tiles == L.n_slots && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   for (int l = 0; l < s.layers; l++) {
     const DeviceLayer& W = w_.layers[size_t(l)];
     if (gemv) {
@@ -169,6 +171,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.out = attn_;
       a.decode = decode_attn;
       a.fuse_rope = decode_attn;
+      a.mma_partial = part_mma_;
+      a.mma_partial_floats = part_mma_floats_;
+      a.mma_counters = mma_counters_;
+      a.mma_counters_len = mma_counters_len_;
       a.positions = positions;
       a.cache_slot = in_i32(L.cache_slot);
       a.inv_freq = inv_freq_;

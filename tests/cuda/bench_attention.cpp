@@ -1,0 +1,203 @@
+// cuda_bench's attention entries (Terra heads: 32 q, 4 kv, head_dim 64, bf16, 16-slot blocks,
+// block tables 910 wide as the decode graphs have them): the tensor-core kernels against the
+// CUDA-core ones, L2 flushed before every call (in a decode step the layer's GEMVs stream
+// 88 MB between two attention calls, so the KV is not in L2).
+//   - decode: batch 1 at contexts 600, 7000, 14000; batch 64 and 256 at 600 and 8000:
+//     microseconds per call (decode kernel, combining in its last block), GB/s of KV read;
+//     the same with the combine kernel; the tensor-core prefill kernel on the same one-slot
+//     tiles; the CUDA-core decode kernel.
+//   - prefill: one 1746-slot chunk (3 Terra frames) from position 0: ms and TFLOP/s.
+#include "bench_attention.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/activation.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/cuda_check.cuh"
+
+using json = nlohmann::json;
+
+namespace loom {
+
+namespace {
+
+constexpr int kH = 32, kKV = 4, kD = 64, kBs = 16, kBtStride = 910;  // 910 = ceil(14550 / 16)
+
+struct Setup {
+  void *qkv = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr, *ints = nullptr;
+  float *part = nullptr, *po = nullptr, *pml = nullptr;
+  int* counters = nullptr;
+  void* flush = nullptr;
+  size_t part_floats = 0;
+  gpu::AttentionArgs a;
+  ~Setup() {
+    for (void* p : {qkv, kc, vc, out, ints, static_cast<void*>(part), static_cast<void*>(po),
+                    static_cast<void*>(pml), static_cast<void*>(counters), flush})
+      if (p) cudaFree(p);
+  }
+};
+
+constexpr size_t kFlushBytes = size_t(256) << 20;  // > L2 (50 MB H100, 60 MB H200)
+
+// seqs: (kv_len, n_new) per sequence, each with its own blocks; tiles of spt slots.
+void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt, int splits) {
+  int n_slots = 0, blocks = 0;
+  for (auto [kv, n] : seqs) {
+    n_slots += n;
+    blocks += (kv + n + kBs - 1) / kBs;
+  }
+  const size_t cache_elems = size_t(blocks) * kBs * kKV * kD;
+  LOOM_CUDA_CHECK(cudaMalloc(&S.qkv, size_t(n_slots) * (kH + 2 * kKV) * kD * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.kc, cache_elems * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.vc, cache_elems * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.out, size_t(n_slots) * kH * kD * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.flush, kFlushBytes));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.qkv, size_t(n_slots) * (kH + 2 * kKV) * kD, 1, 1.0f,
+                                nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.kc, cache_elems, 2, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.vc, cache_elems, 3, 1.0f, nullptr));
+  // Ints: block tables [n_seqs, kBtStride], kv_len, slot_start, tiles.
+  std::vector<int32_t> bt, kv_len, slot_start{0}, tiles;
+  int next = 0;
+  for (size_t s = 0; s < seqs.size(); s++) {
+    const auto [kv, n] = seqs[s];
+    const int nb = (kv + n + kBs - 1) / kBs;
+    for (int j = 0; j < kBtStride; j++) bt.push_back(j < nb ? next + j : -1);
+    next += nb;
+    kv_len.push_back(kv);
+    slot_start.push_back(slot_start.back() + n);
+    for (int j0 = 0; j0 < n; j0 += spt)
+      tiles.insert(tiles.end(), {int(s), j0, std::min(spt, n - j0)});
+  }
+  std::vector<int32_t> h = bt;
+  const size_t o_kv = h.size();
+  h.insert(h.end(), kv_len.begin(), kv_len.end());
+  const size_t o_ss = h.size();
+  h.insert(h.end(), slot_start.begin(), slot_start.end());
+  const size_t o_tiles = h.size();
+  h.insert(h.end(), tiles.begin(), tiles.end());
+  LOOM_CUDA_CHECK(cudaMalloc(&S.ints, h.size() * 4));
+  LOOM_CUDA_CHECK(cudaMemcpy(S.ints, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+  const int32_t* I = static_cast<const int32_t*>(S.ints);
+  const int n_tiles = int(tiles.size() / 3);
+  S.part_floats = gpu::attention_mma_partial_floats(n_tiles, kKV, kH, kD, kBtStride, kBs);
+  LOOM_CUDA_CHECK(cudaMalloc(&S.part, S.part_floats * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.counters, size_t(n_tiles) * kKV * 4));
+  LOOM_CUDA_CHECK(cudaMemset(S.counters, 0, size_t(n_tiles) * kKV * 4));
+  const size_t blk = size_t(n_tiles) * kKV * splits;
+  LOOM_CUDA_CHECK(cudaMalloc(&S.po, gpu::attention_partial_floats(blk, kD) * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.pml, blk * gpu::kAttnRows * 2 * 4));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  gpu::AttentionArgs& a = S.a;
+  a.t = DType::BF16;
+  a.qkv = S.qkv;
+  a.k_cache = S.kc;
+  a.v_cache = S.vc;
+  a.block_tables = I;
+  a.bt_stride = kBtStride;
+  a.kv_len = I + o_kv;
+  a.slot_start = I + o_ss;
+  a.tiles = I + o_tiles;
+  a.n_tiles = n_tiles;
+  a.heads = kH;
+  a.kv_heads = kKV;
+  a.head_dim = kD;
+  a.block_size = kBs;
+  a.num_splits = splits;
+  a.partial_o = S.po;
+  a.partial_ml = S.pml;
+  a.mma_partial = S.part;
+  a.mma_partial_floats = S.part_floats;
+  a.mma_counters = S.counters;
+  a.mma_counters_len = size_t(n_tiles) * kKV;
+  a.out = S.out;
+}
+
+// Mean microseconds of one paged_attention call with args a, L2 flushed before each.
+double time_us(Setup& S, const gpu::AttentionArgs& a, cudaStream_t stream, int iters) {
+  std::vector<cudaEvent_t> ev(size_t(2 * iters));
+  for (auto& e : ev) LOOM_CUDA_CHECK(cudaEventCreate(&e));
+  LOOM_KERNEL(gpu::paged_attention(a, stream));  // warm-up (and the smem attribute)
+  for (int i = 0; i < iters; i++) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(S.flush, i & 0xff, kFlushBytes, stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(ev[size_t(2 * i)], stream));
+    LOOM_KERNEL(gpu::paged_attention(a, stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(ev[size_t(2 * i + 1)], stream));
+  }
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double total = 0;
+  for (int i = 0; i < iters; i++) {
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[size_t(2 * i)], ev[size_t(2 * i + 1)]));
+    total += ms;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return 1e3 * total / iters;
+}
+
+json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
+  // The CUDA-core path's splits as pick_splits chose them (4 blocks per SM, at most 128).
+  const int pairs = batch * kKV;
+  const int splits = std::max(1, std::min(128, (4 * sms + pairs - 1) / pairs));
+  Setup S;
+  make_setup(S, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, splits);
+  const double kv_bytes = 2.0 * batch * (ctx + 1) * kKV * kD * 2;
+  const int iters = batch * ctx > 500000 ? 10 : 30;
+  gpu::AttentionArgs a = S.a;
+  a.decode = true;
+  const double mma = time_us(S, a, stream, iters);  // combine in the decode kernel's last block
+  gpu::AttentionArgs c = a;
+  c.mma_counters = nullptr;
+  const double mma_combine = time_us(S, c, stream, iters);  // + the combine kernel
+  a.decode = false;  // the tensor-core prefill kernel on one-slot tiles (same bits)
+  const double mma_prefill = time_us(S, a, stream, iters);
+  a.decode = true;
+  a.mma = false;  // the CUDA-core decode kernel (+ its combine)
+  const double core = time_us(S, a, stream, iters);
+  auto gbps = [&](double us) { return kv_bytes / (us * 1e-6) / 1e9; };
+  std::printf(
+      "attention decode b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma+combine-kernel %8.2f us  "
+      "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)\n",
+      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core));
+  return {{"batch", batch},
+          {"ctx", ctx},
+          {"kv_bytes", kv_bytes},
+          {"mma_us", mma},
+          {"mma_gbps", gbps(mma)},
+          {"mma_combine_kernel_us", mma_combine},
+          {"mma_prefill_kernel_us", mma_prefill},
+          {"cuda_core_us", core},
+          {"cuda_core_gbps", gbps(core)}};
+}
+
+json prefill_entry(cudaStream_t stream, int n) {
+  const double flop = 4.0 * kH * kD * (double(n) * (n + 1) / 2);  // QK and PV, causal
+  Setup S;
+  make_setup(S, {{0, n}}, gpu::attention_slots_per_tile(DType::BF16, kH, kKV, kD), 1);
+  const double mma = time_us(S, S.a, stream, 10);
+  Setup C;  // the CUDA-core kernel's tiles
+  make_setup(C, {{0, n}}, gpu::attention_slots_per_tile(kH, kKV), 1);
+  gpu::AttentionArgs a = C.a;
+  a.mma = false;
+  const double core = time_us(C, a, stream, 5);
+  std::printf("attention prefill %d slots: mma %.3f ms (%.1f TFLOP/s)  cuda-core %.3f ms\n", n,
+              mma * 1e-3, flop / (mma * 1e-6) / 1e12, core * 1e-3);
+  return {{"slots", n},
+          {"mma_ms", mma * 1e-3},
+          {"mma_tflops", flop / (mma * 1e-6) / 1e12},
+          {"cuda_core_ms", core * 1e-3}};
+}
+
+}  // namespace
+
+json attention_mma_bench(cudaStream_t stream, int sms) {
+  json dec = json::array();
+  for (auto [b, ctx] : std::vector<std::pair<int, int>>{
+           {1, 600}, {1, 7000}, {1, 14000}, {64, 600}, {64, 8000}, {256, 600}, {256, 8000}})
+    dec.push_back(decode_entry(stream, sms, b, ctx));
+  return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}};
+}
+
+}  // namespace loom

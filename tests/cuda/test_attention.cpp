@@ -1,0 +1,518 @@
+// The tensor-core paged attention (bf16, kernels/attention_mma.cu):
+//  - accuracy: against cpu::paged_attention (fp32 on the same bf16 values), decode batches 1,
+//    3, 19 and prefill chunks that start mid-sequence, contexts crossing the 64-key tile, the
+//    256-key partition and the 16-slot block boundaries; head_dim 64 (G = 8, 2) and 16 (G = 3,
+//    the tiny models, and 16);
+//  - batch invariance, bitwise: a query row computed alone in a decode step, among 19 sequences
+//    of other lengths, by the prefill kernel, inside prefill chunks starting at other offsets,
+//    and over a cache with another block size, gives the same bf16 bits;
+//  - fused RoPE (decode kernel rotates q and the new k, writes k, v) gives rope_kv_write's
+//    bits: output and cache.
+// Cache and query values are functions of (sequence, position, head, dim), so that the same
+// sequence can be laid out in different pools. On failure the first differing / worst element
+// is printed (slot, head, dim, values).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "backend/cpu/ops.h"
+#include "cuda_test_util.h"
+#include "kernels/attention.cuh"
+#include "kernels/rope.cuh"
+
+using namespace loom;
+using namespace loom::gpu;
+using namespace loom::test;
+
+namespace {
+
+// Deterministic value in [lo, hi), rounded to bf16, for a tuple of small integers.
+float hval(uint64_t kind, uint64_t seq, uint64_t pos, uint64_t head, uint64_t d, float lo,
+           float hi) {
+  uint64_t x = 0x9E3779B97F4A7C15ull * (kind + 1);
+  for (uint64_t c : {seq, pos, head, d}) {
+    x ^= c + 0x632BE59BD9B4E019ull + (x << 6) + (x >> 2);
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+  }
+  const float u = float(x >> 40) / float(1 << 24);
+  return bf16_to_f32(f32_to_bf16(lo + (hi - lo) * u));
+}
+float qval(int seq, int pos, int head, int d) {
+  return hval(0, seq, pos, head, d, -2.0f, 2.0f);
+}
+float kval(int seq, int pos, int head, int d) {
+  return hval(1, seq, pos, head, d, -1.0f, 1.0f);
+}
+float vval(int seq, int pos, int head, int d) {
+  return hval(2, seq, pos, head, d, -1.0f, 1.0f);
+}
+
+// Sequences' K/V in a paged pool (shuffled block order; block 0 unused so no table is the
+// identity), lens[s] positions each.
+struct World {
+  int H, KV, D, bs;
+  std::vector<int> lens;
+  int bt_stride = 1;
+  std::vector<int32_t> tables;  // [n_seqs, bt_stride], -1 past a sequence's blocks
+  std::vector<float> kc, vc;    // [pool_blocks * bs, KV, D]
+  DevBuf dk, dv;
+
+  World(int heads, int kv_heads, int head_dim, int block_size, std::vector<int> seq_lens,
+        unsigned perm_seed)
+      : H(heads), KV(kv_heads), D(head_dim), bs(block_size), lens(std::move(seq_lens)) {
+    int total = 1;
+    for (int l : lens) {
+      total += (l + bs - 1) / bs;
+      bt_stride = std::max(bt_stride, (l + bs - 1) / bs);
+    }
+    std::vector<int32_t> perm(size_t(total - 1));
+    std::iota(perm.begin(), perm.end(), 1);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(perm_seed));
+    tables.assign(lens.size() * size_t(bt_stride), -1);
+    kc.assign(size_t(total) * bs * KV * D, 0.0f);
+    vc = kc;
+    size_t next = 0;
+    for (size_t s = 0; s < lens.size(); s++) {
+      for (int b = 0; b < (lens[s] + bs - 1) / bs; b++)
+        tables[s * bt_stride + size_t(b)] = perm[next++];
+      for (int pos = 0; pos < lens[s]; pos++) {
+        const size_t row = size_t(tables[s * bt_stride + size_t(pos / bs)]) * bs + pos % bs;
+        for (int h = 0; h < KV; h++)
+          for (int d = 0; d < D; d++) {
+            kc[(row * KV + h) * D + d] = kval(int(s), pos, h, d);
+            vc[(row * KV + h) * D + d] = vval(int(s), pos, h, d);
+          }
+      }
+    }
+    dk = upload(kc, DType::BF16);
+    dv = upload(vc, DType::BF16);
+  }
+};
+
+struct Entry {
+  int seq, kv_len, n_new;  // new slots at positions kv_len .. kv_len + n_new - 1
+};
+
+int count_slots(const std::vector<Entry>& es) {
+  int n = 0;
+  for (const Entry& e : es) n += e.n_new;
+  return n;
+}
+
+// Zeroed counters for the decode kernel's in-kernel combine.
+DevBuf zero_counters(size_t n) {
+  DevBuf c(n * 4);
+  LOOM_CUDA_CHECK(cudaMemset(c.get(), 0, n * 4));
+  return c;
+}
+
+// The counters must be back at zero after a call (a graph replays with the same ones).
+void check_counters_zero(const DevBuf& c, size_t n) {
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<int32_t> v(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(v.data(), c.get(), n * 4, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; i++)
+    if (v[i] != 0) {
+      std::printf("decode counter %zu (tile %zu) is %d after the call, expected 0\n", i, i, v[i]);
+      CHECK(v[i] == 0);
+      return;
+    }
+}
+
+// One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
+// decode kernel combines in its last block; otherwise the combine kernel runs.
+std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
+                               bool counters = true) {
+  const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
+  const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
+  const int n_slots = count_slots(es), n_seqs = int(es.size());
+  std::vector<int32_t> slot_start{0}, kv_len, tiles, bt;
+  std::vector<float> qkv(size_t(n_slots) * row, 0.0f);
+  for (int s = 0; s < n_seqs; s++) {
+    const Entry& e = es[size_t(s)];
+    REQUIRE(e.kv_len + e.n_new <= w.lens[size_t(e.seq)]);
+    for (int j = 0; j < e.n_new; j++)
+      for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++)
+          qkv[size_t(slot_start.back() + j) * row + size_t(h) * D + d] =
+              qval(e.seq, e.kv_len + j, h, d);
+    for (int j0 = 0; j0 < e.n_new; j0 += spt)
+      tiles.insert(tiles.end(), {s, j0, std::min(spt, e.n_new - j0)});
+    kv_len.push_back(e.kv_len);
+    slot_start.push_back(slot_start.back() + e.n_new);
+    bt.insert(bt.end(), w.tables.begin() + size_t(e.seq) * w.bt_stride,
+              w.tables.begin() + size_t(e.seq + 1) * w.bt_stride);
+  }
+  const int n_tiles = int(tiles.size() / 3);
+  if (decode) REQUIRE(n_tiles == n_slots);
+  DevBuf dq = upload(qkv, DType::BF16), dss = upload_ints(slot_start), dkv = upload_ints(kv_len),
+         dt = upload_ints(tiles), dbt = upload_ints(bt);
+  const size_t part_floats = attention_mma_partial_floats(n_tiles, KV, H, D, w.bt_stride, w.bs);
+  DevBuf part(part_floats * 4), out(size_t(n_slots) * H * D * 2);
+  part.poison();
+  out.poison();
+  AttentionArgs a;
+  a.t = DType::BF16;
+  a.qkv = dq.get();
+  a.k_cache = w.dk.get();
+  a.v_cache = w.dv.get();
+  a.block_tables = dbt.as<int32_t>();
+  a.bt_stride = w.bt_stride;
+  a.kv_len = dkv.as<int32_t>();
+  a.slot_start = dss.as<int32_t>();
+  a.tiles = dt.as<int32_t>();
+  a.n_tiles = n_tiles;
+  a.heads = H;
+  a.kv_heads = KV;
+  a.head_dim = D;
+  a.block_size = w.bs;
+  a.decode = decode;
+  a.mma_partial = part.as<float>();
+  a.mma_partial_floats = part_floats;
+  const size_t n_counters = size_t(n_tiles) * KV;
+  DevBuf cnt = zero_counters(n_counters);
+  if (counters) {
+    a.mma_counters = cnt.as<int>();
+    a.mma_counters_len = n_counters;
+  }
+  LOOM_KERNEL(paged_attention(a, nullptr));
+  check_counters_zero(cnt, n_counters);
+  std::vector<uint16_t> bits(size_t(n_slots) * H * D);
+  LOOM_CUDA_CHECK(cudaMemcpy(bits.data(), out.get(), bits.size() * 2, cudaMemcpyDeviceToHost));
+  return bits;
+}
+
+std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); i++) v[i] = bf16_to_f32(bits[i]);
+  return v;
+}
+
+std::vector<float> reference(const World& w, const std::vector<Entry>& es) {
+  const int H = w.H, D = w.D;
+  std::vector<float> out(size_t(count_slots(es)) * H * D);
+  int slot = 0;
+  for (const Entry& e : es) {
+    std::vector<float> q(size_t(e.n_new) * H * D);
+    for (int j = 0; j < e.n_new; j++)
+      for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++)
+          q[(size_t(j) * H + h) * D + d] = qval(e.seq, e.kv_len + j, h, d);
+    cpu::paged_attention(q.data(), w.kc.data(), w.vc.data(),
+                         w.tables.data() + size_t(e.seq) * w.bt_stride, e.kv_len, e.n_new, H, w.KV,
+                         D, w.bs, out.data() + size_t(slot) * H * D);
+    slot += e.n_new;
+  }
+  return out;
+}
+
+// rel_err within the bf16 tolerance; on failure print the worst element.
+void check_close(const std::vector<float>& got, const std::vector<float>& want, int H, int D,
+                 const char* what) {
+  const double e = rel_err(got, want);
+  if (!(e < 1e-2)) {
+    size_t worst = 0;
+    double wd = -1;
+    for (size_t i = 0; i < got.size(); i++) {
+      const double d = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) : INFINITY;
+      if (d > wd) wd = d, worst = i;
+    }
+    const size_t hd = size_t(H) * D;
+    std::printf("%s: rel_err %.3g; worst at slot %zu head %zu dim %zu: got %g, want %g\n", what, e,
+                worst / hd, worst % hd / D, worst % D, got[worst], want[worst]);
+  }
+  CHECK(e < 1e-2);
+}
+
+// Slot sa of a vs slot sb of b, bitwise; on failure print the first differing element.
+bool same_row(const std::vector<uint16_t>& a, int sa, const std::vector<uint16_t>& b, int sb, int H,
+              int D, const char* what, int pos) {
+  const size_t hd = size_t(H) * D;
+  const uint16_t* x = a.data() + size_t(sa) * hd;
+  const uint16_t* y = b.data() + size_t(sb) * hd;
+  if (std::memcmp(x, y, hd * 2) == 0) return true;
+  size_t first = hd, n = 0;
+  for (size_t i = 0; i < hd; i++)
+    if (x[i] != y[i]) {
+      if (first == hd) first = i;
+      n++;
+    }
+  std::printf(
+      "NOT batch invariant (%s, position %d): %zu of %zu elements differ; first at head %zu dim "
+      "%zu: %04x (%g) vs %04x (%g)\n",
+      what, pos, n, hd, first / D, first % D, x[first], bf16_to_f32(x[first]), y[first],
+      bf16_to_f32(y[first]));
+  return false;
+}
+
+struct Shape {
+  int heads, kv_heads, head_dim;
+};
+
+}  // namespace
+
+TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
+  const std::vector<Shape> shapes = {{32, 4, 64}, {4, 2, 64}, {6, 2, 16}, {16, 1, 16}};
+  const std::vector<int> contexts = {1, 63, 64, 65, 255, 256, 257, 600, 2100};
+  for (const Shape& sh : shapes)
+    for (int bs : {16, 32}) {
+      CAPTURE(sh.heads);
+      CAPTURE(sh.kv_heads);
+      CAPTURE(sh.head_dim);
+      CAPTURE(bs);
+      // Sequences 0..8: the contexts; 9..27: batch 19; 28..30: prefill sequences.
+      std::vector<int> lens = contexts;
+      for (int i = 0; i < 19; i++) lens.push_back((i * 113) % 2100 + 1);
+      lens.insert(lens.end(), {263, 300, 570});
+      const World w(sh.heads, sh.kv_heads, sh.head_dim, bs, lens, 5);
+      std::vector<std::pair<std::string, std::vector<Entry>>> steps;
+      for (size_t i = 0; i < contexts.size(); i++)
+        steps.push_back({"decode batch 1, context " + std::to_string(contexts[i]),
+                         {{int(i), contexts[i] - 1, 1}}});
+      steps.push_back({"decode batch 3", {{7, 599, 1}, {0, 0, 1}, {2, 63, 1}}});
+      std::vector<Entry> b19;
+      for (int i = 0; i < 19; i++) b19.push_back({9 + i, lens[size_t(9 + i)] - 1, 1});
+      steps.push_back({"decode batch 19", b19});
+      steps.push_back({"prefill from 250 (13 slots)", {{28, 250, 13}}});
+      steps.push_back({"prefill from 0 (300 slots)", {{29, 0, 300}}});
+      steps.push_back({"mixed prefill", {{30, 500, 70}, {7, 599, 1}, {28, 0, 9}, {8, 2000, 100}}});
+      for (const auto& [name, es] : steps) {
+        CAPTURE(name);
+        const std::vector<float> want = reference(w, es);
+        const std::vector<uint16_t> pre = run_step(w, es, false);
+        check_close(to_floats(pre), want, sh.heads, sh.head_dim,
+                    (name + ", prefill kernel").c_str());
+        if (count_slots(es) == int(es.size())) {
+          const std::vector<uint16_t> dec = run_step(w, es, true);
+          const std::vector<uint16_t> dec_combine = run_step(w, es, true, false);
+          check_close(to_floats(dec), want, sh.heads, sh.head_dim,
+                      (name + ", decode kernel").c_str());
+          check_close(to_floats(dec_combine), want, sh.heads, sh.head_dim,
+                      (name + ", decode kernel + combine kernel").c_str());
+          bool same = true;
+          for (int s = 0; s < count_slots(es); s++) {
+            same = same && same_row(dec, s, pre, s, sh.heads, sh.head_dim,
+                                    "decode kernel vs prefill kernel", es[size_t(s)].kv_len);
+            same =
+                same && same_row(dec_combine, s, pre, s, sh.heads, sh.head_dim,
+                                 "decode + combine kernel vs prefill kernel", es[size_t(s)].kv_len);
+          }
+          CHECK(same);
+        }
+      }
+    }
+}
+
+TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
+  for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}, {4, 2, 64}}) {
+    CAPTURE(sh.heads);
+    CAPTURE(sh.kv_heads);
+    CAPTURE(sh.head_dim);
+    const int H = sh.heads, D = sh.head_dim;
+    // Sequence 0 is the one watched; 1..18 are the company, of other lengths.
+    std::vector<int> lens = {2120};
+    for (int i = 1; i < 19; i++) lens.push_back((i * 149) % 2100 + 30);
+    const World w16(H, sh.kv_heads, D, 16, lens, 11);
+    const World w32(H, sh.kv_heads, D, 32, lens, 12);
+    for (int p : {0, 5, 63, 64, 200, 255, 256, 257, 600, 1000, 2099}) {
+      CAPTURE(p);
+      const std::vector<uint16_t> alone = run_step(w16, {{0, p, 1}}, true);
+      std::vector<Entry> company;
+      int x_slot = -1;
+      for (int i = 1; i < 19; i++) {
+        if (i == 7) {
+          x_slot = int(company.size());
+          company.push_back({0, p, 1});
+        }
+        company.push_back({i, lens[size_t(i)] - 1 - (i % 5), 1});
+      }
+      const std::vector<uint16_t> among = run_step(w16, company, true);
+      const std::vector<uint16_t> among_pre = run_step(w16, company, false);
+      const std::vector<uint16_t> among_combine = run_step(w16, company, true, false);
+      const std::vector<uint16_t> alone_pre = run_step(w16, {{0, p, 1}}, false);
+      const int c0 = std::max(0, p - 5), c1 = std::max(0, p - 13);
+      const std::vector<uint16_t> chunk = run_step(w16, {{0, c0, p - c0 + 3}}, false);
+      const std::vector<uint16_t> chunk2 =
+          run_step(w16, {{3, 10, 5}, {0, c1, p - c1 + 7}, {5, 0, 1}}, false);
+      const std::vector<uint16_t> other_bs = run_step(w32, {{0, p, 1}}, true);
+      // The watched row's slot in each step.
+      CHECK(same_row(alone, 0, among, x_slot, H, D, "alone vs among 19 (decode kernel)", p));
+      CHECK(same_row(alone, 0, among_pre, x_slot, H, D, "alone vs among 19 (prefill kernel)", p));
+      CHECK(same_row(alone, 0, among_combine, x_slot, H, D,
+                     "alone vs among 19 (decode + combine kernel)", p));
+      CHECK(same_row(alone, 0, alone_pre, 0, H, D, "decode kernel vs prefill kernel", p));
+      CHECK(same_row(alone, 0, chunk, p - c0, H, D, "decode vs prefill chunk from p - 5", p));
+      CHECK(same_row(alone, 0, chunk2, 5 + p - c1, H, D, "decode vs chunk from p - 13", p));
+      CHECK(same_row(alone, 0, other_bs, 0, H, D, "block size 16 vs 32", p));
+      // And the value is right.
+      check_close(to_floats(std::vector<uint16_t>(alone.begin(), alone.begin() + H * D)),
+                  reference(w16, {{0, p, 1}}), H, D, "watched row vs cpu");
+    }
+  }
+}
+
+namespace {
+
+DevBuf copy_of(const DevBuf& src, size_t bytes) {
+  DevBuf d(bytes);
+  LOOM_CUDA_CHECK(cudaMemcpy(d.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
+  return d;
+}
+
+std::vector<uint16_t> download_bits(const DevBuf& b, size_t n) {
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint16_t> v(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 2, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// A decode step of `es` (one new slot each, its k and v not in the cache yet: q, k, v in qkv
+// unrotated, values kinds 0, 3, 4): fused = the decode kernel with RoPE and the K/V write
+// inside; otherwise rope_kv_write, then the tensor-core prefill kernel. k, v: the caches
+// (written). Returns the output bits.
+std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es, bool fused,
+                                    DevBuf& k, DevBuf& v, const DevBuf& inv) {
+  const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
+  const int n = int(es.size());
+  std::vector<int32_t> slot_start, kv_len, tiles, bt, positions, cache_slot;
+  std::vector<float> qkv(size_t(n) * row);
+  for (int s = 0; s < n; s++) {
+    const Entry& e = es[size_t(s)];
+    REQUIRE(e.n_new == 1);
+    const int pos = e.kv_len;
+    for (int h = 0; h < H + 2 * KV; h++)
+      for (int d = 0; d < D; d++)
+        qkv[size_t(s) * row + size_t(h) * D + d] =
+            h < H        ? qval(e.seq, pos, h, d)
+            : h < H + KV ? hval(3, e.seq, pos, h - H, d, -1.0f, 1.0f)
+                         : hval(4, e.seq, pos, h - H - KV, d, -1.0f, 1.0f);
+    slot_start.push_back(s);
+    kv_len.push_back(e.kv_len);
+    tiles.insert(tiles.end(), {s, 0, 1});
+    positions.push_back(pos);
+    const int32_t* t = w.tables.data() + size_t(e.seq) * w.bt_stride;
+    cache_slot.push_back(t[pos / w.bs] * w.bs + pos % w.bs);
+    bt.insert(bt.end(), t, t + w.bt_stride);
+  }
+  slot_start.push_back(n);
+  DevBuf dq = upload(qkv, DType::BF16), dss = upload_ints(slot_start), dkv = upload_ints(kv_len),
+         dt = upload_ints(tiles), dbt = upload_ints(bt), dpos = upload_ints(positions),
+         dcs = upload_ints(cache_slot);
+  const size_t part_floats = attention_mma_partial_floats(n, KV, H, D, w.bt_stride, w.bs);
+  DevBuf part(part_floats * 4), out(size_t(n) * H * D * 2);
+  part.poison();
+  out.poison();
+  AttentionArgs a;
+  a.t = DType::BF16;
+  a.qkv = dq.get();
+  a.k_cache = k.get();
+  a.v_cache = v.get();
+  a.block_tables = dbt.as<int32_t>();
+  a.bt_stride = w.bt_stride;
+  a.kv_len = dkv.as<int32_t>();
+  a.slot_start = dss.as<int32_t>();
+  a.tiles = dt.as<int32_t>();
+  a.n_tiles = n;
+  a.heads = H;
+  a.kv_heads = KV;
+  a.head_dim = D;
+  a.block_size = w.bs;
+  a.mma_partial = part.as<float>();
+  a.mma_partial_floats = part_floats;
+  DevBuf cnt = zero_counters(size_t(n) * KV);
+  a.mma_counters = cnt.as<int>();
+  a.mma_counters_len = size_t(n) * KV;
+  a.out = out.get();
+  if (fused) {
+    a.decode = a.fuse_rope = true;
+    a.positions = dpos.as<int32_t>();
+    a.cache_slot = dcs.as<int32_t>();
+    a.inv_freq = inv.as<float>();
+  } else {
+    RopeKvArgs r;
+    r.t = DType::BF16;
+    r.qkv = dq.get();
+    r.positions = dpos.as<int32_t>();
+    r.cache_slot = dcs.as<int32_t>();
+    r.inv_freq = inv.as<float>();
+    r.n_slots = n;
+    r.heads = H;
+    r.kv_heads = KV;
+    r.head_dim = D;
+    r.k_cache = k.get();
+    r.v_cache = v.get();
+    LOOM_KERNEL(rope_kv_write(r, nullptr));
+  }
+  LOOM_KERNEL(paged_attention(a, nullptr));
+  return download_bits(out, size_t(n) * H * D);
+}
+
+}  // namespace
+
+TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits") {
+  const float theta = 10000.0f;
+  for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}}) {
+    CAPTURE(sh.heads);
+    CAPTURE(sh.head_dim);
+    const int H = sh.heads, KV = sh.kv_heads, D = sh.head_dim;
+    std::vector<int> lens = {700};
+    for (int i = 1; i < 19; i++) lens.push_back((i * 149) % 2100 + 30);
+    const World w(H, KV, D, 16, lens, 13);
+    const size_t cache_n = w.kc.size();
+    std::vector<float> inv(size_t(D / 2));
+    for (int j = 0; j < D / 2; j++)
+      inv[size_t(j)] = 1.0f / std::pow(theta, float(2 * j) / float(D));
+    const DevBuf dinv = upload(inv, DType::F32);
+    for (int p : {0, 63, 64, 255, 256, 600, 699}) {
+      CAPTURE(p);
+      DevBuf ka = copy_of(w.dk, cache_n * 2), va = copy_of(w.dv, cache_n * 2);
+      DevBuf kb = copy_of(w.dk, cache_n * 2), vb = copy_of(w.dv, cache_n * 2);
+      DevBuf kc = copy_of(w.dk, cache_n * 2), vc = copy_of(w.dv, cache_n * 2);
+      const std::vector<uint16_t> fused = run_rope_step(w, {{0, p, 1}}, true, ka, va, dinv);
+      const std::vector<uint16_t> unfused = run_rope_step(w, {{0, p, 1}}, false, kb, vb, dinv);
+      std::vector<Entry> company;
+      int x_slot = -1;
+      for (int i = 1; i < 19; i++) {
+        if (i == 5) {
+          x_slot = int(company.size());
+          company.push_back({0, p, 1});
+        }
+        company.push_back({i, lens[size_t(i)] - 1, 1});
+      }
+      const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
+      CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
+      CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
+      const std::vector<uint16_t> cka = download_bits(ka, cache_n),
+                                  ckb = download_bits(kb, cache_n);
+      const std::vector<uint16_t> cva = download_bits(va, cache_n),
+                                  cvb = download_bits(vb, cache_n);
+      CHECK_MESSAGE(cka == ckb, "K cache after the fused write differs from rope_kv_write's");
+      CHECK_MESSAGE(cva == cvb, "V cache after the fused write differs from rope_kv_write's");
+      // Value check: cpu rope + kv_write + paged_attention.
+      std::vector<float> q(size_t(H) * D), kn(size_t(KV) * D), vn(size_t(KV) * D);
+      for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++) q[size_t(h) * D + d] = qval(0, p, h, d);
+      for (int h = 0; h < KV; h++)
+        for (int d = 0; d < D; d++) {
+          kn[size_t(h) * D + d] = hval(3, 0, p, h, d, -1.0f, 1.0f);
+          vn[size_t(h) * D + d] = hval(4, 0, p, h, d, -1.0f, 1.0f);
+        }
+      const int32_t pos = p;
+      cpu::rope(q.data(), &pos, 1, H, D, theta);
+      cpu::rope(kn.data(), &pos, 1, KV, D, theta);
+      std::vector<float> rk = w.kc, rv = w.vc, want(size_t(H) * D);
+      cpu::kv_write(kn.data(), vn.data(), rk.data(), rv.data(), w.tables.data(), p, 1, KV, D, w.bs);
+      cpu::paged_attention(q.data(), rk.data(), rv.data(), w.tables.data(), p, 1, H, KV, D, w.bs,
+                           want.data());
+      check_close(to_floats(fused), want, H, D, "fused RoPE decode vs cpu");
+    }
+  }
+}
