@@ -220,8 +220,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   }
   if (debug_skip_ & 4) return;
   prof_begin("sample");
-  LOOM_KERNEL(
-      sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_, stream_));
+  // After the lm_head GEMV the draw kernels launch early (PDL) and wait for the logits.
+  LOOM_KERNEL(sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_,
+                            stream_, gemv && L.n_out == 1));
   prof_end();
 }
 
