@@ -180,6 +180,8 @@ __global__ void __launch_bounds__(kFilterThreads)
   __shared__ double hist[256];
   __shared__ double scratch[32];
   __shared__ float fscratch[32];
+  pdl_trigger();
+  pdl_wait();  // the logits come from the kernel before (see sample_tokens' pdl)
   const int row = blockIdx.x;
   const SampleParamsDev p = params[row];
   const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
@@ -232,6 +234,8 @@ __global__ void __launch_bounds__(kDrawThreads)
                        const SampleFilter* filters, SamplePartial* partials) {
   __shared__ float sv[kDrawThreads / 32];
   __shared__ int si[kDrawThreads / 32];
+  pdl_trigger();
+  pdl_wait();
   const int row = blockIdx.y, chunk = blockIdx.x;
   const SampleParamsDev p = params[row];
   const float* lg = logits + size_t(row) * ld;
@@ -272,6 +276,7 @@ __global__ void __launch_bounds__(kDrawThreads)
 
 __global__ void sample_final_kernel(const SampleParamsDev* params, const SamplePartial* partials,
                                     int32_t* tokens) {
+  pdl_wait();
   const int row = blockIdx.x;
   const int lane = threadIdx.x;
   float bv = -INFINITY;
@@ -291,7 +296,7 @@ __global__ void sample_final_kernel(const SampleParamsDev* params, const SampleP
 
 Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
                      const SampleParamsDev* params, void* workspace, int32_t* tokens,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, bool pdl) {
   LOOM_ARG_CHECK(n_rows >= 0 && vocab > 0 && ld >= vocab, "sample_tokens: n_rows ", n_rows,
                  ", vocab ", vocab, ", ld ", ld);
   LOOM_ARG_CHECK(logits && params && workspace && tokens, "sample_tokens: null pointer");
@@ -299,14 +304,23 @@ Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
   auto* filters = static_cast<SampleFilter*>(workspace);
   auto* partials = reinterpret_cast<SamplePartial*>(static_cast<char*>(workspace) +
                                                     size_t(n_rows) * sizeof(SampleFilter));
-  sample_filter_kernel<<<n_rows, kFilterThreads, 0, stream>>>(logits, vocab, ld, params, filters);
+  // Each kernel waits (pdl_wait) before it reads anything, so all three may be launched with
+  // programmatic dependent launch; the filter only when the caller says its predecessor is a
+  // kernel (pdl), the other two always follow this function's own kernels.
+  cudaError_t e = launch_kernel(sample_filter_kernel, dim3(n_rows), dim3(kFilterThreads), 0, stream,
+                                pdl, logits, vocab, ld, params, filters);
+  if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
-  sample_draw_kernel<<<dim3(kSampleChunks, n_rows), kDrawThreads, 0, stream>>>(
-      logits, vocab, ld, params, filters, partials);
+  e = launch_kernel(sample_draw_kernel, dim3(kSampleChunks, n_rows), dim3(kDrawThreads), 0, stream,
+                    true, logits, vocab, ld, params, static_cast<const SampleFilter*>(filters),
+                    partials);
+  if (e != cudaSuccess) return Status::bad(cat("sample_draw: launch: ", cudaGetErrorString(e)));
   st = launch_status("sample_draw");
   if (!st.ok) return st;
-  sample_final_kernel<<<n_rows, 32, 0, stream>>>(params, partials, tokens);
+  e = launch_kernel(sample_final_kernel, dim3(n_rows), dim3(32), 0, stream, true, params,
+                    static_cast<const SamplePartial*>(partials), tokens);
+  if (e != cudaSuccess) return Status::bad(cat("sample_final: launch: ", cudaGetErrorString(e)));
   return launch_status("sample_final");
 }
 

@@ -38,9 +38,10 @@ inline size_t sample_workspace_bytes(int n_rows) {
 }
 
 // tokens[r] = the draw for logits row r (fp32 [n_rows, ld], the first vocab entries of a row),
-// -1 where params[r].active == 0.
+// -1 where params[r].active == 0. pdl: the first kernel may start while the previous kernel on
+// the stream (which must be a kernel, e.g. the lm_head GEMV) finishes; it waits before reading.
 Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
                      const SampleParamsDev* params, void* workspace, int32_t* tokens,
-                     cudaStream_t stream);
+                     cudaStream_t stream, bool pdl = false);
 
 }  // namespace loom::gpu

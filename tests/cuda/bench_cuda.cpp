@@ -1,7 +1,9 @@
 // cuda_bench: the CUDA backend's measurements on a Terra-size model (random bf16 weights of
 // Terra's exact shapes, no checkpoint needed), written as JSON (argv[1]) and a table:
 //   - device-to-device copy bandwidth (bytes read + written), the ceiling of every ratio;
-//   - weight-streaming GEMV vs cuBLAS for the decode shapes [m, 2048] x [n, k]ᵀ (GB/s of weights);
+//   - weight-streaming GEMV vs cuBLAS for the decode shapes [m, 2048] x [n, k]ᵀ (GB/s of weights),
+//     the GEMV's launch shape (registers, shared memory, blocks per SM) at the Terra shapes, and
+//     the "88-GEMV chain" (a step's GEMVs alone in one graph) against the copy-bandwidth floor;
 //   - load(): 4.1 GB of host bf16 tensors to the device (seconds);
 //   - decode step time through Backend::step() at batch 1 (contexts 600, 7000, 14000) and batch
 //     64 / 256, s/frame = 576 x step, against the floor 576 x streamed weight bytes / copy bw;
@@ -370,12 +372,146 @@ json lm_head_bench(cudaStream_t stream, int sms) {
     return 1e3 * double(ms) / 20;
   };
   const double head = timed(0), draw = timed(1);
+  // The same with a 192 KB ring (one block per SM, no room for a second GEMV): whether the
+  // lm_head alone would stream faster with more bytes in flight than the default ~96 KB.
+  g.smem_bytes = 200 * 1024;
+  const double head_big = timed(0);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   for (void* q : {w, x, nw, y, ws, tok, par}) cudaFree(q);
-  std::printf("lm_head fused GEMV %.1f us (%.0f GB/s), device draw (T=0.9) %.1f us\n", head,
-              double(n) * k * 2 / (head * 1e-6) / 1e9, draw);
-  return {{"lm_head_us", head}, {"draw_us", draw}};
+  const double gb = double(n) * k * 2 / 1e9;
+  std::printf(
+      "lm_head fused GEMV %.1f us (%.0f GB/s; with a 192 KB ring %.1f us, %.0f GB/s), device "
+      "draw (T=0.9) %.1f us\n",
+      head, gb / (head * 1e-6), head_big, gb / (head_big * 1e-6), draw);
+  return {{"lm_head_us", head}, {"lm_head_ring192k_us", head_big}, {"draw_us", draw}};
+}
+
+// The "88-GEMV chain": the batch-1 decode graph's GEMVs alone, in order (per layer qkv ←
+// norm(x), x += o · q, gate_up ← norm(x), x += down · silu_mul(gate_up); x 22 layers; then
+// lm_head ← norm(x), fp32 logits), each reading the previous output, captured in one CUDA graph
+// with no attention in between. Its time against the weight bytes over the copy bandwidth is the
+// GEMV schedule's distance from the floor; the variants show what each design choice is worth.
+json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
+  const int H = 2048, I = 5632, QKV = 2560, V = 262145, LD = 262208, layers = 22;
+  const size_t layer_elems = size_t(QKV) * H + size_t(H) * H + size_t(2 * I) * H + size_t(H) * I;
+  const size_t lm_elems = size_t(V) * H;
+  void *w, *x, *qkv, *gu, *logits, *norm;
+  LOOM_CUDA_CHECK(cudaMalloc(&w, (layer_elems * layers + lm_elems) * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&x, H * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&qkv, QKV * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&gu, 2 * I * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&logits, size_t(LD) * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&norm, H * 4));
+  LOOM_KERNEL(
+      gpu::fill_uniform(DType::BF16, w, layer_elems * layers + lm_elems, 21, 0.02f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::F32, x, H, 22, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::F32, norm, H, 23, 1.0f, nullptr));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const uint16_t* W = static_cast<const uint16_t*>(w);
+  struct Variant {
+    const char* name;
+    bool pdl;
+    int smem_bytes, blocks_per_sm;
+    bool lm_head;
+  };
+  const Variant variants[] = {
+      {"default (backend): pdl, 100 KB/block, 1 block/SM", true, 0, 0, true},
+      {"same, layers only (88 GEMVs, no lm_head)", true, 0, 0, false},
+      {"no pdl", false, 0, 0, true},
+      {"pdl, 2 blocks/SM of its own (no slot for the next)", true, 0, 2, true},
+      {"pdl, 200 KB/block (bigger ring, 1 block/SM: no co-residency)", true, 200 * 1024, 0, true},
+      {"pdl, 64 KB/block (smaller ring; 3-4 may share an SM)", true, 64 * 1024, 0, true},
+      {"pdl, 112 KB/block (largest that keeps 2/SM)", true, 112 * 1024, 0, true},
+  };
+  const size_t layer_bytes = layer_elems * 2 * layers, lm_bytes = lm_elems * 2;
+  std::printf(
+      "\n88-GEMV chain (22 x [qkv 2560x2048, o 2048x2048, gate_up 11264x2048, down 2048x5632] + "
+      "lm_head 262145x2048, m = 1, fused norms, one graph, no attention)\n"
+      "weights %.3f GB (layers %.3f + lm_head %.3f); floor = bytes / copy bandwidth %.0f GB/s\n",
+      (layer_bytes + lm_bytes) / 1e9, layer_bytes / 1e9, lm_bytes / 1e9, copy_gbps);
+  std::printf("%-66s %9s %9s %8s\n", "variant", "ms", "GB/s", "x floor");
+  json out = json::array();
+  for (const Variant& v : variants) {
+    auto run = [&](const void* wp, int n, int k, gpu::GemvIn in, const void* xin, int x_stride,
+                   gpu::GemvOut o, void* y, int y_stride) {
+      gpu::GemvArgs g;
+      g.w = wp;
+      g.n = n;
+      g.k = k;
+      g.m = 1;
+      g.in = in;
+      g.x = xin;
+      g.x_stride = x_stride;
+      g.norm_w = static_cast<const float*>(norm);
+      g.out = o;
+      g.y = y;
+      g.y_stride = y_stride;
+      g.pdl = v.pdl;
+      g.smem_bytes = v.smem_bytes;
+      g.blocks_per_sm = v.blocks_per_sm;
+      LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
+    };
+    auto chain = [&]() {
+      for (int l = 0; l < layers; l++) {
+        const uint16_t* L = W + layer_elems * l;
+        const uint16_t *wq = L, *wo = wq + size_t(QKV) * H, *wgu = wo + size_t(H) * H,
+                       *wd = wgu + size_t(2 * I) * H;
+        run(wq, QKV, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::Store, qkv, 0);
+        run(wo, H, H, gpu::GemvIn::Plain, qkv, QKV, gpu::GemvOut::AddF32, x, 0);
+        run(wgu, 2 * I, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::Store, gu, 0);
+        run(wd, H, I, gpu::GemvIn::SiluMul, gu, 0, gpu::GemvOut::AddF32, x, 0);
+      }
+      if (v.lm_head)
+        run(W + layer_elems * layers, V, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::StoreF32,
+            logits, LD);
+    };
+    chain();  // eager once: sets the kernels' attributes outside the capture
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    chain();
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+    LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<double> ms;
+    for (int i = 0; i < 33; i++) {
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      if (i >= 3) ms.push_back(t);  // 3 warm-up replays
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    const double bytes = double(layer_bytes + (v.lm_head ? lm_bytes : 0));
+    const double gbps = bytes / (med * 1e-3) / 1e9;
+    const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
+    std::printf("%-66s %9.3f %9.0f %8.3f\n", v.name, med, gbps, med / floor_ms);
+    out.push_back({{"variant", v.name},
+                   {"pdl", v.pdl},
+                   {"smem_bytes", v.smem_bytes},
+                   {"blocks_per_sm", v.blocks_per_sm},
+                   {"lm_head", v.lm_head},
+                   {"ms", med},
+                   {"min_ms", ms.front()},
+                   {"gbps", gbps},
+                   {"x_floor", med / floor_ms}});
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    LOOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  std::printf(
+      "(x floor = graph time / (bytes / copy bandwidth); issue #3 target: the whole step at "
+      "<= 1.15; the default row is what the backend runs)\n");
+  for (void* p : {w, x, qkv, gu, logits, norm}) cudaFree(p);
+  return out;
 }
 
 }  // namespace
@@ -426,11 +562,53 @@ int main(int argc, char** argv) {
                       r.cublas, r.ours_pdl);
         }
       r["gemv_vs_cublas"] = g;
+      // How the GEMV launches at each Terra shape (m = 1, the decode graph's fused modes):
+      // 2 blocks/SM is the design (this GEMV and the next one under PDL).
+      json li = json::array();
+      const struct {
+        const char* name;
+        int n, k;
+        gpu::GemvIn in;
+        gpu::GemvOut out;
+      } terra[] = {{"qkv", 2560, 2048, gpu::GemvIn::RmsNorm, gpu::GemvOut::Store},
+                   {"o", 2048, 2048, gpu::GemvIn::Plain, gpu::GemvOut::AddF32},
+                   {"gate_up", 11264, 2048, gpu::GemvIn::RmsNorm, gpu::GemvOut::Store},
+                   {"down", 2048, 5632, gpu::GemvIn::SiluMul, gpu::GemvOut::AddF32},
+                   {"lm_head", 262145, 2048, gpu::GemvIn::RmsNorm, gpu::GemvOut::StoreF32}};
+      std::printf("\nGEMV launch at m = 1 (design: 2 blocks/SM, ring >= 48 KB):\n");
+      for (const auto& t : terra) {
+        gpu::GemvArgs a;
+        void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // not dereferenced
+        a.w = a.x = fake;
+        a.y = fake;
+        a.norm_w = static_cast<const float*>(fake);
+        a.n = t.n;
+        a.k = t.k;
+        a.m = 1;
+        a.in = t.in;
+        a.out = t.out;
+        gpu::GemvLaunchInfo info;
+        LOOM_KERNEL(gpu::gemv_launch_info(a, sms, &info));
+        std::printf(
+            "  %-8s %dx%d: %d blocks x %d threads, %d registers, %d KB shared (ring %d KB), "
+            "%d blocks/SM\n",
+            t.name, t.n, t.k, info.grid, info.threads, info.registers, info.smem_bytes / 1024,
+            info.ring_bytes / 1024, info.blocks_per_sm);
+        li.push_back({{"name", t.name},
+                      {"grid", info.grid},
+                      {"threads", info.threads},
+                      {"registers", info.registers},
+                      {"smem_bytes", info.smem_bytes},
+                      {"ring_bytes", info.ring_bytes},
+                      {"blocks_per_sm", info.blocks_per_sm}});
+      }
+      r["gemv_launch"] = li;
       json at = json::array();
       for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
       r["attention_decode"] = at;
       r["attention_mma"] = attention_mma_bench(stream, sms);
       r["lm_head_and_draw"] = lm_head_bench(stream, sms);
+      r["gemv_chain"] = gemv_chain_bench(stream, sms, bw);
     }
 
     // load(): host bf16 tensors → device.

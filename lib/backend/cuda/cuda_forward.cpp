@@ -2,7 +2,7 @@
 // that a decode step can be captured into a CUDA graph as is.
 //
 // Residual stream x is fp32. Two schedules of the same math:
-//   GEMV (bf16, ≤ 8 slots: decode at small batch, bound by streaming the weights) — four fused
+//   GEMV (bf16, ≤ 4 slots: decode at small batch, bound by streaming the weights) — four fused
 //     GEMVs per layer: qkv ← rms_norm(x); x += o·attn; gate_up ← rms_norm(x);
 //     x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
 //   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, silu_mul kernels; a block's output
@@ -226,8 +226,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   }
   if (debug_skip_ & 4) return;
   prof_begin("sample");
-  LOOM_KERNEL(
-      sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_, stream_));
+  // After the lm_head GEMV the draw kernels launch early (PDL) and wait for the logits.
+  LOOM_KERNEL(sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_,
+                            stream_, gemv && L.n_out == 1));
   prof_end();
 }
 
