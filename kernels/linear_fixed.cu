@@ -21,7 +21,9 @@ static_assert(kLinearSegment % kLfChunk == 0, "segment must be whole 32-wide chu
 // by every row tile: default caching.
 __device__ __forceinline__ uint4 lf_load_weights(const uint4* p, bool ok) {
   uint4 v;
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+  // volatile: kept before pdl_wait (also volatile), so the weights stream during the wait.
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
       " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
       " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
       : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
@@ -30,11 +32,15 @@ __device__ __forceinline__ uint4 lf_load_weights(const uint4* p, bool ok) {
 }
 __device__ __forceinline__ uint4 lf_load_x(const uint4* p, bool ok) {
   uint4 v;
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+  // Not .nc: under programmatic dependent launch the previous kernel may still be writing x
+  // while this one runs (before pdl_wait). "memory": never hoisted above pdl_wait.
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
       " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-      " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      " @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
       : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
-      : "l"(p), "r"(int(ok)));
+      : "l"(p), "r"(int(ok))
+      : "memory");
   return v;
 }
 
@@ -56,7 +62,7 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a
 // permutation of k for A and B. Order of one output's k-steps: chunk 0 mma #0, #1, chunk 1 …
 template <int RT, int NT>
 __device__ __forceinline__ void segment_mma(const LinearFixedArgs& a, int s, int m0, int n0, int g,
-                                            int t, float (&acc)[RT][NT][4]) {
+                                            int t, bool wait_first, float (&acc)[RT][NT][4]) {
   constexpr int kGroup = kLfChunks / RT;  // chunks whose weight fragments load before use
   const int k8 = a.k >> 3;
   const uint4* w4 = static_cast<const uint4*>(a.w);
@@ -81,6 +87,9 @@ __device__ __forceinline__ void segment_mma(const LinearFixedArgs& a, int s, int
           wf[c][rt][h] = lf_load_weights(w4 + size_t(row) * k8 + v, row < a.n && v < k8);
         }
     }
+    // Programmatic dependent launch: the weights do not depend on the previous kernel; wait
+    // for it only now, before the first activation load.
+    if (c0 == 0 && wait_first) pdl_wait();
 #pragma unroll
     for (int c = 0; c < kGroup; c++) {
       const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
@@ -134,7 +143,7 @@ __global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArg
     const int s = r0 + warp;
     if (s < nseg) {
       float acc[RT][NT][4];
-      segment_mma<RT, NT>(a, s, m0, n0, g, t, acc);
+      segment_mma<RT, NT>(a, s, m0, n0, g, t, r0 == 0, acc);
       float* p = lf_part + warp * kTile;
 #pragma unroll
       for (int rt = 0; rt < RT; rt++)
@@ -146,6 +155,8 @@ __global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArg
             const int tok = nt * 8 + 2 * t + (i & 1);
             p[tok * kRows + row] = acc[rt][nt][i];
           }
+    } else if (r0 == 0) {
+      pdl_wait();  // every thread waits once, before any write of y
     }
     __syncthreads();
     const int n_here = min(kLfWarps, nseg - r0);
@@ -188,7 +199,9 @@ static Status launch_linear_fixed(const LinearFixedArgs& a, cudaStream_t stream)
   const long long blocks = (long long)m_tiles * ceil_div(a.n, kRows);
   LOOM_ARG_CHECK(blocks <= 0x7fffffffLL, "linear_fixed: m ", a.m, " x n ", a.n,
                  " needs more than 2^31 blocks");
-  linear_fixed_kernel<RT, NT, OutT><<<unsigned(blocks), kLfThreads, kSmem, stream>>>(a, m_tiles);
+  const cudaError_t e = launch_kernel(linear_fixed_kernel<RT, NT, OutT>, dim3(unsigned(blocks)),
+                                      dim3(kLfThreads), kSmem, stream, a.pdl, a, m_tiles);
+  if (e != cudaSuccess) return Status::bad(cat("linear_fixed: launch: ", cudaGetErrorString(e)));
   return launch_status("linear_fixed");
 }
 

@@ -34,6 +34,10 @@ struct LinearFixedArgs {
   DType y_t = DType::BF16;  // BF16 (layer outputs) or F32 (logits)
   int m = 0, n = 0, k = 0;  // m ≥ 0 (0: nothing to do), n ≥ 1, k ≥ 8 and k % 8 == 0
   int ldy = 0;              // elements between rows of y; 0: n
+  // Programmatic dependent launch: the kernel may start while the previous kernel of the
+  // stream finishes; it issues its first weight loads, then waits for that kernel before it
+  // reads x or writes y. Only where the previous launch is a kernel (not a copy).
+  bool pdl = false;
 };
 
 Status linear_fixed(const LinearFixedArgs& a, cudaStream_t stream);

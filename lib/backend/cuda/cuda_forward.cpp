@@ -43,6 +43,7 @@ void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m
   a.n = n;
   a.k = k;
   a.ldy = ldy;
+  a.pdl = true;  // every linear layer of the pass follows a kernel of the pass
   LOOM_KERNEL(linear_fixed(a, stream_));
 }
 
