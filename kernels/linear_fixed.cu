@@ -55,60 +55,64 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Segment s of the block's tile into acc, from zero. Chunk c covers k [256 s + 32 c, +32):
-// lane (g, t) holds k 8t..8t+7 of the chunk (one 16-byte vector) for weight rows g and g+8 of
-// each row tile and for token g of each token tile. mma #0 takes elements 0-3 of the vectors
-// (k slots 2t, 2t+1 ← 8t, 8t+1 and 2t+8, 2t+9 ← 8t+2, 8t+3), mma #1 elements 4-7: the same
-// permutation of k for A and B. Order of one output's k-steps: chunk 0 mma #0, #1, chunk 1 …
-template <int RT, int NT>
-__device__ __forceinline__ void segment_mma(const LinearFixedArgs& a, int s, int m0, int n0, int g,
-                                            int t, bool wait_first, float (&acc)[RT][NT][4]) {
-  constexpr int kGroup = kLfChunks / RT;  // chunks whose weight fragments load before use
+// Segment s of the block's tile, from zero, in groups of kGroup chunks. Chunk c covers k
+// [256 s + 32 c, +32): lane (g, t) holds k 8t..8t+7 of the chunk (one 16-byte vector) for
+// weight rows g and g+8 of each row tile and for token g of each token tile. mma #0 takes
+// elements 0-3 of the vectors (k slots 2t, 2t+1 ← 8t, 8t+1 and 2t+8, 2t+9 ← 8t+2, 8t+3),
+// mma #1 elements 4-7: the same permutation of k for A and B. Order of one output's k-steps:
+// chunk 0 mma #0, #1, chunk 1 … — whatever the tile, the group size or the load timing.
+template <int RT>
+struct WeightGroup {
+  // Chunks whose weights load before use: the whole segment for one row tile (decode: as
+  // many bytes in flight as possible), 2 chunks for two (registers go to the accumulators).
+  static constexpr int kGroup = RT == 1 ? kLfChunks : 2;
+  uint4 v[kGroup][RT][2];  // [chunk][row tile][rows g, g + 8]
+};
+
+// Issues the weight loads of group c0 / kGroup of segment s (all in flight before any use).
+template <int RT>
+__device__ __forceinline__ void load_weight_group(const LinearFixedArgs& a, int s, int c0, int n0,
+                                                  int g, int t, WeightGroup<RT>& wf) {
   const int k8 = a.k >> 3;
   const uint4* w4 = static_cast<const uint4*>(a.w);
+#pragma unroll
+  for (int c = 0; c < WeightGroup<RT>::kGroup; c++) {
+    const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int row = n0 + rt * 16 + g + 8 * h;
+        wf.v[c][rt][h] = lf_load_weights(w4 + size_t(row) * k8 + v, row < a.n && v < k8);
+      }
+  }
+}
+
+// acc += the group's k-steps: activation loads, then two mmas per chunk, tile and token tile.
+template <int RT, int NT>
+__device__ __forceinline__ void mma_weight_group(const LinearFixedArgs& a, int s, int c0, int m0,
+                                                 int g, int t, const WeightGroup<RT>& wf,
+                                                 float (&acc)[RT][NT][4]) {
+  const int k8 = a.k >> 3;
   const uint4* x4 = static_cast<const uint4*>(a.x);
 #pragma unroll
-  for (int rt = 0; rt < RT; rt++)
+  for (int c = 0; c < WeightGroup<RT>::kGroup; c++) {
+    const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
+    uint4 xf[NT];
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
-#pragma unroll
-  for (int c0 = 0; c0 < kLfChunks; c0 += kGroup) {
-    uint4 wf[kGroup][RT][2];  // all weight loads of the group in flight before the first mma
-#pragma unroll
-    for (int c = 0; c < kGroup; c++) {
-      const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
-#pragma unroll
-      for (int rt = 0; rt < RT; rt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int row = n0 + rt * 16 + g + 8 * h;
-          wf[c][rt][h] = lf_load_weights(w4 + size_t(row) * k8 + v, row < a.n && v < k8);
-        }
+    for (int nt = 0; nt < NT; nt++) {
+      const int tok = m0 + nt * 8 + g;
+      xf[nt] = lf_load_x(x4 + size_t(tok) * k8 + v, tok < a.m && v < k8);
     }
-    // Programmatic dependent launch: the weights do not depend on the previous kernel; wait
-    // for it only now, before the first activation load.
-    if (c0 == 0 && wait_first) pdl_wait();
 #pragma unroll
-    for (int c = 0; c < kGroup; c++) {
-      const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
-      uint4 xf[NT];
+    for (int rt = 0; rt < RT; rt++)
 #pragma unroll
       for (int nt = 0; nt < NT; nt++) {
-        const int tok = m0 + nt * 8 + g;
-        xf[nt] = lf_load_x(x4 + size_t(tok) * k8 + v, tok < a.m && v < k8);
+        const uint4& lo = wf.v[c][rt][0];  // row g
+        const uint4& hi = wf.v[c][rt][1];  // row g + 8
+        mma_16816(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, xf[nt].x, xf[nt].y);
+        mma_16816(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, xf[nt].z, xf[nt].w);
       }
-#pragma unroll
-      for (int rt = 0; rt < RT; rt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-          const uint4& lo = wf[c][rt][0];  // row g
-          const uint4& hi = wf[c][rt][1];  // row g + 8
-          mma_16816(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, xf[nt].x, xf[nt].y);
-          mma_16816(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, xf[nt].z, xf[nt].w);
-        }
-    }
   }
 }
 
@@ -139,11 +143,26 @@ __global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArg
   float tot[kPer];  // running sums of tile elements threadIdx.x + i · kLfThreads
 #pragma unroll
   for (int i = 0; i < kPer; i++) tot[i] = 0.0f;
+  // The first weights stream before the wait for the previous kernel (programmatic dependent
+  // launch: weights do not depend on it; activations and y do).
+  WeightGroup<RT> wf;
+  if (warp < nseg) load_weight_group<RT>(a, warp, 0, n0, g, t, wf);
+  pdl_wait();
   for (int r0 = 0; r0 < nseg; r0 += kLfWarps) {
     const int s = r0 + warp;
     if (s < nseg) {
       float acc[RT][NT][4];
-      segment_mma<RT, NT>(a, s, m0, n0, g, t, r0 == 0, acc);
+#pragma unroll
+      for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
+#pragma unroll
+      for (int c0 = 0; c0 < kLfChunks; c0 += WeightGroup<RT>::kGroup) {
+        if (c0 > 0 || (RT > 1 && r0 > 0)) load_weight_group<RT>(a, s, c0, n0, g, t, wf);
+        mma_weight_group<RT, NT>(a, s, c0, m0, g, t, wf, acc);
+      }
       float* p = lf_part + warp * kTile;
 #pragma unroll
       for (int rt = 0; rt < RT; rt++)
@@ -155,8 +174,9 @@ __global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArg
             const int tok = nt * 8 + 2 * t + (i & 1);
             p[tok * kRows + row] = acc[rt][nt][i];
           }
-    } else if (r0 == 0) {
-      pdl_wait();  // every thread waits once, before any write of y
+      // Small tiles (decode): prefetch the next round's first group across the barriers. The
+      // large tile has no registers to spare for it.
+      if (RT == 1 && s + kLfWarps < nseg) load_weight_group<RT>(a, s + kLfWarps, 0, n0, g, t, wf);
     }
     __syncthreads();
     const int n_here = min(kLfWarps, nseg - r0);
