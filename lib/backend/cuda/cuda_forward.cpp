@@ -31,7 +31,7 @@ constexpr int kGemvMaxSlots = 4;
 void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
                          int ldy) {
   if (!invariant_) {
-    linear(x, w, y_t, y, m, n, k, ldy);
+    gemm_.run(t_, x, w, y_t, y, m, n, k, 0.0f, ldy);
     return;
   }
   LinearFixedArgs a;
@@ -135,7 +135,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     if ((debug_skip_ & 2) && !head) return;
     if ((debug_skip_ & 4) && head) return;
     prof_begin(family);
-    gemm_.run(t_, x, w, y_t, y, m, n, k, 0.0f, ldy);
+    linear(x, w, y_t, y, m, n, k, ldy);
     prof_end();
   };
 
