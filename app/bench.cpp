@@ -104,6 +104,7 @@ int bench_command(const BenchArgs& a) {
   out["architecture"] = spec.architecture;
   out["backend"] = om.backend_name;
   out["dtype"] = om.dtype_name;
+  out["batch_invariant"] = om.batch_invariant;
   out["device"] = dev.name;
   out["load_s"] = om.load_s;
   out["step_weight_bytes"] = step_bytes;
@@ -113,8 +114,9 @@ int bench_command(const BenchArgs& a) {
   out["context_frames"] = a.context_frames;
   out["frames"] = a.frames;
 
-  std::printf("loom bench: %s on %s (%s, %s), load %.2f s\n", spec.architecture.c_str(),
-              dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(), om.load_s);
+  std::printf("loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
+              dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),
+              om.batch_invariant ? ", batch-invariant" : "", om.load_s);
   std::printf(
       "ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s; weights per step %.3f GB; "
       "floor %.3f s/frame at batch 1\n\n",

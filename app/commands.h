@@ -24,6 +24,7 @@ struct EngineArgs {
   double gpu_memory_fraction = 0.9;
   double kv_cache_gib = 2.0;
   bool no_prefix_sharing = false;
+  bool batch_invariant = false;  // README "Batch invariance"
   std::string model_table;
 };
 

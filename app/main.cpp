@@ -28,6 +28,9 @@ static void add_engine_options(CLI::App* cmd, EngineArgs& e) {
   cmd->add_option("--kv-cache-gib", e.kv_cache_gib, "cpu backend: KV pool size in GiB")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-prefix-sharing", e.no_prefix_sharing, "compute every prompt block");
+  cmd->add_flag("--batch-invariant", e.batch_invariant,
+                "a job's tokens do not depend on the batch it runs in (cuda: bf16, fixed-order "
+                "linear layers, slower; cpu: always so)");
   cmd->add_option("--model-table", e.model_table, "mapping table JSON (default: by architecture)");
 }
 

@@ -94,6 +94,7 @@ int run_command(const RunArgs& a) {
   ctx.out_path = out_path;
   ctx.backend = om.backend_name;
   ctx.dtype = om.dtype_name;
+  ctx.batch_invariant = om.batch_invariant;
   ctx.load_s = om.load_s;
   ctx.step_bytes = om.model.step_bytes;
   ctx.device = om.backend->device_info();

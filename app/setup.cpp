@@ -39,10 +39,11 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, boo
                "); the cpu backend computes in f32");
     dtype = ComputeDType::BF16;
   }
-  om.backend = make_backend(kind, dtype, args.device);
+  om.backend = make_backend(kind, dtype, args.device, args.batch_invariant);
   om.backend->load(om.model.spec, om.model.weights);
   om.backend_name = om.backend->name();
   om.dtype_name = dtype == ComputeDType::F32 ? "f32" : "bf16";
+  om.batch_invariant = om.backend->batch_invariant();
   om.load_s = now_seconds() - t0;
   return om;
 }

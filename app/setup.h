@@ -15,7 +15,8 @@ struct OpenedModel {
   LoadedModel model;
   std::unique_ptr<Backend> backend;
   std::string backend_name, dtype_name;
-  double load_s = 0;  // checkpoint open → weights on the backend
+  bool batch_invariant = false;  // the backend's answer (cpu: always true)
+  double load_s = 0;             // checkpoint open → weights on the backend
 };
 
 // Loads the checkpoint and hands it to the chosen backend; prints load warnings unless quiet.

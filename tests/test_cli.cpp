@@ -91,6 +91,30 @@ TEST_CASE("run: every sample of every job, with the documented schema") {
   }
 }
 
+TEST_CASE("run --batch-invariant on the cpu: accepted, the same tokens, the report says so") {
+  // The cpu backend is batch-invariant with or without the flag.
+  std::map<bool, std::vector<json>> results;
+  for (bool flag : {false, true}) {
+    CAPTURE(flag);
+    const std::string out = std::string("/tmp/loom_cli_inv") + (flag ? "1" : "0") + ".jsonl";
+    const std::string rep = out + ".report.json";
+    std::remove(out.c_str());
+    Ran r = run("run -q --backend cpu --model " + kData + "/tiny_v1 --jobs " + kData +
+                    "/jobs/tiny_v1.jsonl --out " + out + " --report " + rep +
+                    (flag ? " --batch-invariant" : ""),
+                "inv");
+    CHECK(r.code == 0);
+    CHECK(r.err == "");
+    CHECK(json::parse(std::ifstream(rep))["batch_invariant"] == true);
+    for (json& res : read_lines(out)) {
+      res.erase("timing");
+      results[flag].push_back(res);
+    }
+  }
+  CHECK(!results[false].empty());
+  CHECK(results[false] == results[true]);
+}
+
 TEST_CASE("run: bad job lines give exactly the expected error records; good jobs finish") {
   const std::string out = "/tmp/loom_cli_bad.jsonl";
   std::remove(out.c_str());

@@ -91,6 +91,9 @@ class Backend {
   virtual double measure_gemm_tflops() { return 0; }          // runs a timed bf16 GEMM
   virtual void set_profiling(bool on) { (void)on; }           // per-kernel timing (slower)
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
+  // True when a sequence's logits do not depend on the rest of the batch (README "Batch
+  // invariance"): always on the cpu backend, on cuda with --batch-invariant.
+  virtual bool batch_invariant() const { return false; }
 };
 
 enum class BackendKind { Cpu, Cuda };
@@ -100,6 +103,9 @@ enum class ComputeDType { F32, BF16 };
 bool cuda_available(std::string* why);
 
 // Makes a backend; throws loom::Error when CUDA was asked for and is not built or not present.
-std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device);
+// batch_invariant: every kernel's per-row arithmetic independent of the batch (cuda: bf16
+// only, fixed-order linear layers; cpu: always so, the flag is accepted and changes nothing).
+std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device,
+                                      bool batch_invariant = false);
 
 }  // namespace loom

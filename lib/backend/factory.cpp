@@ -27,15 +27,19 @@ bool cuda_available(std::string* why) {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device) {
+std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device,
+                                      bool batch_invariant) {
   if (kind == BackendKind::Cpu) {
     LOOM_CHECK(dtype == ComputeDType::F32, "the cpu backend computes in f32; pass --dtype f32");
+    // The cpu backend is batch-invariant by construction (each row's loops run alone, in a
+    // fixed order): --batch-invariant is accepted and changes nothing.
     return make_cpu_backend();
   }
 #ifdef LOOM_HAVE_CUDA
-  return make_cuda_backend(dtype, device);
+  return make_cuda_backend(dtype, device, batch_invariant);
 #else
   (void)device;
+  (void)batch_invariant;
   fail("this loom was built without CUDA (LOOM_CUDA=OFF or no nvcc found); use --backend cpu");
 #endif
 }

@@ -21,6 +21,7 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   j["out"] = ctx.out_path;
   j["backend"] = ctx.backend;
   j["dtype"] = ctx.dtype;
+  j["batch_invariant"] = ctx.batch_invariant;
   j["device"] = {{"name", ctx.device.name},
                  {"memory_bytes", ctx.device.memory_bytes},
                  {"weight_bytes", ctx.device.weight_bytes},

@@ -14,8 +14,9 @@ namespace loom {
 
 struct RunContext {
   std::string model_dir, jobs_path, out_path, backend, dtype;
-  double load_s = 0;      // checkpoint to backend-ready
-  size_t step_bytes = 0;  // weight bytes one decode step streams
+  bool batch_invariant = false;  // tokens independent of the batch (Backend::batch_invariant)
+  double load_s = 0;             // checkpoint to backend-ready
+  size_t step_bytes = 0;         // weight bytes one decode step streams
   DeviceInfo device;
 };
 

@@ -9,7 +9,10 @@
 //     64 / 256, s/frame = 576 x step, against the floor 576 x streamed weight bytes / copy bw;
 //   - per-kernel-family times (profiling pass) for the same configurations;
 //   - attention microbenchmarks, tensor-core vs CUDA-core (bench_attention.cpp);
-//   - a 3-frame prefill (1746 slots) and the cost of top-k / top-p draws at batch 1.
+//   - a 3-frame prefill (1746 slots) and the cost of top-k / top-p draws at batch 1;
+//   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746.
+// `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
+// (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +29,7 @@
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/linear_fixed.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/sampling.cuh"
 
@@ -211,6 +215,67 @@ GemvRates gemv_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int sms, int m, i
   cudaFree(x);
   cudaFree(y);
   return {ours, cublas, pdl};
+}
+
+// linear_fixed vs cuBLAS on [m, k] x [n, k]ᵀ bf16 → bf16, weights rotated over > 256 MB as
+// above: microseconds per call, GB/s of weight bytes and TFLOP/s of each.
+json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, int k) {
+  const size_t wbytes = size_t(n) * k * 2;
+  const int copies = int(std::max<size_t>(1, (size_t(512) << 20) / wbytes));
+  void *w = nullptr, *x = nullptr, *y = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&w, wbytes * copies));
+  LOOM_CUDA_CHECK(cudaMalloc(&x, size_t(m) * k * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&y, size_t(m) * n * 2));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, wbytes / 2 * copies, 3, 0.05f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(m) * k, 4, 1.0f, nullptr));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  auto bench = [&](bool ours) {
+    const int iters = std::max(10, std::min(copies * 4, 200));
+    double us = 0;
+    for (int pass = 0; pass < 2; pass++) {  // pass 0 warms up
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      for (int i = 0; i < iters; i++) {
+        const void* wi = static_cast<char*>(w) + wbytes * size_t(i % copies);
+        if (ours) {
+          gpu::LinearFixedArgs a;
+          a.x = x;
+          a.w = wi;
+          a.y = y;
+          a.m = m;
+          a.n = n;
+          a.k = k;
+          LOOM_KERNEL(gpu::linear_fixed(a, stream));
+        } else {
+          gemm.run(DType::BF16, x, wi, DType::BF16, y, m, n, k);
+        }
+      }
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      us = 1e3 * ms / iters;
+    }
+    return us;
+  };
+  const double ours = bench(true), cublas = bench(false);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+  const double flop = 2.0 * m * double(n) * k;
+  return {{"m", m},
+          {"n", n},
+          {"k", k},
+          {"fixed_us", ours},
+          {"cublas_us", cublas},
+          {"fixed_gbps", double(wbytes) / (ours * 1e-6) / 1e9},
+          {"cublas_gbps", double(wbytes) / (cublas * 1e-6) / 1e9},
+          {"fixed_tflops", flop / (ours * 1e-6) / 1e12},
+          {"cublas_tflops", flop / (cublas * 1e-6) / 1e12}};
 }
 
 // Decode attention of one sequence at context ctx with Terra's heads (32 q, 4 kv, head_dim 64),
@@ -523,10 +588,12 @@ int main(int argc, char** argv) {
     return 77;
   }
   const std::string out_path = argc > 1 ? argv[1] : "cuda_bench.json";
+  const bool invariant = argc > 2 && std::string(argv[2]) == "--batch-invariant";
   try {
     json r;
     const ModelSpec spec = terra_spec();
-    auto be = make_cuda_backend(ComputeDType::BF16, 0);
+    auto be = make_cuda_backend(ComputeDType::BF16, 0, invariant);
+    r["batch_invariant"] = invariant;
     r["device"] = be->device_info().name;
     const double bw = be->measure_copy_bandwidth_gbps();
     r["copy_gbps"] = bw;
@@ -603,6 +670,21 @@ int main(int argc, char** argv) {
                       {"blocks_per_sm", info.blocks_per_sm}});
       }
       r["gemv_launch"] = li;
+      json lf = json::array();
+      std::printf("\n%-22s %5s %10s %10s %9s %9s %8s %8s\n", "linear_fixed vs cuBLAS", "m",
+                  "fixed us", "cublas us", "fix GB/s", "cub GB/s", "fix TF/s", "cub TF/s");
+      for (auto [n, k] : std::vector<std::pair<int, int>>{
+               {2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {262145, 2048}})
+        for (int m : {1, 4, 8, 64, 256, 1746}) {
+          if (n == 262145 && m > 256) continue;  // lm_head: only the sampled rows
+          const json e = linear_fixed_vs_cublas(gemm, stream, m, n, k);
+          lf.push_back(e);
+          std::printf("[%d,%d]x[%d,%d]T %5d %10.1f %10.1f %9.0f %9.0f %8.1f %8.1f\n", m, k, n, k, m,
+                      e["fixed_us"].get<double>(), e["cublas_us"].get<double>(),
+                      e["fixed_gbps"].get<double>(), e["cublas_gbps"].get<double>(),
+                      e["fixed_tflops"].get<double>(), e["cublas_tflops"].get<double>());
+        }
+      r["linear_fixed_vs_cublas"] = lf;
       json at = json::array();
       for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
       r["attention_decode"] = at;

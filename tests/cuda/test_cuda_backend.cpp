@@ -40,11 +40,12 @@ struct Seq {
 };
 
 // Drives the CPU backend and `gpu` with identical batches; checks every step.
-void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs = 3) {
+void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs = 3,
+                      bool batch_invariant = false) {
   const ModelSpec& spec = m.spec;
   auto cpu = make_cpu_backend();
   cpu->load(spec, m.weights);
-  auto gpu = make_cuda_backend(dtype, 0);
+  auto gpu = make_cuda_backend(dtype, 0, batch_invariant);
   gpu->load(spec, m.weights);
   CacheRequest cr;
   cr.block_size = 16;
@@ -172,6 +173,18 @@ TEST_CASE("bf16 CUDA backend with 12 sequences (cuBLAS layers, bf16 lm_head) vs 
   // More than 8 rows: the GEMM schedule and the cuBLAS lm_head with bf16 logits.
   const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_v1");
   compare_with_cpu(m, ComputeDType::BF16, 6e-2, 12);
+}
+
+TEST_CASE("bf16 batch-invariant CUDA backend (linear_fixed layers) stays within 6e-2 of the CPU") {
+  // Every model (V2: the action MLP layers too), 3 and 12 sequences: decode graphs, frame
+  // chunks and prefill through linear_fixed, lm_head to fp32 logits.
+  for (const char* name : kModels) {
+    CAPTURE(name);
+    const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
+    compare_with_cpu(m, ComputeDType::BF16, 6e-2, 3, true);
+  }
+  const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_v1");
+  compare_with_cpu(m, ComputeDType::BF16, 6e-2, 12, true);
 }
 
 TEST_CASE("CUDA backend through the engine reproduces the HF goldens") {

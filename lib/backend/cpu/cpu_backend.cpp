@@ -33,6 +33,8 @@ struct CpuActionLayer {
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  // Every op loops over rows alone, in a fixed order, on one thread.
+  bool batch_invariant() const override { return true; }
 
   void load(const ModelSpec& spec, const Weights& w) override {
     spec_ = spec;

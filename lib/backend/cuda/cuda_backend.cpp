@@ -24,13 +24,18 @@ int cuda_device_count(std::string* reason) {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(ComputeDType dtype, int device) {
+std::unique_ptr<Backend> make_cuda_backend(ComputeDType dtype, int device, bool batch_invariant) {
+  // f32 would need fixed-order f32 linear layers; cuBLAS f32 happened to be invariant in the
+  // probe (bench/results/2026-11-22-h200-batch-invariance-probe.json) but promises nothing.
+  LOOM_CHECK(!batch_invariant || dtype == ComputeDType::BF16,
+             "--batch-invariant on the cuda backend needs --dtype bf16 (its fixed-order linear "
+             "layers are bf16); the cpu backend (f32) is always batch-invariant");
   std::string reason;
   const int n = cuda_device_count(&reason);
   LOOM_CHECK(n > 0, "CUDA backend: no CUDA device (", reason, ")");
   LOOM_CHECK(device >= 0 && device < n, "CUDA backend: device ", device, " requested, ", n,
              " present");
-  return std::make_unique<gpu::CudaBackend>(dtype, device);
+  return std::make_unique<gpu::CudaBackend>(dtype, device, batch_invariant);
 }
 
 static gpu::CudaBackend& as_cuda(Backend& b) {
@@ -91,8 +96,13 @@ void StepLayout::compute() {
   bytes = off;
 }
 
-CudaBackend::CudaBackend(ComputeDType dtype, int device)
-    : cdtype_(dtype), t_(dtype == ComputeDType::F32 ? DType::F32 : DType::BF16), device_(device) {
+CudaBackend::CudaBackend(ComputeDType dtype, int device, bool batch_invariant)
+    : cdtype_(dtype),
+      t_(dtype == ComputeDType::F32 ? DType::F32 : DType::BF16),
+      invariant_(batch_invariant),
+      device_(device) {
+  LOOM_CHECK(!invariant_ || t_ == DType::BF16,
+             "CUDA backend: batch-invariant mode is bf16 only (kernels/linear_fixed.cuh)");
   LOOM_CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -143,6 +153,14 @@ void CudaBackend::free_graphs() {
 }
 
 void CudaBackend::after_load() {
+  if (invariant_) {
+    const int ks[] = {spec_.hidden, spec_.q_dim(), spec_.intermediate};
+    for (int k : ks)
+      LOOM_CHECK(k % 8 == 0,
+                 "CUDA backend: --batch-invariant needs hidden, q_dim and "
+                 "intermediate multiples of 8 (16-byte rows for linear_fixed); found ",
+                 k);
+  }
   // inv_freq[j] = 1 / theta^(2j / head_dim) in fp32, as HF's LlamaRotaryEmbedding computes it.
   std::vector<float> inv(size_t(spec_.head_dim / 2));
   for (int j = 0; j < spec_.head_dim / 2; j++)

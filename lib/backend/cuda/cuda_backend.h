@@ -11,8 +11,10 @@
 
 namespace loom {
 
-// Throws loom::Error when no CUDA device is usable (message says why).
-std::unique_ptr<Backend> make_cuda_backend(ComputeDType dtype, int device);
+// Throws loom::Error when no CUDA device is usable (message says why), or when batch_invariant
+// is asked for in f32 (the fixed-order linear layers, kernels/linear_fixed.cuh, are bf16).
+std::unique_ptr<Backend> make_cuda_backend(ComputeDType dtype, int device,
+                                           bool batch_invariant = false);
 
 // Benchmarks without a checkpoint: uploads random weights of spec's shapes generated on the
 // device (uniform, scaled so activations stay finite). `backend` must come from

@@ -60,7 +60,7 @@ struct StepLayout {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(ComputeDType dtype, int device);
+  CudaBackend(ComputeDType dtype, int device, bool batch_invariant);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
@@ -73,6 +73,7 @@ class CudaBackend : public Backend {
   double measure_gemm_tflops() override;
   void set_profiling(bool on) override;
   std::vector<KernelTime> kernel_times() const override;
+  bool batch_invariant() const override { return invariant_; }
 
   void load_random(const ModelSpec& spec, uint64_t seed);
   void fill_cache_random(uint64_t seed);
@@ -93,12 +94,17 @@ class CudaBackend : public Backend {
   int pick_splits(int n_tiles) const;
   void forward(const StepLayout& L, int num_splits);
   bool attention_mma() const;  // bf16 and a shape the tensor-core attention takes
+  // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).
+  void linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k, int ldy = 0);
   void prof_begin(const char* family);
   void prof_end();
   void prof_collect();
 
   ComputeDType cdtype_;
   DType t_;  // activation / weight-matrix dtype on the device (F32 or BF16)
+  // --batch-invariant: the GEMM schedule at every batch size, every linear layer through
+  // linear_fixed (fixed reduction order), lm_head straight to fp32 logits.
+  bool invariant_ = false;
   int device_ = 0;
   int num_sms_ = 0;
   std::string device_name_;

@@ -7,11 +7,18 @@
 //     x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
 //   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, silu_mul kernels; a block's output
 //     (delta) is added to x by the next norm.
+// Batch-invariant mode (--batch-invariant, bf16): the GEMM schedule at every batch size, every
+// linear layer through linear_fixed (kernels/linear_fixed.cuh, an order of arithmetic fixed by
+// k alone) instead of cuBLAS, and lm_head straight to fp32 logits. The other kernels are
+// row-wise already: embed_assemble, rms_norm_residual, action_input_layer and sample_tokens
+// give each row its own block(s) whose work depends on the row alone, silu_mul, bias_act and
+// convert are elementwise.
 #include "backend/cuda/cuda_backend_impl.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/linear_fixed.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/rope.cuh"
 
@@ -20,6 +27,25 @@ namespace loom::gpu {
 // Up to this many slots the fused GEMV schedule runs; above it cuBLAS (the GEMV re-reads its
 // input rows from shared memory per weight vector and turns compute-bound at ~8 rows).
 constexpr int kGemvMaxSlots = 4;
+
+void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
+                         int ldy) {
+  if (!invariant_) {
+    gemm_.run(t_, x, w, y_t, y, m, n, k, 0.0f, ldy);
+    return;
+  }
+  LinearFixedArgs a;
+  a.x = x;
+  a.w = w;
+  a.y = y;
+  a.y_t = y_t;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.ldy = ldy;
+  a.pdl = true;  // every linear layer of the pass follows a kernel of the pass
+  LOOM_KERNEL(linear_fixed(a, stream_));
+}
 
 void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const ModelSpec& s = spec_;
@@ -30,8 +56,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const int32_t* positions = in_i32(L.positions);
   const int32_t* out_rows = in_i32(L.out_rows);
   const auto* params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
-  const bool gemv = t_ == DType::BF16 && L.n_slots <= kGemvMaxSlots && H % 8 == 0 && I % 8 == 0 &&
-                    s.q_dim() % 8 == 0;
+  const bool gemv = !invariant_ && t_ == DType::BF16 && L.n_slots <= kGemvMaxSlots && H % 8 == 0 &&
+                    I % 8 == 0 && s.q_dim() % 8 == 0;
 
   // 1. Inputs: action projection of action slots, then token gather + position tables.
   void* act_out = nullptr;
@@ -44,7 +70,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     void* cur = act_a_;
     void* nxt = act_b_;
     for (int l = 1; l < n_layers; l++) {
-      gemm_.run(t_, cur, w_.action_w[size_t(l - 1)], t_, nxt, L.n_act, H, H);
+      linear(cur, w_.action_w[size_t(l - 1)], t_, nxt, L.n_act, H, H);
       LOOM_KERNEL(bias_act(t_, nxt, w_.action_b[size_t(l)], L.n_act, H, l + 1 < n_layers, stream_));
       std::swap(cur, nxt);
     }
@@ -109,7 +135,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     if ((debug_skip_ & 2) && !head) return;
     if ((debug_skip_ & 4) && head) return;
     prof_begin(family);
-    gemm_.run(t_, x, w, y_t, y, m, n, k, 0.0f, ldy);
+    linear(x, w, y_t, y, m, n, k, ldy);
     prof_end();
   };
 
@@ -211,7 +237,12 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
              L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
     norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
-    if (t_ == DType::BF16) {
+    if (invariant_) {
+      // fp32 logits of the vocab rows only (the sampler reads no further); no bf16 rounding
+      // step, so no convert kernel.
+      gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H,
+               logits_ld_);
+    } else if (t_ == DType::BF16) {
       // bf16 logits (as HF computes them in bf16), then fp32 for the draw: cuBLAS picks a
       // ~5x slower kernel for an fp32 output of bf16 operands at this shape (measured 2.7 ms
       // at 256 rows on an H200).

@@ -1,0 +1,257 @@
+#include <algorithm>
+
+#include "kernels/common.cuh"
+#include "kernels/linear_fixed.cuh"
+
+namespace loom::gpu {
+
+// A block is 8 warps; warp w computes segment r0 + w of each round of 8 segments for the
+// block's whole tile (16·RT weight rows × 8·NT tokens), then the block adds the round's
+// segment results to its running sums in segment order through shared memory.
+constexpr int kLfWarps = 8;
+constexpr int kLfThreads = 32 * kLfWarps;
+constexpr int kLfChunk = 32;                          // k per lane load step (two mmas)
+constexpr int kLfChunks = kLinearSegment / kLfChunk;  // 8 chunks a segment
+constexpr int kLfVecsPerSeg = kLinearSegment / 8;     // 16-byte vectors per row segment
+static_assert(kLinearSegment % kLfChunk == 0, "segment must be whole 32-wide chunks");
+
+// Predicated 16-byte loads that give zeros where `ok` is false, without a branch (a branch
+// per load keeps the loads of a chunk group from being issued back to back). Weights are read
+// once per step: no L1 allocation, 256-byte L2 prefetch (as the GEMV). Activations are re-read
+// by every row tile: default caching.
+__device__ __forceinline__ uint4 lf_load_weights(const uint4* p, bool ok) {
+  uint4 v;
+  // volatile: kept before pdl_wait (also volatile), so the weights stream during the wait.
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
+      : "l"(p), "r"(int(ok)));
+  return v;
+}
+__device__ __forceinline__ uint4 lf_load_x(const uint4* p, bool ok) {
+  uint4 v;
+  // Not .nc: under programmatic dependent launch the previous kernel may still be writing x
+  // while this one runs (before pdl_wait). "memory": never hoisted above pdl_wait.
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n}"
+      : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
+      : "l"(p), "r"(int(ok))
+      : "memory");
+  return v;
+}
+
+// c += A·B, A 16×16 bf16 (a0: row g k 2t..2t+1, a1: row g+8, a2: row g k 2t+8.., a3: row
+// g+8 k 2t+8..), B 16×8 bf16 (b0: k 2t..2t+1 col g, b1: k 2t+8.. col g), c 16×8 fp32 (c0, c1:
+// row g cols 2t, 2t+1; c2, c3: row g+8), g = lane / 4, t = lane % 4.
+__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                          uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Segment s of the block's tile, from zero, in groups of kGroup chunks. Chunk c covers k
+// [256 s + 32 c, +32): lane (g, t) holds k 8t..8t+7 of the chunk (one 16-byte vector) for
+// weight rows g and g+8 of each row tile and for token g of each token tile. mma #0 takes
+// elements 0-3 of the vectors (k slots 2t, 2t+1 ← 8t, 8t+1 and 2t+8, 2t+9 ← 8t+2, 8t+3),
+// mma #1 elements 4-7: the same permutation of k for A and B. Order of one output's k-steps:
+// chunk 0 mma #0, #1, chunk 1 … — whatever the tile, the group size or the load timing.
+template <int RT>
+struct WeightGroup {
+  // Chunks whose weights load before use: the whole segment for one row tile (decode: as
+  // many bytes in flight as possible), 2 chunks for two (registers go to the accumulators).
+  static constexpr int kGroup = RT == 1 ? kLfChunks : 2;
+  uint4 v[kGroup][RT][2];  // [chunk][row tile][rows g, g + 8]
+};
+
+// Issues the weight loads of group c0 / kGroup of segment s (all in flight before any use).
+template <int RT>
+__device__ __forceinline__ void load_weight_group(const LinearFixedArgs& a, int s, int c0, int n0,
+                                                  int g, int t, WeightGroup<RT>& wf) {
+  const int k8 = a.k >> 3;
+  const uint4* w4 = static_cast<const uint4*>(a.w);
+#pragma unroll
+  for (int c = 0; c < WeightGroup<RT>::kGroup; c++) {
+    const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int row = n0 + rt * 16 + g + 8 * h;
+        wf.v[c][rt][h] = lf_load_weights(w4 + size_t(row) * k8 + v, row < a.n && v < k8);
+      }
+  }
+}
+
+// acc += the group's k-steps: activation loads, then two mmas per chunk, tile and token tile.
+template <int RT, int NT>
+__device__ __forceinline__ void mma_weight_group(const LinearFixedArgs& a, int s, int c0, int m0,
+                                                 int g, int t, const WeightGroup<RT>& wf,
+                                                 float (&acc)[RT][NT][4]) {
+  const int k8 = a.k >> 3;
+  const uint4* x4 = static_cast<const uint4*>(a.x);
+#pragma unroll
+  for (int c = 0; c < WeightGroup<RT>::kGroup; c++) {
+    const int v = s * kLfVecsPerSeg + (c0 + c) * 4 + t;
+    uint4 xf[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      const int tok = m0 + nt * 8 + g;
+      xf[nt] = lf_load_x(x4 + size_t(tok) * k8 + v, tok < a.m && v < k8);
+    }
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++) {
+        const uint4& lo = wf.v[c][rt][0];  // row g
+        const uint4& hi = wf.v[c][rt][1];  // row g + 8
+        mma_16816(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, xf[nt].x, xf[nt].y);
+        mma_16816(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, xf[nt].z, xf[nt].w);
+      }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void lf_store(T* y, float v);
+template <>
+__device__ __forceinline__ void lf_store<float>(float* y, float v) {
+  *y = v;
+}
+template <>
+__device__ __forceinline__ void lf_store<bf16>(bf16* y, float v) {
+  *y = __float2bfloat16_rn(v);
+}
+
+// Block b: token tile b % m_tiles, row tile b / m_tiles (blocks that share weight rows run
+// next to each other, so a weight tile read for several token tiles comes from L2).
+template <int RT, int NT, class OutT>
+__global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArgs a, int m_tiles) {
+  constexpr int kRows = 16 * RT, kToks = 8 * NT, kTile = kRows * kToks;
+  constexpr int kPer = (kTile + kLfThreads - 1) / kLfThreads;
+  extern __shared__ float lf_part[];  // [kLfWarps][kToks][kRows] one round's segment results
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int m0 = int(blockIdx.x % unsigned(m_tiles)) * kToks;
+  const int n0 = int(blockIdx.x / unsigned(m_tiles)) * kRows;
+  const int nseg = (a.k + kLinearSegment - 1) / kLinearSegment;
+
+  float tot[kPer];  // running sums of tile elements threadIdx.x + i · kLfThreads
+#pragma unroll
+  for (int i = 0; i < kPer; i++) tot[i] = 0.0f;
+  // The first weights stream before the wait for the previous kernel (programmatic dependent
+  // launch: weights do not depend on it; activations and y do).
+  WeightGroup<RT> wf;
+  if (warp < nseg) load_weight_group<RT>(a, warp, 0, n0, g, t, wf);
+  pdl_wait();
+  for (int r0 = 0; r0 < nseg; r0 += kLfWarps) {
+    const int s = r0 + warp;
+    if (s < nseg) {
+      float acc[RT][NT][4];
+#pragma unroll
+      for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
+#pragma unroll
+      for (int c0 = 0; c0 < kLfChunks; c0 += WeightGroup<RT>::kGroup) {
+        if (c0 > 0 || (RT > 1 && r0 > 0)) load_weight_group<RT>(a, s, c0, n0, g, t, wf);
+        mma_weight_group<RT, NT>(a, s, c0, m0, g, t, wf, acc);
+      }
+      float* p = lf_part + warp * kTile;
+#pragma unroll
+      for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            const int row = rt * 16 + g + 8 * (i >> 1);
+            const int tok = nt * 8 + 2 * t + (i & 1);
+            p[tok * kRows + row] = acc[rt][nt][i];
+          }
+      // Small tiles (decode): prefetch the next round's first group across the barriers. The
+      // large tile has no registers to spare for it.
+      if (RT == 1 && s + kLfWarps < nseg) load_weight_group<RT>(a, s + kLfWarps, 0, n0, g, t, wf);
+    }
+    __syncthreads();
+    const int n_here = min(kLfWarps, nseg - r0);
+#pragma unroll
+    for (int i = 0; i < kPer; i++) {
+      const int e = threadIdx.x + i * kLfThreads;
+      if (e < kTile)
+        for (int w = 0; w < n_here; w++) tot[i] = __fadd_rn(tot[i], lf_part[w * kTile + e]);
+    }
+    __syncthreads();  // the next round overwrites lf_part
+  }
+
+  OutT* y = static_cast<OutT*>(a.y);
+#pragma unroll
+  for (int i = 0; i < kPer; i++) {
+    const int e = threadIdx.x + i * kLfThreads;
+    const int tok = e / kRows, row = e % kRows;
+    if (e < kTile && m0 + tok < a.m && n0 + row < a.n)
+      lf_store(y + size_t(m0 + tok) * a.ldy + (n0 + row), tot[i]);
+  }
+}
+
+template <int RT, int NT, class OutT>
+static Status launch_linear_fixed(const LinearFixedArgs& a, cudaStream_t stream) {
+  constexpr int kRows = 16 * RT, kToks = 8 * NT;
+  constexpr size_t kSmem = size_t(kLfWarps) * kRows * kToks * sizeof(float);
+  if constexpr (kSmem > 48 * 1024) {
+    static bool configured = false;
+    if (!configured) {
+      const cudaError_t e =
+          cudaFuncSetAttribute(linear_fixed_kernel<RT, NT, OutT>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+      if (e != cudaSuccess)
+        return Status::bad(cat("linear_fixed: ", kSmem,
+                               " bytes of shared memory refused: ", cudaGetErrorString(e)));
+      configured = true;
+    }
+  }
+  const int m_tiles = ceil_div(a.m, kToks);
+  const long long blocks = (long long)m_tiles * ceil_div(a.n, kRows);
+  LOOM_ARG_CHECK(blocks <= 0x7fffffffLL, "linear_fixed: m ", a.m, " x n ", a.n,
+                 " needs more than 2^31 blocks");
+  const cudaError_t e = launch_kernel(linear_fixed_kernel<RT, NT, OutT>, dim3(unsigned(blocks)),
+                                      dim3(kLfThreads), kSmem, stream, a.pdl, a, m_tiles);
+  if (e != cudaSuccess) return Status::bad(cat("linear_fixed: launch: ", cudaGetErrorString(e)));
+  return launch_status("linear_fixed");
+}
+
+template <class OutT>
+static Status dispatch_tile(const LinearFixedArgs& a, cudaStream_t stream) {
+  // The tile only decides how fragments are shared, never the arithmetic of an output: any
+  // choice by m is invariant. Small m: one token tile, weights streamed once at full width.
+  if (a.m <= 8) return launch_linear_fixed<1, 1, OutT>(a, stream);
+  if (a.m <= 16) return launch_linear_fixed<1, 2, OutT>(a, stream);
+  if (a.m <= 32) return launch_linear_fixed<1, 4, OutT>(a, stream);
+  if (a.m <= 64) return launch_linear_fixed<1, 8, OutT>(a, stream);
+  return launch_linear_fixed<2, 8, OutT>(a, stream);
+}
+
+Status linear_fixed(const LinearFixedArgs& a0, cudaStream_t stream) {
+  LinearFixedArgs a = a0;
+  if (a.ldy == 0) a.ldy = a.n;
+  LOOM_ARG_CHECK(a.m >= 0 && a.n > 0 && a.k >= 8 && a.k % 8 == 0, "linear_fixed: m ", a.m, ", n ",
+                 a.n, ", k ", a.k, " (expected m >= 0, n >= 1, k a positive multiple of 8)");
+  LOOM_ARG_CHECK(a.ldy >= a.n, "linear_fixed: ldy ", a.ldy, " < n ", a.n);
+  LOOM_ARG_CHECK(a.x && a.w && a.y, "linear_fixed: null x/w/y");
+  LOOM_ARG_CHECK(a.x != a.y, "linear_fixed: y must not overwrite x");
+  LOOM_ARG_CHECK(
+      reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0,
+      "linear_fixed: x and w must be 16-byte aligned");
+  if (a.m == 0) return Status::good();
+  if (a.y_t == DType::BF16) return dispatch_tile<bf16>(a, stream);
+  if (a.y_t == DType::F32) return dispatch_tile<float>(a, stream);
+  return Status::bad(
+      cat("linear_fixed: output dtype ", dtype_name(a.y_t), " (expected bf16 or f32)"));
+}
+
+}  // namespace loom::gpu
