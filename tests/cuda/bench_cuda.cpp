@@ -2,8 +2,7 @@
 // Terra's exact shapes, no checkpoint needed), written as JSON (argv[1]) and a table:
 //   - device-to-device copy bandwidth (bytes read + written), the ceiling of every ratio;
 //   - weight-streaming GEMV vs cuBLAS for the decode shapes [m, 2048] x [n, k]ᵀ (GB/s of weights),
-//     the GEMV's launch shape (registers, shared memory, blocks per SM) at the Terra shapes, and
-//     the "88-GEMV chain" (a step's GEMVs alone in one graph) against the copy-bandwidth floor;
+//     and the "88-GEMV chain" (a step's GEMVs alone in one graph) against the copy-bandwidth floor;
 //   - load(): 4.1 GB of host bf16 tensors to the device (seconds);
 //   - decode step time through Backend::step() at batch 1 (contexts 600, 7000, 14000) and batch
 //     64 / 256, s/frame = 576 x step, against the floor 576 x streamed weight bytes / copy bw;
@@ -437,19 +436,13 @@ json lm_head_bench(cudaStream_t stream, int sms) {
     return 1e3 * double(ms) / 20;
   };
   const double head = timed(0), draw = timed(1);
-  // The same with a 192 KB ring (one block per SM, no room for a second GEMV): whether the
-  // lm_head alone would stream faster with more bytes in flight than the default ~96 KB.
-  g.smem_bytes = 200 * 1024;
-  const double head_big = timed(0);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   for (void* q : {w, x, nw, y, ws, tok, par}) cudaFree(q);
   const double gb = double(n) * k * 2 / 1e9;
-  std::printf(
-      "lm_head fused GEMV %.1f us (%.0f GB/s; with a 192 KB ring %.1f us, %.0f GB/s), device "
-      "draw (T=0.9) %.1f us\n",
-      head, gb / (head * 1e-6), head_big, gb / (head_big * 1e-6), draw);
-  return {{"lm_head_us", head}, {"lm_head_ring192k_us", head_big}, {"draw_us", draw}};
+  std::printf("lm_head fused GEMV %.1f us (%.0f GB/s), device draw (T=0.9) %.1f us\n", head,
+              gb / (head * 1e-6), draw);
+  return {{"lm_head_us", head}, {"draw_us", draw}};
 }
 
 // The "88-GEMV chain": the batch-1 decode graph's GEMVs alone, in order (per layer qkv ←
@@ -477,17 +470,12 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
   struct Variant {
     const char* name;
     bool pdl;
-    int smem_bytes, blocks_per_sm;
     bool lm_head;
   };
   const Variant variants[] = {
-      {"default (backend): pdl, 100 KB/block, 1 block/SM", true, 0, 0, true},
-      {"same, layers only (88 GEMVs, no lm_head)", true, 0, 0, false},
-      {"no pdl", false, 0, 0, true},
-      {"pdl, 2 blocks/SM of its own (no slot for the next)", true, 0, 2, true},
-      {"pdl, 200 KB/block (bigger ring, 1 block/SM: no co-residency)", true, 200 * 1024, 0, true},
-      {"pdl, 64 KB/block (smaller ring; 3-4 may share an SM)", true, 64 * 1024, 0, true},
-      {"pdl, 112 KB/block (largest that keeps 2/SM)", true, 112 * 1024, 0, true},
+      {"default (backend): pdl", true, true},
+      {"same, layers only (88 GEMVs, no lm_head)", true, false},
+      {"no pdl", false, true},
   };
   const size_t layer_bytes = layer_elems * 2 * layers, lm_bytes = lm_elems * 2;
   std::printf(
@@ -513,8 +501,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       g.y = y;
       g.y_stride = y_stride;
       g.pdl = v.pdl;
-      g.smem_bytes = v.smem_bytes;
-      g.blocks_per_sm = v.blocks_per_sm;
       LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
     };
     auto chain = [&]() {
@@ -560,8 +546,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     std::printf("%-66s %9.3f %9.0f %8.3f\n", v.name, med, gbps, med / floor_ms);
     out.push_back({{"variant", v.name},
                    {"pdl", v.pdl},
-                   {"smem_bytes", v.smem_bytes},
-                   {"blocks_per_sm", v.blocks_per_sm},
                    {"lm_head", v.lm_head},
                    {"ms", med},
                    {"min_ms", ms.front()},
@@ -629,47 +613,6 @@ int main(int argc, char** argv) {
                       r.cublas, r.ours_pdl);
         }
       r["gemv_vs_cublas"] = g;
-      // How the GEMV launches at each Terra shape (m = 1, the decode graph's fused modes):
-      // 2 blocks/SM is the design (this GEMV and the next one under PDL).
-      json li = json::array();
-      const struct {
-        const char* name;
-        int n, k;
-        gpu::GemvIn in;
-        gpu::GemvOut out;
-      } terra[] = {{"qkv", 2560, 2048, gpu::GemvIn::RmsNorm, gpu::GemvOut::Store},
-                   {"o", 2048, 2048, gpu::GemvIn::Plain, gpu::GemvOut::AddF32},
-                   {"gate_up", 11264, 2048, gpu::GemvIn::RmsNorm, gpu::GemvOut::Store},
-                   {"down", 2048, 5632, gpu::GemvIn::SiluMul, gpu::GemvOut::AddF32},
-                   {"lm_head", 262145, 2048, gpu::GemvIn::RmsNorm, gpu::GemvOut::StoreF32}};
-      std::printf("\nGEMV launch at m = 1 (design: 2 blocks/SM, ring >= 48 KB):\n");
-      for (const auto& t : terra) {
-        gpu::GemvArgs a;
-        void* fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // not dereferenced
-        a.w = a.x = fake;
-        a.y = fake;
-        a.norm_w = static_cast<const float*>(fake);
-        a.n = t.n;
-        a.k = t.k;
-        a.m = 1;
-        a.in = t.in;
-        a.out = t.out;
-        gpu::GemvLaunchInfo info;
-        LOOM_KERNEL(gpu::gemv_launch_info(a, sms, &info));
-        std::printf(
-            "  %-8s %dx%d: %d blocks x %d threads, %d registers, %d KB shared (ring %d KB), "
-            "%d blocks/SM\n",
-            t.name, t.n, t.k, info.grid, info.threads, info.registers, info.smem_bytes / 1024,
-            info.ring_bytes / 1024, info.blocks_per_sm);
-        li.push_back({{"name", t.name},
-                      {"grid", info.grid},
-                      {"threads", info.threads},
-                      {"registers", info.registers},
-                      {"smem_bytes", info.smem_bytes},
-                      {"ring_bytes", info.ring_bytes},
-                      {"blocks_per_sm", info.blocks_per_sm}});
-      }
-      r["gemv_launch"] = li;
       json lf = json::array();
       std::printf("\n%-22s %5s %10s %10s %9s %9s %8s %8s\n", "linear_fixed vs cuBLAS", "m",
                   "fixed us", "cublas us", "fix GB/s", "cub GB/s", "fix TF/s", "cub TF/s");

@@ -175,6 +175,7 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   a.head_dim = D;
   a.block_size = w.bs;
   a.decode = decode;
+  a.out = out.get();
   a.mma_partial = part.as<float>();
   a.mma_partial_floats = part_floats;
   const size_t n_counters = size_t(n_tiles) * KV;
