@@ -112,9 +112,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   prof_end();
 
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
-  // The GEMV schedule's chain, in launch order: qkv, o, gate_up, down per layer, then the lm_head
-  // (one output row) or, after it, the next step's layer-0 qkv. Each GEMV prefetches into L2 the
-  // first weights of the one after it as its own loads drain (kernels/gemv.cuh).
+  // The GEMV schedule's chain, in launch order: qkv, o, gate_up, down per layer, the lm_head when
+  // it is a GEMV (one output row), then the next step's layer-0 qkv. Each GEMV prefetches into L2
+  // the first weights of the one after it as its own loads drain (kernels/gemv.cuh). Not across
+  // a cuBLAS lm_head (1 GB of streaming would evict what the next step's qkv needs).
   struct NextW {
     const void* w;
     int n, k;
@@ -123,7 +124,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   auto next_after_down = [&](int l) -> NextW {
     if (l + 1 < s.layers) return {w_.layers[size_t(l + 1)].qkv, qkv_dim, H};
     if (gemv_head) return {w_.lm_head, s.vocab, H};
-    return {w_.layers[0].qkv, qkv_dim, H};
+    if (L.n_out == 0) return {w_.layers[0].qkv, qkv_dim, H};
+    return {nullptr, 0, 0};
   };
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
