@@ -231,7 +231,9 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  auto bench = [&](bool ours) {
+  // path: a LinearFixedArgs::path, or -1 for cuBLAS.
+  auto bench = [&](int path) {
+    const bool ours = path >= 0;
     const int iters = std::max(10, std::min(copies * 4, 200));
     double us = 0;
     for (int pass = 0; pass < 2; pass++) {  // pass 0 warms up
@@ -246,6 +248,7 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
           a.m = m;
           a.n = n;
           a.k = k;
+          a.path = path;
           LOOM_KERNEL(gpu::linear_fixed(a, stream));
         } else {
           gemm.run(DType::BF16, x, wi, DType::BF16, y, m, n, k);
@@ -259,7 +262,14 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
     }
     return us;
   };
-  const double ours = bench(true), cublas = bench(false);
+  const double ours = bench(gpu::kPathAuto), cublas = bench(-1);
+  // Each kernel forced (m ≥ 32), to tune linear_fixed's choice by shape.
+  double rows = 0, tile64 = 0, tile128 = 0;
+  if (m >= 32) {
+    rows = bench(gpu::kPathRows);
+    tile64 = bench(gpu::kPathTile64);
+    tile128 = bench(gpu::kPathTile128);
+  }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaFree(w);
@@ -274,7 +284,10 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
           {"fixed_gbps", double(wbytes) / (ours * 1e-6) / 1e9},
           {"cublas_gbps", double(wbytes) / (cublas * 1e-6) / 1e9},
           {"fixed_tflops", flop / (ours * 1e-6) / 1e12},
-          {"cublas_tflops", flop / (cublas * 1e-6) / 1e12}};
+          {"cublas_tflops", flop / (cublas * 1e-6) / 1e12},
+          {"rows_us", rows},
+          {"tile64_us", tile64},
+          {"tile128_us", tile128}};
 }
 
 // Decode attention of one sequence at context ctx with Terra's heads (32 q, 4 kv, head_dim 64),
@@ -618,7 +631,7 @@ int main(int argc, char** argv) {
                   "fixed us", "cublas us", "fix GB/s", "cub GB/s", "fix TF/s", "cub TF/s");
       for (auto [n, k] : std::vector<std::pair<int, int>>{
                {2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {262145, 2048}})
-        for (int m : {1, 4, 8, 64, 256, 1746}) {
+        for (int m : {1, 4, 8, 32, 64, 128, 256, 512, 1746}) {
           if (n == 262145 && m > 256) continue;  // lm_head: only the sampled rows
           const json e = linear_fixed_vs_cublas(gemm, stream, m, n, k);
           lf.push_back(e);
@@ -628,6 +641,14 @@ int main(int argc, char** argv) {
                       e["fixed_tflops"].get<double>(), e["cublas_tflops"].get<double>());
         }
       r["linear_fixed_vs_cublas"] = lf;
+      std::printf("\n%-22s %5s %10s %10s %10s %10s  (us; same bits, linear_fixed's kernels)\n",
+                  "linear_fixed paths", "m", "auto", "rows", "tile64", "tile128");
+      for (const json& e : lf)
+        if (e["m"].get<int>() >= 32)
+          std::printf("[%d,%d]x[%d,%d]T %5d %10.1f %10.1f %10.1f %10.1f\n", e["m"].get<int>(),
+                      e["k"].get<int>(), e["n"].get<int>(), e["k"].get<int>(), e["m"].get<int>(),
+                      e["fixed_us"].get<double>(), e["rows_us"].get<double>(),
+                      e["tile64_us"].get<double>(), e["tile128_us"].get<double>());
       json at = json::array();
       for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
       r["attention_decode"] = at;
