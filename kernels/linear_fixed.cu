@@ -477,31 +477,39 @@ static int sm_count() {
 }
 
 // Kernel by shape (any choice gives the same bits). Up to 32 rows the register path (it streams
-// the weights at full bandwidth, the tiles would leave most SMs idle). Above, 128×128 tiles (one
-// block of 8 warps per SM, fewest L2 bytes per flop) or 64×64 tiles (4 warps, up to 3 blocks per
-// SM: more blocks where 128-tiles would leave SMs idle). Estimated time in units of one 128-tile
-// on one SM: 128-tiles take whole waves; a 64-tile costs ~0.35 when 3 share the SM (a quarter
-// of the work, more bytes per flop) and no less than 0.5 alone. Guesses: the bench's "tiles"
-// table (tests/cuda/bench_cuda.cpp) times every path to tune them.
+// the weights at full bandwidth; tiles would leave most SMs idle). Above, the tile with the
+// least estimated time, in units of one 128×128 tile on one SM:
+//   128-tiles: one block of 8 warps (64×32 each) per SM, whole waves of 1;
+//   192-tiles (192 rows × 128 tokens, 8 warps of 48×64): 1.5× the outputs at ~1.25× the rate
+//     (fewer shared-memory bytes per mma: 14 16-byte loads feed 48 mmas, 12 feed 32 in the
+//     128-tile), so 1.2 a tile, whole waves;
+//   64-tiles (4 warps of 32×32, up to 3 blocks per SM): ~0.35 a tile when 3 share the SM (a
+//     quarter of the work at a lower rate), no less than 0.5 alone (4 warps do not fill it).
+// Guesses from shared-memory traffic, to be replaced by the bench's "linear_fixed paths"
+// table (tests/cuda/bench_cuda.cpp), which times every kernel on Terra's shapes.
 static int pick_path(int m, int n) {
   if (m <= 32) return kPathRows;
   const long long sms = sm_count();
-  const long long t128 = (long long)ceil_div(m, 128) * ceil_div(n, 128);
-  const long long t64 = (long long)ceil_div(m, 64) * ceil_div(n, 64);
-  const double e128 = double((t128 + sms - 1) / sms);
-  const long long per_sm = (t64 + sms - 1) / sms;
+  auto tiles = [&](int rows, int toks) { return (long long)ceil_div(n, rows) * ceil_div(m, toks); };
+  auto waves = [&](long long t) { return double((t + sms - 1) / sms); };
+  const double e128 = waves(tiles(128, 128)), e192 = 1.2 * waves(tiles(192, 128));
+  const long long per_sm = (tiles(64, 64) + sms - 1) / sms;
   const double e64 =
       per_sm <= 3 ? std::max(0.5, 0.35 * double(per_sm)) : double((per_sm + 2) / 3) * 1.05;
-  return e128 <= e64 ? kPathTile128 : kPathTile64;
+  if (e128 <= e192 && e128 <= e64) return kPathTile128;
+  return e192 <= e64 ? kPathTile192 : kPathTile64;
 }
 
 template <class OutT>
 static Status dispatch_path(const LinearFixedArgs& a, cudaStream_t stream) {
   const int path = a.path == kPathAuto ? pick_path(a.m, a.n) : a.path;
-  // 64-tiles: 2 × 2 warps of 32 rows × 32 tokens. 128-tiles: 2 × 4 warps of 64 rows × 32
-  // tokens (running sums and accumulators: 128 registers a thread).
+  // Warps of RT 16-row × NT 8-token tiles hold 2·4·RT·NT fp32 (accumulators and running
+  // sums): 64-tiles 2 × 2 warps of 32 × 32 (64 registers of sums), 128-tiles 2 × 4 warps of
+  // 64 × 32 (128), 192-tiles 4 × 2 warps of 48 × 64 (192; 255 registers, no spills with nvcc
+  // 13.0).
   if (path == kPathTile64) return launch_linear_fixed_tiled<2, 2, 2, 4, 3, OutT>(a, stream);
   if (path == kPathTile128) return launch_linear_fixed_tiled<2, 4, 4, 4, 1, OutT>(a, stream);
+  if (path == kPathTile192) return launch_linear_fixed_tiled<4, 2, 3, 8, 1, OutT>(a, stream);
   return dispatch_rows<OutT>(a, stream);
 }
 
@@ -513,8 +521,8 @@ Status linear_fixed(const LinearFixedArgs& a0, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.ldy >= a.n, "linear_fixed: ldy ", a.ldy, " < n ", a.n);
   LOOM_ARG_CHECK(a.x && a.w && a.y, "linear_fixed: null x/w/y");
   LOOM_ARG_CHECK(a.x != a.y, "linear_fixed: y must not overwrite x");
-  LOOM_ARG_CHECK(a.path >= kPathAuto && a.path <= kPathTile128, "linear_fixed: path ", a.path,
-                 " (expected 0-3)");
+  LOOM_ARG_CHECK(a.path >= kPathAuto && a.path <= kPathTile192, "linear_fixed: path ", a.path,
+                 " (expected 0-4)");
   LOOM_ARG_CHECK(
       reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0,
       "linear_fixed: x and w must be 16-byte aligned");

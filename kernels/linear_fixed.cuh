@@ -45,12 +45,13 @@ struct LinearFixedArgs {
   // reads x or writes y. Only where the previous launch is a kernel (not a copy).
   bool pdl = false;
   // Which kernel computes it (every choice gives the same bits; tests and benchmarks force
-  // one): kPathAuto picks by shape, kPathRows the register path (decode sizes), kPathTile64
-  // and kPathTile128 the shared-memory tiled path with 64×64 or 128×128 (rows × tokens) tiles.
+  // one): kPathAuto picks by shape, kPathRows the register path (decode sizes), kPathTile64,
+  // kPathTile128 and kPathTile192 the shared-memory tiled path with 64×64, 128×128 or 192×128
+  // (weight rows × tokens) tiles.
   int path = 0;
 };
 
-constexpr int kPathAuto = 0, kPathRows = 1, kPathTile64 = 2, kPathTile128 = 3;
+constexpr int kPathAuto = 0, kPathRows = 1, kPathTile64 = 2, kPathTile128 = 3, kPathTile192 = 4;
 
 Status linear_fixed(const LinearFixedArgs& a, cudaStream_t stream);
 

@@ -264,11 +264,12 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
   };
   const double ours = bench(gpu::kPathAuto), cublas = bench(-1);
   // Each kernel forced (m ≥ 32), to tune linear_fixed's choice by shape.
-  double rows = 0, tile64 = 0, tile128 = 0;
+  double rows = 0, tile64 = 0, tile128 = 0, tile192 = 0;
   if (m >= 32) {
     rows = bench(gpu::kPathRows);
     tile64 = bench(gpu::kPathTile64);
     tile128 = bench(gpu::kPathTile128);
+    tile192 = bench(gpu::kPathTile192);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
@@ -287,7 +288,8 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
           {"cublas_tflops", flop / (cublas * 1e-6) / 1e12},
           {"rows_us", rows},
           {"tile64_us", tile64},
-          {"tile128_us", tile128}};
+          {"tile128_us", tile128},
+          {"tile192_us", tile192}};
 }
 
 // Decode attention of one sequence at context ctx with Terra's heads (32 q, 4 kv, head_dim 64),
@@ -641,14 +643,15 @@ int main(int argc, char** argv) {
                       e["fixed_tflops"].get<double>(), e["cublas_tflops"].get<double>());
         }
       r["linear_fixed_vs_cublas"] = lf;
-      std::printf("\n%-22s %5s %10s %10s %10s %10s  (us; same bits, linear_fixed's kernels)\n",
-                  "linear_fixed paths", "m", "auto", "rows", "tile64", "tile128");
+      std::printf("\n%-22s %5s %10s %10s %10s %10s %10s  (us; same bits)\n", "linear_fixed paths",
+                  "m", "auto", "rows", "tile64", "tile128", "tile192");
       for (const json& e : lf)
         if (e["m"].get<int>() >= 32)
-          std::printf("[%d,%d]x[%d,%d]T %5d %10.1f %10.1f %10.1f %10.1f\n", e["m"].get<int>(),
-                      e["k"].get<int>(), e["n"].get<int>(), e["k"].get<int>(), e["m"].get<int>(),
-                      e["fixed_us"].get<double>(), e["rows_us"].get<double>(),
-                      e["tile64_us"].get<double>(), e["tile128_us"].get<double>());
+          std::printf("[%d,%d]x[%d,%d]T %5d %10.1f %10.1f %10.1f %10.1f %10.1f\n",
+                      e["m"].get<int>(), e["k"].get<int>(), e["n"].get<int>(), e["k"].get<int>(),
+                      e["m"].get<int>(), e["fixed_us"].get<double>(), e["rows_us"].get<double>(),
+                      e["tile64_us"].get<double>(), e["tile128_us"].get<double>(),
+                      e["tile192_us"].get<double>());
       json at = json::array();
       for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
       r["attention_decode"] = at;

@@ -3,7 +3,8 @@
 //      fp32 and bf16 outputs, Terra's and tiny_v1's shapes and odd ones (k tails of 8 and of a
 //      segment plus 8, n not a multiple of 16, m across every tile choice), with a padded
 //      output stride whose padding must stay untouched;
-//      through every kernel (register path, 64- and 128-tiles, forced by LinearFixedArgs::path),
+//      through every kernel (register path, 64-, 128- and 192-tiles, forced by
+//      LinearFixedArgs::path),
 //      which must also agree bitwise with each other;
 //   2. linear_fixed row invariance, bitwise: each row of an m = 5, 64, 300, 1746 product (rows
 //      drawn from a pool, in shuffled places) equals the m = 1 product of that row alone (the
@@ -89,6 +90,8 @@ const char* path_name(int path) {
       return "tile64";
     case gpu::kPathTile128:
       return "tile128";
+    case gpu::kPathTile192:
+      return "tile192";
   }
   return "?";
 }
@@ -147,7 +150,8 @@ TEST_CASE("linear_fixed equals cpu::matmul_nt on bf16 inputs") {
       CAPTURE(f32);
       const int ldy = f32 ? n + 3 : n;  // fp32: padded rows, as the logits buffer
       std::vector<uint8_t> rows_path;   // the register path's output, which all must equal
-      for (int path : {gpu::kPathRows, gpu::kPathTile64, gpu::kPathTile128, gpu::kPathAuto}) {
+      for (int path : {gpu::kPathRows, gpu::kPathTile64, gpu::kPathTile128, gpu::kPathTile192,
+                       gpu::kPathAuto}) {
         CAPTURE(path_name(path));
         const std::vector<uint8_t> y = run_linear(x, w, m, n, k, yt, ldy, path);
         if (path == gpu::kPathRows) {
@@ -192,7 +196,7 @@ TEST_CASE("linear_fixed equals cpu::matmul_nt on bf16 inputs") {
       }
     }
   }
-  CHECK(checked == 8 * int(sizeof(shapes) / sizeof(shapes[0])));
+  CHECK(checked == 10 * int(sizeof(shapes) / sizeof(shapes[0])));
 }
 
 TEST_CASE("linear_fixed rows are bitwise independent of the batch") {
@@ -235,7 +239,7 @@ TEST_CASE("linear_fixed rows are bitwise independent of the batch") {
           std::copy(pool.begin() + long(src[size_t(i)]) * k,
                     pool.begin() + long(src[size_t(i)] + 1) * k, xb.begin() + long(i) * k);
         const DevBuf xdev = upload(xb, DType::BF16);
-        for (int path : {gpu::kPathAuto, gpu::kPathTile64, gpu::kPathTile128}) {
+        for (int path : {gpu::kPathAuto, gpu::kPathTile64, gpu::kPathTile128, gpu::kPathTile192}) {
           CAPTURE(path_name(path));
           const std::vector<uint8_t> y = run_linear(xdev, w, m, n, k, yt, n, path);
           int bad_rows = 0;
