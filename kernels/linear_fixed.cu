@@ -408,8 +408,13 @@ static Status launch_linear_fixed_tiled(const LinearFixedArgs& a, cudaStream_t s
   auto* kernel = linear_fixed_tiled_kernel<WN, WM, RT, NT, kMinBlocks, OutT>;
   static bool configured = false;
   if (!configured) {
-    const cudaError_t e =
+    // All of the unified L1 as shared memory: the copies bypass L1, and the 64-tile wants 3
+    // blocks of 64 KB on an SM.
+    cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared));
     if (e != cudaSuccess)
       return Status::bad(cat("linear_fixed: ", S::kSmem,
                              " bytes of shared memory refused (tiled): ", cudaGetErrorString(e)));
@@ -476,7 +481,7 @@ static int sm_count() {
   return cached[dev];
 }
 
-// Kernel by shape (any choice gives the same bits). Up to 32 rows the register path (it streams
+// Kernel by shape (any choice gives the same bits). Up to 8 rows the register path (it streams
 // the weights at full bandwidth; tiles would leave most SMs idle). Above, the tile with the
 // least estimated time, in units of one 128×128 tile on one SM:
 //   128-tiles: one block of 8 warps (64×32 each) per SM, whole waves of 1;
@@ -488,9 +493,13 @@ static int sm_count() {
 // Guesses from shared-memory traffic, to be replaced by the bench's "linear_fixed paths"
 // table (tests/cuda/bench_cuda.cpp), which times every kernel on Terra's shapes.
 static int pick_path(int m, int n) {
-  if (m <= 32) return kPathRows;
+  if (m <= 8) return kPathRows;
   const long long sms = sm_count();
   auto tiles = [&](int rows, int toks) { return (long long)ceil_div(n, rows) * ceil_div(m, toks); };
+  // 9-32 rows: the register path re-reads the token rows from L1/L2 for every 16 weight rows,
+  // which costs most where n is large (lm_head: m = 8 255 us, m = 64 1013 us on an H200);
+  // 64-tiles win there, not where they would leave SMs idle anyway.
+  if (m <= 32 && tiles(64, 64) <= 3 * sms) return kPathRows;
   auto waves = [&](long long t) { return double((t + sms - 1) / sms); };
   const double e128 = waves(tiles(128, 128)), e192 = 1.2 * waves(tiles(192, 128));
   const long long per_sm = (tiles(64, 64) + sms - 1) / sms;
