@@ -126,7 +126,8 @@ TEST_CASE("linear_fixed equals cpu::matmul_nt on bf16 inputs") {
     int m, n, k;
   };
   // Tiny_v1 (k 96, 160), Terra (2048, 5632), odd n, k tails (40 = 32 + 8, 264 = 256 + 8, 8),
-  // and m in every tile choice (≤ 8, 16, 32, 64, more).
+  // m in every register-path tile (≤ 8, 16, 32, 64, more) and past every tiled-path tile
+  // (64, 128; 1746 = prefill); each shape through every kernel.
   const Shape shapes[] = {{1, 96, 96},        {3, 1000, 96},    {19, 160, 96},    {65, 2560, 2048},
                           {300, 11264, 2048}, {7, 2048, 5632},  {5, 77, 40},      {9, 33, 264},
                           {130, 17, 8},       {16, 1001, 160},  {32, 45, 520},    {64, 31, 2048},
