@@ -9,7 +9,9 @@
 //   - per-kernel-family times (profiling pass) for the same configurations;
 //   - attention microbenchmarks, tensor-core vs CUDA-core (bench_attention.cpp);
 //   - a 3-frame prefill (1746 slots) and the cost of top-k / top-p draws at batch 1;
-//   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746.
+//   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746,
+//     and from m = 32 each of its kernels forced ("linear_fixed paths": the data behind its
+//     choice by shape, pick_path in kernels/linear_fixed.cu).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 #include <chrono>
