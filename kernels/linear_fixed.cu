@@ -199,6 +199,238 @@ __global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArg
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Tiled path (m past decode sizes): the register path above re-reads every token row from L2
+// for each 16-row weight tile and keeps its mmas waiting on global loads; here a block stages a
+// weight tile and a token tile in shared memory and every fragment comes from there.
+//
+// A block computes kRows weight rows × kToks tokens with WN × WM warps of 16·RT rows × 8·NT
+// tokens. k advances in steps of 64 (two 32-wide chunks). Step i's slice of both tiles lands in
+// ring slot i % 4 by cp.async (16-byte copies, zeros past n, m and k), 3 steps ahead of its
+// mmas; 4 steps are one segment, so slot j holds the segment's j-th step.
+//
+// Slot layout [chunk 2][kRows weight rows, then kToks token rows][32 bf16]: 64 bytes per row
+// and chunk. Lane (g, t) reads its 16 bytes (k 8t..8t+7 of the chunk) of rows g, g + 8 and of
+// token g with one ld.shared.v4 each: the very vectors the register path loads from global
+// memory, fed to the same two mmas in the same order (chunk 0 mma #0, #1, chunk 1 …, from a
+// zero accumulator each segment; whole segments, zero-filled past k, as there). The segment's
+// result is then added to the running sum with __fadd_rn, segment after segment from +0. So
+// every output sees the register path's arithmetic exactly; only who computes it changes.
+// Banks: 16-byte loads are served 8 lanes at a time, lanes 8q..8q+7 = rows 2p, 2p+1 × vectors
+// 0-3 = 128 contiguous bytes, each bank once.
+constexpr int kLtStepK = 2 * kLfChunk;                // k per pipeline step
+constexpr int kLtSlots = kLinearSegment / kLtStepK;   // ring slots = steps per segment (4)
+constexpr int kLtRowBytes = kLfChunk * sizeof(bf16);  // one row's bytes of one chunk (64)
+static_assert(kLtSlots == 4, "the ring is one segment deep");
+
+template <int WN, int WM, int RT, int NT>
+struct TileShape {
+  static constexpr int kWarps = WN * WM, kThreads = 32 * kWarps;
+  static constexpr int kRows = WN * RT * 16, kToks = WM * NT * 8;
+  static constexpr int kSlotRows = kRows + kToks;
+  static constexpr int kChunkBytes = kSlotRows * kLtRowBytes;  // one chunk of every row
+  static constexpr int kSlotBytes = 2 * kChunkBytes;
+  static constexpr int kRingBytes = kLtSlots * kSlotBytes;
+  // Output staging [kToks][kOutLd] fp32 (after the ring is drained): 4 words of padding put
+  // the 4 token pairs of a fragment store 8 banks apart.
+  static constexpr int kOutLd = kRows + 4;
+  static constexpr int kOutBytes = kToks * kOutLd * 4;
+  static constexpr int kSmem = kRingBytes > kOutBytes ? kRingBytes : kOutBytes;
+  // Copies: thread bits [1:0] vector, [2] row of a row pair, [3] chunk, above: row pair, so 8
+  // consecutive threads fill 128 contiguous bytes of a slot. A pass of the block covers
+  // kCopyRows rows; kCopies passes (16-byte copies per thread) fill a slot.
+  static constexpr int kCopyRows = kThreads / 8;
+  static constexpr int kCopies = kSlotRows / kCopyRows;
+  static constexpr int kWeightCopies = kRows / kCopyRows;
+  static_assert(kRows % kCopyRows == 0 && kToks % kCopyRows == 0, "copy passes split the tiles");
+  static_assert(kCopies <= 32, "validity mask is 32 bits");
+};
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool ok) {
+  // src-size 0: nothing is read, the 16 bytes become zeros.
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Block b: token tile b % m_tiles, row tile b / m_tiles (as the register path: the blocks that
+// share a weight tile run together and read it once from DRAM).
+template <int WN, int WM, int RT, int NT, int kMinBlocks, class OutT>
+__global__ void __launch_bounds__(32 * WN * WM, kMinBlocks)
+    linear_fixed_tiled_kernel(LinearFixedArgs a, int m_tiles) {
+  using S = TileShape<WN, WM, RT, NT>;
+  extern __shared__ __align__(16) unsigned char lt_smem[];  // ring, then output staging
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp % WN, wm = warp / WN;
+  const int m0 = int(blockIdx.x % unsigned(m_tiles)) * S::kToks;
+  const int n0 = int(blockIdx.x / unsigned(m_tiles)) * S::kRows;
+  const int nseg = (a.k + kLinearSegment - 1) / kLinearSegment;
+  const int steps = nseg * kLtSlots;
+  const bf16* w = static_cast<const bf16*>(a.w) + size_t(n0) * a.k;  // [kRows, k] of the tile
+  const bf16* x = static_cast<const bf16*>(a.x) + size_t(m0) * a.k;  // [kToks, k]
+  const uint32_t ring = uint32_t(__cvta_generic_to_shared(lt_smem));
+
+  // This thread's copies: slot rows r0 + i·kCopyRows, chunk cc, vector cv (k cc·32 + cv·8 of
+  // a step). Rows past n (weights) or m (tokens) are zero-filled, bit i of row_ok clear.
+  const int cv = tid & 3, cc = (tid >> 3) & 1;
+  const int r0 = ((tid >> 4) << 1) | ((tid >> 2) & 1);
+  const int k_copy = cc * kLfChunk + cv * 8;
+  const uint32_t copy_dst = ring + cc * S::kChunkBytes + r0 * kLtRowBytes + cv * 16;
+  uint32_t row_ok = 0;
+#pragma unroll
+  for (int i = 0; i < S::kCopies; i++) {
+    const int r = r0 + i * S::kCopyRows;
+    const bool ok = i < S::kWeightCopies ? n0 + r < a.n : m0 + r - S::kRows < a.m;
+    row_ok |= uint32_t(ok) << i;
+  }
+  auto issue = [&](int step, int slot, bool weights, bool tokens) {
+    const int kk = step * kLtStepK + k_copy;
+    const bool k_ok = kk < a.k;
+#pragma unroll
+    for (int i = 0; i < S::kCopies; i++) {
+      const bool is_w = i < S::kWeightCopies;
+      if (is_w ? !weights : !tokens) continue;
+      const int r = r0 + i * S::kCopyRows;  // slot row
+      const bool ok = k_ok && ((row_ok >> i) & 1u);
+      const bf16* src = is_w ? w + size_t(r) * a.k + kk : x + size_t(r - S::kRows) * a.k + kk;
+      cp_async16(copy_dst + slot * S::kSlotBytes + i * S::kCopyRows * kLtRowBytes, ok ? src : a.w,
+                 ok);
+    }
+  };
+
+  float tot[RT][NT][4];  // running sums over the segments done
+#pragma unroll
+  for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) tot[rt][nt][i] = 0.0f;
+
+  // Prologue: steps 0-2 (there are ≥ 4); weights before the wait for the previous kernel
+  // (programmatic dependent launch), tokens after. One commit group per step.
+  for (int s = 0; s < kLtSlots - 1; s++) issue(s, s, true, false);
+  pdl_wait();
+  for (int s = 0; s < kLtSlots - 1; s++) {
+    issue(s, s, false, true);
+    cp_async_commit();
+  }
+
+  // Fragment addresses (bytes into a chunk of a slot): rows g (+8 h) of the warp's 16-row
+  // tiles, token g of its 8-token tiles, this lane's vector t.
+  const int a_off = (wn * RT * 16 + g) * kLtRowBytes + t * 16;
+  const int b_off = (S::kRows + wm * NT * 8 + g) * kLtRowBytes + t * 16;
+  for (int seg = 0; seg < nseg; seg++) {
+    float acc[RT][NT][4];
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kLtSlots; j++) {
+      const int step = seg * kLtSlots + j;
+      // Groups committed so far: 3 + step; ≤ 2 pending = step's group landed (this thread's
+      // copies), the barrier makes it every thread's and frees slot (j + 3) % 4, read at
+      // step - 1 by every warp.
+      cp_async_wait<kLtSlots - 2>();
+      __syncthreads();
+      if (step + kLtSlots - 1 < steps)
+        issue(step + kLtSlots - 1, (j + kLtSlots - 1) % kLtSlots, true, true);
+      cp_async_commit();  // possibly empty: keeps the count above
+#pragma unroll
+      for (int c = 0; c < 2; c++) {
+        const unsigned char* base = lt_smem + j * S::kSlotBytes + c * S::kChunkBytes;
+        uint4 af[RT][2], bfr[NT];
+#pragma unroll
+        for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+            af[rt][h] =
+                *reinterpret_cast<const uint4*>(base + a_off + (rt * 16 + 8 * h) * kLtRowBytes);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+          bfr[nt] = *reinterpret_cast<const uint4*>(base + b_off + nt * 8 * kLtRowBytes);
+#pragma unroll
+        for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+          for (int nt = 0; nt < NT; nt++) {
+            const uint4& lo = af[rt][0];  // row g
+            const uint4& hi = af[rt][1];  // row g + 8
+            mma_16816(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, bfr[nt].x, bfr[nt].y);
+            mma_16816(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, bfr[nt].z, bfr[nt].w);
+          }
+      }
+    }
+#pragma unroll
+    for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+      for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) tot[rt][nt][i] = __fadd_rn(tot[rt][nt][i], acc[rt][nt][i]);
+  }
+
+  // Stage the sums through shared memory so that each row of y is written by consecutive
+  // threads (a fragment holds 2 tokens × 2 rows 8 apart).
+  cp_async_wait<0>();
+  __syncthreads();                                 // every warp is done with the ring
+  float* out = reinterpret_cast<float*>(lt_smem);  // [kToks][kOutLd]
+#pragma unroll
+  for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int row = wn * RT * 16 + rt * 16 + g + 8 * (i >> 1);
+        const int tok = wm * NT * 8 + nt * 8 + 2 * t + (i & 1);
+        out[tok * S::kOutLd + row] = tot[rt][nt][i];
+      }
+  __syncthreads();
+  OutT* y = static_cast<OutT*>(a.y);
+  for (int e = tid; e < S::kToks * S::kRows; e += S::kThreads) {
+    const int tok = e / S::kRows, row = e % S::kRows;
+    if (m0 + tok < a.m && n0 + row < a.n)
+      lf_store(y + size_t(m0 + tok) * a.ldy + (n0 + row), out[tok * S::kOutLd + row]);
+  }
+}
+
+template <int WN, int WM, int RT, int NT, int kMinBlocks, class OutT>
+static Status launch_linear_fixed_tiled(const LinearFixedArgs& a, cudaStream_t stream) {
+  using S = TileShape<WN, WM, RT, NT>;
+  auto* kernel = linear_fixed_tiled_kernel<WN, WM, RT, NT, kMinBlocks, OutT>;
+  static bool configured = false;
+  if (!configured) {
+    // All of the unified L1 as shared memory: the copies bypass L1, and the 64-tile wants 3
+    // blocks of 64 KB on an SM.
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared));
+    if (e != cudaSuccess)
+      return Status::bad(cat("linear_fixed: ", S::kSmem,
+                             " bytes of shared memory refused (tiled): ", cudaGetErrorString(e)));
+    configured = true;
+  }
+  const int m_tiles = ceil_div(a.m, S::kToks);
+  const long long blocks = (long long)m_tiles * ceil_div(a.n, S::kRows);
+  LOOM_ARG_CHECK(blocks <= 0x7fffffffLL, "linear_fixed: m ", a.m, " x n ", a.n,
+                 " needs more than 2^31 blocks");
+  const cudaError_t e = launch_kernel(kernel, dim3(unsigned(blocks)), dim3(S::kThreads),
+                                      size_t(S::kSmem), stream, a.pdl, a, m_tiles);
+  if (e != cudaSuccess)
+    return Status::bad(cat("linear_fixed: tiled launch: ", cudaGetErrorString(e)));
+  return launch_status("linear_fixed (tiled)");
+}
+
 template <int RT, int NT, class OutT>
 static Status launch_linear_fixed(const LinearFixedArgs& a, cudaStream_t stream) {
   constexpr int kRows = 16 * RT, kToks = 8 * NT;
@@ -226,7 +458,7 @@ static Status launch_linear_fixed(const LinearFixedArgs& a, cudaStream_t stream)
 }
 
 template <class OutT>
-static Status dispatch_tile(const LinearFixedArgs& a, cudaStream_t stream) {
+static Status dispatch_rows(const LinearFixedArgs& a, cudaStream_t stream) {
   // The tile only decides how fragments are shared, never the arithmetic of an output: any
   // choice by m is invariant. Small m: one token tile, weights streamed once at full width.
   if (a.m <= 8) return launch_linear_fixed<1, 1, OutT>(a, stream);
@@ -234,6 +466,60 @@ static Status dispatch_tile(const LinearFixedArgs& a, cudaStream_t stream) {
   if (a.m <= 32) return launch_linear_fixed<1, 4, OutT>(a, stream);
   if (a.m <= 64) return launch_linear_fixed<1, 8, OutT>(a, stream);
   return launch_linear_fixed<2, 8, OutT>(a, stream);
+}
+
+static int sm_count() {
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (cached[dev] == 0) {
+    int s = 0;
+    if (cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || s <= 0)
+      s = 132;
+    cached[dev] = s;
+  }
+  return cached[dev];
+}
+
+// Kernel by shape (any choice gives the same bits). Up to 8 rows the register path (it streams
+// the weights at full bandwidth; tiles would leave most SMs idle). Above, the tile with the
+// least estimated time, in units of one 128×128 tile on one SM:
+//   128-tiles: one block of 8 warps (64×32 each) per SM, whole waves of 1;
+//   192-tiles (192 rows × 128 tokens, 8 warps of 48×64): 1.5× the outputs at ~1.25× the rate
+//     (fewer shared-memory bytes per mma: 14 16-byte loads feed 48 mmas, 12 feed 32 in the
+//     128-tile), so 1.2 a tile, whole waves;
+//   64-tiles (4 warps of 32×32, up to 3 blocks per SM): ~0.35 a tile when 3 share the SM (a
+//     quarter of the work at a lower rate), no less than 0.5 alone (4 warps do not fill it).
+// Guesses from shared-memory traffic, to be replaced by the bench's "linear_fixed paths"
+// table (tests/cuda/bench_cuda.cpp), which times every kernel on Terra's shapes.
+static int pick_path(int m, int n) {
+  if (m <= 8) return kPathRows;
+  const long long sms = sm_count();
+  auto tiles = [&](int rows, int toks) { return (long long)ceil_div(n, rows) * ceil_div(m, toks); };
+  // 9-32 rows: the register path re-reads the token rows from L1/L2 for every 16 weight rows,
+  // which costs most where n is large (lm_head: m = 8 255 us, m = 64 1013 us on an H200);
+  // 64-tiles win there, not where they would leave SMs idle anyway.
+  if (m <= 32 && tiles(64, 64) <= 3 * sms) return kPathRows;
+  auto waves = [&](long long t) { return double((t + sms - 1) / sms); };
+  const double e128 = waves(tiles(128, 128)), e192 = 1.2 * waves(tiles(192, 128));
+  const long long per_sm = (tiles(64, 64) + sms - 1) / sms;
+  const double e64 =
+      per_sm <= 3 ? std::max(0.5, 0.35 * double(per_sm)) : double((per_sm + 2) / 3) * 1.05;
+  if (e128 <= e192 && e128 <= e64) return kPathTile128;
+  return e192 <= e64 ? kPathTile192 : kPathTile64;
+}
+
+template <class OutT>
+static Status dispatch_path(const LinearFixedArgs& a, cudaStream_t stream) {
+  const int path = a.path == kPathAuto ? pick_path(a.m, a.n) : a.path;
+  // Warps of RT 16-row × NT 8-token tiles hold 2·4·RT·NT fp32 (accumulators and running
+  // sums): 64-tiles 2 × 2 warps of 32 × 32 (64 registers of sums), 128-tiles 2 × 4 warps of
+  // 64 × 32 (128), 192-tiles 4 × 2 warps of 48 × 64 (192; 255 registers, no spills with nvcc
+  // 13.0).
+  if (path == kPathTile64) return launch_linear_fixed_tiled<2, 2, 2, 4, 3, OutT>(a, stream);
+  if (path == kPathTile128) return launch_linear_fixed_tiled<2, 4, 4, 4, 1, OutT>(a, stream);
+  if (path == kPathTile192) return launch_linear_fixed_tiled<4, 2, 3, 8, 1, OutT>(a, stream);
+  return dispatch_rows<OutT>(a, stream);
 }
 
 Status linear_fixed(const LinearFixedArgs& a0, cudaStream_t stream) {
@@ -244,12 +530,14 @@ Status linear_fixed(const LinearFixedArgs& a0, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.ldy >= a.n, "linear_fixed: ldy ", a.ldy, " < n ", a.n);
   LOOM_ARG_CHECK(a.x && a.w && a.y, "linear_fixed: null x/w/y");
   LOOM_ARG_CHECK(a.x != a.y, "linear_fixed: y must not overwrite x");
+  LOOM_ARG_CHECK(a.path >= kPathAuto && a.path <= kPathTile192, "linear_fixed: path ", a.path,
+                 " (expected 0-4)");
   LOOM_ARG_CHECK(
       reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0,
       "linear_fixed: x and w must be 16-byte aligned");
   if (a.m == 0) return Status::good();
-  if (a.y_t == DType::BF16) return dispatch_tile<bf16>(a, stream);
-  if (a.y_t == DType::F32) return dispatch_tile<float>(a, stream);
+  if (a.y_t == DType::BF16) return dispatch_path<bf16>(a, stream);
+  if (a.y_t == DType::F32) return dispatch_path<float>(a, stream);
   return Status::bad(
       cat("linear_fixed: output dtype ", dtype_name(a.y_t), " (expected bf16 or f32)"));
 }

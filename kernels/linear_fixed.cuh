@@ -12,6 +12,12 @@
 // starting from +0. Which warp or block computes a segment, and how many rows or tokens share
 // its fragments, does not enter the arithmetic.
 //
+// Two kernels share that arithmetic: for small m (decode) a register path where each warp
+// streams one segment's weights straight into fragments; for larger m a tiled path that streams
+// 64-wide k steps of a weight tile and a token tile through shared memory (cp.async ring) and
+// reads each lane's 16 bytes from there, with per-segment accumulators folded into running sums
+// in segment order. Which one runs is a choice by shape only and never changes a bit.
+//
 // Layout: w is the mma's A operand (16 weight rows), x rows are its B operand (8 tokens; B
 // col-major = x row-major). Inside each 32-wide k chunk every lane loads 16 contiguous bytes
 // of two weight rows and of one token row and feeds two k16 mmas; that permutes k inside a
@@ -38,7 +44,14 @@ struct LinearFixedArgs {
   // stream finishes; it issues its first weight loads, then waits for that kernel before it
   // reads x or writes y. Only where the previous launch is a kernel (not a copy).
   bool pdl = false;
+  // Which kernel computes it (every choice gives the same bits; tests and benchmarks force
+  // one): kPathAuto picks by shape, kPathRows the register path (decode sizes), kPathTile64,
+  // kPathTile128 and kPathTile192 the shared-memory tiled path with 64×64, 128×128 or 192×128
+  // (weight rows × tokens) tiles.
+  int path = 0;
 };
+
+constexpr int kPathAuto = 0, kPathRows = 1, kPathTile64 = 2, kPathTile128 = 3, kPathTile192 = 4;
 
 Status linear_fixed(const LinearFixedArgs& a, cudaStream_t stream);
 

@@ -9,7 +9,9 @@
 //   - per-kernel-family times (profiling pass) for the same configurations;
 //   - attention microbenchmarks, tensor-core vs CUDA-core (bench_attention.cpp);
 //   - a 3-frame prefill (1746 slots) and the cost of top-k / top-p draws at batch 1;
-//   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746.
+//   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746,
+//     and from m = 32 each of its kernels forced ("linear_fixed paths": the data behind its
+//     choice by shape, pick_path in kernels/linear_fixed.cu).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 #include <chrono>
@@ -238,7 +240,9 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  auto bench = [&](bool ours) {
+  // path: a LinearFixedArgs::path, or -1 for cuBLAS.
+  auto bench = [&](int path) {
+    const bool ours = path >= 0;
     const int iters = std::max(10, std::min(copies * 4, 200));
     double us = 0;
     for (int pass = 0; pass < 2; pass++) {  // pass 0 warms up
@@ -253,6 +257,7 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
           a.m = m;
           a.n = n;
           a.k = k;
+          a.path = path;
           LOOM_KERNEL(gpu::linear_fixed(a, stream));
         } else {
           gemm.run(DType::BF16, x, wi, DType::BF16, y, m, n, k);
@@ -266,7 +271,15 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
     }
     return us;
   };
-  const double ours = bench(true), cublas = bench(false);
+  const double ours = bench(gpu::kPathAuto), cublas = bench(-1);
+  // Each kernel forced (m ≥ 32), to tune linear_fixed's choice by shape.
+  double rows = 0, tile64 = 0, tile128 = 0, tile192 = 0;
+  if (m >= 32) {
+    rows = bench(gpu::kPathRows);
+    tile64 = bench(gpu::kPathTile64);
+    tile128 = bench(gpu::kPathTile128);
+    tile192 = bench(gpu::kPathTile192);
+  }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaFree(w);
@@ -281,7 +294,11 @@ json linear_fixed_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int m, int n, 
           {"fixed_gbps", double(wbytes) / (ours * 1e-6) / 1e9},
           {"cublas_gbps", double(wbytes) / (cublas * 1e-6) / 1e9},
           {"fixed_tflops", flop / (ours * 1e-6) / 1e12},
-          {"cublas_tflops", flop / (cublas * 1e-6) / 1e12}};
+          {"cublas_tflops", flop / (cublas * 1e-6) / 1e12},
+          {"rows_us", rows},
+          {"tile64_us", tile64},
+          {"tile128_us", tile128},
+          {"tile192_us", tile192}};
 }
 
 // Decode attention of one sequence at context ctx with Terra's heads (32 q, 4 kv, head_dim 64),
@@ -664,7 +681,7 @@ int main(int argc, char** argv) {
                   "fixed us", "cublas us", "fix GB/s", "cub GB/s", "fix TF/s", "cub TF/s");
       for (auto [n, k] : std::vector<std::pair<int, int>>{
                {2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {262145, 2048}})
-        for (int m : {1, 4, 8, 64, 256, 1746}) {
+        for (int m : {1, 4, 8, 32, 64, 128, 256, 512, 1746}) {
           if (n == 262145 && m > 256) continue;  // lm_head: only the sampled rows
           const json e = linear_fixed_vs_cublas(gemm, stream, m, n, k);
           lf.push_back(e);
@@ -674,6 +691,15 @@ int main(int argc, char** argv) {
                       e["fixed_tflops"].get<double>(), e["cublas_tflops"].get<double>());
         }
       r["linear_fixed_vs_cublas"] = lf;
+      std::printf("\n%-22s %5s %10s %10s %10s %10s %10s  (us; same bits)\n", "linear_fixed paths",
+                  "m", "auto", "rows", "tile64", "tile128", "tile192");
+      for (const json& e : lf)
+        if (e["m"].get<int>() >= 32)
+          std::printf("[%d,%d]x[%d,%d]T %5d %10.1f %10.1f %10.1f %10.1f %10.1f\n",
+                      e["m"].get<int>(), e["k"].get<int>(), e["n"].get<int>(), e["k"].get<int>(),
+                      e["m"].get<int>(), e["fixed_us"].get<double>(), e["rows_us"].get<double>(),
+                      e["tile64_us"].get<double>(), e["tile128_us"].get<double>(),
+                      e["tile192_us"].get<double>());
       json at = json::array();
       for (int ctx : {600, 7000, 14000}) at.push_back(attention_bench(stream, ctx));
       r["attention_decode"] = at;

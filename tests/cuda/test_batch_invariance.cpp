@@ -3,8 +3,13 @@
 //      fp32 and bf16 outputs, Terra's and tiny_v1's shapes and odd ones (k tails of 8 and of a
 //      segment plus 8, n not a multiple of 16, m across every tile choice), with a padded
 //      output stride whose padding must stay untouched;
-//   2. linear_fixed row invariance, bitwise: each row of an m = 5, 64, 300 product (rows drawn
-//      from a pool, in shuffled places) equals the m = 1 product of that row alone;
+//      through every kernel (register path, 64-, 128- and 192-tiles, forced by
+//      LinearFixedArgs::path),
+//      which must also agree bitwise with each other;
+//   2. linear_fixed row invariance, bitwise: each row of an m = 5, 64, 300, 1746 product (rows
+//      drawn from a pool, in shuffled places) equals the m = 1 product of that row alone (the
+//      register path), for the kernel picked by shape and for each tiled kernel forced, k 96,
+//      160, 2048, 5632, odd n;
 //   3. end to end on tiny_v1 (bf16 CUDA, batch-invariant): one job alone and the same job among
 //      64 others of different prompt lengths, seeds and sampling modes (two of them share its
 //      context frames) give identical tokens in every frame, and so do four of the others
@@ -41,7 +46,7 @@ uint32_t f32_bits(float v) {
 
 // y (device) = x · wᵀ through linear_fixed; returns the [m, ldy] output as raw bytes.
 std::vector<uint8_t> run_linear(const DevBuf& x, const DevBuf& w, int m, int n, int k, DType y_t,
-                                int ldy) {
+                                int ldy, int path = gpu::kPathAuto) {
   const size_t es = dtype_size(y_t);
   DevBuf y(size_t(std::max(m, 1)) * ldy * es);
   y.poison();
@@ -54,8 +59,9 @@ std::vector<uint8_t> run_linear(const DevBuf& x, const DevBuf& w, int m, int n, 
   a.n = n;
   a.k = k;
   a.ldy = ldy;
+  a.path = path;
   const gpu::Status st = linear_fixed(a, nullptr);
-  INFO("linear_fixed m ", m, " n ", n, " k ", k, ": ", st.message);
+  INFO("linear_fixed m ", m, " n ", n, " k ", k, " path ", path, ": ", st.message);
   REQUIRE(st.ok);
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint8_t> out(size_t(m) * ldy * es);
@@ -74,6 +80,45 @@ float value_at(const std::vector<uint8_t>& y, DType t, size_t i) {
   return bf16_to_f32(h);
 }
 
+const char* path_name(int path) {
+  switch (path) {
+    case gpu::kPathAuto:
+      return "auto";
+    case gpu::kPathRows:
+      return "rows";
+    case gpu::kPathTile64:
+      return "tile64";
+    case gpu::kPathTile128:
+      return "tile128";
+    case gpu::kPathTile192:
+      return "tile192";
+  }
+  return "?";
+}
+
+// Where two outputs of m rows × n columns (row stride ldy) first differ, with both values and
+// bits; "" when bitwise equal.
+std::string first_difference(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                             DType t, int m, int n, int ldy) {
+  const size_t es = dtype_size(t);
+  int bad = 0;
+  std::string first;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      const size_t e = size_t(i) * ldy + j;
+      if (std::memcmp(got.data() + e * es, want.data() + e * es, es) == 0) continue;
+      if (bad++ == 0) {
+        const float g = value_at(got, t, e), w = value_at(want, t, e);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%.9g (0x%08x) vs %.9g (0x%08x)", double(g), f32_bits(g),
+                      double(w), f32_bits(w));
+        first = "row " + std::to_string(i) + " col " + std::to_string(j) + ": " + buf;
+      }
+    }
+  if (bad) first += " (" + std::to_string(bad) + " elements differ)";
+  return first;
+}
+
 }  // namespace
 
 TEST_CASE("linear_fixed equals cpu::matmul_nt on bf16 inputs") {
@@ -81,11 +126,13 @@ TEST_CASE("linear_fixed equals cpu::matmul_nt on bf16 inputs") {
     int m, n, k;
   };
   // Tiny_v1 (k 96, 160), Terra (2048, 5632), odd n, k tails (40 = 32 + 8, 264 = 256 + 8, 8),
-  // and m in every tile choice (≤ 8, 16, 32, 64, more).
-  const Shape shapes[] = {{1, 96, 96},        {3, 1000, 96},   {19, 160, 96}, {65, 2560, 2048},
-                          {300, 11264, 2048}, {7, 2048, 5632}, {5, 77, 40},   {9, 33, 264},
-                          {130, 17, 8},       {16, 1001, 160}, {32, 45, 520}, {64, 31, 2048},
-                          {2, 262, 5632}};
+  // m in every register-path tile (≤ 8, 16, 32, 64, more) and past every tiled-path tile
+  // (64, 128; 1746 = prefill); each shape through every kernel.
+  const Shape shapes[] = {{1, 96, 96},        {3, 1000, 96},    {19, 160, 96},    {65, 2560, 2048},
+                          {300, 11264, 2048}, {7, 2048, 5632},  {5, 77, 40},      {9, 33, 264},
+                          {130, 17, 8},       {16, 1001, 160},  {32, 45, 520},    {64, 31, 2048},
+                          {2, 262, 5632},     {1746, 77, 2048}, {333, 129, 5632}, {100, 1001, 96},
+                          {257, 99, 160}};
   int checked = 0;
   for (const Shape& sh : shapes) {
     const int m = sh.m, n = sh.n, k = sh.k;
@@ -103,49 +150,63 @@ TEST_CASE("linear_fixed equals cpu::matmul_nt on bf16 inputs") {
       const bool f32 = yt == DType::F32;
       CAPTURE(f32);
       const int ldy = f32 ? n + 3 : n;  // fp32: padded rows, as the logits buffer
-      const std::vector<uint8_t> y = run_linear(x, w, m, n, k, yt, ldy);
-      std::vector<float> got(size_t(m) * n);
-      for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) got[size_t(i) * n + j] = value_at(y, yt, size_t(i) * ldy + j);
-      // fp32 out: only the accumulation order (and the tensor cores' internal rounding)
-      // differs from the CPU; bf16 out: one rounding more. An indexing bug gives ~1.
-      const double tol = f32 ? 1e-4 : 8e-3;
-      const double err = rel_err(got, want);
-      if (!(err < tol)) {
-        size_t worst = 0;
-        double wd = -1;
-        for (size_t i = 0; i < got.size(); i++) {
-          const double d = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) : 1e30;
-          if (d > wd) wd = d, worst = i;
+      std::vector<uint8_t> rows_path;   // the register path's output, which all must equal
+      for (int path : {gpu::kPathRows, gpu::kPathTile64, gpu::kPathTile128, gpu::kPathTile192,
+                       gpu::kPathAuto}) {
+        CAPTURE(path_name(path));
+        const std::vector<uint8_t> y = run_linear(x, w, m, n, k, yt, ldy, path);
+        if (path == gpu::kPathRows) {
+          rows_path = y;
+        } else {
+          const std::string d = first_difference(y, rows_path, yt, m, n, ldy);
+          if (!d.empty())
+            MESSAGE("path ", path_name(path), " differs from the register path at ", d);
+          CHECK(d.empty());
         }
-        MESSAGE("worst element row ", worst / size_t(n), " col ", worst % size_t(n), ": got ",
-                got[worst], ", want ", want[worst], " (rel err of the whole ", err, ")");
-      }
-      CHECK(err < tol);
-      // The padding of each fp32 row must keep its poison bytes (0xff).
-      for (int i = 0; f32 && i < m; i++)
-        for (int j = n; j < ldy; j++) {
-          uint32_t b;
-          std::memcpy(&b, y.data() + 4 * (size_t(i) * ldy + j), 4);
-          if (b != 0xffffffffu) {
-            MESSAGE("padding written at row ", i, " col ", j);
-            CHECK(b == 0xffffffffu);
-            i = m;
-            break;
+        std::vector<float> got(size_t(m) * n);
+        for (int i = 0; i < m; i++)
+          for (int j = 0; j < n; j++) got[size_t(i) * n + j] = value_at(y, yt, size_t(i) * ldy + j);
+        // fp32 out: only the accumulation order (and the tensor cores' internal rounding)
+        // differs from the CPU; bf16 out: one rounding more. An indexing bug gives ~1.
+        const double tol = f32 ? 1e-4 : 8e-3;
+        const double err = rel_err(got, want);
+        if (!(err < tol)) {
+          size_t worst = 0;
+          double wd = -1;
+          for (size_t i = 0; i < got.size(); i++) {
+            const double d = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) : 1e30;
+            if (d > wd) wd = d, worst = i;
           }
+          MESSAGE("worst element row ", worst / size_t(n), " col ", worst % size_t(n), ": got ",
+                  got[worst], ", want ", want[worst], " (rel err of the whole ", err, ")");
         }
-      checked++;
+        CHECK(err < tol);
+        // The padding of each fp32 row must keep its poison bytes (0xff).
+        for (int i = 0; f32 && i < m; i++)
+          for (int j = n; j < ldy; j++) {
+            uint32_t b;
+            std::memcpy(&b, y.data() + 4 * (size_t(i) * ldy + j), 4);
+            if (b != 0xffffffffu) {
+              MESSAGE("padding written at row ", i, " col ", j);
+              CHECK(b == 0xffffffffu);
+              i = m;
+              break;
+            }
+          }
+        checked++;
+      }
     }
   }
-  CHECK(checked == 2 * int(sizeof(shapes) / sizeof(shapes[0])));
+  CHECK(checked == 10 * int(sizeof(shapes) / sizeof(shapes[0])));
 }
 
 TEST_CASE("linear_fixed rows are bitwise independent of the batch") {
   struct Shape {
     int n, k;
   };
-  // qkv and down of Terra, lm_head-like odd n, tiny_v1's down.
-  const Shape shapes[] = {{2560, 2048}, {2048, 5632}, {1001, 96}, {96, 160}};
+  // qkv and down of Terra, lm_head-like odd n, tiny_v1's down, odd n at k 160, 2048, 5632.
+  const Shape shapes[] = {{2560, 2048}, {2048, 5632}, {1001, 96}, {96, 160},
+                          {77, 160},    {999, 2048},  {135, 5632}};
   constexpr int kPool = 300;
   for (const Shape& sh : shapes) {
     const int n = sh.n, k = sh.k;
@@ -164,41 +225,46 @@ TEST_CASE("linear_fixed rows are bitwise independent of the batch") {
         const DevBuf x1 =
             upload(std::vector<float>(pool.begin() + long(r) * k, pool.begin() + long(r + 1) * k),
                    DType::BF16);
-        alone[size_t(r)] = run_linear(x1, w, 1, n, k, yt, n);
+        alone[size_t(r)] = run_linear(x1, w, 1, n, k, yt, n, gpu::kPathRows);
       }
-      for (int m : {5, 64, 300}) {
+      for (int m : {5, 64, 300, 1746}) {
         CAPTURE(m);
-        // Batch row i holds pool row src[i]: a shuffle, so a row sits at a new index.
-        std::vector<int> src(static_cast<size_t>(kPool));
-        std::iota(src.begin(), src.end(), 0);
+        // Batch row i holds pool row src[i]: a shuffle, so a row sits at a new index (m = 1746:
+        // the pool 6 times over, shuffled, so each pool row sits at 5-6 places).
+        std::vector<int> src(static_cast<size_t>(kPool) * 6);
+        for (size_t i = 0; i < src.size(); i++) src[i] = int(i % kPool);
         std::shuffle(src.begin(), src.end(), std::mt19937(uint32_t(m)));
         src.resize(size_t(m));
         std::vector<float> xb(size_t(m) * k);
         for (int i = 0; i < m; i++)
           std::copy(pool.begin() + long(src[size_t(i)]) * k,
                     pool.begin() + long(src[size_t(i)] + 1) * k, xb.begin() + long(i) * k);
-        const std::vector<uint8_t> y = run_linear(upload(xb, DType::BF16), w, m, n, k, yt, n);
-        int bad_rows = 0;
-        for (int i = 0; i < m; i++) {
-          const uint8_t* got = y.data() + size_t(i) * rb;
-          const std::vector<uint8_t>& want = alone[size_t(src[size_t(i)])];
-          if (std::memcmp(got, want.data(), rb) == 0) continue;
-          if (bad_rows++ < 3) {
-            int j = 0;
-            const size_t es = dtype_size(yt);
-            while (std::memcmp(got + size_t(j) * es, want.data() + size_t(j) * es, es) == 0) j++;
-            std::vector<uint8_t> gv(got, got + rb);
-            const float g = value_at(gv, yt, size_t(j)), a = value_at(want, yt, size_t(j));
-            char buf[200];
-            std::snprintf(buf, sizeof buf, "%.9g (0x%08x) vs alone %.9g (0x%08x)", double(g),
-                          f32_bits(g), double(a), f32_bits(a));
-            MESSAGE("batch row ", i, " (pool row ", src[size_t(i)],
-                    ") differs from its m = 1 "
-                    "result first at col ",
-                    j, ": ", buf);
+        const DevBuf xdev = upload(xb, DType::BF16);
+        for (int path : {gpu::kPathAuto, gpu::kPathTile64, gpu::kPathTile128, gpu::kPathTile192}) {
+          CAPTURE(path_name(path));
+          const std::vector<uint8_t> y = run_linear(xdev, w, m, n, k, yt, n, path);
+          int bad_rows = 0;
+          for (int i = 0; i < m; i++) {
+            const uint8_t* got = y.data() + size_t(i) * rb;
+            const std::vector<uint8_t>& want = alone[size_t(src[size_t(i)])];
+            if (std::memcmp(got, want.data(), rb) == 0) continue;
+            if (bad_rows++ < 3) {
+              int j = 0;
+              const size_t es = dtype_size(yt);
+              while (std::memcmp(got + size_t(j) * es, want.data() + size_t(j) * es, es) == 0) j++;
+              std::vector<uint8_t> gv(got, got + rb);
+              const float g = value_at(gv, yt, size_t(j)), a = value_at(want, yt, size_t(j));
+              char buf[200];
+              std::snprintf(buf, sizeof buf, "%.9g (0x%08x) vs alone %.9g (0x%08x)", double(g),
+                            f32_bits(g), double(a), f32_bits(a));
+              MESSAGE("path ", path_name(path), " m ", m, ": batch row ", i, " (pool row ",
+                      src[size_t(i)], ") differs from its m = 1 result first at col ", j, ": ",
+                      buf);
+            }
           }
+          if (bad_rows) MESSAGE(bad_rows, " of ", m, " rows differ (path ", path_name(path), ")");
+          CHECK(bad_rows == 0);
         }
-        CHECK(bad_rows == 0);
       }
     }
   }
