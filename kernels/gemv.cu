@@ -3,6 +3,9 @@
 
 namespace loom::gpu {
 
+constexpr int kGemvThreads = 512;
+constexpr int kGemvUnroll = 8;  // 16-byte loads in flight per lane
+
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -23,16 +26,8 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return v;
 }
 
-// Asks L2 to fetch [p, p + bytes) (16-byte aligned, bytes % 16 == 0) from global memory: the
-// copy engine does it, no registers, nothing to wait for (a hint; exiting before it lands is fine).
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)),
-               "r"(bytes));
-}
-
-// next_blocks: the grid of the next GEMV (a.next_w), 0 when none.
 template <int M, GemvIn IN, GemvOut OUT>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a, int next_blocks) {
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   extern __shared__ uint4 gemv_smem[];
   bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
   __shared__ float scratch[32];
@@ -99,33 +94,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a, int next
     for (int i = 0; i < M; i++) acc[i] = 0.0f;
   };
 
-  // Called once by each warp right after it issued its last weight loads (at the start when it
-  // has none): its HBM queue is about to run dry, so ask L2 for what warp `tid / 32` of next
-  // blocks blockIdx.x, blockIdx.x + gridDim.x, ... (all of the next grid between our blocks)
-  // loads in its first next_waves steps. The lanes split the (block, step) pairs.
-  auto prefetch_next = [&]() {
-    if (next_blocks == 0) return;
-    const int b0 = blockIdx.x, waves = a.next_waves;
-    const int reps = b0 < next_blocks ? (next_blocks - 1 - b0) / gridDim.x + 1 : 0;
-    for (int j = lane; j < reps * waves; j += 32) {
-      const int b = b0 + (j / waves) * gridDim.x;
-      size_t off = 0;
-      const uint32_t bytes = gemv_step_bytes(a.next_n, a.next_k, next_blocks * warps,
-                                             b * warps + (tid >> 5), j % waves, &off);
-      if (bytes > 0) prefetch_l2(static_cast<const char*>(a.next_w) + off, bytes);
-    }
-  };
-
   // Weights do not depend on earlier kernels: start streaming them before waiting for the
   // previous kernel (programmatic dependent launch) and before staging the input.
   uint4 wa[kGemvUnroll], wb[kGemvUnroll];
   if (iters > 0) load(wa, 0);
-  if (iters <= 1) prefetch_next();
-  if (lane >= 1 && lane <= a.own_waves && lane < iters) {  // own steps 1..own_waves
-    size_t off = 0;
-    const uint32_t bytes = gemv_step_bytes(a.n, k, wstride, warp0, lane, &off);
-    if (bytes > 0) prefetch_l2(static_cast<const char*>(a.w) + off, bytes);
-  }
   pdl_wait();
   pdl_trigger();
 
@@ -158,18 +130,11 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a, int next
   __syncthreads();
 
   // Two register buffers: the next batch is in flight while the current one is consumed.
-  // The last load is that of step iters - 1: prefetch_next right after it.
   for (int it = 0; it < iters; it += 2) {
-    if (it + 1 < iters) {
-      load(wb, it + 1);
-      if (it + 2 == iters) prefetch_next();
-    }
+    if (it + 1 < iters) load(wb, it + 1);
     consume(wa, it);
     if (it + 1 < iters) {
-      if (it + 2 < iters) {
-        load(wa, it + 2);
-        if (it + 3 == iters) prefetch_next();
-      }
+      if (it + 2 < iters) load(wa, it + 2);
       consume(wb, it + 1);
     }
   }
@@ -197,18 +162,8 @@ static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
         &per_sm, gemv_kernel<M, IN, OUT>, kGemvThreads, smem);
     if (e != cudaSuccess || per_sm < 1) per_sm = 1;
   }
-  const int blocks = gemv_blocks(a.n, num_sms, per_sm);
-  // The next GEMV's grid, assuming its occupancy is ours (every instantiation: 95-128
-  // registers, one block per SM). A mismatch would only prefetch other rows than it reads first.
-  GemvArgs ka = a;
-  int next_blocks = 0;
-  if (a.next_w != nullptr && a.next_waves > 0) {
-    next_blocks = gemv_blocks(a.next_n, num_sms, per_sm);
-    const int next_warps = next_blocks * (kGemvThreads / 32);
-    const int nb = (a.next_k / 8 + 32 * kGemvUnroll - 1) / (32 * kGemvUnroll);
-    const long long steps = static_cast<long long>((a.next_n + next_warps - 1) / next_warps) * nb;
-    ka.next_waves = int(std::min<long long>(a.next_waves, steps));  // no loop over empty steps
-  }
+  const int warps = kGemvThreads / 32;
+  const int blocks = std::min((a.n + warps - 1) / warps, num_sms * per_sm);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(kGemvThreads);
@@ -219,7 +174,7 @@ static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = a.pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, gemv_kernel<M, IN, OUT>, ka, next_blocks);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, gemv_kernel<M, IN, OUT>, a);
   if (e != cudaSuccess) return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
   return launch_status("gemv");
 }
@@ -244,12 +199,6 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   LOOM_ARG_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0, "gemv: weights not 16-byte aligned");
   LOOM_ARG_CHECK(a.in != GemvIn::RmsNorm || a.norm_w != nullptr, "gemv: RmsNorm without weight");
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
-  LOOM_ARG_CHECK(a.next_w == nullptr || (a.next_n > 0 && a.next_k > 0 && a.next_k % 8 == 0 &&
-                                         reinterpret_cast<uintptr_t>(a.next_w) % 16 == 0),
-                 "gemv: next weights [", a.next_n, ", ", a.next_k,
-                 "] (expected n, k > 0, k a multiple of 8, 16-byte aligned)");
-  LOOM_ARG_CHECK(a.next_waves >= 0 && a.own_waves >= 0 && a.own_waves <= 31, "gemv: next_waves ",
-                 a.next_waves, ", own_waves ", a.own_waves, " (expected ≥ 0 and 0..31)");
   if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
     return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);
   if (a.in == GemvIn::Plain && a.out == GemvOut::StoreF32)

@@ -161,10 +161,9 @@ json profile(Backend& be, const StepBatch& b, int iters) {
 
 // GEMV (ours) vs cuBLAS on [m, k] x [n, k]ᵀ bf16, weights rotated over > 256 MB so L2 does not
 // hold them. GB/s of weight bytes: ours, cuBLAS, ours with programmatic dependent launch (the
-// next GEMV streams its weights while the previous one finishes, as in the decode graph), and
-// that with each GEMV prefetching the next one's first weights (the next copy) into L2.
+// next GEMV streams its weights while the previous one finishes, as in the decode graph).
 struct GemvRates {
-  double ours, cublas, ours_pdl, ours_pdl_pf;
+  double ours, cublas, ours_pdl;
 };
 GemvRates gemv_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int sms, int m, int n, int k) {
   const size_t wbytes = size_t(n) * k * 2;
@@ -180,7 +179,7 @@ GemvRates gemv_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int sms, int m, i
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  auto bench = [&](bool ours, bool pdl, bool prefetch = false) {
+  auto bench = [&](bool ours, bool pdl) {
     const int iters = std::max(20, copies * 4);
     for (int pass = 0; pass < 2; pass++) {  // pass 0 warms up
       LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
@@ -195,11 +194,6 @@ GemvRates gemv_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int sms, int m, i
           g.x = x;
           g.y = y;
           g.pdl = pdl;
-          if (prefetch) {
-            g.next_w = static_cast<char*>(w) + wbytes * size_t((i + 1) % copies);
-            g.next_n = n;
-            g.next_k = k;
-          }
           LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
         } else {
           gemm.run(DType::BF16, x, wi, DType::BF16, y, m, n, k);  // gemm's stream: `stream`
@@ -215,14 +209,13 @@ GemvRates gemv_vs_cublas(gpu::Gemm& gemm, cudaStream_t stream, int sms, int m, i
     }
     return 0.0;
   };
-  const double ours = bench(true, false), cublas = bench(false, false), pdl = bench(true, true),
-               pf = bench(true, true, true);
+  const double ours = bench(true, false), cublas = bench(false, false), pdl = bench(true, true);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaFree(w);
   cudaFree(x);
   cudaFree(y);
-  return {ours, cublas, pdl, pf};
+  return {ours, cublas, pdl};
 }
 
 // linear_fixed vs cuBLAS on [m, k] x [n, k]ᵀ bf16 → bf16, weights rotated over > 256 MB as
@@ -495,22 +488,11 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     const char* name;
     bool pdl;
     bool lm_head;
-    int next_waves;  // L2 prefetch of the next GEMV's first steps per warp (0: none)
-    int own_waves;   // at the start, prefetch of the warp's own steps 1..own_waves
   };
-  const int dw = gpu::kGemvPrefetchWaves;
   const Variant variants[] = {
-      {"default (backend): pdl + L2 prefetch of the next weights (2 steps)", true, true, dw, 0},
-      {"pdl, no prefetch (the backend before)", true, true, 0, 0},
-      {"same as default, layers only (88 GEMVs, no lm_head)", true, false, dw, 0},
-      {"pdl, no prefetch, layers only", true, false, 0, 0},
-      {"pdl + prefetch of the next, 1 step", true, true, 1, 0},
-      {"pdl + prefetch of the next, 4 steps", true, true, 4, 0},
-      {"pdl + prefetch of the next, 8 steps (whole matrices; 69 MB of lm_head)", true, true, 8, 0},
-      {"pdl + prefetch of the next, 2 steps + own steps 1-3 at start", true, true, 2, 3},
-      {"pdl + own steps 1-3 at start only", true, true, 0, 3},
-      {"no pdl, no prefetch", false, true, 0, 0},
-      {"no pdl + prefetch of the next, 2 steps", false, true, dw, 0},
+      {"default (backend): pdl", true, true},
+      {"same, layers only (88 GEMVs, no lm_head)", true, false},
+      {"no pdl", false, true},
   };
   const size_t layer_bytes = layer_elems * 2 * layers, lm_bytes = lm_elems * 2;
   std::printf(
@@ -518,37 +500,12 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       "lm_head 262145x2048, m = 1, fused norms, one graph, no attention)\n"
       "weights %.3f GB (layers %.3f + lm_head %.3f); floor = bytes / copy bandwidth %.0f GB/s\n",
       (layer_bytes + lm_bytes) / 1e9, layer_bytes / 1e9, lm_bytes / 1e9, copy_gbps);
-  std::printf("%-70s %9s %9s %8s\n", "variant", "ms", "GB/s", "x floor");
+  std::printf("%-66s %9s %9s %8s\n", "variant", "ms", "GB/s", "x floor");
   json out = json::array();
   for (const Variant& v : variants) {
-    // The chain's weights in launch order (next of the last: layer 0's qkv, the next replay's).
-    struct Wt {
-      const void* w;
-      int n, k;
-    };
-    std::vector<Wt> order;
-    for (int l = 0; l < layers; l++) {
-      const uint16_t* L = W + layer_elems * l;
-      order.push_back({L, QKV, H});
-      order.push_back({L + size_t(QKV) * H, H, H});
-      order.push_back({L + size_t(QKV) * H + size_t(H) * H, 2 * I, H});
-      order.push_back({L + size_t(QKV) * H + size_t(H) * H + size_t(2 * I) * H, H, I});
-    }
-    if (v.lm_head) order.push_back({W + layer_elems * layers, V, H});
-    size_t call = 0;
     auto run = [&](const void* wp, int n, int k, gpu::GemvIn in, const void* xin, int x_stride,
                    gpu::GemvOut o, void* y, int y_stride) {
-      if (order[call % order.size()].w != wp) loom::fail("gemv chain bench: order mismatch");
-      const Wt next = order[(call + 1) % order.size()];
-      call++;
       gpu::GemvArgs g;
-      if (v.next_waves > 0) {
-        g.next_w = next.w;
-        g.next_n = next.n;
-        g.next_k = next.k;
-        g.next_waves = v.next_waves;
-      }
-      g.own_waves = v.own_waves;
       g.w = wp;
       g.n = n;
       g.k = k;
@@ -603,12 +560,10 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     const double bytes = double(layer_bytes + (v.lm_head ? lm_bytes : 0));
     const double gbps = bytes / (med * 1e-3) / 1e9;
     const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
-    std::printf("%-70s %9.3f %9.0f %8.3f\n", v.name, med, gbps, med / floor_ms);
+    std::printf("%-66s %9.3f %9.0f %8.3f\n", v.name, med, gbps, med / floor_ms);
     out.push_back({{"variant", v.name},
                    {"pdl", v.pdl},
                    {"lm_head", v.lm_head},
-                   {"next_waves", v.next_waves},
-                   {"own_waves", v.own_waves},
                    {"ms", med},
                    {"min_ms", ms.front()},
                    {"gbps", gbps},
@@ -654,8 +609,8 @@ int main(int argc, char** argv) {
       int sms = 0;
       LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
       json g = json::array();
-      std::printf("\n%-22s %3s %10s %10s %10s %12s  (GB/s of weights; copy %.0f)\n", "shape", "m",
-                  "gemv", "cublas", "gemv+pdl", "+L2 prefetch", bw);
+      std::printf("\n%-22s %3s %10s %10s %10s  (GB/s of weights; copy %.0f)\n", "shape", "m",
+                  "gemv", "cublas", "gemv+pdl", bw);
       const std::vector<std::pair<int, int>> shapes = {
           {2560, 2048},   {2048, 2048},  {11264, 2048}, {2048, 5632},
           {262145, 2048}, {262208, 2048}};  // lm_head, and lm_head with its rows padded to 64 (the
@@ -670,10 +625,9 @@ int main(int argc, char** argv) {
                        {"m", m},
                        {"gemv_gbps", r.ours},
                        {"cublas_gbps", r.cublas},
-                       {"gemv_pdl_gbps", r.ours_pdl},
-                       {"gemv_pdl_prefetch_gbps", r.ours_pdl_pf}});
-          std::printf("[%d,%d]x[%d,%d]T %3d %10.0f %10.0f %10.0f %12.0f\n", m, k, n, k, m, r.ours,
-                      r.cublas, r.ours_pdl, r.ours_pdl_pf);
+                       {"gemv_pdl_gbps", r.ours_pdl}});
+          std::printf("[%d,%d]x[%d,%d]T %3d %10.0f %10.0f %10.0f\n", m, k, n, k, m, r.ours,
+                      r.cublas, r.ours_pdl);
         }
       r["gemv_vs_cublas"] = g;
       json lf = json::array();
@@ -766,14 +720,13 @@ int main(int argc, char** argv) {
     for (int ctx : {600, 14000}) {
       const StepBatch b = decode_batch(1, ctx, 16, 0.9f, 0, 1.0f);
       json row = {{"ctx", ctx}};
-      for (int mask : {0, 8, 1, 2, 4, 3, 7}) {
+      for (int mask : {0, 1, 2, 4, 3, 7}) {
         cuda_set_debug_skip(*be, mask);
         time_steps(*be, b, 2, 2);
         const double ms = cuda_time_graph_replay(*be, 1, 30);
         row["skip_" + std::to_string(mask) + "_ms"] = ms;
         std::printf("ctx %5d graph without %-28s %.3f ms\n", ctx,
                     mask == 0   ? "nothing"
-                    : mask == 8 ? "nothing, GEMV L2 prefetch off"
                     : mask == 1 ? "rope+attention"
                     : mask == 2 ? "layer GEMVs"
                     : mask == 4 ? "lm_head+sample"

@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "backend/cpu/ops.h"
@@ -202,13 +201,6 @@ TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmu
           g.out = out;
           g.y_stride = ld;
           g.pdl = (m + int(out)) % 2 == 1;  // both launch paths
-          if (m % 2 == 1) {  // L2 prefetches (results must not change): the same matrix next
-            g.next_w = dw.get();
-            g.next_n = n;
-            g.next_k = k;
-            g.next_waves = 1 + m;
-            g.own_waves = m;
-          }
           std::vector<float> ref = prod, y0;
           DevBuf dy(size_t(m) * ld * 4);
           if (out == GemvOut::AddF32) {
@@ -237,114 +229,11 @@ TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmu
   LOOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-// gemv_step_bytes is what the kernel prefetches for the next GEMV (and, at the start, for
-// itself): the steps of all warps must tile W exactly once, in bounds, 16-byte aligned and
-// sized, step 0 of warp w being the kernel's first load (row w, vectors 0 .. min(256, k/8)); the
-// blocks a prefetching block covers (b, b + G, ... below the next grid G') must cover each next
-// block once. Host-only arithmetic (it still runs in this suite, i.e. where a GPU is).
-TEST_CASE(
-    "gemv_step_bytes tiles W once in the kernel's load order; prefetch blocks cover the "
-    "next grid") {
-  for (auto [n, k] : {std::pair{19, 96}, std::pair{37, 520}, std::pair{1001, 2048},
-                      std::pair{2047, 5632}, std::pair{2560, 2048}, std::pair{2048, 5632},
-                      std::pair{4099, 2048}, std::pair{11264, 2048}, std::pair{262145, 2048}})
-    for (int blocks : {1, 2, 128, 132, gemv_blocks(n, 132, 1)}) {
-      CAPTURE(n);
-      CAPTURE(k);
-      CAPTURE(blocks);
-      const int warps = blocks * (kGemvThreads / 32), k8 = k / 8;
-      const int nb = (k8 + 32 * kGemvUnroll - 1) / (32 * kGemvUnroll);
-      std::vector<uint8_t> seen(size_t(n) * k8, 0);  // per 16-byte vector of W
-      size_t bad = 0, steps = 0;
-      std::string first_bad;
-      for (int w = 0; w < warps; w++) {
-        const int my_rows = w < n ? (n - 1 - w) / warps + 1 : 0;  // as the kernel counts
-        for (int it = 0; it <= my_rows * nb; it++) {
-          size_t off = 0;
-          const uint32_t bytes = gemv_step_bytes(n, k, warps, w, it, &off);
-          const bool want = it < my_rows * nb;
-          const bool ok_shape = (bytes > 0) == want && off % 16 == 0 && bytes % 16 == 0 &&
-                                bytes <= 16u * 32 * kGemvUnroll &&
-                                off + bytes <= size_t(n) * k8 * 16;
-          const bool ok_first =
-              it != 0 || !want || (off == size_t(w) * k8 * 16 && bytes == 16u * std::min(256, k8));
-          if (!ok_shape || !ok_first) {
-            if (bad++ == 0)
-              first_bad = "warp " + std::to_string(w) + " step " + std::to_string(it) + ": off " +
-                          std::to_string(off) + " bytes " + std::to_string(bytes) + " (warp has " +
-                          std::to_string(my_rows * nb) + " steps)";
-            continue;
-          }
-          steps += bytes > 0;
-          for (size_t v = off / 16; v < (off + bytes) / 16; v++) seen[v]++;
-        }
-      }
-      CHECK_MESSAGE(bad == 0, bad, " bad steps, first: ", first_bad);
-      size_t not_once = 0, first = seen.size();
-      for (size_t v = 0; v < seen.size(); v++)
-        if (seen[v] != 1 && not_once++ == 0) first = v;
-      CHECK_MESSAGE(not_once == 0, not_once, " of ", seen.size(),
-                    " vectors not covered exactly once; first: row ", first / size_t(k8),
-                    " vector ", first % size_t(k8), " covered ",
-                    first < seen.size() ? int(seen[first]) : -1, " times");
-      CHECK(steps == size_t(n) * nb);
-    }
-  for (int G : {1, 2, 3, 128, 132})
-    for (int G2 : {1, 2, 128, 132, 133, 264}) {
-      std::vector<int> cover(size_t(G2), 0);
-      for (int b0 = 0; b0 < G; b0++) {  // the kernel's prefetch_next
-        const int reps = b0 < G2 ? (G2 - 1 - b0) / G + 1 : 0;
-        for (int r = 0; r < reps; r++) {
-          const int b = b0 + r * G;
-          REQUIRE_MESSAGE(b < G2, "block ", b0, " of ", G, " covers block ", b, " of ", G2);
-          cover[size_t(b)]++;
-        }
-      }
-      for (int b = 0; b < G2; b++)
-        CHECK_MESSAGE(cover[size_t(b)] == 1, "grid ", G, " -> next grid ", G2, ": next block ", b,
-                      " covered ", cover[size_t(b)], " times");
-    }
-}
-
-TEST_CASE("gemv_bf16 rejects bad prefetch arguments") {
-  DevBuf w(size_t(64) * 64 * 2), x(64 * 2), y(64 * 2);
-  GemvArgs g;
-  g.w = w.get();
-  g.n = 64;
-  g.k = 64;
-  g.m = 1;
-  g.x = x.get();
-  g.y = y.get();
-  g.next_w = w.get();
-  g.next_n = 64;
-  g.next_k = 64;
-  CHECK(gemv_bf16(g, 1, nullptr).ok);
-  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
-  GemvArgs b = g;
-  b.next_w = static_cast<const char*>(w.get()) + 8;
-  CHECK_FALSE(gemv_bf16(b, 1, nullptr).ok);  // not 16-byte aligned
-  b = g;
-  b.next_k = 60;
-  CHECK_FALSE(gemv_bf16(b, 1, nullptr).ok);  // k not a multiple of 8
-  b = g;
-  b.next_n = 0;
-  CHECK_FALSE(gemv_bf16(b, 1, nullptr).ok);
-  b = g;
-  b.own_waves = 32;
-  CHECK_FALSE(gemv_bf16(b, 1, nullptr).ok);
-  b = g;
-  b.next_waves = -1;
-  CHECK_FALSE(gemv_bf16(b, 1, nullptr).ok);
-}
-
 // A decode-like chain launched back to back with pdl = true, each GEMV reading the previous
 // one's output: 2 layers of qkv ← norm(x); x += o · q; gu ← norm(x); x += down · silu_mul(gu),
 // then logits ← lm_head · norm(x[rows]). If a kernel read its input before its PDL wait, it would
 // see the previous step's (or poisoned) data and the result would be far off. Run as stream
-// launches and as a captured graph (the backend's way), each with three L2 prefetch modes: none;
-// each GEMV naming the next one of the chain (lm_head: layer 0's qkv, the backend's order); each
-// naming itself with all its steps and own steps 1..3 at the start. Prefetches are hints: the
-// three must give the same bits.
+// launches and as a captured graph (the backend's way).
 TEST_CASE("gemv_bf16 chain under PDL matches the CPU (each GEMV reads the one before)") {
   int sms = 0;
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -418,39 +307,10 @@ TEST_CASE("gemv_bf16 chain under PDL matches the CPU (each GEMV reads the one be
 
     DevBuf dx(size_t(m) * H * 4), dqkv(size_t(m) * QKV * 2), dgub(size_t(m) * 2 * I * 2),
         dlog(size_t(m) * LD * 4), drows = upload_ints(rows);
-    int mode = 0;  // 0 no prefetch, 1 the next GEMV of the chain, 2 itself (all steps) + own 1..3
     auto chain = [&]() {
-      // The chain's weights in launch order, for "the next one".
-      struct Wt {
-        const void* w;
-        int n, k;
-      };
-      std::vector<Wt> order;
-      for (int l = 0; l < L; l++) {
-        order.push_back({dq[size_t(l)], QKV, H});
-        order.push_back({dob[size_t(l)], H, H});
-        order.push_back({dgu[size_t(l)], 2 * I, H});
-        order.push_back({dd[size_t(l)], H, I});
-      }
-      order.push_back({dlm.get(), V, H});
-      size_t call = 0;
       auto run = [&](const void* w, int n, int k, GemvIn in, const void* xin, int x_stride,
                      const float* nw, const int32_t* r, GemvOut out, void* y, int y_stride) {
-        REQUIRE(order[call].w == w);
-        const Wt next = order[(call + 1) % order.size()];
-        call++;
         GemvArgs g;
-        if (mode == 1) {
-          g.next_w = next.w;
-          g.next_n = next.n;
-          g.next_k = next.k;
-        } else if (mode == 2) {
-          g.next_w = w;
-          g.next_n = n;
-          g.next_k = k;
-          g.next_waves = 1 << 20;  // capped at the steps a warp has
-          g.own_waves = 3;
-        }
         g.w = w;
         g.n = n;
         g.k = k;
@@ -479,56 +339,34 @@ TEST_CASE("gemv_bf16 chain under PDL matches the CPU (each GEMV reads the one be
       run(dlm.get(), V, H, GemvIn::RmsNorm, dx.get(), H, dfn.as<float>(), drows.as<int32_t>(),
           GemvOut::StoreF32, dlog.get(), LD);
     };
-    std::vector<float> gx0, gl0;  // mode 0's results (per graph), which the others must match
-    for (bool graph : {false, true})
-      for (int md : {0, 1, 2}) {
-        mode = md;
-        CAPTURE(graph);
-        CAPTURE(mode);
-        LOOM_CUDA_CHECK(cudaMemcpy(dx.get(), x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
-        dqkv.poison();
-        dgub.poison();
-        dlog.poison();
-        LOOM_CUDA_CHECK(cudaDeviceSynchronize());
-        if (!graph) {
-          chain();
-        } else {
-          cudaGraph_t cg;
-          cudaGraphExec_t exec;
-          LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-          chain();
-          LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &cg));
-          LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, cg, 0));
-          LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-          LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-          LOOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
-          LOOM_CUDA_CHECK(cudaGraphDestroy(cg));
-        }
+    for (bool graph : {false, true}) {
+      CAPTURE(graph);
+      LOOM_CUDA_CHECK(cudaMemcpy(dx.get(), x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
+      dqkv.poison();
+      dgub.poison();
+      dlog.poison();
+      LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+      if (!graph) {
+        chain();
+      } else {
+        cudaGraph_t cg;
+        cudaGraphExec_t exec;
+        LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        chain();
+        LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &cg));
+        LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, cg, 0));
+        LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
         LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const std::vector<float> gx = download(dx, x.size(), DType::F32);
-        const std::vector<float> gl = unpad(download(dlog, size_t(m) * LD, DType::F32), m, V, LD);
-        const double ex = rel_err(gx, x), el = rel_err(gl, logits);
-        CHECK_MESSAGE(ex < 1e-2, "residual x rel err ", ex, ": ", worst_elements(gx, x, H));
-        CHECK_MESSAGE(el < 1e-2, "logits rel err ", el, ": ", worst_elements(gl, logits, V));
-        if (mode == 0) {
-          gx0 = gx;
-          gl0 = gl;
-          continue;
-        }
-        auto first_diff = [](const std::vector<float>& a, const std::vector<float>& b, int cols) {
-          size_t n_diff = 0, first = 0;
-          for (size_t i = 0; i < a.size(); i++)
-            if (std::memcmp(&a[i], &b[i], 4) != 0 && n_diff++ == 0) first = i;
-          if (n_diff == 0) return std::string();
-          return std::to_string(n_diff) + " differ, first [" +
-                 std::to_string(first / size_t(cols)) + ", " +
-                 std::to_string(first % size_t(cols)) + "] " + std::to_string(a[first]) + " vs " +
-                 std::to_string(b[first]) + " without prefetch";
-        };
-        const std::string dx_ = first_diff(gx, gx0, H), dl_ = first_diff(gl, gl0, V);
-        CHECK_MESSAGE(dx_.empty(), "residual x not bitwise equal to mode 0: ", dx_);
-        CHECK_MESSAGE(dl_.empty(), "logits not bitwise equal to mode 0: ", dl_);
+        LOOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        LOOM_CUDA_CHECK(cudaGraphDestroy(cg));
       }
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<float> gx = download(dx, x.size(), DType::F32);
+      const std::vector<float> gl = unpad(download(dlog, size_t(m) * LD, DType::F32), m, V, LD);
+      const double ex = rel_err(gx, x), el = rel_err(gl, logits);
+      CHECK_MESSAGE(ex < 1e-2, "residual x rel err ", ex, ": ", worst_elements(gx, x, H));
+      CHECK_MESSAGE(el < 1e-2, "logits rel err ", el, ": ", worst_elements(gl, logits, V));
+    }
   }
   LOOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }

@@ -112,24 +112,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   prof_end();
 
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
-  // The GEMV schedule's chain, in launch order: qkv, o, gate_up, down per layer, the lm_head when
-  // it is a GEMV (one output row), then the next step's layer-0 qkv. Each GEMV prefetches into L2
-  // the first weights of the one after it as its own loads drain (kernels/gemv.cuh). Not across
-  // a cuBLAS lm_head (1 GB of streaming would evict what the next step's qkv needs).
-  struct NextW {
-    const void* w;
-    int n, k;
-  };
-  const bool gemv_head = gemv && L.n_out == 1;
-  auto next_after_down = [&](int l) -> NextW {
-    if (l + 1 < s.layers) return {w_.layers[size_t(l + 1)].qkv, qkv_dim, H};
-    if (gemv_head) return {w_.lm_head, s.vocab, H};
-    if (L.n_out == 0) return {w_.layers[0].qkv, qkv_dim, H};
-    return {nullptr, 0, 0};
-  };
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
-                      int y_stride, NextW next) {
+                      int y_stride = 0) {
     const bool head = family[5] == 'l';  // "gemv_lm_head"
     if ((debug_skip_ & 2) && !head) return;
     if ((debug_skip_ & 4) && head) return;
@@ -149,11 +134,6 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     g.y = y;
     g.y_stride = y_stride;
     g.pdl = true;  // every GEMV follows a kernel of this pass (embed, attention or a GEMV)
-    if (!(debug_skip_ & 8)) {
-      g.next_w = next.w;
-      g.next_n = next.n;
-      g.next_k = next.k;
-    }
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
@@ -179,9 +159,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   for (int l = 0; l < s.layers; l++) {
     const DeviceLayer& W = w_.layers[size_t(l)];
     if (gemv) {
-      // o's weights land in L2 during attention (short at batch 1).
       gemv_run("gemv_qkv", W.qkv, qkv_dim, H, GemvIn::RmsNorm, x_, W.attn_norm, nullptr, L.n_slots,
-               GemvOut::Store, qkv_, 0, {W.o, H, s.q_dim()});
+               GemvOut::Store, qkv_);
     } else {
       norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, nullptr, L.n_slots, h_);
       gemm_run("gemm_qkv", h_, W.qkv, t_, qkv_, L.n_slots, qkv_dim, H);
@@ -246,11 +225,11 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
 
     if (gemv) {
       gemv_run("gemv_o", W.o, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
-               GemvOut::AddF32, x_, 0, {W.gate_up, 2 * I, H});
+               GemvOut::AddF32, x_);
       gemv_run("gemv_gate_up", W.gate_up, 2 * I, H, GemvIn::RmsNorm, x_, W.mlp_norm, nullptr,
-               L.n_slots, GemvOut::Store, gu_, 0, {W.down, H, I});
+               L.n_slots, GemvOut::Store, gu_);
       gemv_run("gemv_down", W.down, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
-               GemvOut::AddF32, x_, 0, next_after_down(l));
+               GemvOut::AddF32, x_);
     } else {
       gemm_run("gemm_o", attn_, W.o, t_, delta_, L.n_slots, H, s.q_dim());
       norm_run(delta_, W.mlp_norm, nullptr, L.n_slots, h_);
@@ -267,9 +246,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   // One row: the fused GEMV (final norm in its prologue) streams lm_head at ~4.1 TB/s. More
   // rows: cuBLAS on the padded (aligned) lm_head, ~4.1 TB/s at 4 and 8 rows where the GEMV,
   // which re-reads its input rows per weight vector, falls to 2.9 and 1.7 (H200, 2026-11-22).
-  if (gemv_head) {  // prefetches the next step's first weights (layer 0's qkv)
+  if (gemv && L.n_out == 1) {
     gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm, out_rows,
-             L.n_out, GemvOut::StoreF32, logits_, logits_ld_, {w_.layers[0].qkv, qkv_dim, H});
+             L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
     norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
     if (invariant_) {
