@@ -468,45 +468,16 @@ static Status dispatch_rows(const LinearFixedArgs& a, cudaStream_t stream) {
   return launch_linear_fixed<2, 8, OutT>(a, stream);
 }
 
-static int sm_count() {
-  static int cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (cached[dev] == 0) {
-    int s = 0;
-    if (cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || s <= 0)
-      s = 132;
-    cached[dev] = s;
-  }
-  return cached[dev];
-}
-
-// Kernel by shape (any choice gives the same bits). Up to 8 rows the register path (it streams
-// the weights at full bandwidth; tiles would leave most SMs idle). Above, the tile with the
-// least estimated time, in units of one 128×128 tile on one SM:
-//   128-tiles: one block of 8 warps (64×32 each) per SM, whole waves of 1;
-//   192-tiles (192 rows × 128 tokens, 8 warps of 48×64): 1.5× the outputs at ~1.25× the rate
-//     (fewer shared-memory bytes per mma: 14 16-byte loads feed 48 mmas, 12 feed 32 in the
-//     128-tile), so 1.2 a tile, whole waves;
-//   64-tiles (4 warps of 32×32, up to 3 blocks per SM): ~0.35 a tile when 3 share the SM (a
-//     quarter of the work at a lower rate), no less than 0.5 alone (4 warps do not fill it).
-// Guesses from shared-memory traffic, to be replaced by the bench's "linear_fixed paths"
-// table (tests/cuda/bench_cuda.cpp), which times every kernel on Terra's shapes.
+// Kernel by shape (any choice gives the same bits).
+// Measured on an H200 (cuda_bench "linear_fixed paths", bench/results/
+// 2026-11-22-h200-linear-fixed-paths.json): the register path wins up to 32 rows (not for the
+// lm_head, whose 262k rows it would re-read the tokens for) and up to 128 rows where n <= 2048;
+// the 192-row tiles win for gate_up (n 11264) at 256-512 rows; the 64-tiles everywhere else (at
+// 1746 rows within 3% of the best tile on every Terra shape). The 128-tiles never won.
 static int pick_path(int m, int n) {
-  if (m <= 8) return kPathRows;
-  const long long sms = sm_count();
-  auto tiles = [&](int rows, int toks) { return (long long)ceil_div(n, rows) * ceil_div(m, toks); };
-  // 9-32 rows: the register path re-reads the token rows from L1/L2 for every 16 weight rows,
-  // which costs most where n is large (lm_head: m = 8 255 us, m = 64 1013 us on an H200);
-  // 64-tiles win there, not where they would leave SMs idle anyway.
-  if (m <= 32 && tiles(64, 64) <= 3 * sms) return kPathRows;
-  auto waves = [&](long long t) { return double((t + sms - 1) / sms); };
-  const double e128 = waves(tiles(128, 128)), e192 = 1.2 * waves(tiles(192, 128));
-  const long long per_sm = (tiles(64, 64) + sms - 1) / sms;
-  const double e64 =
-      per_sm <= 3 ? std::max(0.5, 0.35 * double(per_sm)) : double((per_sm + 2) / 3) * 1.05;
-  if (e128 <= e192 && e128 <= e64) return kPathTile128;
-  return e192 <= e64 ? kPathTile192 : kPathTile64;
+  if (m <= 8 || (m <= 32 && n < 65536) || (m <= 128 && n <= 2048)) return kPathRows;
+  if (n >= 8192 && n < 65536 && m >= 256 && m <= 512) return kPathTile192;
+  return kPathTile64;
 }
 
 template <class OutT>
