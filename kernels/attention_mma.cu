@@ -20,14 +20,17 @@
 // except that a -0 acc becomes +0; since every path starts from E the bits agree everywhere,
 // and the kernels need no "first" flags.
 //
-// Two kernels (plus a combine):
-//  - decode (every tile one slot; the CUDA-graph decode steps): grid (n_tiles, kv_heads, Z);
+// Three kernels (plus a combine):
+//  - split decode (every tile one slot; the CUDA-graph decode steps of small batches): grid
+//    (n_tiles, kv_heads, Z);
 //    block z takes partitions z, z + Z, ... of its (sequence, kv head); warp w computes tile w of
 //    the partition into shared memory, the block folds the 4 in order and writes the partition
 //    result to mma_partial (one partition: the output itself). Z only spreads the work: the
 //    bits do not depend on it. The partitions are folded in order by the last block to finish
 //    (mma_counters) or by the combine kernel. With fuse_rope it also does rope_kv_write's work
 //    for its slot (rotated q in registers; the new k, v to the cache), with the same bits.
+//  - pipelined decode (attention_mma_pipe.cu; large batches): a persistent grid, a warp per
+//    partition streaming its tiles through a cp.async ring, the partitions folded as above.
 //  - prefill / mixed (tiles of up to 4 x floor(16 / G) slots of one sequence): each warp owns
 //    16 rows (floor(16 / G) slots x G heads) and walks tiles 0.. in order, K/V tiles shared by
 //    the 4 warps through a cp.async double buffer; partition and total states in registers.

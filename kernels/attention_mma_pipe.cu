@@ -17,7 +17,8 @@
 //    the last partition folds them all (combine_partitions); without counters the combine
 //    kernel does.
 // Inputs: q rotated and key p in the cache (the launcher runs rope_kv_write first when asked
-// to fuse RoPE). Everything is read after griddepcontrol.wait.
+// to fuse RoPE). Under programmatic dependent launch the first tiles, but for key p, are
+// requested before griddepcontrol.wait (see the kernel).
 #include "kernels/attention_mma.cuh"
 
 namespace loom::gpu::mma_impl {
@@ -141,7 +142,6 @@ __global__ void __launch_bounds__(kThreads, 1) paged_attention_mma_pipe_kernel(A
   using Tl = MmaTile<D>;
   extern __shared__ uint4 mma_smem[];
   pdl_trigger();
-  pdl_wait();  // qkv (q rotated) and the cache (key p) come from the previous kernels
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
   const int G = a.heads / a.kv_heads;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
@@ -162,12 +162,12 @@ __global__ void __launch_bounds__(kThreads, 1) paged_attention_mma_pipe_kernel(A
   if (pi.f >= n_items) return;
   PipeItem ci = pi;  // consumer: item ci, its tile ct next
   int pt = 0, issued = 0;
-  auto produce = [&]() {
+  auto produce = [&](bool pre_wait) {
     if (pi.f < n_items) {
       bf16* k = buf(issued);
       load_tile<D>(kc, vc, a.block_tables + size_t(pi.seq) * a.bt_stride, a.block_size, kv_row,
-                   pi.hkv, (pi.part * kMmaPartTiles + pt) * kMmaTileKeys, pi.p + 1, -1, k,
-                   k + Tl::kElems, lane, 32);
+                   pi.hkv, (pi.part * kMmaPartTiles + pt) * kMmaTileKeys, pi.p + 1,
+                   pre_wait ? pi.p : -1, k, k + Tl::kElems, lane, 32);
       if (++pt == pi.n_t) {
         pi = find_item(a, pi.f + stride, stride, n_items, max_parts);
         pt = 0;
@@ -176,8 +176,31 @@ __global__ void __launch_bounds__(kThreads, 1) paged_attention_mma_pipe_kernel(A
     cp_async_commit();
     issued++;
   };
+  // Before griddepcontrol.wait the warp reads only the step's inputs (tiles, kv_len,
+  // slot_start, block tables: uploaded before the step's first kernel) and cached keys < p
+  // (earlier steps'): its first kStages - 1 tiles stream in while the previous kernels finish,
+  // all but key p, which the previous kernel (rope_kv_write) writes: loaded after the wait.
+  int row_kk[kStages - 1], row_seq[kStages - 1], row_hkv[kStages - 1], row_key[kStages - 1];
 #pragma unroll
-  for (int s = 0; s < kStages - 1; s++) produce();
+  for (int s = 0; s < kStages - 1; s++) {
+    row_kk[s] = -1;
+    if (pi.f < n_items) {
+      const int key0 = (pi.part * kMmaPartTiles + pt) * kMmaTileKeys;
+      if (pi.p < key0 + kMmaTileKeys) row_kk[s] = pi.p - key0;  // this tile holds key p
+      row_seq[s] = pi.seq;
+      row_hkv[s] = pi.hkv;
+      row_key[s] = pi.p;
+    }
+    produce(true);
+  }
+  pdl_wait();  // qkv (q rotated) and key p come from the previous kernels
+#pragma unroll
+  for (int s = 0; s < kStages - 1; s++)
+    if (row_kk[s] >= 0)
+      load_row<D>(kc, vc, a.block_tables + size_t(row_seq[s]) * a.bt_stride, a.block_size, kv_row,
+                  row_hkv[s], row_key[s], row_kk[s], buf(s), buf(s) + Tl::kElems, lane);
+  cp_async_commit();
+  cp_async_wait<0>();  // the first tiles, whole (later waits count only the pending groups)
 
   uint32_t qa[D / 16][4];
   item_q<D>(a, ci, G, lane, qa);
@@ -185,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) paged_attention_mma_pipe_kernel(A
   part.clear();
   int ct = 0;
   for (int k = 0;; k++) {
-    produce();                     // tile k + kStages - 1 (into the buffer tile k - 1 used)
+    produce(false);                // tile k + kStages - 1 (into the buffer tile k - 1 used)
     cp_async_wait<kStages - 1>();  // tile k has landed (this lane's copies) ...
     __syncwarp();                  // ... and every lane's
     const int key0 = (ci.part * kMmaPartTiles + ct) * kMmaTileKeys;

@@ -200,15 +200,46 @@ json prefill_entry(cudaStream_t stream, int n) {
           {"cuda_core_ms", core * 1e-3}};
 }
 
+// The timing method's floor: a 4-byte memset (one tiny kernel) between the same event pair,
+// after the same L2 flush.
+double floor_us(cudaStream_t stream) {
+  void* flush = nullptr;
+  void* tiny = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
+  LOOM_CUDA_CHECK(cudaMalloc(&tiny, 4));
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  double total = 0;
+  const int iters = 30;
+  for (int i = 0; i < iters; i++) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, kFlushBytes, stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(tiny, 0, 4, stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    total += ms;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(flush);
+  cudaFree(tiny);
+  return 1e3 * total / iters;
+}
+
 }  // namespace
 
 json attention_mma_bench(cudaStream_t stream, int sms) {
+  const double floor = floor_us(stream);
+  std::printf("attention decode timing floor (4-byte memset between the events): %.2f us\n", floor);
   json dec = json::array();
   const std::vector<std::pair<int, int>> cases = {{1, 600},   {1, 7000},  {1, 14000},
                                                   {16, 600},  {16, 8000}, {64, 600},
                                                   {64, 8000}, {256, 600}, {256, 8000}};
   for (auto [b, ctx] : cases) dec.push_back(decode_entry(stream, sms, b, ctx));
-  return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}};
+  return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}, {"floor_us", floor}};
 }
 
 }  // namespace loom
