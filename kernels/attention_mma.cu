@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   auto issue = [&](int part) {
     const int key0 = (part * kMmaPartTiles + warp) * kMmaTileKeys;
     if (key0 <= p)
-      load_tile<D>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs, lane, 32);
+      load_tile<D, 32>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs, lane);
   };
   issue(blockIdx.z);
   pdl_wait();  // qkv and cache row p come from the previous kernels
@@ -266,14 +266,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   RowState<D> total, part;
   total.clear();
   part.clear();
-  load_tile<D>(kc, vc, bt, a.block_size, kv_row, hkv, 0, n_keys, -1, k_buf(0),
-               k_buf(0) + Tl::kElems, tid, kThreads);
+  load_tile<D, kThreads>(kc, vc, bt, a.block_size, kv_row, hkv, 0, n_keys, -1, k_buf(0),
+                         k_buf(0) + Tl::kElems, tid);
   cp_async_commit();
   for (int t = 0; t < n_t; t++) {
     if (t + 1 < n_t) {
       bf16* nk = k_buf(t + 1);
-      load_tile<D>(kc, vc, bt, a.block_size, kv_row, hkv, (t + 1) * kMmaTileKeys, n_keys, -1, nk,
-                   nk + Tl::kElems, tid, kThreads);
+      load_tile<D, kThreads>(kc, vc, bt, a.block_size, kv_row, hkv, (t + 1) * kMmaTileKeys, n_keys,
+                             -1, nk, nk + Tl::kElems, tid);
       cp_async_commit();
       cp_async_wait<1>();  // tile t has landed (this thread's copies)
     } else {

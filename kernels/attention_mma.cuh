@@ -184,31 +184,38 @@ __device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, 
 // cp.async of keys [key0, key0 + 64) of one kv head into ks / vs (rows gathered through the
 // block table; keys >= n_keys are zero-filled, so that masked keys meet P = 0 and V = 0,
 // never a stale NaN). Row skip_key (if in the tile; -1: none) is left alone: the caller fills
-// it (the new key, which the previous kernel or this one writes). Threads tid, tid + nthreads,
-// ... take the 16-byte chunks: nthreads is a multiple of D / 8, so a thread keeps its chunk
-// column and steps over keys, following the block table without a division per key.
-template <int D>
+// it (the new key, which the previous kernel or this one writes). The kN calling threads
+// (tid < kN, a multiple of D / 8) take the 16-byte chunks: a thread keeps its chunk column and
+// steps over keys, following the block table without a division per key; its block-table
+// entries are all read first (independent loads: one latency, not one per key).
+template <int D, int kN>
 __device__ __forceinline__ void load_tile(const bf16* kc, const bf16* vc, const int32_t* bt,
                                           int block_size, size_t kv_row, int hkv, int key0,
-                                          int n_keys, int skip_key, bf16* ks, bf16* vs, int tid,
-                                          int nthreads) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per key row of one head
-  const int c = tid % kChunks, step = nthreads / kChunks;
-  int kk = tid / kChunks;
-  int key = key0 + kk;
-  int blk = key / block_size, off = key - blk * block_size;  // key = blk * block_size + off
-  for (; kk < kMmaTileKeys; kk += step) {
-    if (key != skip_key) {
-      const bool valid = key < n_keys;
-      size_t src = 0;
-      if (valid) src = (size_t(bt[blk]) * block_size + off) * kv_row + size_t(hkv) * D + c * 8;
-      const int dst = kk * MmaTile<D>::kStride + c * 8;
-      cp_async16(ks + dst, kc + src, valid);
-      cp_async16(vs + dst, vc + src, valid);
-    }
-    key += step;
-    off += step;
+                                          int n_keys, int skip_key, bf16* ks, bf16* vs, int tid) {
+  constexpr int kChunks = D / 8;                 // 16-byte chunks per key row of one head
+  constexpr int kStep = kN / kChunks;            // keys per pass
+  constexpr int kPasses = kMmaTileKeys / kStep;  // passes over the tile
+  static_assert(kN % kChunks == 0 && kMmaTileKeys % kStep == 0, "threads per tile load");
+  const int c = tid % kChunks, kk0 = tid / kChunks;  // key kk0 + j * kStep in pass j
+  int phys[kPasses], offs[kPasses];                  // block-table entry, offset in block
+  int blk = (key0 + kk0) / block_size, off = key0 + kk0 - blk * block_size;
+#pragma unroll
+  for (int j = 0; j < kPasses; j++) {
+    offs[j] = off;
+    phys[j] = key0 + kk0 + j * kStep < n_keys ? bt[blk] : 0;
+    off += kStep;
     while (off >= block_size) off -= block_size, blk++;
+  }
+#pragma unroll
+  for (int j = 0; j < kPasses; j++) {
+    const int kk = kk0 + j * kStep, key = key0 + kk;
+    if (key == skip_key) continue;
+    const bool valid = key < n_keys;
+    const size_t src =
+        valid ? (size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D + c * 8 : 0;
+    const int dst = kk * MmaTile<D>::kStride + c * 8;
+    cp_async16(ks + dst, kc + src, valid);
+    cp_async16(vs + dst, vc + src, valid);
   }
 }
 

@@ -165,9 +165,9 @@ __global__ void __launch_bounds__(kThreads, 1) paged_attention_mma_pipe_kernel(A
   auto produce = [&](bool pre_wait) {
     if (pi.f < n_items) {
       bf16* k = buf(issued);
-      load_tile<D>(kc, vc, a.block_tables + size_t(pi.seq) * a.bt_stride, a.block_size, kv_row,
-                   pi.hkv, (pi.part * kMmaPartTiles + pt) * kMmaTileKeys, pi.p + 1,
-                   pre_wait ? pi.p : -1, k, k + Tl::kElems, lane, 32);
+      load_tile<D, 32>(kc, vc, a.block_tables + size_t(pi.seq) * a.bt_stride, a.block_size, kv_row,
+                       pi.hkv, (pi.part * kMmaPartTiles + pt) * kMmaTileKeys, pi.p + 1,
+                       pre_wait ? pi.p : -1, k, k + Tl::kElems, lane);
       if (++pt == pi.n_t) {
         pi = find_item(a, pi.f + stride, stride, n_items, max_parts);
         pt = 0;
