@@ -3,9 +3,10 @@
 // CUDA-core ones, L2 flushed before every call (in a decode step the layer's GEMVs stream
 // 88 MB between two attention calls, so the KV is not in L2).
 //   - decode: batch 1 at contexts 600, 7000, 14000; batch 64 and 256 at 600 and 8000:
-//     microseconds per call (decode kernel, combining in its last block), GB/s of KV read;
-//     the same with the combine kernel; the tensor-core prefill kernel on the same one-slot
-//     tiles; the CUDA-core decode kernel.
+//     microseconds per call (decode kernel as the launcher picks it, combining in its last
+//     block), GB/s of KV read; the same with the combine kernel; the tensor-core prefill kernel
+//     on the same one-slot tiles; the CUDA-core decode kernel; then the split and the
+//     pipelined tensor-core decode kernels, each forced (same bits).
 //   - prefill: one 1746-slot chunk (3 Terra frames) from position 0: ms and TFLOP/s.
 #include "bench_attention.h"
 
@@ -148,6 +149,11 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   gpu::AttentionArgs a = S.a;
   a.decode = true;
   const double mma = time_us(S, a, stream, iters);  // combine in the decode kernel's last block
+  a.mma_decode_kernel = 1;                          // the split decode kernel, whatever the batch
+  const double mma_split = time_us(S, a, stream, iters);
+  a.mma_decode_kernel = 2;  // the pipelined one
+  const double mma_pipe = time_us(S, a, stream, iters);
+  a.mma_decode_kernel = 0;
   gpu::AttentionArgs c = a;
   c.mma_counters = nullptr;
   const double mma_combine = time_us(S, c, stream, iters);  // + the combine kernel
@@ -159,14 +165,18 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   auto gbps = [&](double us) { return kv_bytes / (us * 1e-6) / 1e9; };
   std::printf(
       "attention decode b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma+combine-kernel %8.2f us  "
-      "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)\n",
-      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core));
+      "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)  split %8.2f us (%5.0f GB/s)  "
+      "pipe %8.2f us (%5.0f GB/s)\n",
+      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core), mma_split,
+      gbps(mma_split), mma_pipe, gbps(mma_pipe));
   return {{"batch", batch},
           {"ctx", ctx},
           {"kv_bytes", kv_bytes},
           {"mma_us", mma},
           {"mma_gbps", gbps(mma)},
           {"mma_combine_kernel_us", mma_combine},
+          {"mma_split_us", mma_split},
+          {"mma_pipe_us", mma_pipe},
           {"mma_prefill_kernel_us", mma_prefill},
           {"cuda_core_us", core},
           {"cuda_core_gbps", gbps(core)}};
@@ -190,14 +200,46 @@ json prefill_entry(cudaStream_t stream, int n) {
           {"cuda_core_ms", core * 1e-3}};
 }
 
+// The timing method's floor: a 4-byte memset (one tiny kernel) between the same event pair,
+// after the same L2 flush.
+double floor_us(cudaStream_t stream) {
+  void* flush = nullptr;
+  void* tiny = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&flush, kFlushBytes));
+  LOOM_CUDA_CHECK(cudaMalloc(&tiny, 4));
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  double total = 0;
+  const int iters = 30;
+  for (int i = 0; i < iters; i++) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, kFlushBytes, stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(tiny, 0, 4, stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    total += ms;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(flush);
+  cudaFree(tiny);
+  return 1e3 * total / iters;
+}
+
 }  // namespace
 
 json attention_mma_bench(cudaStream_t stream, int sms) {
+  const double floor = floor_us(stream);
+  std::printf("attention decode timing floor (4-byte memset between the events): %.2f us\n", floor);
   json dec = json::array();
-  for (auto [b, ctx] : std::vector<std::pair<int, int>>{
-           {1, 600}, {1, 7000}, {1, 14000}, {64, 600}, {64, 8000}, {256, 600}, {256, 8000}})
-    dec.push_back(decode_entry(stream, sms, b, ctx));
-  return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}};
+  const std::vector<std::pair<int, int>> cases = {{1, 600},   {1, 7000},  {1, 14000},
+                                                  {16, 600},  {16, 8000}, {64, 600},
+                                                  {64, 8000}, {256, 600}, {256, 8000}};
+  for (auto [b, ctx] : cases) dec.push_back(decode_entry(stream, sms, b, ctx));
+  return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}, {"floor_us", floor}};
 }
 
 }  // namespace loom
