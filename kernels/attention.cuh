@@ -64,9 +64,6 @@ struct AttentionArgs {
   // its counter back to zero. null (or too few): the combine kernel. Same bits either way.
   int* mma_counters = nullptr;
   size_t mma_counters_len = 0;
-  // Decode kernel of the tensor-core path: 0 picks by batch; 1 the split kernel; 2 the
-  // pipelined one (tests and bench; the bits are the same).
-  int mma_decode_kernel = 0;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

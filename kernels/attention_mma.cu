@@ -20,17 +20,14 @@
 // except that a -0 acc becomes +0; since every path starts from E the bits agree everywhere,
 // and the kernels need no "first" flags.
 //
-// Three kernels (plus a combine):
-//  - split decode (every tile one slot; the CUDA-graph decode steps of small batches): grid
-//    (n_tiles, kv_heads, Z);
+// Two kernels (plus a combine):
+//  - split decode (every tile one slot; every decode batch): grid (n_tiles, kv_heads, Z);
 //    block z takes partitions z, z + Z, ... of its (sequence, kv head); warp w computes tile w of
 //    the partition into shared memory, the block folds the 4 in order and writes the partition
 //    result to mma_partial (one partition: the output itself). Z only spreads the work: the
 //    bits do not depend on it. The partitions are folded in order by the last block to finish
 //    (mma_counters) or by the combine kernel. With fuse_rope it also does rope_kv_write's work
 //    for its slot (rotated q in registers; the new k, v to the cache), with the same bits.
-//  - pipelined decode (attention_mma_pipe.cu; large batches): a persistent grid, a warp per
-//    partition streaming its tiles through a cp.async ring, the partitions folded as above.
 //  - prefill / mixed (tiles of up to 4 x floor(16 / G) slots of one sequence): each warp owns
 //    16 rows (floor(16 / G) slots x G heads) and walks tiles 0.. in order, K/V tiles shared by
 //    the 4 warps through a cp.async double buffer; partition and total states in registers.
@@ -327,14 +324,13 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   // be); without it the prefill kernel computes the same bits.
   const bool decode =
       a.decode && (max_parts == 1 || (a.mma_partial != nullptr && a.mma_partial_floats >= need));
-  // Decode: the split kernel (a block per (tile, kv head, partition group), RoPE fused). The
-  // pipelined one (persistent, a warp per partition) only when asked: on an H200 it ran b256 ctx
-  // 8000 in 1710 us against the split kernel's 706 us (2.97 TB/s), b1 ctx 600 19.6 vs 11.2 us.
-  const bool pipe = decode && a.mma_decode_kernel == 2;
+  // Decode: the split kernel (a block per (tile, kv head, partition group), RoPE fused), at
+  // every batch (a persistent pipelined kernel, a warp per partition, was measured slower on
+  // an H200 at every batch and removed: bench/NOTES-cuda.md).
   cudaError_t e;
-  if (a.fuse_rope && (!decode || pipe)) {
-    // The prefill and pipelined kernels have no RoPE inside: rope_kv_write first (decode: one
-    // slot per tile, slots 0 .. n_tiles - 1), the same bits as the fused path.
+  if (a.fuse_rope && !decode) {
+    // The prefill kernel has no RoPE inside: rope_kv_write first (decode: one slot per tile,
+    // slots 0 .. n_tiles - 1), the same bits as the fused path.
     RopeKvArgs r;
     r.t = a.t;
     r.qkv = const_cast<void*>(a.qkv);
@@ -350,20 +346,6 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
     r.pdl = a.pdl;
     const Status st = rope_kv_write(r, stream);
     if (!st.ok) return st;
-  }
-  if (pipe) {
-    const bool counters =
-        a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;
-    AttentionArgs k = a;
-    k.fuse_rope = false;  // done above
-    if (!counters) k.mma_counters = nullptr;
-    const Status st = launch_mma_pipe(k, stream);
-    if (!st.ok || max_parts == 1 || counters) return st;
-    e = launch_kernel(attention_mma_combine_kernel<D>, dim3(a.n_tiles, a.kv_heads), kThreads, 0,
-                      stream, a.pdl, a);
-    if (e != cudaSuccess)
-      return Status::bad(cat("attention_mma_combine: launch: ", cudaGetErrorString(e)));
-    return launch_status("attention_mma_combine");
   }
   if (decode) {
     static bool done = false;

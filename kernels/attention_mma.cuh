@@ -1,7 +1,6 @@
-// Shared pieces of the tensor-core paged attention kernels (attention_mma.cu, the split
-// decode / prefill / combine kernels; attention_mma_pipe.cu, the pipelined decode kernel): the
-// canonical arithmetic (see attention_mma.cu's header comment), the tile loads and the PTX
-// wrappers. Included by those .cu files only.
+// Shared pieces of the tensor-core paged attention kernels (attention_mma.cu: the split
+// decode, prefill and combine kernels): the canonical arithmetic (see attention_mma.cu's
+// header comment), the tile loads and the PTX wrappers. Included by attention_mma.cu only.
 #pragma once
 
 #include <algorithm>
@@ -330,7 +329,7 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
 // set of merge weights per row and partition serves the 8 dims (the same values as per dim);
 // the partials are read kBatch partitions at a time, all loads in flight before the merges
 // (a long context has 57 partitions: one L2 round trip per partition would be ~30 us). The
-// combine kernel and the decode kernels' last block / warp run this.
+// combine kernel and the decode kernel's last block run this.
 template <int D>
 __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int tile, int hkv,
                                                    int n_parts, int slot, int tid, int nthreads) {
@@ -401,9 +400,5 @@ inline int device_sms() {
   }
   return sms;
 }
-
-// The pipelined decode kernel (attention_mma_pipe.cu): same bits as the split decode kernel.
-// Needs q rotated and the new k, v in the cache (no fuse_rope) and mma_partial.
-Status launch_mma_pipe(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace loom::gpu::mma_impl

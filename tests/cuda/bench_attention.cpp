@@ -3,10 +3,9 @@
 // CUDA-core ones, L2 flushed before every call (in a decode step the layer's GEMVs stream
 // 88 MB between two attention calls, so the KV is not in L2).
 //   - decode: batch 1 at contexts 600, 7000, 14000; batch 64 and 256 at 600 and 8000:
-//     microseconds per call (decode kernel as the launcher picks it, combining in its last
-//     block), GB/s of KV read; the same with the combine kernel; the tensor-core prefill kernel
-//     on the same one-slot tiles; the CUDA-core decode kernel; then the split and the
-//     pipelined tensor-core decode kernels, each forced (same bits).
+//     microseconds per call (the split decode kernel, combining in its last block), GB/s of KV
+//     read; the same with the combine kernel; the tensor-core prefill kernel on the same
+//     one-slot tiles; the CUDA-core decode kernel.
 //   - prefill: one 1746-slot chunk (3 Terra frames) from position 0: ms and TFLOP/s.
 #include "bench_attention.h"
 
@@ -149,11 +148,6 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   gpu::AttentionArgs a = S.a;
   a.decode = true;
   const double mma = time_us(S, a, stream, iters);  // combine in the decode kernel's last block
-  a.mma_decode_kernel = 1;                          // the split decode kernel, whatever the batch
-  const double mma_split = time_us(S, a, stream, iters);
-  a.mma_decode_kernel = 2;  // the pipelined one
-  const double mma_pipe = time_us(S, a, stream, iters);
-  a.mma_decode_kernel = 0;
   gpu::AttentionArgs c = a;
   c.mma_counters = nullptr;
   const double mma_combine = time_us(S, c, stream, iters);  // + the combine kernel
@@ -165,18 +159,14 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   auto gbps = [&](double us) { return kv_bytes / (us * 1e-6) / 1e9; };
   std::printf(
       "attention decode b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma+combine-kernel %8.2f us  "
-      "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)  split %8.2f us (%5.0f GB/s)  "
-      "pipe %8.2f us (%5.0f GB/s)\n",
-      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core), mma_split,
-      gbps(mma_split), mma_pipe, gbps(mma_pipe));
+      "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)\n",
+      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core));
   return {{"batch", batch},
           {"ctx", ctx},
           {"kv_bytes", kv_bytes},
           {"mma_us", mma},
           {"mma_gbps", gbps(mma)},
           {"mma_combine_kernel_us", mma_combine},
-          {"mma_split_us", mma_split},
-          {"mma_pipe_us", mma_pipe},
           {"mma_prefill_kernel_us", mma_prefill},
           {"cuda_core_us", core},
           {"cuda_core_gbps", gbps(core)}};

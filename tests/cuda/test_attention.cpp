@@ -8,8 +8,8 @@
 //    and over a cache with another block size, gives the same bf16 bits;
 //  - fused RoPE (decode kernel rotates q and the new k, writes k, v) gives rope_kv_write's
 //    bits: output and cache;
-//  - the pipelined decode kernel (every decode check above runs it too) with many partitions
-//    per warp: the split kernel's bits, row by row.
+//  - a batch of 130 with 1..11 partitions a row (several per block of the split decode
+//    kernel): decode (in-kernel combine and combine kernel) and prefill bits, row by row.
 // Cache and query values are functions of (sequence, position, head, dim), so that the same
 // sequence can be laid out in different pools. On failure the first differing / worst element
 // is printed (slot, head, dim, values).
@@ -130,10 +130,9 @@ void check_counters_zero(const DevBuf& c, size_t n) {
 }
 
 // One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
-// decode kernel combines in its last block (warp); otherwise the combine kernel runs.
-// kernel: the decode kernel (AttentionArgs::mma_decode_kernel: 1 split, 2 pipelined).
+// decode kernel combines in its last block; otherwise the combine kernel runs.
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
-                               bool counters = true, int kernel = 1) {
+                               bool counters = true) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -178,7 +177,6 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   a.head_dim = D;
   a.block_size = w.bs;
   a.decode = decode;
-  a.mma_decode_kernel = kernel;
   a.out = out.get();
   a.mma_partial = part.as<float>();
   a.mma_partial_floats = part_floats;
@@ -298,12 +296,8 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
         if (count_slots(es) == int(es.size())) {
           const std::vector<uint16_t> dec = run_step(w, es, true);
           const std::vector<uint16_t> dec_combine = run_step(w, es, true, false);
-          const std::vector<uint16_t> pipe = run_step(w, es, true, true, 2);
-          const std::vector<uint16_t> pipe_combine = run_step(w, es, true, false, 2);
           check_close(to_floats(dec), want, sh.heads, sh.head_dim,
                       (name + ", decode kernel").c_str());
-          check_close(to_floats(pipe), want, sh.heads, sh.head_dim,
-                      (name + ", pipelined decode kernel").c_str());
           check_close(to_floats(dec_combine), want, sh.heads, sh.head_dim,
                       (name + ", decode kernel + combine kernel").c_str());
           bool same = true;
@@ -313,12 +307,6 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
             same =
                 same && same_row(dec_combine, s, pre, s, sh.heads, sh.head_dim,
                                  "decode + combine kernel vs prefill kernel", es[size_t(s)].kv_len);
-            same =
-                same && same_row(pipe, s, pre, s, sh.heads, sh.head_dim,
-                                 "pipelined decode kernel vs prefill kernel", es[size_t(s)].kv_len);
-            same = same && same_row(pipe_combine, s, pre, s, sh.heads, sh.head_dim,
-                                    "pipelined decode + combine kernel vs prefill kernel",
-                                    es[size_t(s)].kv_len);
           }
           CHECK(same);
         }
@@ -352,8 +340,6 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
       const std::vector<uint16_t> among = run_step(w16, company, true);
       const std::vector<uint16_t> among_pre = run_step(w16, company, false);
       const std::vector<uint16_t> among_combine = run_step(w16, company, true, false);
-      const std::vector<uint16_t> among_pipe = run_step(w16, company, true, true, 2);
-      const std::vector<uint16_t> alone_pipe = run_step(w16, {{0, p, 1}}, true, true, 2);
       const std::vector<uint16_t> alone_pre = run_step(w16, {{0, p, 1}}, false);
       const int c0 = std::max(0, p - 5), c1 = std::max(0, p - 13);
       const std::vector<uint16_t> chunk = run_step(w16, {{0, c0, p - c0 + 3}}, false);
@@ -366,9 +352,6 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
       CHECK(same_row(alone, 0, among_combine, x_slot, H, D,
                      "alone vs among 19 (decode + combine kernel)", p));
       CHECK(same_row(alone, 0, alone_pre, 0, H, D, "decode kernel vs prefill kernel", p));
-      CHECK(
-          same_row(alone, 0, among_pipe, x_slot, H, D, "alone vs among 19 (pipelined kernel)", p));
-      CHECK(same_row(alone, 0, alone_pipe, 0, H, D, "split vs pipelined decode kernel", p));
       CHECK(same_row(alone, 0, chunk, p - c0, H, D, "decode vs prefill chunk from p - 5", p));
       CHECK(same_row(alone, 0, chunk2, 5 + p - c1, H, D, "decode vs chunk from p - 13", p));
       CHECK(same_row(alone, 0, other_bs, 0, H, D, "block size 16 vs 32", p));
@@ -379,33 +362,32 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
   }
 }
 
-TEST_CASE("pipelined decode kernel: many partitions per warp, the split kernel's bits") {
+TEST_CASE("split decode kernel at batch 130: many partitions per block, the prefill bits") {
   // Terra's heads; 130 sequences of contexts 1..2600 (1..11 partitions, last tiles partial):
-  // ~2900 (tile, kv head, partition) items, several per warp of the persistent grid (528 warps
-  // on 132 SMs), whose tiles stream across item boundaries, 1..4 tiles an item. Every row:
-  // bitwise the split decode kernel's and the prefill kernel's, close to the cpu's; counters
-  // back at zero (run_step checks).
+  // 520 (tile, kv head) pairs, Z = 3 blocks each on 132 SMs, so a block folds up to 4
+  // partitions in turn. Every row: bitwise the prefill kernel's, with the in-kernel combine
+  // and with the combine kernel; close to the cpu's; counters back at zero (run_step checks).
   const int H = 32, KV = 4, D = 64, n = 130;
   std::vector<int> lens;
   for (int i = 0; i < n; i++) lens.push_back((i * 977) % 2600 + 1);
   const World w(H, KV, D, 16, lens, 17);
   std::vector<Entry> es;
   for (int i = 0; i < n; i++) es.push_back({i, lens[size_t(i)] - 1, 1});
-  const std::vector<uint16_t> pipe = run_step(w, es, true, true, 2);
-  const std::vector<uint16_t> pipe_combine = run_step(w, es, true, false, 2);
-  const std::vector<uint16_t> split = run_step(w, es, true, true, 1);
+  const std::vector<uint16_t> split = run_step(w, es, true, true);
+  const std::vector<uint16_t> split_combine = run_step(w, es, true, false);
   const std::vector<uint16_t> pre = run_step(w, es, false);
   bool same = true;
   for (int s = 0; s < n && same; s++) {
     const int pos = es[size_t(s)].kv_len;
-    same = same_row(pipe, s, split, s, H, D, "batch 130: pipelined vs split kernel", pos) &&
-           same_row(pipe_combine, s, split, s, H, D,
-                    "batch 130: pipelined + combine kernel vs split kernel", pos) &&
-           same_row(split, s, pre, s, H, D, "batch 130: split vs prefill kernel", pos);
+    same = same_row(split, s, pre, s, H, D, "batch 130: split vs prefill kernel", pos) &&
+           same_row(split_combine, s, pre, s, H, D,
+                    "batch 130: split + combine kernel vs prefill kernel", pos);
     if (!same) std::printf("  (sequence %d of the batch, context %d)\n", s, pos + 1);
   }
   CHECK(same);
-  check_close(to_floats(pipe), reference(w, es), H, D, "batch 130, pipelined kernel vs cpu");
+  const std::vector<float> want = reference(w, es);
+  check_close(to_floats(split), want, H, D, "batch 130, split kernel vs cpu");
+  check_close(to_floats(split_combine), want, H, D, "batch 130, split + combine kernel vs cpu");
 }
 
 namespace {
@@ -428,7 +410,7 @@ std::vector<uint16_t> download_bits(const DevBuf& b, size_t n) {
 // inside; otherwise rope_kv_write, then the tensor-core prefill kernel. k, v: the caches
 // (written). Returns the output bits.
 std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es, bool fused,
-                                    DevBuf& k, DevBuf& v, const DevBuf& inv, int kernel = 1) {
+                                    DevBuf& k, DevBuf& v, const DevBuf& inv) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int n = int(es.size());
   std::vector<int32_t> slot_start, kv_len, tiles, bt, positions, cache_slot;
@@ -482,7 +464,6 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
   a.out = out.get();
   if (fused) {
     a.decode = a.fuse_rope = true;
-    a.mma_decode_kernel = kernel;  // 2: rope_kv_write, then the pipelined kernel
     a.positions = dpos.as<int32_t>();
     a.cache_slot = dcs.as<int32_t>();
     a.inv_freq = inv.as<float>();
@@ -538,14 +519,6 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits") {
         company.push_back({i, lens[size_t(i)] - 1, 1});
       }
       const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
-      DevBuf kd = copy_of(w.dk, cache_n * 2), vd = copy_of(w.dv, cache_n * 2);
-      const std::vector<uint16_t> among_pipe = run_rope_step(w, company, true, kd, vd, dinv, 2);
-      CHECK(same_row(fused, 0, among_pipe, x_slot, H, D,
-                     "fused RoPE alone vs among 19 (pipelined kernel, rope_kv_write first)", p));
-      CHECK_MESSAGE(download_bits(kd, cache_n) == download_bits(kc, cache_n),
-                    "K cache after the pipelined step differs from the fused split step's");
-      CHECK_MESSAGE(download_bits(vd, cache_n) == download_bits(vc, cache_n),
-                    "V cache after the pipelined step differs from the fused split step's");
       CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
       CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
       const std::vector<uint16_t> cka = download_bits(ka, cache_n),
