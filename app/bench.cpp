@@ -175,7 +175,8 @@ int bench_command(const BenchArgs& a) {
   if (a.jobs > 0) {
     std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s\n", "jobs", "group", "tokens/s",
                 "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared");
-    std::vector<int> groups{0};  // 0: every job its own context
+    std::vector<int> groups;  // 0: every job its own context
+    if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     for (int group : groups) {
       EngineOptions opt = engine_options(a.engine);

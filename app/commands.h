@@ -45,8 +45,9 @@ struct BenchArgs {
   int context_frames = 3;
   int frames = 4;
   std::vector<int> batch_sizes{1};
-  int jobs = 0;          // throughput run: this many jobs at once (0: off)
-  int shared_group = 0;  // throughput run: groups of this size share context frames
+  int jobs = 0;              // throughput run: this many jobs at once (0: off)
+  int shared_group = 0;      // throughput run: groups of this size share context frames
+  bool shared_only = false;  // with shared_group: leave out the unshared pass
   int repeats = 1;
   bool profile = false;
 };

@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--jobs", bench.jobs, "throughput run with this many jobs");
   bench_cmd->add_option("--shared-group", bench.shared_group,
                         "throughput run: groups of this many jobs share context frames");
+  bench_cmd->add_flag(
+      "--shared-only", bench.shared_only,
+      "with --shared-group: only the shared pass (the unshared one measured apart)");
   bench_cmd->add_option("--repeats", bench.repeats, "timed repeats per batch size");
   bench_cmd->add_flag("--profile", bench.profile, "per-kernel time breakdown");
   bench_cmd->add_option("--json", bench.json_out, "write results as JSON here");

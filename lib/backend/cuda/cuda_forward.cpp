@@ -58,6 +58,7 @@ bool CudaBackend::gemv_schedule(int n_slots) const {
 // 2026-11-22: in the batch-1 graph 0.24 ms a step against 0.67 ms). That schedule is not batch
 // invariant anyway (GEMV vs cuBLAS); --batch-invariant never takes it.
 bool CudaBackend::mma_attention(const StepLayout& L) const {
+  if (debug_skip_ & 8) return attention_mma();  // bench: tensor cores in the GEMV schedule too
   return attention_mma() && !(gemv_schedule(L.n_slots) && L.n_tiles == L.n_slots);
 }
 
