@@ -203,8 +203,9 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   tokens_ = static_cast<int32_t*>(alloc(O * 4));
   sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
   // CUDA-core split partials (67 MB at head_dim 64); the tensor-core path has part_mma_.
-  part_o_ =  // the CUDA-core kernels' splits (fp32, and bf16 decode in the GEMV schedule)
-      static_cast<float*>(alloc(attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
+  part_o_ = attention_mma() ? nullptr  // the CUDA-core kernels' splits (fp32)
+                            : static_cast<float*>(alloc(
+                                  attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
   part_ml_ = static_cast<float*>(alloc(kMaxPartBlocks * kAttnRows * 2 * 4));
   if (tokens_host_) cudaFreeHost(tokens_host_);
   LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&tokens_host_), O * 4));
@@ -464,7 +465,7 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
 
   LOOM_CUDA_CHECK(cudaMemcpyAsync(in_dev_, in_host_, L.bytes, cudaMemcpyHostToDevice, stream_));
   // The tensor-core path has fixed partitions instead of splits.
-  const int splits = mma_attention(L) ? 1 : pick_splits(L.n_tiles);
+  const int splits = attention_mma() ? 1 : pick_splits(L.n_tiles);
   if (decode) {
     cudaGraphExec_t& g = graphs_[size_t(bucket)];
     if (g != nullptr) {

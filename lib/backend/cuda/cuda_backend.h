@@ -34,8 +34,7 @@ double cuda_last_load_seconds(const Backend& backend);
 double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters);
 
 // Benchmark decomposition only (results are garbage while set): leave kernel families out of
-// the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw;
-// 8 (results valid) tensor-core decode attention in the GEMV schedule too (A/B of that choice).
+// the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw.
 void cuda_set_debug_skip(Backend& backend, int mask);
 
 // Number of CUDA devices, 0 when none or when the driver is unusable; *reason says why.

@@ -95,7 +95,6 @@ class CudaBackend : public Backend {
   void forward(const StepLayout& L, int num_splits);
   bool attention_mma() const;             // bf16 and a shape the tensor-core attention takes
   bool gemv_schedule(int n_slots) const;  // fused GEMVs instead of GEMMs (cuda_forward.cpp)
-  bool mma_attention(const StepLayout& L) const;  // this step's attention on the tensor cores
   // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).
   void linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k, int ldy = 0);
   void prof_begin(const char* family);

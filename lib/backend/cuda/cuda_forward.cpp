@@ -53,15 +53,6 @@ bool CudaBackend::gemv_schedule(int n_slots) const {
          s.intermediate % 8 == 0 && s.q_dim() % 8 == 0;
 }
 
-// Tensor-core attention (fixed partitions: batch invariant) for bf16, except decode steps of the
-// GEMV schedule, where the CUDA-core decode kernel with RoPE fused is faster at batch 1-4 (H200,
-// 2026-11-22: in the batch-1 graph 0.24 ms a step against 0.67 ms). That schedule is not batch
-// invariant anyway (GEMV vs cuBLAS); --batch-invariant never takes it.
-bool CudaBackend::mma_attention(const StepLayout& L) const {
-  if (debug_skip_ & 8) return attention_mma();  // bench: tensor cores in the GEMV schedule too
-  return attention_mma() && !(gemv_schedule(L.n_slots) && L.n_tiles == L.n_slots);
-}
-
 void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const ModelSpec& s = spec_;
   const int H = s.hidden, I = s.intermediate;
@@ -72,7 +63,6 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const int32_t* out_rows = in_i32(L.out_rows);
   const auto* params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
   const bool gemv = gemv_schedule(L.n_slots);
-  const bool mma = mma_attention(L);
 
   // 1. Inputs: action projection of action slots, then token gather + position tables.
   void* act_out = nullptr;
@@ -156,7 +146,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
 
   // 2. Layers. Decode (one slot a tile): the decode attention kernel (tensor-core for bf16,
   // CUDA-core for fp32), RoPE and the new K/V write fused into it.
-  const bool decode_attn = L.n_tiles == L.n_slots && (mma || s.heads / s.kv_heads <= kDecodeMaxG);
+  const bool decode_attn =
+      L.n_tiles == L.n_slots && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   for (int l = 0; l < s.layers; l++) {
     const DeviceLayer& W = w_.layers[size_t(l)];
     if (gemv) {
@@ -211,7 +202,6 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.out = attn_;
       a.decode = decode_attn;
       a.fuse_rope = decode_attn;
-      a.mma = mma;
       a.mma_partial = part_mma_;
       a.mma_partial_floats = part_mma_floats_;
       a.mma_counters = mma_counters_;
