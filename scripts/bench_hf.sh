@@ -98,11 +98,12 @@ step() {
 
 # What this is: commit, device, software (into the summary).
 {
-  if git -C "$ROOT" rev-parse HEAD > /dev/null 2>&1; then
+  # A COMMIT file wins: a copied tree (e.g. on a GPU machine) may carry a stale .git.
+  if [ -f "$ROOT/COMMIT" ]; then
+    echo "commit=$(head -n 1 "$ROOT/COMMIT")"
+  elif git -C "$ROOT" rev-parse HEAD > /dev/null 2>&1; then
     echo "commit=$(git -C "$ROOT" rev-parse HEAD)"
     echo "dirty_files=$(git -C "$ROOT" status --porcelain 2> /dev/null | wc -l)"
-  elif [ -f "$ROOT/COMMIT" ]; then
-    echo "commit=$(head -n 1 "$ROOT/COMMIT")"
   else
     echo "commit=unknown"
   fi
