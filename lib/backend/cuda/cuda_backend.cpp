@@ -202,8 +202,9 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   logits_t_ = t_ == DType::BF16 ? alloc(O * size_t(logits_ld_) * 2) : nullptr;
   tokens_ = static_cast<int32_t*>(alloc(O * 4));
   sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
-  // CUDA-core split partials (67 MB at head_dim 64); the tensor-core path has part_mma_.
-  part_o_ = attention_mma() ? nullptr  // the CUDA-core kernels' splits (fp32)
+  // The CUDA-core kernels' split partials (fp32; 67 MB at head_dim 64); the tensor-core path
+  // has part_mma_.
+  part_o_ = attention_mma() ? nullptr
                             : static_cast<float*>(alloc(
                                   attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
   part_ml_ = static_cast<float*>(alloc(kMaxPartBlocks * kAttnRows * 2 * 4));
