@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -27,21 +26,8 @@ double median(std::vector<double> v) {
 
 // Job i of a synthetic set; jobs in the same group (i / group) share their context frames.
 Job synthetic_job(const ModelSpec& sp, int i, int group, int ctx, int frames) {
-  LOOM_CHECK(sp.has_frames(), "loom bench needs a frame model (num_image_patches in config)");
-  std::mt19937 rng(uint32_t(group > 0 ? i / group : i) * 7919u + 17u);
-  std::uniform_int_distribution<int> tok(0, sp.vocab - 2);
-  std::uniform_real_distribution<float> act(-1.0f, 1.0f);
-  Job j;
-  j.id = "bench-" + std::to_string(i);
-  j.line = i + 1;
-  j.context_frames = ctx;
-  j.num_frames = frames;
-  for (int f = 0; f < ctx; f++) {
-    for (int t = 0; t < sp.image_tokens; t++) j.prompt.push_back(tok(rng));
-    for (int a = 0; a < sp.action_tokens; a++) j.prompt.push_back(-3);
-  }
-  j.action_rows = sp.action_tokens * (ctx + frames);
-  for (int r = 0; r < j.action_rows * sp.action_dim; r++) j.actions.push_back(act(rng));
+  Job j = synthetic_frame_job(sp, "bench-" + std::to_string(i), i + 1,
+                              uint32_t(group > 0 ? i / group : i) * 7919u + 17u, ctx, frames);
   j.sampling.temperature = 0.9f;  // Terra's reference setting
   j.sampling.seed = uint64_t(i);
   return j;

@@ -1,5 +1,6 @@
 // Device helpers shared by the kernel families: element conversions between the activation
-// types (fp32, bf16), warp reductions, 16-byte vector types. Included by .cu files only.
+// types (fp32, bf16), warp reductions, 16-byte vector types, launches with programmatic
+// dependent launch, cp.async groups and the bf16 tensor-core mma. Included by .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -106,6 +107,31 @@ __device__ __forceinline__ void pdl_wait() {
 // Lets the next kernel of the stream start its independent prologue now.
 __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;");
+}
+
+// cp.async groups (the copies themselves differ per kernel: cache hints, address forms).
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// c += A·B on the tensor cores, m16n8k16, bf16 in, fp32 accumulate. Fragments (g = lane / 4,
+// t = lane % 4): a0 (row g, k 2t..2t+1), a1 (row g+8, same k), a2 (row g, k 2t+8..), a3 (row
+// g+8, k 2t+8..); b0 (k 2t..2t+1, col g), b1 (k 2t+8.., col g); c0 c1 (row g, cols 2t, 2t+1),
+// c2 c3 (row g+8).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  mma_bf16(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 }  // namespace loom::gpu

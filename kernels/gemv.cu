@@ -164,17 +164,8 @@ static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   }
   const int warps = kGemvThreads / 32;
   const int blocks = std::min((a.n + warps - 1) / warps, num_sms * per_sm);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(kGemvThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = a.pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, gemv_kernel<M, IN, OUT>, a);
+  const cudaError_t e = launch_kernel(gemv_kernel<M, IN, OUT>, dim3(blocks), dim3(kGemvThreads),
+                                      smem, stream, a.pdl, a);
   if (e != cudaSuccess) return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
   return launch_status("gemv");
 }

@@ -44,17 +44,6 @@ __device__ __forceinline__ uint4 lf_load_x(const uint4* p, bool ok) {
   return v;
 }
 
-// c += A·B, A 16×16 bf16 (a0: row g k 2t..2t+1, a1: row g+8, a2: row g k 2t+8.., a3: row
-// g+8 k 2t+8..), B 16×8 bf16 (b0: k 2t..2t+1 col g, b1: k 2t+8.. col g), c 16×8 fp32 (c0, c1:
-// row g cols 2t, 2t+1; c2, c3: row g+8), g = lane / 4, t = lane % 4.
-__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                          uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Segment s of the block's tile, from zero, in groups of kGroup chunks. Chunk c covers k
 // [256 s + 32 c, +32): lane (g, t) holds k 8t..8t+7 of the chunk (one 16-byte vector) for
 // weight rows g and g+8 of each row tile and for token g of each token tile. mma #0 takes
@@ -110,8 +99,8 @@ __device__ __forceinline__ void mma_weight_group(const LinearFixedArgs& a, int s
       for (int nt = 0; nt < NT; nt++) {
         const uint4& lo = wf.v[c][rt][0];  // row g
         const uint4& hi = wf.v[c][rt][1];  // row g + 8
-        mma_16816(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, xf[nt].x, xf[nt].y);
-        mma_16816(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, xf[nt].z, xf[nt].w);
+        mma_bf16(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, xf[nt].x, xf[nt].y);
+        mma_bf16(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, xf[nt].z, xf[nt].w);
       }
   }
 }
@@ -252,13 +241,6 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool o
                "r"(ok ? 16 : 0)
                : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 // Block b: token tile b % m_tiles, row tile b / m_tiles (as the register path: the blocks that
 // share a weight tile run together and read it once from DRAM).
@@ -365,8 +347,8 @@ __global__ void __launch_bounds__(32 * WN * WM, kMinBlocks)
           for (int nt = 0; nt < NT; nt++) {
             const uint4& lo = af[rt][0];  // row g
             const uint4& hi = af[rt][1];  // row g + 8
-            mma_16816(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, bfr[nt].x, bfr[nt].y);
-            mma_16816(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, bfr[nt].z, bfr[nt].w);
+            mma_bf16(acc[rt][nt], lo.x, hi.x, lo.y, hi.y, bfr[nt].x, bfr[nt].y);
+            mma_bf16(acc[rt][nt], lo.z, hi.z, lo.w, hi.w, bfr[nt].z, bfr[nt].w);
           }
       }
     }

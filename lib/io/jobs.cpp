@@ -16,6 +16,7 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <random>
 #include <string_view>
 
 #include "core/error.h"
@@ -733,6 +734,26 @@ int64_t JobReader::lines_read() const {
 }
 int64_t JobReader::records_read() const {
   return impl_->records;
+}
+
+Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
+                        int ctx, int frames) {
+  LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in config)");
+  std::mt19937 rng(prompt_seed);
+  std::uniform_int_distribution<int> tok(0, spec.vocab - 2);
+  std::uniform_real_distribution<float> act(-1.0f, 1.0f);
+  Job j;
+  j.id = std::move(id);
+  j.line = line;
+  j.context_frames = ctx;
+  j.num_frames = frames;
+  for (int f = 0; f < ctx; f++) {
+    for (int t = 0; t < spec.image_tokens; t++) j.prompt.push_back(tok(rng));
+    for (int a = 0; a < spec.action_tokens; a++) j.prompt.push_back(JobDefaults{}.placeholder_id);
+  }
+  j.action_rows = spec.action_tokens * (ctx + frames);
+  for (int r = 0; r < j.action_rows * spec.action_dim; r++) j.actions.push_back(act(rng));
+  return j;
 }
 
 }  // namespace loom

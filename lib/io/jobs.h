@@ -22,33 +22,34 @@
 namespace loom {
 
 struct Job {
-  std::string id;      // "id" as given (a JSON number is kept as its text); else "line-N"
-  int64_t line = 0;    // 1-based line in the jobs file
-  std::vector<int32_t> prompt;  // [n_ctx * S] (frames) or [n] (plain); action slots hold placeholder
-  std::vector<float> actions;   // [action_rows, action_dim], row-major
+  std::string id;    // "id" as given (a JSON number is kept as its text); else "line-N"
+  int64_t line = 0;  // 1-based line in the jobs file
+  std::vector<int32_t>
+      prompt;                  // [n_ctx * S] (frames) or [n] (plain); action slots hold placeholder
+  std::vector<float> actions;  // [action_rows, action_dim], row-major
   int action_rows = 0;
-  int context_frames = 0;  // n_ctx (frame models)
-  int num_frames = 0;      // frames to generate (frame models)
-  int max_tokens = 0;      // tokens to generate (plain models)
-  bool ignore_eos = false; // plain models: keep going past eos
-  int overlap = 3;         // frames carried into a new round
+  int context_frames = 0;   // n_ctx (frame models)
+  int num_frames = 0;       // frames to generate (frame models)
+  int max_tokens = 0;       // tokens to generate (plain models)
+  bool ignore_eos = false;  // plain models: keep going past eos
+  int overlap = 3;          // frames carried into a new round
   SamplingParams sampling;
   int num_samples = 1;
 };
 
 struct JobError {
-  std::string id;    // the job's id when it could be read, else "line-N"
+  std::string id;  // the job's id when it could be read, else "line-N"
   int64_t line = 0;
   std::string message;  // "line 7: field \"actions\": expected 18 rows of 3 numbers, found 17"
 };
 
-constexpr int kMaxJobFrames = 100000;             // num_frames upper bound per job
+constexpr int kMaxJobFrames = 100000;                  // num_frames upper bound per job
 constexpr size_t kMaxJobLineBytes = size_t(64) << 20;  // longer job lines are an error record
 
 struct JobDefaults {
   int32_t placeholder_id = -3;  // token id marking an action slot in prompt_token_ids
   int overlap = 3;
-  SamplingParams sampling;      // used where a job gives no "sampling" field
+  SamplingParams sampling;  // used where a job gives no "sampling" field
   int max_num_samples = 1024;
 };
 
@@ -75,5 +76,12 @@ class JobReader {
 // Returns true and fills `job`, or false and fills `error`.
 bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
                     const JobDefaults& defaults, Job& job, JobError& error);
+
+// A synthetic frame job (benchmarks, tests): `ctx` context frames of random image ids (each
+// followed by its action placeholders) and random action rows in [-1, 1) for ctx + frames
+// frames, all drawn from `prompt_seed`: jobs with the same seed share their context frames.
+// Default sampling; the caller sets it. Needs a frame model.
+Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
+                        int ctx, int frames);
 
 }  // namespace loom

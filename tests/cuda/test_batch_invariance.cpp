@@ -275,20 +275,7 @@ namespace {
 // A tiny_v1 frame job: ctx context frames of random image ids, `frames` to generate.
 Job frame_job(const ModelSpec& sp, const std::string& id, int line, uint32_t prompt_seed, int ctx,
               int frames, SamplingParams sampling) {
-  std::mt19937 rng(prompt_seed);
-  std::uniform_int_distribution<int> tok(0, sp.vocab - 2);
-  std::uniform_real_distribution<float> act(-1.0f, 1.0f);
-  Job j;
-  j.id = id;
-  j.line = line;
-  j.context_frames = ctx;
-  j.num_frames = frames;
-  for (int f = 0; f < ctx; f++) {
-    for (int t = 0; t < sp.image_tokens; t++) j.prompt.push_back(tok(rng));
-    for (int a = 0; a < sp.action_tokens; a++) j.prompt.push_back(-3);
-  }
-  j.action_rows = sp.action_tokens * (ctx + frames);
-  for (int r = 0; r < j.action_rows * sp.action_dim; r++) j.actions.push_back(act(rng));
+  Job j = synthetic_frame_job(sp, id, line, prompt_seed, ctx, frames);
   j.sampling = sampling;
   return j;
 }

@@ -101,8 +101,6 @@ CudaBackend::CudaBackend(ComputeDType dtype, int device, bool batch_invariant)
       t_(dtype == ComputeDType::F32 ? DType::F32 : DType::BF16),
       invariant_(batch_invariant),
       device_(device) {
-  LOOM_CHECK(!invariant_ || t_ == DType::BF16,
-             "CUDA backend: batch-invariant mode is bf16 only (kernels/linear_fixed.cuh)");
   LOOM_CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
