@@ -21,9 +21,7 @@
 // and the kernels need no "first" flags.
 //
 // Two kernels (plus a combine):
-//  - split decode (every tile one slot; every decode batch): grid (kv_heads, n_tiles, Z), the
-//    kv heads fastest: a cache row holds every kv head of a key (512 bytes at Terra's 4 x 64),
-//    so the blocks of one tile's heads run together and read whole rows, not a quarter each;
+//  - split decode (every tile one slot; every decode batch): grid (n_tiles, kv_heads, Z);
 //    block z takes partitions z, z + Z, ... of its (sequence, kv head); warp w computes tile w of
 //    the partition into shared memory, the block folds the 4 in order and writes the partition
 //    result to mma_partial (one partition: the output itself). Z only spreads the work: the
@@ -59,7 +57,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   extern __shared__ uint4 mma_smem[];
   pdl_trigger();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int tile = blockIdx.y, hkv = blockIdx.x;
+  const int tile = blockIdx.x, hkv = blockIdx.y;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1];
   const int G = a.heads / a.kv_heads;
   const int p = a.kv_len[seq] + j0;  // the slot's position: keys [0, p]
@@ -213,7 +211,7 @@ template <int D>
 __global__ void __launch_bounds__(kThreads) attention_mma_combine_kernel(AttentionArgs a) {
   pdl_trigger();
   pdl_wait();  // every block waits, so that this grid completes only after the decode kernel
-  const int tile = blockIdx.y, hkv = blockIdx.x;
+  const int tile = blockIdx.x, hkv = blockIdx.y;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1];
   const int p = a.kv_len[seq] + j0;
   const int n_parts = p / kMmaPartKeys + 1;
@@ -231,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // Last tiles first: a chunk's later slots see the most keys, so the longest blocks start
   // in the first wave instead of making a tail (the bits do not depend on the order).
-  const int tile = a.n_tiles - 1 - int(blockIdx.y), hkv = blockIdx.x;
+  const int tile = a.n_tiles - 1 - int(blockIdx.x), hkv = blockIdx.y;
   const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1], nj = a.tiles[tile * 3 + 2];
   const int G = a.heads / a.kv_heads;
   const int spw = 16 / G;             // slots per warp
@@ -365,13 +363,13 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
         a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;
     AttentionArgs k = a;
     if (!counters) k.mma_counters = nullptr;
-    e = launch_kernel(paged_attention_mma_decode_kernel<D>, dim3(a.kv_heads, a.n_tiles, z),
+    e = launch_kernel(paged_attention_mma_decode_kernel<D>, dim3(a.n_tiles, a.kv_heads, z),
                       kThreads, bytes, stream, a.pdl, k);
     if (e != cudaSuccess)
       return Status::bad(cat("paged_attention_mma_decode: launch: ", cudaGetErrorString(e)));
     st = launch_status("paged_attention_mma_decode");
     if (!st.ok || max_parts == 1 || counters) return st;
-    e = launch_kernel(attention_mma_combine_kernel<D>, dim3(a.kv_heads, a.n_tiles), kThreads, 0,
+    e = launch_kernel(attention_mma_combine_kernel<D>, dim3(a.n_tiles, a.kv_heads), kThreads, 0,
                       stream, a.pdl, a);
     if (e != cudaSuccess)
       return Status::bad(cat("attention_mma_combine: launch: ", cudaGetErrorString(e)));
@@ -381,7 +379,7 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   const int bytes = 2 * Tl::kPairBytes;
   Status st = allow_smem(paged_attention_mma_kernel<D>, bytes, done, "paged_attention_mma");
   if (!st.ok) return st;
-  e = launch_kernel(paged_attention_mma_kernel<D>, dim3(a.kv_heads, a.n_tiles), kThreads, bytes,
+  e = launch_kernel(paged_attention_mma_kernel<D>, dim3(a.n_tiles, a.kv_heads), kThreads, bytes,
                     stream, a.pdl, a);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_mma: launch: ", cudaGetErrorString(e)));
@@ -397,8 +395,6 @@ Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
                  " (built for bf16, head_dim 16 or 64, GQA ratio up to 16)");
   LOOM_ARG_CHECK(a.block_size > 0 && a.bt_stride > 0 && a.n_tiles >= 0,
                  "paged_attention_mma: block_size ", a.block_size, ", bt_stride ", a.bt_stride);
-  LOOM_ARG_CHECK(a.n_tiles <= 65535, "paged_attention_mma: ", a.n_tiles,
-                 " tiles (the grid's y dimension holds at most 65535)");
   LOOM_ARG_CHECK(a.qkv && a.k_cache && a.v_cache && a.block_tables && a.kv_len && a.slot_start &&
                      a.tiles && a.out,
                  "paged_attention_mma: null pointer");
