@@ -4,10 +4,7 @@
 namespace loom::gpu {
 
 constexpr int kGemvThreads = 512;
-constexpr int kGemvWarps = kGemvThreads / 32;
 constexpr int kGemvUnroll = 8;  // 16-byte loads in flight per lane
-// A warp's load batch: kGemvUnroll 16-byte chunks per lane (4 KB).
-constexpr int kGemvBatchChunks = 32 * kGemvUnroll;
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
@@ -29,68 +26,44 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return v;
 }
 
-// 16 bytes global → shared through L2 only (weights are read once a step), with the same
-// 256-byte L2 prefetch as load_stream.
-__device__ __forceinline__ void cp_async_stream(uint4* dst, const uint4* src) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
-
-// Warp w of block b owns rows n = b * warps + w + j * (grid * warps) and walks them in
-// iterations: iteration `it` is load batch it % nb of its (it / nb)-th row (nb batches a row).
-// The first `pf` iterations are copied to shared memory before the PDL wait (cp.async, each
-// lane reads back only its own copies: wait_group is the only synchronisation); the rest
-// stream through two register buffers. Shared memory: [M][k] staged input rows (bf16), then
-// [warps][pf][kGemvBatchChunks] weight chunks.
 template <int M, GemvIn IN, GemvOut OUT>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a, int pf) {
+__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   extern __shared__ uint4 gemv_smem[];
   bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
   __shared__ float scratch[32];
   const int k = a.k;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
+  const int warps = kGemvThreads / 32;
   const int k8 = k / 8;
-  const int nb = (k8 + kGemvBatchChunks - 1) / kGemvBatchChunks;  // load batches per row
-  const int warp0 = blockIdx.x * kGemvWarps + (tid >> 5), wstride = gridDim.x * kGemvWarps;
+  const int nb = (k8 + 32 * kGemvUnroll - 1) / (32 * kGemvUnroll);  // load batches per row
+  const int warp0 = blockIdx.x * warps + (tid >> 5), wstride = gridDim.x * warps;
   const int my_rows = warp0 < a.n ? (a.n - 1 - warp0) / wstride + 1 : 0;
   const int iters = my_rows * nb;  // (row, batch) steps of this warp
-  uint4* pf_lane = gemv_smem + size_t(M) * k8 + size_t(tid >> 5) * pf * kGemvBatchChunks + lane;
 
-  auto row_of = [&](int it) {
-    return static_cast<const uint4*>(a.w) + size_t(warp0 + (it / nb) * wstride) * k8;
-  };
+  // Iteration `it` streams batch it % nb of this warp's row it / nb.
   auto load = [&](uint4(&w)[kGemvUnroll], int it) {
-    const uint4* wrow = row_of(it);
-    const int c0 = (it % nb) * kGemvBatchChunks;
+    const int n = warp0 + (it / nb) * wstride;
+    const uint4* wrow = static_cast<const uint4*>(a.w) + size_t(n) * k8;
+    const int c0 = (it % nb) * 32 * kGemvUnroll;
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; u++) {
       const int c = c0 + u * 32 + lane;
       w[u] = c < k8 ? load_stream(wrow + c) : make_uint4(0, 0, 0, 0);
     }
   };
-  auto prefetch = [&](int it) {
-    const uint4* wrow = row_of(it);
-    const int c0 = (it % nb) * kGemvBatchChunks;
-#pragma unroll
-    for (int u = 0; u < kGemvUnroll; u++) {
-      const int c = c0 + u * 32 + lane;
-      if (c < k8) cp_async_stream(pf_lane + (it * kGemvUnroll + u) * 32, wrow + c);
-    }
-  };
   float acc[M];
 #pragma unroll
   for (int i = 0; i < M; i++) acc[i] = 0.0f;
   const uint4* xs4 = gemv_smem;
-  // w(u): chunk u of iteration it's batch, from registers or from the shared-memory copies.
-  auto consume = [&](auto w, int it) {
-    const int c0 = (it % nb) * kGemvBatchChunks;
+  auto consume = [&](const uint4(&w)[kGemvUnroll], int it) {
+    const int c0 = (it % nb) * 32 * kGemvUnroll;
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; u++) {
       const int c = c0 + u * 32 + lane;
       if (c < k8) {
         float wf[8];
-        bf16x8_to_f32(w(u), wf);
+        bf16x8_to_f32(w[u], wf);
 #pragma unroll
         for (int i = 0; i < M; i++) {
           float xf[8];
@@ -122,14 +95,9 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a, int pf) 
   };
 
   // Weights do not depend on earlier kernels: start streaming them before waiting for the
-  // previous kernel (programmatic dependent launch) and before staging the input. The block
-  // starts on its SM as soon as the previous kernel's block there exits; the shared-memory
-  // copies keep HBM busy while the previous kernel's last blocks drain and this one stages.
-  const int n_pf = min(pf, iters);
-  for (int it = 0; it < n_pf; it++) prefetch(it);
-  cp_async_commit();
+  // previous kernel (programmatic dependent launch) and before staging the input.
   uint4 wa[kGemvUnroll], wb[kGemvUnroll];
-  if (n_pf < iters) load(wa, n_pf);
+  if (iters > 0) load(wa, 0);
   pdl_wait();
   pdl_trigger();
 
@@ -161,39 +129,20 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a, int pf) 
   }
   __syncthreads();
 
-  cp_async_wait<0>();  // this lane's copies have landed
-  for (int it = 0; it < n_pf; it++)
-    consume([&](int u) { return pf_lane[(it * kGemvUnroll + u) * 32]; }, it);
   // Two register buffers: the next batch is in flight while the current one is consumed.
-  for (int it = n_pf; it < iters; it += 2) {
+  for (int it = 0; it < iters; it += 2) {
     if (it + 1 < iters) load(wb, it + 1);
-    consume([&](int u) { return wa[u]; }, it);
+    consume(wa, it);
     if (it + 1 < iters) {
       if (it + 2 < iters) load(wa, it + 2);
-      consume([&](int u) { return wb[u]; }, it + 1);
+      consume(wb, it + 1);
     }
   }
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
 static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
-  // Shared memory: the staged input rows, then as many prefetched batches per warp as asked
-  // for and as fit under the device's per-block limit.
-  static int optin = 0;
-  if (optin == 0) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess)
-      e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e != cudaSuccess)
-      return Status::bad(cat("gemv: shared memory limit: ", cudaGetErrorString(e)));
-  }
-  const size_t xs_bytes = size_t(M) * a.k * sizeof(bf16);
-  const size_t pf_bytes = size_t(kGemvWarps) * kGemvBatchChunks * sizeof(uint4);  // per batch
-  const size_t limit = size_t(optin) - 1024;  // the kernel's static scratch and a margin
-  int pf = a.prefetch >= 0 ? a.prefetch : kGemvPrefetchBatches;
-  while (pf > 0 && xs_bytes + pf * pf_bytes > limit) pf--;
-  const size_t smem = xs_bytes + pf * pf_bytes;
+  const size_t smem = size_t(M) * a.k * sizeof(bf16);
   static size_t configured = 48 * 1024;  // dynamic shared memory limit set so far
   if (smem > configured) {
     const cudaError_t e = cudaFuncSetAttribute(
@@ -207,17 +156,16 @@ static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   // partial wave would leave most SMs idle while it drains). Measured: one 256-thread block
   // per SM (to leave room for the next GEMV under programmatic dependent launch) streams
   // 25-30 % slower than this; the memory system wants more warps in flight.
-  static size_t per_sm_smem = 0;
   static int per_sm = 0;
-  if (per_sm == 0 || per_sm_smem != smem) {
+  if (per_sm == 0) {
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, gemv_kernel<M, IN, OUT>, kGemvThreads, smem);
     if (e != cudaSuccess || per_sm < 1) per_sm = 1;
-    per_sm_smem = smem;
   }
-  const int blocks = std::min((a.n + kGemvWarps - 1) / kGemvWarps, num_sms * per_sm);
+  const int warps = kGemvThreads / 32;
+  const int blocks = std::min((a.n + warps - 1) / warps, num_sms * per_sm);
   const cudaError_t e = launch_kernel(gemv_kernel<M, IN, OUT>, dim3(blocks), dim3(kGemvThreads),
-                                      smem, stream, a.pdl, a, pf);
+                                      smem, stream, a.pdl, a);
   if (e != cudaSuccess) return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
   return launch_status("gemv");
 }
@@ -242,7 +190,6 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   LOOM_ARG_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0, "gemv: weights not 16-byte aligned");
   LOOM_ARG_CHECK(a.in != GemvIn::RmsNorm || a.norm_w != nullptr, "gemv: RmsNorm without weight");
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
-  LOOM_ARG_CHECK(a.prefetch >= -1, "gemv: prefetch ", a.prefetch, " (expected -1 or more)");
   if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
     return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);
   if (a.in == GemvIn::Plain && a.out == GemvOut::StoreF32)

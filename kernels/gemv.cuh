@@ -1,8 +1,7 @@
 // Weight-streaming GEMV for small batches (m ≤ 8 rows) with bf16 weights: y[m, n] = in[m, :] ·
 // W[n, :]ᵀ. At batch-1 decode every GEMM is bound by reading W once, so the kernel is built for
 // that: one warp per output row, 16-byte streaming loads, eight in flight per lane, the m input
-// rows staged once per block in shared memory (bf16), and a warp's first weights copied to
-// shared memory before it waits for the previous kernel. The input transform and the output mode
+// rows staged once per block in shared memory (bf16). The input transform and the output mode
 // are fused so that a decode layer is four GEMVs, a RoPE/KV write and attention:
 //   in:  Plain    x bf16 [m, k] (row stride x_stride)
 //        RmsNorm  bf16(x[src] * rsqrt(mean(x[src]²) + eps) * norm_w), x fp32 [rows, k],
@@ -40,13 +39,7 @@ struct GemvArgs {
   // stream finishes; it streams its first weights, then waits for that kernel before reading
   // x or writing y. Only for launches whose predecessor is a kernel of this backend.
   bool pdl = false;
-  // Load batches (4 KB of weights a warp) each warp copies into shared memory before that
-  // wait, so that HBM stays busy while the previous kernel drains; -1: kGemvPrefetchBatches
-  // (fewer where the shared memory does not fit them). Only the speed depends on it.
-  int prefetch = -1;
 };
-
-constexpr int kGemvPrefetchBatches = 3;
 
 // Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, Plain→StoreF32,
 // RmsNorm→Store,

@@ -488,15 +488,11 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     const char* name;
     bool pdl;
     bool lm_head;
-    int prefetch;  // GemvArgs::prefetch
   };
   const Variant variants[] = {
-      {"default (backend): pdl, 3 batches prefetched to shared memory", true, true, -1},
-      {"same, layers only (88 GEMVs, no lm_head)", true, false, -1},
-      {"pdl, no prefetch", true, true, 0},
-      {"pdl, 1 batch prefetched", true, true, 1},
-      {"pdl, 2 batches prefetched", true, true, 2},
-      {"no pdl", false, true, -1},
+      {"default (backend): pdl", true, true},
+      {"same, layers only (88 GEMVs, no lm_head)", true, false},
+      {"no pdl", false, true},
   };
   const size_t layer_bytes = layer_elems * 2 * layers, lm_bytes = lm_elems * 2;
   std::printf(
@@ -522,7 +518,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       g.y = y;
       g.y_stride = y_stride;
       g.pdl = v.pdl;
-      g.prefetch = v.prefetch;
       LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
     };
     auto chain = [&]() {
@@ -569,7 +564,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     out.push_back({{"variant", v.name},
                    {"pdl", v.pdl},
                    {"lm_head", v.lm_head},
-                   {"prefetch", v.prefetch},
                    {"ms", med},
                    {"min_ms", ms.front()},
                    {"gbps", gbps},

@@ -138,8 +138,7 @@ static std::vector<float> unpad(const std::vector<float>& v, int rows, int cols,
 
 // Every fused input with every output it is used with, m = 1..8 (the kernel is built for 1, 2,
 // 4 and 8 rows; 3 and 5 leave zero rows), odd n, k with a partial last 32-lane step (96: 12
-// chunks a row, 520: 65) and the Terra k (2048, 5632), input rows with a padded stride, with 0,
-// 1 and the default number of weight batches prefetched into shared memory. The
+// chunks a row, 520: 65) and the Terra k (2048, 5632), input rows with a padded stride. The
 // reference is the bf16 input the kernel stages (rounded like the kernel) times w in fp32.
 TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmul_nt") {
   int sms = 0;
@@ -182,53 +181,49 @@ TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmu
         if (in == GemvIn::Plain) outs = {GemvOut::Store, GemvOut::AddF32, GemvOut::StoreF32};
         if (in == GemvIn::RmsNorm) outs = {GemvOut::Store, GemvOut::StoreF32};
         if (in == GemvIn::SiluMul) outs = {GemvOut::AddF32};
-        for (GemvOut out : outs)
-          for (int pf : {0, 1, -1}) {  // weight batches copied to shared memory first
-            CAPTURE(m);
-            CAPTURE(n);
-            CAPTURE(k);
-            CAPTURE(int(in));                                     // 0 Plain, 1 RmsNorm, 2 SiluMul
-            CAPTURE(int(out));                                    // 0 Store, 1 AddF32, 2 StoreF32
-            const int ld = out == GemvOut::StoreF32 ? n + 3 : n;  // padded output rows (logits)
-            GemvArgs g;
-            g.w = dw.get();
-            g.n = n;
-            g.k = k;
-            g.m = m;
-            g.in = in;
-            g.x = dx.get();
-            g.x_stride = in == GemvIn::SiluMul ? 0 : xs_;
-            g.rows = in == GemvIn::RmsNorm ? drows.as<int32_t>() : nullptr;
-            g.norm_w = dnw.as<float>();
-            g.out = out;
-            g.y_stride = ld;
-            g.pdl = (m + int(out)) % 2 == 1;  // both launch paths
-            g.prefetch = pf;
-            CAPTURE(pf);
-            std::vector<float> ref = prod, y0;
-            DevBuf dy(size_t(m) * ld * 4);
-            if (out == GemvOut::AddF32) {
-              y0 = random_vec(size_t(m) * n, 12);
-              for (size_t i = 0; i < ref.size(); i++) ref[i] += y0[i];
-              dy = upload(y0, DType::F32);
-            } else {
-              dy.poison();
-            }
-            g.y = dy.get();
-            LOOM_KERNEL(gemv_bf16(g, sms, stream));
-            LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-            const DType yt = out == GemvOut::Store ? DType::BF16 : DType::F32;
-            const std::vector<float> raw = download(dy, size_t(m) * ld, yt);
-            const std::vector<float> got = unpad(raw, m, n, ld);
-            const double err = rel_err(got, ref);
-            CHECK_MESSAGE(err < (out == GemvOut::StoreF32 ? 3e-3 : 1e-2), "rel err ", err, ": ",
-                          worst_elements(got, ref, n));
-            size_t pad_written = 0;  // padding columns keep their NaN poison
-            for (int i = 0; i < m; i++)
-              for (int j = n; j < ld; j++)
-                pad_written += std::isnan(raw[size_t(i) * ld + j]) ? 0 : 1;
-            CHECK_MESSAGE(pad_written == 0, pad_written, " padding elements written");
+        for (GemvOut out : outs) {
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          CAPTURE(int(in));                                     // 0 Plain, 1 RmsNorm, 2 SiluMul
+          CAPTURE(int(out));                                    // 0 Store, 1 AddF32, 2 StoreF32
+          const int ld = out == GemvOut::StoreF32 ? n + 3 : n;  // padded output rows (logits)
+          GemvArgs g;
+          g.w = dw.get();
+          g.n = n;
+          g.k = k;
+          g.m = m;
+          g.in = in;
+          g.x = dx.get();
+          g.x_stride = in == GemvIn::SiluMul ? 0 : xs_;
+          g.rows = in == GemvIn::RmsNorm ? drows.as<int32_t>() : nullptr;
+          g.norm_w = dnw.as<float>();
+          g.out = out;
+          g.y_stride = ld;
+          g.pdl = (m + int(out)) % 2 == 1;  // both launch paths
+          std::vector<float> ref = prod, y0;
+          DevBuf dy(size_t(m) * ld * 4);
+          if (out == GemvOut::AddF32) {
+            y0 = random_vec(size_t(m) * n, 12);
+            for (size_t i = 0; i < ref.size(); i++) ref[i] += y0[i];
+            dy = upload(y0, DType::F32);
+          } else {
+            dy.poison();
           }
+          g.y = dy.get();
+          LOOM_KERNEL(gemv_bf16(g, sms, stream));
+          LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+          const DType yt = out == GemvOut::Store ? DType::BF16 : DType::F32;
+          const std::vector<float> raw = download(dy, size_t(m) * ld, yt);
+          const std::vector<float> got = unpad(raw, m, n, ld);
+          const double err = rel_err(got, ref);
+          CHECK_MESSAGE(err < (out == GemvOut::StoreF32 ? 3e-3 : 1e-2), "rel err ", err, ": ",
+                        worst_elements(got, ref, n));
+          size_t pad_written = 0;  // padding columns keep their NaN poison
+          for (int i = 0; i < m; i++)
+            for (int j = n; j < ld; j++) pad_written += std::isnan(raw[size_t(i) * ld + j]) ? 0 : 1;
+          CHECK_MESSAGE(pad_written == 0, pad_written, " padding elements written");
+        }
       }
     }
   LOOM_CUDA_CHECK(cudaStreamDestroy(stream));
