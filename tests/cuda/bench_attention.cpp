@@ -221,6 +221,10 @@ double floor_us(cudaStream_t stream) {
 
 }  // namespace
 
+json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx) {
+  return decode_entry(stream, sms, batch, ctx);
+}
+
 json attention_mma_bench(cudaStream_t stream, int sms) {
   const double floor = floor_us(stream);
   std::printf("attention decode timing floor (4-byte memset between the events): %.2f us\n", floor);

@@ -9,5 +9,7 @@
 namespace loom {
 
 nlohmann::json attention_mma_bench(cudaStream_t stream, int sms);
+// One decode case of attention_mma_bench (batch sequences at context ctx), for profilers.
+nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx);
 
 }  // namespace loom

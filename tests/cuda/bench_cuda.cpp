@@ -12,6 +12,7 @@
 //   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746,
 //     and from m = 32 each of its kernels forced ("linear_fixed paths": the data behind its
 //     choice by shape, pick_path in kernels/linear_fixed.cu).
+// `cuda_bench OUT.json --attention-case B CTX` times one decode attention case alone (for ncu).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 #include <chrono>
@@ -590,6 +591,16 @@ int main(int argc, char** argv) {
   }
   const std::string out_path = argc > 1 ? argv[1] : "cuda_bench.json";
   const bool invariant = argc > 2 && std::string(argv[2]) == "--batch-invariant";
+  if (argc > 4 && std::string(argv[2]) == "--attention-case") {
+    // One decode attention case alone (e.g. under ncu): cuda_bench OUT --attention-case B CTX
+    cudaStream_t stream;
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    int sms = 0;
+    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    std::ofstream(out_path)
+        << attention_decode_case(stream, sms, std::atoi(argv[3]), std::atoi(argv[4])).dump(2);
+    return 0;
+  }
   try {
     json r;
     const ModelSpec spec = terra_spec();
