@@ -23,7 +23,9 @@ namespace loom {
 
 namespace {
 
-constexpr int kH = 32, kKV = 4, kD = 64, kBs = 16, kBtStride = 910;  // 910 = ceil(14550 / 16)
+constexpr int kD = 64, kBs = 16, kBtStride = 910;  // 910 = ceil(14550 / 16)
+// Terra's heads; attention_decode_case may change the kv heads (8 q heads each) for one case.
+int n_heads = 32, n_kv = 4;
 
 struct Setup {
   void *qkv = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr, *ints = nullptr;
@@ -48,14 +50,14 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
     n_slots += n;
     blocks += (kv + n + kBs - 1) / kBs;
   }
-  const size_t cache_elems = size_t(blocks) * kBs * kKV * kD;
-  LOOM_CUDA_CHECK(cudaMalloc(&S.qkv, size_t(n_slots) * (kH + 2 * kKV) * kD * 2));
+  const size_t cache_elems = size_t(blocks) * kBs * n_kv * kD;
+  LOOM_CUDA_CHECK(cudaMalloc(&S.qkv, size_t(n_slots) * (n_heads + 2 * n_kv) * kD * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&S.kc, cache_elems * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&S.vc, cache_elems * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&S.out, size_t(n_slots) * kH * kD * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.out, size_t(n_slots) * n_heads * kD * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&S.flush, kFlushBytes));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.qkv, size_t(n_slots) * (kH + 2 * kKV) * kD, 1, 1.0f,
-                                nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.qkv, size_t(n_slots) * (n_heads + 2 * n_kv) * kD, 1,
+                                1.0f, nullptr));
   LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.kc, cache_elems, 2, 1.0f, nullptr));
   LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.vc, cache_elems, 3, 1.0f, nullptr));
   // Ints: block tables [n_seqs, kBtStride], kv_len, slot_start, tiles.
@@ -82,11 +84,11 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   LOOM_CUDA_CHECK(cudaMemcpy(S.ints, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
   const int32_t* I = static_cast<const int32_t*>(S.ints);
   const int n_tiles = int(tiles.size() / 3);
-  S.part_floats = gpu::attention_mma_partial_floats(n_tiles, kKV, kH, kD, kBtStride, kBs);
+  S.part_floats = gpu::attention_mma_partial_floats(n_tiles, n_kv, n_heads, kD, kBtStride, kBs);
   LOOM_CUDA_CHECK(cudaMalloc(&S.part, S.part_floats * 4));
-  LOOM_CUDA_CHECK(cudaMalloc(&S.counters, size_t(n_tiles) * kKV * 4));
-  LOOM_CUDA_CHECK(cudaMemset(S.counters, 0, size_t(n_tiles) * kKV * 4));
-  const size_t blk = size_t(n_tiles) * kKV * splits;
+  LOOM_CUDA_CHECK(cudaMalloc(&S.counters, size_t(n_tiles) * n_kv * 4));
+  LOOM_CUDA_CHECK(cudaMemset(S.counters, 0, size_t(n_tiles) * n_kv * 4));
+  const size_t blk = size_t(n_tiles) * n_kv * splits;
   LOOM_CUDA_CHECK(cudaMalloc(&S.po, gpu::attention_partial_floats(blk, kD) * 4));
   LOOM_CUDA_CHECK(cudaMalloc(&S.pml, blk * gpu::kAttnRows * 2 * 4));
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -101,8 +103,8 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.slot_start = I + o_ss;
   a.tiles = I + o_tiles;
   a.n_tiles = n_tiles;
-  a.heads = kH;
-  a.kv_heads = kKV;
+  a.heads = n_heads;
+  a.kv_heads = n_kv;
   a.head_dim = kD;
   a.block_size = kBs;
   a.num_splits = splits;
@@ -111,7 +113,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.mma_partial = S.part;
   a.mma_partial_floats = S.part_floats;
   a.mma_counters = S.counters;
-  a.mma_counters_len = size_t(n_tiles) * kKV;
+  a.mma_counters_len = size_t(n_tiles) * n_kv;
   a.out = S.out;
 }
 
@@ -139,11 +141,11 @@ double time_us(Setup& S, const gpu::AttentionArgs& a, cudaStream_t stream, int i
 
 json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   // The CUDA-core path's splits as pick_splits chose them (4 blocks per SM, at most 128).
-  const int pairs = batch * kKV;
+  const int pairs = batch * n_kv;
   const int splits = std::max(1, std::min(128, (4 * sms + pairs - 1) / pairs));
   Setup S;
   make_setup(S, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, splits);
-  const double kv_bytes = 2.0 * batch * (ctx + 1) * kKV * kD * 2;
+  const double kv_bytes = 2.0 * batch * (ctx + 1) * n_kv * kD * 2;
   const int iters = batch * ctx > 500000 ? 10 : 30;
   gpu::AttentionArgs a = S.a;
   a.decode = true;
@@ -173,12 +175,12 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
 }
 
 json prefill_entry(cudaStream_t stream, int n) {
-  const double flop = 4.0 * kH * kD * (double(n) * (n + 1) / 2);  // QK and PV, causal
+  const double flop = 4.0 * n_heads * kD * (double(n) * (n + 1) / 2);  // QK and PV, causal
   Setup S;
-  make_setup(S, {{0, n}}, gpu::attention_slots_per_tile(DType::BF16, kH, kKV, kD), 1);
+  make_setup(S, {{0, n}}, gpu::attention_slots_per_tile(DType::BF16, n_heads, n_kv, kD), 1);
   const double mma = time_us(S, S.a, stream, 10);
   Setup C;  // the CUDA-core kernel's tiles
-  make_setup(C, {{0, n}}, gpu::attention_slots_per_tile(kH, kKV), 1);
+  make_setup(C, {{0, n}}, gpu::attention_slots_per_tile(n_heads, n_kv), 1);
   gpu::AttentionArgs a = C.a;
   a.mma = false;
   const double core = time_us(C, a, stream, 5);
@@ -221,8 +223,14 @@ double floor_us(cudaStream_t stream) {
 
 }  // namespace
 
-json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx) {
-  return decode_entry(stream, sms, batch, ctx);
+json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads) {
+  n_kv = kv_heads;
+  n_heads = 8 * kv_heads;
+  json r = decode_entry(stream, sms, batch, ctx);
+  r["kv_heads"] = kv_heads;
+  n_heads = 32;
+  n_kv = 4;
+  return r;
 }
 
 json attention_mma_bench(cudaStream_t stream, int sms) {
