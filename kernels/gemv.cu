@@ -1,31 +1,143 @@
-#include <algorithm>
-
+#include "kernels/common.cuh"
 #include "kernels/gemv.cuh"
-#include "kernels/gemv_impl.cuh"
 
 namespace loom::gpu {
 
 constexpr int kGemvThreads = 512;
+constexpr int kGemvUnroll = 8;  // 16-byte loads in flight per lane
 
-using gemv_impl::kUnroll;
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 t = __bfloat1622float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// Weights are read once per step: no L1 allocation, and a 256-byte L2 prefetch per request
+// (the warp's 512-byte row segment arrives in two DRAM bursts instead of four).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
 
 template <int M, GemvIn IN, GemvOut OUT>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   extern __shared__ uint4 gemv_smem[];
+  bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
   __shared__ float scratch[32];
+  const int k = a.k;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
   const int warps = kGemvThreads / 32;
-  const gemv_impl::WarpRows<M, OUT> rows(a.w, a.n, a.k, blockIdx.x * warps + (threadIdx.x >> 5),
-                                         gridDim.x * warps);
+  const int k8 = k / 8;
+  const int nb = (k8 + 32 * kGemvUnroll - 1) / (32 * kGemvUnroll);  // load batches per row
+  const int warp0 = blockIdx.x * warps + (tid >> 5), wstride = gridDim.x * warps;
+  const int my_rows = warp0 < a.n ? (a.n - 1 - warp0) / wstride + 1 : 0;
+  const int iters = my_rows * nb;  // (row, batch) steps of this warp
+
+  // Iteration `it` streams batch it % nb of this warp's row it / nb.
+  auto load = [&](uint4(&w)[kGemvUnroll], int it) {
+    const int n = warp0 + (it / nb) * wstride;
+    const uint4* wrow = static_cast<const uint4*>(a.w) + size_t(n) * k8;
+    const int c0 = (it % nb) * 32 * kGemvUnroll;
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; u++) {
+      const int c = c0 + u * 32 + lane;
+      w[u] = c < k8 ? load_stream(wrow + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  float acc[M];
+#pragma unroll
+  for (int i = 0; i < M; i++) acc[i] = 0.0f;
+  const uint4* xs4 = gemv_smem;
+  auto consume = [&](const uint4(&w)[kGemvUnroll], int it) {
+    const int c0 = (it % nb) * 32 * kGemvUnroll;
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; u++) {
+      const int c = c0 + u * 32 + lane;
+      if (c < k8) {
+        float wf[8];
+        bf16x8_to_f32(w[u], wf);
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+          float xf[8];
+          bf16x8_to_f32(xs4[size_t(i) * k8 + c], xf);
+#pragma unroll
+          for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
+        }
+      }
+    }
+    if (it % nb != nb - 1) return;
+    const int n = warp0 + (it / nb) * wstride;
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
+    if (lane < M && lane < a.m) {
+      float v = 0.0f;
+#pragma unroll
+      for (int i = 0; i < M; i++)
+        if (i == lane) v = acc[i];
+      const size_t o = size_t(lane) * a.y_stride + n;
+      if constexpr (OUT == GemvOut::Store)
+        static_cast<bf16*>(a.y)[o] = __float2bfloat16_rn(v);
+      else if constexpr (OUT == GemvOut::AddF32)
+        static_cast<float*>(a.y)[o] += v;
+      else
+        static_cast<float*>(a.y)[o] = v;
+    }
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = 0.0f;
+  };
+
   // Weights do not depend on earlier kernels: start streaming them before waiting for the
   // previous kernel (programmatic dependent launch) and before staging the input.
-  uint4 wa[kUnroll];
-  if (rows.iters > 0) rows.load(wa, 0);
+  uint4 wa[kGemvUnroll], wb[kGemvUnroll];
+  if (iters > 0) load(wa, 0);
   pdl_wait();
   pdl_trigger();
-  gemv_impl::stage_input<M, IN>(reinterpret_cast<bf16*>(gemv_smem), a.x, a.x_stride, a.m, a.k,
-                                a.rows, a.norm_w, a.eps, scratch);
+
+  // Stage the (transformed) input rows; rows ≥ a.m are zero.
+  for (int i = 0; i < M; i++) {
+    bf16* dst = xs + size_t(i) * k;
+    if (i >= a.m) {
+      for (int j = tid; j < k; j += kGemvThreads) dst[j] = __float2bfloat16_rn(0.0f);
+      continue;
+    }
+    if constexpr (IN == GemvIn::Plain) {
+      const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * a.x_stride;
+      for (int j = tid; j < k; j += kGemvThreads) dst[j] = src[j];
+    } else if constexpr (IN == GemvIn::RmsNorm) {
+      const int r = a.rows != nullptr ? a.rows[i] : i;
+      const float* src = static_cast<const float*>(a.x) + size_t(r) * a.x_stride;
+      float ss = 0.0f;
+      for (int j = tid; j < k; j += kGemvThreads) ss += src[j] * src[j];
+      const float inv = rsqrtf(block_sum(ss, scratch) / float(k) + a.eps);
+      for (int j = tid; j < k; j += kGemvThreads)
+        dst[j] = __float2bfloat16_rn(src[j] * inv * a.norm_w[j]);
+    } else {
+      const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * 2 * k;
+      for (int j = tid; j < k; j += kGemvThreads) {
+        const float g = __bfloat162float(src[j]), u = __bfloat162float(src[k + j]);
+        dst[j] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
+      }
+    }
+  }
   __syncthreads();
-  rows.run(wa, gemv_smem, a.m, a.y, a.y_stride);
+
+  // Two register buffers: the next batch is in flight while the current one is consumed.
+  for (int it = 0; it < iters; it += 2) {
+    if (it + 1 < iters) load(wb, it + 1);
+    consume(wa, it);
+    if (it + 1 < iters) {
+      if (it + 2 < iters) load(wa, it + 2);
+      consume(wb, it + 1);
+    }
+  }
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
@@ -66,8 +178,8 @@ static Status dispatch_rows(const GemvArgs& a, int num_sms, cudaStream_t stream)
   return launch_gemv<8, IN, OUT>(a, num_sms, stream);
 }
 
-// Fills the defaults of a (strides) and checks it; bad: what is wrong.
-static Status check_gemv(GemvArgs& a) {
+Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
+  GemvArgs a = a0;
   if (a.x_stride == 0) a.x_stride = a.k;
   if (a.y_stride == 0) a.y_stride = a.n;
   LOOM_ARG_CHECK(a.m >= 1 && a.m <= kGemvMaxRows, "gemv: m ", a.m, " (expected 1..", kGemvMaxRows,
@@ -77,17 +189,6 @@ static Status check_gemv(GemvArgs& a) {
   LOOM_ARG_CHECK(a.w && a.x && a.y, "gemv: null w/x/y");
   LOOM_ARG_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0, "gemv: weights not 16-byte aligned");
   LOOM_ARG_CHECK(a.in != GemvIn::RmsNorm || a.norm_w != nullptr, "gemv: RmsNorm without weight");
-  const bool pair_ok = (a.in == GemvIn::Plain) ||
-                       (a.in == GemvIn::RmsNorm && a.out != GemvOut::AddF32) ||
-                       (a.in == GemvIn::SiluMul && a.out == GemvOut::AddF32);
-  LOOM_ARG_CHECK(pair_ok, "gemv: unsupported input/output combination");
-  return Status::good();
-}
-
-Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
-  GemvArgs a = a0;
-  const Status st = check_gemv(a);
-  if (!st.ok) return st;
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
   if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
     return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);
@@ -102,127 +203,6 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   if (a.in == GemvIn::SiluMul && a.out == GemvOut::AddF32)
     return dispatch_rows<GemvIn::SiluMul, GemvOut::AddF32>(a, num_sms, stream);
   return Status::bad("gemv: unsupported input/output combination");
-}
-
-// ---- GEMV chain: several GEMVs in one persistent launch ----------------------------------
-
-// All blocks reach the barrier before any goes on. Self-resetting: the last block to arrive
-// zeroes the count, then bumps the generation the others wait on. Thread 0 releases the
-// block's writes before it counts and acquires after (the L1 is invalidated: the block's later
-// loads see the other blocks' writes).
-__device__ __forceinline__ void grid_barrier(GemvBarrier* b) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned gen;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(&b->gen) : "memory");
-    __threadfence();
-    if (atomicAdd(&b->count, 1u) == gridDim.x - 1) {
-      atomicExch(&b->count, 0u);
-      __threadfence();
-      atomicAdd(&b->gen, 1u);
-    } else {
-      unsigned now;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(&b->gen) : "memory");
-      } while (now == gen);
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
-
-// One GEMV of the chain with its rows' first batch already in wa: stage, then stream.
-template <int M, GemvIn IN, GemvOut OUT>
-__device__ __forceinline__ void chain_step(const GemvArgs& g, uint4 (&wa)[kUnroll], uint4* smem,
-                                           float* scratch, int warp0, int wstride) {
-  gemv_impl::stage_input<M, IN>(reinterpret_cast<bf16*>(smem), g.x, g.x_stride, g.m, g.k, g.rows,
-                                g.norm_w, g.eps, scratch);
-  __syncthreads();
-  const gemv_impl::WarpRows<M, OUT> rows(g.w, g.n, g.k, warp0, wstride);
-  rows.run(wa, smem, g.m, g.y, g.y_stride);
-}
-
-template <int M>
-__global__ void __launch_bounds__(kGemvThreads) gemv_chain_kernel(GemvChainArgs c) {
-  extern __shared__ uint4 gemv_smem[];
-  __shared__ float scratch[32];
-  const int warps = kGemvThreads / 32;
-  const int warp0 = blockIdx.x * warps + (threadIdx.x >> 5), wstride = gridDim.x * warps;
-  auto first_loads = [&](const GemvArgs& g, uint4(&wa)[kUnroll]) {
-    const gemv_impl::WarpRows<M, GemvOut::Store> rows(g.w, g.n, g.k, warp0, wstride);
-    if (rows.iters > 0) rows.load(wa, 0);
-  };
-  uint4 wa[kUnroll];
-  first_loads(c.g[0], wa);
-  pdl_wait();
-  for (int i = 0; i < c.n; i++) {
-    if (i > 0) grid_barrier(c.barrier);
-    // Past the last barrier every block is resident: the next kernel may now take free SMs
-    // (earlier, its blocks could hold SMs that blocks of this grid still need to reach the
-    // barrier: a deadlock).
-    if (i == c.n - 1) pdl_trigger();
-    const GemvArgs& g = c.g[i];
-    if (g.in == GemvIn::Plain && g.out == GemvOut::AddF32)
-      chain_step<M, GemvIn::Plain, GemvOut::AddF32>(g, wa, gemv_smem, scratch, warp0, wstride);
-    else if (g.in == GemvIn::Plain && g.out == GemvOut::Store)
-      chain_step<M, GemvIn::Plain, GemvOut::Store>(g, wa, gemv_smem, scratch, warp0, wstride);
-    else if (g.in == GemvIn::Plain)
-      chain_step<M, GemvIn::Plain, GemvOut::StoreF32>(g, wa, gemv_smem, scratch, warp0, wstride);
-    else if (g.in == GemvIn::RmsNorm && g.out == GemvOut::Store)
-      chain_step<M, GemvIn::RmsNorm, GemvOut::Store>(g, wa, gemv_smem, scratch, warp0, wstride);
-    else if (g.in == GemvIn::RmsNorm)
-      chain_step<M, GemvIn::RmsNorm, GemvOut::StoreF32>(g, wa, gemv_smem, scratch, warp0, wstride);
-    else
-      chain_step<M, GemvIn::SiluMul, GemvOut::AddF32>(g, wa, gemv_smem, scratch, warp0, wstride);
-    // This warp's rows are done: start the next GEMV's before waiting for the other blocks.
-    if (i + 1 < c.n) first_loads(c.g[i + 1], wa);
-  }
-}
-
-template <int M>
-static Status launch_chain(const GemvChainArgs& c, int num_sms, cudaStream_t stream) {
-  size_t smem = 0;
-  for (int i = 0; i < c.n; i++) smem = std::max(smem, size_t(M) * c.g[i].k * sizeof(bf16));
-  static size_t configured = 48 * 1024;
-  if (smem > configured) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        gemv_chain_kernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess)
-      return Status::bad(
-          cat("gemv_chain: ", smem, " bytes of shared memory: ", cudaGetErrorString(e)));
-    configured = smem;
-  }
-  // Every block must be resident at once (the barriers): one block per SM, checked.
-  int per_sm = 0;
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_chain_kernel<M>,
-                                                                kGemvThreads, smem);
-  if (e != cudaSuccess || per_sm < 1)
-    return Status::bad(
-        cat("gemv_chain: a block does not fit on an SM (", cudaGetErrorString(e), ")"));
-  e = launch_kernel(gemv_chain_kernel<M>, dim3(num_sms), dim3(kGemvThreads), smem, stream, c.pdl,
-                    c);
-  if (e != cudaSuccess)
-    return Status::bad(cat("gemv_chain: launch failed: ", cudaGetErrorString(e)));
-  return launch_status("gemv_chain");
-}
-
-Status gemv_chain(const GemvChainArgs& c0, int num_sms, cudaStream_t stream) {
-  GemvChainArgs c = c0;
-  LOOM_ARG_CHECK(c.n >= 1 && c.n <= kGemvChainMax, "gemv_chain: ", c.n, " GEMVs (expected 1..",
-                 kGemvChainMax, ")");
-  LOOM_ARG_CHECK(c.barrier != nullptr, "gemv_chain: null barrier");
-  LOOM_ARG_CHECK(num_sms > 0, "gemv_chain: num_sms ", num_sms);
-  for (int i = 0; i < c.n; i++) {
-    const Status st = check_gemv(c.g[i]);
-    if (!st.ok) return Status::bad(cat("gemv_chain[", i, "]: ", st.message));
-    LOOM_ARG_CHECK(c.g[i].m == c.g[0].m, "gemv_chain: GEMV ", i, " has ", c.g[i].m,
-                   " rows, GEMV 0 ", c.g[0].m);
-  }
-  const int m = c.g[0].m;
-  if (m <= 1) return launch_chain<1>(c, num_sms, stream);
-  if (m <= 2) return launch_chain<2>(c, num_sms, stream);
-  if (m <= 4) return launch_chain<4>(c, num_sms, stream);
-  return launch_chain<8>(c, num_sms, stream);
 }
 
 }  // namespace loom::gpu

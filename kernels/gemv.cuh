@@ -41,27 +41,6 @@ struct GemvArgs {
   bool pdl = false;
 };
 
-// Grid barrier state of gemv_chain: two zeroed unsigned ints in device memory, reusable by
-// every chain launch on one stream (the barrier leaves them consistent).
-struct GemvBarrier {
-  unsigned count, gen;
-};
-
-// Up to kGemvChainMax GEMVs with the same m, one after another in one persistent launch (one
-// block per SM), each able to read what the ones before wrote: between two GEMVs a grid
-// barrier instead of a kernel boundary, and each warp issues its first loads of the next GEMV
-// as soon as its own rows are done, before it waits there. The same rows with the same
-// arithmetic as gemv_bf16 GEMV by GEMV: the same bits. pdl: the first GEMV streams its first
-// weights before waiting for the previous kernel; the next kernel may start only in the last.
-constexpr int kGemvChainMax = 5;
-struct GemvChainArgs {
-  GemvArgs g[kGemvChainMax];  // pdl fields ignored
-  int n = 0;
-  GemvBarrier* barrier = nullptr;
-  bool pdl = false;
-};
-Status gemv_chain(const GemvChainArgs& c, int num_sms, cudaStream_t stream);
-
 // Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, Plain→StoreF32,
 // RmsNorm→Store,
 // RmsNorm→StoreF32, SiluMul→AddF32.

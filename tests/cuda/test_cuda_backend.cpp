@@ -39,15 +39,11 @@ struct Seq {
   bool done = false;
 };
 
-// Drives the CPU backend and `gpu` with identical batches; checks every step. With
-// ref_debug_skip >= 0 the reference is a second CUDA backend with that cuda_set_debug_skip
-// mask instead of the CPU.
+// Drives the CPU backend and `gpu` with identical batches; checks every step.
 void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs = 3,
-                      bool batch_invariant = false, int ref_debug_skip = -1) {
+                      bool batch_invariant = false) {
   const ModelSpec& spec = m.spec;
-  std::unique_ptr<Backend> cpu =
-      ref_debug_skip >= 0 ? make_cuda_backend(dtype, 0, batch_invariant) : make_cpu_backend();
-  if (ref_debug_skip >= 0) cuda_set_debug_skip(*cpu, ref_debug_skip);
+  auto cpu = make_cpu_backend();
   cpu->load(spec, m.weights);
   auto gpu = make_cuda_backend(dtype, 0, batch_invariant);
   gpu->load(spec, m.weights);
@@ -135,7 +131,7 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int 
         return std::vector<float>(o.logits.begin() + long(r) * spec.vocab,
                                   o.logits.begin() + long(r + 1) * spec.vocab);
       };
-      CHECK(rel_err(row(got), row(want)) <= tol);
+      CHECK(rel_err(row(got), row(want)) < tol);
       if (tol < 1e-3) CHECK(got.tokens[r] == want.tokens[r]);
       if (b.sample[r])
         CHECK(got.tokens[r] >= 0);
@@ -170,18 +166,6 @@ TEST_CASE("bf16 CUDA backend stays within 6e-2 of the CPU backend step by step")
     CAPTURE(name);
     const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
     compare_with_cpu(m, ComputeDType::BF16, 6e-2);
-  }
-}
-
-TEST_CASE("bf16 GEMV chains (one launch between attentions) give the same bits as GEMV by GEMV") {
-  // Batch 1 and 3: the GEMV schedule, m = 1 and 4; debug bit 16 turns the chains off only.
-  for (const char* name : kModels) {
-    CAPTURE(name);
-    const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
-    for (int n : {1, 3}) {
-      CAPTURE(n);
-      compare_with_cpu(m, ComputeDType::BF16, 0.0, n, false, 16);
-    }
   }
 }
 

@@ -112,8 +112,6 @@ CudaBackend::CudaBackend(ComputeDType dtype, int device, bool batch_invariant)
   device_memory_ = prop.totalGlobalMem;
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_.init(stream_);
-  chain_barrier_ = static_cast<GemvBarrier*>(dev_alloc(sizeof(GemvBarrier)));
-  LOOM_CUDA_CHECK(cudaMemset(chain_barrier_, 0, sizeof(GemvBarrier)));
 }
 
 CudaBackend::~CudaBackend() {

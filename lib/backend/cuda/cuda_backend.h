@@ -33,10 +33,8 @@ double cuda_last_load_seconds(const Backend& backend);
 // back between events; milliseconds per replay. No host work is included.
 double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters);
 
-// Benchmark decomposition only (results are garbage while bits 1-4 are set): leave kernel
-// families out of the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs,
-// 4 lm_head + draw. Any bit also turns the GEMV chains off; bit 16 alone does only that (the
-// same bits, GEMV by GEMV: the chains' A/B).
+// Benchmark decomposition only (results are garbage while set): leave kernel families out of
+// the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw.
 void cuda_set_debug_skip(Backend& backend, int mask);
 
 // Number of CUDA devices, 0 when none or when the driver is unusable; *reason says why.

@@ -14,7 +14,6 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/gemm.h"
-#include "kernels/gemv.cuh"
 #include "kernels/sampling.cuh"
 
 namespace loom::gpu {
@@ -150,8 +149,7 @@ class CudaBackend : public Backend {
   // head_dim + 2], allocated with the cache (its size follows max_bt_); null otherwise.
   float* part_mma_ = nullptr;
   size_t part_mma_floats_ = 0;
-  GemvBarrier* chain_barrier_ = nullptr;  // gemv_chain's grid barrier (zeroed once)
-  int* mma_counters_ = nullptr;           // [kMaxGraphBatch, kv_heads] zeros (in-kernel combine)
+  int* mma_counters_ = nullptr;  // [kMaxGraphBatch, kv_heads] zeros (in-kernel combine)
   size_t mma_counters_len_ = 0;
   std::vector<void*> workspace_allocs_;
 

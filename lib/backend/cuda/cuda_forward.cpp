@@ -103,21 +103,6 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   prof_end();
 
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
-  // GEMVs between two other kernels run as one gemv_chain launch (grid barriers instead of
-  // kernel boundaries; the same bits), unless profiling per family or timing a decomposition
-  // (debug_skip_: bit 16 alone turns only this off, the A/B in cuda_bench).
-  const bool chains = !profiling_ && debug_skip_ == 0;
-  GemvChainArgs chain;
-  chain.barrier = chain_barrier_;
-  auto flush_chain = [&]() {
-    if (chain.n == 1) {
-      LOOM_KERNEL(gemv_bf16(chain.g[0], num_sms_, stream_));
-    } else if (chain.n > 1) {
-      chain.pdl = chain.g[0].pdl;
-      LOOM_KERNEL(gemv_chain(chain, num_sms_, stream_));
-    }
-    chain.n = 0;
-  };
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
                       int y_stride = 0) {
@@ -140,12 +125,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     g.y = y;
     g.y_stride = y_stride;
     g.pdl = true;  // every GEMV follows a kernel of this pass (embed, attention or a GEMV)
-    if (chains) {
-      if (chain.n == kGemvChainMax) flush_chain();
-      chain.g[chain.n++] = g;
-    } else {
-      LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
-    }
+    LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
   auto norm_run = [&](const void* delta, const float* w, const int32_t* rows, int n_rows,
@@ -178,7 +158,6 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       gemm_run("gemm_qkv", h_, W.qkv, t_, qkv_, L.n_slots, qkv_dim, H);
     }
 
-    flush_chain();
     if (!(debug_skip_ & 1)) {  // (bench decomposition)
       char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
       char* v_cache = k_cache + kv_layer;
@@ -254,19 +233,14 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   }
 
   // 3. Final norm and lm_head on the last slot of each sequence that needs logits, then draws.
-  if (L.n_out == 0) {
-    flush_chain();
-    return;
-  }
+  if (L.n_out == 0) return;
   // One row: the fused GEMV (final norm in its prologue) streams lm_head at ~4.1 TB/s. More
   // rows: cuBLAS on the padded (aligned) lm_head, ~4.1 TB/s at 4 and 8 rows where the GEMV,
   // which re-reads its input rows per weight vector, falls to 2.9 and 1.7 (H200, 2026-11-22).
   if (gemv && L.n_out == 1) {
     gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm, out_rows,
              L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
-    flush_chain();
   } else {
-    flush_chain();
     norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
     if (invariant_) {
       // fp32 logits of the vocab rows only (the sampler reads no further); no bf16 rounding
