@@ -263,6 +263,22 @@ TEST_CASE("a job's tokens do not depend on the batch around it, the block size o
   CHECK(crowded.max_batch > 8);
 }
 
+TEST_CASE("prefix sharing of a partial match: the first context frame only") {
+  // b's first context frame equals a's, its second does not: b shares a's first three blocks
+  // (12 of the frame's 13 slots) and writes the rest of its prompt itself. (It once waited for
+  // the blocks it was to write itself, forever.)
+  ModelSpec sp = loom::test::tiny_frame_spec();
+  Job a = make_job(sp, "a", 3, 4, 1, 0), b = a;
+  b.id = "b";
+  b.sampling.seed = 2;
+  for (size_t i = size_t(sp.frame_slots()); i < b.prompt.size(); i++)
+    if (b.prompt[i] >= 0) b.prompt[i] = (b.prompt[i] + 1) % 999;
+  RunOut got = run_jobs({a, b}, 64, 400, true, 4);
+  CHECK(got.frames.at({"a", 0}) == reference_frames(a, 0, sp));
+  CHECK(got.frames.at({"b", 0}) == reference_frames(b, 0, sp));
+  CHECK(got.stats.scheduler.shared_blocks == 3);
+}
+
 TEST_CASE("prefix sharing: identical context frames are computed once") {
   ModelSpec sp = loom::test::tiny_frame_spec();
   std::vector<Job> jobs;

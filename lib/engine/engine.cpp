@@ -147,6 +147,9 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
     }
     if (stopping()) break;
     if (!sched.schedule(batch)) {
+      // Never leave with sequences unfinished: that would lose their records silently.
+      LOOM_CHECK(sched.idle(), "engine: ", sched.running(),
+                 " sequences running and none can be scheduled");
       if (waiting.empty() && input_done) break;
       LOOM_CHECK(!sched.idle(), "engine: nothing runnable and nothing admissible");
       continue;

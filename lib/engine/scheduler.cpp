@@ -60,6 +60,7 @@ void Scheduler::begin_round(Running& r) {
     r.blocks.push_back(b);
     matched++;
   }
+  r.shared = matched;
   if (matched > 0) {
     r.seq->skip_prompt(matched * bs);
     r.waiting_shared = true;
@@ -82,8 +83,10 @@ void Scheduler::release_blocks(Running& r) {
 
 bool Scheduler::shared_ready(Running& r) const {
   if (!r.waiting_shared) return true;
-  for (int32_t b : r.blocks)
-    if (!cache_.ready(b)) return false;
+  // Only the blocks taken from the prefix cache: the rest of the prompt's blocks are this
+  // sequence's to write (with a partial match, waiting for them would wait forever).
+  for (int i = 0; i < r.shared; i++)
+    if (!cache_.ready(r.blocks[size_t(i)])) return false;
   r.waiting_shared = false;
   return true;
 }

@@ -26,6 +26,7 @@ struct Running {
   std::vector<int32_t> blocks;   // block table of the current round
   std::vector<uint64_t> hashes;  // [full prompt blocks] chained content hashes of this round
   int reserved = 0;              // blocks reserved at admission
+  int shared = 0;                // leading blocks taken from the prefix cache (this round)
   bool waiting_shared = false;   // shares blocks another sequence has not written yet
   int scheduled = 0;             // slots in the step being built
   double t_read = 0, t_admit = 0, t_first = -1, t_frame = 0;  // seconds (steady clock)
