@@ -200,6 +200,8 @@ int bench_command(const BenchArgs& a) {
            {"prompt_blocks", st.scheduler.prompt_blocks},
            {"shared_blocks", st.scheduler.shared_blocks},
            {"prefill_slots_saved", st.scheduler.prefill_saved},
+           {"preemptions", st.scheduler.preemptions},
+           {"recomputed_slots", st.scheduler.recomputed},
            {"peak_gpu_bytes", d.peak_bytes},
            {"kv_bytes", d.kv_bytes}});
     }

@@ -263,6 +263,34 @@ TEST_CASE("a job's tokens do not depend on the batch around it, the block size o
   CHECK(crowded.max_batch > 8);
 }
 
+TEST_CASE("preemption: a pool too small for every job at once, the same tokens") {
+  // 12 jobs (18 samples) of 3 context + 7 generated frames: a round of 10 frames is 130 slots
+  // (33 blocks of 4, 9 of 16). The pools below hold one to four rounds: jobs are admitted on
+  // their prompts, run out of blocks as they grow, and the youngest are preempted and
+  // recomputed (resumes share their own old prompt blocks when the cache still has them).
+  ModelSpec sp = loom::test::tiny_frame_spec();
+  std::vector<Job> jobs;
+  for (int i = 0; i < 12; i++)
+    jobs.push_back(make_job(sp, "p" + std::to_string(i), 3, 7, 300 + i, i % 3, 1 + i % 2));
+  RunOut alone = run_jobs(jobs, 1, 40, false, 4);
+  CHECK(alone.stats.scheduler.preemptions == 0);
+  struct Pool {
+    int block_size, blocks, slots;
+  };
+  for (Pool p : {Pool{4, 45, 20}, Pool{4, 60, 20}, Pool{4, 80, 64}, Pool{16, 10, 20},
+                 Pool{16, 20, 64}, Pool{16, 45, 64}})
+    for (bool sharing : {false, true}) {
+      CAPTURE(p.block_size);
+      CAPTURE(p.blocks);
+      CAPTURE(sharing);
+      RunOut tight = run_jobs(jobs, 64, p.blocks, sharing, p.block_size, p.slots);
+      CHECK(tight.frames == alone.frames);
+      CHECK(tight.stats.scheduler.preemptions > 0);
+      CHECK(tight.stats.scheduler.recomputed > 0);
+      CHECK(tight.stats.kv_peak_blocks <= p.blocks);
+    }
+}
+
 TEST_CASE("prefix sharing of a partial match: the first context frame only") {
   // b's first context frame equals a's, its second does not: b shares a's first three blocks
   // (12 of the frame's 13 slots) and writes the rest of its prompt itself. (It once waited for
@@ -294,7 +322,7 @@ TEST_CASE("prefix sharing: identical context frames are computed once") {
   CHECK(plain.stats.scheduler.shared_blocks == 0);
 }
 
-TEST_CASE("KV cache: references, eviction order, hashes and reservations") {
+TEST_CASE("KV cache: references, eviction order and hashes") {
   KvCache c(4, 16);
   const int a = c.allocate(), b = c.allocate();
   CHECK(a != b);
@@ -324,10 +352,6 @@ TEST_CASE("KV cache: references, eviction order, hashes and reservations") {
   c.register_hash(v, 222);
   c.release(v);
   CHECK(c.lookup(222) == -1);
-  CHECK(c.can_reserve(4));
-  c.reserve(3);
-  CHECK_FALSE(c.can_reserve(2));
-  c.unreserve(3);
   CHECK_THROWS_AS(c.release(v), Error);
 }
 

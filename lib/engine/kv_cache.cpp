@@ -13,18 +13,6 @@ KvCache::KvCache(int num_blocks, int block_size)
   for (int b = 0; b < num_blocks; b++) blocks_[size_t(b)].lru = free_.insert(free_.end(), b);
 }
 
-void KvCache::reserve(int blocks) {
-  LOOM_CHECK(can_reserve(blocks), "KV cache: reserving ", blocks, " blocks with ",
-             num_blocks_ - reserved_, " unreserved");
-  reserved_ += blocks;
-}
-
-void KvCache::unreserve(int blocks) {
-  LOOM_CHECK(blocks <= reserved_, "KV cache: releasing ", blocks, " reserved blocks of ",
-             reserved_);
-  reserved_ -= blocks;
-}
-
 int KvCache::allocate() {
   LOOM_CHECK(!free_.empty(), "KV cache: out of blocks (", num_blocks_, " in all)");
   const int b = free_.front();
@@ -99,8 +87,6 @@ void KvCache::check_invariants() const {
   for (const auto& [hash, b] : by_hash_)
     LOOM_CHECK(blocks_[size_t(b)].hashed && blocks_[size_t(b)].hash == hash,
                "KV invariant: hash map points at block ", b, " that does not carry it");
-  LOOM_CHECK(reserved_ >= 0 && reserved_ <= num_blocks_, "KV invariant: ", reserved_,
-             " blocks reserved of ", num_blocks_);
 }
 
 uint64_t hash_block(uint64_t parent, const int32_t* tokens, const float* actions, int slots,

@@ -5,9 +5,9 @@
 // frames) take a reference instead of recomputing it. A block whose writer has not run yet is
 // shared but not ready; the scheduler holds its sharers back until it is.
 //
-// Admission reserves a whole round's worth of blocks per sequence up front (reserve()), so a
-// running sequence can always grow to the end of its round: no preemption, no deadlock. Freed
-// blocks that carry a hash stay findable until the allocator needs them (LRU eviction).
+// Blocks are taken as sequences grow; when they run out the scheduler preempts (engine/
+// scheduler.h). Freed blocks that carry a hash stay findable until the allocator needs them
+// (LRU eviction).
 #pragma once
 
 #include <cstddef>
@@ -24,12 +24,6 @@ class KvCache {
 
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
-
-  // Admission control: blocks promised to running sequences.
-  bool can_reserve(int blocks) const { return reserved_ + blocks <= num_blocks_; }
-  void reserve(int blocks);
-  void unreserve(int blocks);
-  int reserved() const { return reserved_; }
 
   // A fresh block with one reference; evicts the least recently freed cached block if needed.
   int allocate();
@@ -62,7 +56,7 @@ class KvCache {
   void forget_hash(int block);
 
   int num_blocks_, block_size_;
-  int reserved_ = 0, used_ = 0, peak_used_ = 0;
+  int used_ = 0, peak_used_ = 0;
   std::vector<Block> blocks_;                  // [num_blocks]
   std::list<int> free_;                        // unreferenced blocks, least recently freed first
   std::unordered_map<uint64_t, int> by_hash_;  // content hash → block

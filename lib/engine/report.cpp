@@ -60,7 +60,9 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                    {"peak_utilisation", safe_div(double(st.kv_peak_blocks), double(st.kv_blocks))},
                    {"prompt_blocks", sc.prompt_blocks},
                    {"shared_blocks", sc.shared_blocks},
-                   {"prefill_slots_saved", sc.prefill_saved}};
+                   {"prefill_slots_saved", sc.prefill_saved},
+                   {"preemptions", sc.preemptions},
+                   {"recomputed_slots", sc.recomputed}};
   if (ctx.step_bytes > 0 && st.decode_steps > 0) {
     const double gbps = double(ctx.step_bytes) * double(st.decode_steps) / st.decode_s / 1e9;
     j["decode_weight_gbps"] = gbps;
@@ -80,10 +82,11 @@ std::string run_summary(const RunStats& st, const RunContext& ctx) {
   s += buf;
   std::snprintf(buf, sizeof buf,
                 "loom: load %.2f s, prefill %.2f s, decode %.2f s, mean batch %.1f, KV peak "
-                "%d/%d blocks, %lld prompt blocks shared\n",
+                "%d/%d blocks, %lld prompt blocks shared, %lld preemptions\n",
                 ctx.load_s, st.prefill_s, st.decode_s,
                 safe_div(double(st.scheduler.seq_steps), double(st.scheduler.steps)),
-                st.kv_peak_blocks, st.kv_blocks, (long long)st.scheduler.shared_blocks);
+                st.kv_peak_blocks, st.kv_blocks, (long long)st.scheduler.shared_blocks,
+                (long long)st.scheduler.preemptions);
   s += buf;
   if (st.stopped) s += "loom: stopped by a signal; in-flight samples were not written\n";
   return s;

@@ -17,14 +17,22 @@ int Scheduler::blocks_for(const Sequence& seq) const {
   return (seq.max_round_slots() + bs - 1) / bs;
 }
 
+int Scheduler::watermark() const {
+  int n = 0;
+  for (const Running& r : running_) n += r.blocks.empty() ? 0 : 1;
+  return n;
+}
+
 bool Scheduler::can_admit(const Sequence& seq) const {
-  return int(running_.size()) < opt_.max_seqs && cache_.can_reserve(blocks_for(seq));
+  if (int(running_.size()) >= opt_.max_seqs) return false;
+  for (const Running& r : running_)
+    if (r.needs_round) return false;  // resumes and new rounds go first
+  const int bs = cache_.block_size();
+  return (seq.round_len() + bs - 1) / bs + watermark() <= cache_.free_blocks();
 }
 
 void Scheduler::admit(std::unique_ptr<Sequence> seq, double now, double read_at) {
   Running r;
-  r.reserved = blocks_for(*seq);
-  cache_.reserve(r.reserved);
   r.seq = std::move(seq);
   r.t_read = read_at;
   r.t_admit = r.t_frame = now;
@@ -35,6 +43,9 @@ void Scheduler::admit(std::unique_ptr<Sequence> seq, double now, double read_at)
 void Scheduler::begin_round(Running& r) {
   const Sequence& s = *r.seq;
   const int bs = cache_.block_size(), full = s.prompt_len() / bs;
+  const bool resume = r.preempted;
+  r.needs_round = r.preempted = false;
+  r.shared = 0;
   r.hashes.clear();
   uint64_t h = 0;
   for (int b = 0; b < full; b++) {
@@ -49,9 +60,9 @@ void Scheduler::begin_round(Running& r) {
                    acts.empty() ? nullptr : acts.data(), bs, spec_.action_dim);
     r.hashes.push_back(h);
   }
-  stats_.prompt_blocks += full;
-  // Share at most the blocks before the prompt's last slot: that slot's logits are needed.
-  const int shareable = (s.prompt_len() - 1) / bs;
+  if (!resume) stats_.prompt_blocks += full;
+  // Share at most the blocks before the round's last known slot: its logits are needed.
+  const int shareable = std::min(full, (s.round_len() - 1) / bs);
   int matched = 0;
   while (opt_.prefix_sharing && matched < shareable) {
     const int b = cache_.lookup(r.hashes[size_t(matched)]);
@@ -60,13 +71,16 @@ void Scheduler::begin_round(Running& r) {
     r.blocks.push_back(b);
     matched++;
   }
-  r.shared = matched;
   if (matched > 0) {
     r.seq->skip_prompt(matched * bs);
+    r.shared = matched;
     r.waiting_shared = true;
-    stats_.shared_blocks += matched;
-    stats_.prefill_saved += int64_t(matched) * bs;
+    if (!resume) {
+      stats_.shared_blocks += matched;
+      stats_.prefill_saved += int64_t(matched) * bs;
+    }
   }
+  if (resume) stats_.recomputed += s.round_len() - matched * bs;
   // Claim and name the rest of the full prompt blocks now, so sequences admitted before this
   // one has run (the other samples, jobs read in the same batch) can already share them.
   while (int(r.blocks.size()) < full) {
@@ -91,34 +105,81 @@ bool Scheduler::shared_ready(Running& r) const {
   return true;
 }
 
+bool Scheduler::preemptible(const Running& r) const {
+  if (r.needs_round || r.blocks.empty()) return false;
+  // Blocks this sequence writes that others already share must be written first.
+  for (size_t b = size_t(r.shared); b < r.blocks.size(); b++)
+    if (!cache_.ready(r.blocks[b]) && cache_.ref_count(r.blocks[b]) > 1) return false;
+  return true;
+}
+
+void Scheduler::preempt(Running& r) {
+  release_blocks(r);
+  r.seq->preempt();
+  r.needs_round = r.preempted = true;
+  r.waiting_shared = false;
+  stats_.preemptions++;
+}
+
 bool Scheduler::schedule(StepBatch& batch) {
   batch.clear();
   step_order_.clear();
   step_seqs_.clear();
   has_prefill_ = false;
   const int decode_max = spec_.action_tokens + 1;
+  const int bs = cache_.block_size();
   int budget = opt_.max_batch_slots;
   for (Running& r : running_) r.scheduled = 0;
-  // Decode-phase sequences first (they hold KV and finish soonest), then prefill chunks.
+  auto decoding = [&](const Running& r) {
+    const Sequence& s = *r.seq;
+    return !r.needs_round && s.kv_len() >= s.prompt_len() && s.pending() <= decode_max;
+  };
+  auto new_blocks = [&](const Running& r, int n) {  // blocks to allocate to feed n more slots
+    return std::max(0, (r.seq->kv_len() + n + bs - 1) / bs - int(r.blocks.size()));
+  };
+  // This step's decode slots must find blocks: preempt the youngest sequences until they do.
+  int demand = 0;
+  for (const Running& r : running_)
+    if (decoding(r)) demand += new_blocks(r, r.seq->pending());
+  for (size_t i = running_.size(); i-- > 0 && demand > cache_.free_blocks();) {
+    Running& r = running_[i];
+    if (!preemptible(r)) continue;
+    if (decoding(r)) demand -= new_blocks(r, r.seq->pending());
+    preempt(r);
+  }
+  // Decode-phase sequences first (they hold KV and finish soonest), then prefill chunks (and
+  // sequences starting a round or resuming, when their whole round fits with the watermark).
+  int free_left = cache_.free_blocks();
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < running_.size(); i++) {
       Running& r = running_[i];
       const Sequence& s = *r.seq;
-      const bool decoding = s.kv_len() >= s.prompt_len() && s.pending() <= decode_max;
-      if ((pass == 0) != decoding || r.scheduled > 0 || s.pending() == 0) continue;
+      if (r.needs_round) {
+        if (pass == 0) continue;
+        if ((s.round_len() + bs - 1) / bs + watermark() > free_left) continue;
+        const int before = cache_.free_blocks();
+        begin_round(r);
+        free_left -= before - cache_.free_blocks();
+      }
+      if ((pass == 0) != decoding(r) || r.scheduled > 0 || s.pending() == 0) continue;
       if (int(step_order_.size()) >= opt_.max_seqs || budget == 0) break;
       if (!shared_ready(r)) continue;
-      const int n = std::min(s.pending(), budget);
-      if (pass == 0 && n < s.pending()) continue;  // decode chunks are never cut
+      int n = std::min(s.pending(), budget);
+      if (pass == 0 && new_blocks(r, n) > free_left) continue;  // decode chunks are never cut
+      if (new_blocks(r, n) > free_left)  // a prefill chunk is cut to the free blocks
+        n = std::min(n, (int(r.blocks.size()) + free_left) * bs - s.kv_len());
+      if (n <= 0) continue;
       r.scheduled = n;
       budget -= n;
+      free_left -= new_blocks(r, n);
       step_order_.push_back(int(i));
       if (pass == 1) has_prefill_ = true;
     }
   }
-  if (step_order_.empty()) return false;
+  if (step_order_.empty()) {
+    return false;
+  }
 
-  const int bs = cache_.block_size();
   int max_blocks = 0;
   for (int i : step_order_) {
     Running& r = running_[size_t(i)];
@@ -177,9 +238,9 @@ void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>
       r.frame_s.push_back(now - r.t_frame);
       r.t_frame = now;
     }
-    if (new_round) {
+    if (new_round) {  // the next schedule() starts the round when its prompt fits
       release_blocks(r);
-      begin_round(r);
+      r.needs_round = true;
     }
   }
   // Finished sequences leave; the order of the others is kept.
@@ -187,7 +248,6 @@ void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>
   for (size_t i = 0; i < running_.size(); i++) {
     if (running_[i].seq->finished()) {
       release_blocks(running_[i]);
-      cache_.unreserve(running_[i].reserved);
       done.push_back(std::move(running_[i]));
     } else {
       if (w != i) running_[w] = std::move(running_[i]);
@@ -201,7 +261,6 @@ void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>
 void Scheduler::abandon_all(std::vector<Running>& dropped) {
   for (Running& r : running_) {
     release_blocks(r);
-    cache_.unreserve(r.reserved);
     dropped.push_back(std::move(r));
   }
   running_.clear();

@@ -67,7 +67,8 @@ void Sequence::advance(int n) {
 }
 
 void Sequence::skip_prompt(int n) {
-  LOOM_CHECK(kv_len_ == 0 && n < prompt_len_, "sequence: cannot skip ", n, " prompt slots");
+  LOOM_CHECK(kv_len_ == 0 && n <= prompt_len_ && n < round_len(), "sequence: cannot skip ", n,
+             " prompt slots");
   kv_len_ = n;
   cached_slots_ += n;
 }

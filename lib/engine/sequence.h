@@ -39,7 +39,7 @@ class Sequence {
   const std::vector<int32_t>& round_tokens() const { return tokens_; }
   int prompt_len() const { return prompt_len_; }  // slots of this round's prompt
 
-  // Most slots this sequence's KV can hold in any round; sets the blocks it reserves.
+  // Most slots this sequence's KV can hold in any round (a job larger than the pool fails).
   int max_round_slots() const { return max_round_slots_; }
 
   // Record that `n` pending slots were fed; kv_len grows by n.
@@ -49,6 +49,9 @@ class Sequence {
   bool on_token(int32_t token);
   // Skip the first `n` prompt slots, whose KV is shared from identical earlier prompts.
   void skip_prompt(int n);
+  // The KV of this round is dropped (preemption): every known slot of the round is pending
+  // again and is recomputed; the tokens drawn so far and the draw index are kept.
+  void preempt() { kv_len_ = 0; }
 
   uint64_t draw_index() const { return draw_index_; }
   const std::vector<std::vector<int32_t>>& frames() const { return frames_; }  // [frames][P]
