@@ -69,28 +69,17 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   bf16* smem = reinterpret_cast<bf16*>(mma_smem);
   bf16* ks = smem + size_t(warp) * 2 * Tl::kElems;
   bf16* vs = ks + Tl::kElems;
-  float* fold = reinterpret_cast<float*>(ks);  // [16][kFoldStride] acc, [16] m, [16] l
+  float* fold = reinterpret_cast<float*>(ks);  // [16][D] acc, [16] m, [16] l
 
   const bf16* kc = static_cast<const bf16*>(a.k_cache);
   const bf16* vc = static_cast<const bf16*>(a.v_cache);
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
   const size_t kv_row = size_t(a.kv_heads) * D;
-  // The warp's tile of partition `part`, all but key p (zero fill past p). With fuse_rope the
-  // K rows are a cp.async group of their own (QK and the softmax start before V has landed);
-  // the V rows' group is committed by the loop, after any load_row.
-  const bool split = a.fuse_rope;
+  // The warp's tile of partition `part`, all but key p (zero fill past p).
   auto issue = [&](int part) {
     const int key0 = (part * kMmaPartTiles + warp) * kMmaTileKeys;
-    if (key0 > p) return;
-    if (split) {
-      load_tile<D, 32, true, false>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs,
-                                    lane);
-      cp_async_commit();
-      load_tile<D, 32, false, true>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs,
-                                    lane);
-    } else {
+    if (key0 <= p)
       load_tile<D, 32>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs, lane);
-    }
   };
   issue(blockIdx.z);
   pdl_wait();  // qkv and cache row p come from the previous kernels
@@ -119,10 +108,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       if (new_key && !a.fuse_rope)
         load_row<D>(kc, vc, bt, a.block_size, kv_row, hkv, p, p - key0, ks, vs, lane);
       cp_async_commit();
-      if (split)
-        cp_async_wait<1>();  // the K group has landed (this lane's copies)
-      else
-        cp_async_wait<0>();
+      cp_async_wait<0>();
       if (new_key && a.fuse_rope) {
         constexpr int kHalf = D / 2;
         const bf16* row = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D;
@@ -151,24 +137,20 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       }
       __syncwarp();
       RowState<D> t;
-      tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, t, [&] {
-        if (split) {
-          cp_async_wait<0>();  // the V group too
-          __syncwarp();
-        }
-      });
+      tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, t);
       __syncwarp();  // every lane's ldmatrix reads of ks are done before the fold area is written
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int r = g + 8 * h;
         if (r < G) {
 #pragma unroll
-          for (int i = 0; i < D / 8; i++)
-            *reinterpret_cast<float2*>(fold + r * Tl::kFoldStride + i * 8 + tig * 2) =
-                make_float2(t.acc[i][2 * h], t.acc[i][2 * h + 1]);
+          for (int i = 0; i < D / 8; i++) {
+            fold[r * D + i * 8 + tig * 2] = t.acc[i][2 * h];
+            fold[r * D + i * 8 + tig * 2 + 1] = t.acc[i][2 * h + 1];
+          }
           if (tig == 0) {
-            fold[16 * Tl::kFoldStride + r] = t.m[h];
-            fold[16 * Tl::kFoldStride + 16 + r] = t.l[h];
+            fold[16 * D + r] = t.m[h];
+            fold[16 * D + 16 + r] = t.l[h];
           }
         }
       }
@@ -182,9 +164,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       for (int w = 0; w < kMmaPartTiles; w++) {
         if ((part * kMmaPartTiles + w) * kMmaTileKeys > p) break;
         const float* f = reinterpret_cast<const float*>(smem + size_t(w) * 2 * Tl::kElems);
-        const MergeWeights mw = merge_weights(m, f[16 * Tl::kFoldStride + r]);
-        l = merge_value(l, f[16 * Tl::kFoldStride + 16 + r], mw);
-        acc = merge_value(acc, f[r * Tl::kFoldStride + d], mw);
+        const MergeWeights mw = merge_weights(m, f[16 * D + r]);
+        l = merge_value(l, f[16 * D + 16 + r], mw);
+        acc = merge_value(acc, f[r * D + d], mw);
         m = mw.m;
       }
       if (n_parts == 1) {  // the row total = merge(E, this partition): write the output

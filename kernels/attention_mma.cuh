@@ -21,10 +21,7 @@ struct MmaTile {
   static constexpr int kStride = D + 8;                  // elements per key row
   static constexpr int kElems = kMmaTileKeys * kStride;  // one K or V tile
   static constexpr int kPairBytes = 2 * kElems * 2;      // K tile then V tile
-  // Decode fold: acc [16][kFoldStride] (rows 8 floats apart from a bank multiple, so the
-  // warp's float2 stores hit distinct banks per half-warp), then m [16], l [16].
-  static constexpr int kFoldStride = D + 8;
-  static constexpr int kFoldFloats = 16 * kFoldStride + 2 * 16;
+  static constexpr int kFoldFloats = 16 * D + 2 * 16;    // decode fold: acc [16][D], m, l
   static_assert(kFoldFloats * 4 <= kElems * 2, "fold area must fit in the K tile");
   static_assert(kPairBytes % 16 == 0, "16-byte aligned tiles");
 };
@@ -171,9 +168,7 @@ __device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, 
 // (tid < kN, a multiple of D / 8) take the 16-byte chunks: a thread keeps its chunk column and
 // steps over keys, following the block table without a division per key; its block-table
 // entries are all read first (independent loads: one latency, not one per key).
-// kK / kV: copy the K rows, the V rows (both by default; the decode kernel issues K and V as
-// two cp.async groups so that QK and the softmax run while V lands).
-template <int D, int kN, bool kK = true, bool kV = true>
+template <int D, int kN>
 __device__ __forceinline__ void load_tile(const bf16* kc, const bf16* vc, const int32_t* bt,
                                           int block_size, size_t kv_row, int hkv, int key0,
                                           int n_keys, int skip_key, bf16* ks, bf16* vs, int tid) {
@@ -199,8 +194,8 @@ __device__ __forceinline__ void load_tile(const bf16* kc, const bf16* vc, const 
     const size_t src =
         valid ? (size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D + c * 8 : 0;
     const int dst = kk * MmaTile<D>::kStride + c * 8;
-    if (kK) cp_async16(ks + dst, kc + src, valid);
-    if (kV) cp_async16(vs + dst, vc + src, valid);
+    cp_async16(ks + dst, kc + src, valid);
+    cp_async16(vs + dst, vc + src, valid);
   }
 }
 
@@ -220,11 +215,10 @@ __device__ __forceinline__ void load_row(const bf16* kc, const bf16* vc, const i
 
 // The tile partial of keys [key0, key0 + 64) (in ks / vs) for the warp's 16 rows; p_lo / p_hi
 // are the positions of rows g and g + 8 (-1: padding row, everything masked).
-// before_pv() runs between the softmax and P.V (the decode kernel waits for its V rows there).
-template <int D, class BeforePV>
+template <int D>
 __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const bf16* ks,
                                              const bf16* vs, int key0, int p_lo, int p_hi, int lane,
-                                             RowState<D>& t, BeforePV before_pv) {
+                                             RowState<D>& t) {
   constexpr int kStride = MmaTile<D>::kStride;
   const int tig = lane & 3;
   float s[8][4];  // C fragments of the 8 n-tiles of 8 keys
@@ -285,7 +279,6 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     t.l[h] = l;
   }
-  before_pv();
   // acc = bf16(P) . V. The C fragments of n-tiles 2kk, 2kk + 1 are the A fragment of key
   // k-step kk. V by ldmatrix .trans: matrices (keys 16kk + 0..7, d 16dp + 0..7), (keys + 8,
   // d), (keys, d + 8), (keys + 8, d + 8) = b0 b1 of d-tile 2dp, b0 b1 of d-tile 2dp + 1.
@@ -310,13 +303,6 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
       mma_bf16(t.acc[2 * dp + 1], a, b[2], b[3]);
     }
   }
-}
-
-template <int D>
-__device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const bf16* ks,
-                                             const bf16* vs, int key0, int p_lo, int p_hi, int lane,
-                                             RowState<D>& t) {
-  tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, t, [] {});
 }
 
 // Row total of the partitions 0..n_parts-1 of one (tile, kv head) from mma_partial, folded in
