@@ -159,8 +159,8 @@ int bench_command(const BenchArgs& a) {
   }
 
   if (a.jobs > 0) {
-    std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s\n", "jobs", "group", "tokens/s",
-                "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared");
+    std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s %8s\n", "jobs", "group", "tokens/s",
+                "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
     if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
@@ -173,10 +173,11 @@ int bench_command(const BenchArgs& a) {
       const double tf = run_flops(st, spec) / t / 1e12;
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
-      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld\n", a.jobs, group,
+      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.jobs, group,
                   double(st.tokens) / t, double(st.frames) / t,
                   double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
-                  gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks);
+                  gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks,
+                  (long long)st.scheduler.preemptions);
       out["throughput"].push_back(
           {{"jobs", a.jobs},
            {"shared_group", group},
