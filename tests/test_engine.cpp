@@ -248,15 +248,22 @@ TEST_CASE("engine streams equal the full-recompute reference across two round ch
   CHECK(got.stats.tokens == got.stats.frames * 10);
 }
 
-TEST_CASE("a job's tokens do not depend on the batch around it, the block size or sharing") {
-  ModelSpec sp = loom::test::tiny_frame_spec();
+// 12 jobs (18 samples) of 3 context + 7 generated frames, three different contexts.
+static std::vector<Job> twelve_jobs(const std::string& prefix, uint64_t seed) {
+  const ModelSpec sp = loom::test::tiny_frame_spec();
   std::vector<Job> jobs;
   for (int i = 0; i < 12; i++)
-    jobs.push_back(make_job(sp, "j" + std::to_string(i), 3, 7, 100 + i, i % 3, 1 + i % 2));
+    jobs.push_back(
+        make_job(sp, prefix + std::to_string(i), 3, 7, seed + uint64_t(i), i % 3, 1 + i % 2));
+  return jobs;
+}
+
+TEST_CASE("a job's tokens do not depend on the batch around it, the block size or sharing") {
+  const std::vector<Job> jobs = twelve_jobs("j", 100);
   RunOut alone = run_jobs(jobs, 1, 40, false, 4);
   RunOut crowded = run_jobs(jobs, 64, 400, true, 4);
   RunOut tight =
-      run_jobs(jobs, 64, 60, true, 16, 20);  // few blocks: admission waits, blocks reused
+      run_jobs(jobs, 64, 60, true, 16, 20);  // few blocks: admission waits, preemption, reuse
   CHECK(alone.frames == crowded.frames);
   CHECK(alone.frames == tight.frames);
   CHECK(alone.max_batch == 1);
@@ -268,10 +275,7 @@ TEST_CASE("preemption: a pool too small for every job at once, the same tokens")
   // (33 blocks of 4, 9 of 16). The pools below hold one to four rounds: jobs are admitted on
   // their prompts, run out of blocks as they grow, and the youngest are preempted and
   // recomputed (resumes share their own old prompt blocks when the cache still has them).
-  ModelSpec sp = loom::test::tiny_frame_spec();
-  std::vector<Job> jobs;
-  for (int i = 0; i < 12; i++)
-    jobs.push_back(make_job(sp, "p" + std::to_string(i), 3, 7, 300 + i, i % 3, 1 + i % 2));
+  const std::vector<Job> jobs = twelve_jobs("p", 300);
   RunOut alone = run_jobs(jobs, 1, 40, false, 4);
   CHECK(alone.stats.scheduler.preemptions == 0);
   struct Pool {
