@@ -176,9 +176,7 @@ bool Scheduler::schedule(StepBatch& batch) {
       if (pass == 1) has_prefill_ = true;
     }
   }
-  if (step_order_.empty()) {
-    return false;
-  }
+  if (step_order_.empty()) return false;
 
   int max_blocks = 0;
   for (int i : step_order_) {
