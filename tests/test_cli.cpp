@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -65,7 +66,11 @@ TEST_CASE("run: every sample of every job, with the documented schema") {
       CHECK(res["status"] == "ok");
       const json& job = jobs.at(res["id"].get<std::string>());
       seen.insert({res["id"].get<std::string>(), res["sample"].get<int>()});
-      CHECK(res["timing"]["total_s"].get<double>() >= 0);
+      const json& tm = res["timing"];
+      CHECK(tm["prefill_s"].get<double>() >= 0);
+      CHECK(tm["decode_s"].get<double>() >= 0);  // was negative for plain Llama (end = admission)
+      CHECK(std::abs(tm["total_s"].get<double>() - tm["prefill_s"].get<double>() -
+                     tm["decode_s"].get<double>()) < 1e-9);
       if (job.contains("num_frames")) {
         REQUIRE(res["frames"].size() == job["num_frames"].get<size_t>());
         CHECK(res["timing"]["frame_s"].size() == res["frames"].size());

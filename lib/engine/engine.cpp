@@ -40,7 +40,7 @@ JobResult finished_result(const Running& r, bool frames) {
   }
   out.prompt_slots = s.prompt_slots();
   out.cached_slots = s.cached_slots();
-  const double end = r.t_frame;
+  const double end = r.t_done;  // (t_frame stays at admission for models without frames)
   out.queue_s = r.t_admit - r.t_read;
   out.prefill_s = r.t_first >= 0 ? r.t_first - r.t_admit : 0;
   out.decode_s = r.t_first >= 0 ? end - r.t_first : 0;

@@ -72,7 +72,7 @@ void Scheduler::begin_round(Running& r) {
     matched++;
   }
   if (matched > 0) {
-    r.seq->skip_prompt(matched * bs);
+    r.seq->skip_prompt(matched * bs, !resume);
     r.shared = matched;
     r.waiting_shared = true;
     if (!resume) {
@@ -236,6 +236,7 @@ void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>
       r.frame_s.push_back(now - r.t_frame);
       r.t_frame = now;
     }
+    if (s.finished()) r.t_done = now;
     if (new_round) {  // the next schedule() starts the round when its prompt fits
       release_blocks(r);
       r.needs_round = true;

@@ -40,6 +40,7 @@ struct Running {
   bool waiting_shared = false;   // shares blocks another sequence has not written yet
   int scheduled = 0;             // slots in the step being built
   double t_read = 0, t_admit = 0, t_first = -1, t_frame = 0;  // seconds (steady clock)
+  double t_done = 0;                                          // when it finished
   std::vector<double> frame_s;                                // seconds per generated frame
 };
 

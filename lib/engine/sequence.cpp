@@ -66,11 +66,11 @@ void Sequence::advance(int n) {
   kv_len_ += n;
 }
 
-void Sequence::skip_prompt(int n) {
+void Sequence::skip_prompt(int n, bool count) {
   LOOM_CHECK(kv_len_ == 0 && n <= prompt_len_ && n < round_len(), "sequence: cannot skip ", n,
              " prompt slots");
   kv_len_ = n;
-  cached_slots_ += n;
+  if (count) cached_slots_ += n;
 }
 
 bool Sequence::on_token(int32_t token) {

@@ -47,8 +47,9 @@ class Sequence {
   // Feed the token drawn from the last slot's logits (only when pending() == 0).
   // Returns true when a new round starts: the caller drops this sequence's KV blocks.
   bool on_token(int32_t token);
-  // Skip the first `n` prompt slots, whose KV is shared from identical earlier prompts.
-  void skip_prompt(int n);
+  // Skip the first `n` prompt slots, whose KV is shared from identical earlier prompts
+  // (counted in cached_slots() unless it is a resume after preemption).
+  void skip_prompt(int n, bool count = true);
   // The KV of this round is dropped (preemption): every known slot of the round is pending
   // again and is recomputed; the tokens drawn so far and the draw index are kept.
   void preempt() { kv_len_ = 0; }
