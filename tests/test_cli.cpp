@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -118,6 +119,43 @@ TEST_CASE("run --batch-invariant on the cpu: accepted, the same tokens, the repo
   }
   CHECK(!results[false].empty());
   CHECK(results[false] == results[true]);
+}
+
+TEST_CASE("run with a KV pool too small for every job at once: preemptions, the same records") {
+  // 25 (tiny_llama: 20) blocks of 4 slots: the jobs are admitted on their prompts, preempted and
+  // recomputed as they grow; the records (timing aside) equal a run with the default pool.
+  for (const std::string model : {"tiny_v1", "tiny_llama"}) {
+    CAPTURE(model);
+    std::map<bool, std::vector<json>> results;
+    json report;
+    for (bool tight : {false, true}) {
+      const std::string out = "/tmp/loom_cli_pre" + std::to_string(tight) + ".jsonl";
+      const std::string rep = out + ".report.json";
+      std::remove(out.c_str());
+      Ran r =
+          run("run -q --backend cpu --block-size 4 --model " + kData + "/" + model + " --jobs " +
+                  kData + "/jobs/" + model + ".jsonl --out " + out + " --report " + rep +
+                  (tight ? " --kv-blocks " + std::string(model == "tiny_v1" ? "25" : "20") : ""),
+              "pre");
+      CHECK(r.code == 0);
+      if (tight) report = json::parse(std::ifstream(rep));
+      for (json& res : read_lines(out)) {
+        res.erase("timing");
+        results[tight].push_back(res);
+      }
+    }
+    CHECK(report["kv_cache"]["preemptions"].get<int>() > 0);
+    CHECK(report["kv_cache"]["recomputed_slots"].get<int>() > 0);
+    auto by_key = [](std::vector<json> v) {
+      std::sort(v.begin(), v.end(), [](const json& a, const json& b) {
+        return std::make_pair(a["id"].get<std::string>(), a["sample"].get<int>()) <
+               std::make_pair(b["id"].get<std::string>(), b["sample"].get<int>());
+      });
+      return v;
+    };
+    CHECK(!results[false].empty());
+    CHECK(by_key(results[false]) == by_key(results[true]));
+  }
 }
 
 TEST_CASE("run: bad job lines give exactly the expected error records; good jobs finish") {
