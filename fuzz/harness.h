@@ -19,6 +19,7 @@
 #include "io/checkpoint.h"
 #include "io/jobs.h"
 #include "io/safetensors.h"
+#include "tests/tiny_spec.h"
 
 // Aborts (a "crash" for libFuzzer, a test failure for the replay) when an accepted input
 // breaks a promise its parser makes.
@@ -35,15 +36,7 @@ namespace loom::fuzz {
 // ---- parse_job_line ------------------------------------------------------------------------
 
 inline ModelSpec fuzz_frame_spec() {  // the tiny test model: P=10, A=3, dim 3, T=6
-  ModelSpec s;
-  s.vocab = 1000;
-  s.image_tokens = 10;
-  s.action_tokens = 3;
-  s.action_dim = 3;
-  s.spatial_rows = 13;
-  s.temporal_rows = 6;
-  s.max_positions = 78;
-  return s;
+  return loom::test::tiny_frame_spec();
 }
 
 inline ModelSpec fuzz_plain_spec() {

@@ -105,6 +105,17 @@ __device__ __forceinline__ void mma_weight_group(const LinearFixedArgs& a, int s
   }
 }
 
+// A warp's mma accumulators [row tiles][token tiles][4], zeroed for a new segment.
+template <int RT, int NT>
+__device__ __forceinline__ void zero_tiles(float (&acc)[RT][NT][4]) {
+#pragma unroll
+  for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
+}
+
 template <class T>
 __device__ __forceinline__ void lf_store(T* y, float v);
 template <>
@@ -141,12 +152,7 @@ __global__ void __launch_bounds__(kLfThreads) linear_fixed_kernel(LinearFixedArg
     const int s = r0 + warp;
     if (s < nseg) {
       float acc[RT][NT][4];
-#pragma unroll
-      for (int rt = 0; rt < RT; rt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-          for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
+      zero_tiles(acc);
 #pragma unroll
       for (int c0 = 0; c0 < kLfChunks; c0 += WeightGroup<RT>::kGroup) {
         if (c0 > 0 || (RT > 1 && r0 > 0)) load_weight_group<RT>(a, s, c0, n0, g, t, wf);
@@ -311,12 +317,7 @@ __global__ void __launch_bounds__(32 * WN * WM, kMinBlocks)
   const int b_off = (S::kRows + wm * NT * 8 + g) * kLtRowBytes + t * 16;
   for (int seg = 0; seg < nseg; seg++) {
     float acc[RT][NT][4];
-#pragma unroll
-    for (int rt = 0; rt < RT; rt++)
-#pragma unroll
-      for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[rt][nt][i] = 0.0f;
+    zero_tiles(acc);
 #pragma unroll
     for (int j = 0; j < kLtSlots; j++) {
       const int step = seg * kLtSlots + j;

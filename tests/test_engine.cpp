@@ -13,6 +13,7 @@
 #include "engine/kv_cache.h"
 #include "engine/sequence.h"
 
+#include "job_source.h"
 #include "tiny_spec.h"
 
 using namespace loom;
@@ -166,19 +167,11 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
   opt.cache.block_size = block_size;
   opt.cache.num_blocks = num_blocks;
   Engine engine(sp, be, opt);
-  size_t next = 0;
   RunOut out;
-  out.stats = engine.run(
-      [&](Job& j, JobError&, bool& ok) {
-        if (next == jobs.size()) return false;
-        j = jobs[next++];
-        ok = true;
-        return true;
-      },
-      [&](const JobResult& r) {
-        REQUIRE(r.ok);
-        out.frames[{r.id, r.sample}] = r.frames;
-      });
+  out.stats = engine.run(loom::test::source_of(jobs), [&](const JobResult& r) {
+    REQUIRE(r.ok);
+    out.frames[{r.id, r.sample}] = r.frames;
+  });
   out.max_batch = be.max_batch;
   return out;
 }
@@ -368,16 +361,9 @@ TEST_CASE("a job larger than the whole cache fails alone; the others finish") {
   Engine engine(sp, be, opt);
   std::vector<Job> jobs = {make_job(sp, "small", 1, 2, 1, 0), make_job(sp, "big", 3, 1, 2, 0),
                            make_job(sp, "small2", 1, 1, 3, 0)};
-  size_t next = 0;
   std::vector<JobResult> results;
-  RunStats st = engine.run(
-      [&](Job& j, JobError&, bool& ok) {
-        if (next == jobs.size()) return false;
-        j = jobs[next++];
-        ok = true;
-        return true;
-      },
-      [&](const JobResult& r) { results.push_back(r); });
+  RunStats st =
+      engine.run(loom::test::source_of(jobs), [&](const JobResult& r) { results.push_back(r); });
   REQUIRE(results.size() == 3);
   int errors = 0;
   for (const JobResult& r : results)

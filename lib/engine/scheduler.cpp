@@ -17,18 +17,15 @@ int Scheduler::blocks_for(const Sequence& seq) const {
   return (seq.max_round_slots() + bs - 1) / bs;
 }
 
-int Scheduler::watermark() const {
-  int n = 0;
-  for (const Running& r : running_) n += r.blocks.empty() ? 0 : 1;
-  return n;
-}
-
 bool Scheduler::can_admit(const Sequence& seq) const {
   if (int(running_.size()) >= opt_.max_seqs) return false;
-  for (const Running& r : running_)
+  int holders = 0;
+  for (const Running& r : running_) {
     if (r.needs_round) return false;  // resumes and new rounds go first
+    holders += r.blocks.empty() ? 0 : 1;
+  }
   const int bs = cache_.block_size();
-  return (seq.round_len() + bs - 1) / bs + watermark() <= cache_.free_blocks();
+  return (seq.round_len() + bs - 1) / bs + holders <= cache_.free_blocks();
 }
 
 void Scheduler::admit(std::unique_ptr<Sequence> seq, double now, double read_at) {
@@ -150,16 +147,19 @@ bool Scheduler::schedule(StepBatch& batch) {
   // Decode-phase sequences first (they hold KV and finish soonest), then prefill chunks (and
   // sequences starting a round or resuming, when their whole round fits with the watermark).
   int free_left = cache_.free_blocks();
+  int holders = 0;  // the watermark: running sequences that hold blocks
+  for (const Running& r : running_) holders += r.blocks.empty() ? 0 : 1;
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < running_.size(); i++) {
       Running& r = running_[i];
       const Sequence& s = *r.seq;
       if (r.needs_round) {
         if (pass == 0) continue;
-        if ((s.round_len() + bs - 1) / bs + watermark() > free_left) continue;
+        if ((s.round_len() + bs - 1) / bs + holders > free_left) continue;
         const int before = cache_.free_blocks();
         begin_round(r);
         free_left -= before - cache_.free_blocks();
+        holders += r.blocks.empty() ? 0 : 1;
       }
       if ((pass == 0) != decoding(r) || r.scheduled > 0 || s.pending() == 0) continue;
       if (int(step_order_.size()) >= opt_.max_seqs || budget == 0) break;

@@ -82,7 +82,6 @@ class Scheduler {
   void begin_round(Running& r);  // hash the prompt, take shared blocks
   void release_blocks(Running& r);
   bool shared_ready(Running& r) const;
-  int watermark() const;                     // running sequences that hold blocks
   bool preemptible(const Running& r) const;  // drops no block another sequence waits on
   void preempt(Running& r);
 

@@ -129,6 +129,53 @@ void check_counters_zero(const DevBuf& c, size_t n) {
     }
 }
 
+std::vector<uint16_t> download_bits(const DevBuf& b, size_t n) {
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint16_t> v(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 2, cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// A step's device inputs, its (poisoned) tensor-core partials and output, and the
+// AttentionArgs over them: bf16, the caches k and v, everything but the mode fields.
+struct Step {
+  DevBuf dq, dss, dkv, dt, dbt, part, out;
+  AttentionArgs a;
+  Step(const World& w, const std::vector<float>& qkv, const std::vector<int32_t>& slot_start,
+       const std::vector<int32_t>& kv_len, const std::vector<int32_t>& tiles,
+       const std::vector<int32_t>& bt, const void* k, const void* v)
+      : dq(upload(qkv, DType::BF16)),
+        dss(upload_ints(slot_start)),
+        dkv(upload_ints(kv_len)),
+        dt(upload_ints(tiles)),
+        dbt(upload_ints(bt)) {
+    const int n_tiles = int(tiles.size() / 3), n_slots = slot_start.back();
+    const size_t part_floats =
+        attention_mma_partial_floats(n_tiles, w.KV, w.H, w.D, w.bt_stride, w.bs);
+    part = DevBuf(part_floats * 4);
+    out = DevBuf(size_t(n_slots) * w.H * w.D * 2);
+    part.poison();
+    out.poison();
+    a.t = DType::BF16;
+    a.qkv = dq.get();
+    a.k_cache = k;
+    a.v_cache = v;
+    a.block_tables = dbt.as<int32_t>();
+    a.bt_stride = w.bt_stride;
+    a.kv_len = dkv.as<int32_t>();
+    a.slot_start = dss.as<int32_t>();
+    a.tiles = dt.as<int32_t>();
+    a.n_tiles = n_tiles;
+    a.heads = w.H;
+    a.kv_heads = w.KV;
+    a.head_dim = w.D;
+    a.block_size = w.bs;
+    a.out = out.get();
+    a.mma_partial = part.as<float>();
+    a.mma_partial_floats = part_floats;
+  }
+};
+
 // One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
 // decode kernel combines in its last block; otherwise the combine kernel runs.
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
@@ -155,42 +202,17 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   }
   const int n_tiles = int(tiles.size() / 3);
   if (decode) REQUIRE(n_tiles == n_slots);
-  DevBuf dq = upload(qkv, DType::BF16), dss = upload_ints(slot_start), dkv = upload_ints(kv_len),
-         dt = upload_ints(tiles), dbt = upload_ints(bt);
-  const size_t part_floats = attention_mma_partial_floats(n_tiles, KV, H, D, w.bt_stride, w.bs);
-  DevBuf part(part_floats * 4), out(size_t(n_slots) * H * D * 2);
-  part.poison();
-  out.poison();
-  AttentionArgs a;
-  a.t = DType::BF16;
-  a.qkv = dq.get();
-  a.k_cache = w.dk.get();
-  a.v_cache = w.dv.get();
-  a.block_tables = dbt.as<int32_t>();
-  a.bt_stride = w.bt_stride;
-  a.kv_len = dkv.as<int32_t>();
-  a.slot_start = dss.as<int32_t>();
-  a.tiles = dt.as<int32_t>();
-  a.n_tiles = n_tiles;
-  a.heads = H;
-  a.kv_heads = KV;
-  a.head_dim = D;
-  a.block_size = w.bs;
-  a.decode = decode;
-  a.out = out.get();
-  a.mma_partial = part.as<float>();
-  a.mma_partial_floats = part_floats;
+  Step st(w, qkv, slot_start, kv_len, tiles, bt, w.dk.get(), w.dv.get());
+  st.a.decode = decode;
   const size_t n_counters = size_t(n_tiles) * KV;
   DevBuf cnt = zero_counters(n_counters);
   if (counters) {
-    a.mma_counters = cnt.as<int>();
-    a.mma_counters_len = n_counters;
+    st.a.mma_counters = cnt.as<int>();
+    st.a.mma_counters_len = n_counters;
   }
-  LOOM_KERNEL(paged_attention(a, nullptr));
+  LOOM_KERNEL(paged_attention(st.a, nullptr));
   check_counters_zero(cnt, n_counters);
-  std::vector<uint16_t> bits(size_t(n_slots) * H * D);
-  LOOM_CUDA_CHECK(cudaMemcpy(bits.data(), out.get(), bits.size() * 2, cudaMemcpyDeviceToHost));
-  return bits;
+  return download_bits(st.out, size_t(n_slots) * H * D);
 }
 
 std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
@@ -398,13 +420,6 @@ DevBuf copy_of(const DevBuf& src, size_t bytes) {
   return d;
 }
 
-std::vector<uint16_t> download_bits(const DevBuf& b, size_t n) {
-  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<uint16_t> v(n);
-  LOOM_CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * 2, cudaMemcpyDeviceToHost));
-  return v;
-}
-
 // A decode step of `es` (one new slot each, its k and v not in the cache yet: q, k, v in qkv
 // unrotated, values kinds 0, 3, 4): fused = the decode kernel with RoPE and the K/V write
 // inside; otherwise rope_kv_write, then the tensor-core prefill kernel. k, v: the caches
@@ -434,34 +449,12 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
     bt.insert(bt.end(), t, t + w.bt_stride);
   }
   slot_start.push_back(n);
-  DevBuf dq = upload(qkv, DType::BF16), dss = upload_ints(slot_start), dkv = upload_ints(kv_len),
-         dt = upload_ints(tiles), dbt = upload_ints(bt), dpos = upload_ints(positions),
-         dcs = upload_ints(cache_slot);
-  const size_t part_floats = attention_mma_partial_floats(n, KV, H, D, w.bt_stride, w.bs);
-  DevBuf part(part_floats * 4), out(size_t(n) * H * D * 2);
-  part.poison();
-  out.poison();
-  AttentionArgs a;
-  a.t = DType::BF16;
-  a.qkv = dq.get();
-  a.k_cache = k.get();
-  a.v_cache = v.get();
-  a.block_tables = dbt.as<int32_t>();
-  a.bt_stride = w.bt_stride;
-  a.kv_len = dkv.as<int32_t>();
-  a.slot_start = dss.as<int32_t>();
-  a.tiles = dt.as<int32_t>();
-  a.n_tiles = n;
-  a.heads = H;
-  a.kv_heads = KV;
-  a.head_dim = D;
-  a.block_size = w.bs;
-  a.mma_partial = part.as<float>();
-  a.mma_partial_floats = part_floats;
+  DevBuf dpos = upload_ints(positions), dcs = upload_ints(cache_slot);
+  Step st(w, qkv, slot_start, kv_len, tiles, bt, k.get(), v.get());
+  AttentionArgs& a = st.a;
   DevBuf cnt = zero_counters(size_t(n) * KV);
   a.mma_counters = cnt.as<int>();
   a.mma_counters_len = size_t(n) * KV;
-  a.out = out.get();
   if (fused) {
     a.decode = a.fuse_rope = true;
     a.positions = dpos.as<int32_t>();
@@ -470,7 +463,7 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
   } else {
     RopeKvArgs r;
     r.t = DType::BF16;
-    r.qkv = dq.get();
+    r.qkv = st.dq.get();
     r.positions = dpos.as<int32_t>();
     r.cache_slot = dcs.as<int32_t>();
     r.inv_freq = inv.as<float>();
@@ -483,7 +476,7 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
     LOOM_KERNEL(rope_kv_write(r, nullptr));
   }
   LOOM_KERNEL(paged_attention(a, nullptr));
-  return download_bits(out, size_t(n) * H * D);
+  return download_bits(st.out, size_t(n) * H * D);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "cuda_test_util.h"
 #include "engine/engine.h"
+#include "job_source.h"
 #include "kernels/linear_fixed.cuh"
 #include "model/mapping.h"
 
@@ -290,20 +291,12 @@ std::map<std::string, std::vector<std::vector<int32_t>>> run_jobs(const ModelSpe
   opt.cache.block_size = 16;
   opt.cache.num_blocks = 8 * int(jobs.size()) + 16;
   Engine engine(spec, backend, opt);
-  size_t next = 0;
   std::map<std::string, std::vector<std::vector<int32_t>>> out;
-  const RunStats st = engine.run(
-      [&](Job& j, JobError&, bool& ok) {
-        if (next == jobs.size()) return false;
-        j = jobs[next++];
-        ok = true;
-        return true;
-      },
-      [&](const JobResult& r) {
-        INFO("job ", r.id, ": ", r.error);
-        REQUIRE(r.ok);
-        out[r.id] = r.frames;
-      });
+  const RunStats st = engine.run(loom::test::source_of(jobs), [&](const JobResult& r) {
+    INFO("job ", r.id, ": ", r.error);
+    REQUIRE(r.ok);
+    out[r.id] = r.frames;
+  });
   CHECK(st.jobs_failed == 0);
   return out;
 }
