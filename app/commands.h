@@ -34,7 +34,13 @@ struct RunArgs {
   int placeholder_id = -3;
   int overlap = 3;
   bool resume = false;
-  std::string shard;  // "K/N"; empty: from the launcher's environment, else 0/1
+  bool overwrite = false;  // replace a finished --out (and this shard's dataset)
+  bool no_lock = false;    // file systems without fcntl locks: the user vouches for one writer
+  std::string shard;       // "K/N", "auto" or "array"; empty: every job
+  int64_t samples_per_file = 0;  // dataset files: 0 = fill to 256 MiB
+  double file_seconds = 60;      // dataset files: commit at least this often
+  bool no_tokens_in_results = false;
+  bool no_dataset_actions = false, no_dataset_context = false;
   double progress_interval = 30;
   bool quiet = false;
 };

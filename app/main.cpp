@@ -46,11 +46,30 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--out", run.out, "results JSONL ('-' = stdout)")->required();
   run_cmd->add_option("--report", run.report, "write a JSON timing report here");
   run_cmd->add_option("--tokens-out", run.tokens_out,
-                      "also write each sample's tokens as safetensors here");
+                      "write a token dataset here: safetensors files of many samples, a "
+                      "manifest.jsonl index and dataset.json");
+  run_cmd->add_option("--samples-per-file", run.samples_per_file,
+                      "dataset: samples per file (default: fill files to 256 MiB)")
+      ->check(CLI::PositiveNumber);
+  run_cmd->add_option("--file-seconds", run.file_seconds,
+                      "dataset: commit the open file at least this often; a kill loses at most "
+                      "this much work (default 60)")
+      ->check(CLI::Range(0.0, 86400.0));
+  run_cmd->add_flag("--no-tokens-in-results", run.no_tokens_in_results,
+                    "with --tokens-out: records name their dataset file and rows instead of "
+                    "repeating the tokens");
+  run_cmd->add_flag("--no-dataset-actions", run.no_dataset_actions,
+                    "dataset: leave out the action rows");
+  run_cmd->add_flag("--no-dataset-context", run.no_dataset_context,
+                    "dataset: leave out the prompt's context frames");
   run_cmd->add_option("--placeholder-id", run.placeholder_id,
                       "token id of action slots in prompts");
   run_cmd->add_option("--overlap", run.overlap, "frames carried into a new round (default 3)");
   run_cmd->add_flag("--resume", run.resume, "skip samples already in --out, append the rest");
+  run_cmd->add_flag("--overwrite", run.overwrite,
+                    "replace an existing --out, --report and this shard's dataset");
+  run_cmd->add_flag("--no-lock", run.no_lock,
+                    "do not lock the outputs (only for file systems without fcntl locks)");
   run_cmd->add_option("--shard", run.shard,
                       "K/N: run every N-th job starting at K "
                       "(default: from SLURM/OMPI/RANK variables)");

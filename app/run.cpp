@@ -6,15 +6,16 @@
 
 #include "app/commands.h"
 #include "app/progress.h"
+#include "app/run_outputs.h"
 #include "app/setup.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "engine/report.h"
 #include "io/jobs.h"
 #include "io/merge.h"
 #include "io/results.h"
 #include "io/resume.h"
-#include "io/shard.h"
-#include "io/tokens_out.h"
+#include "io/sidecar.h"
 
 namespace loom {
 namespace {
@@ -27,39 +28,64 @@ extern "C" void on_signal(int) {
 }  // namespace
 
 int run_command(const RunArgs& a) {
-  // The cheap checks first, so a bad flag does not wait for a 4 GB checkpoint to load.
-  // Shards: this process keeps every N-th job line and writes its own results file.
-  const Shard shard = a.shard.empty() ? shard_from_env() : parse_shard(a.shard);
-  const std::string out_path = shard_path(a.out, shard);
-  ResumeState done;
-  if (a.resume) {
-    LOOM_CHECK(out_path != "-", "--resume needs --out to be a file, not stdout");
-    done = scan_results(out_path);
-    if (!a.quiet && done.dropped_bytes > 0)
-      std::fprintf(stderr, "loom: resume: cut a torn last line (line %lld, %lld bytes) from %s\n",
-                   (long long)done.dropped_line, (long long)done.dropped_bytes, out_path.c_str());
-  }
+  // A file-size limit must show up as EFBIG on write (a clear error), not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+  // The cheap checks first, so a bad flag or output does not wait for a 4 GB checkpoint.
+  const BackendChoice choice = choose_backend(a.engine);
+  RunOutputs o;
+  prepare_outputs(a, choice.backend_name(), choice.dtype_name(), o);
+  const bool with_dataset = !o.dataset.dir.empty();
+  if (!a.quiet)
+    std::fprintf(stderr, "loom: shard %d/%d (%s); results %s%s%s\n", o.shard.index,
+                 o.shard.count, o.shard.source.c_str(),
+                 o.out_path == "-" ? "stdout" : o.out_path.c_str(),
+                 with_dataset ? ", dataset " : "", o.dataset.dir.c_str());
+  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
+  const std::string started_utc = utc_now_iso();
 
-  OpenedModel om = open_model(a.model, a.engine, a.quiet);
+  OpenedModel om = open_model(a.model, a.engine, choice, a.quiet);
   const ModelSpec& spec = om.model.spec;
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
   JobReader reader(a.jobs, spec, defaults);
-  reader.set_shard(shard.index, shard.count);  // other shards' lines are skipped unparsed
-  ResultWriter writer(out_path, a.resume);
-  if (!a.quiet && shard.count > 1)
-    std::fprintf(stderr, "loom: shard %d/%d (from %s) writing %s\n", shard.index, shard.count,
-                 shard.source.c_str(), out_path.c_str());
+  reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed
+  ResultWriter writer(o.out_path, a.resume);
+  o.model.spec = spec;
+  DatasetWriter dataset(o.dataset, o.model, o.reconciled);
+  if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0);
 
   EngineOptions opt = engine_options(a.engine);
   opt.stop = &g_stop;
+  const ResumeState& done = o.done;
   if (a.resume) opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.id, k); };
   int64_t total = count_job_lines(a.jobs);
-  if (total > 0 && shard.count > 1) total = (total - shard.index + shard.count - 1) / shard.count;
+  if (total > 0 && o.shard.count > 1)
+    total = (total - o.shard.index + o.shard.count - 1) / o.shard.count;
   Progress progress(total, a.progress_interval, a.quiet);
-  opt.on_progress = [&](const RunStats& st) { progress.update(st); };
 
+  // Every record is flushed as it is written; fsync every few seconds bounds what a power
+  // loss (not just a crash) can take, without a disk flush per record.
+  constexpr double kSyncInterval_s = 5.0;
+  double last_sync = now_seconds();
+  auto write_record = [&](const JobResult& r) {
+    writer.write(r);
+    fault_point("record");
+    if (now_seconds() - last_sync > kSyncInterval_s) {
+      writer.sync();
+      last_sync = now_seconds();
+    }
+  };
+  // Data before index: with a dataset, ok records wait until their file is durable.
+  auto commit_dataset = [&] {
+    for (const JobResult& r : dataset.commit()) write_record(r);
+    writer.sync();
+    last_sync = now_seconds();
+  };
+  opt.on_progress = [&](const RunStats& st) {
+    progress.update(st);
+    if (dataset.due(now_seconds())) commit_dataset();
+  };
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
@@ -68,46 +94,43 @@ int run_command(const RunArgs& a) {
       if (!(a.resume && !ok && done.failed(err.id))) return true;  // else: its record is written
     return false;
   };
-  const std::string model_name = om.model.spec.architecture + ":" + a.model;
-  // Every record is flushed as it is written; fsync every few seconds bounds what a power
-  // loss (not just a crash) can take, without a disk flush per record.
-  constexpr double kSyncInterval_s = 5.0;
-  double last_sync = now_seconds();
   auto sink = [&](const JobResult& r) {
-    writer.write(r);
-    if (now_seconds() - last_sync > kSyncInterval_s) {
-      writer.sync();
-      last_sync = now_seconds();
-    }
-    if (!a.tokens_out.empty() && r.ok)
-      write_tokens_safetensors(a.tokens_out, r, model_name, r.seed);
+    if (!with_dataset || !r.ok) return write_record(r);
+    JobResult kept = r;
+    kept.include_tokens = !a.no_tokens_in_results;
+    dataset.add(kept, now_seconds());
+    if (dataset.due(now_seconds())) commit_dataset();
   };
   Engine engine(spec, *om.backend, opt);
   RunStats st = engine.run(source, sink);
-  writer.sync();
+  commit_dataset();
   progress.update(st, true);
   progress.finish();
 
   RunContext ctx;
   ctx.model_dir = a.model;
   ctx.jobs_path = a.jobs;
-  ctx.out_path = out_path;
+  ctx.out_path = o.out_path;
   ctx.backend = om.backend_name;
   ctx.dtype = om.dtype_name;
   ctx.batch_invariant = om.batch_invariant;
   ctx.load_s = om.load_s;
   ctx.step_bytes = om.model.step_bytes;
   ctx.device = om.backend->device_info();
-  if (!a.report.empty()) {
-    std::ofstream rep(a.report);
-    LOOM_CHECK(rep.good(), "cannot write the report to ", a.report,
-               "; check the directory exists and is writable");
-    rep << run_report(st, ctx).dump(2) << "\n";
+  if (!o.report_path.empty()) {
+    nlohmann::json rep = run_report(st, ctx);
+    rep["started_utc"] = started_utc;
+    rep["ended_utc"] = utc_now_iso();
+    rep["shard"] = {{"index", o.shard.index}, {"count", o.shard.count}};
+    if (with_dataset) rep["dataset"] = o.dataset.dir;
+    write_file_atomic(o.report_path, rep.dump(2) + "\n");
   }
+  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, st.stopped ? "stopped" : "complete");
   if (!a.quiet) {
     std::fputs(run_summary(st, ctx).c_str(), stderr);
-    std::fprintf(stderr, "loom: results in %s%s%s\n", out_path == "-" ? "stdout" : out_path.c_str(),
-                 a.report.empty() ? "" : ", report in ", a.report.c_str());
+    std::fprintf(stderr, "loom: results in %s%s%s\n",
+                 o.out_path == "-" ? "stdout" : o.out_path.c_str(),
+                 o.report_path.empty() ? "" : ", report in ", o.report_path.c_str());
   }
   if (st.stopped) return kExitInterrupted;
   return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;

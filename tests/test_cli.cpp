@@ -54,7 +54,7 @@ TEST_CASE("run: every sample of every job, with the documented schema") {
     const std::string out = "/tmp/loom_cli_" + model + ".jsonl", rep = out + ".report.json";
     std::remove(out.c_str());
     Ran r = run("run -q --model " + kData + "/" + model + " --jobs " + kData + "/jobs/" + model +
-                    ".jsonl --out " + out + " --report " + rep,
+                    ".jsonl --overwrite --out " + out + " --report " + rep,
                 model);
     CHECK(r.code == 0);
     CHECK(r.err == "");  // --quiet
@@ -106,7 +106,7 @@ TEST_CASE("run --batch-invariant on the cpu: accepted, the same tokens, the repo
     const std::string rep = out + ".report.json";
     std::remove(out.c_str());
     Ran r = run("run -q --backend cpu --model " + kData + "/tiny_v1 --jobs " + kData +
-                    "/jobs/tiny_v1.jsonl --out " + out + " --report " + rep +
+                    "/jobs/tiny_v1.jsonl --overwrite --out " + out + " --report " + rep +
                     (flag ? " --batch-invariant" : ""),
                 "inv");
     CHECK(r.code == 0);
@@ -134,7 +134,7 @@ TEST_CASE("run with a KV pool too small for every job at once: preemptions, the 
       std::remove(out.c_str());
       Ran r =
           run("run -q --backend cpu --block-size 4 --model " + kData + "/" + model + " --jobs " +
-                  kData + "/jobs/" + model + ".jsonl --out " + out + " --report " + rep +
+                  kData + "/jobs/" + model + ".jsonl --overwrite --out " + out + " --report " + rep +
                   (tight ? " --kv-blocks " + std::string(model == "tiny_v1" ? "25" : "20") : ""),
               "pre");
       CHECK(r.code == 0);
@@ -162,7 +162,7 @@ TEST_CASE("run: bad job lines give exactly the expected error records; good jobs
   const std::string out = "/tmp/loom_cli_bad.jsonl";
   std::remove(out.c_str());
   Ran r = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData +
-                  "/jobs/bad_tiny_v1.jsonl --out " + out,
+                  "/jobs/bad_tiny_v1.jsonl --overwrite --out " + out,
               "bad");
   CHECK(r.code == 1);  // some jobs failed
   std::map<int, json> errors;
@@ -248,7 +248,7 @@ TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
 
 TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
   const std::string args = "run --progress-interval 0 --model " + kData + "/tiny_v1 --jobs " +
-                           kData + "/jobs/tiny_v1.jsonl --out /tmp/loom_cli_progress.jsonl";
+                           kData + "/jobs/tiny_v1.jsonl --overwrite --out /tmp/loom_cli_progress.jsonl";
   Ran r = run(args, "progress");
   CHECK(r.code == 0);
   CHECK(r.err.find("\r") == std::string::npos);  // no live-line rewriting into a log

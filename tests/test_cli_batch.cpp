@@ -109,7 +109,7 @@ TEST_CASE("kill -9 midway, then --resume: the union equals an uninterrupted run"
   std::remove(full.c_str());
   std::remove(part.c_str());
   const std::string common = "run -q --max-seqs 4 --model " + kData + "/tiny_v1 --jobs " + jobs;
-  CHECK(sh(kLoom + " " + common + " --out " + full) == 1);  // the bad lines fail
+  CHECK(sh(kLoom + " " + common + " --overwrite --out " + full) == 1);  // the bad lines fail
   int full_lines = 0;
   const auto want = records(full, &full_lines);
   CHECK(want.size() > 150);
@@ -143,7 +143,7 @@ TEST_CASE("SIGINT: stop, keep finished records, write the report, exit 130") {
   std::remove(out.c_str());
   std::remove(rep.c_str());
   const pid_t pid = spawn("run -q --max-seqs 2 --model " + kData + "/tiny_v1 --jobs " + jobs +
-                          " --out " + out + " --report " + rep);
+                          " --overwrite --out " + out + " --report " + rep);
   const auto t0 = std::chrono::steady_clock::now();
   while (file_lines(out) < 10 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -170,9 +170,9 @@ TEST_CASE("3 shards merged equal one unsharded run") {
   const std::string one = "/tmp/loom_shard_one.jsonl", out = "/tmp/loom_shard.jsonl",
                     merged = "/tmp/loom_shard_merged.jsonl";
   const std::string common = kLoom + " run -q --model " + kData + "/tiny_v1 --jobs " + jobs;
-  CHECK(sh(common + " --out " + one) == 1);
+  CHECK(sh(common + " --overwrite --out " + one) == 1);
   for (int k = 0; k < 3; k++) {
-    const int rc = sh(common + " --out " + out + " --shard " + std::to_string(k) + "/3");
+    const int rc = sh(common + " --overwrite --out " + out + " --shard " + std::to_string(k) + "/3");
     CHECK((rc == 0 || rc == 1));  // 1 where the shard holds a bad line
   }
   // The launcher's environment works the same way as --shard.

@@ -30,6 +30,7 @@ JobResult finished_result(const Running& r, bool frames) {
   out.id = s.job().id;
   out.line = s.job().line;
   out.sample = s.sample();
+  out.job = s.job_ptr();
   out.seed = s.job().sampling.seed;
   out.has_frames = frames;
   if (frames) {

@@ -26,6 +26,7 @@ class Sequence {
   Sequence(std::shared_ptr<const Job> job, uint32_t sample, const ModelSpec& spec);
 
   const Job& job() const { return *job_; }
+  const std::shared_ptr<const Job>& job_ptr() const { return job_; }
   uint32_t sample() const { return sample_; }
   bool finished() const { return finished_; }
 

@@ -1,7 +1,7 @@
 // Result records (results.h). Keys are written in a fixed, documented order so that files are
 // diffable and `loom merge` output is byte-stable:
-//   ok:    id, sample, status, line, frames | tokens, [finish_reason], prompt_slots,
-//          cached_slots, timing {queue_s, prefill_s, decode_s, total_s, [frame_s]}
+//   ok:    id, sample, status, line, [tokens_file, rows], frames | tokens, [finish_reason],
+//          prompt_slots, cached_slots, timing {queue_s, prefill_s, decode_s, total_s, [frame_s]}
 //   error: id, status, line, error
 // Each record is one fputs + fflush: a crash can tear at most the line being written, which
 // resume.h detects and drops.
@@ -28,10 +28,14 @@ std::string result_to_json(const JobResult& r) {
     j["sample"] = r.sample;
     j["status"] = "ok";
     j["line"] = r.line;
+    if (!r.tokens_file.empty()) {
+      j["tokens_file"] = r.tokens_file;
+      j["rows"] = {r.row_begin, r.row_end};
+    }
     if (r.has_frames) {
-      j["frames"] = r.frames;
+      if (r.include_tokens) j["frames"] = r.frames;
     } else {
-      j["tokens"] = r.tokens;
+      if (r.include_tokens) j["tokens"] = r.tokens;
       j["finish_reason"] = r.finish_reason;
     }
     j["prompt_slots"] = r.prompt_slots;

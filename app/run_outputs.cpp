@@ -1,0 +1,141 @@
+// prepare_outputs (run_outputs.h). Order matters: every check that can refuse the run comes
+// before the first folder or file is created, and the locks are taken before anything that
+// reads or rewrites an existing output.
+#include "app/run_outputs.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/sidecar.h"
+#include "model/fingerprint.h"
+
+namespace loom {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string absolute(const std::string& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+// Whether this shard of the dataset folder already holds anything.
+bool dataset_has_shard(const DatasetOptions& d) {
+  std::error_code ec;
+  return fs::exists(dataset_manifest_path(d), ec) || !dataset_files(d).empty();
+}
+
+}  // namespace
+
+void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
+                     RunOutputs& o) {
+  // 1. Arguments that contradict each other.
+  LOOM_CHECK(!(a.resume && a.overwrite), "--resume and --overwrite contradict each other: "
+             "expected one of them (continue the results, or replace them)");
+  LOOM_CHECK(!a.no_tokens_in_results || !a.tokens_out.empty(),
+             "--no-tokens-in-results needs --tokens-out DIR: without it the tokens would be "
+             "written nowhere");
+  o.shard = resolve_shard(a.shard);
+  if (a.shard.empty()) {
+    const std::string w = unrequested_shard_warning();
+    if (!w.empty()) std::fprintf(stderr, "loom: warning: %s\n", w.c_str());  // even with -q
+  }
+  o.out_path = shard_path(a.out, o.shard);
+  o.report_path = a.report.empty() ? "" : shard_path(a.report, o.shard);
+  const bool to_stdout = o.out_path == "-";
+  LOOM_CHECK(!(a.resume && to_stdout), "--resume needs --out to be a file, not stdout");
+  o.sidecar = to_stdout ? "" : sidecar_path(o.out_path);
+  if (!a.tokens_out.empty()) {
+    o.dataset.dir = a.tokens_out;
+    o.dataset.shard_index = o.shard.index;
+    o.dataset.shard_count = o.shard.count;
+    o.dataset.samples_per_file = a.samples_per_file;
+    o.dataset.file_seconds = a.file_seconds;
+    o.dataset.actions = !a.no_dataset_actions;
+    o.dataset.context = !a.no_dataset_context;
+  }
+
+  // 2. Every output can be written, and none is a finished one we would replace by accident.
+  const bool keep_or_replace = a.resume || a.overwrite;
+  if (!to_stdout) {
+    probe_output("--out", o.out_path, false);
+    LOOM_CHECK(keep_or_replace || !nonempty_file(o.out_path), "--out ", o.out_path,
+               " already holds results; pass --resume to continue it, --overwrite to replace "
+               "it, or choose a new --out");
+  }
+  if (!o.report_path.empty()) {
+    LOOM_CHECK(o.report_path != o.out_path, "--report and --out are the same file (",
+               o.report_path, "); expected two different paths");
+    probe_output("--report", o.report_path, false);
+    LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
+               " already exists; pass --resume or --overwrite to replace it, or choose a new "
+               "--report");
+  }
+  if (!o.dataset.dir.empty()) {
+    probe_output("--tokens-out", o.dataset.dir, true);
+    LOOM_CHECK(keep_or_replace || !dataset_has_shard(o.dataset), "--tokens-out ", o.dataset.dir,
+               " already holds a dataset for shard ", o.shard.index, "/", o.shard.count, " (",
+               dataset_manifest_path(o.dataset),
+               "); pass --resume to continue it, --overwrite to replace it, or choose a new folder");
+  }
+
+  // 3. The model's identity (headers only) and the options that change tokens.
+  const ModelIdentity mid = model_identity(a.model, a.engine.model_table);
+  o.model.architecture = mid.architecture;
+  o.model.config_hash = mid.fingerprint;
+  o.model.name = mid.architecture + ":" + a.model;
+  o.model.spec = mid.spec;
+  o.identity = {{"model_fingerprint", mid.fingerprint},
+                {"architecture", mid.architecture},
+                {"backend", backend},
+                {"dtype", dtype},
+                {"batch_invariant", a.engine.batch_invariant},
+                {"placeholder_id", a.placeholder_id},
+                {"overlap", a.overlap},
+                {"shard", cat(o.shard.index, "/", o.shard.count)},
+                {"tokens_out", a.tokens_out.empty() ? "" : absolute(a.tokens_out)},
+                {"tokens_in_results", !a.no_tokens_in_results}};
+
+  // 4. Only now create folders, then take the locks (a second writer fails here, at once).
+  if (!to_stdout) create_parent_dirs("--out", o.out_path, false);
+  if (!o.report_path.empty()) create_parent_dirs("--report", o.report_path, false);
+  if (!o.dataset.dir.empty()) create_parent_dirs("--tokens-out", o.dataset.dir, true);
+  if (!to_stdout) o.out_lock = OutputLock(o.out_path + ".lock", "--out " + o.out_path, a.no_lock);
+  if (!o.dataset.dir.empty()) {
+    o.dataset_lock = OutputLock(dataset_lock_path(o.dataset),
+                                cat("--tokens-out ", o.dataset.dir, " shard ", o.shard.index, "/",
+                                    o.shard.count),
+                                a.no_lock);
+  }
+
+  // 5. Continue (same identity, torn tail cut, dataset reconciled) or start clean.
+  if (a.resume) {
+    check_sidecar(o.sidecar, o.out_path, o.identity);
+    o.done = scan_results(o.out_path);
+    if (!a.quiet && o.done.dropped_bytes > 0)
+      std::fprintf(stderr, "loom: resume: cut a torn last line (line %lld, %lld bytes) from %s\n",
+                   (long long)o.done.dropped_line, (long long)o.done.dropped_bytes,
+                   o.out_path.c_str());
+    if (!o.dataset.dir.empty()) {
+      o.reconciled = reconcile_dataset(o.dataset, o.model, o.out_path);
+      const DatasetReconcile& r = o.reconciled;
+      if (r.records_dropped > 0) o.done = scan_results(o.out_path);  // the rewritten file
+      if (!a.quiet && (r.files_removed > 0 || r.records_dropped > 0 || r.temp_removed > 0))
+        std::fprintf(stderr,
+                     "loom: resume: dataset %s: kept %lld files (%lld samples); rolled back %lld "
+                     "files and %lld records, removed %lld temporary files (%s)\n",
+                     o.dataset.dir.c_str(), (long long)r.files_kept, (long long)r.samples_kept,
+                     (long long)r.files_removed, (long long)r.records_dropped,
+                     (long long)r.temp_removed, r.first_problem.c_str());
+    }
+  } else if (a.overwrite && !to_stdout) {
+    std::error_code ec;
+    fs::remove(o.out_path, ec);
+    LOOM_CHECK(!ec, "--overwrite: cannot remove ", o.out_path, ": ", ec.message());
+    if (!o.dataset.dir.empty()) remove_dataset_shard(o.dataset);
+  }
+}
+
+}  // namespace loom

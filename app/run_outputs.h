@@ -1,0 +1,37 @@
+// A `loom run`'s outputs, made safe before the model loads (issue 11 §2–§4): every path is
+// probed, refused runs leave nothing behind, each output has one writer, a finished output is
+// never replaced without --overwrite, and --resume continues only records made by the same
+// model and options, with the dataset reconciled against them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "app/commands.h"
+#include "io/dataset.h"
+#include "io/outputs.h"
+#include "io/resume.h"
+#include "io/shard_shim.h"
+
+namespace loom {
+
+struct RunOutputs {
+  Shard shard;
+  std::string out_path;     // --out with the shard tag ("-": stdout)
+  std::string report_path;  // --report with the shard tag ("" when not asked for)
+  std::string sidecar;      // <out_path>.loom.json ("" for stdout)
+  DatasetOptions dataset;   // dataset.dir "" when no --tokens-out
+  DatasetModel model;       // identity of the model (also the dataset's)
+  nlohmann::ordered_json identity;  // what a resume must match (sidecar "identity")
+  ResumeState done;                 // --resume: what the results file already holds
+  DatasetReconcile reconciled;      // --resume with --tokens-out
+  OutputLock out_lock, dataset_lock;
+};
+
+// Checks, creates, locks and (with --resume) reconciles; prints the warnings and the resume
+// line unless quiet. `backend` and `dtype` are the run's ("cuda", "bf16"): part of the identity.
+// Throws loom::Error (one CLI line) for every refusal, before anything is created.
+void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
+                     RunOutputs& o);
+
+}  // namespace loom

@@ -1,0 +1,31 @@
+// Deterministic fault points for the crash tests (issue 11 §7). With
+// LOOM_TEST_FAULT=<point>:<n> in the environment, the n-th time the process passes
+// fault_point("<point>") it kills itself with SIGKILL — as a power cut or the OOM killer
+// would, with no destructor, flush or handler run. Without the variable it costs one load.
+// Points (in the order a committed dataset file passes them):
+//   data-file    the data file is renamed into place and its folder synced
+//   manifest     its manifest lines are written and synced
+//   record       one results record is written and flushed
+#pragma once
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace loom {
+
+inline void fault_point(const char* point) {
+  static const char* spec = std::getenv("LOOM_TEST_FAULT");
+  if (!spec || !*spec) return;
+  static long remaining = [] {
+    const char* colon = std::strrchr(spec, ':');
+    return colon ? std::strtol(colon + 1, nullptr, 10) : 1;
+  }();
+  const size_t n = std::strcspn(spec, ":");
+  if (std::strlen(point) != n || std::strncmp(spec, point, n) != 0) return;
+  if (--remaining == 0) ::raise(SIGKILL);
+}
+
+}  // namespace loom

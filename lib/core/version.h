@@ -1,0 +1,8 @@
+// loom's version, written into every artifact (dataset files, manifests, sidecars, reports).
+#pragma once
+
+namespace loom {
+
+constexpr const char* kLoomVersion = "0.2.0";
+
+}  // namespace loom

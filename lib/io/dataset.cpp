@@ -1,0 +1,332 @@
+// Token dataset files, manifest and resume reconciliation (dataset.h).
+#include "io/dataset.h"
+
+#include <fcntl.h>
+#include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/fault.h"
+#include "core/version.h"
+#include "io/jobs.h"
+#include "io/outputs.h"
+
+namespace loom {
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
+
+namespace {
+
+constexpr const char* kFormat = "loom-dataset";
+
+std::string shard_tag(const DatasetOptions& o) {
+  return o.shard_count > 1 ? cat(".shard-", o.shard_index, "-of-", o.shard_count) : "";
+}
+
+std::string data_file_name(const DatasetOptions& o, int64_t seq) {
+  char num[32];
+  std::snprintf(num, sizeof num, "%06lld", (long long)seq);
+  return cat("data-", num, shard_tag(o), ".safetensors");
+}
+
+// The job id as JSON: its text, or the integer it was written as.
+ordered_json id_json(const JobResult& r) {
+  if (r.id_is_number) {
+    if (!r.id.empty() && r.id[0] == '-') return ordered_json(std::stoll(r.id));
+    return ordered_json(std::stoull(r.id));
+  }
+  return ordered_json(r.id);
+}
+
+// One sample's manifest line (without the file and rows, which commit() adds).
+ordered_json manifest_entry(const JobResult& r, const DatasetModel& m) {
+  const Job& job = *r.job;
+  ordered_json e;
+  e["id"] = id_json(r);
+  e["sample"] = r.sample;
+  e["line"] = r.line;
+  e["file"] = "";
+  e["rows"] = {0, 0};
+  if (r.has_frames) {
+    e["num_frames"] = r.frames.size();
+    e["context_frames"] = job.context_frames;
+  } else {
+    e["num_tokens"] = r.tokens.size();
+    e["prompt_tokens"] = job.prompt.size();
+  }
+  e["seed"] = job.sampling.seed;
+  e["sampling"] = {{"temperature", job.sampling.temperature},
+                   {"top_k", job.sampling.top_k},
+                   {"top_p", job.sampling.top_p}};
+  e["model"] = m.name;
+  e["config_hash"] = m.config_hash;
+  e["loom_version"] = kLoomVersion;
+  return e;
+}
+
+struct TensorOut {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+};
+
+template <class T>
+void append(std::vector<char>& out, const T* p, size_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  out.insert(out.end(), c, c + n * sizeof(T));
+}
+
+// Action rows [first_row, first_row + frames * A) of the job, NaN where the job gave none.
+void append_actions(std::vector<char>& out, const Job& job, const ModelSpec& s, int64_t first_row,
+                    int64_t frames) {
+  const int64_t rows = frames * s.action_tokens;
+  std::vector<float> v(size_t(rows * s.action_dim), std::nanf(""));
+  for (int64_t r = 0; r < rows && first_row + r < job.action_rows; ++r) {
+    std::memcpy(&v[size_t(r * s.action_dim)],
+                &job.actions[size_t((first_row + r) * s.action_dim)],
+                sizeof(float) * size_t(s.action_dim));
+  }
+  append(out, v.data(), v.size());
+}
+
+uint64_t sample_bytes(const JobResult& r, const ModelSpec& s, const DatasetOptions& o) {
+  const Job& job = *r.job;
+  uint64_t b = 16;  // two offsets
+  if (!r.has_frames) return b + 4 * (r.tokens.size() + (o.context ? job.prompt.size() : 0));
+  const uint64_t frame = 4ull * uint64_t(s.image_tokens);
+  const uint64_t acts = o.actions ? 4ull * uint64_t(s.action_tokens * s.action_dim) : 0;
+  b += r.frames.size() * (frame + acts);
+  if (o.context) b += uint64_t(job.context_frames) * (frame + acts);
+  return b;
+}
+
+}  // namespace
+
+std::string dataset_manifest_path(const DatasetOptions& o) {
+  return cat(o.dir, "/manifest", shard_tag(o), ".jsonl");
+}
+std::string dataset_info_path(const DatasetOptions& o) {
+  return cat(o.dir, "/dataset", shard_tag(o), ".json");
+}
+std::string dataset_lock_path(const DatasetOptions& o) {
+  return cat(o.dir, "/dataset", shard_tag(o), ".lock");
+}
+
+std::vector<std::pair<int64_t, std::string>> dataset_files(const DatasetOptions& o) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  const std::string suffix = shard_tag(o) + ".safetensors";
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(o.dir, ec)) {
+    const std::string n = de.path().filename().string();
+    if (n.size() <= 5 + suffix.size() || n.compare(0, 5, "data-") != 0 ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string num = n.substr(5, n.size() - 5 - suffix.size());
+    if (num.empty() || num.size() > 12 || !std::all_of(num.begin(), num.end(), ::isdigit))
+      continue;  // another shard's file ("000001.shard-0-of-2" has a dot)
+    out.emplace_back(std::stoll(num), n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+DatasetWriter::DatasetWriter(DatasetOptions opt, DatasetModel model,
+                             const DatasetReconcile& resumed)
+    : opt_(std::move(opt)),
+      model_(std::move(model)),
+      seq_(resumed.next_seq),
+      files_(resumed.files_kept),
+      samples_(resumed.samples_kept),
+      rows_(resumed.rows_kept) {}
+
+void DatasetWriter::add(const JobResult& r, double now_s) {
+  LOOM_CHECK(r.ok && r.job, "dataset: job ", r.id, " sample ", r.sample, " has no tokens");
+  if (pending_.empty()) opened_s_ = now_s;
+  pending_.push_back(r);
+  pending_bytes_ += sample_bytes(r, model_.spec, opt_);
+}
+
+bool DatasetWriter::due(double now_s) const {
+  if (pending_.empty()) return false;
+  if (opt_.samples_per_file > 0 && int64_t(pending_.size()) >= opt_.samples_per_file) return true;
+  if (pending_bytes_ >= kDatasetFileBytes) return true;
+  return now_s - opened_s_ >= opt_.file_seconds;
+}
+
+std::vector<JobResult> DatasetWriter::commit() {
+  if (pending_.empty()) return {};
+  const ModelSpec& s = model_.spec;
+  const std::string name = data_file_name(opt_, seq_);
+  const std::string path = opt_.dir + "/" + name;
+  const bool frames = s.has_frames();
+
+  // Tensors, int64 offsets first so every tensor stays 8-byte aligned in the data section.
+  TensorOut offsets{"sample_offsets", "I64", {int64_t(pending_.size() + 1)}, {}};
+  TensorOut ctx_offsets{"context_offsets", "I64", {int64_t(pending_.size() + 1)}, {}};
+  TensorOut tokens{"tokens", "I32", {}, {}}, context{"context", "I32", {}, {}};
+  TensorOut actions{"actions", "F32", {}, {}}, ctx_actions{"context_actions", "F32", {}, {}};
+  int64_t rows = 0, crows = 0;
+  ordered_json manifest = ordered_json::array();
+  append(offsets.bytes, &rows, 1);
+  append(ctx_offsets.bytes, &crows, 1);
+  for (JobResult& r : pending_) {
+    const Job& job = *r.job;
+    ordered_json e = manifest_entry(r, model_);
+    r.tokens_file = name;
+    r.row_begin = rows;
+    if (frames) {
+      for (const auto& f : r.frames) {
+        LOOM_CHECK(int(f.size()) == s.image_tokens, "dataset: job ", r.id, " sample ", r.sample,
+                   ": a frame has ", f.size(), " tokens, expected ", s.image_tokens);
+        append(tokens.bytes, f.data(), f.size());
+      }
+      rows += int64_t(r.frames.size());
+      if (opt_.actions) {
+        append_actions(actions.bytes, job, s, int64_t(job.context_frames) * s.action_tokens,
+                       int64_t(r.frames.size()));
+      }
+      if (opt_.context) {
+        for (int c = 0; c < job.context_frames; ++c)
+          append(context.bytes, &job.prompt[size_t(c) * size_t(s.frame_slots())],
+                 size_t(s.image_tokens));
+        if (opt_.actions) append_actions(ctx_actions.bytes, job, s, 0, job.context_frames);
+        crows += job.context_frames;
+      }
+    } else {
+      append(tokens.bytes, r.tokens.data(), r.tokens.size());
+      rows += int64_t(r.tokens.size());
+      if (opt_.context) {
+        append(context.bytes, job.prompt.data(), job.prompt.size());
+        crows += int64_t(job.prompt.size());
+      }
+    }
+    r.row_end = rows;
+    append(offsets.bytes, &rows, 1);
+    append(ctx_offsets.bytes, &crows, 1);
+    e["file"] = name;
+    e["rows"] = {r.row_begin, r.row_end};
+    manifest.push_back(std::move(e));
+  }
+  std::vector<TensorOut*> order{&offsets};
+  if (opt_.context) order.push_back(&ctx_offsets);
+  order.push_back(&tokens);
+  if (frames) {
+    tokens.shape = {rows, s.image_tokens};
+    actions.shape = {rows, s.action_tokens, s.action_dim};
+    context.shape = {crows, s.image_tokens};
+    ctx_actions.shape = {crows, s.action_tokens, s.action_dim};
+    if (opt_.actions) order.push_back(&actions);
+    if (opt_.context) order.push_back(&context);
+    if (opt_.context && opt_.actions) order.push_back(&ctx_actions);
+  } else {
+    tokens.shape = {rows};
+    context.shape = {crows};
+    if (opt_.context) order.push_back(&context);
+  }
+
+  ordered_json header;
+  header["__metadata__"] = {
+      {"format", kFormat},
+      {"schema", std::to_string(kDatasetSchema)},
+      {"shard", cat(opt_.shard_index, "/", opt_.shard_count)},
+      {"model", model_.name},
+      {"config_hash", model_.config_hash},
+      {"loom_version", kLoomVersion},
+      {"manifest", manifest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
+  uint64_t at = 0;
+  for (const TensorOut* t : order) {
+    header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape},
+                       {"data_offsets", {at, at + t->bytes.size()}}};
+    at += t->bytes.size();
+  }
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t header_len = text.size();
+
+  // 1. The data, durable under its final name.
+  const std::string tmp = cat(opt_.dir, "/.", name, ".tmp-", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot write dataset file ", path, ": ", std::strerror(errno));
+  try {
+    write_all(fd, &header_len, 8, path);
+    write_all(fd, text.data(), text.size(), path);
+    for (const TensorOut* t : order) write_all(fd, t->bytes.data(), t->bytes.size(), path);
+    if (::fsync(fd) != 0) fail("cannot write dataset file ", path, ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail("cannot write dataset file ", path, ": ", std::strerror(err));
+  }
+  sync_dir(opt_.dir);
+  fault_point("data-file");
+
+  // 2. Its manifest lines, appended and synced.
+  std::string lines;
+  for (const auto& e : manifest)
+    lines += e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string mpath = dataset_manifest_path(opt_);
+  int mfd = ::open(mpath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (mfd < 0) fail("cannot write manifest ", mpath, ": ", std::strerror(errno));
+  try {
+    write_all(mfd, lines.data(), lines.size(), mpath);
+    if (::fsync(mfd) != 0) fail("cannot write manifest ", mpath, ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(mfd);
+    throw;
+  }
+  ::close(mfd);
+  fault_point("manifest");
+
+  // 3. The totals.
+  ++files_;
+  samples_ += int64_t(pending_.size());
+  rows_ += rows;
+  write_dataset_info(opt_, model_, files_, samples_, rows_);
+
+  ++seq_;
+  std::vector<JobResult> done;
+  done.swap(pending_);
+  pending_bytes_ = 0;
+  return done;
+}
+
+void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
+                        int64_t samples, int64_t rows) {
+  const ModelSpec& s = m.spec;
+  ordered_json j;
+  j["format"] = kFormat;
+  j["schema"] = kDatasetSchema;
+  j["model"] = {{"name", m.name}, {"architecture", m.architecture}, {"config_hash", m.config_hash}};
+  j["vocab_size"] = s.vocab;
+  j["frames"] = s.has_frames();
+  j["tokens_per_frame"] = s.image_tokens;  // P
+  j["action_tokens"] = s.action_tokens;    // A
+  j["action_dim"] = s.action_dim;
+  j["stores"] = {{"actions", s.has_frames() && o.actions}, {"context", o.context}};
+  j["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
+  j["manifest"] = fs::path(dataset_manifest_path(o)).filename().string();
+  j["totals"] = {{"files", files}, {"samples", samples}, {"rows", rows}};
+  j["loom_version"] = kLoomVersion;
+  j["updated_utc"] = utc_now_iso();
+  write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");
+}
+
+}  // namespace loom

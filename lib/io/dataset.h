@@ -1,0 +1,113 @@
+// The token dataset (`--tokens-out DIR`, issue 11 §4 and §6). Samples are packed, in
+// completion order, into safetensors files of many samples each; a manifest is the index.
+//
+//   DIR/data-000000[.shard-K-of-N].safetensors   one file per commit (≤ --samples-per-file
+//                                                samples, ≤ 256 MiB, ≤ --file-seconds old)
+//     tokens           I32 [rows, P]          frame models: generated frames, samples back
+//                                             to back (plain models: [n] tokens)
+//     sample_offsets   I64 [samples + 1]      sample i is rows [o[i], o[i+1]) of tokens
+//     actions          F32 [rows, A, adim]    the action rows that follow each frame (the
+//                                             job's; NaN where the job gave none: last frame)
+//     context          I32 [crows, P]         the prompt's context frames (plain: prompt ids)
+//     context_offsets  I64 [samples + 1]
+//     context_actions  F32 [crows, A, adim]
+//     __metadata__     format "loom-dataset", schema, shard, model, and "manifest": the
+//                      manifest lines of its samples as a JSON array (a file describes itself)
+//   DIR/manifest[.shard-K-of-N].jsonl   one line per sample: id, sample, line, file, rows,
+//                                       num_frames, context_frames, seed, sampling, model,
+//                                       config_hash, loom_version
+//   DIR/dataset[.shard-K-of-N].json     schema, model, vocabulary, P, A, action_dim, shard,
+//                                       totals (files, samples, rows)
+//
+// Commit order, data before index: the data file is written under a temporary name, synced,
+// renamed and its folder synced; then its manifest lines are appended and synced; then
+// dataset.json is replaced; only then does the caller write the results records that name the
+// file. A kill at any instant leaves either a whole file with every record or a file whose
+// samples `reconcile_dataset` rolls back and the resumed run makes again.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/results.h"
+#include "model/spec.h"
+
+namespace loom {
+
+constexpr uint64_t kDatasetFileBytes = uint64_t(256) << 20;  // a file closes at this size
+constexpr int kDatasetSchema = 1;
+
+struct DatasetOptions {
+  std::string dir;
+  int shard_index = 0, shard_count = 1;
+  int64_t samples_per_file = 0;  // 0: as many as fit in kDatasetFileBytes
+  double file_seconds = 60;      // a file open this long closes at the next chance
+  bool actions = true;           // store actions / context_actions
+  bool context = true;           // store context / context_offsets (and their actions)
+};
+
+struct DatasetModel {
+  std::string name;          // "LlamaActionForCausalLM:/data/terra"
+  std::string architecture;  // config.json architectures[0]
+  std::string config_hash;   // model fingerprint (model/fingerprint.h)
+  ModelSpec spec;
+};
+
+// "DIR/manifest.jsonl" for an unsharded run, "DIR/manifest.shard-K-of-N.jsonl" for a shard.
+std::string dataset_manifest_path(const DatasetOptions& o);
+std::string dataset_info_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].json
+std::string dataset_lock_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].lock
+// Data files of this shard in DIR, sorted by sequence number, as (seq, file name).
+std::vector<std::pair<int64_t, std::string>> dataset_files(const DatasetOptions& o);
+
+struct DatasetReconcile {
+  int64_t next_seq = 0;            // the first free file number of this shard
+  int64_t files_kept = 0, files_removed = 0, temp_removed = 0;
+  int64_t samples_kept = 0, rows_kept = 0;
+  int64_t records_dropped = 0;     // results records removed: their data was not whole
+  std::string first_problem;       // why the first removal happened, for the resume line
+};
+
+class DatasetWriter {
+ public:
+  // Continues after `resumed` (what reconcile_dataset kept; zero for a new dataset).
+  DatasetWriter(DatasetOptions opt, DatasetModel model, const DatasetReconcile& resumed);
+  // Adds an ok result (r.job set) finished at `now_s`; held in memory until the file commits.
+  void add(const JobResult& r, double now_s);
+  // Whether the open file should commit now (sample count, size or age reached).
+  bool due(double now_s) const;
+  bool empty() const { return pending_.empty(); }
+  // Writes the open file and its index (see the header comment) and returns the added
+  // results, in order, with tokens_file and rows set. Throws loom::Error naming the file.
+  std::vector<JobResult> commit();
+
+ private:
+  DatasetOptions opt_;
+  DatasetModel model_;
+  int64_t seq_;
+  std::vector<JobResult> pending_;
+  uint64_t pending_bytes_ = 0;
+  double opened_s_ = 0;  // when the first pending sample arrived
+  int64_t files_ = 0, samples_ = 0, rows_ = 0;  // committed totals, dataset.json
+};
+
+// `--resume` with `--tokens-out`: checks every data file of this shard (complete, readable,
+// its own manifest) against the "ok" records of the results file that name them. A file is
+// kept when whole and every sample in it has its record with the same rows; otherwise it is
+// removed and so are its records (rewriting the results file), and those samples run again.
+// Records that name a missing file are dropped too. Stale temporary files are removed; the
+// manifest is rebuilt from the files kept and dataset.json is rewritten.
+DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel& model,
+                                   const std::string& results_path);
+
+// Writes DIR/dataset[.shard-K-of-N].json (atomically) with these totals.
+void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
+                        int64_t samples, int64_t rows);
+
+// Removes this shard's data files, manifest and dataset.json (--overwrite).
+void remove_dataset_shard(const DatasetOptions& opt);
+
+}  // namespace loom

@@ -1,0 +1,237 @@
+// `--resume` with a dataset (dataset.h reconcile_dataset): the results records and the data
+// files must tell the same story. A data file commits before its manifest lines and records,
+// so after a kill the last file may hold samples whose records were never written: the file
+// and the records it has are rolled back, and those samples run again. Nothing that is whole
+// and recorded is touched; a file made by another model is an error, never removed.
+#include <fcntl.h>
+#include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "io/dataset.h"
+#include "io/outputs.h"
+
+namespace loom {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// (id text, sample): ids are compared by their text, "8" and 8 alike.
+using SampleKey = std::pair<std::string, uint64_t>;
+
+struct Rows {
+  std::string file;
+  int64_t begin = 0, end = 0;
+  bool operator==(const Rows& o) const {
+    return file == o.file && begin == o.begin && end == o.end;
+  }
+};
+
+std::string id_text(const json& id) {
+  return id.is_string() ? id.get<std::string>() : id.dump();
+}
+
+bool read_at(int fd, void* buf, size_t n, uint64_t off) {
+  return ::pread(fd, buf, n, off_t(off)) == ssize_t(n);
+}
+
+// Checks one data file; fills `entries` (its manifest, in order) or returns a problem.
+std::string check_data_file(const std::string& path, const std::string& name,
+                            const DatasetModel& model, std::vector<json>& entries) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cat("cannot open it (", std::strerror(errno), ")");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat sb {};
+  uint64_t hlen = 0;
+  if (::fstat(fd, &sb) != 0 || !read_at(fd, &hlen, 8, 0)) return "shorter than its header";
+  const uint64_t size = uint64_t(sb.st_size);
+  if (hlen > size - 8 || hlen > (uint64_t(1) << 30)) return "its header length is past the end";
+  std::string text(hlen, '\0');
+  if (!read_at(fd, text.data(), hlen, 8)) return "cannot read its header";
+  json header = json::parse(text, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) return "its header is not JSON";
+  const json meta = header.value("__metadata__", json::object());
+  if (meta.value("format", "") != "loom-dataset") return "not a loom dataset file";
+  if (meta.value("config_hash", "") != model.config_hash) {
+    fail("dataset file ", path, " was made by model ", meta.value("model", "?"), " (",
+         meta.value("config_hash", "?"), "), not by this run's ", model.name, " (",
+         model.config_hash, "); write to another --tokens-out");
+  }
+  uint64_t end = 0;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    end = std::max<uint64_t>(end, it.value()["data_offsets"][1].get<uint64_t>());
+  }
+  if (size != 8 + hlen + end)
+    return cat("truncated: ", size, " bytes, its header says ", 8 + hlen + end);
+  json manifest = json::parse(meta.value("manifest", "[]"), nullptr, false);
+  const json& off = header["sample_offsets"];
+  if (manifest.is_discarded() || !off.is_object() ||
+      off["shape"][0].get<uint64_t>() != manifest.size() + 1)
+    return "its manifest and sample_offsets disagree";
+  std::vector<int64_t> o(manifest.size() + 1);
+  if (!read_at(fd, o.data(), 8 * o.size(), 8 + hlen + off["data_offsets"][0].get<uint64_t>()))
+    return "cannot read sample_offsets";
+  for (size_t i = 0; i < manifest.size(); ++i) {
+    const json& rows = manifest[i]["rows"];
+    if (manifest[i].value("file", "") != name || rows[0].get<int64_t>() != o[i] ||
+        rows[1].get<int64_t>() != o[i + 1])
+      return cat("its manifest entry ", i, " disagrees with sample_offsets");
+    entries.push_back(manifest[i]);
+  }
+  return "";
+}
+
+// Every "ok" record of the results file that names a data file.
+std::map<SampleKey, Rows> recorded_rows(const std::string& results_path) {
+  std::map<SampleKey, Rows> out;
+  std::ifstream in(results_path, std::ios::binary);
+  if (!in.is_open()) return out;
+  simdjson::dom::parser parser;
+  std::string text;
+  while (std::getline(in, text)) {
+    simdjson::dom::element root;
+    if (parser.parse(text).get(root)) continue;  // torn lines are scan_results' business
+    std::string_view status, file;
+    if (root["status"].get(status) || status != "ok" || root["tokens_file"].get(file)) continue;
+    simdjson::dom::element id = root["id"];
+    uint64_t sample = 0;
+    int64_t b = 0, e = 0;
+    simdjson::dom::array rows;
+    if (root["sample"].get(sample) || root["rows"].get(rows) || rows.size() != 2) continue;
+    if (rows.at(0).get(b) || rows.at(1).get(e)) continue;
+    out[{id_text(json::parse(simdjson::minify(id))), sample}] = Rows{std::string(file), b, e};
+  }
+  return out;
+}
+
+// Rewrites the results file without the "ok" records whose data was rolled back.
+int64_t drop_records(const std::string& results_path, const std::set<SampleKey>& keep_with_data,
+                     const std::map<SampleKey, Rows>& recorded) {
+  std::ifstream in(results_path, std::ios::binary);
+  std::string kept, text;
+  int64_t dropped = 0;
+  simdjson::dom::parser parser;
+  while (std::getline(in, text)) {
+    simdjson::dom::element root;
+    std::string_view status, file;
+    uint64_t sample = 0;
+    if (!parser.parse(text).get(root) && !root["status"].get(status) && status == "ok" &&
+        !root["tokens_file"].get(file) && !root["sample"].get(sample)) {
+      SampleKey key{id_text(json::parse(simdjson::minify(root["id"]))), sample};
+      if (recorded.count(key) && !keep_with_data.count(key)) {
+        ++dropped;
+        continue;
+      }
+    }
+    kept += text;
+    kept += '\n';
+  }
+  if (dropped > 0) write_file_atomic(results_path, kept);
+  return dropped;
+}
+
+}  // namespace
+
+DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel& model,
+                                   const std::string& results_path) {
+  DatasetReconcile rc;
+  std::error_code ec;
+  if (!fs::is_directory(opt.dir, ec)) return rc;
+
+  // Temporary files of this shard: ours is the only live writer (we hold the lock).
+  const std::string data_suffix =
+      opt.shard_count > 1 ? cat(".shard-", opt.shard_index, "-of-", opt.shard_count, ".safetensors")
+                          : ".safetensors";
+  const std::string mname = fs::path(dataset_manifest_path(opt)).filename().string();
+  const std::string iname = fs::path(dataset_info_path(opt)).filename().string();
+  for (const auto& de : fs::directory_iterator(opt.dir, ec)) {
+    const std::string n = de.path().filename().string();
+    const size_t tmp = n.find(".tmp-");
+    if (tmp == std::string::npos) continue;
+    const std::string base = n.substr(0, tmp);
+    const bool data = base.size() > data_suffix.size() && base.compare(0, 6, ".data-") == 0 &&
+                      base.compare(base.size() - data_suffix.size(), data_suffix.size(),
+                                   data_suffix) == 0 &&
+                      (opt.shard_count > 1 || base.find(".shard-") == std::string::npos);
+    if (data || base == mname || base == iname) {
+      fs::remove(de.path(), ec);
+      ++rc.temp_removed;
+    }
+  }
+
+  const std::map<SampleKey, Rows> recorded = recorded_rows(results_path);
+  std::set<SampleKey> kept_samples;
+  std::vector<json> manifest;
+  for (const auto& [seq, name] : dataset_files(opt)) {
+    rc.next_seq = std::max(rc.next_seq, seq + 1);
+    const std::string path = opt.dir + "/" + name;
+    std::vector<json> entries;
+    std::string problem = check_data_file(path, name, model, entries);
+    for (size_t i = 0; problem.empty() && i < entries.size(); ++i) {
+      const json& e = entries[i];
+      SampleKey key{id_text(e["id"]), e["sample"].get<uint64_t>()};
+      auto it = recorded.find(key);
+      Rows want{name, e["rows"][0].get<int64_t>(), e["rows"][1].get<int64_t>()};
+      if (it == recorded.end() || !(it->second == want))
+        problem = cat("sample ", e["sample"].get<uint64_t>(), " of job ", key.first,
+                      " has no results record (the run stopped before writing it)");
+    }
+    if (!problem.empty()) {
+      if (rc.first_problem.empty()) rc.first_problem = name + ": " + problem;
+      fs::remove(path, ec);
+      LOOM_CHECK(!ec, "cannot remove the incomplete dataset file ", path, ": ", ec.message());
+      ++rc.files_removed;
+      continue;
+    }
+    ++rc.files_kept;
+    for (json& e : entries) {
+      kept_samples.insert({id_text(e["id"]), e["sample"].get<uint64_t>()});
+      rc.rows_kept += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
+      manifest.push_back(std::move(e));
+    }
+  }
+  rc.samples_kept = int64_t(kept_samples.size());
+  for (const auto& [key, where] : recorded) {
+    if (!kept_samples.count(key) && rc.first_problem.empty())
+      rc.first_problem = cat(where.file, ": missing, named by the record of job ", key.first,
+                             " sample ", key.second);
+  }
+  if (fs::exists(results_path, ec))
+    rc.records_dropped = drop_records(results_path, kept_samples, recorded);
+  sync_dir(parent_dir(results_path));
+  if (rc.files_removed > 0) sync_dir(opt.dir);
+
+  std::string text;
+  for (const json& e : manifest) text += e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  write_file_atomic(dataset_manifest_path(opt), text);
+  write_dataset_info(opt, model, rc.files_kept, rc.samples_kept, rc.rows_kept);
+  return rc;
+}
+
+void remove_dataset_shard(const DatasetOptions& opt) {
+  std::error_code ec;
+  for (const auto& [seq, name] : dataset_files(opt)) {
+    fs::remove(opt.dir + "/" + name, ec);
+    LOOM_CHECK(!ec, "--overwrite: cannot remove ", opt.dir, "/", name, ": ", ec.message());
+  }
+  for (const std::string& p : {dataset_manifest_path(opt), dataset_info_path(opt)}) {
+    fs::remove(p, ec);
+    LOOM_CHECK(!ec, "--overwrite: cannot remove ", p, ": ", ec.message());
+  }
+}
+
+}  // namespace loom

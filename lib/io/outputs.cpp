@@ -1,0 +1,233 @@
+// Output probing, locking and durable writes (outputs.h).
+#include "io/outputs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace loom {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The nearest ancestor of `path` (itself included when include_self) that exists.
+fs::path nearest_existing(const fs::path& path, bool include_self) {
+  fs::path p = include_self ? path : path.parent_path();
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(fs::symlink_status(p, ec))) p = p.parent_path();
+  return p.empty() ? fs::path(".") : p;
+}
+
+// Creates and removes one file in `dir`; the errno of the first failure, 0 on success.
+int probe_dir(const fs::path& dir) {
+  const std::string probe = (dir / cat(".loom-probe-", ::getpid())).string();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  int err = ::write(fd, "x", 1) == 1 ? 0 : errno;
+  ::close(fd);
+  if (::unlink(probe.c_str()) != 0 && err == 0) err = errno;
+  return err;
+}
+
+// Whether fcntl failed because the file system has no locks at all (not because it is held).
+bool no_lock_support(int err) {
+  return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL;
+}
+
+int set_lock(int fd) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+#ifdef F_OFD_SETLK
+  // Open-file-description locks: held by this descriptor, not dropped when some other
+  // descriptor of the same file is closed in this process (POSIX record locks are).
+  return ::fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : errno;
+#else
+  return ::fcntl(fd, F_SETLK, &fl) == 0 ? 0 : errno;
+#endif
+}
+
+std::string holder_text() {
+  return cat("host ", host_name(), " pid ", ::getpid(), " since ", utc_now_iso());
+}
+
+}  // namespace
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+std::string utc_now_iso() {
+  using namespace std::chrono;
+  const auto now = system_clock::now();
+  const std::time_t t = system_clock::to_time_t(now);
+  const auto ms = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
+  return buf;
+}
+
+std::string parent_dir(const std::string& path) {
+  fs::path p = fs::path(path).parent_path();
+  return p.empty() ? "." : p.string();
+}
+
+bool nonempty_file(const std::string& path) {
+  struct stat sb {};
+  return ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+}
+
+void probe_output(const std::string& option, const std::string& path, bool is_dir) {
+  LOOM_CHECK(!path.empty(), option, ": expected a path, found an empty string");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st)) {
+    if (is_dir) {
+      LOOM_CHECK(fs::is_directory(st), option, " ", path,
+                 ": expected a folder (or a path to create one), found a file");
+    } else {
+      LOOM_CHECK(!fs::is_directory(st), option, " ", path,
+                 ": expected a file path, found a folder");
+      int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (fd < 0) fail(option, " ", path, ": cannot write to it: ", std::strerror(errno));
+      ::close(fd);
+    }
+  }
+  const fs::path dir = nearest_existing(path, is_dir);
+  LOOM_CHECK(fs::is_directory(fs::status(dir, ec)), option, " ", path, ": ", dir.string(),
+             " is not a folder; expected a path whose parents are folders");
+  if (int err = probe_dir(dir)) {
+    fail(option, " ", path, ": cannot create files in ", dir.string(), " (", std::strerror(err),
+         "); check the folder exists and is writable");
+  }
+}
+
+void create_parent_dirs(const std::string& option, const std::string& path, bool is_dir) {
+  const fs::path dir = is_dir ? fs::path(path) : fs::path(path).parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  LOOM_CHECK(!ec, option, " ", path, ": cannot create folder ", dir.string(), " (", ec.message(),
+             ")");
+}
+
+void sync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open folder ", dir, " to sync it: ", std::strerror(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) fail("cannot sync folder ", dir, ": ", std::strerror(err));
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      fail("cannot write ", path, ": ", std::strerror(w < 0 ? errno : ENOSPC),
+           "; check free space, quotas and file-size limits");
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = cat(path, ".tmp-", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot write ", path, ": ", std::strerror(errno));
+  try {
+    write_all(fd, text.data(), text.size(), path);
+    if (::fsync(fd) != 0) fail("cannot write ", path, ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail("cannot write ", path, ": ", std::strerror(err));
+  }
+  sync_dir(parent_dir(path));
+}
+
+OutputLock::OutputLock(const std::string& lock_path, const std::string& what, bool no_lock) {
+  if (no_lock) return;
+  // Open, lock, then check the path still names the locked file: a holder unlinks its lock
+  // file while holding it, and a process that opened the old file before that must retry.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot create the lock file ", lock_path, " for ", what, ": ", std::strerror(errno));
+    if (int err = set_lock(fd)) {
+      if (no_lock_support(err)) {
+        ::close(fd);
+        fail("cannot lock ", lock_path, " for ", what, ": the file system has no locks (",
+             std::strerror(err), "); pass --no-lock if you are sure no other loom writes there");
+      }
+      char buf[256] = {};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      std::string holder = n > 0 ? std::string(buf, size_t(n)) : "a process still starting";
+      while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+      fail(what, " is being written by another loom run (", holder, "; lock file ", lock_path,
+           "); this run is host ", host_name(), " pid ", ::getpid(),
+           ". Wait for it, stop it, or write to another output");
+    }
+    struct stat a {}, b{};
+    if (::fstat(fd, &a) == 0 && ::stat(lock_path.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
+        a.st_dev == b.st_dev) {
+      const std::string text = holder_text() + "\n";
+      if (::ftruncate(fd, 0) == 0) (void)::pwrite(fd, text.data(), text.size(), 0);
+      fd_ = fd;
+      path_ = lock_path;
+      return;
+    }
+    ::close(fd);  // the holder we waited on removed it: take the new one
+  }
+  fail("cannot lock ", lock_path, " for ", what, ": it keeps being replaced");
+}
+
+void OutputLock::release() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());
+  ::close(fd_);
+  fd_ = -1;
+}
+
+OutputLock::~OutputLock() {
+  release();
+}
+
+OutputLock::OutputLock(OutputLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) {
+  o.fd_ = -1;
+}
+
+OutputLock& OutputLock::operator=(OutputLock&& o) noexcept {
+  if (this != &o) {
+    release();
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+}  // namespace loom

@@ -1,0 +1,64 @@
+// A run's outputs are safe before any work starts (issue 11 §2–§4, design §8):
+//   - probe_output: each output path is checked by creating and removing a temporary file in
+//     the nearest folder that exists, so a refused run leaves nothing behind; missing parent
+//     folders are created later (create_parent_dirs), once every check has passed;
+//   - OutputLock: one writer per output, an exclusive fcntl lock on a lock file that names its
+//     holder (host, pid, start time), so a second run fails at once naming both;
+//   - write_file_atomic / sync_dir: data before index — bytes reach stable storage under a
+//     temporary name, then are renamed into place and the folder entry is synced.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+// Checks that `path` could be created as a file (or, with is_dir, as a folder holding files):
+// it must not be a folder (a file, for is_dir), and the nearest existing ancestor must be a
+// folder where a file can be created and removed. `option` names the flag in errors
+// ("--out"). Creates nothing that outlives the call. Throws loom::Error on failure.
+void probe_output(const std::string& option, const std::string& path, bool is_dir);
+
+// Creates the missing folders above `path` (or `path` itself with is_dir); throws naming it.
+void create_parent_dirs(const std::string& option, const std::string& path, bool is_dir);
+
+// True when `path` exists and is a regular file with at least one byte.
+bool nonempty_file(const std::string& path);
+
+// fsync of a folder, so a rename or a new entry in it survives a power loss. Throws on error
+// (EINVAL, from file systems that cannot sync folders, is accepted).
+void sync_dir(const std::string& dir);
+
+// `text` → tmp file beside `path`, fsync, rename over `path`, sync the folder. Throws naming
+// `path`; leaves no temporary file behind on failure.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+// write(2) until done; EINTR retried; throws naming `path` (ENOSPC, EFBIG, EIO...).
+void write_all(int fd, const void* data, size_t n, const std::string& path);
+
+std::string host_name();
+std::string utc_now_iso();  // "2026-11-24T22:31:05.123Z"
+
+// The folder part of a path ("a/b.jsonl" → "a", "b.jsonl" → ".").
+std::string parent_dir(const std::string& path);
+
+class OutputLock {
+ public:
+  OutputLock() = default;
+  // Locks `lock_path` (created if missing) for the output `what` ("--out results.jsonl").
+  // Throws loom::Error naming this process and the holder when another process holds it, and
+  // when the file system has no locks (unless no_lock, which skips locking altogether).
+  OutputLock(const std::string& lock_path, const std::string& what, bool no_lock);
+  ~OutputLock();  // unlinks the lock file while still holding it, then closes
+  OutputLock(OutputLock&& o) noexcept;
+  OutputLock& operator=(OutputLock&& o) noexcept;
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  void release();
+  int fd_ = -1;
+  std::string path_;
+};
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// Results side file (sidecar.h).
+#include "io/sidecar.h"
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/version.h"
+#include "io/outputs.h"
+
+namespace loom {
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) return json();
+  return json::parse(in, nullptr, false);
+}
+
+}  // namespace
+
+std::string sidecar_path(const std::string& out_path) {
+  return out_path + ".loom.json";
+}
+
+void check_sidecar(const std::string& path, const std::string& out_path,
+                   const ordered_json& identity) {
+  std::ifstream probe(path);
+  if (!probe.is_open()) {
+    LOOM_CHECK(!nonempty_file(out_path), "--resume: ", out_path, " holds records but ", path,
+               " is missing, so loom cannot tell which model and options made them; resume "
+               "needs both files (or pass --overwrite, or write to a new --out)");
+    return;
+  }
+  const json stored = read_json(path);
+  LOOM_CHECK(stored.is_object() && stored.contains("identity") && stored["identity"].is_object(),
+             "--resume: ", path, " is not a loom results side file (expected a JSON object with "
+             "\"identity\"); restore it, or pass --overwrite");
+  const json& old = stored["identity"];
+  for (auto it = identity.begin(); it != identity.end(); ++it) {
+    const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
+    if (was != json(it.value())) {
+      fail("--resume: ", out_path, " was made with ", it.key(), " = ", was.dump(),
+           ", this run has ", it.key(), " = ", json(it.value()).dump(), " (", path,
+           "); resume with the same model and options, or write to a new --out");
+    }
+  }
+}
+
+void write_sidecar(const std::string& path, const ordered_json& identity, const std::string& state,
+                   const ordered_json& extra) {
+  ordered_json j;
+  j["schema"] = 1;
+  j["loom_version"] = kLoomVersion;
+  j["identity"] = identity;
+  j["state"] = state;
+  j["updated_utc"] = utc_now_iso();
+  j["host"] = host_name();
+  for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+std::string sidecar_state(const std::string& path) {
+  const json j = read_json(path);
+  return j.is_object() && j.contains("state") && j["state"].is_string()
+             ? j["state"].get<std::string>()
+             : "";
+}
+
+}  // namespace loom

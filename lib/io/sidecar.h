@@ -1,0 +1,29 @@
+// The results file's side file `<out>.loom.json` (issue 11 §3): what made the records — the
+// model's fingerprint and every option that changes tokens — and the run's state. `--resume`
+// compares it field by field with the new run's and refuses a mismatch naming both values, so
+// records made by another model, dtype, backend or shard are never continued. `loom merge`
+// reads `state` to tell a finished shard from one that was stopped or is still running.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace loom {
+
+// "<out>.loom.json"
+std::string sidecar_path(const std::string& out_path);
+
+// Fails when `path` exists and one of `identity`'s fields differs from the stored one, or when
+// `path` is missing but `out_path` already holds records (they cannot be checked).
+void check_sidecar(const std::string& path, const std::string& out_path,
+                   const nlohmann::ordered_json& identity);
+
+// Writes {"schema", "loom_version", "identity": identity, "state", "updated_utc", ...extra}
+// atomically. state: "running", "complete" (every job has its records), "stopped" (SIGINT).
+void write_sidecar(const std::string& path, const nlohmann::ordered_json& identity,
+                   const std::string& state, const nlohmann::ordered_json& extra = {});
+
+// The stored state, or "" when there is no readable side file.
+std::string sidecar_state(const std::string& path);
+
+}  // namespace loom

@@ -1,0 +1,60 @@
+// model_identity (fingerprint.h).
+#include "model/fingerprint.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "model/mapping.h"
+#include "model/table.h"
+
+namespace loom {
+namespace {
+
+struct Fnv1a {
+  uint64_t h = 1469598103934665603ull;
+  void add(const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // field separator: "ab","c" != "a","bc"
+  }
+};
+
+}  // namespace
+
+ModelIdentity model_identity(const std::string& model_dir, const std::string& table_path) {
+  auto ck = Checkpoint::open(model_dir);
+  ModelIdentity id;
+  const auto& archs = ck->config().value("architectures", nlohmann::json::array());
+  id.architecture = archs.is_array() && !archs.empty() && archs[0].is_string()
+                        ? archs[0].get<std::string>()
+                        : "";
+  id.table_path = table_path.empty()
+                      ? find_mapping_table(id.architecture, table_search_dirs(""), ck->config_path())
+                      : table_path;
+  id.spec = spec_from_config(parse_mapping_table(id.table_path), ck->config(), ck->config_path());
+  std::ifstream table(id.table_path, std::ios::binary);
+  LOOM_CHECK(table.is_open(), "cannot read mapping table ", id.table_path);
+  std::stringstream table_text;
+  table_text << table.rdbuf();
+
+  Fnv1a f;
+  f.add(ck->config().dump());
+  f.add(table_text.str());
+  for (const SafetensorsFile& file : ck->files()) {
+    f.add(std::to_string(file.file_size()));
+    for (const auto& e : file.entries()) {
+      f.add(e.name);
+      f.add(std::to_string(int(e.dtype)));
+      for (int64_t d : e.shape) f.add(std::to_string(d));
+      f.add(std::to_string(e.begin) + ":" + std::to_string(e.end));
+    }
+  }
+  char hex[40];
+  std::snprintf(hex, sizeof hex, "fnv1a64:%016llx", (unsigned long long)f.h);
+  id.fingerprint = hex;
+  return id;
+}
+
+}  // namespace loom
