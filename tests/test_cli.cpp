@@ -200,8 +200,9 @@ TEST_CASE("run: bad job lines give exactly the expected error records; good jobs
 TEST_CASE("run: stdin to stdout gives the same tokens as files") {
   const std::string a = "/tmp/loom_cli_files.jsonl", b = "/tmp/loom_cli_pipe.jsonl";
   const std::string jobs = kData + "/jobs/tiny_v2.jsonl";
-  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --out " + a, "files").code ==
-        0);
+  CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --overwrite --out " + a,
+            "files")
+            .code == 0);
   CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs - --out - < " + jobs + " > " + b, "pipe")
             .code == 0);
   auto frames = [](const std::string& p) {
