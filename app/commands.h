@@ -63,5 +63,7 @@ int inspect_command(const std::string& model_dir, const std::string& model_table
 int merge_command(const std::vector<std::string>& inputs, const std::string& jobs,
                   const std::string& out);
 int bench_command(const BenchArgs& args);
+// `loom merge --reports R... --out F`: the shards' run reports merged into one (report_merge.h).
+int merge_reports_command(const std::vector<std::string>& reports, const std::string& out);
 
 }  // namespace loom

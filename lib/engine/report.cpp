@@ -6,11 +6,80 @@
 namespace loom {
 namespace {
 
+using Clock = std::chrono::system_clock;
+
 double safe_div(double a, double b) {
   return b > 0 ? a / b : 0;
 }
 
+// Days since 1970-01-01 of a proleptic Gregorian date and back (H. Hinnant's days_from_civil
+// and civil_from_days), so neither direction depends on the process's time zone (no gmtime,
+// no timegm).
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = unsigned(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + int64_t(doe) - 719468;
+}
+
+void civil_from_days(int64_t z, int64_t& y, unsigned& m, unsigned& d) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const unsigned doe = unsigned(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp < 10 ? mp + 3 : mp - 9;
+  y = int64_t(yoe) + era * 400 + (m <= 2);
+}
+
 }  // namespace
+
+std::string format_utc(Clock::time_point t) {
+  constexpr int64_t kDayMs = 86400000;
+  const int64_t ms = std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  int64_t days = ms / kDayMs, in_day = ms % kDayMs;
+  if (in_day < 0) {  // before 1970: round toward the earlier day
+    in_day += kDayMs;
+    --days;
+  }
+  int64_t y = 0;
+  unsigned m = 0, d = 0;
+  civil_from_days(days, y, m, d);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04lld-%02u-%02uT%02d:%02d:%02d.%03dZ", (long long)y, m, d,
+                int(in_day / 3600000), int(in_day / 60000 % 60), int(in_day / 1000 % 60),
+                int(in_day % 1000));
+  return buf;
+}
+
+bool parse_utc(const std::string& text, Clock::time_point& t) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0, n = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &y, &mo, &d, &h, &mi, &s, &ms,
+                  &n) != 7 ||
+      size_t(n) != text.size())
+    return false;
+  if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+      s < 0 || s > 59 || ms < 0)
+    return false;
+  const int64_t days = days_from_civil(y, unsigned(mo), unsigned(d));
+  t = Clock::time_point(
+      std::chrono::milliseconds(((days * 24 + h) * 60 + mi) * 60000 + int64_t(s) * 1000 + ms));
+  // Formatting back rejects what sscanf lets through: Feb 30, signs, short fields (".12Z").
+  return format_utc(t) == text;
+}
+
+nlohmann::json frame_stats(const FrameTimes& t) {
+  // FrameTimes keeps an exact count, mean and max but only a sample of the values, so min is the
+  // sample's, like the percentiles: exact below FrameTimes::kCapacity frames.
+  return {{"count", t.count()},        {"mean", t.mean()},
+          {"min", t.percentile(0)},    {"p50", t.percentile(0.5)},
+          {"p90", t.percentile(0.9)},  {"p95", t.percentile(0.95)},
+          {"p99", t.percentile(0.99)}, {"max", t.max()}};
+}
 
 nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   using nlohmann::json;
@@ -19,6 +88,15 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   j["model"] = ctx.model_dir;
   j["jobs"] = ctx.jobs_path;
   j["out"] = ctx.out_path;
+  j["shard"] = {{"index", ctx.shard_index}, {"count", ctx.shard_count}};
+  const Clock::time_point unset{};
+  const Clock::time_point ended = ctx.ended != unset ? ctx.ended : Clock::now();
+  const Clock::time_point started = ctx.started != unset
+                                        ? ctx.started
+                                        : ended - std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(st.wall_s));
+  j["started_utc"] = format_utc(started);
+  j["ended_utc"] = format_utc(ended);
   j["backend"] = ctx.backend;
   j["dtype"] = ctx.dtype;
   j["batch_invariant"] = ctx.batch_invariant;
@@ -40,11 +118,7 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                     {"frames", st.frames},
                     {"tokens_per_s", safe_div(double(st.tokens), st.wall_s)},
                     {"frames_per_s", safe_div(double(st.frames), st.wall_s)}};
-  j["frame_s"] = {{"count", st.frame_s.count()},
-                  {"mean", st.frame_s.mean()},
-                  {"p50", st.frame_s.percentile(0.5)},
-                  {"p90", st.frame_s.percentile(0.9)},
-                  {"max", st.frame_s.max()}};
+  j["frame_s"] = frame_stats(st.frame_s);
   const SchedulerStats& sc = st.scheduler;
   j["batch"] = {{"steps", sc.steps},
                 {"prefill_steps", st.prefill_steps},

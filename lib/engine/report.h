@@ -1,8 +1,11 @@
 // The run report (design §1): a JSON document with load, prefill and decode times, per-frame
 // statistics, throughput, batch and KV statistics, and the device the run used, plus the short
-// human summary printed on stderr at the end of a run.
+// human summary printed on stderr at the end of a run. Each report names its shard, its results
+// file and its wall-clock span in UTC, so the N reports of a sharded run can be merged
+// (report_merge.h) into totals and rates over the whole run.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,9 +21,21 @@ struct RunContext {
   double load_s = 0;             // checkpoint to backend-ready
   size_t step_bytes = 0;         // weight bytes one decode step streams
   DeviceInfo device;
+  int shard_index = 0, shard_count = 1;  // --shard K/N; 0/1 when unsharded
+  // Wall clock just before and just after Engine::run (the span of time_s.run). Left unset,
+  // the report is taken to be made as the run ends: ended = now, started = ended - wall_s.
+  std::chrono::system_clock::time_point started, ended;
 };
 
 nlohmann::json run_report(const RunStats& st, const RunContext& ctx);
+// The report's "frame_s" block: count, mean, min, p50, p90, p95, p99, max (seconds).
+nlohmann::json frame_stats(const FrameTimes& t);
 std::string run_summary(const RunStats& st, const RunContext& ctx);  // a few lines for stderr
+
+// ISO 8601 in UTC with milliseconds and a Z suffix: "2026-11-24T22:31:05.123Z" (the time is
+// rounded down to the millisecond). parse_utc accepts exactly that form and returns false for
+// anything else, including impossible dates.
+std::string format_utc(std::chrono::system_clock::time_point t);
+bool parse_utc(const std::string& text, std::chrono::system_clock::time_point& t);
 
 }  // namespace loom
