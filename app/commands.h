@@ -34,7 +34,7 @@ struct RunArgs {
   int placeholder_id = -3;
   int overlap = 3;
   bool resume = false;
-  std::string shard;  // "K/N"; empty: from the launcher's environment, else 0/1
+  std::string shard;  // "K/N", "auto" or "array" (resolve_shard); empty: every job
   double progress_interval = 30;
   bool quiet = false;
 };

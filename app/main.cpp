@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--overlap", run.overlap, "frames carried into a new round (default 3)");
   run_cmd->add_flag("--resume", run.resume, "skip samples already in --out, append the rest");
   run_cmd->add_option("--shard", run.shard,
-                      "K/N: run every N-th job starting at K "
-                      "(default: from SLURM/OMPI/RANK variables)");
+                      "K/N, auto (srun/mpirun/torchrun ranks) or array (Slurm array task); "
+                      "default: every job");
   run_cmd->add_option("--progress-interval", run.progress_interval,
                       "seconds between progress lines when stderr is not a terminal");
   run_cmd->add_flag("--quiet,-q", run.quiet, "no progress or summary on stderr");

@@ -29,7 +29,7 @@ extern "C" void on_signal(int) {
 int run_command(const RunArgs& a) {
   // The cheap checks first, so a bad flag does not wait for a 4 GB checkpoint to load.
   // Shards: this process keeps every N-th job line and writes its own results file.
-  const Shard shard = a.shard.empty() ? shard_from_env() : parse_shard(a.shard);
+  const Shard shard = resolve_shard(a.shard);
   const std::string out_path = shard_path(a.out, shard);
   ResumeState done;
   if (a.resume) {
