@@ -30,6 +30,9 @@ int run_command(const RunArgs& a) {
   // The cheap checks first, so a bad flag does not wait for a 4 GB checkpoint to load.
   // Shards: this process keeps every N-th job line and writes its own results file.
   const Shard shard = resolve_shard(a.shard);
+  // Printed under -q too: tasks that share one jobs file would each run all of it, unnoticed.
+  const std::string shard_warning = a.shard.empty() ? unrequested_shard_warning() : "";
+  if (!shard_warning.empty()) std::fprintf(stderr, "loom: warning: %s\n", shard_warning.c_str());
   const std::string out_path = shard_path(a.out, shard);
   ResumeState done;
   if (a.resume) {

@@ -2,17 +2,26 @@
 // or array (the Slurm array task); without --shard every job runs, whatever the environment,
 // and a warning names the variables that showed several tasks. The sbatch script and the
 // one-jobs-file-per-array-task layouts, which a guess would cut to 1/N, are the cases that
-// matter most.
+// matter most. Then the loom binary end to end under an array task's environment.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/shard.h"
 
 using namespace loom;
+using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -371,5 +380,73 @@ TEST_SUITE("shard") {
     CHECK(in_shard(4, s));
     CHECK_FALSE(in_shard(5, s));
     CHECK(in_shard(5, Shard{}));
+  }
+
+  TEST_CASE("loom run in a Slurm array task: every job without --shard, 3/8 with --shard array") {
+    const std::string loom = std::string(LOOM_BIN_DIR) + "/loom";
+    const std::string data = LOOM_TESTDATA;
+    const std::string jobs = data + "/jobs/tiny_llama.jsonl";
+    const fs::path dir =
+        fs::temp_directory_path() / ("loom_test_shard_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    // env -i: the child sees exactly the array task's variables, not the test runner's.
+    std::string env = "env -i";
+    for (const auto& [name, value] : kArrayTask) env += " " + name + "=" + value;
+    auto run = [&](const std::string& flags, const std::string& sub) {
+      fs::create_directories(dir / sub);
+      const std::string cmd = env + " " + loom + " run -q --model " + data + "/tiny_llama --jobs " +
+                              jobs + " --out " + (dir / sub / "out.jsonl").string() + flags +
+                              " 2>" + (dir / "err.txt").string();
+      const int status = std::system(cmd.c_str());
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    };
+    auto listing = [&](const std::string& sub) {
+      std::set<std::string> names;
+      for (const auto& e : fs::directory_iterator(dir / sub))
+        names.insert(e.path().filename().string());
+      return names;
+    };
+    auto samples = [&](const fs::path& path) {
+      std::set<std::pair<std::string, int>> seen;
+      std::ifstream in(path);
+      std::string line;
+      while (std::getline(in, line)) {
+        const json r = json::parse(line);
+        CHECK(r["status"] == "ok");
+        seen.insert({r["id"].get<std::string>(), r["sample"].get<int>()});
+      }
+      return seen;
+    };
+    auto err = [&] {
+      std::ifstream in(dir / "err.txt");
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+
+    std::set<std::pair<std::string, int>> expected;
+    std::vector<std::string> ids;  // in file order
+    {
+      std::ifstream in(jobs);
+      std::string line;
+      while (std::getline(in, line)) {
+        const json j = json::parse(line);
+        ids.push_back(j["id"]);
+        for (int k = 0; k < j.value("num_samples", 1); ++k) expected.insert({ids.back(), k});
+      }
+    }
+    REQUIRE(ids.size() == 4);
+
+    // No --shard: the whole file into exactly --out, and the warning despite -q.
+    REQUIRE(run("", "plain") == 0);
+    CHECK(listing("plain") == std::set<std::string>{"out.jsonl"});
+    CHECK(samples(dir / "plain" / "out.jsonl") == expected);
+    CHECK(err() == "loom: warning: " + warning(kArrayTask) + "\n");
+
+    // --shard array: task 3 of 8 keeps line 3 only, in its own shard file.
+    REQUIRE(run(" --shard array", "array") == 0);
+    CHECK(listing("array") == std::set<std::string>{"out.shard-3-of-8.jsonl"});
+    CHECK(samples(dir / "array" / "out.shard-3-of-8.jsonl") ==
+          std::set<std::pair<std::string, int>>{{ids[3], 0}});
+    CHECK(err() == "");
+    fs::remove_all(dir);
   }
 }
