@@ -318,9 +318,13 @@ TEST_SUITE("shard") {
                                .c_str(),
                            loom::Error);
     }
+    CHECK_THROWS_WITH_AS(resolve("auto", {{"SLURM_STEP_ID", "0"}}),
+                         "SLURM_STEP_ID=0 but SLURM_PROCID and SLURM_STEP_NUM_TASKS are not set: "
+                         "expected both (srun sets them), found neither",
+                         loom::Error);
     CHECK_THROWS_WITH_AS(resolve("auto", {{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}}),
-                         "SLURM_STEP_ID=0 but SLURM_STEP_NUM_TASKS is not set: expected both "
-                         "(srun sets them), found one",
+                         "SLURM_PROCID=1 but SLURM_STEP_NUM_TASKS is not set: expected both, "
+                         "found one",
                          loom::Error);
     CHECK_THROWS_WITH_AS(resolve("auto", {{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}}),
                          "SLURM_STEP_NUM_TASKS=2 but SLURM_PROCID is not set: expected both, "

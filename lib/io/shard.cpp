@@ -96,9 +96,10 @@ Shard from_launcher(const Env& env) {
   for (auto& [rank, size] : pairs)
     if (has_pair(env, rank, size)) return from_pair(env, rank, size);
   if (in_srun_step(env)) {
-    LOOM_CHECK(env.has("SLURM_STEP_NUM_TASKS"), "SLURM_STEP_ID=", env.text("SLURM_STEP_ID"),
-               " but SLURM_STEP_NUM_TASKS is not set: expected both (srun sets them), found one");
-    has_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");  // SLURM_PROCID set too
+    LOOM_CHECK(has_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
+               "SLURM_STEP_ID=", env.text("SLURM_STEP_ID"),
+               " but SLURM_PROCID and SLURM_STEP_NUM_TASKS are not set: expected both (srun sets "
+               "them), found neither");
     const Shard s = from_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
     // srun --mpi=pmix gives each task PMIX_RANK = SLURM_PROCID. Anything else is a PMIx
     // launcher started by srun, whose own processes the step's ranks do not count.
