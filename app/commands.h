@@ -60,8 +60,14 @@ struct BenchArgs {
 
 int run_command(const RunArgs& args);
 int inspect_command(const std::string& model_dir, const std::string& model_table);
-int merge_command(const std::vector<std::string>& inputs, const std::string& jobs,
-                  const std::string& out);
+struct MergeArgs {
+  std::vector<std::string> inputs, reports;  // results files, or --reports files
+  std::string jobs, out, dataset;
+  bool allow_partial = false;
+};
+
+// `loom merge`: results files (with --jobs), --reports, or --dataset; exactly one form.
+int merge_command(const MergeArgs& args);
 int bench_command(const BenchArgs& args);
 // `loom merge --reports R... --out F`: the shards' run reports merged into one (report_merge.h).
 int merge_reports_command(const std::vector<std::string>& reports, const std::string& out);

@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--no-lock", run.no_lock,
                     "do not lock the outputs (only for file systems without fcntl locks)");
   run_cmd->add_option("--shard", run.shard,
-                      "K/N: run every N-th job starting at K "
-                      "(default: from SLURM/OMPI/RANK variables)");
+                      "K/N, auto (srun/mpirun/torchrun ranks) or array (Slurm array task); "
+                      "default: every job");
   run_cmd->add_option("--progress-interval", run.progress_interval,
                       "seconds between progress lines when stderr is not a terminal");
   run_cmd->add_flag("--quiet,-q", run.quiet, "no progress or summary on stderr");
@@ -83,12 +83,19 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("model", inspect_dir, "HF checkpoint directory")->required();
   inspect_cmd->add_option("--model-table", inspect_table, "mapping table JSON");
 
-  std::vector<std::string> merge_inputs;
-  std::string merge_jobs, merge_out;
-  CLI::App* merge_cmd = app.add_subcommand("merge", "join shard result files in input order");
-  merge_cmd->add_option("inputs", merge_inputs, "shard result files")->required();
-  merge_cmd->add_option("--jobs", merge_jobs, "the jobs file: check every job has its records");
-  merge_cmd->add_option("--out", merge_out, "merged results ('-' = stdout)")->required();
+  MergeArgs merge;
+  CLI::App* merge_cmd = app.add_subcommand(
+      "merge", "join shard result files in input order; or shard reports; or dataset shards");
+  merge_cmd->add_option("inputs", merge.inputs, "shard result files");
+  merge_cmd->add_option("--jobs", merge.jobs, "the jobs file: check every job has its records");
+  merge_cmd->add_option("--out", merge.out, "merged results or report ('-' = stdout)");
+  merge_cmd->add_option("--reports", merge.reports,
+                        "shard run reports (--report): merge them into one report at --out");
+  merge_cmd->add_option("--dataset", merge.dataset,
+                        "a --tokens-out folder: join its shards' manifests into manifest.jsonl "
+                        "and dataset.json");
+  merge_cmd->add_flag("--allow-partial", merge.allow_partial,
+                      "merge what is there when shards or jobs are missing, report them, exit 1");
 
   BenchArgs bench;
   CLI::App* bench_cmd = app.add_subcommand("bench", "time synthetic frame jobs");
@@ -117,7 +124,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return run_command(run);
     if (*inspect_cmd) return inspect_command(inspect_dir, inspect_table);
-    if (*merge_cmd) return merge_command(merge_inputs, merge_jobs, merge_out);
+    if (*merge_cmd) return merge_command(merge);
     if (*bench_cmd) return bench_command(bench);
   } catch (const Error& e) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());

@@ -1,5 +1,6 @@
 // `loom run`: jobs file → engine → results file (+ report, dataset files). Owns the run's
 // outer life: shards, resume, signals, progress, exit code.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -41,7 +42,6 @@ int run_command(const RunArgs& a) {
                  o.out_path == "-" ? "stdout" : o.out_path.c_str(),
                  with_dataset ? ", dataset " : "", o.dataset.dir.c_str());
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
-  const std::string started_utc = utc_now_iso();
 
   OpenedModel om = open_model(a.model, a.engine, choice, a.quiet);
   const ModelSpec& spec = om.model.spec;
@@ -102,12 +102,14 @@ int run_command(const RunArgs& a) {
     if (dataset.due(now_seconds())) commit_dataset();
   };
   Engine engine(spec, *om.backend, opt);
+  RunContext ctx;
+  ctx.started = std::chrono::system_clock::now();
   RunStats st = engine.run(source, sink);
   commit_dataset();
+  ctx.ended = std::chrono::system_clock::now();
   progress.update(st, true);
   progress.finish();
 
-  RunContext ctx;
   ctx.model_dir = a.model;
   ctx.jobs_path = a.jobs;
   ctx.out_path = o.out_path;
@@ -117,11 +119,10 @@ int run_command(const RunArgs& a) {
   ctx.load_s = om.load_s;
   ctx.step_bytes = om.model.step_bytes;
   ctx.device = om.backend->device_info();
+  ctx.shard_index = o.shard.index;
+  ctx.shard_count = o.shard.count;
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
-    rep["started_utc"] = started_utc;
-    rep["ended_utc"] = utc_now_iso();
-    rep["shard"] = {{"index", o.shard.index}, {"count", o.shard.count}};
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     write_file_atomic(o.report_path, rep.dump(2) + "\n");
   }
@@ -136,13 +137,21 @@ int run_command(const RunArgs& a) {
   return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;
 }
 
-int merge_command(const std::vector<std::string>& inputs, const std::string& jobs,
-                  const std::string& out) {
-  const MergeCounts c = merge_results(inputs, jobs, out);
+int merge_command(const MergeArgs& m) {
+  const int forms = !m.inputs.empty() + !m.reports.empty() + !m.dataset.empty();
+  LOOM_CHECK(forms == 1, "merge: expected one of: result files, --reports FILES, or --dataset "
+             "DIR; found ", forms == 0 ? "none" : "more than one");
+  if (!m.reports.empty()) {
+    LOOM_CHECK(!m.out.empty(), "merge --reports: expected --out FILE for the merged report");
+    LOOM_CHECK(m.jobs.empty(), "merge --reports: --jobs belongs to merging results files");
+    return merge_reports_command(m.reports, m.out);
+  }
+  LOOM_CHECK(!m.out.empty(), "merge: expected --out FILE for the merged results");
+  const MergeCounts c = merge_results(m.inputs, m.jobs, m.out);
   std::fprintf(stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",
                (long long)c.files, (long long)c.records, (long long)c.ok, (long long)c.errors,
-               jobs.empty() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
-               out == "-" ? "stdout" : out.c_str());
+               m.jobs.empty() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
+               m.out == "-" ? "stdout" : m.out.c_str());
   return c.errors > 0 ? kExitJobsFailed : kExitOk;
 }
 

@@ -11,7 +11,7 @@
 #include "io/dataset.h"
 #include "io/outputs.h"
 #include "io/resume.h"
-#include "io/shard_shim.h"
+#include "io/shard.h"
 
 namespace loom {
 

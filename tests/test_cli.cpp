@@ -223,10 +223,10 @@ TEST_CASE("fatal errors: one readable line and exit code 2") {
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
 
   Ran unwritable = run("run --model " + kData + "/tiny_v1 --jobs " + kData +
-                           "/jobs/tiny_v1.jsonl --out /nonexistent/dir/out.jsonl",
+                           "/jobs/tiny_v1.jsonl --out /proc/loom_dir/out.jsonl",
                        "unwritable");
   CHECK(unwritable.code == 2);
-  CHECK(unwritable.err.find("/nonexistent/dir/out.jsonl") != std::string::npos);
+  CHECK(unwritable.err.find("/proc/loom_dir/out.jsonl") != std::string::npos);
 
   Ran bf16_cpu = run("run --backend cpu --dtype bf16 --model " + kData + "/tiny_v1 --jobs " +
                          kData + "/jobs/tiny_v1.jsonl --out /tmp/x.jsonl",

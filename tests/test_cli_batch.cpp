@@ -175,8 +175,9 @@ TEST_CASE("3 shards merged equal one unsharded run") {
     const int rc = sh(common + " --overwrite --out " + out + " --shard " + std::to_string(k) + "/3");
     CHECK((rc == 0 || rc == 1));  // 1 where the shard holds a bad line
   }
-  // The launcher's environment works the same way as --shard.
-  const int rc = sh("SLURM_PROCID=1 SLURM_NTASKS=3 " + common + " --out /tmp/loom_shard_env.jsonl");
+  // An srun step's ranks under --shard auto work the same way as --shard.
+  const int rc = sh("SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=1 " + common +
+                    " --shard auto --overwrite --out /tmp/loom_shard_env.jsonl");
   CHECK((rc == 0 || rc == 1));
   CHECK(records("/tmp/loom_shard_env.shard-1-of-3.jsonl") ==
         records("/tmp/loom_shard.shard-1-of-3.jsonl"));

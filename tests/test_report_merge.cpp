@@ -388,29 +388,21 @@ TEST_CASE("merge refuses reports that are not the shards of one run") {
 TEST_CASE("two shards of a real run merge to the sum of their reports") {
   TempDir dir("e2e");
   const std::string data = LOOM_TESTDATA;
-  // app/run.cpp does not fill RunContext::shard_index/shard_count yet (it is being rewritten
-  // beside this change), so its reports say 0/1; until it does, the test writes the shard in.
-  // Set to true once it does, so the binary's own shard fields are checked.
-  constexpr bool kRunFillsShard = false;
   std::vector<std::string> reports;
   std::vector<json> shard_reports;
   for (int k = 0; k < 2; ++k) {
-    const std::string rep = dir / ("report." + std::to_string(k) + ".json");
+    // --report is shard-tagged like --out: report.json → report.shard-K-of-2.json.
+    const std::string rep = dir / ("report.shard-" + std::to_string(k) + "-of-2.json");
     const std::string cmd = std::string(LOOM_BIN_DIR) + "/loom run -q --backend cpu --model " +
                             data + "/tiny_v1 --jobs " + data + "/jobs/tiny_v1.jsonl --out " +
-                            (dir / "results.jsonl") + " --report " + rep + " --shard " +
-                            std::to_string(k) + "/2";
+                            (dir / "results.jsonl") + " --report " + (dir / "report.json") +
+                            " --shard " + std::to_string(k) + "/2";
     const int status = std::system(cmd.c_str());
     REQUIRE(WIFEXITED(status));
     REQUIRE(WEXITSTATUS(status) == 0);
     json j = json::parse(std::ifstream(rep));
     CHECK(j["out"] == dir / ("results.shard-" + std::to_string(k) + "-of-2.jsonl"));
-    if (kRunFillsShard) {
-      CHECK(j["shard"] == json{{"index", k}, {"count", 2}});
-    } else {
-      j["shard"] = {{"index", k}, {"count", 2}};
-      put_json(rep, j);
-    }
+    CHECK(j["shard"] == json{{"index", k}, {"count", 2}});
     reports.push_back(rep);
     shard_reports.push_back(j);
   }

@@ -1,13 +1,11 @@
-// Sharding (lib/io/shard.h) and merging (lib/io/merge.h): the K/N flag and launcher
-// environments, shard file names, and 3 shards of a run merged into exactly the bytes of the
-// unsharded run, plus every refusal of merge with its message.
+// Merging (lib/io/merge.h): 3 shards of a run merged into exactly the bytes of the unsharded
+// run, plus every refusal of merge with its message. The shard rules are in test_shard.cpp.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -23,13 +21,6 @@ using namespace loom;
 namespace fs = std::filesystem;
 
 namespace {
-
-Shard env_shard(const std::map<std::string, std::string>& vars) {
-  return shard_from_env([&](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  });
-}
 
 fs::path temp_dir() {
   fs::path dir = fs::temp_directory_path() / ("loom_test_merge_" + std::to_string(getpid()));
@@ -109,100 +100,6 @@ void write_results(const fs::path& p, const std::vector<JobResult>& rs) {
 }  // namespace
 
 TEST_SUITE("shard_merge") {
-  TEST_CASE("parse_shard: K/N, and clear errors for everything else") {
-    Shard s = parse_shard("2/5");
-    CHECK(s.index == 2);
-    CHECK(s.count == 5);
-    CHECK(s.source == "--shard");
-    CHECK(parse_shard("0/1").count == 1);
-    for (const char* bad :
-         {"5/5", "1/0", "-1/2", "a/2", "1/2/3", "12", "/3", "1/", " 1/2", "1/99999999999"}) {
-      CAPTURE(bad);
-      CHECK_THROWS_WITH_AS(parse_shard(bad),
-                           ("--shard " + std::string(bad) +
-                            ": expected K/N with whole numbers 0 <= K < N (e.g. 0/4 ... 3/4)")
-                               .c_str(),
-                           loom::Error);
-    }
-  }
-
-  TEST_CASE("shard_from_env: Slurm tasks, arrays (and both), MPI, RANK/WORLD_SIZE") {
-    Shard s = env_shard({});
-    CHECK((s.index == 0 && s.count == 1 && s.source == "none"));
-
-    s = env_shard(
-        {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
-    CHECK((s.index == 3 && s.count == 4 && s.source == "SLURM_PROCID/SLURM_NTASKS"));
-
-    // One task per array element: NTASKS == 1 falls through to the array.
-    s = env_shard({{"SLURM_PROCID", "0"},
-                   {"SLURM_NTASKS", "1"},
-                   {"SLURM_ARRAY_TASK_ID", "7"},
-                   {"SLURM_ARRAY_TASK_COUNT", "4"},
-                   {"SLURM_ARRAY_TASK_MIN", "5"}});
-    CHECK(
-        (s.index == 2 && s.count == 4 && s.source == "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"));
-
-    // --array=10-16:3 → ids 10, 13, 16.
-    s = env_shard({{"SLURM_ARRAY_TASK_ID", "16"},
-                   {"SLURM_ARRAY_TASK_COUNT", "3"},
-                   {"SLURM_ARRAY_TASK_MIN", "10"},
-                   {"SLURM_ARRAY_TASK_STEP", "3"}});
-    CHECK((s.index == 2 && s.count == 3));
-
-    // An array of 3 elements, each an srun of 2 tasks: 6 shards.
-    s = env_shard({{"SLURM_PROCID", "1"},
-                   {"SLURM_NTASKS", "2"},
-                   {"SLURM_ARRAY_TASK_ID", "2"},
-                   {"SLURM_ARRAY_TASK_COUNT", "3"}});
-    CHECK((s.index == 5 && s.count == 6));
-    CHECK(s.source == "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT x SLURM_PROCID/SLURM_NTASKS");
-
-    s = env_shard({{"OMPI_COMM_WORLD_RANK", "1"},
-                   {"OMPI_COMM_WORLD_SIZE", "2"},
-                   {"RANK", "5"},
-                   {"WORLD_SIZE", "8"}});
-    CHECK(
-        (s.index == 1 && s.count == 2 && s.source == "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"));
-
-    s = env_shard({{"RANK", "5"}, {"WORLD_SIZE", "8"}});
-    CHECK((s.index == 5 && s.count == 8 && s.source == "RANK/WORLD_SIZE"));
-
-    s = env_shard({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
-    CHECK((s.count == 1 && s.source == "none"));
-
-    CHECK_THROWS_WITH_AS(env_shard({{"RANK", "x"}, {"WORLD_SIZE", "4"}}),
-                         "environment variable RANK=x: expected a non-negative integer, found "
-                         "something else; unset it or fix the launcher",
-                         loom::Error);
-    CHECK_THROWS_WITH_AS(env_shard({{"RANK", "4"}, {"WORLD_SIZE", "4"}}),
-                         "shard from RANK/WORLD_SIZE: expected 0 <= K < N, found K = 4, N = 4",
-                         loom::Error);
-    CHECK_THROWS_WITH_AS(env_shard({{"WORLD_SIZE", "4"}}),
-                         "WORLD_SIZE=4 but RANK is not set: expected both, found one", loom::Error);
-    CHECK_THROWS_WITH_AS(
-        env_shard({{"SLURM_ARRAY_TASK_ID", "3"},
-                   {"SLURM_ARRAY_TASK_COUNT", "2"},
-                   {"SLURM_ARRAY_TASK_MIN", "1"},
-                   {"SLURM_ARRAY_TASK_STEP", "3"}}),
-        "SLURM_ARRAY_TASK_ID=3: expected SLURM_ARRAY_TASK_MIN (1) + a multiple of "
-        "SLURM_ARRAY_TASK_STEP (3), found 3; loom shards need a regular --array=A-B[:S]",
-        loom::Error);
-  }
-
-  TEST_CASE("shard_path and in_shard") {
-    Shard s{1, 3, "--shard"};
-    CHECK(shard_path("out.jsonl", s) == "out.shard-1-of-3.jsonl");
-    CHECK(shard_path("runs.v2/out", s) == "runs.v2/out.shard-1-of-3");
-    CHECK(shard_path("dir/.hidden", s) == "dir/.hidden.shard-1-of-3");
-    CHECK(shard_path("a/b.c.jsonl", s) == "a/b.c.shard-1-of-3.jsonl");
-    CHECK(shard_path("-", s) == "-");
-    CHECK(shard_path("out.jsonl", Shard{}) == "out.jsonl");
-    CHECK(in_shard(4, s));
-    CHECK_FALSE(in_shard(5, s));
-    CHECK(in_shard(5, Shard{}));
-  }
-
   TEST_CASE("3 shards merged equal the unsharded run, byte for byte") {
     fs::path dir = temp_dir();
     fs::path jobs = dir / "jobs.jsonl";

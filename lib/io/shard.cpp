@@ -1,43 +1,53 @@
 // Shard selection (shard.h).
 #include "io/shard.h"
 
-#include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 
 namespace loom {
 namespace {
 
-// A whole decimal number in [0, INT32_MAX]; false for anything else.
-bool parse_count(const std::string& s, int64_t& out) {
+// A whole decimal number in [0, max]; false for anything else.
+bool parse_whole(const std::string& s, int64_t max, int64_t& out) {
   if (s.empty() || s.size() > 10) return false;
   int64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
     v = v * 10 + (c - '0');
   }
-  if (v > std::numeric_limits<int32_t>::max()) return false;
+  if (v > max) return false;
   out = v;
   return true;
+}
+
+bool parse_count(const std::string& s, int64_t& out) {
+  return parse_whole(s, std::numeric_limits<int32_t>::max(), out);
 }
 
 struct Env {
   const EnvLookup& lookup;
   const char* raw(const char* name) const { return lookup ? lookup(name) : std::getenv(name); }
-  bool has(const char* name) const {
+  std::string text(const char* name) const {
     const char* v = raw(name);
-    return v && *v;
+    return v ? v : "";
   }
+  bool has(const char* name) const { return !text(name).empty(); }
   int64_t get(const char* name) const {
-    const char* v = raw(name);
     int64_t out = 0;
-    if (!parse_count(v ? v : "", out)) {
-      fail("environment variable ", name, "=", v ? v : "",
+    if (!parse_count(text(name), out)) {
+      fail("environment variable ", name, "=", text(name),
            ": expected a non-negative integer, found something else; unset it or fix the "
            "launcher");
     }
+    return out;
+  }
+  // The value when set and well formed; the warning reads with this, since it must not throw.
+  std::optional<int64_t> peek(const char* name) const {
+    int64_t out = 0;
+    if (!parse_count(text(name), out)) return std::nullopt;
     return out;
   }
 };
@@ -49,6 +59,79 @@ Shard checked(int64_t k, int64_t n, std::string source) {
   return Shard{int(k), int(n), std::move(source)};
 }
 
+// Whether a launcher set the pair a, b: false when neither is set, an error when one is.
+bool has_pair(const Env& env, const char* a, const char* b) {
+  if (!env.has(a) && !env.has(b)) return false;
+  LOOM_CHECK(env.has(a), b, "=", env.text(b), " but ", a, " is not set: expected both, found one");
+  LOOM_CHECK(env.has(b), a, "=", env.text(a), " but ", b, " is not set: expected both, found one");
+  return true;
+}
+
+Shard from_pair(const Env& env, const char* rank, const char* size) {
+  return checked(env.get(rank), env.get(size), cat(rank, "/", size));
+}
+
+// Whether SLURM_STEP_ID names an srun step. Slurm numbers regular steps below
+// SLURM_MAX_NORMAL_STEP_ID (0xfffffff0); the batch, extern and interactive steps carry ids
+// above it, written with %d (so "-5" for the batch step) by Slurm versions that write them at
+// all, and printed by name by its tools.
+bool in_srun_step(const Env& env) {
+  const std::string id = env.text("SLURM_STEP_ID");
+  if (id.empty() || id == "batch" || id == "extern" || id == "interactive") return false;
+  constexpr int64_t kMaxNormalStepId = 0xfffffff0;
+  int64_t v = 0;
+  const bool negative = id[0] == '-';
+  if (!parse_whole(negative ? id.substr(1) : id, 0xffffffff, v)) {
+    fail("environment variable SLURM_STEP_ID=", id,
+         ": expected a step number (or batch, extern, interactive), found something else; "
+         "unset it or fix the launcher");
+  }
+  return !negative && v < kMaxNormalStepId;
+}
+
+Shard from_launcher(const Env& env) {
+  const char* pairs[][2] = {{"RANK", "WORLD_SIZE"},
+                            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"}};
+  for (auto& [rank, size] : pairs)
+    if (has_pair(env, rank, size)) return from_pair(env, rank, size);
+  if (in_srun_step(env)) {
+    LOOM_CHECK(has_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
+               "SLURM_STEP_ID=", env.text("SLURM_STEP_ID"),
+               " but SLURM_PROCID and SLURM_STEP_NUM_TASKS are not set: expected both (srun sets "
+               "them), found neither");
+    const Shard s = from_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
+    // srun --mpi=pmix gives each task PMIX_RANK = SLURM_PROCID. Anything else is a PMIx
+    // launcher started by srun, whose own processes the step's ranks do not count.
+    LOOM_CHECK(!env.has("PMIX_RANK") || env.get("PMIX_RANK") == s.index,
+               "PMIX_RANK=", env.text("PMIX_RANK"), " but SLURM_PROCID=", s.index,
+               ": expected the same rank (srun --mpi=pmix), found a PMIx launcher inside an srun "
+               "step; pass --shard K/N");
+    return s;
+  }
+  if (env.has("PMIX_RANK")) {
+    fail("PMIX_RANK=", env.get("PMIX_RANK"),
+         " but no process count: PMIx keeps the job size in its server (PMIX_JOB_SIZE), not in "
+         "the environment; expected srun, mpirun, PMI_SIZE or WORLD_SIZE beside it, found none; "
+         "pass --shard K/N");
+  }
+  return Shard{0, 1, "--shard auto: no launcher found"};
+}
+
+Shard from_array(const Env& env) {
+  LOOM_CHECK(has_pair(env, "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"),
+             "--shard array: expected SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (a Slurm "
+             "job array, sbatch --array=A-B[:S]), found neither");
+  const int64_t id = env.get("SLURM_ARRAY_TASK_ID");
+  const int64_t count = env.get("SLURM_ARRAY_TASK_COUNT");
+  const int64_t min = env.has("SLURM_ARRAY_TASK_MIN") ? env.get("SLURM_ARRAY_TASK_MIN") : 0;
+  const int64_t step = env.has("SLURM_ARRAY_TASK_STEP") ? env.get("SLURM_ARRAY_TASK_STEP") : 1;
+  LOOM_CHECK(id >= min && step >= 1 && (id - min) % step == 0, "SLURM_ARRAY_TASK_ID=", id,
+             ": expected SLURM_ARRAY_TASK_MIN (", min, ") + a multiple of SLURM_ARRAY_TASK_STEP (",
+             step, "), found ", id, "; loom shards need a regular --array=A-B[:S]");
+  return checked((id - min) / step, count, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
+}
+
 }  // namespace
 
 Shard parse_shard(const std::string& text) {
@@ -56,57 +139,43 @@ Shard parse_shard(const std::string& text) {
   int64_t k = 0, n = 0;
   if (slash == std::string::npos || !parse_count(text.substr(0, slash), k) ||
       !parse_count(text.substr(slash + 1), n) || n < 1 || k >= n) {
-    fail("--shard ", text, ": expected K/N with whole numbers 0 <= K < N (e.g. 0/4 ... 3/4)");
+    fail("--shard ", text,
+         ": expected K/N with whole numbers 0 <= K < N (e.g. 0/4 ... 3/4), auto or array");
   }
   return Shard{int(k), int(n), "--shard"};
 }
 
-Shard shard_from_env(const EnvLookup& lookup) {
+Shard resolve_shard(const std::string& flag, const EnvLookup& lookup) {
   Env env{lookup};
-  // Slurm: srun tasks and job arrays, combined when both are present.
-  int64_t tasks = 1, proc = 0, arrays = 1, array_index = 0;
-  std::string source;
-  if (env.has("SLURM_NTASKS")) {
-    tasks = env.get("SLURM_NTASKS");
-    proc = env.has("SLURM_PROCID") ? env.get("SLURM_PROCID") : 0;
-    if (tasks > 1) {
-      LOOM_CHECK(env.has("SLURM_PROCID"), "SLURM_NTASKS=", tasks,
-                 " but SLURM_PROCID is not set: expected both (run loom under srun), found one");
-      checked(proc, tasks, "SLURM_PROCID/SLURM_NTASKS");
-      source = "SLURM_PROCID/SLURM_NTASKS";
-    }
+  if (flag.empty()) return Shard{0, 1, "no --shard"};
+  if (flag == "auto") return from_launcher(env);
+  if (flag == "array") return from_array(env);
+  return parse_shard(flag);
+}
+
+std::string unrequested_shard_warning(const EnvLookup& lookup) {
+  Env env{lookup};
+  // SLURM_NTASKS counts the allocation's tasks even in the batch script, which is one process;
+  // it still says the user meant several, so it warns although auto never reads it.
+  const std::pair<const char*, int64_t> signs[] = {{"SLURM_NTASKS", 2},
+                                                   {"SLURM_STEP_NUM_TASKS", 2},
+                                                   {"SLURM_ARRAY_TASK_COUNT", 2},
+                                                   {"OMPI_COMM_WORLD_SIZE", 2},
+                                                   {"PMI_SIZE", 2},
+                                                   {"PMIX_RANK", 1},
+                                                   {"WORLD_SIZE", 2}};
+  std::string seen;
+  for (const auto& [name, at_least] : signs) {
+    std::optional<int64_t> v = env.peek(name);
+    if (v && *v >= at_least) seen += cat(seen.empty() ? "" : ", ", name, "=", *v);
   }
-  if (env.has("SLURM_ARRAY_TASK_COUNT") && env.has("SLURM_ARRAY_TASK_ID")) {
-    arrays = env.get("SLURM_ARRAY_TASK_COUNT");
-    if (arrays > 1) {
-      int64_t id = env.get("SLURM_ARRAY_TASK_ID");
-      int64_t min = env.has("SLURM_ARRAY_TASK_MIN") ? env.get("SLURM_ARRAY_TASK_MIN") : 0;
-      int64_t step = env.has("SLURM_ARRAY_TASK_STEP") ? env.get("SLURM_ARRAY_TASK_STEP") : 1;
-      LOOM_CHECK(id >= min && step >= 1 && (id - min) % step == 0, "SLURM_ARRAY_TASK_ID=", id,
-                 ": expected SLURM_ARRAY_TASK_MIN (", min,
-                 ") + a multiple of "
-                 "SLURM_ARRAY_TASK_STEP (",
-                 step, "), found ", id, "; loom shards need a regular --array=A-B[:S]");
-      array_index = (id - min) / step;
-      checked(array_index, arrays, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
-      source = source.empty() ? "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"
-                              : "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT x " + source;
-    }
-  }
-  if (tasks > 1 || arrays > 1) {
-    if (tasks <= 1) proc = 0, tasks = 1;
-    return checked(array_index * tasks + proc, arrays * tasks, source);
-  }
-  const char* pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                            {"RANK", "WORLD_SIZE"}};
-  for (auto& [rank, size] : pairs) {
-    if (!env.has(size)) continue;
-    int64_t n = env.get(size);
-    if (n <= 1) continue;
-    LOOM_CHECK(env.has(rank), size, "=", n, " but ", rank, " is not set: expected both, found one");
-    return checked(env.get(rank), n, std::string(rank) + "/" + size);
-  }
-  return Shard{0, 1, "none"};
+  if (seen.empty()) return "";
+  return cat(
+      "no --shard, so this process runs every job of the jobs file, though the "
+      "environment shows several tasks (",
+      seen,
+      "); to split one jobs file between them pass --shard auto (srun/mpirun/torchrun "
+      "ranks), --shard array (Slurm array tasks) or --shard K/N");
 }
 
 std::string shard_path(const std::string& path, const Shard& shard) {
