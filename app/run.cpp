@@ -13,6 +13,7 @@
 #include "core/fault.h"
 #include "engine/report.h"
 #include "io/jobs.h"
+#include "io/dataset.h"
 #include "io/merge.h"
 #include "io/results.h"
 #include "io/resume.h"
@@ -53,7 +54,7 @@ int run_command(const RunArgs& a) {
   ResultWriter writer(o.out_path, a.resume);
   o.model.spec = spec;
   DatasetWriter dataset(o.dataset, o.model, o.reconciled);
-  if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0);
+  if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0, "running");
 
   EngineOptions opt = engine_options(a.engine);
   opt.stop = &g_stop;
@@ -126,7 +127,9 @@ int run_command(const RunArgs& a) {
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     write_file_atomic(o.report_path, rep.dump(2) + "\n");
   }
-  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, st.stopped ? "stopped" : "complete");
+  const char* state = st.stopped ? "stopped" : "complete";
+  if (with_dataset) dataset.finish(state);
+  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, state);
   if (!a.quiet) {
     std::fputs(run_summary(st, ctx).c_str(), stderr);
     std::fprintf(stderr, "loom: results in %s%s%s\n",
@@ -145,6 +148,22 @@ int merge_command(const MergeArgs& m) {
     LOOM_CHECK(!m.out.empty(), "merge --reports: expected --out FILE for the merged report");
     LOOM_CHECK(m.jobs.empty(), "merge --reports: --jobs belongs to merging results files");
     return merge_reports_command(m.reports, m.out);
+  }
+  if (!m.dataset.empty()) {
+    LOOM_CHECK(m.out.empty() && m.jobs.empty(), "merge --dataset DIR writes DIR/manifest.jsonl "
+               "and DIR/dataset.json; expected no --out or --jobs with it");
+    const DatasetMerge d = merge_dataset(m.dataset, m.allow_partial);
+    std::fprintf(stderr,
+                 "loom: merged %zu of %d dataset shards: %lld samples, %lld rows in %lld files "
+                 "into %s/manifest.jsonl\n",
+                 d.merged.size(), d.shard_count, (long long)d.samples, (long long)d.rows,
+                 (long long)d.files, m.dataset.c_str());
+    if (d.missing.empty() && d.unfinished.empty()) return kExitOk;
+    std::string list;
+    for (int k : d.missing) list += cat(list.empty() ? "" : ", ", k);
+    std::fprintf(stderr, "loom: warning: partial dataset: missing shards [%s], %zu unfinished\n",
+                 list.c_str(), d.unfinished.size());
+    return kExitJobsFailed;
   }
   LOOM_CHECK(!m.out.empty(), "merge: expected --out FILE for the merged results");
   const MergeCounts c = merge_results(m.inputs, m.jobs, m.out);

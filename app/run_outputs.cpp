@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "io/sidecar.h"
@@ -19,6 +20,14 @@ std::string absolute(const std::string& p) {
   std::error_code ec;
   fs::path a = fs::absolute(p, ec);
   return ec ? p : a.lexically_normal().string();
+}
+
+// Whether `path` is the dataset.json that `loom merge --dataset` wrote.
+bool is_merged_index(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("shard") && j["shard"].is_object() &&
+         j["shard"].contains("merged_from");
 }
 
 // Whether this shard of the dataset folder already holds anything.
@@ -75,6 +84,10 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   }
   if (!o.dataset.dir.empty()) {
     probe_output("--tokens-out", o.dataset.dir, true);
+    LOOM_CHECK(o.shard.count > 1 || !is_merged_index(dataset_info_path(o.dataset)),
+               "--tokens-out ", o.dataset.dir, " holds the merged index of a sharded run (",
+               dataset_info_path(o.dataset), "); an unsharded run would replace it: expected "
+               "the same --shard as that run, or a new folder");
     LOOM_CHECK(keep_or_replace || !dataset_has_shard(o.dataset), "--tokens-out ", o.dataset.dir,
                " already holds a dataset for shard ", o.shard.index, "/", o.shard.count, " (",
                dataset_manifest_path(o.dataset),

@@ -299,7 +299,7 @@ std::vector<JobResult> DatasetWriter::commit() {
   ++files_;
   samples_ += int64_t(pending_.size());
   rows_ += rows;
-  write_dataset_info(opt_, model_, files_, samples_, rows_);
+  write_dataset_info(opt_, model_, files_, samples_, rows_, "running");
 
   ++seq_;
   std::vector<JobResult> done;
@@ -308,8 +308,12 @@ std::vector<JobResult> DatasetWriter::commit() {
   return done;
 }
 
+void DatasetWriter::finish(const std::string& state) {
+  write_dataset_info(opt_, model_, files_, samples_, rows_, state);
+}
+
 void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
-                        int64_t samples, int64_t rows) {
+                        int64_t samples, int64_t rows, const std::string& state) {
   const ModelSpec& s = m.spec;
   ordered_json j;
   j["format"] = kFormat;
@@ -324,6 +328,7 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
   j["manifest"] = fs::path(dataset_manifest_path(o)).filename().string();
   j["totals"] = {{"files", files}, {"samples", samples}, {"rows", rows}};
+  j["state"] = state;
   j["loom_version"] = kLoomVersion;
   j["updated_utc"] = utc_now_iso();
   write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");

@@ -17,7 +17,9 @@
 //                                       num_frames, context_frames, seed, sampling, model,
 //                                       config_hash, loom_version
 //   DIR/dataset[.shard-K-of-N].json     schema, model, vocabulary, P, A, action_dim, shard,
-//                                       totals (files, samples, rows)
+//                                       totals (files, samples, rows), state
+// `loom merge --dataset DIR` (merge_dataset) joins the shards' manifests into manifest.jsonl
+// and dataset.json once every shard is complete; the data files stay where they are.
 //
 // Commit order, data before index: the data file is written under a temporary name, synced,
 // renamed and its folder synced; then its manifest lines are appended and synced; then
@@ -83,6 +85,8 @@ class DatasetWriter {
   // Writes the open file and its index (see the header comment) and returns the added
   // results, in order, with tokens_file and rows set. Throws loom::Error naming the file.
   std::vector<JobResult> commit();
+  // Rewrites dataset.json with the final state ("complete" or "stopped").
+  void finish(const std::string& state);
 
  private:
   DatasetOptions opt_;
@@ -103,11 +107,25 @@ class DatasetWriter {
 DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel& model,
                                    const std::string& results_path);
 
-// Writes DIR/dataset[.shard-K-of-N].json (atomically) with these totals.
+// Writes DIR/dataset[.shard-K-of-N].json (atomically) with these totals and the run's state:
+// "running" while loom writes it, "complete" when every job of the shard is done, "stopped"
+// after SIGINT/SIGTERM (merge --dataset refuses shards that are not complete).
 void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
-                        int64_t samples, int64_t rows);
+                        int64_t samples, int64_t rows, const std::string& state);
 
 // Removes this shard's data files, manifest and dataset.json (--overwrite).
 void remove_dataset_shard(const DatasetOptions& opt);
+
+struct DatasetMerge {
+  int shard_count = 0;
+  std::vector<int> merged, missing, unfinished;  // shard indices
+  int64_t files = 0, samples = 0, rows = 0;
+};
+
+// Joins DIR's dataset.shard-K-of-N.json and manifest.shard-K-of-N.jsonl into DIR/dataset.json
+// and DIR/manifest.jsonl (atomically). Refuses shards of different N or models, a sample in
+// two shards, a manifest line naming a missing file, and — unless allow_partial — a missing
+// or unfinished shard. Memory: a 64-bit hash per sample.
+DatasetMerge merge_dataset(const std::string& dir, bool allow_partial);
 
 }  // namespace loom

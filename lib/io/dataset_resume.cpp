@@ -218,7 +218,7 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   std::string text;
   for (const json& e : manifest) text += e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   write_file_atomic(dataset_manifest_path(opt), text);
-  write_dataset_info(opt, model, rc.files_kept, rc.samples_kept, rc.rows_kept);
+  write_dataset_info(opt, model, rc.files_kept, rc.samples_kept, rc.rows_kept, "running");
   return rc;
 }
 

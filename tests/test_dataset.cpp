@@ -1,0 +1,207 @@
+// The token dataset (`--tokens-out`, issue 11 §6) through the loom binary: every sample in the
+// files equals the JSONL stream of the same run, for frame and plain models; actions and
+// context frames are the job's; file names never depend on job ids; shards in one folder
+// merge into one index; and the README's numpy + safetensors snippet reads it
+// (tests/dataset_check.py, where a Python with both is at hand).
+#include <cmath>
+#include <set>
+
+#include "cli_util.h"
+
+using namespace cli;
+
+namespace {
+
+json job_by_id(const std::string& jobs_path, const std::string& id) {
+  for (const json& j : read_lines(jobs_path))
+    if (id_text(j["id"]) == id) return j;
+  FAIL("no job ", id);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the dataset equals the JSONL stream of the same run, for every model") {
+  for (const std::string model : {"tiny_v1", "tiny_v2", "tiny_llama"}) {
+    CAPTURE(model);
+    const std::string dir = temp_dir("dataset_" + model);
+    const std::string jobs = kData + "/jobs/" + model + ".jsonl";
+    Exit e = run("run -q --model " + kData + "/" + model + " --jobs " + jobs + " --out " + dir +
+                     "/r.jsonl --tokens-out " + dir + "/ds --samples-per-file 2",
+                 dir);
+    REQUIRE(e.code == 0);
+    const auto records = tokens_by_sample(dir + "/r.jsonl");
+    CHECK(records.size() >= 4);
+    CHECK(dataset_samples(dir + "/ds") == records);
+
+    // Records name their file and rows, exactly as the manifest does.
+    std::map<std::pair<std::string, int>, json> manifest;
+    for (const json& m : read_lines(dir + "/ds/manifest.jsonl"))
+      manifest[{id_text(m["id"]), m["sample"].get<int>()}] = m;
+    for (const json& r : read_lines(dir + "/r.jsonl")) {
+      const json& m = manifest.at({id_text(r["id"]), r["sample"].get<int>()});
+      CHECK(r["tokens_file"] == m["file"]);
+      CHECK(r["rows"] == m["rows"]);
+      CHECK(r["line"] == m["line"]);
+      const json job = job_by_id(jobs, id_text(r["id"]));
+      if (job.contains("sampling") && job["sampling"].contains("seed"))
+        CHECK(m["seed"] == job["sampling"]["seed"]);
+      CHECK(m["config_hash"].get<std::string>().rfind("fnv1a64:", 0) == 0);
+    }
+    // File names are data-NNNNNN.safetensors whatever the ids are.
+    for (const auto& de : fs::directory_iterator(dir + "/ds")) {
+      const std::string n = de.path().filename().string();
+      if (de.path().extension() == ".safetensors")
+        CHECK((n.size() == 23 && n.rfind("data-", 0) == 0));
+    }
+    const json info = json::parse(slurp(dir + "/ds/dataset.json"));
+    const json cfg = json::parse(slurp(kData + "/" + model + "/config.json"));
+    CHECK(info["vocab_size"] == cfg["vocab_size"]);
+    CHECK(info["tokens_per_frame"] == cfg.value("num_image_patches", 0));
+    CHECK(info["totals"]["samples"] == records.size());
+    CHECK(info["state"] == "complete");
+    CHECK(info["shard"] == json{{"index", 0}, {"count", 1}});
+  }
+}
+
+TEST_CASE("actions and context frames are the job's; the last frame's missing rows are NaN") {
+  const std::string dir = temp_dir("dataset_actions");
+  const std::string jobs = kData + "/jobs/tiny_v1.jsonl";
+  REQUIRE(run("run -q --model " + kData + "/tiny_v1 --jobs " + jobs + " --out " + dir +
+                  "/r.jsonl --tokens-out " + dir + "/ds",
+              dir)
+              .code == 0);
+  const json cfg = json::parse(slurp(kData + "/tiny_v1/config.json"));
+  const int P = cfg["num_image_patches"], A = cfg["num_action_tokens"], S = P + A;
+  int checked = 0;
+  for (const json& m : read_lines(dir + "/ds/manifest.jsonl")) {
+    const json job = job_by_id(jobs, id_text(m["id"]));
+    loom::SafetensorsFile f = loom::SafetensorsFile::open(dir + "/ds/" + m["file"].get<std::string>());
+    const auto* acts = static_cast<const float*>(f.tensor("actions").data);
+    const auto* ctx = static_cast<const int32_t*>(f.tensor("context").data);
+    const auto* coff = static_cast<const int64_t*>(f.tensor("context_offsets").data);
+    const auto* ctx_acts = static_cast<const float*>(f.tensor("context_actions").data);
+    const int n_ctx = m["context_frames"];
+    const int64_t b = m["rows"][0], e = m["rows"][1];
+    // Find this sample's index in the file by its rows.
+    const auto* off = static_cast<const int64_t*>(f.tensor("sample_offsets").data);
+    int64_t i = 0;
+    while (off[i] != b) ++i;
+    CHECK(coff[i + 1] - coff[i] == n_ctx);
+    for (int c = 0; c < n_ctx; ++c)
+      for (int t = 0; t < P; ++t)
+        CHECK(ctx[(coff[i] + c) * P + t] == job["prompt_token_ids"][size_t(c * S + t)]);
+    const json& rows = job["actions"];
+    for (int64_t fr = 0; fr < e - b; ++fr) {
+      for (int a = 0; a < A; ++a) {
+        const size_t job_row = size_t((n_ctx + fr) * A + a);
+        for (int d = 0; d < 3; ++d) {
+          const float got = acts[((b + fr) * A + a) * 3 + d];
+          if (job_row < rows.size()) {
+            CHECK(got == rows[job_row][size_t(d)].get<float>());
+          } else {
+            CHECK(std::isnan(got));  // the job left the last frame's rows out
+          }
+        }
+      }
+    }
+    for (int a = 0; a < n_ctx * A; ++a)
+      CHECK(ctx_acts[(coff[i] * A + a) * 3] == rows[size_t(a)][0].get<float>());
+    ++checked;
+  }
+  CHECK(checked == 5);
+}
+
+TEST_CASE("--no-tokens-in-results, --no-dataset-actions/-context, --file-seconds 0") {
+  const std::string dir = temp_dir("dataset_options");
+  const std::string base = "run -q --model " + kData + "/tiny_v1 --jobs " + kData +
+                           "/jobs/tiny_v1.jsonl --out " + dir;
+  REQUIRE(run(base + "/full.jsonl", dir).code == 0);
+  const auto full = tokens_by_sample(dir + "/full.jsonl");
+  REQUIRE(run(base + "/lean.jsonl --tokens-out " + dir + "/lean --no-tokens-in-results " +
+                  "--no-dataset-actions --no-dataset-context --file-seconds 0",
+              dir)
+              .code == 0);
+  for (const json& r : read_lines(dir + "/lean.jsonl")) {
+    CHECK(!r.contains("frames"));
+    CHECK(r.contains("tokens_file"));
+  }
+  CHECK(dataset_samples(dir + "/lean") == full);
+  int files = 0;
+  for (const auto& de : fs::directory_iterator(dir + "/lean")) {
+    if (de.path().extension() != ".safetensors") continue;
+    ++files;
+    loom::SafetensorsFile f = loom::SafetensorsFile::open(de.path().string());
+    CHECK(f.find("actions") == nullptr);
+    CHECK(f.find("context") == nullptr);
+  }
+  CHECK(files == int(full.size()));  // --file-seconds 0: every sample commits at once
+  Exit bad = run(base + "/x.jsonl --no-tokens-in-results", dir);
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--no-tokens-in-results needs --tokens-out DIR") != std::string::npos);
+}
+
+TEST_CASE("shards share one folder; merge --dataset joins them, refusing gaps") {
+  const std::string dir = temp_dir("dataset_merge");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 12, 3);
+  const std::string base = "run -q --model " + kData + "/tiny_v1 --jobs " + jobs;
+  REQUIRE(run(base + " --out " + dir + "/one.jsonl", dir).code == 0);
+  const auto one = tokens_by_sample(dir + "/one.jsonl");
+  for (int k : {0, 2}) {
+    REQUIRE(run(base + " --shard " + std::to_string(k) + "/3 --out " + dir +
+                    "/r.jsonl --tokens-out " + dir + "/ds --samples-per-file 2",
+                dir)
+                .code == 0);
+  }
+  Exit gap = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(gap.code == 2);
+  CHECK(gap.err == "loom: error: merge --dataset " + dir + "/ds: shard 1/3 missing (no " +
+                       "dataset.shard-1-of-3.json); run it, or pass --allow-partial\n");
+  CHECK(!fs::exists(dir + "/ds/manifest.jsonl"));
+
+  Exit partial = run("merge --dataset " + dir + "/ds --allow-partial", dir);
+  CHECK(partial.code == 1);
+  CHECK(partial.err.find("missing shards [1]") != std::string::npos);
+  CHECK(json::parse(slurp(dir + "/ds/dataset.json"))["state"] == "partial");
+
+  REQUIRE(run(base + " --shard 1/3 --out " + dir + "/r.jsonl --tokens-out " + dir +
+                  "/ds --samples-per-file 2",
+              dir)
+              .code == 0);
+  Exit whole = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(whole.code == 0);
+  const json info = json::parse(slurp(dir + "/ds/dataset.json"));
+  CHECK(info["state"] == "complete");
+  CHECK(info["totals"]["samples"] == one.size());
+  CHECK(info["shard"]["merged_from"] == 3);
+  // Every sample once through the merged manifest.
+  std::set<std::pair<std::string, int>> keys;
+  for (const json& m : read_lines(dir + "/ds/manifest.jsonl"))
+    CHECK(keys.insert({id_text(m["id"]), m["sample"].get<int>()}).second);
+  CHECK(keys.size() == one.size());
+
+  // An unsharded run must not take over the merged folder's index.
+  Exit over = run(base + " --out " + dir + "/u.jsonl --tokens-out " + dir + "/ds", dir);
+  CHECK(over.code == 2);
+  CHECK(over.err.find("holds the merged index of a sharded run") != std::string::npos);
+}
+
+TEST_CASE("the README's numpy + safetensors reader loads the dataset (tests/dataset_check.py)") {
+  const char* py = std::getenv("LOOM_PYTHON");
+  if (!py || !fs::exists(py) ||
+      std::system((std::string(py) + " -c 'import numpy, safetensors' 2>/dev/null").c_str()) != 0) {
+    MESSAGE("SKIPPED: no Python with numpy and safetensors (LOOM_PYTHON); scripts/test.sh makes one");
+    return;
+  }
+  const std::string dir = temp_dir("dataset_py");
+  for (const std::string model : {"tiny_v1", "tiny_llama"}) {
+    REQUIRE(run("run -q --model " + kData + "/" + model + " --jobs " + kData + "/jobs/" + model +
+                    ".jsonl --out " + dir + "/" + model + ".jsonl --tokens-out " + dir + "/" +
+                    model + " --samples-per-file 3",
+                dir)
+                .code == 0);
+    const std::string cmd = std::string(py) + " " + LOOM_SOURCE_DIR + "/tests/dataset_check.py " +
+                            dir + "/" + model + " " + dir + "/" + model + ".jsonl";
+    CHECK(std::system(cmd.c_str()) == 0);
+  }
+}
