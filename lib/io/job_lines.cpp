@@ -1,4 +1,4 @@
-// read_job_line, trim_job_line (job_lines.h).
+// read_job_line, trim_job_line, reread_job_line (job_lines.h).
 #include "io/job_lines.h"
 
 #include <cerrno>
@@ -46,6 +46,18 @@ bool read_job_line(std::istream& in, const std::string& path, std::vector<char>&
 void trim_job_line(std::string& text, int64_t line) {
   if (!text.empty() && text.back() == '\r') text.pop_back();
   if (line == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // UTF-8 BOM
+}
+
+void reread_job_line(std::istream& in, const std::string& path, uint64_t offset, int64_t line,
+                     std::vector<char>& chunk, size_t max_bytes, std::string& text,
+                     bool& too_long) {
+  in.clear();
+  in.seekg(std::streamoff(offset));
+  uint64_t consumed = 0;
+  LOOM_CHECK(in.good() && read_job_line(in, path, chunk, max_bytes, text, too_long, consumed),
+             "the jobs file changed while it was read: line ", line,
+             " is gone; do not edit a jobs file during a run");
+  trim_job_line(text, line);
 }
 
 }  // namespace loom

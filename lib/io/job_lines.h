@@ -22,4 +22,9 @@ bool read_job_line(std::istream& in, const std::string& path, std::vector<char>&
 // and, on line 1, a UTF-8 byte order mark.
 void trim_job_line(std::string& text, int64_t line);
 
+// Reads job line `line` again from byte `offset` of `in` and trims it as above. Throws
+// loom::Error when no line starts there any more (the file changed during the run).
+void reread_job_line(std::istream& in, const std::string& path, uint64_t offset, int64_t line,
+                     std::vector<char>& chunk, size_t max_bytes, std::string& text, bool& too_long);
+
 }  // namespace loom

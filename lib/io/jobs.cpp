@@ -689,16 +689,9 @@ struct JobReader::Impl {
       LOOM_CHECK(reread.is_open(), "cannot read jobs from ", path,
                  " again: ", std::strerror(errno));
     }
-    reread.clear();
-    reread.seekg(std::streamoff(at));
     std::string t;
     bool too_long = false;
-    uint64_t n = 0;
-    LOOM_CHECK(
-        reread.good() && read_job_line(reread, path, chunk, kMaxJobLineBytes, t, too_long, n),
-        "the jobs file changed while it was read: line ", l,
-        " is gone; do not edit a jobs file during a run");
-    trim_job_line(t, l);
+    reread_job_line(reread, path, at, l, chunk, kMaxJobLineBytes, t, too_long);
     if (too_long) return cat("line-", l);
     Job job;
     JobError error;
