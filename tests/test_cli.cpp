@@ -259,3 +259,64 @@ TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
   CHECK(q.code == 0);
   CHECK(q.err.empty());
 }
+
+#include <unistd.h>
+
+#include <filesystem>
+
+TEST_CASE("run: integer ids come back as integers; a duplicate id is one error record") {
+  namespace fs = std::filesystem;
+  const std::string tag = "ids_" + std::to_string(::getpid());
+  const fs::path dir = fs::temp_directory_path() / ("loom_cli_" + tag);
+  fs::create_directories(dir);
+  const std::string jobs = (dir / "jobs.jsonl").string(), out = (dir / "out.jsonl").string();
+  auto job = [](const std::string& id_field, int samples) {
+    return "{" + id_field + "\"prompt_token_ids\": [671, 805, 25], \"max_tokens\": 3, " +
+           "\"ignore_eos\": true, \"num_samples\": " + std::to_string(samples) + "}\n";
+  };
+  {
+    std::ofstream f(jobs);
+    f << job("\"id\": 8, ", 2)                      // line 1
+      << job("\"id\": \"dup\", ", 1)                // line 2
+      << job("\"id\": \"8\", ", 1)                  // line 3: the id 8 again
+      << job("\"id\": \"dup\", ", 1)                // line 4
+      << job("", 1)                                 // line 5: "line-5"
+      << job("\"id\": \"line-5\", ", 1)             // line 6
+      << job("\"id\": 18446744073709551615, ", 1);  // line 7
+  }
+  Ran r = run("run -q --model " + kData + "/tiny_llama --jobs " + jobs + " --out " + out, tag);
+  CHECK(r.code == 1);  // some jobs wrote error records
+  std::map<int, std::vector<json>> by_line;
+  for (const json& res : read_lines(out)) by_line[res["line"].get<int>()].push_back(res);
+  REQUIRE(by_line.size() == 7);
+  REQUIRE(by_line[1].size() == 2);
+  for (const json& res : by_line[1]) {
+    CHECK(res["id"].is_number_integer());
+    CHECK(res["id"] == 8);
+    CHECK(res["status"] == "ok");
+  }
+  CHECK(by_line[2].at(0)["id"] == "dup");
+  CHECK(by_line[5].at(0)["id"] == "line-5");
+  CHECK(by_line[5].at(0)["status"] == "ok");
+  CHECK(by_line[7].at(0)["id"].is_number_unsigned());
+  CHECK(by_line[7].at(0)["id"].get<uint64_t>() == 18446744073709551615ull);
+  const std::map<int, std::string> errors = {
+      {3,
+       "line 3: field \"id\": \"8\" is already the id of line 1; expected ids unique within a "
+       "run (ids are compared as text: 8 and \"8\" are the same id)"},
+      {4,
+       "line 4: field \"id\": \"dup\" is already the id of line 2; expected ids unique within "
+       "a run"},
+      {6,
+       "line 6: field \"id\": \"line-5\" is already the id of line 5; expected ids unique "
+       "within a run"}};
+  for (const auto& [line, message] : errors) {
+    CAPTURE(line);
+    REQUIRE(by_line[line].size() == 1);
+    CHECK(by_line[line][0]["status"] == "error");
+    CHECK(by_line[line][0]["error"] == message);
+    CHECK(by_line[line][0]["id"].is_string());  // "8" was a string on line 3
+  }
+  fs::remove_all(dir);
+  std::remove(("/tmp/loom_cli_" + tag + ".err").c_str());
+}

@@ -131,4 +131,29 @@ TEST_SUITE("results") {
     CHECK(j["timing"]["frame_s"][0] == 1.5);
     CHECK(j["sample"] == 1);
   }
+  TEST_CASE("an integer id is written back as a JSON integer, int64 and uint64 alike") {
+    JobResult r = frame_result();
+    r.id = "8";
+    r.id_is_number = true;
+    CHECK(result_to_json(r).rfind(R"({"id":8,"sample":1,)", 0) == 0);
+    r.id = "18446744073709551615";
+    auto j = nlohmann::json::parse(result_to_json(r));
+    CHECK(j["id"].is_number_unsigned());
+    CHECK(j["id"].get<uint64_t>() == UINT64_MAX);
+    r.id = "-9223372036854775808";
+    j = nlohmann::json::parse(result_to_json(r));
+    CHECK(j["id"].is_number_integer());
+    CHECK(j["id"].get<int64_t>() == INT64_MIN);
+    r.ok = false;
+    r.id = "12";
+    r.error = "line 3: bad";
+    CHECK(result_to_json(r) == R"({"id":12,"status":"error","line":3,"error":"line 3: bad"})");
+    r.id_is_number = false;  // the string "12" stays a string
+    CHECK(result_to_json(r) == R"({"id":"12","status":"error","line":3,"error":"line 3: bad"})");
+    r.id_is_number = true;
+    r.id = "12x";  // not what jobs.cpp marks a number: refused, never written as a string
+    CHECK_THROWS_WITH_AS(result_to_json(r),
+                         "job id \"12x\" (line 3) is marked a number but is not an integer",
+                         loom::Error);
+  }
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "io/jobs.h"
 #include "io/results.h"
 #include "io/resume.h"
 
@@ -42,11 +43,11 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-JobResult ok_record(const std::string& id, uint32_t sample, int frames) {
+JobResult ok_record(const std::string& id, int64_t line, uint32_t sample, int frames) {
   JobResult r;
   r.id = id;
   r.sample = sample;
-  r.line = 1;
+  r.line = line;
   r.has_frames = true;
   r.frames.assign(size_t(frames), std::vector<int32_t>(576, 7));
   return r;
@@ -58,7 +59,7 @@ TEST_SUITE("resume") {
   TEST_CASE("no results file yet: nothing done, nothing dropped") {
     ResumeState st = scan_results("/nonexistent-loom-dir/out.jsonl");
     CHECK_FALSE(st.existed);
-    CHECK_FALSE(st.done("a", 0));
+    CHECK_FALSE(st.done(1, 0));
     CHECK(st.ok_records == 0);
   }
 
@@ -77,13 +78,20 @@ TEST_SUITE("resume") {
     CHECK(st.ok_records == 2);
     CHECK(st.error_records == 1);
     CHECK(st.dropped_bytes == 0);
-    CHECK(st.done("a", 0));
-    CHECK_FALSE(st.done("a", 1));
+    CHECK(st.done(1, 0));
+    CHECK_FALSE(st.done(1, 1));
+    CHECK(st.done(1, 2));
+    CHECK_FALSE(st.done(2, 0));
+    CHECK_FALSE(st.failed(1));
+    CHECK(st.failed(4));
+    CHECK(st.skip(4, 0));
+    CHECK_FALSE(st.skip(1, 1));
+    // The id forms app/run.cpp calls until it passes lines.
     CHECK(st.done("a", 2));
+    CHECK_FALSE(st.done("a", 1));
     CHECK_FALSE(st.done("b", 0));
     CHECK(st.failed("line-4"));
-    CHECK(st.skip("line-4", 0));
-    CHECK_FALSE(st.skip("a", 1));
+    CHECK_FALSE(st.failed("a"));
     CHECK(slurp(p) == text);
     fs::remove_all(dir);
   }
@@ -98,8 +106,8 @@ TEST_SUITE("resume") {
     ResumeState st = scan_results(p.string());
     CHECK(st.dropped_bytes == int64_t(torn.size()));
     CHECK(st.dropped_line == 2);
-    CHECK(st.done("a", 0));
-    CHECK_FALSE(st.done("b", 0));
+    CHECK(st.done(1, 0));
+    CHECK_FALSE(st.done(2, 0));
     CHECK(slurp(p) == good);
 
     // A complete record that merely lacks its newline is dropped too (it will be redone).
@@ -107,7 +115,7 @@ TEST_SUITE("resume") {
     put(p, good + whole);
     st = scan_results(p.string());
     CHECK(st.dropped_bytes == int64_t(whole.size()));
-    CHECK_FALSE(st.done("c", 0));
+    CHECK_FALSE(st.done(3, 0));
     CHECK(slurp(p) == good);
     fs::remove_all(dir);
   }
@@ -129,7 +137,7 @@ TEST_SUITE("resume") {
     fs::path p = dir / "out.jsonl";
     std::string text = R"({"id":"a","sample":0,"status":"ok","line":1})"
                        "\n"
-                       R"({"id":"a","status":"done"})"
+                       R"({"id":"a","status":"done","line":1})"
                        "\n"
                        R"({"id":"b","sample":0,"status":"ok","line":2})"
                        "\n";
@@ -150,13 +158,22 @@ TEST_SUITE("resume") {
                              .c_str(),
                          loom::Error);
     CHECK(slurp(p) == "garbage\n" + text);  // never truncated on error
-    put(p, R"({"id":"a","status":"ok"})"
+    put(p, R"({"id":"a","status":"ok","line":1})"
            "\n{}\n");
     CHECK_THROWS_WITH_AS(scan_results(p.string()),
                          ("results file " + p.string() +
                           " line 1: expected an \"ok\" record to carry an integer \"sample\"; only "
                           "the last line may be torn. Fix or remove that line, or write to a new "
                           "--out")
+                             .c_str(),
+                         loom::Error);
+    put(p, R"({"id":"a","sample":0,"status":"ok"})"
+           "\n{}\n");
+    CHECK_THROWS_WITH_AS(scan_results(p.string()),
+                         ("results file " + p.string() +
+                          " line 1: expected a result record with fields \"id\" (a string or an "
+                          "integer), \"status\" and \"line\"; only the last line may be torn. "
+                          "Fix or remove that line, or write to a new --out")
                              .c_str(),
                          loom::Error);
     CHECK_THROWS_WITH_AS(scan_results("-"),
@@ -175,7 +192,7 @@ TEST_SUITE("resume") {
       ResultWriter w(p.string(), false);
       for (int j = 0; j < kJobs; ++j)
         for (uint32_t s = 0; s < kSamples; ++s)
-          w.write(ok_record("job-" + std::to_string(j), s, 25));
+          w.write(ok_record("job-" + std::to_string(j), j + 1, s, 25));
       _exit(0);
     }
     // Kill it once a part of the file is written.
@@ -196,7 +213,7 @@ TEST_SUITE("resume") {
       for (int j = 0; j < kJobs; ++j)
         for (uint32_t s = 0; s < kSamples; ++s) {
           std::string id = "job-" + std::to_string(j);
-          if (!st.skip(id, s)) w.write(ok_record(id, s, 25));
+          if (!st.skip(j + 1, s)) w.write(ok_record(id, j + 1, s, 25));
         }
     }
     std::ifstream in(p);
@@ -209,6 +226,166 @@ TEST_SUITE("resume") {
     CHECK(lines == kJobs * kSamples);
     CHECK(seen.size() == size_t(kJobs * kSamples));
     for (auto& [key, n] : seen) CHECK(n == 1);
+    fs::remove_all(dir);
+  }
+  TEST_CASE("integer ids, error ids \"line-N\" and refused duplicates: kept by job line") {
+    fs::path dir = temp_dir();
+    fs::path p = dir / "out.jsonl";
+    put(p, R"({"id":8,"sample":0,"status":"ok","line":1,"tokens":[1]})"
+           "\n"
+           R"({"id":"dup","sample":0,"status":"ok","line":3,"tokens":[1]})"
+           "\n"
+           R"({"id":"line-4","status":"error","line":4,"error":"line 4: not valid JSON"})"
+           "\n"
+           R"({"id":"dup","status":"error","line":9,"error":"line 9: field \"id\": ..."})"
+           "\n");
+    ResumeState st = scan_results(p.string());
+    CHECK(st.ok_records == 2);
+    CHECK(st.error_records == 2);
+    CHECK(st.done(1, 0));
+    // Line 9's refusal must not stop line 3 (same id) from running its other samples.
+    CHECK(st.done(3, 0));
+    CHECK_FALSE(st.skip(3, 1));
+    CHECK(st.failed(9));
+    CHECK_FALSE(st.failed(3));
+    // The jobs file's ids as the reader gives them: 8 (an integer) is the id "8".
+    st.match_line(1, "8");
+    st.match_line(2, "no-records-yet");
+    st.match_line(3, "dup");
+    st.match_line(4, "line-4");
+    st.match_line(9, "dup");
+    CHECK_NOTHROW(st.check_all_matched("jobs.jsonl"));
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("a different jobs file is refused, naming both sides") {
+    fs::path dir = temp_dir();
+    fs::path p = dir / "out.jsonl";
+    put(p, R"({"id":"a","sample":0,"status":"ok","line":1,"tokens":[1]})"
+           "\n"
+           R"({"id":"b","sample":0,"status":"ok","line":3,"tokens":[1]})"
+           "\n"
+           R"({"id":"line-5","status":"error","line":5,"error":"line 5: not valid JSON"})"
+           "\n"
+           R"({"id":"z","sample":0,"status":"ok","line":7,"tokens":[1]})"
+           "\n");
+    ResumeState st = scan_results(p.string());
+    st.match_line(1, "a");
+    CHECK_THROWS_WITH_AS(st.match_line(3, "c"),
+                         ("results file " + p.string() +
+                          " has a record for line 3 with id \"b\", but the jobs file's line 3 "
+                          "has id \"c\"; --resume needs the same jobs file (or write to a new "
+                          "--out)")
+                             .c_str(),
+                         loom::Error);
+    // A line the new file fixed (it had no readable id) is another job now: refused as well.
+    CHECK_THROWS_WITH_AS(st.match_line(5, "fixed"),
+                         ("results file " + p.string() +
+                          " has a record for line 5 with id \"line-5\", but the jobs file's line "
+                          "5 has id \"fixed\"; --resume needs the same jobs file (or write to a "
+                          "new --out)")
+                             .c_str(),
+                         loom::Error);
+    // A shorter jobs file: records answer lines it never had (3 matched by now, 5 and 7 not).
+    st.match_line(3, "b");
+    CHECK_THROWS_WITH_AS(st.check_all_matched("-"),
+                         ("results file " + p.string() +
+                          " has a record for line 5 with id \"line-5\", but the jobs this run "
+                          "read from stdin have no job on line 5 (nor on 1 more lines with "
+                          "records); --resume needs the same jobs file (or write to a new --out)")
+                             .c_str(),
+                         loom::Error);
+    // One job line under two ids in the results themselves.
+    put(p, R"({"id":"a","sample":0,"status":"ok","line":1,"tokens":[1]})"
+           "\n"
+           R"({"id":"b","sample":1,"status":"ok","line":1,"tokens":[1]})"
+           "\n");
+    CHECK_THROWS_WITH_AS(scan_results(p.string()),
+                         ("results file " + p.string() +
+                          " line 2: a record for job line 1 with id \"b\", but an earlier record "
+                          "for that job line has id \"a\"; the file mixes the results of "
+                          "different jobs files. Write to a new --out")
+                             .c_str(),
+                         loom::Error);
+    CHECK(slurp(p).size() > 100);  // a whole record is never cut off as if torn
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("the run loop: each line read is matched, on a file as on a stream") {
+    fs::path dir = temp_dir();
+    fs::path out = dir / "out.jsonl", a = dir / "a.jsonl", b = dir / "b.jsonl";
+    auto job = [](const std::string& id) {
+      return "{\"id\":" + id + ",\"prompt_token_ids\":[1],\"max_tokens\":2}\n";
+    };
+    put(a, job("\"x\"") + "\n" + job("8") + "not json\n" + job("\"y\""));
+    put(b, job("\"x\"") + "\n" + job("\"8\"") + "not json\n" + job("\"other\""));
+    ModelSpec spec;
+    spec.vocab = 1000;
+    spec.max_positions = 64;
+    // The first run wrote its records for lines 1, 3 and 4, then was killed.
+    {
+      ResultWriter w(out.string(), false);
+      JobReader reader(a.string(), spec, JobDefaults{});
+      Job j;
+      JobError e;
+      bool ok = false;
+      for (int n = 0; n < 3 && reader.next(j, e, ok); ++n) {
+        JobResult r;
+        r.id = ok ? j.id : e.id;
+        r.id_is_number = ok ? j.id_is_number : e.id_is_number;
+        r.line = ok ? j.line : e.line;
+        r.ok = ok;
+        r.error = e.message;
+        w.write(r);
+      }
+    }
+    CHECK(slurp(out).find(R"({"id":8,"sample":0,"status":"ok","line":3,)") != std::string::npos);
+    auto resume = [&](const std::string& jobs) {
+      ResumeState st = scan_results(out.string());
+      JobReader reader(jobs, spec, JobDefaults{});
+      Job j;
+      JobError e;
+      bool ok = false;
+      int64_t lines = 0;
+      while (reader.next(j, e, ok)) {
+        st.match_line(ok ? j.line : e.line, ok ? j.id : e.id);
+        ++lines;
+      }
+      st.check_all_matched(jobs);
+      return lines;
+    };
+    CHECK(resume(a.string()) == 4);
+    CHECK(resume(b.string()) == 4);  // "8" is the id 8; line 5 had no record yet
+    put(b, job("\"x\"") + "\n" + job("9") + "not json\n");
+    CHECK_THROWS_WITH_AS(resume(b.string()),
+                         ("results file " + out.string() +
+                          " has a record for line 3 with id \"8\", but the jobs file's line 3 "
+                          "has id \"9\"; --resume needs the same jobs file (or write to a new "
+                          "--out)")
+                             .c_str(),
+                         loom::Error);
+    // A stream (a pipe on stdin) is matched line by line as it is read: no second pass.
+    put(b, job("\"x\""));
+    int saved = dup(0);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    std::string text = slurp(b);
+    REQUIRE(write(fds[1], text.data(), text.size()) == ssize_t(text.size()));
+    close(fds[1]);
+    dup2(fds[0], 0);
+    close(fds[0]);
+    std::string msg;
+    try {
+      resume("-");
+    } catch (const loom::Error& e) {
+      msg = e.what();
+    }
+    dup2(saved, 0);
+    close(saved);
+    CHECK(msg == "results file " + out.string() +
+                     " has a record for line 3 with id \"8\", but the jobs this run read from "
+                     "stdin have no job on line 3 (nor on 1 more lines with records); --resume "
+                     "needs the same jobs file (or write to a new --out)");
     fs::remove_all(dir);
   }
 }

@@ -18,6 +18,7 @@ double now_s() {
 JobResult error_result(const JobError& e) {
   JobResult r;
   r.id = e.id;
+  r.id_is_number = e.id_is_number;
   r.line = e.line;
   r.ok = false;
   r.error = e.message;
@@ -28,6 +29,7 @@ JobResult finished_result(const Running& r, bool frames) {
   const Sequence& s = *r.seq;
   JobResult out;
   out.id = s.job().id;
+  out.id_is_number = s.job().id_is_number;
   out.line = s.job().line;
   out.sample = s.sample();
   out.job = s.job_ptr();
@@ -134,7 +136,8 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
             shared->id, shared->line,
             cat("line ", shared->line, ": job needs ", need, " KV blocks of ",
                 opt_.cache.block_size, " slots for one round, the cache holds ", num_blocks,
-                "; raise --gpu-memory-fraction/--kv-cache-gib or shorten the job")}));
+                "; raise --gpu-memory-fraction/--kv-cache-gib or shorten the job"),
+            shared->id_is_number}));
         continue;
       }
       st.jobs_ok++;

@@ -1,6 +1,6 @@
-// JSONL job reader (design §1, §8). Lines are read with a bounded istream::getline, so neither
-// a huge file nor one enormous line can grow host memory without limit, and parsed with
-// simdjson's DOM parser, one reused parser per thread. Validation is strict and typed: every
+// JSONL job reader (design §1, §8). Lines are read with a bounded getline (job_lines.h), so
+// neither a huge file nor one enormous line can grow host memory, and parsed with simdjson's DOM
+// parser, one reused parser per thread. Validation is strict and typed: every
 // field is checked against the ModelSpec and every failure becomes one message of the form
 //   line N: <what>: expected <...>, found <...>
 // Checks run in a fixed order (JSON, object, id, field names, prompt, frame counts, actions,
@@ -9,6 +9,7 @@
 #include "io/jobs.h"
 
 #include <simdjson.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cmath>
@@ -20,6 +21,8 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/job_ids.h"
+#include "io/job_lines.h"
 
 namespace loom {
 namespace {
@@ -330,22 +333,23 @@ void collect_fields(object obj, const ModelSpec& spec, Fields& f) {
 
 // ---- Field parsers -------------------------------------------------------------------------
 
-std::string parse_id(const Fields& f, int64_t line) {
-  if (!f.has_id) return cat("line-", line);
+// The job's id (job_ids.h: compared by its text), or the fallback "line-N" it starts as.
+struct IdInfo {
+  std::string text;
+  bool is_number = false;  // a JSON integer
+  bool given = false;      // the line gave it (false: "line-N")
+};
+
+void parse_id(const Fields& f, IdInfo& id) {
+  if (!f.has_id) return;
   element e = f.id;
-  switch (e.type()) {
-    case element_type::STRING: {
-      std::string_view s = e;
-      if (s.empty()) bad(field("id"), ": expected a non-empty string or an integer, found \"\"");
-      return std::string(s);
-    }
-    case element_type::INT64:
-      return std::to_string(int64_t(e));
-    case element_type::UINT64:
-      return std::to_string(uint64_t(e));
-    default:
-      bad(field("id"), ": expected a string or an integer, found ", describe(e));
+  std::string text;
+  bool is_number = false;
+  if (!id_text(e, text, is_number)) {
+    bad(field("id"), ": expected a string or an integer, found ", describe(e));
   }
+  if (text.empty()) bad(field("id"), ": expected a non-empty string or an integer, found \"\"");
+  id = IdInfo{std::move(text), is_number, true};
 }
 
 std::vector<int64_t> read_ids(const Fields& f) {
@@ -535,7 +539,7 @@ void parse_sampling(const Fields& f, const JobDefaults& d, Job& job) {
 }
 
 void parse_job(const element& root, int64_t line, const ModelSpec& spec, const JobDefaults& d,
-               Job& job, std::string& id) {
+               Job& job, IdInfo& id) {
   if (root.type() != element_type::OBJECT) {
     bad("expected a JSON object per line, found ", describe(root));
   }
@@ -545,11 +549,12 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
     f.id = id_value;
     f.has_id = true;
   }
-  id = parse_id(f, line);  // first, so every later error carries the job's id
+  parse_id(f, id);  // first, so every later error carries the job's id
   collect_fields(object(root), spec, f);
 
   job = Job{};
-  job.id = id;
+  job.id = id.text;
+  job.id_is_number = id.is_number;
   job.line = line;
   const int T = spec.temporal_rows;
   if (spec.has_frames()) {
@@ -599,12 +604,16 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
   }
 }
 
-}  // namespace
-
-bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
-                    const JobDefaults& defaults, Job& job, JobError& error) {
+bool parse_line(const std::string& text, int64_t line, const ModelSpec& spec,
+                const JobDefaults& defaults, Job& job, JobError& error, IdInfo& id) {
   thread_local simdjson::dom::parser parser;
-  std::string id = cat("line-", line);
+  id = IdInfo{cat("line-", line)};
+  auto fill = [&](std::string message) {
+    error.id = id.text;
+    error.id_is_number = id.is_number;
+    error.line = line;
+    error.message = cat("line ", line, ": ", message);
+  };
   try {
     element root;
     simdjson::error_code code = parser.parse(text).get(root);
@@ -612,16 +621,41 @@ bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec
     parse_job(root, line, spec, defaults, job, id);
     return true;
   } catch (const BadLine& b) {
-    error.id = id;
-    error.line = line;
-    error.message = cat("line ", line, ": ", b.message);
+    fill(b.message);
   } catch (const simdjson::simdjson_error& e) {  // a type we did not check first: our bug
-    error.id = id;
-    error.line = line;
-    error.message = cat("line ", line, ": internal error reading the job (", e.what(),
-                        "): expected a valid job, found one loom could not read");
+    fill(cat("internal error reading the job (", e.what(),
+             "): expected a valid job, found one loom could not read"));
   }
   return false;
+}
+
+// The error that replaces line `line` (whatever else it held) when its id is the id of the
+// earlier line `earlier`.
+void duplicate_id(const IdInfo& id, int64_t line, int64_t earlier, JobError& error) {
+  error.id = id.text;
+  error.id_is_number = id.is_number;
+  error.line = line;
+  if (!id.given) {
+    error.message = cat("line ", line, ": without a readable \"id\" this line's id is ",
+                        quoted(std::string_view(id.text)), ", which is already the id of line ",
+                        earlier, "; expected ids unique within a run");
+    return;
+  }
+  bool digits = id.text.find_first_not_of("-0123456789") == std::string::npos;
+  std::string n = id.text.substr(0, kShowChars);
+  error.message = cat(
+      "line ", line, ": field \"id\": ", id.is_number ? id.text : quoted(std::string_view(id.text)),
+      " is already the id of line ", earlier, "; expected ids unique within a run",
+      digits ? cat(" (ids are compared as text: ", n, " and \"", n, "\" are the same id)")
+             : std::string());
+}
+
+}  // namespace
+
+bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
+                    const JobDefaults& defaults, Job& job, JobError& error) {
+  IdInfo id;
+  return parse_line(text, line, spec, defaults, job, error, id);
 }
 
 // ---- JobReader -------------------------------------------------------------------------------
@@ -630,47 +664,40 @@ struct JobReader::Impl {
   std::string path;
   std::ifstream file;
   std::istream* in = nullptr;
+  bool regular = false;  // a regular file: the id index re-reads lines instead of keeping ids
   ModelSpec spec;
   JobDefaults defaults;
   int64_t line = 0;     // physical lines consumed, blank ones included
   int64_t records = 0;  // non-blank lines consumed
+  uint64_t offset = 0;  // bytes consumed
   int shard_index = 0, shard_count = 1;
   std::string text;  // current line, kMaxJobLineBytes at most
   std::vector<char> chunk = std::vector<char>(size_t(1) << 16);
+  JobIdIndex ids;
+  std::ifstream reread;  // opened on the first hash match of two ids
 
-  // Reads one line into `text`; false at end of input. A line longer than kMaxJobLineBytes
-  // is consumed to its end but only its first kMaxJobLineBytes are kept (`too_long`).
-  bool read_line(bool& too_long) {
-    text.clear();
-    too_long = false;
-    bool any = false;
-    for (;;) {
-      in->getline(chunk.data(), std::streamsize(chunk.size()));
-      std::streamsize got = in->gcount();
-      if (in->bad()) fail("cannot read jobs from ", path, ": ", std::strerror(errno));
-      if (in->fail() && !in->eof()) {  // chunk full, no newline yet
-        in->clear();
-        append(got, too_long);
-        any = true;
-        continue;
-      }
-      if (in->eof()) {
-        if (got == 0 && !any) return false;
-        append(got, too_long);
-        in->clear(std::ios::eofbit);
-        return true;
-      }
-      append(got - 1, too_long);  // `got` counts the newline
-      return true;
-    }
+  void make_index(IdHash hash) {
+    JobIdIndex::IdAt id_at;
+    if (regular) id_at = [this](int64_t l, uint64_t at) { return id_at_offset(l, at); };
+    ids = JobIdIndex(std::move(id_at), hash);
   }
-  void append(std::streamsize n, bool& too_long) {
-    if (too_long || n <= 0) return;
-    if (text.size() + size_t(n) > kMaxJobLineBytes) {
-      too_long = true;
-      return;
+
+  // The id of job line `l`, read again from byte `at` of the file.
+  std::string id_at_offset(int64_t l, uint64_t at) {
+    if (!reread.is_open()) {
+      reread.open(path, std::ios::binary);
+      LOOM_CHECK(reread.is_open(), "cannot read jobs from ", path,
+                 " again: ", std::strerror(errno));
     }
-    text.append(chunk.data(), size_t(n));
+    std::string t;
+    bool too_long = false;
+    reread_job_line(reread, path, at, l, chunk, kMaxJobLineBytes, t, too_long);
+    if (too_long) return cat("line-", l);
+    Job job;
+    JobError error;
+    IdInfo id;
+    parse_line(t, l, spec, defaults, job, error, id);
+    return id.text;
   }
 };
 
@@ -692,7 +719,10 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
            "; check the path (or pass - for stdin)");
     }
     impl_->in = &impl_->file;
+    struct stat sb {};
+    impl_->regular = ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
   }
+  impl_->make_index(job_id_hash);
 }
 
 JobReader::~JobReader() = default;
@@ -704,29 +734,40 @@ void JobReader::set_shard(int index, int count) {
   impl_->shard_count = count;
 }
 
+void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
+  impl_->make_index(hash);
+}
+
 bool JobReader::next(Job& job, JobError& error, bool& ok) {
   Impl& m = *impl_;
   bool too_long = false;
-  while (m.read_line(too_long)) {
+  for (;;) {
+    const uint64_t start = m.offset;
+    if (!read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset))
+      return false;
     ++m.line;
     std::string& t = m.text;
-    if (!t.empty() && t.back() == '\r') t.pop_back();
-    if (m.line == 1 && t.compare(0, 3, "\xEF\xBB\xBF") == 0) t.erase(0, 3);  // UTF-8 BOM
+    trim_job_line(t, m.line);
     if (!too_long && t.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;
     int64_t j = m.records++;
     if (j % m.shard_count != m.shard_index) continue;  // another process's job
+    IdInfo id{cat("line-", m.line)};
     if (too_long) {
-      error.id = cat("line-", m.line);
+      error.id = id.text;
+      error.id_is_number = false;
       error.line = m.line;
       error.message = cat("line ", m.line, ": line too long: expected at most ",
                           kMaxJobLineBytes >> 20, " MiB per job line, found more");
       ok = false;
-      return true;
+    } else {
+      ok = parse_line(t, m.line, m.spec, m.defaults, job, error, id);
     }
-    ok = parse_job_line(t, m.line, m.spec, m.defaults, job, error);
+    if (int64_t earlier = m.ids.add(id.text, m.line, start)) {
+      duplicate_id(id, m.line, earlier, error);
+      ok = false;
+    }
     return true;
   }
-  return false;
 }
 
 int64_t JobReader::lines_read() const {

@@ -2,6 +2,12 @@
 // whole) and turns each non-blank line into either a validated Job or a JobError that names
 // the line, the field and what was expected. One bad line never stops the others.
 //
+// Job ids are compared by their text (job_ids.h): the integer 8 and the string "8" are the same
+// id, for uniqueness within a run, for --resume and for `loom merge`; a line without an id is
+// "line-N", the same id as an explicit "line-N". A record writes the id back with the JSON type
+// the job gave it. The reader refuses a line whose id an earlier line of its shard already has:
+// that line becomes a JobError naming both lines.
+//
 // Frame-model job:  {"id": "a", "prompt_token_ids": [...P image ids, A × -3, ...],
 //                    "actions": [[lat, fwd, t], ...], "num_frames": 8,
 //                    "sampling": {"temperature": 0.9, "top_k": 0, "top_p": 1.0, "seed": 0},
@@ -14,6 +20,7 @@
 #include <istream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -22,8 +29,9 @@
 namespace loom {
 
 struct Job {
-  std::string id;    // "id" as given (a JSON number is kept as its text); else "line-N"
-  int64_t line = 0;  // 1-based line in the jobs file
+  std::string id;             // "id" as given (a JSON integer is kept as its text); else "line-N"
+  bool id_is_number = false;  // the job's "id" was a JSON integer: records write it back as one
+  int64_t line = 0;           // 1-based line in the jobs file
   std::vector<int32_t>
       prompt;                  // [n_ctx * S] (frames) or [n] (plain); action slots hold placeholder
   std::vector<float> actions;  // [action_rows, action_dim], row-major
@@ -41,6 +49,7 @@ struct JobError {
   std::string id;  // the job's id when it could be read, else "line-N"
   int64_t line = 0;
   std::string message;  // "line 7: field \"actions\": expected 18 rows of 3 numbers, found 17"
+  bool id_is_number = false;  // the id was read and was a JSON integer
 };
 
 constexpr int kMaxJobFrames = 100000;                  // num_frames upper bound per job
@@ -59,13 +68,19 @@ class JobReader {
   JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults);
   ~JobReader();
   // Reads the next non-blank line. Returns false at end of input; otherwise exactly one of
-  // `job` (ok == true) or `error` (ok == false) is filled.
+  // `job` (ok == true) or `error` (ok == false) is filled. A line whose id an earlier line of
+  // this shard has is an error ("line 9: field \"id\": \"dup\" is already the id of line 3;
+  // expected ids unique within a run"). Memory: ~32 bytes per job line read (JobIdIndex), plus
+  // the id texts when reading a stream rather than a regular file.
   bool next(Job& job, JobError& error, bool& ok);
   int64_t lines_read() const;    // physical lines consumed, blank ones included
   int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
   // Keep only the jobs of shard `index` of `count`: the j-th non-blank line (0-based) belongs
   // to shard j mod count. Other lines are skipped unparsed. Call before the first next().
   void set_shard(int index, int count);
+  // Tests only: replace the id hash (job_ids.h), e.g. by a constant to force collisions.
+  // Call before the first next().
+  void set_id_hash(uint64_t (*hash)(std::string_view id));
 
  private:
   struct Impl;

@@ -9,7 +9,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -17,9 +19,28 @@
 
 namespace loom {
 
+namespace {
+
+// The id with the JSON type the job gave it: a string, or an integer (int64, or uint64 above
+// INT64_MAX) kept as its text since jobs.cpp read it.
+nlohmann::ordered_json id_value(const JobResult& r) {
+  if (!r.id_is_number) return r.id;
+  const char* s = r.id.c_str();
+  const bool negative = s[0] == '-';
+  char* end = nullptr;
+  errno = 0;
+  const int64_t i = negative ? std::strtoll(s, &end, 10) : 0;
+  const uint64_t u = negative ? 0 : std::strtoull(s, &end, 10);
+  LOOM_CHECK(std::isdigit(uint8_t(s[negative ? 1 : 0])) && *end == '\0' && errno == 0, "job id \"",
+             r.id, "\" (line ", r.line, ") is marked a number but is not an integer");
+  return negative ? nlohmann::ordered_json(i) : nlohmann::ordered_json(u);
+}
+
+}  // namespace
+
 std::string result_to_json(const JobResult& r) {
   nlohmann::ordered_json j;
-  j["id"] = r.id;
+  j["id"] = id_value(r);
   if (!r.ok) {
     j["status"] = "error";
     j["line"] = r.line;

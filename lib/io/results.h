@@ -7,6 +7,7 @@
 //  "prompt_slots":39,"cached_slots":26}
 // {"id":"b","sample":0,"status":"ok","line":2,"tokens":[...],"finish_reason":"length", ...}
 // {"id":"line-3","status":"error","line":3,"error":"line 3: field \"num_frames\": ..."}
+// {"id":8,"sample":0,...}: an id keeps the JSON type the job gave it (a string or an integer).
 #pragma once
 
 #include <cstdint>

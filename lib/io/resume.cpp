@@ -14,53 +14,134 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/job_ids.h"
 
 namespace loom {
 
-bool ResumeState::done(const std::string& id, uint32_t sample) const {
-  auto it = ok_samples.find(id);
-  if (it == ok_samples.end()) return false;
-  return std::find(it->second.begin(), it->second.end(), sample) != it->second.end();
-}
-
-bool ResumeState::failed(const std::string& id) const {
-  return error_ids.count(id) != 0;
-}
-
 namespace {
 
-// Reads one record; returns false (with `why`) when the line is not a result record.
-bool read_record(simdjson::dom::parser& parser, const std::string& text, ResumeState& st,
-                 std::string& why) {
-  simdjson::dom::element root;
+// An id as a message shows it.
+std::string show(const std::string& id) {
+  return "\"" + (id.size() > 40 ? id.substr(0, 40) + "..." : id) + "\"";
+}
+
+// The id of the record that starts at byte `offset` of `path`, read again for a message.
+std::string record_id_at(const std::string& path, uint64_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(std::streamoff(offset));
+  std::string text, id;
+  bool is_number = false;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root, value;
+  if (!std::getline(in, text) || parser.parse(text).get(root) || root["id"].get(value) ||
+      !id_text(value, id, is_number)) {
+    return "(unreadable)";
+  }
+  return id;
+}
+
+// Reads the record on line `file_line` (at byte `offset`); returns false (with `why`) when the
+// line is not a result record.
+bool read_record(simdjson::dom::parser& parser, const std::string& text, int64_t file_line,
+                 uint64_t offset, ResumeState& st, std::string& why) {
+  simdjson::dom::element root, id_value;
   if (auto code = parser.parse(text).get(root)) {
     why = std::string("not valid JSON (") + simdjson::error_message(code) + ")";
     return false;
   }
-  std::string_view id, status;
-  if (root["id"].get(id) || root["status"].get(status)) {
-    why = "expected a result record with string fields \"id\" and \"status\"";
+  std::string id;
+  bool is_number = false;
+  std::string_view status;
+  int64_t line = 0;
+  if (root["id"].get(id_value) || !id_text(id_value, id, is_number) || root["status"].get(status) ||
+      root["line"].get(line)) {
+    why =
+        "expected a result record with fields \"id\" (a string or an integer), \"status\" "
+        "and \"line\"";
     return false;
   }
-  if (status == "ok") {
-    uint64_t sample = 0;
-    if (root["sample"].get(sample) || sample > UINT32_MAX) {
-      why = "expected an \"ok\" record to carry an integer \"sample\"";
-      return false;
-    }
-    st.ok_samples[std::string(id)].push_back(uint32_t(sample));
-    ++st.ok_records;
-  } else if (status == "error") {
-    st.error_ids.insert(std::string(id));
-    ++st.error_records;
-  } else {
+  uint64_t sample = 0;
+  if (status == "ok" && (root["sample"].get(sample) || sample > UINT32_MAX)) {
+    why = "expected an \"ok\" record to carry an integer \"sample\"";
+    return false;
+  }
+  if (status != "ok" && status != "error") {
     why = cat("expected \"status\" \"ok\" or \"error\", found \"", status.substr(0, 40), "\"");
     return false;
+  }
+  const uint64_t h = job_id_hash(id);
+  auto [it, added] = st.lines.try_emplace(line);
+  ResumeState::LineRecords& rec = it->second;
+  if (added) {
+    rec.id_hash = h;
+    rec.offset = offset;
+    st.line_of_id.try_emplace(h, line);
+  } else if (rec.id_hash != h) {  // a whole record, not a torn one: never cut off
+    fail("results file ", st.path, " line ", file_line, ": a record for job line ", line,
+         " with id ", show(id), ", but an earlier record for that job line has id ",
+         show(record_id_at(st.path, rec.offset)),
+         "; the file mixes the results of different jobs files. Write to a new --out");
+  }
+  if (status == "ok") {
+    rec.samples.push_back(uint32_t(sample));
+    ++st.ok_records;
+  } else {
+    rec.failed = true;
+    ++st.error_records;
   }
   return true;
 }
 
 }  // namespace
+
+bool ResumeState::done(int64_t line, uint32_t sample) const {
+  auto it = lines.find(line);
+  if (it == lines.end()) return false;
+  const std::vector<uint32_t>& s = it->second.samples;
+  return std::find(s.begin(), s.end(), sample) != s.end();
+}
+
+bool ResumeState::failed(int64_t line) const {
+  auto it = lines.find(line);
+  return it != lines.end() && it->second.failed;
+}
+
+bool ResumeState::done(const std::string& id, uint32_t sample) const {
+  auto it = line_of_id.find(job_id_hash(id));
+  return it != line_of_id.end() && done(it->second, sample);
+}
+
+bool ResumeState::failed(const std::string& id) const {
+  auto it = line_of_id.find(job_id_hash(id));
+  return it != line_of_id.end() && failed(it->second);
+}
+
+void ResumeState::match_line(int64_t line, const std::string& id) {
+  auto it = lines.find(line);
+  if (it == lines.end()) return;  // not run yet
+  LineRecords& rec = it->second;
+  if (rec.id_hash != job_id_hash(id)) {
+    fail("results file ", path, " has a record for line ", line, " with id ",
+         show(record_id_at(path, rec.offset)), ", but the jobs file's line ", line, " has id ",
+         show(id), "; --resume needs the same jobs file (or write to a new --out)");
+  }
+  rec.matched = true;
+}
+
+void ResumeState::check_all_matched(const std::string& jobs_path) const {
+  int64_t first = 0, more = 0;
+  for (const auto& [line, rec] : lines) {
+    if (rec.matched) continue;
+    if (first != 0) ++more;
+    if (first == 0 || line < first) first = line;
+  }
+  if (first == 0) return;
+  fail("results file ", path, " has a record for line ", first, " with id ",
+       show(record_id_at(path, lines.at(first).offset)), ", but the jobs this run read from ",
+       jobs_path == "-" ? std::string("stdin") : jobs_path, " have no job on line ", first,
+       more > 0 ? cat(" (nor on ", more, " more lines with records)") : std::string(),
+       "; --resume needs the same jobs file (or write to a new --out)");
+}
 
 ResumeState scan_results(const std::string& path) {
   LOOM_CHECK(path != "-",
@@ -98,7 +179,7 @@ ResumeState scan_results(const std::string& path) {
     } else if (!complete) {
       bad_line = line;
       bad_why = "torn line (no newline at its end)";
-    } else if (!read_record(parser, text, st, why)) {
+    } else if (!read_record(parser, text, line, offset, st, why)) {
       bad_line = line;
       bad_why = why;
     } else {
