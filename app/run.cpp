@@ -58,8 +58,8 @@ int run_command(const RunArgs& a) {
 
   EngineOptions opt = engine_options(a.engine);
   opt.stop = &g_stop;
-  const ResumeState& done = o.done;
-  if (a.resume) opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.id, k); };
+  ResumeState& done = o.done;
+  if (a.resume) opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.line, k); };
   int64_t total = count_job_lines(a.jobs);
   if (total > 0 && o.shard.count > 1)
     total = (total - o.shard.index + o.shard.count - 1) / o.shard.count;
@@ -91,8 +91,11 @@ int run_command(const RunArgs& a) {
   std::signal(SIGTERM, on_signal);
 
   auto source = [&](Job& job, JobError& err, bool& ok) {
-    while (reader.next(job, err, ok))
-      if (!(a.resume && !ok && done.failed(err.id))) return true;  // else: its record is written
+    while (reader.next(job, err, ok)) {
+      // Records of another jobs file are refused (one CLI line, exit 2), not continued.
+      if (a.resume) done.match_line(ok ? job.line : err.line, ok ? job.id : err.id);
+      if (!(a.resume && !ok && done.failed(err.line))) return true;  // else: its record is written
+    }
     return false;
   };
   auto sink = [&](const JobResult& r) {
@@ -107,6 +110,7 @@ int run_command(const RunArgs& a) {
   ctx.started = std::chrono::system_clock::now();
   RunStats st = engine.run(source, sink);
   commit_dataset();
+  if (a.resume && !st.stopped) done.check_all_matched(a.jobs);
   ctx.ended = std::chrono::system_clock::now();
   progress.update(st, true);
   progress.finish();
@@ -166,12 +170,16 @@ int merge_command(const MergeArgs& m) {
     return kExitJobsFailed;
   }
   LOOM_CHECK(!m.out.empty(), "merge: expected --out FILE for the merged results");
-  const MergeCounts c = merge_results(m.inputs, m.jobs, m.out);
+  MergeOptions mo;
+  mo.allow_partial = m.allow_partial;
+  const MergeCounts c = merge_results(m.inputs, m.jobs, m.out, mo);
   std::fprintf(stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",
                (long long)c.files, (long long)c.records, (long long)c.ok, (long long)c.errors,
-               m.jobs.empty() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
+               m.jobs.empty() || !c.complete() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
                m.out == "-" ? "stdout" : m.out.c_str());
-  return c.errors > 0 ? kExitJobsFailed : kExitOk;
+  if (!c.complete())
+    std::fprintf(stderr, "loom: warning: partial merge: %s\n", merge_missing_summary(c).c_str());
+  return !c.complete() || c.errors > 0 ? kExitJobsFailed : kExitOk;
 }
 
 }  // namespace loom

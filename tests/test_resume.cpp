@@ -86,12 +86,6 @@ TEST_SUITE("resume") {
     CHECK(st.failed(4));
     CHECK(st.skip(4, 0));
     CHECK_FALSE(st.skip(1, 1));
-    // The id forms app/run.cpp calls until it passes lines.
-    CHECK(st.done("a", 2));
-    CHECK_FALSE(st.done("a", 1));
-    CHECK_FALSE(st.done("b", 0));
-    CHECK(st.failed("line-4"));
-    CHECK_FALSE(st.failed("a"));
     CHECK(slurp(p) == text);
     fs::remove_all(dir);
   }

@@ -75,7 +75,6 @@ bool read_record(simdjson::dom::parser& parser, const std::string& text, int64_t
   if (added) {
     rec.id_hash = h;
     rec.offset = offset;
-    st.line_of_id.try_emplace(h, line);
   } else if (rec.id_hash != h) {  // a whole record, not a torn one: never cut off
     fail("results file ", st.path, " line ", file_line, ": a record for job line ", line,
          " with id ", show(id), ", but an earlier record for that job line has id ",
@@ -104,16 +103,6 @@ bool ResumeState::done(int64_t line, uint32_t sample) const {
 bool ResumeState::failed(int64_t line) const {
   auto it = lines.find(line);
   return it != lines.end() && it->second.failed;
-}
-
-bool ResumeState::done(const std::string& id, uint32_t sample) const {
-  auto it = line_of_id.find(job_id_hash(id));
-  return it != line_of_id.end() && done(it->second, sample);
-}
-
-bool ResumeState::failed(const std::string& id) const {
-  auto it = line_of_id.find(job_id_hash(id));
-  return it != line_of_id.end() && failed(it->second);
 }
 
 void ResumeState::match_line(int64_t line, const std::string& id) {

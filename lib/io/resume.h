@@ -42,12 +42,6 @@ struct ResumeState {
   // line match_line never saw. `jobs_path` names the jobs file in the message ("-": stdin).
   void check_all_matched(const std::string& jobs_path) const;
 
-  // The same by id, for app/run.cpp until it calls the line forms above; an id is looked up as
-  // the first line with records under it, which is wrong only for refused duplicate ids.
-  bool done(const std::string& id, uint32_t sample) const;
-  bool failed(const std::string& id) const;
-  bool skip(const std::string& id, uint32_t sample) const { return done(id, sample) || failed(id); }
-
   struct LineRecords {
     uint64_t id_hash = 0;
     uint64_t offset = 0;            // byte offset of its first record (to quote its id)
@@ -55,8 +49,7 @@ struct ResumeState {
     bool failed = false;            // an "error" record answers the line
     bool matched = false;           // match_line saw the line
   };
-  std::unordered_map<int64_t, LineRecords> lines;    // job line → its records
-  std::unordered_map<uint64_t, int64_t> line_of_id;  // id hash → first line (the id forms)
+  std::unordered_map<int64_t, LineRecords> lines;  // job line → its records
 };
 
 // Reads `path` (it may not exist), truncates a torn last line, and returns what is written.
