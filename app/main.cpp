@@ -48,12 +48,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--tokens-out", run.tokens_out,
                       "write a token dataset here: safetensors files of many samples, a "
                       "manifest.jsonl index and dataset.json");
-  run_cmd->add_option("--samples-per-file", run.samples_per_file,
-                      "dataset: samples per file (default: fill files to 256 MiB)")
+  run_cmd
+      ->add_option("--samples-per-file", run.samples_per_file,
+                   "dataset: samples per file (default: fill files to 256 MiB)")
       ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--file-seconds", run.file_seconds,
-                      "dataset: commit the open file at least this often; a kill loses at most "
-                      "this much work (default 60)")
+  run_cmd
+      ->add_option("--file-seconds", run.file_seconds,
+                   "dataset: commit the open file at least this often; a kill loses at most "
+                   "this much work (default 60)")
       ->check(CLI::Range(0.0, 86400.0));
   run_cmd->add_flag("--no-tokens-in-results", run.no_tokens_in_results,
                     "with --tokens-out: records name their dataset file and rows instead of "

@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "engine/report.h"
-#include "io/jobs.h"
 #include "io/dataset.h"
+#include "io/jobs.h"
 #include "io/merge.h"
 #include "io/results.h"
 #include "io/resume.h"
@@ -38,9 +38,8 @@ int run_command(const RunArgs& a) {
   prepare_outputs(a, choice.backend_name(), choice.dtype_name(), o);
   const bool with_dataset = !o.dataset.dir.empty();
   if (!a.quiet)
-    std::fprintf(stderr, "loom: shard %d/%d (%s); results %s%s%s\n", o.shard.index,
-                 o.shard.count, o.shard.source.c_str(),
-                 o.out_path == "-" ? "stdout" : o.out_path.c_str(),
+    std::fprintf(stderr, "loom: shard %d/%d (%s); results %s%s%s\n", o.shard.index, o.shard.count,
+                 o.shard.source.c_str(), o.out_path == "-" ? "stdout" : o.out_path.c_str(),
                  with_dataset ? ", dataset " : "", o.dataset.dir.c_str());
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
 
@@ -59,7 +58,8 @@ int run_command(const RunArgs& a) {
   EngineOptions opt = engine_options(a.engine);
   opt.stop = &g_stop;
   ResumeState& done = o.done;
-  if (a.resume) opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.line, k); };
+  if (a.resume)
+    opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.line, k); };
   int64_t total = count_job_lines(a.jobs);
   if (total > 0 && o.shard.count > 1)
     total = (total - o.shard.index + o.shard.count - 1) / o.shard.count;
@@ -146,15 +146,18 @@ int run_command(const RunArgs& a) {
 
 int merge_command(const MergeArgs& m) {
   const int forms = !m.inputs.empty() + !m.reports.empty() + !m.dataset.empty();
-  LOOM_CHECK(forms == 1, "merge: expected one of: result files, --reports FILES, or --dataset "
-             "DIR; found ", forms == 0 ? "none" : "more than one");
+  LOOM_CHECK(forms == 1,
+             "merge: expected one of: result files, --reports FILES, or --dataset "
+             "DIR; found ",
+             forms == 0 ? "none" : "more than one");
   if (!m.reports.empty()) {
     LOOM_CHECK(!m.out.empty(), "merge --reports: expected --out FILE for the merged report");
     LOOM_CHECK(m.jobs.empty(), "merge --reports: --jobs belongs to merging results files");
     return merge_reports_command(m.reports, m.out);
   }
   if (!m.dataset.empty()) {
-    LOOM_CHECK(m.out.empty() && m.jobs.empty(), "merge --dataset DIR writes DIR/manifest.jsonl "
+    LOOM_CHECK(m.out.empty() && m.jobs.empty(),
+               "merge --dataset DIR writes DIR/manifest.jsonl "
                "and DIR/dataset.json; expected no --out or --jobs with it");
     const DatasetMerge d = merge_dataset(m.dataset, m.allow_partial);
     std::fprintf(stderr,
@@ -173,10 +176,11 @@ int merge_command(const MergeArgs& m) {
   MergeOptions mo;
   mo.allow_partial = m.allow_partial;
   const MergeCounts c = merge_results(m.inputs, m.jobs, m.out, mo);
-  std::fprintf(stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",
-               (long long)c.files, (long long)c.records, (long long)c.ok, (long long)c.errors,
-               m.jobs.empty() || !c.complete() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
-               m.out == "-" ? "stdout" : m.out.c_str());
+  std::fprintf(
+      stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",
+      (long long)c.files, (long long)c.records, (long long)c.ok, (long long)c.errors,
+      m.jobs.empty() || !c.complete() ? "" : cat(", all ", c.jobs, " jobs present").c_str(),
+      m.out == "-" ? "stdout" : m.out.c_str());
   if (!c.complete())
     std::fprintf(stderr, "loom: warning: partial merge: %s\n", merge_missing_summary(c).c_str());
   return !c.complete() || c.errors > 0 ? kExitJobsFailed : kExitOk;

@@ -41,7 +41,8 @@ bool dataset_has_shard(const DatasetOptions& d) {
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
                      RunOutputs& o) {
   // 1. Arguments that contradict each other.
-  LOOM_CHECK(!(a.resume && a.overwrite), "--resume and --overwrite contradict each other: "
+  LOOM_CHECK(!(a.resume && a.overwrite),
+             "--resume and --overwrite contradict each other: "
              "expected one of them (continue the results, or replace them)");
   LOOM_CHECK(!a.no_tokens_in_results || !a.tokens_out.empty(),
              "--no-tokens-in-results needs --tokens-out DIR: without it the tokens would be "
@@ -75,8 +76,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                "it, or choose a new --out");
   }
   if (!o.report_path.empty()) {
-    LOOM_CHECK(o.report_path != o.out_path, "--report and --out are the same file (",
-               o.report_path, "); expected two different paths");
+    LOOM_CHECK(o.report_path != o.out_path, "--report and --out are the same file (", o.report_path,
+               "); expected two different paths");
     probe_output("--report", o.report_path, false);
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
                " already exists; pass --resume or --overwrite to replace it, or choose a new "
@@ -84,14 +85,16 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   }
   if (!o.dataset.dir.empty()) {
     probe_output("--tokens-out", o.dataset.dir, true);
-    LOOM_CHECK(o.shard.count > 1 || !is_merged_index(dataset_info_path(o.dataset)),
-               "--tokens-out ", o.dataset.dir, " holds the merged index of a sharded run (",
-               dataset_info_path(o.dataset), "); an unsharded run would replace it: expected "
+    LOOM_CHECK(o.shard.count > 1 || !is_merged_index(dataset_info_path(o.dataset)), "--tokens-out ",
+               o.dataset.dir, " holds the merged index of a sharded run (",
+               dataset_info_path(o.dataset),
+               "); an unsharded run would replace it: expected "
                "the same --shard as that run, or a new folder");
-    LOOM_CHECK(keep_or_replace || !dataset_has_shard(o.dataset), "--tokens-out ", o.dataset.dir,
-               " already holds a dataset for shard ", o.shard.index, "/", o.shard.count, " (",
-               dataset_manifest_path(o.dataset),
-               "); pass --resume to continue it, --overwrite to replace it, or choose a new folder");
+    LOOM_CHECK(
+        keep_or_replace || !dataset_has_shard(o.dataset), "--tokens-out ", o.dataset.dir,
+        " already holds a dataset for shard ", o.shard.index, "/", o.shard.count, " (",
+        dataset_manifest_path(o.dataset),
+        "); pass --resume to continue it, --overwrite to replace it, or choose a new folder");
   }
 
   // 3. The model's identity (headers only) and the options that change tokens.
@@ -117,10 +120,10 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   if (!o.dataset.dir.empty()) create_parent_dirs("--tokens-out", o.dataset.dir, true);
   if (!to_stdout) o.out_lock = OutputLock(o.out_path + ".lock", "--out " + o.out_path, a.no_lock);
   if (!o.dataset.dir.empty()) {
-    o.dataset_lock = OutputLock(dataset_lock_path(o.dataset),
-                                cat("--tokens-out ", o.dataset.dir, " shard ", o.shard.index, "/",
-                                    o.shard.count),
-                                a.no_lock);
+    o.dataset_lock = OutputLock(
+        dataset_lock_path(o.dataset),
+        cat("--tokens-out ", o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count),
+        a.no_lock);
   }
 
   // 5. Continue (same identity, torn tail cut, dataset reconciled) or start clean.

@@ -17,11 +17,11 @@ namespace loom {
 
 struct RunOutputs {
   Shard shard;
-  std::string out_path;     // --out with the shard tag ("-": stdout)
-  std::string report_path;  // --report with the shard tag ("" when not asked for)
-  std::string sidecar;      // <out_path>.loom.json ("" for stdout)
-  DatasetOptions dataset;   // dataset.dir "" when no --tokens-out
-  DatasetModel model;       // identity of the model (also the dataset's)
+  std::string out_path;             // --out with the shard tag ("-": stdout)
+  std::string report_path;          // --report with the shard tag ("" when not asked for)
+  std::string sidecar;              // <out_path>.loom.json ("" for stdout)
+  DatasetOptions dataset;           // dataset.dir "" when no --tokens-out
+  DatasetModel model;               // identity of the model (also the dataset's)
   nlohmann::ordered_json identity;  // what a resume must match (sidecar "identity")
   ResumeState done;                 // --resume: what the results file already holds
   DatasetReconcile reconciled;      // --resume with --tokens-out

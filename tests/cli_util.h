@@ -62,7 +62,9 @@ inline Spawned spawn(const std::string& args, const std::string& err_path,
   if (s.pid == 0) {
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     if (fsize > 0) {
-      struct rlimit rl {fsize, fsize};
+      struct rlimit rl {
+        fsize, fsize
+      };
       setrlimit(RLIMIT_FSIZE, &rl);
     }
     int fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

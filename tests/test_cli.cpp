@@ -132,11 +132,11 @@ TEST_CASE("run with a KV pool too small for every job at once: preemptions, the 
       const std::string out = "/tmp/loom_cli_pre" + std::to_string(tight) + ".jsonl";
       const std::string rep = out + ".report.json";
       std::remove(out.c_str());
-      Ran r =
-          run("run -q --backend cpu --block-size 4 --model " + kData + "/" + model + " --jobs " +
-                  kData + "/jobs/" + model + ".jsonl --overwrite --out " + out + " --report " + rep +
-                  (tight ? " --kv-blocks " + std::string(model == "tiny_v1" ? "25" : "20") : ""),
-              "pre");
+      Ran r = run(
+          "run -q --backend cpu --block-size 4 --model " + kData + "/" + model + " --jobs " +
+              kData + "/jobs/" + model + ".jsonl --overwrite --out " + out + " --report " + rep +
+              (tight ? " --kv-blocks " + std::string(model == "tiny_v1" ? "25" : "20") : ""),
+          "pre");
       CHECK(r.code == 0);
       if (tight) report = json::parse(std::ifstream(rep));
       for (json& res : read_lines(out)) {
@@ -249,7 +249,8 @@ TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
 
 TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
   const std::string args = "run --progress-interval 0 --model " + kData + "/tiny_v1 --jobs " +
-                           kData + "/jobs/tiny_v1.jsonl --overwrite --out /tmp/loom_cli_progress.jsonl";
+                           kData +
+                           "/jobs/tiny_v1.jsonl --overwrite --out /tmp/loom_cli_progress.jsonl";
   Ran r = run(args, "progress");
   CHECK(r.code == 0);
   CHECK(r.err.find("\r") == std::string::npos);  // no live-line rewriting into a log

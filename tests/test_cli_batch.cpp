@@ -172,7 +172,8 @@ TEST_CASE("3 shards merged equal one unsharded run") {
   const std::string common = kLoom + " run -q --model " + kData + "/tiny_v1 --jobs " + jobs;
   CHECK(sh(common + " --overwrite --out " + one) == 1);
   for (int k = 0; k < 3; k++) {
-    const int rc = sh(common + " --overwrite --out " + out + " --shard " + std::to_string(k) + "/3");
+    const int rc =
+        sh(common + " --overwrite --out " + out + " --shard " + std::to_string(k) + "/3");
     CHECK((rc == 0 || rc == 1));  // 1 where the shard holds a bad line
   }
   // An srun step's ranks under --shard auto work the same way as --shard.

@@ -76,7 +76,8 @@ TEST_CASE("actions and context frames are the job's; the last frame's missing ro
   int checked = 0;
   for (const json& m : read_lines(dir + "/ds/manifest.jsonl")) {
     const json job = job_by_id(jobs, id_text(m["id"]));
-    loom::SafetensorsFile f = loom::SafetensorsFile::open(dir + "/ds/" + m["file"].get<std::string>());
+    loom::SafetensorsFile f =
+        loom::SafetensorsFile::open(dir + "/ds/" + m["file"].get<std::string>());
     const auto* acts = static_cast<const float*>(f.tensor("actions").data);
     const auto* ctx = static_cast<const int32_t*>(f.tensor("context").data);
     const auto* coff = static_cast<const int64_t*>(f.tensor("context_offsets").data);
@@ -114,8 +115,8 @@ TEST_CASE("actions and context frames are the job's; the last frame's missing ro
 
 TEST_CASE("--no-tokens-in-results, --no-dataset-actions/-context, --file-seconds 0") {
   const std::string dir = temp_dir("dataset_options");
-  const std::string base = "run -q --model " + kData + "/tiny_v1 --jobs " + kData +
-                           "/jobs/tiny_v1.jsonl --out " + dir;
+  const std::string base =
+      "run -q --model " + kData + "/tiny_v1 --jobs " + kData + "/jobs/tiny_v1.jsonl --out " + dir;
   REQUIRE(run(base + "/full.jsonl", dir).code == 0);
   const auto full = tokens_by_sample(dir + "/full.jsonl");
   REQUIRE(run(base + "/lean.jsonl --tokens-out " + dir + "/lean --no-tokens-in-results " +
@@ -190,7 +191,8 @@ TEST_CASE("the README's numpy + safetensors reader loads the dataset (tests/data
   const char* py = std::getenv("LOOM_PYTHON");
   if (!py || !fs::exists(py) ||
       std::system((std::string(py) + " -c 'import numpy, safetensors' 2>/dev/null").c_str()) != 0) {
-    MESSAGE("SKIPPED: no Python with numpy and safetensors (LOOM_PYTHON); scripts/test.sh makes one");
+    MESSAGE(
+        "SKIPPED: no Python with numpy and safetensors (LOOM_PYTHON); scripts/test.sh makes one");
     return;
   }
   const std::string dir = temp_dir("dataset_py");

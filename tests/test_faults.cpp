@@ -80,8 +80,8 @@ TEST_CASE("kill -9 at 24 seeded instants, resumed each time: the uninterrupted r
 }
 
 TEST_CASE("LOOM_TEST_FAULT: killed at each commit point, then resumed") {
-  for (const std::string point : {"data-file:1", "data-file:4", "manifest:1", "manifest:3", "record:1",
-                            "record:2", "record:7"}) {
+  for (const std::string point : {"data-file:1", "data-file:4", "manifest:1", "manifest:3",
+                                  "record:1", "record:2", "record:7"}) {
     CAPTURE(point);
     const std::string dir = temp_dir("faults_point");
     Exit e = run(run_args(dir), dir, {"LOOM_TEST_FAULT=" + point});
@@ -121,8 +121,9 @@ TEST_CASE("a full disk (a small tmpfs): rc 2 naming the file; resume after space
   }
   const int status = std::system(("unshare -m sh " + script + " 2>/dev/null").c_str());
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    MESSAGE("SKIPPED the tmpfs case: no private mount namespace here (needs root); the "
-            "file-size-limit case covers the same write path");
+    MESSAGE(
+        "SKIPPED the tmpfs case: no private mount namespace here (needs root); the "
+        "file-size-limit case covers the same write path");
     return;
   }
   CHECK(slurp(dir + "/full.rc") == "2\n");
@@ -134,20 +135,22 @@ TEST_CASE("a full disk (a small tmpfs): rc 2 naming the file; resume after space
   CHECK(dataset_samples(dir + "/saved/ds") == reference().tokens);
 }
 
-TEST_CASE("unwritable --out, --report, --tokens-out: refused before the model loads, nothing made") {
+TEST_CASE(
+    "unwritable --out, --report, --tokens-out: refused before the model loads, nothing made") {
   const std::string dir = temp_dir("faults_unwritable");
   { std::ofstream(dir + "/a_file") << "x"; }
   const std::string base = "run -q" + kModel + " --jobs " + reference().jobs;
   struct Case {
     std::string args, expect;
   } cases[] = {
-      {" --out " + dir + "/a_file/r.jsonl", "--out " + dir + "/a_file/r.jsonl: " + dir +
-                                                "/a_file is not a folder"},
+      {" --out " + dir + "/a_file/r.jsonl",
+       "--out " + dir + "/a_file/r.jsonl: " + dir + "/a_file is not a folder"},
       {" --out /proc/loom_r.jsonl", "--out /proc/loom_r.jsonl: cannot create files in /proc"},
       {" --out " + dir + "/o/r.jsonl --report /proc/loom_report.json",
        "--report /proc/loom_report.json: cannot create files in /proc"},
       {" --out " + dir + "/o/r.jsonl --tokens-out " + dir + "/a_file",
-       "--tokens-out " + dir + "/a_file: expected a folder (or a path to create one), found a file"},
+       "--tokens-out " + dir +
+           "/a_file: expected a folder (or a path to create one), found a file"},
       {" --out " + dir + "/o/r.jsonl --tokens-out /proc/loom_ds",
        "--tokens-out /proc/loom_ds: cannot create files in /proc"},
       {" --out " + dir + "/o", "--out " + dir + "/o: expected a file path, found a folder"},
@@ -181,7 +184,8 @@ TEST_CASE("two runs on one --out: the second fails at once naming the first") {
   kill(first.pid, SIGKILL);
   wait_for(first);
   CHECK(second.code == 2);
-  CHECK(second.err.find("loom: error: --out " + dir + "/r.jsonl is being written by another "
+  CHECK(second.err.find("loom: error: --out " + dir +
+                        "/r.jsonl is being written by another "
                         "loom run (host ") != std::string::npos);
   CHECK(second.err.find(" pid " + std::to_string(first.pid) + " since ") != std::string::npos);
   CHECK(second.err.find("this run is host ") != std::string::npos);
@@ -216,15 +220,16 @@ TEST_CASE("finished results are never replaced or continued by accident") {
   CHECK(slurp(dir + "/out/r.jsonl") == before);
 
   // Another model, another option: the side file names both sides.
-  Exit other = run("run -q --model " + kData + "/tiny_v2 --jobs " + reference().jobs +
-                       " --out " + dir + "/out/r.jsonl --tokens-out " + dir + "/out/ds --resume",
+  Exit other = run("run -q --model " + kData + "/tiny_v2 --jobs " + reference().jobs + " --out " +
+                       dir + "/out/r.jsonl --tokens-out " + dir + "/out/ds --resume",
                    dir);
   CHECK(other.code == 2);
   CHECK(other.err.find("--resume: " + dir + "/out/r.jsonl was made with model_fingerprint = ") !=
         std::string::npos);
   Exit overlap = run(run_args(dir, "--resume --overlap 2"), dir);
   CHECK(overlap.code == 2);
-  CHECK(overlap.err.find("was made with overlap = 3, this run has overlap = 2") != std::string::npos);
+  CHECK(overlap.err.find("was made with overlap = 3, this run has overlap = 2") !=
+        std::string::npos);
   CHECK(slurp(dir + "/out/r.jsonl") == before);
 
   // Without its side file the records cannot be vouched for.
@@ -240,4 +245,35 @@ TEST_CASE("finished results are never replaced or continued by accident") {
   CHECK(tokens_by_sample(dir + "/out/r.jsonl") == reference().tokens);
   CHECK(dataset_samples(dir + "/out/ds") == reference().tokens);
   CHECK(run(run_args(dir, "--overwrite --resume"), dir).code == 2);
+}
+
+TEST_CASE("an sbatch script's variables without a step: every job; merge of 2 of 3 shards fails") {
+  const std::string dir = temp_dir("faults_sbatch");
+  // sbatch --ntasks=4 exports these to the batch script; a plain `loom run` there is one process.
+  Exit e = run("run" + kModel + " --jobs " + reference().jobs + " --out " + dir + "/r.jsonl", dir,
+               {"SLURM_JOB_ID=77", "SLURM_NTASKS=4", "SLURM_PROCID=0"});
+  CHECK(e.code == 0);
+  CHECK(tokens_by_sample(dir + "/r.jsonl") == reference().tokens);
+  CHECK(e.err.find("loom: warning: ") != std::string::npos);
+  CHECK(!fs::exists(dir + "/r.shard-0-of-4.jsonl"));
+
+  for (int k : {0, 1})
+    REQUIRE(run("run -q" + kModel + " --jobs " + reference().jobs + " --shard " +
+                    std::to_string(k) + "/3 --out " + dir + "/s.jsonl",
+                dir)
+                .code == 0);
+  const std::string inputs = " " + dir + "/s.shard-0-of-3.jsonl " + dir + "/s.shard-1-of-3.jsonl";
+  Exit gap = run("merge --out " + dir + "/m.jsonl" + inputs, dir);
+  CHECK(gap.code == 2);
+  CHECK(gap.err.find("shard 2") != std::string::npos);
+  CHECK(!fs::exists(dir + "/m.jsonl"));
+  Exit partial = run(
+      "merge --allow-partial --jobs " + reference().jobs + " --out " + dir + "/m.jsonl" + inputs,
+      dir);
+  CHECK(partial.code == 1);
+  CHECK(partial.err.find("partial merge: missing shard 2 of 3") != std::string::npos);
+  size_t in_shards_0_1 = 0;  // job-i is on line i + 1, in shard i % 3
+  for (const auto& kv : reference().tokens)
+    in_shards_0_1 += std::stoi(kv.first.first.substr(4)) % 3 != 2;
+  CHECK(tokens_by_sample(dir + "/m.jsonl").size() == in_shards_0_1);
 }

@@ -94,8 +94,7 @@ void append_actions(std::vector<char>& out, const Job& job, const ModelSpec& s, 
   const int64_t rows = frames * s.action_tokens;
   std::vector<float> v(size_t(rows * s.action_dim), std::nanf(""));
   for (int64_t r = 0; r < rows && first_row + r < job.action_rows; ++r) {
-    std::memcpy(&v[size_t(r * s.action_dim)],
-                &job.actions[size_t((first_row + r) * s.action_dim)],
+    std::memcpy(&v[size_t(r * s.action_dim)], &job.actions[size_t((first_row + r) * s.action_dim)],
                 sizeof(float) * size_t(s.action_dim));
   }
   append(out, v.data(), v.size());
@@ -247,8 +246,8 @@ std::vector<JobResult> DatasetWriter::commit() {
       {"manifest", manifest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
   uint64_t at = 0;
   for (const TensorOut* t : order) {
-    header[t->name] = {{"dtype", t->dtype}, {"shape", t->shape},
-                       {"data_offsets", {at, at + t->bytes.size()}}};
+    header[t->name] = {
+        {"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {at, at + t->bytes.size()}}};
     at += t->bytes.size();
   }
   std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -66,11 +66,11 @@ std::string dataset_lock_path(const DatasetOptions& o);  // dataset[.shard-K-of-
 std::vector<std::pair<int64_t, std::string>> dataset_files(const DatasetOptions& o);
 
 struct DatasetReconcile {
-  int64_t next_seq = 0;            // the first free file number of this shard
+  int64_t next_seq = 0;  // the first free file number of this shard
   int64_t files_kept = 0, files_removed = 0, temp_removed = 0;
   int64_t samples_kept = 0, rows_kept = 0;
-  int64_t records_dropped = 0;     // results records removed: their data was not whole
-  std::string first_problem;       // why the first removal happened, for the resume line
+  int64_t records_dropped = 0;  // results records removed: their data was not whole
+  std::string first_problem;    // why the first removal happened, for the resume line
 };
 
 class DatasetWriter {
@@ -94,7 +94,7 @@ class DatasetWriter {
   int64_t seq_;
   std::vector<JobResult> pending_;
   uint64_t pending_bytes_ = 0;
-  double opened_s_ = 0;  // when the first pending sample arrived
+  double opened_s_ = 0;                         // when the first pending sample arrived
   int64_t files_ = 0, samples_ = 0, rows_ = 0;  // committed totals, dataset.json
 };
 

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/dataset.h"
+#include "io/job_ids.h"
 #include "io/outputs.h"
 
 namespace loom {
@@ -35,8 +36,8 @@ json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   LOOM_CHECK(in.is_open(), "cannot read ", path, ": ", std::strerror(errno));
   json j = json::parse(in, nullptr, false);
-  LOOM_CHECK(!j.is_discarded() && j.is_object() && j.value("format", "") == "loom-dataset",
-             path, ": expected a loom dataset.json (\"format\": \"loom-dataset\"), found something "
+  LOOM_CHECK(!j.is_discarded() && j.is_object() && j.value("format", "") == "loom-dataset", path,
+             ": expected a loom dataset.json (\"format\": \"loom-dataset\"), found something "
              "else");
   return j;
 }
@@ -48,11 +49,7 @@ bool shard_of(const std::string& name, int& k, int& n) {
 }
 
 uint64_t key_hash(const std::string& id, uint64_t sample) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-  h = (h ^ 0xff) * 1099511628211ull;
-  for (int i = 0; i < 8; ++i) h = (h ^ ((sample >> (8 * i)) & 0xff)) * 1099511628211ull;
-  return h;
+  return job_id_hash(id) ^ ((sample + 1) * 0x9e3779b97f4a7c15ull);
 }
 
 std::string id_text(const json& id) {
@@ -72,8 +69,10 @@ std::string line_at(const std::string& path, uint64_t offset) {
 
 DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   std::error_code ec;
-  LOOM_CHECK(fs::is_directory(dir, ec), "merge --dataset ", dir, ": expected a --tokens-out "
-             "folder, found ", fs::exists(dir, ec) ? "a file" : "nothing");
+  LOOM_CHECK(fs::is_directory(dir, ec), "merge --dataset ", dir,
+             ": expected a --tokens-out "
+             "folder, found ",
+             fs::exists(dir, ec) ? "a file" : "nothing");
   std::vector<ShardInfo> shards;
   for (const auto& de : fs::directory_iterator(dir, ec)) {
     ShardInfo s;
@@ -96,9 +95,8 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   m.shard_count = first.count;
   std::string unfinished_state;
   for (const ShardInfo& s : shards) {
-    LOOM_CHECK(s.count == first.count, "merge --dataset: ", s.info_path, " is a shard of ",
-               s.count, ", ", first.info_path, " of ", first.count,
-               "; expected the shards of one run");
+    LOOM_CHECK(s.count == first.count, "merge --dataset: ", s.info_path, " is a shard of ", s.count,
+               ", ", first.info_path, " of ", first.count, "; expected the shards of one run");
     LOOM_CHECK(s.info["model"]["config_hash"] == first.info["model"]["config_hash"],
                "merge --dataset: ", s.info_path, " was made by ", s.info["model"]["name"].dump(),
                " (", s.info["model"]["config_hash"].dump(), "), ", first.info_path, " by ",
@@ -115,13 +113,14 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
     if (!present[size_t(k)]) m.missing.push_back(k);
   if (!allow_partial) {
     LOOM_CHECK(m.missing.empty(), "merge --dataset ", dir, ": shard ", m.missing[0], "/",
-               m.shard_count, m.missing.size() > 1 ? cat(" and ", m.missing.size() - 1, " more")
-                                                   : std::string(),
+               m.shard_count,
+               m.missing.size() > 1 ? cat(" and ", m.missing.size() - 1, " more") : std::string(),
                " missing (no dataset.shard-", m.missing.empty() ? 0 : m.missing[0], "-of-",
                m.shard_count, ".json); run it, or pass --allow-partial");
     LOOM_CHECK(m.unfinished.empty(), "merge --dataset ", dir, ": shard ",
                m.unfinished.empty() ? 0 : m.unfinished[0], "/", m.shard_count, " is not complete",
-               " (its dataset.json says \"", unfinished_state, "\"); finish it with `loom run --resume`, or pass --allow-partial");
+               " (its dataset.json says \"", unfinished_state,
+               "\"); finish it with `loom run --resume`, or pass --allow-partial");
   }
 
   // The shards' lines, in order, with a hash per sample to catch one sample in two shards.
@@ -155,8 +154,8 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
       }
       const std::string file = e["file"];
       if (files_checked.insert(file).second) {
-        LOOM_CHECK(fs::exists(dir + "/" + file, ec), "merge --dataset: ", s.manifest_path,
-                   " line ", n, " names ", file, ", which is not in ", dir);
+        LOOM_CHECK(fs::exists(dir + "/" + file, ec), "merge --dataset: ", s.manifest_path, " line ",
+                   n, " names ", file, ", which is not in ", dir);
         ++m.files;
       }
       m.rows += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
@@ -168,7 +167,7 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   }
 
   json info = first.info;
-  info["shard"] = {{"index", 0}, {"count", 1}, {"merged_from", m.shard_count},
+  info["shard"] = {{"index", 0},         {"count", 1},           {"merged_from", m.shard_count},
                    {"shards", m.merged}, {"missing", m.missing}, {"unfinished", m.unfinished}};
   info["manifest"] = "manifest.jsonl";
   info["totals"] = {{"files", m.files}, {"samples", m.samples}, {"rows", m.rows}};

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "io/dataset.h"
+#include "io/job_ids.h"
 #include "io/outputs.h"
 
 namespace loom {
@@ -37,6 +38,7 @@ struct Rows {
   }
 };
 
+// A manifest entry's id as compared (job_ids.h): a string as is, an integer in decimal.
 std::string id_text(const json& id) {
   return id.is_string() ? id.get<std::string>() : id.dump();
 }
@@ -107,13 +109,15 @@ std::map<SampleKey, Rows> recorded_rows(const std::string& results_path) {
     if (parser.parse(text).get(root)) continue;  // torn lines are scan_results' business
     std::string_view status, file;
     if (root["status"].get(status) || status != "ok" || root["tokens_file"].get(file)) continue;
-    simdjson::dom::element id = root["id"];
+    std::string id;
+    bool is_number = false;
     uint64_t sample = 0;
     int64_t b = 0, e = 0;
     simdjson::dom::array rows;
+    if (!loom::id_text(root["id"], id, is_number)) continue;
     if (root["sample"].get(sample) || root["rows"].get(rows) || rows.size() != 2) continue;
     if (rows.at(0).get(b) || rows.at(1).get(e)) continue;
-    out[{id_text(json::parse(simdjson::minify(id))), sample}] = Rows{std::string(file), b, e};
+    out[{id, sample}] = Rows{std::string(file), b, e};
   }
   return out;
 }
@@ -128,10 +132,13 @@ int64_t drop_records(const std::string& results_path, const std::set<SampleKey>&
   while (std::getline(in, text)) {
     simdjson::dom::element root;
     std::string_view status, file;
+    std::string id;
+    bool is_number = false;
     uint64_t sample = 0;
     if (!parser.parse(text).get(root) && !root["status"].get(status) && status == "ok" &&
-        !root["tokens_file"].get(file) && !root["sample"].get(sample)) {
-      SampleKey key{id_text(json::parse(simdjson::minify(root["id"]))), sample};
+        !root["tokens_file"].get(file) && !root["sample"].get(sample) &&
+        loom::id_text(root["id"], id, is_number)) {
+      SampleKey key{id, sample};
       if (recorded.count(key) && !keep_with_data.count(key)) {
         ++dropped;
         continue;
@@ -163,10 +170,10 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
     const size_t tmp = n.find(".tmp-");
     if (tmp == std::string::npos) continue;
     const std::string base = n.substr(0, tmp);
-    const bool data = base.size() > data_suffix.size() && base.compare(0, 6, ".data-") == 0 &&
-                      base.compare(base.size() - data_suffix.size(), data_suffix.size(),
-                                   data_suffix) == 0 &&
-                      (opt.shard_count > 1 || base.find(".shard-") == std::string::npos);
+    const bool data =
+        base.size() > data_suffix.size() && base.compare(0, 6, ".data-") == 0 &&
+        base.compare(base.size() - data_suffix.size(), data_suffix.size(), data_suffix) == 0 &&
+        (opt.shard_count > 1 || base.find(".shard-") == std::string::npos);
     if (data || base == mname || base == iname) {
       fs::remove(de.path(), ec);
       ++rc.temp_removed;
@@ -216,7 +223,8 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   if (rc.files_removed > 0) sync_dir(opt.dir);
 
   std::string text;
-  for (const json& e : manifest) text += e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  for (const json& e : manifest)
+    text += e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   write_file_atomic(dataset_manifest_path(opt), text);
   write_dataset_info(opt, model, rc.files_kept, rc.samples_kept, rc.rows_kept, "running");
   return rc;

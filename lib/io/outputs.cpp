@@ -175,7 +175,8 @@ OutputLock::OutputLock(const std::string& lock_path, const std::string& what, bo
   // file while holding it, and a process that opened the old file before that must retry.
   for (int attempt = 0; attempt < 100; ++attempt) {
     int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) fail("cannot create the lock file ", lock_path, " for ", what, ": ", std::strerror(errno));
+    if (fd < 0)
+      fail("cannot create the lock file ", lock_path, " for ", what, ": ", std::strerror(errno));
     if (int err = set_lock(fd)) {
       if (no_lock_support(err)) {
         ::close(fd);
@@ -191,7 +192,8 @@ OutputLock::OutputLock(const std::string& lock_path, const std::string& what, bo
            "); this run is host ", host_name(), " pid ", ::getpid(),
            ". Wait for it, stop it, or write to another output");
     }
-    struct stat a {}, b{};
+    struct stat a {
+    }, b{};
     if (::fstat(fd, &a) == 0 && ::stat(lock_path.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
         a.st_dev == b.st_dev) {
       const std::string text = holder_text() + "\n";

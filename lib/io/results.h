@@ -22,24 +22,24 @@ struct Job;
 
 struct JobResult {
   std::string id;
-  bool id_is_number = false;                  // "id": 8 in the job, written back as 8
+  bool id_is_number = false;  // "id": 8 in the job, written back as 8
   int64_t line = 0;
   uint32_t sample = 0;
-  uint64_t seed = 0;                          // the job's sampling seed (dataset metadata)
+  uint64_t seed = 0;  // the job's sampling seed (dataset metadata)
   bool ok = true;
-  std::string error;                          // when !ok
-  bool has_frames = false;                    // frame model: `frames`, else `tokens`
-  std::vector<std::vector<int32_t>> frames;   // [num_frames][P]
-  std::vector<int32_t> tokens;                // plain models
-  std::string finish_reason;                  // plain models: "length" or "eos"
-  int prompt_slots = 0;                       // slots prefilled for this sample, all rounds
-  int cached_slots = 0;                       // of those, served from shared blocks
+  std::string error;                         // when !ok
+  bool has_frames = false;                   // frame model: `frames`, else `tokens`
+  std::vector<std::vector<int32_t>> frames;  // [num_frames][P]
+  std::vector<int32_t> tokens;               // plain models
+  std::string finish_reason;                 // plain models: "length" or "eos"
+  int prompt_slots = 0;                      // slots prefilled for this sample, all rounds
+  int cached_slots = 0;                      // of those, served from shared blocks
   double queue_s = 0, prefill_s = 0, decode_s = 0, total_s = 0;
-  std::vector<double> frame_s;                // seconds per generated frame
-  std::shared_ptr<const Job> job;             // ok results: the job (the dataset reads it)
-  std::string tokens_file;                    // --tokens-out: the data file holding it
-  int64_t row_begin = 0, row_end = 0;         // its rows there (plain models: tokens)
-  bool include_tokens = true;                 // false: --no-tokens-in-results
+  std::vector<double> frame_s;         // seconds per generated frame
+  std::shared_ptr<const Job> job;      // ok results: the job (the dataset reads it)
+  std::string tokens_file;             // --tokens-out: the data file holding it
+  int64_t row_begin = 0, row_end = 0;  // its rows there (plain models: tokens)
+  bool include_tokens = true;          // false: --no-tokens-in-results
 };
 
 std::string result_to_json(const JobResult& r);  // one line, no trailing newline

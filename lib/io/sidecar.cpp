@@ -36,7 +36,8 @@ void check_sidecar(const std::string& path, const std::string& out_path,
   }
   const json stored = read_json(path);
   LOOM_CHECK(stored.is_object() && stored.contains("identity") && stored["identity"].is_object(),
-             "--resume: ", path, " is not a loom results side file (expected a JSON object with "
+             "--resume: ", path,
+             " is not a loom results side file (expected a JSON object with "
              "\"identity\"); restore it, or pass --overwrite");
   const json& old = stored["identity"];
   for (auto it = identity.begin(); it != identity.end(); ++it) {

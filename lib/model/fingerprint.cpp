@@ -27,12 +27,11 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
   auto ck = Checkpoint::open(model_dir);
   ModelIdentity id;
   const auto& archs = ck->config().value("architectures", nlohmann::json::array());
-  id.architecture = archs.is_array() && !archs.empty() && archs[0].is_string()
-                        ? archs[0].get<std::string>()
-                        : "";
-  id.table_path = table_path.empty()
-                      ? find_mapping_table(id.architecture, table_search_dirs(""), ck->config_path())
-                      : table_path;
+  id.architecture =
+      archs.is_array() && !archs.empty() && archs[0].is_string() ? archs[0].get<std::string>() : "";
+  id.table_path = table_path.empty() ? find_mapping_table(id.architecture, table_search_dirs(""),
+                                                          ck->config_path())
+                                     : table_path;
   id.spec = spec_from_config(parse_mapping_table(id.table_path), ck->config(), ck->config_path());
   std::ifstream table(id.table_path, std::ios::binary);
   LOOM_CHECK(table.is_open(), "cannot read mapping table ", id.table_path);
