@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "io/provenance.h"
 
 using namespace loom;
 
@@ -37,7 +38,7 @@ static void add_engine_options(CLI::App* cmd, EngineArgs& e) {
 int main(int argc, char** argv) {
   CLI::App app{"loom: fast offline batch inference for video-token world models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "loom 0.1");
+  app.set_version_flag("--version", version_text());
 
   RunArgs run;
   CLI::App* run_cmd = app.add_subcommand("run", "generate for every job of a JSONL file");
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--progress-interval", run.progress_interval,
                       "seconds between progress lines when stderr is not a terminal");
   run_cmd->add_flag("--quiet,-q", run.quiet, "no progress or summary on stderr");
+  run_cmd->add_option("--log-format", run.log_format, "stderr lines: text, or json (one object a line)")->check(CLI::IsMember({"text", "json"}));
   add_engine_options(run_cmd, run.engine);
 
   std::string inspect_dir, inspect_table;
