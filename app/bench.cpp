@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/setup.h"
 #include "core/error.h"
+#include "engine/report.h"
 
 namespace loom {
 namespace {
@@ -99,6 +100,7 @@ int bench_command(const BenchArgs& a) {
   out["floor_s_per_frame"] = floor_s;
   out["context_frames"] = a.context_frames;
   out["frames"] = a.frames;
+  out["provenance"] = bench_provenance(a, om);
 
   std::printf("loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
               dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),
@@ -124,7 +126,7 @@ int bench_command(const BenchArgs& a) {
       last = run_synthetic(be, spec, opt, batch, 0, a.context_frames, a.frames);
       const RunStats& st = last.st;
       sf.push_back(st.frame_s.percentile(0.5));
-      tps.push_back(double(st.tokens) / (st.prefill_s + st.decode_s));
+      tps.push_back(tokens_per_s(st));
       gbps.push_back(
           st.decode_s > 0 ? double(step_bytes) * double(st.decode_steps) / st.decode_s / 1e9 : 0);
       ttft.push_back(median(last.ttft));
@@ -142,6 +144,7 @@ int bench_command(const BenchArgs& a) {
                 {"decode_steps", last.st.decode_steps},
                 {"prefill_s", last.st.prefill_s},
                 {"decode_s", last.st.decode_s},
+                {"mixed_s", last.st.mixed_s},
                 {"repeats", sf}};
     if (a.profile) {
       be.set_profiling(true);
@@ -168,26 +171,28 @@ int bench_command(const BenchArgs& a) {
       EngineOptions opt = engine_options(a.engine);
       Measured m = run_synthetic(be, spec, opt, a.jobs, group, a.context_frames, a.frames);
       const RunStats& st = m.st;
-      const double t = st.prefill_s + st.decode_s;
+      const double t = st.step_s();  // device work: the rates of bytes and FLOPs
       const double gb = run_bytes(st, spec, step_bytes, kv_elem) / t / 1e9;
       const double tf = run_flops(st, spec) / t / 1e12;
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
       std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.jobs, group,
-                  double(st.tokens) / t, double(st.frames) / t,
+                  tokens_per_s(st), frames_per_s(st),
                   double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
                   gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks,
                   (long long)st.scheduler.preemptions);
       out["throughput"].push_back(
           {{"jobs", a.jobs},
            {"shared_group", group},
-           {"tokens_per_s", double(st.tokens) / t},
-           {"frames_per_s", double(st.frames) / t},
+           {"tokens_per_s", tokens_per_s(st)},
+           {"frames_per_s", frames_per_s(st)},
            {"wall_s", st.wall_s},
            {"prefill_s", st.prefill_s},
            {"decode_s", st.decode_s},
+           {"mixed_s", st.mixed_s},
            {"prefill_steps", st.prefill_steps},
            {"decode_steps", st.decode_steps},
+           {"mixed_steps", st.mixed_steps},
            {"mean_slots",
             double(st.scheduler.slots) / double(std::max<int64_t>(1, st.scheduler.steps))},
            {"mean_seqs",

@@ -43,6 +43,8 @@ struct RunArgs {
   bool no_dataset_actions = false, no_dataset_context = false;
   double progress_interval = 30;
   bool quiet = false;
+  std::string log_format = "text";    // text | json (app/log.h)
+  std::vector<std::string> from_env;  // option names whose value came from LOOM_* variables
 };
 
 struct BenchArgs {

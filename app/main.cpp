@@ -79,7 +79,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--progress-interval", run.progress_interval,
                       "seconds between progress lines when stderr is not a terminal");
   run_cmd->add_flag("--quiet,-q", run.quiet, "no progress or summary on stderr");
-  run_cmd->add_option("--log-format", run.log_format, "stderr lines: text, or json (one object a line)")->check(CLI::IsMember({"text", "json"}));
+  run_cmd
+      ->add_option("--log-format", run.log_format,
+                   "stderr lines: text, or json (one object a line)")
+      ->check(CLI::IsMember({"text", "json"}));
   add_engine_options(run_cmd, run.engine);
 
   std::string inspect_dir, inspect_table;

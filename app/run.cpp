@@ -1,11 +1,15 @@
 // `loom run`: jobs file → engine → results file (+ report, dataset files). Owns the run's
-// outer life: shards, resume, signals, progress, exit code.
+// outer life: shards, resume, signals, the log (banner, progress, error summary), provenance,
+// exit code.
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 
 #include "app/commands.h"
+#include "app/log.h"
 #include "app/progress.h"
 #include "app/run_outputs.h"
 #include "app/setup.h"
@@ -15,6 +19,8 @@
 #include "io/dataset.h"
 #include "io/jobs.h"
 #include "io/merge.h"
+#include "io/outputs.h"
+#include "io/provenance.h"
 #include "io/results.h"
 #include "io/resume.h"
 #include "io/sidecar.h"
@@ -27,23 +33,61 @@ extern "C" void on_signal(int) {
   g_stop.store(true);
 }
 
-}  // namespace
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
+  return buf;
+}
 
-int run_command(const RunArgs& a) {
+// The run itself; run_command maps its errors to a log line.
+int run_jobs(const RunArgs& a) {
   // A file-size limit must show up as EFBIG on write (a clear error), not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  // The cheap checks first, so a bad flag or output does not wait for a 4 GB checkpoint.
+  // The cheap checks first, so a bad flag or output does not wait for a 4 GB checkpoint; the
+  // banner after them, so a refused run is one error line.
   const BackendChoice choice = choose_backend(a.engine);
   RunOutputs o;
   prepare_outputs(a, choice.backend_name(), choice.dtype_name(), o);
   const bool with_dataset = !o.dataset.dir.empty();
-  if (!a.quiet)
-    std::fprintf(stderr, "loom: shard %d/%d (%s); results %s%s%s\n", o.shard.index, o.shard.count,
-                 o.shard.source.c_str(), o.out_path == "-" ? "stdout" : o.out_path.c_str(),
-                 with_dataset ? ", dataset " : "", o.dataset.dir.c_str());
+  const BuildInfo& build = build_info();
+  log_info(cat("version ", build.version, " (commit ", commit_text(), ", ", build.build_type,
+               build.cuda ? ", CUDA on" : ", CUDA off", "), host ", host_name(), ", pid ",
+               ::getpid()));
+  if (!choice.note.empty()) log_info(choice.note);
+  log_info(cat("jobs ", a.jobs == "-" ? "stdin" : a.jobs, ", shard ", o.shard.index, "/",
+               o.shard.count, " (", o.shard.source, "); results ",
+               o.out_path == "-" ? "stdout" : o.out_path,
+               o.report_path.empty() ? "" : ", report " + o.report_path,
+               with_dataset ? ", dataset " + o.dataset.dir : ""));
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
 
   OpenedModel om = open_model(a.model, a.engine, choice, a.quiet);
+  RunProvenance prov;
+  prov.started_utc = format_utc(process_start_time());
+  prov.host = host_name();
+  prov.argv = process_argv();
+  prov.options = options_json(a);
+  prov.options_from_env = a.from_env;
+  prov.shard_index = o.shard.index;
+  prov.shard_count = o.shard.count;
+  prov.shard_source = o.shard.source;
+  prov.model_path = a.model;
+  prov.architecture = o.model.architecture;
+  prov.config_hash = o.model.config_hash;
+  describe_backend(om, prov);
+  set_run_provenance(provenance_json(prov));
+  char load_s[32];
+  std::snprintf(load_s, sizeof load_s, "%.2f", om.load_s);
+  log_info(cat("model ", a.model, ": ", o.model.architecture, " (", o.model.config_hash,
+               "), loaded in ", load_s, " s"));
+  log_info(cat(
+      "backend ", prov.backend, " on ", prov.device, ", dtype ", prov.weight_dtype, " (weights ",
+      prov.weight_dtype, ", KV ", prov.kv_dtype, ")", om.batch_invariant ? ", batch-invariant" : "",
+      prov.backend == "cuda" ? cat(", driver CUDA ", prov.driver, ", runtime ", prov.cuda_runtime)
+                             : std::string()));
+  // Again, now with the provenance block (the first write marked the output as running).
+  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
+
   const ModelSpec& spec = om.model.spec;
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
@@ -60,10 +104,9 @@ int run_command(const RunArgs& a) {
   ResumeState& done = o.done;
   if (a.resume)
     opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.line, k); };
-  int64_t total = count_job_lines(a.jobs);
-  if (total > 0 && o.shard.count > 1)
-    total = (total - o.shard.index + o.shard.count - 1) / o.shard.count;
-  Progress progress(total, a.progress_interval, a.quiet);
+  JobCounter counter(a.jobs, o.shard.index, o.shard.count);
+  Progress progress(counter, a.progress_interval);
+  JobErrorSummary errors;
 
   // Every record is flushed as it is written; fsync every few seconds bounds what a power
   // loss (not just a crash) can take, without a disk flush per record.
@@ -83,6 +126,12 @@ int run_command(const RunArgs& a) {
     writer.sync();
     last_sync = now_seconds();
   };
+  opt.on_start = [&](const RunStats& st) {
+    log_info(cat("KV pool ", gib(double(st.kv_blocks) * double(st.kv_block_bytes)), ": ",
+                 st.kv_blocks, " blocks of ", st.block_size, " slots, ", prov.kv_dtype, "; up to ",
+                 a.engine.max_seqs, " sequences and ", a.engine.max_batch_slots, " slots a step"));
+    progress.start();
+  };
   opt.on_progress = [&](const RunStats& st) {
     progress.update(st);
     if (dataset.due(now_seconds())) commit_dataset();
@@ -95,10 +144,15 @@ int run_command(const RunArgs& a) {
       // Records of another jobs file are refused (one CLI line, exit 2), not continued.
       if (a.resume) done.match_line(ok ? job.line : err.line, ok ? job.id : err.id);
       if (!(a.resume && !ok && done.failed(err.line))) return true;  // else: its record is written
+      counter.forget(err.line);  // failed in an earlier run: nothing left to do for it
     }
     return false;
   };
   auto sink = [&](const JobResult& r) {
+    if (!r.ok) {
+      errors.add(r.error);
+      counter.forget(r.line);
+    }
     if (!with_dataset || !r.ok) return write_record(r);
     JobResult kept = r;
     kept.include_tokens = !a.no_tokens_in_results;
@@ -112,8 +166,7 @@ int run_command(const RunArgs& a) {
   commit_dataset();
   if (a.resume && !st.stopped) done.check_all_matched(a.jobs);
   ctx.ended = std::chrono::system_clock::now();
-  progress.update(st, true);
-  progress.finish();
+  progress.finish(st);
 
   ctx.model_dir = a.model;
   ctx.jobs_path = a.jobs;
@@ -129,19 +182,33 @@ int run_command(const RunArgs& a) {
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
     if (with_dataset) rep["dataset"] = o.dataset.dir;
+    rep["provenance"] = run_provenance();
     write_file_atomic(o.report_path, rep.dump(2) + "\n");
   }
   const char* state = st.stopped ? "stopped" : "complete";
   if (with_dataset) dataset.finish(state);
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, state);
-  if (!a.quiet) {
-    std::fputs(run_summary(st, ctx).c_str(), stderr);
-    std::fprintf(stderr, "loom: results in %s%s%s\n",
-                 o.out_path == "-" ? "stdout" : o.out_path.c_str(),
-                 o.report_path.empty() ? "" : ", report in ", o.report_path.c_str());
-  }
+  for (const std::string& line : run_summary(st, ctx)) log_info(line);
+  // The reasons, not only the count: a failed run's first errors, grouped by kind.
+  for (const std::string& line : errors.lines(st.jobs_read)) log_warning(line);
+  log_info(cat("results in ", o.out_path == "-" ? "stdout" : o.out_path,
+               o.report_path.empty() ? "" : ", report in " + o.report_path));
   if (st.stopped) return kExitInterrupted;
   return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;
+}
+
+}  // namespace
+
+int run_command(const RunArgs& a) {
+  log_init(a.log_format, a.quiet);
+  // The run's own errors go through its log, so they take its form (a json line with
+  // --log-format json, a timestamp in a log file); main() maps the rest.
+  try {
+    return run_jobs(a);
+  } catch (const Error& e) {
+    log_error(e.what());
+    return kExitFatal;
+  }
 }
 
 int merge_command(const MergeArgs& m) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/log.h"
 #include "core/error.h"
 #include "io/sidecar.h"
 #include "model/fingerprint.h"
@@ -50,7 +51,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   o.shard = resolve_shard(a.shard);
   if (a.shard.empty()) {
     const std::string w = unrequested_shard_warning();
-    if (!w.empty()) std::fprintf(stderr, "loom: warning: %s\n", w.c_str());  // even with -q
+    if (!w.empty()) log_warning(w);  // even with -q
   }
   o.out_path = shard_path(a.out, o.shard);
   o.report_path = a.report.empty() ? "" : shard_path(a.report, o.shard);
@@ -131,20 +132,17 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     check_sidecar(o.sidecar, o.out_path, o.identity);
     o.done = scan_results(o.out_path);
     if (!a.quiet && o.done.dropped_bytes > 0)
-      std::fprintf(stderr, "loom: resume: cut a torn last line (line %lld, %lld bytes) from %s\n",
-                   (long long)o.done.dropped_line, (long long)o.done.dropped_bytes,
-                   o.out_path.c_str());
+      log_info(cat("resume: cut a torn last line (line ", o.done.dropped_line, ", ",
+                   o.done.dropped_bytes, " bytes) from ", o.out_path));
     if (!o.dataset.dir.empty()) {
       o.reconciled = reconcile_dataset(o.dataset, o.model, o.out_path);
       const DatasetReconcile& r = o.reconciled;
       if (r.records_dropped > 0) o.done = scan_results(o.out_path);  // the rewritten file
       if (!a.quiet && (r.files_removed > 0 || r.records_dropped > 0 || r.temp_removed > 0))
-        std::fprintf(stderr,
-                     "loom: resume: dataset %s: kept %lld files (%lld samples); rolled back %lld "
-                     "files and %lld records, removed %lld temporary files (%s)\n",
-                     o.dataset.dir.c_str(), (long long)r.files_kept, (long long)r.samples_kept,
-                     (long long)r.files_removed, (long long)r.records_dropped,
-                     (long long)r.temp_removed, r.first_problem.c_str());
+        log_info(cat("resume: dataset ", o.dataset.dir, ": kept ", r.files_kept, " files (",
+                     r.samples_kept, " samples); rolled back ", r.files_removed, " files and ",
+                     r.records_dropped, " records, removed ", r.temp_removed, " temporary files (",
+                     r.first_problem, ")"));
     }
   } else if (a.overwrite && !to_stdout) {
     std::error_code ec;

@@ -1,11 +1,48 @@
 #include "app/setup.h"
 
-#include <chrono>
-#include <cstdio>
+#include <dirent.h>
+#include <sys/stat.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+
+#include "app/log.h"
 #include "core/error.h"
+#include "engine/report.h"
+#include "io/outputs.h"
+#include "model/fingerprint.h"
 
 namespace loom {
+namespace {
+
+// Where this machine shows an NVIDIA GPU, whether or not CUDA can use it: a display or 3D
+// controller of vendor 0x10de on the PCI bus (seen even without a driver), else a /dev/nvidia0
+// node (containers often hide the PCI tree but pass the node). "" when neither.
+std::string nvidia_gpu_seen() {
+  const std::string bus = "/sys/bus/pci/devices";
+  if (DIR* d = ::opendir(bus.c_str())) {
+    std::string found;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string vendor, cls;
+      std::ifstream(bus + "/" + e->d_name + "/vendor") >> vendor;
+      std::ifstream(bus + "/" + e->d_name + "/class") >> cls;
+      // class 0x0300xx: VGA controller, 0x0302xx: 3D controller (data-center GPUs).
+      if (vendor == "0x10de" && (cls.rfind("0x0300", 0) == 0 || cls.rfind("0x0302", 0) == 0)) {
+        found = std::string("an NVIDIA GPU at PCI ") + e->d_name;
+        break;
+      }
+    }
+    ::closedir(d);
+    if (!found.empty()) return found;
+  }
+  struct stat sb {};
+  if (::stat("/dev/nvidia0", &sb) == 0) return "an NVIDIA GPU (/dev/nvidia0)";
+  return "";
+}
+
+}  // namespace
 
 double now_seconds() {
   using namespace std::chrono;
@@ -21,6 +58,15 @@ BackendChoice choose_backend(const EngineArgs& args) {
     c.kind = BackendKind::Cuda;
   } else if (args.backend == "auto" && cuda_available(&why)) {
     c.kind = BackendKind::Cuda;
+  } else if (args.backend == "auto" && build_info().cuda) {
+    // A CUDA build that cannot use the GPU in front of it (driver too old or missing, devices
+    // busy or hidden) must not slip onto the CPU, hundreds of times slower, without a word.
+    const std::string gpu = nvidia_gpu_seen();
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    LOOM_CHECK(gpu.empty(), "--backend auto: this machine has ", gpu, " but CUDA cannot use it (",
+               why, visible ? cat("; CUDA_VISIBLE_DEVICES=\"", visible, "\"") : std::string(),
+               "); fix the driver or CUDA setup, or pass --backend cpu to run on the CPU");
+    c.note = "--backend auto: no GPU on this machine (" + why + "); running on the CPU (f32)";
   }
   c.dtype = c.kind == BackendKind::Cuda ? ComputeDType::BF16 : ComputeDType::F32;
   if (args.dtype == "f32") c.dtype = ComputeDType::F32;
@@ -34,7 +80,9 @@ BackendChoice choose_backend(const EngineArgs& args) {
 }
 
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, bool quiet) {
-  return open_model(model_dir, args, choose_backend(args), quiet);
+  const BackendChoice choice = choose_backend(args);
+  if (!choice.note.empty() && !quiet) log_info(choice.note);
+  return open_model(model_dir, args, choice, quiet);
 }
 
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
@@ -45,10 +93,15 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
   lo.table_path = args.model_table;
   om.model = load_model(model_dir, lo);
   if (!quiet)
-    for (const std::string& w : om.model.warnings)
-      std::fprintf(stderr, "loom: warning: %s\n", w.c_str());
-  om.backend = make_backend(choice.kind, choice.dtype, args.device, args.batch_invariant);
-  om.backend->load(om.model.spec, om.model.weights);
+    for (const std::string& w : om.model.warnings) log_warning(w);
+  try {
+    om.backend = make_backend(choice.kind, choice.dtype, args.device, args.batch_invariant);
+    om.backend->load(om.model.spec, om.model.weights);
+  } catch (const Error& e) {
+    if (args.backend != "auto" || choice.kind != BackendKind::Cuda) throw;
+    fail("--backend auto found a GPU but could not use it: ", e.what(),
+         "; pass --backend cpu to run on the CPU");
+  }
   om.backend_name = om.backend->name();
   om.dtype_name = choice.dtype_name();
   om.batch_invariant = om.backend->batch_invariant();
@@ -66,6 +119,93 @@ EngineOptions engine_options(const EngineArgs& a) {
   o.cache.gpu_memory_fraction = a.gpu_memory_fraction;
   o.cache.host_cache_gib = a.kv_cache_gib;
   return o;
+}
+
+namespace {
+
+void add_engine_options(const EngineArgs& e, nlohmann::ordered_json& j) {
+  j["backend"] = e.backend;
+  j["dtype"] = e.dtype;
+  j["device"] = e.device;
+  j["max_seqs"] = e.max_seqs;
+  j["max_batch_slots"] = e.max_batch_slots;
+  j["block_size"] = e.block_size;
+  j["kv_blocks"] = e.kv_blocks;
+  j["gpu_memory_fraction"] = e.gpu_memory_fraction;
+  j["kv_cache_gib"] = e.kv_cache_gib;
+  j["no_prefix_sharing"] = e.no_prefix_sharing;
+  j["batch_invariant"] = e.batch_invariant;
+  j["model_table"] = e.model_table;
+}
+
+}  // namespace
+
+nlohmann::ordered_json options_json(const RunArgs& a) {
+  nlohmann::ordered_json j;
+  j["model"] = a.model;
+  j["jobs"] = a.jobs;
+  j["out"] = a.out;
+  j["report"] = a.report;
+  j["tokens_out"] = a.tokens_out;
+  j["samples_per_file"] = a.samples_per_file;
+  j["file_seconds"] = a.file_seconds;
+  j["no_tokens_in_results"] = a.no_tokens_in_results;
+  j["no_dataset_actions"] = a.no_dataset_actions;
+  j["no_dataset_context"] = a.no_dataset_context;
+  j["placeholder_id"] = a.placeholder_id;
+  j["overlap"] = a.overlap;
+  j["resume"] = a.resume;
+  j["overwrite"] = a.overwrite;
+  j["no_lock"] = a.no_lock;
+  j["shard"] = a.shard;
+  j["progress_interval"] = a.progress_interval;
+  j["quiet"] = a.quiet;
+  j["log_format"] = a.log_format;
+  add_engine_options(a.engine, j);
+  return j;
+}
+
+nlohmann::ordered_json options_json(const BenchArgs& a) {
+  nlohmann::ordered_json j;
+  j["model"] = a.model;
+  j["json"] = a.json_out;
+  j["context_frames"] = a.context_frames;
+  j["frames"] = a.frames;
+  j["batch_sizes"] = a.batch_sizes;
+  j["jobs"] = a.jobs;
+  j["shared_group"] = a.shared_group;
+  j["shared_only"] = a.shared_only;
+  j["repeats"] = a.repeats;
+  j["profile"] = a.profile;
+  add_engine_options(a.engine, j);
+  return j;
+}
+
+void describe_backend(OpenedModel& om, RunProvenance& p) {
+  const DeviceInfo d = om.backend->device_info();
+  p.backend = om.backend_name;
+  p.weight_dtype = om.dtype_name;  // weight matrices are kept in the compute dtype
+  p.kv_dtype = d.kv_dtype.empty() ? om.dtype_name : d.kv_dtype;
+  p.device = d.name;
+  p.driver = d.driver;
+  p.cuda_runtime = d.cuda_runtime;
+}
+
+nlohmann::ordered_json bench_provenance(const BenchArgs& a, OpenedModel& om) {
+  RunProvenance p;
+  p.started_utc = format_utc(process_start_time());
+  p.host = host_name();
+  p.argv = process_argv();
+  p.options = options_json(a);
+  p.shard_source = "unsharded";
+  const ModelIdentity mid = model_identity(a.model, a.engine.model_table);
+  p.model_path = a.model;
+  p.architecture = mid.architecture;
+  p.config_hash = mid.fingerprint;
+  describe_backend(om, p);
+  nlohmann::ordered_json block = provenance_json(p);
+  set_run_provenance(block);
+  return block;
 }
 
 }  // namespace loom

@@ -1,12 +1,15 @@
-// Wiring shared by `run` and `bench`: model loading and backend choice.
+// Wiring shared by `run` and `bench`: model loading, backend choice, and what their
+// provenance block says about options, model and device.
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "app/commands.h"
 #include "backend/backend.h"
 #include "engine/engine.h"
+#include "io/provenance.h"
 #include "model/mapping.h"
 
 namespace loom {
@@ -20,10 +23,15 @@ struct OpenedModel {
 };
 
 // The backend and dtype `args` ask for, decided before any weight is read (cheap: it asks
-// the CUDA driver for devices). Throws loom::Error when the request cannot be met.
+// the CUDA driver for devices). Throws loom::Error when the request cannot be met. --backend
+// auto in a CUDA build: a GPU CUDA cannot use (an NVIDIA device on the PCI bus or a
+// /dev/nvidia0 node, but no usable CUDA device) is an error naming the cause; with no GPU at
+// all, `note` says that it runs on the CPU (printed by the caller, after its own checks, so a
+// refused run stays one error line).
 struct BackendChoice {
   BackendKind kind = BackendKind::Cpu;
   ComputeDType dtype = ComputeDType::F32;
+  std::string note;  // said once by the caller (info): why --backend auto took the CPU
   std::string backend_name() const { return kind == BackendKind::Cuda ? "cuda" : "cpu"; }
   std::string dtype_name() const { return dtype == ComputeDType::F32 ? "f32" : "bf16"; }
 };
@@ -35,5 +43,14 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
                        const BackendChoice& choice, bool quiet);
 EngineOptions engine_options(const EngineArgs& args);
 double now_seconds();
+
+// Every option of the command after defaults (and LOOM_* variables), as the provenance
+// block's "options".
+nlohmann::ordered_json options_json(const RunArgs& a);
+nlohmann::ordered_json options_json(const BenchArgs& a);
+// Fills what the opened model and its backend tell: backend, dtypes, device, driver, runtime.
+void describe_backend(OpenedModel& om, RunProvenance& p);
+// The provenance block of a `loom bench` run (also set for the process).
+nlohmann::ordered_json bench_provenance(const BenchArgs& a, OpenedModel& om);
 
 }  // namespace loom

@@ -254,7 +254,8 @@ TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
   Ran r = run(args, "progress");
   CHECK(r.code == 0);
   CHECK(r.err.find("\r") == std::string::npos);  // no live-line rewriting into a log
-  CHECK(r.err.find("loom: 4/4 jobs read, 5 samples done, 0 failed") != std::string::npos);
+  CHECK(r.err.find("loom: done: 4/4 jobs read, 5/5 samples, 28/28 frames (100.0%), 0 failed") !=
+        std::string::npos);
   CHECK(r.err.find("results in /tmp/loom_cli_progress.jsonl") != std::string::npos);
   Ran q = run(args + " --quiet", "progress_quiet");
   CHECK(q.code == 0);

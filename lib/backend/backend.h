@@ -70,6 +70,9 @@ struct DeviceInfo {
   size_t kv_bytes = 0;      // KV pool
   size_t peak_bytes = 0;    // peak device memory in use by loom
   double copy_gbps = 0;     // measured device-to-device copy bandwidth (read + write), 0 if unknown
+  std::string kv_dtype;     // element type of the KV pool: "f32" (cpu), the compute dtype (cuda)
+  std::string driver = "n/a";        // CUDA version the driver supports ("13.0"); n/a on the cpu
+  std::string cuda_runtime = "n/a";  // CUDA runtime loom was linked with ("13.0")
 };
 
 class Backend {

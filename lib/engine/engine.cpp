@@ -52,6 +52,18 @@ JobResult finished_result(const Running& r, bool frames) {
   return out;
 }
 
+// A finished sample's queue time, time to first token and time per output token.
+// image_tokens: tokens per frame (frame models), 0 for plain models.
+void add_latencies(const Running& r, int image_tokens, RunStats& st) {
+  st.queue_s.add(r.t_admit - r.t_read);
+  if (r.t_first < 0) return;
+  st.ttft_s.add(r.t_first - r.t_read);
+  const Sequence& s = *r.seq;
+  const int64_t n =
+      image_tokens > 0 ? int64_t(s.frames().size()) * image_tokens : int64_t(s.tokens().size());
+  if (n > 1) st.tpot_s.add((r.t_done - r.t_first) / double(n - 1));
+}
+
 }  // namespace
 
 void FrameTimes::add(double s) {
@@ -89,6 +101,7 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   st.kv_blocks = num_blocks;
   st.block_size = opt_.cache.block_size;
   st.kv_block_bytes = backend_.kv_block_bytes(opt_.cache.block_size);
+  if (opt_.on_start) opt_.on_start(st);
 
   const int lookahead = opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * opt_.scheduler.max_seqs;
   struct Waiting {
@@ -121,17 +134,23 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
       }
       auto shared = std::make_shared<const Job>(std::move(job));
       std::vector<std::unique_ptr<Sequence>> samples;
+      const int64_t job_frames = frames ? shared->num_frames : 0;
       for (int k = 0; k < shared->num_samples; k++) {
         if (opt_.keep_sample && !opt_.keep_sample(*shared, uint32_t(k))) {
           st.samples_skipped++;
+          st.frames_skipped += job_frames;
           continue;
         }
         samples.push_back(std::make_unique<Sequence>(shared, uint32_t(k), spec_));
       }
+      st.samples_read += shared->num_samples;
+      st.frames_read += job_frames * shared->num_samples;
       if (samples.empty()) continue;
       const int need = sched.blocks_for(*samples.front());
       if (need > num_blocks) {
         st.jobs_failed++;
+        st.samples_read -= int64_t(samples.size());  // they will never run
+        st.frames_read -= job_frames * int64_t(samples.size());
         sink(error_result(JobError{
             shared->id, shared->line,
             cat("line ", shared->line, ": job needs ", need, " KV blocks of ",
@@ -162,7 +181,10 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
     const double ts = now_s();
     backend_.step(batch, out);
     const double te = now_s();
-    if (sched.step_has_prefill()) {
+    if (sched.step_has_prefill() && sched.step_has_decode()) {
+      st.mixed_s += te - ts;
+      st.mixed_steps++;
+    } else if (sched.step_has_prefill()) {
       st.prefill_s += te - ts;
       st.prefill_steps++;
     } else {
@@ -182,6 +204,7 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
       st.samples_done++;
       st.frames += int64_t(r.seq->frames().size());
       for (double f : r.frame_s) st.frame_s.add(f);
+      add_latencies(r, frames ? spec_.image_tokens : 0, st);
       sink(finished_result(r, frames));
     }
     if (opt_.on_progress) {

@@ -33,12 +33,13 @@ struct EngineOptions {
   LogitsHook on_logits;
   SampleFilter keep_sample;
   const std::atomic<bool>* stop = nullptr;  // set by a signal: stop after the current step
+  std::function<void(const struct RunStats&)> on_start;     // KV pool allocated, before step 1
   std::function<void(const struct RunStats&)> on_progress;  // after every step
 };
 
-// Per-frame times of a run in bounded memory: exact count, sum and max, and a uniform sample of
-// at most kCapacity values for percentiles (exact while the run has fewer frames than that), so
-// a million-job run keeps flat host memory.
+// A distribution of times (per frame, per sample) in bounded memory: exact count, sum and max,
+// and a uniform sample of at most kCapacity values for percentiles (exact while the run has
+// fewer values than that), so a million-job run keeps flat host memory.
 class FrameTimes {
  public:
   static constexpr size_t kCapacity = 1 << 16;
@@ -57,15 +58,26 @@ class FrameTimes {
 
 struct RunStats {
   int64_t jobs_read = 0, jobs_ok = 0, jobs_failed = 0, samples_done = 0, samples_skipped = 0;
-  int64_t samples_abandoned = 0;                   // in flight when a stop was asked for
-  int64_t tokens = 0, frames = 0;                  // generated
-  double wall_s = 0, prefill_s = 0, decode_s = 0;  // step time by kind
-  int64_t prefill_steps = 0, decode_steps = 0;
+  int64_t samples_abandoned = 0;   // in flight when a stop was asked for
+  int64_t samples_read = 0;        // samples of the accepted jobs (skipped ones included)
+  int64_t frames_read = 0;         // frames those samples are to generate
+  int64_t frames_skipped = 0;      // frames of the skipped samples (resume)
+  int64_t tokens = 0, frames = 0;  // generated
+  double wall_s = 0;               // the whole run: tokens_per_s divides by this
+  // Step time by kind: only prefill chunks, only decode slots (one token, or a frame's A+1
+  // chunk), or both in one step (continuous batching mixes them).
+  double prefill_s = 0, decode_s = 0, mixed_s = 0;
+  int64_t prefill_steps = 0, decode_steps = 0, mixed_steps = 0;
   SchedulerStats scheduler;
   int kv_blocks = 0, block_size = 0, kv_peak_blocks = 0;
   size_t kv_block_bytes = 0;
   FrameTimes frame_s;  // every generated frame's time (all samples)
+  FrameTimes ttft_s;   // per sample: job read → first token (queue + prefill)
+  FrameTimes tpot_s;   // per sample: first → last token, over the tokens after the first
+  FrameTimes queue_s;  // per sample: job read → admission
   bool stopped = false;
+
+  double step_s() const { return prefill_s + decode_s + mixed_s; }
 };
 
 class Engine {

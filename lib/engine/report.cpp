@@ -81,9 +81,17 @@ nlohmann::json frame_stats(const FrameTimes& t) {
           {"p99", t.percentile(0.99)}, {"max", t.max()}};
 }
 
+double tokens_per_s(const RunStats& st) {
+  return safe_div(double(st.tokens), st.wall_s);
+}
+
+double frames_per_s(const RunStats& st) {
+  return safe_div(double(st.frames), st.wall_s);
+}
+
 nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   using nlohmann::json;
-  const double step_s = st.prefill_s + st.decode_s;
+  const double step_s = st.step_s();
   json j;
   j["model"] = ctx.model_dir;
   j["jobs"] = ctx.jobs_path;
@@ -105,8 +113,13 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                  {"weight_bytes", ctx.device.weight_bytes},
                  {"kv_bytes", ctx.device.kv_bytes},
                  {"peak_bytes", ctx.device.peak_bytes}};
-  j["time_s"] = {
-      {"load", ctx.load_s}, {"run", st.wall_s}, {"prefill", st.prefill_s}, {"decode", st.decode_s}};
+  // prefill, decode and mixed: step time by kind (RunStats); they add up to less than run,
+  // which also holds the host's work between steps.
+  j["time_s"] = {{"load", ctx.load_s},
+                 {"run", st.wall_s},
+                 {"prefill", st.prefill_s},
+                 {"decode", st.decode_s},
+                 {"mixed", st.mixed_s}};
   j["jobs_summary"] = {{"read", st.jobs_read},
                        {"accepted", st.jobs_ok},
                        {"failed", st.jobs_failed},
@@ -116,13 +129,17 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                        {"stopped", st.stopped}};
   j["generated"] = {{"tokens", st.tokens},
                     {"frames", st.frames},
-                    {"tokens_per_s", safe_div(double(st.tokens), st.wall_s)},
-                    {"frames_per_s", safe_div(double(st.frames), st.wall_s)}};
+                    {"tokens_per_s", tokens_per_s(st)},
+                    {"frames_per_s", frames_per_s(st)}};
   j["frame_s"] = frame_stats(st.frame_s);
+  j["ttft_s"] = frame_stats(st.ttft_s);
+  j["tpot_s"] = frame_stats(st.tpot_s);
+  j["queue_s"] = frame_stats(st.queue_s);
   const SchedulerStats& sc = st.scheduler;
   j["batch"] = {{"steps", sc.steps},
                 {"prefill_steps", st.prefill_steps},
                 {"decode_steps", st.decode_steps},
+                {"mixed_steps", st.mixed_steps},
                 {"mean_seqs", safe_div(double(sc.seq_steps), double(sc.steps))},
                 {"max_seqs", sc.max_batch},
                 {"mean_slots", safe_div(double(sc.slots), double(sc.steps))},
@@ -144,26 +161,38 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   return j;
 }
 
-std::string run_summary(const RunStats& st, const RunContext& ctx) {
+std::vector<std::string> run_summary(const RunStats& st, const RunContext& ctx) {
   char buf[512];
-  std::string s;
+  std::vector<std::string> lines;
   std::snprintf(buf, sizeof buf,
-                "loom: %lld jobs (%lld failed), %lld samples, %lld frames, %lld tokens in %.2f s "
-                "(%.1f tokens/s) on %s %s\n",
+                "%lld jobs (%lld failed), %lld samples, %lld frames, %lld tokens in %.2f s "
+                "(%.1f tokens/s, %.2f frames/s) on %s %s",
                 (long long)st.jobs_read, (long long)st.jobs_failed, (long long)st.samples_done,
-                (long long)st.frames, (long long)st.tokens, st.wall_s,
-                safe_div(double(st.tokens), st.wall_s), ctx.backend.c_str(), ctx.dtype.c_str());
-  s += buf;
+                (long long)st.frames, (long long)st.tokens, st.wall_s, tokens_per_s(st),
+                frames_per_s(st), ctx.backend.c_str(), ctx.dtype.c_str());
+  lines.push_back(buf);
   std::snprintf(buf, sizeof buf,
-                "loom: load %.2f s, prefill %.2f s, decode %.2f s, mean batch %.1f, KV peak "
-                "%d/%d blocks, %lld prompt blocks shared, %lld preemptions\n",
-                ctx.load_s, st.prefill_s, st.decode_s,
+                "load %.2f s; steps: %lld prefill %.2f s, %lld decode %.2f s, %lld mixed %.2f s; "
+                "mean batch %.1f, KV peak %d/%d blocks, %lld prompt blocks shared, %lld "
+                "preemptions",
+                ctx.load_s, (long long)st.prefill_steps, st.prefill_s, (long long)st.decode_steps,
+                st.decode_s, (long long)st.mixed_steps, st.mixed_s,
                 safe_div(double(st.scheduler.seq_steps), double(st.scheduler.steps)),
                 st.kv_peak_blocks, st.kv_blocks, (long long)st.scheduler.shared_blocks,
                 (long long)st.scheduler.preemptions);
-  s += buf;
-  if (st.stopped) s += "loom: stopped by a signal; in-flight samples were not written\n";
-  return s;
+  lines.push_back(buf);
+  if (st.frame_s.count() > 0 || st.ttft_s.count() > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "latency p50/p99: frame %.3f/%.3f s, time to first token %.3f/%.3f s, per "
+                  "output token %.2f/%.2f ms, queue %.3f/%.3f s",
+                  st.frame_s.percentile(0.5), st.frame_s.percentile(0.99),
+                  st.ttft_s.percentile(0.5), st.ttft_s.percentile(0.99),
+                  1e3 * st.tpot_s.percentile(0.5), 1e3 * st.tpot_s.percentile(0.99),
+                  st.queue_s.percentile(0.5), st.queue_s.percentile(0.99));
+    lines.push_back(buf);
+  }
+  if (st.stopped) lines.push_back("stopped by a signal; in-flight samples were not written");
+  return lines;
 }
 
 }  // namespace loom

@@ -1,5 +1,6 @@
-// The run report (design §1): a JSON document with load, prefill and decode times, per-frame
-// statistics, throughput, batch and KV statistics, and the device the run used, plus the short
+// The run report (design §1): a JSON document with load, prefill, decode and mixed step times,
+// distributions of frame time, time to first token, time per output token and queue time,
+// throughput, batch and KV statistics, and the device the run used, plus the short
 // human summary printed on stderr at the end of a run. Each report names its shard, its results
 // file and its wall-clock span in UTC, so the N reports of a sharded run can be merged
 // (report_merge.h) into totals and rates over the whole run.
@@ -7,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,10 +29,19 @@ struct RunContext {
   std::chrono::system_clock::time_point started, ended;
 };
 
+// Throughput, one definition for `run` reports, the `bench` table and JSON, and
+// scripts/plot_bench.py (which reads it from the JSON and never recomputes it): generated
+// tokens (frames) divided by the wall time of the engine run, RunStats::wall_s (report
+// time_s.run) — every step, prefill, decode and mixed, and the host work between steps.
+double tokens_per_s(const RunStats& st);
+double frames_per_s(const RunStats& st);
+
 nlohmann::json run_report(const RunStats& st, const RunContext& ctx);
-// The report's "frame_s" block: count, mean, min, p50, p90, p95, p99, max (seconds).
+// A distribution block of the report ("frame_s", "ttft_s", "tpot_s", "queue_s"): count, mean,
+// min, p50, p90, p95, p99, max (seconds).
 nlohmann::json frame_stats(const FrameTimes& t);
-std::string run_summary(const RunStats& st, const RunContext& ctx);  // a few lines for stderr
+// The summary at the end of a run: a few lines for stderr, without the "loom: " prefix.
+std::vector<std::string> run_summary(const RunStats& st, const RunContext& ctx);
 
 // ISO 8601 in UTC with milliseconds and a Z suffix: "2026-11-24T22:31:05.123Z" (the time is
 // rounded down to the millisecond). parse_utc accepts exactly that form and returns false for

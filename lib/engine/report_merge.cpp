@@ -10,11 +10,12 @@
 //   any         jobs_summary.stopped                            one stopped shard stops the run
 //   sum         jobs_summary.{read, accepted, failed,           counts: the shards' work adds up
 //               samples_*}, generated.{tokens, frames},
-//               batch.{steps, prefill_steps, decode_steps},
-//               kv_cache.{blocks, peak_blocks, prompt_blocks,
-//               shared_blocks, prefill_slots_saved,
-//               preemptions, recomputed_slots},
-//               time_s.{prefill, decode} (device-seconds)
+//               batch.{steps, prefill_steps, decode_steps,
+//               mixed_steps}, kv_cache.{blocks, peak_blocks,
+//               prompt_blocks, shared_blocks,
+//               prefill_slots_saved, preemptions,
+//               recomputed_slots}, time_s.{prefill, decode,
+//               mixed} (device-seconds)
 //   max         device.*_bytes, time_s.load, batch.max_seqs,    one device's figure: the largest;
 //               kv_cache.peak_utilisation                       a sum describes no device
 //   per step    batch.{mean_seqs, mean_slots, mean_step_ms}     Σ(mean × steps) / Σ steps
@@ -23,6 +24,7 @@
 //               (+ generated.sum_of_shard_rates)                started_utc to latest ended_utc
 //   recompute   frame_s.*                                       from the results files' frame times
 //   (own)       shard, started_utc, ended_utc                   → "shards" (per-shard totals)
+//   left out    ttft_s, tpot_s, queue_s, provenance             in each shard's own report
 //
 // frame_s counts every "ok" record in the results files, so after a `--resume` it also covers
 // the records earlier runs wrote, which generated.frames (this run's work) does not.
@@ -74,6 +76,7 @@ const Field kFields[] = {
     {"/time_s/run", Kind::number, Rule::recompute},
     {"/time_s/prefill", Kind::number, Rule::sum},
     {"/time_s/decode", Kind::number, Rule::sum},
+    {"/time_s/mixed", Kind::number, Rule::sum, true},  // reports before loom 0.2.0 lack it
     {"/jobs_summary/read", Kind::integer, Rule::sum},
     {"/jobs_summary/accepted", Kind::integer, Rule::sum},
     {"/jobs_summary/failed", Kind::integer, Rule::sum},
@@ -88,6 +91,7 @@ const Field kFields[] = {
     {"/batch/steps", Kind::integer, Rule::sum},
     {"/batch/prefill_steps", Kind::integer, Rule::sum},
     {"/batch/decode_steps", Kind::integer, Rule::sum},
+    {"/batch/mixed_steps", Kind::integer, Rule::sum, true},
     {"/batch/mean_seqs", Kind::number, Rule::per_step},
     {"/batch/max_seqs", Kind::integer, Rule::max},
     {"/batch/mean_slots", Kind::number, Rule::per_step},

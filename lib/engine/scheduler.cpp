@@ -122,7 +122,7 @@ bool Scheduler::schedule(StepBatch& batch) {
   batch.clear();
   step_order_.clear();
   step_seqs_.clear();
-  has_prefill_ = false;
+  has_prefill_ = has_decode_ = false;
   const int decode_max = spec_.action_tokens + 1;
   const int bs = cache_.block_size();
   int budget = opt_.max_batch_slots;
@@ -173,7 +173,7 @@ bool Scheduler::schedule(StepBatch& batch) {
       budget -= n;
       free_left -= new_blocks(r, n);
       step_order_.push_back(int(i));
-      if (pass == 1) has_prefill_ = true;
+      (pass == 1 ? has_prefill_ : has_decode_) = true;
     }
   }
   if (step_order_.empty()) return false;

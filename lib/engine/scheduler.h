@@ -70,6 +70,7 @@ class Scheduler {
   // Builds the next step; false when nothing can run.
   bool schedule(StepBatch& batch);
   bool step_has_prefill() const { return has_prefill_; }
+  bool step_has_decode() const { return has_decode_; }
   // Applies a step's sampled tokens; moves finished sequences to `done`.
   void complete(const StepOutput& out, double now, std::vector<Running>& done);
   // The sequences of the last scheduled step in batch order (logits hooks).
@@ -91,7 +92,7 @@ class Scheduler {
   std::vector<Running> running_;
   std::vector<int> step_order_;  // indices into running_ of the step being run
   std::vector<const Sequence*> step_seqs_;
-  bool has_prefill_ = false;
+  bool has_prefill_ = false, has_decode_ = false;
   SchedulerStats stats_;
 };
 

@@ -20,6 +20,7 @@
 #include "core/version.h"
 #include "io/jobs.h"
 #include "io/outputs.h"
+#include "io/provenance.h"
 
 namespace loom {
 namespace fs = std::filesystem;
@@ -244,6 +245,10 @@ std::vector<JobResult> DatasetWriter::commit() {
       {"config_hash", model_.config_hash},
       {"loom_version", kLoomVersion},
       {"manifest", manifest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
+  // safetensors metadata values are strings: the block goes in as its JSON text.
+  if (!run_provenance().is_null())
+    header["__metadata__"]["provenance"] =
+        run_provenance().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   uint64_t at = 0;
   for (const TensorOut* t : order) {
     header[t->name] = {
@@ -330,6 +335,7 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["state"] = state;
   j["loom_version"] = kLoomVersion;
   j["updated_utc"] = utc_now_iso();
+  if (!run_provenance().is_null()) j["provenance"] = run_provenance();
   write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");
 }
 

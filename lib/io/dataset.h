@@ -12,12 +12,13 @@
 //     context_offsets  I64 [samples + 1]
 //     context_actions  F32 [crows, A, adim]
 //     __metadata__     format "loom-dataset", schema, shard, model, and "manifest": the
-//                      manifest lines of its samples as a JSON array (a file describes itself)
+//                      manifest lines of its samples as a JSON array (a file describes itself);
+//                      "provenance": the run's provenance block as JSON text (io/provenance.h)
 //   DIR/manifest[.shard-K-of-N].jsonl   one line per sample: id, sample, line, file, rows,
 //                                       num_frames, context_frames, seed, sampling, model,
 //                                       config_hash, loom_version
 //   DIR/dataset[.shard-K-of-N].json     schema, model, vocabulary, P, A, action_dim, shard,
-//                                       totals (files, samples, rows), state
+//                                       totals (files, samples, rows), state, provenance
 // `loom merge --dataset DIR` (merge_dataset) joins the shards' manifests into manifest.jsonl
 // and dataset.json once every shard is complete; the data files stay where they are.
 //

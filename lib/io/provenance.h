@@ -59,7 +59,7 @@ struct RunProvenance {
   nlohmann::ordered_json options;             // every option after defaults and environment
   std::vector<std::string> options_from_env;  // options set by LOOM_* variables
   int shard_index = 0, shard_count = 1;
-  std::string shard_source;                   // how the shard was found ("--shard 1/4", ...)
+  std::string shard_source;  // how the shard was found ("--shard 1/4", ...)
   std::string model_path, architecture, config_hash;  // config_hash: model/fingerprint.h
   std::string backend;                                // "cpu", "cuda"
   std::string weight_dtype, kv_dtype;                 // "bf16", "f32"

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "io/outputs.h"
+#include "io/provenance.h"
 
 namespace loom {
 using nlohmann::json;
@@ -59,6 +60,7 @@ void write_sidecar(const std::string& path, const ordered_json& identity, const 
   j["state"] = state;
   j["updated_utc"] = utc_now_iso();
   j["host"] = host_name();
+  if (!run_provenance().is_null()) j["provenance"] = run_provenance();
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   write_file_atomic(path, j.dump(2) + "\n");
 }

@@ -18,8 +18,8 @@ std::string sidecar_path(const std::string& out_path);
 void check_sidecar(const std::string& path, const std::string& out_path,
                    const nlohmann::ordered_json& identity);
 
-// Writes {"schema", "loom_version", "identity": identity, "state", "updated_utc", ...extra}
-// atomically. state: "running", "complete" (every job has its records), "stopped" (SIGINT).
+// Writes {"schema", "loom_version", "identity": identity, "state", "updated_utc", "host",
+// "provenance" (run_provenance(), when set), ...extra} atomically. state: "running", "complete" (every job has its records), "stopped" (SIGINT).
 void write_sidecar(const std::string& path, const nlohmann::ordered_json& identity,
                    const std::string& state, const nlohmann::ordered_json& extra = {});
 

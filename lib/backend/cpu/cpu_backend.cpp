@@ -85,6 +85,7 @@ class CpuBackend final : public Backend {
   DeviceInfo device_info() override {
     DeviceInfo d;
     d.name = "cpu";
+    d.kv_dtype = "f32";
     d.kv_bytes = size_t(num_blocks_) * kv_block_bytes(block_size_);
     return d;
   }

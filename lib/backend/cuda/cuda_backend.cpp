@@ -536,6 +536,10 @@ DeviceInfo CudaBackend::device_info() {
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
     peak_bytes_ = std::max(peak_bytes_, total_b - free_b);
   d.peak_bytes = peak_bytes_;
+  d.kv_dtype = dtype_name(t_);  // the pool is allocated in the compute dtype
+  int v = 0;                    // 1000 * major + 10 * minor
+  if (cudaDriverGetVersion(&v) == cudaSuccess) d.driver = cat(v / 1000, ".", v % 1000 / 10);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) d.cuda_runtime = cat(v / 1000, ".", v % 1000 / 10);
   return d;
 }
 
