@@ -169,7 +169,6 @@ void Progress::finish(const RunStats& st) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    counts_ = counts_of(st);
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -227,8 +226,9 @@ void Progress::print(const Counts& c, bool last) {
   std::snprintf(rates, sizeof rates, "%.0f tokens/s, %.2f frames/s", tps, fps);
   const std::string eta_text = eta >= 0 ? duration_text(eta) : "?";
   if (log_is_live()) {
+    // Most telling first: what does not fit the terminal's width is cut from the end.
     log_live("loom: " + of_total(c.samples_done, samples, final) + " samples" + frames_part + pct +
-             ", " + std::to_string(c.jobs_failed) + " failed, " + rates + ", ETA " + eta_text);
+             ", ETA " + eta_text + ", " + std::to_string(c.jobs_failed) + " failed, " + rates);
     return;
   }
   nlohmann::ordered_json fields;
