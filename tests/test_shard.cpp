@@ -5,10 +5,10 @@
 // matter most. Then the loom binary end to end under an array task's environment.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
