@@ -64,8 +64,10 @@ void resume_and_compare(const std::string& dir, const std::string& what) {
 
 TEST_CASE("kill -9 at 24 seeded instants, resumed each time: the uninterrupted run's tokens") {
   const std::string dir = temp_dir("faults_kill");
-  const unsigned seed = unsigned(std::random_device{}());
-  INFO("schedule seed ", seed, " (rerun with it to replay the kill instants)");
+  // A new schedule every run; LOOM_TEST_KILL_SEED=<seed> replays the one a failure printed.
+  const char* replay = std::getenv("LOOM_TEST_KILL_SEED");
+  const unsigned seed = replay ? unsigned(std::stoul(replay)) : unsigned(std::random_device{}());
+  INFO("kill schedule seed ", seed, " (LOOM_TEST_KILL_SEED=", seed, " replays it)");
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> delay_ms(5, 160);
   int killed = 0;
