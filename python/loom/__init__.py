@@ -4,9 +4,9 @@ from .dataset import Dataset
 from .jobs import Job, JobError, Model, PLACEHOLDER_ID, check_line, write_jobs
 from .results import Result, read_results
 from .runner import (MIN_VERSION, LoomError, LoomInterrupted, RunResult, find_loom,
-                     loom_version, run)
+                     loom_version, run, shard_path)
 
 __version__ = "0.2.0"
 __all__ = ["Dataset", "Job", "JobError", "Model", "PLACEHOLDER_ID", "check_line", "write_jobs",
            "Result", "read_results", "MIN_VERSION", "LoomError", "LoomInterrupted", "RunResult",
-           "find_loom", "loom_version", "run"]
+           "find_loom", "loom_version", "run", "shard_path"]

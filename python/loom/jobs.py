@@ -122,9 +122,10 @@ class Job:
                              "that the action slots of a frame are known")
         if acts is not None and acts.ndim == 3:
             acts = acts.reshape(-1, acts.shape[2])
-        slots = np.full((frames.shape[0], A), placeholder_id, dtype=np.int64)
-        prompt = np.concatenate([frames, slots.astype(frames.dtype, copy=False)], axis=1)
-        self._set({"id": id, "prompt_token_ids": prompt.reshape(-1), "actions": acts,
+        # Lists, not one array: each id keeps the type it was given (no promotion to float).
+        slots = [placeholder_id] * A
+        prompt = [v for frame in frames.tolist() for v in frame + slots]
+        self._set({"id": id, "prompt_token_ids": prompt, "actions": acts,
                    "num_frames": num_frames, "overlap": overlap, "sampling": sampling,
                    "num_samples": num_samples}, model, placeholder_id)
 

@@ -109,6 +109,18 @@ class RunResult:
         return f"loom.RunResult(exit_code={self.exit_code}, out={self.out!r})"
 
 
+def shard_path(path, shard):
+    """The file loom writes for `path` as shard "K/N" (lib/io/shard.h): out.jsonl →
+    out.shard-K-of-N.jsonl; unchanged for N = 1, "-", and shards not given as K/N."""
+    m = re.fullmatch(r"(\d+)/(\d+)", str(shard or ""))
+    if path is None or path == "-" or not m or int(m.group(2)) <= 1:
+        return path
+    tag = f".shard-{m.group(1)}-of-{m.group(2)}"
+    name = path.rfind("/") + 1
+    dot = path.rfind(".")
+    return path + tag if dot <= name else path[:dot] + tag + path[dot:]
+
+
 def _flags(options):
     argv = []
     for key, value in options.items():
@@ -131,7 +143,8 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
     to sys.stderr when None; progress=False drops it.
 
     Returns a RunResult for exit 0 and exit 1 (`jobs_failed`: some jobs wrote error
-    records). Raises LoomError with loom's `loom: error:` line for exit 2 and any other
+    records); with shard="K/N" its `out` and `report` are the shard-tagged files loom wrote
+    (with shard="auto" or "array", the names as given: loom.shard_path makes the others). Raises LoomError with loom's `loom: error:` line for exit 2 and any other
     failure, LoomInterrupted for exit 130.
     """
     from .jobs import write_jobs
@@ -167,7 +180,9 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
     finally:
         proc.stderr.close()
     if code in (0, 1):
-        return RunResult(code, command, jobs, out, report, tokens_out)
+        shard = options.get("shard")
+        return RunResult(code, command, jobs, shard_path(out, shard), shard_path(report, shard),
+                         tokens_out)
     kind = LoomInterrupted if code == 130 else LoomError
     if error_line:
         message = re.sub(r"^loom: (internal )?error: ", "", error_line)

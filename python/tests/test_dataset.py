@@ -91,12 +91,12 @@ class DatasetMatchesResults(TempDirTest):
 
     def test_shards_before_and_after_merge(self):
         out, folder = self.path("results.jsonl"), self.path("dataset")
-        for k in (1, 0):  # shard 1 first: the reading order must not follow the writing order
-            loom.run(self.model, list(self.jobs.values()), out, tokens_out=folder,
-                     shard=f"{k}/2", jobs_path=self.path("jobs.jsonl"), progress=False)
         records = {}
-        for k in (0, 1):
-            for r in loom.read_results(self.path(f"results.shard-{k}-of-2.jsonl")):
+        for k in (1, 0):  # shard 1 first: the reading order must not follow the writing order
+            result = loom.run(self.model, list(self.jobs.values()), out, tokens_out=folder,
+                              shard=f"{k}/2", jobs_path=self.path("jobs.jsonl"), progress=False)
+            self.assertEqual(result.out, self.path(f"results.shard-{k}-of-2.jsonl"))
+            for r in result.results():
                 records[key(r.id, r.sample)] = r
         self.assertEqual(len(records), 8)
 

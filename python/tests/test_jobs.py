@@ -131,6 +131,7 @@ class NumpyJobs(TempDirTest):
             ("good: numpy scalars", J(frames(), actions(9), np.int64(2), num_samples=np.int32(2),
                                       sampling={"seed": np.uint64(2**64 - 1)}, overlap=2)),
             ("good: integer id", J(frames(), actions(), 1, id=17)),
+            ("good: uint64 and int32 ids", J(frames().astype(np.uint64), actions(), 1)),
             ("P too small", J(frames(P=9), actions(), 1)),
             ("no context frames", J(frames(0), actions(3), 1)),
             ("too many context frames", J(frames(7), actions(24), 1)),

@@ -98,6 +98,13 @@ class Run(TempDirTest):
                     self.assertIn(stderr.strip().splitlines()[0], e.stderr)
         self.assertFalse(os.path.exists(self.path("r.jsonl")))
 
+    def test_shard_path(self):
+        for path, shard, want in [("out/r.jsonl", "1/4", "out/r.shard-1-of-4.jsonl"),
+                                  ("out.d/results", "0/2", "out.d/results.shard-0-of-2"),
+                                  ("r.jsonl", "0/1", "r.jsonl"), ("-", "0/2", "-"),
+                                  ("r.jsonl", "auto", "r.jsonl"), ("r.jsonl", None, "r.jsonl")]:
+            self.assertEqual(loom.shard_path(path, shard), want)
+
     def test_interrupted_run(self):
         fake = self.path("loom")
         with open(fake, "w") as f:
