@@ -55,7 +55,8 @@ class Dataset:
     [F, P] (plain models: the generated tokens, int32 [n]), actions float32 [F, A, action_dim]
     (the rows after each frame, NaN where the job gave none; None for plain models or
     --no-dataset-actions), meta the sample's manifest line as a dict. `len(ds)`, iteration in
-    manifest order, `ds.context(i)` for the prompt's frames."""
+    manifest order, `ds.context(i)` for the prompt's frames. `len` and `ds[i]` use an index of
+    the manifest taken at their first use; iteration reads the manifest as it is then."""
 
     def __init__(self, root, max_open_files=64):
         self.root = os.fspath(root)

@@ -79,7 +79,7 @@ class CliMessages(TempDirTest):
     def test_cpp_frame_cases(self):
         cases = cpp_cases("kBadFrameJobs")
         self.assertGreater(len(cases), 50)
-        self.compare(V1, self.unique(cases), [m for _, m in cases], min_cases=45)
+        self.compare(V1, self.unique(cases), [m for _, m in cases], min_cases=58)
 
     def test_cpp_plain_cases(self):
         cases = cpp_cases("kBadPlainJobs")
