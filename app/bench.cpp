@@ -1,7 +1,7 @@
 // `loom bench`: synthetic frame jobs on any checkpoint (issue 3 §7, issue 4 §4). Latency runs
 // (one per batch size: B jobs of C context frames + N generated frames at once) report s/frame,
 // time to first token, tokens/s and the weight bytes streamed per decode step against the
-// device's measured copy bandwidth; a throughput run (--jobs) reports tokens/s, frames/s, KV
+// device's measured copy bandwidth; a throughput run (--num-jobs) reports tokens/s, frames/s, KV
 // use and achieved bandwidth and FLOP rate against the measured ceilings. A backend that
 // measures no ceiling (the cpu) shows n/a for it and for what is relative to it, JSON null.
 #include <algorithm>
@@ -170,7 +170,7 @@ int bench_command(const BenchArgs& a) {
     out["latency"].push_back(row);
   }
 
-  if (a.jobs > 0) {
+  if (a.num_jobs > 0) {
     std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s %8s\n", "jobs", "group", "tokens/s",
                 "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
@@ -178,20 +178,20 @@ int bench_command(const BenchArgs& a) {
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     for (int group : groups) {
       EngineOptions opt = engine_options(a.engine);
-      Measured m = run_synthetic(be, spec, opt, a.jobs, group, a.context_frames, a.frames);
+      Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
       const RunStats& st = m.st;
       const double t = st.prefill_s + st.decode_s;
       const double gb = run_bytes(st, spec, step_bytes, kv_elem) / t / 1e9;
       const double tf = run_flops(st, spec) / t / 1e12;
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
-      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.jobs, group,
-                  double(st.tokens) / t, double(st.frames) / t,
+      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.num_jobs,
+                  group, double(st.tokens) / t, double(st.frames) / t,
                   double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
                   gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks,
                   (long long)st.scheduler.preemptions);
       out["throughput"].push_back(
-          {{"jobs", a.jobs},
+          {{"jobs", a.num_jobs},
            {"shared_group", group},
            {"tokens_per_s", double(st.tokens) / t},
            {"frames_per_s", double(st.frames) / t},
