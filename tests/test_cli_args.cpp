@@ -314,7 +314,7 @@ TEST_CASE("bench on the cpu: n/a for the GPU ceilings and what is relative to th
 
 // Needs app/run.cpp to pass RunArgs::sampling to the jobs reader (JobDefaults::sampling); until
 // that line lands the defaults are parsed and validated but do not reach the jobs.
-TEST_CASE("--seed and --temperature fill what a job's sampling leaves out" * doctest::skip(true)) {
+TEST_CASE("--seed and --temperature fill what a job's sampling leaves out") {
   const std::string jobs = dir() + "/no_sampling.jsonl";
   {
     const Out text = run_loom("inspect -m " + kModel);
@@ -337,7 +337,7 @@ TEST_CASE("--seed and --temperature fill what a job's sampling leaves out" * doc
 
 // Needs app/run.cpp to write a report_path of "-" to stdout instead of write_file_atomic
 // (prepare_outputs already skips probing, creating and locking it).
-TEST_CASE("--report - writes the report to stdout" * doctest::skip(true)) {
+TEST_CASE("--report - writes the report to stdout") {
   const std::string out = dir() + "/report_stdout.jsonl";
   const Out o =
       run_loom("run -q --backend cpu -m " + kModel + " -i " + kJobs + " -o " + out + " --report -");
