@@ -437,8 +437,8 @@ TEST_SUITE("mapping") {
     CHECK_ERROR(load(tmp.path),
                 "unknown architecture \"Foo\" in " + tmp.path + "/config.json: no table in " +
                     kTables +
-                    " matches (known: LlamaForCausalLM, LlamaActionForCausalLM, "
-                    "LlamaActionV2ForCausalLM); add models/<name>.json or pass --model-table");
+                    " matches (known: GPT2LMHeadModel, GPT2Model, LlamaForCausalLM, "
+                    "LlamaActionForCausalLM, LlamaActionV2ForCausalLM, OPTForCausalLM); add models/<name>.json or pass --model-table");
     // An explicit table is used as told, with a warning.
     LoadOptions o;
     o.table_path = kTables + "/llama.json";
@@ -614,7 +614,9 @@ TEST_SUITE("mapping") {
     SUBCASE("unsupported feature") {
       t["features"]["norm"] = "layernorm";
       write_file(p, t.dump());
-      CHECK_ERROR(parse_mapping_table(p), "features: norm \"layernorm\" is not supported by loom");
+      CHECK_ERROR(parse_mapping_table(p),
+                  "features: norm \"layernorm\" is not a feature value loom knows (known: "
+                  "\"rms\", \"layer\")");
     }
     SUBCASE("per-layer name without {i}") {
       t["weights"][5]["name"] = "model.layers.0.input_layernorm.weight";
@@ -633,13 +635,13 @@ TEST_SUITE("mapping") {
   TEST_CASE("the shipped tables parse and describe what they claim") {
     const MappingTable v1 = parse_mapping_table(kTables + "/llama_action.json");
     CHECK(v1.architectures == std::vector<std::string>{"LlamaActionForCausalLM"});
-    CHECK(v1.action_projection == ActionProjection::Linear);
-    CHECK(v1.learned_positions == "spatio_temporal");
+    CHECK(v1.features.action_projection == ActionProjection::Linear);
+    CHECK(v1.features.positions == PositionKind::SpatioTemporal);
     const MappingTable v2 = parse_mapping_table(kTables + "/llama_action_v2.json");
-    CHECK(v2.action_projection == ActionProjection::Mlp);
-    CHECK(v2.action_mlp_layers == 3);
+    CHECK(v2.features.action_projection == ActionProjection::Mlp);
+    CHECK(v2.features.action_mlp_layers == 3);
     const MappingTable ll = parse_mapping_table(kTables + "/llama.json");
-    CHECK(ll.learned_positions == "none");
+    CHECK(ll.features.positions == PositionKind::None);
     CHECK(ll.weights.size() == 9);
   }
 
