@@ -114,7 +114,8 @@ inline LoadedModel load_feature_model(const std::string& dir, const ModelSpec& f
     table["weights"].push_back(rule);
     int64_t n = 1;
     for (int64_t x : shape) n *= x;
-    const bool is_norm = role.find("norm") != std::string::npos && role.find("bias") == std::string::npos;
+    const bool is_norm =
+        role.find("norm") != std::string::npos && role.find("bias") == std::string::npos;
     for (int l = 0; l < (d->per_layer ? spec.layers : 1); l++) {
       const std::string tn = d->per_layer ? "L" + std::to_string(l) + "." + role : role;
       std::mt19937 rng(uint32_t(std::hash<std::string>()(tn)));
@@ -209,9 +210,19 @@ inline bool accepted(const std::vector<int>& v) {
 }
 
 inline std::vector<int> values_of(const ModelSpec& s) {
-  return {int(s.norm), s.norm_affine ? 0 : 1, s.norm_bias, int(s.mlp), int(s.act), s.qkv_bias,
-          s.o_bias, s.mlp_bias, s.rotary ? 0 : 1, int(s.positions), int(s.action_projection),
-          s.tied_lm_head, s.logit_end ? 1 : 0};
+  return {int(s.norm),
+          s.norm_affine ? 0 : 1,
+          s.norm_bias,
+          int(s.mlp),
+          int(s.act),
+          s.qkv_bias,
+          s.o_bias,
+          s.mlp_bias,
+          s.rotary ? 0 : 1,
+          int(s.positions),
+          int(s.action_projection),
+          s.tied_lm_head,
+          s.logit_end ? 1 : 0};
 }
 
 using Pair = std::array<int, 4>;  // factor a, value, factor b, value (a < b)

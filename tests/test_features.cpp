@@ -48,8 +48,7 @@ TEST_CASE("switching any one feature changes the CPU logits") {
   };
   const std::vector<Switch> switches = {
       {"norm layer", [](ModelSpec& s) { s.norm = NormKind::Layer; }},
-      {"norm layer + bias",
-       [](ModelSpec& s) { s.norm = NormKind::Layer, s.norm_bias = true; }},
+      {"norm layer + bias", [](ModelSpec& s) { s.norm = NormKind::Layer, s.norm_bias = true; }},
       {"norm_affine false", [](ModelSpec& s) { s.norm_affine = false; }},
       {"mlp plain relu", [](ModelSpec& s) { s.mlp = MlpKind::Plain, s.act = Activation::Relu; }},
       {"swiglu with gelu_tanh", [](ModelSpec& s) { s.act = Activation::GeluTanh; }},

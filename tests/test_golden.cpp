@@ -71,3 +71,26 @@ TEST_CASE("golden tokens do not depend on the batch: all cases of a model run to
   CHECK(one.tokens.size() == 2);
   CHECK(one.tokens[0] != one.tokens[1]);  // two samples, two streams
 }
+
+TEST_CASE("a Meta-named copy of tiny_llama (params.json, interleaved wq/wk) gives its tokens") {
+  // testdata/tiny_llama_meta is scripts/convert_meta.py from-hf of testdata/tiny_llama.
+  const std::string dir = std::string(LOOM_TESTDATA) + "/tiny_llama";
+  LoadOptions opt;
+  opt.table_path = std::string(LOOM_SOURCE_DIR) + "/models/llama_meta.json";
+  LoadedModel meta = load_model(dir + "_meta", opt);
+  LoadedModel hf = load_model(dir);
+  CHECK(meta.spec.intermediate == hf.spec.intermediate);  // from the w1 shape
+  CHECK(meta.weights.layers[2].qkv.to_f32() == hf.weights.layers[2].qkv.to_f32());
+  auto a = make_cpu_backend(), b = make_cpu_backend();
+  a->load(meta.spec, meta.weights);
+  b->load(hf.spec, hf.weights);
+  const nlohmann::json golden = read_json(dir + "/golden.json");
+  for (const auto& c : golden["cases"]) {
+    CAPTURE(c["name"].get<std::string>());
+    GoldenRun m = run_golden_case(c, meta.spec, *a), h = run_golden_case(c, hf.spec, *b);
+    CHECK(m.tokens == h.tokens);
+    CHECK(m.logits == h.logits);
+    for (const auto& s : c["samples"])
+      CHECK(m.tokens[s["sample"].get<uint32_t>()] == golden_tokens(s));
+  }
+}

@@ -18,7 +18,6 @@ namespace {
 
 const std::string kTables = std::string(LOOM_SOURCE_DIR) + "/models";
 
-
 bool contains(const std::vector<std::string>& v, const std::string& needle) {
   for (const auto& s : v)
     if (s.find(needle) != std::string::npos) return true;
@@ -438,7 +437,8 @@ TEST_SUITE("mapping") {
                 "unknown architecture \"Foo\" in " + tmp.path + "/config.json: no table in " +
                     kTables +
                     " matches (known: GPT2LMHeadModel, GPT2Model, LlamaForCausalLM, "
-                    "LlamaActionForCausalLM, LlamaActionV2ForCausalLM, OPTForCausalLM); add models/<name>.json or pass --model-table");
+                    "LlamaActionForCausalLM, LlamaActionV2ForCausalLM, MetaLlamaForCausalLM, "
+                    "OPTForCausalLM); add models/<name>.json or pass --model-table");
     // An explicit table is used as told, with a warning.
     LoadOptions o;
     o.table_path = kTables + "/llama.json";
@@ -708,13 +708,11 @@ void copy_model(const std::string& model, const std::string& dir, const nlohmann
 
 TEST_CASE("OPT: config checks refuse the variants the table does not implement") {
   const std::pair<nlohmann::json, std::string> cases[] = {
-      {{{"do_layer_norm_before", false}},
-       "\"do_layer_norm_before\" is false; "},
+      {{{"do_layer_norm_before", false}}, "\"do_layer_norm_before\" is false; "},
       {{{"_remove_final_layer_norm", true}}, "\"_remove_final_layer_norm\" is true"},
       {{{"layer_norm_elementwise_affine", false}}, "\"layer_norm_elementwise_affine\" is false"},
       {{{"enable_bias", false}}, "\"enable_bias\" is false"},
-      {{{"word_embed_proj_dim", 32}},
-       "\"word_embed_proj_dim\" is 32 but \"hidden_size\" is 64; "},
+      {{{"word_embed_proj_dim", 32}}, "\"word_embed_proj_dim\" is 32 but \"hidden_size\" is 64; "},
       {{{"activation_function", "gelu"}}, "\"activation_function\" is \"gelu\""},
   };
   for (const auto& [patch, message] : cases) {

@@ -88,8 +88,8 @@ static std::string features_line(const ModelSpec& s) {
   std::string out = s.norm == NormKind::Rms ? "norm rms" : "norm layer";
   if (!s.norm_affine) out += " (no affine)";
   if (s.norm_bias) out += " (bias)";
-  out += std::string(", mlp ") + (s.mlp == MlpKind::SwiGlu ? "swiglu " : "plain ") +
-         kAct[int(s.act)];
+  out +=
+      std::string(", mlp ") + (s.mlp == MlpKind::SwiGlu ? "swiglu " : "plain ") + kAct[int(s.act)];
   std::string biases;
   if (s.qkv_bias) biases += " qkv";
   if (s.o_bias) biases += " o";
@@ -99,8 +99,8 @@ static std::string features_line(const ModelSpec& s) {
   out += std::string(", positions ") + kPos[int(s.positions)];
   if (s.position_offset) out += " +" + std::to_string(s.position_offset);
   if (s.logit_end > 0)
-    out += ", image ids [" + std::to_string(s.logit_begin) + ", " + std::to_string(s.logit_end) +
-           ")";
+    out +=
+        ", image ids [" + std::to_string(s.logit_begin) + ", " + std::to_string(s.logit_end) + ")";
   return out;
 }
 

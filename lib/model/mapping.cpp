@@ -93,8 +93,8 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
       s.action_projection == ActionProjection::Mlp)
     LOOM_CHECK(s.action_dim > 0, where, ": action_dim is ", s.action_dim,
                "; the action projection needs its input width");
-  LOOM_CHECK(s.temporal_rows > 0, where, ": temporal_rows (frames per round) is ",
-             s.temporal_rows, "; it must be positive");
+  LOOM_CHECK(s.temporal_rows > 0, where, ": temporal_rows (frames per round) is ", s.temporal_rows,
+             "; it must be positive");
   const int64_t round = int64_t(s.frame_slots()) * s.temporal_rows;
   if (s.positions == PositionKind::SpatioTemporal) {
     LOOM_CHECK(s.spatial_rows == s.image_tokens + s.action_tokens, where, ": spatial_rows ",
@@ -264,8 +264,8 @@ class Binder {
       const bool transposed = want.size() == 2 && e.shape.size() == 2 && want[0] != want[1] &&
                               e.shape[0] == want[1] && e.shape[1] == want[0];
       fail(file, ": expected ", shape_str(want), " ", dtype_name(m_.dtype), ", found ",
-           shape_str(e.shape), " ", dtype_name(e.dtype), " for ", f.name, " (",
-           role_desc(r, layer), " in ", base_name(t_.path), ")",
+           shape_str(e.shape), " ", dtype_name(e.dtype), " for ", f.name, " (", role_desc(r, layer),
+           " in ", base_name(t_.path), ")",
            transposed ? cat("; the tensor is stored transposed: ", base_name(t_.path),
                             " expects the HF [out, in] layout, or give the part \"transform\": "
                             "\"transpose\"")
@@ -365,8 +365,9 @@ class Binder {
 }  // namespace
 
 ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
-                           const std::string& config_path, std::vector<std::string>* warnings) {
-  ModelSpec s = t.features;              // feature fields from the table, the rest defaults
+                           const std::string& config_path, std::vector<std::string>* warnings,
+                           const Checkpoint* checkpoint) {
+  ModelSpec s = t.features;             // feature fields from the table, the rest defaults
   std::map<std::string, int64_t> vars;  // int fields set so far (defaults may use them)
   bool head_dim_given = false;
   for (const ConfigField& cf : t.config) {
@@ -395,6 +396,14 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
         LOOM_CHECK(v->is_boolean(), what, " is ", v->dump(), "; expected true or false");
         set_spec_bool(s, cf.field, v->get<bool>());
       }
+    } else if (!cf.shape_of.empty() && checkpoint && checkpoint->find(cf.shape_of)) {
+      const auto& shape = checkpoint->find(cf.shape_of)->shape;
+      LOOM_CHECK(size_t(cf.shape_dim) < shape.size(), t.path, ": ", cf.field, " from dim ",
+                 cf.shape_dim, " of ", cf.shape_of, ", which has shape ", shape_str(shape));
+      set_spec_int(s, cf.field, shape[size_t(cf.shape_dim)]);
+    } else if (!cf.shape_of.empty() && cf.fallback.is_null()) {
+      fail(config_path, ": no \"", first_key, "\" and no tensor ", cf.shape_of, " to read ",
+           cf.field, " from (", t.path, ")");
     } else if (cf.fallback.is_null()) {
       fail(config_path, ": missing \"", first_key, "\" (spec field ", cf.field, ", required by ",
            t.path, ")");
@@ -422,8 +431,8 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
       const std::string other = allowed["same_as"].get<std::string>();
       auto o = config.find(other);
       if (o != config.end() && !it->is_null() && *it != *o)
-        fail(config_path, ": \"", key, "\" is ", it->dump(), " but \"", other, "\" is ",
-             o->dump(), "; ", t.path, " supports only equal values");
+        fail(config_path, ": \"", key, "\" is ", it->dump(), " but \"", other, "\" is ", o->dump(),
+             "; ", t.path, " supports only equal values");
       continue;
     }
     if (std::find(allowed.begin(), allowed.end(), *it) == allowed.end())
@@ -473,7 +482,7 @@ LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
     m.warnings.push_back(cat(config_path, ": architecture \"", arch, "\" is not listed in ",
                              m.table_path, "; using that table as asked"));
 
-  m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings);
+  m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings, &ck);
   m.spec.architecture = arch;
   m.spec.table = base_name(m.table_path);
 

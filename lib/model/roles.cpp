@@ -11,18 +11,38 @@ namespace {
 using Shape = std::vector<int64_t>;
 using S = const ModelSpec&;
 
-bool always(S, int) { return true; }
-bool affine(S s, int) { return s.norm_affine; }
-bool norm_bias(S s, int) { return s.norm == NormKind::Layer && s.norm_bias; }
-bool swiglu(S s, int) { return s.mlp == MlpKind::SwiGlu; }
-bool plain(S s, int) { return s.mlp == MlpKind::Plain; }
-bool action_layer(S s, int j) { return j < s.action_layers(); }
+bool always(S, int) {
+  return true;
+}
+bool affine(S s, int) {
+  return s.norm_affine;
+}
+bool norm_bias(S s, int) {
+  return s.norm == NormKind::Layer && s.norm_bias;
+}
+bool swiglu(S s, int) {
+  return s.mlp == MlpKind::SwiGlu;
+}
+bool plain(S s, int) {
+  return s.mlp == MlpKind::Plain;
+}
+bool action_layer(S s, int j) {
+  return j < s.action_layers();
+}
 
-Shape hidden(S s, int) { return {s.hidden}; }
-Shape vocab_hidden(S s, int) { return {s.vocab, s.hidden}; }
+Shape hidden(S s, int) {
+  return {s.hidden};
+}
+Shape vocab_hidden(S s, int) {
+  return {s.vocab, s.hidden};
+}
 
-LayerWeights& L(Weights& w, int layer) { return w.layers.at(size_t(layer)); }
-ActionLayer& A(Weights& w, int j) { return w.action.at(size_t(j)); }
+LayerWeights& L(Weights& w, int layer) {
+  return w.layers.at(size_t(layer));
+}
+ActionLayer& A(Weights& w, int j) {
+  return w.action.at(size_t(j));
+}
 
 }  // namespace
 
@@ -38,28 +58,38 @@ const std::vector<RoleDef>& role_defs() {
        [](Weights& w, int, int) { return &w.lm_head; }},
       {"pos.absolute", false, "learned_positions \"absolute\"",
        [](S s, int) { return s.positions == PositionKind::Absolute; },
-       [](S s, int) -> Shape { return {int64_t(s.max_positions) + s.position_offset, s.hidden}; },
+       [](S s, int) -> Shape {
+         return {int64_t(s.max_positions) + s.position_offset, s.hidden};
+       },
        [](Weights& w, int, int) { return &w.pos_absolute; }},
       {"pos.spatial", false, "learned_positions \"spatio_temporal\"",
        [](S s, int) { return s.positions == PositionKind::SpatioTemporal; },
-       [](S s, int) -> Shape { return {s.spatial_rows, s.hidden}; },
+       [](S s, int) -> Shape {
+         return {s.spatial_rows, s.hidden};
+       },
        [](Weights& w, int, int) { return &w.pos_spatial; }},
       {"pos.temporal", false, "learned_positions \"spatio_temporal\"",
        [](S s, int) { return s.positions == PositionKind::SpatioTemporal; },
-       [](S s, int) -> Shape { return {s.temporal_rows, s.hidden}; },
+       [](S s, int) -> Shape {
+         return {s.temporal_rows, s.hidden};
+       },
        [](Weights& w, int, int) { return &w.pos_temporal; }},
       {"layer.attn_norm", true, "norm_affine", affine, hidden,
        [](Weights& w, int l, int) { return &L(w, l).attn_norm; }},
       {"layer.attn_norm_bias", true, "norm \"layer\" with norm_bias", norm_bias, hidden,
        [](Weights& w, int l, int) { return &L(w, l).attn_norm_bias; }},
       {"layer.qkv", true, "always", always,
-       [](S s, int) -> Shape { return {s.q_dim() + 2 * s.kv_dim(), s.hidden}; },
+       [](S s, int) -> Shape {
+         return {s.q_dim() + 2 * s.kv_dim(), s.hidden};
+       },
        [](Weights& w, int l, int) { return &L(w, l).qkv; }},
       {"layer.qkv_bias", true, "qkv_bias", [](S s, int) { return s.qkv_bias; },
        [](S s, int) -> Shape { return {s.q_dim() + 2 * s.kv_dim()}; },
        [](Weights& w, int l, int) { return &L(w, l).qkv_bias; }},
       {"layer.o", true, "always", always,
-       [](S s, int) -> Shape { return {s.hidden, s.q_dim()}; },
+       [](S s, int) -> Shape {
+         return {s.hidden, s.q_dim()};
+       },
        [](Weights& w, int l, int) { return &L(w, l).o; }},
       {"layer.o_bias", true, "o_bias", [](S s, int) { return s.o_bias; }, hidden,
        [](Weights& w, int l, int) { return &L(w, l).o_bias; }},
@@ -68,26 +98,34 @@ const std::vector<RoleDef>& role_defs() {
       {"layer.mlp_norm_bias", true, "norm \"layer\" with norm_bias", norm_bias, hidden,
        [](Weights& w, int l, int) { return &L(w, l).mlp_norm_bias; }},
       {"layer.gate_up", true, "mlp \"swiglu\"", swiglu,
-       [](S s, int) -> Shape { return {2 * int64_t(s.intermediate), s.hidden}; },
+       [](S s, int) -> Shape {
+         return {2 * int64_t(s.intermediate), s.hidden};
+       },
        [](Weights& w, int l, int) { return &L(w, l).gate_up; }},
       {"layer.gate_up_bias", true, "mlp \"swiglu\" with mlp_bias",
        [](S s, int j) { return swiglu(s, j) && s.mlp_bias; },
        [](S s, int) -> Shape { return {2 * int64_t(s.intermediate)}; },
        [](Weights& w, int l, int) { return &L(w, l).gate_up_bias; }},
       {"layer.up", true, "mlp \"plain\"", plain,
-       [](S s, int) -> Shape { return {s.intermediate, s.hidden}; },
+       [](S s, int) -> Shape {
+         return {s.intermediate, s.hidden};
+       },
        [](Weights& w, int l, int) { return &L(w, l).up; }},
       {"layer.up_bias", true, "mlp \"plain\" with mlp_bias",
        [](S s, int j) { return plain(s, j) && s.mlp_bias; },
        [](S s, int) -> Shape { return {s.intermediate}; },
        [](Weights& w, int l, int) { return &L(w, l).up_bias; }},
       {"layer.down", true, "always", always,
-       [](S s, int) -> Shape { return {s.hidden, s.intermediate}; },
+       [](S s, int) -> Shape {
+         return {s.hidden, s.intermediate};
+       },
        [](Weights& w, int l, int) { return &L(w, l).down; }},
       {"layer.down_bias", true, "mlp_bias", [](S s, int) { return s.mlp_bias; }, hidden,
        [](Weights& w, int l, int) { return &L(w, l).down_bias; }},
       {"action.{j}.weight", false, "action_projection \"linear\" or \"mlp\"", action_layer,
-       [](S s, int j) -> Shape { return {s.hidden, j == 0 ? s.action_dim : s.hidden}; },
+       [](S s, int j) -> Shape {
+         return {s.hidden, j == 0 ? s.action_dim : s.hidden};
+       },
        [](Weights& w, int, int j) { return &A(w, j).weight; }},
       {"action.{j}.bias", false, "action_projection \"linear\" or \"mlp\"", action_layer, hidden,
        [](Weights& w, int, int j) { return &A(w, j).bias; }},

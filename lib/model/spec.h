@@ -10,9 +10,9 @@
 
 namespace loom {
 
-enum class NormKind { Rms, Layer };  // RMSNorm (Llama) | LayerNorm (OPT, GPT-2)
+enum class NormKind { Rms, Layer };    // RMSNorm (Llama) | LayerNorm (OPT, GPT-2)
 enum class MlpKind { SwiGlu, Plain };  // act(gate) * up, then down | act(up), then down
-enum class Activation { Silu, GeluTanh, Gelu, Relu };  // of the MLP; SwiGLU uses Silu
+enum class Activation { Silu, GeluTanh, Gelu, Relu };        // of the MLP; SwiGLU uses Silu
 enum class PositionKind { None, Absolute, SpatioTemporal };  // learned tables added at input
 // How a frame's action slots enter the model: none; a float row through a Linear or an MLP;
 // or the action given as vocabulary ids in the frame (MineWorld/WHAM style).
@@ -23,13 +23,13 @@ struct ModelSpec {
   std::string table;         // mapping table file that described it, e.g. "llama_action.json"
 
   // Backbone
-  int hidden = 0;        // 2048 for Terra
-  int layers = 0;        // 22
-  int heads = 0;         // 32 query heads
-  int kv_heads = 0;      // 4 (GQA)
-  int head_dim = 0;      // hidden / heads unless the config says otherwise
-  int intermediate = 0;  // 5632 (SwiGLU)
-  int vocab = 0;         // 262145
+  int hidden = 0;         // 2048 for Terra
+  int layers = 0;         // 22
+  int heads = 0;          // 32 query heads
+  int kv_heads = 0;       // 4 (GQA)
+  int head_dim = 0;       // hidden / heads unless the config says otherwise
+  int intermediate = 0;   // 5632 (SwiGLU)
+  int vocab = 0;          // 262145
   float rms_eps = 1e-6f;  // epsilon of every norm, RMSNorm or LayerNorm
   float rope_theta = 10000.0f;
   int max_positions = 0;  // max_position_embeddings
@@ -53,11 +53,11 @@ struct ModelSpec {
   int logit_begin = 0, logit_end = 0;
 
   // Frame layout (design §4); all zero for plain token models.
-  int image_tokens = 0;     // P: image-token slots per frame (576)
-  int action_tokens = 0;    // A: action slots per frame (6)
-  int action_dim = 0;       // floats per action row (3); 0 for action tokens
-  int spatial_rows = 0;     // rows of pos.spatial (582 = P + A)
-  int temporal_rows = 0;    // frames per round, T: rows of pos.temporal, else a config key
+  int image_tokens = 0;   // P: image-token slots per frame (576)
+  int action_tokens = 0;  // A: action slots per frame (6)
+  int action_dim = 0;     // floats per action row (3); 0 for action tokens
+  int spatial_rows = 0;   // rows of pos.spatial (582 = P + A)
+  int temporal_rows = 0;  // frames per round, T: rows of pos.temporal, else a config key
   ActionProjection action_projection = ActionProjection::None;
   int action_mlp_layers = 0;  // Linear layers in the action MLP (3 for V2), ReLU between
 

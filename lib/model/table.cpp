@@ -251,7 +251,6 @@ int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>&
 
 // ---------------------------------------------------------------- roles
 
-
 bool is_known_role(const std::string& role) {
   return find_role(role) != nullptr;
 }
@@ -364,11 +363,11 @@ bool feature_bool(const ojson& f, const char* key, bool fallback, const std::str
 void parse_features(const ojson& f, MappingTable& t) {
   const std::string where = t.path + ": features";
   if (!f.is_object()) fail(where, ": expected an object");
-  check_keys(f,
-             {"norm", "norm_affine", "norm_bias", "mlp", "activation", "qkv_bias", "o_bias",
-              "mlp_bias", "rotary", "learned_positions", "position_offset", "action_projection",
-              "action_mlp_layers"},
-             where);
+  check_keys(
+      f,
+      {"norm", "norm_affine", "norm_bias", "mlp", "activation", "qkv_bias", "o_bias", "mlp_bias",
+       "rotary", "learned_positions", "position_offset", "action_projection", "action_mlp_layers"},
+      where);
   ModelSpec& s = t.features;
   s.norm = NormKind(feature_choice(f, "norm", {"rms", "layer"}, 0, where));
   s.norm_affine = feature_bool(f, "norm_affine", true, where);
@@ -378,7 +377,8 @@ void parse_features(const ojson& f, MappingTable& t) {
   s.mlp = MlpKind(feature_choice(f, "mlp", {"swiglu", "plain"}, 0, where));
   if (s.mlp == MlpKind::Plain && !f.contains("activation"))
     fail(where, ": mlp \"plain\" needs an activation");
-  s.act = Activation(feature_choice(f, "activation", {"silu", "gelu_tanh", "gelu", "relu"}, 0, where));
+  s.act =
+      Activation(feature_choice(f, "activation", {"silu", "gelu_tanh", "gelu", "relu"}, 0, where));
   s.qkv_bias = feature_bool(f, "qkv_bias", false, where);
   s.o_bias = feature_bool(f, "o_bias", false, where);
   s.mlp_bias = feature_bool(f, "mlp_bias", false, where);
@@ -449,9 +449,18 @@ MappingTable parse_mapping_table(const std::string& path) {
     if (v.is_string()) {
       cf.keys.push_back(v.get<std::string>());
     } else if (v.is_object()) {
-      check_keys(v, {"key", "default"}, where);
+      check_keys(v, {"key", "default", "shape_of"}, where);
       auto k = v.find("key");
-      if (k == v.end() && !v.contains("default")) fail(where, ": missing \"key\" or \"default\"");
+      if (k == v.end() && !v.contains("default") && !v.contains("shape_of"))
+        fail(where, ": missing \"key\", \"default\" or \"shape_of\"");
+      if (auto so = v.find("shape_of"); so != v.end()) {
+        if (kind != FieldKind::Int || !so->is_array() || so->size() != 2 || !(*so)[0].is_string() ||
+            !(*so)[1].is_number_integer() || (*so)[1].get<int64_t>() < 0 ||
+            (*so)[1].get<int64_t>() > 8)
+          fail(where, ": shape_of must be [\"<tensor name>\", <dim>] on an integer field");
+        cf.shape_of = (*so)[0].get<std::string>();
+        cf.shape_dim = (*so)[1].get<int>();
+      }
       if (k != v.end()) cf.keys = string_or_list(*k, where + ".key");
       if (auto d = v.find("default"); d != v.end()) {
         cf.fallback = nlohmann::json::parse(d->dump());
@@ -477,8 +486,8 @@ MappingTable parse_mapping_table(const std::string& path) {
     if (!cc->is_object()) fail(path, ": config_checks must be an object");
     for (auto it = cc->begin(); it != cc->end(); ++it) {
       const ojson& v = it.value();
-      const bool same_as = v.is_object() && v.size() == 1 && v.contains("same_as") &&
-                           v["same_as"].is_string();
+      const bool same_as =
+          v.is_object() && v.size() == 1 && v.contains("same_as") && v["same_as"].is_string();
       if (!same_as && (!v.is_array() || v.empty()))
         fail(path, ": config_checks.", it.key(),
              ": expected a list of allowed values or {\"same_as\": \"<config key>\"}");
@@ -497,8 +506,7 @@ MappingTable parse_mapping_table(const std::string& path) {
     WeightRule r;
     r.role = e["role"].get<std::string>();
     const std::string where = path + ": role " + r.role;
-    if (!is_known_role(r.role))
-      fail(where, ": unknown role (known: ", role_names(), ")");
+    if (!is_known_role(r.role)) fail(where, ": unknown role (known: ", role_names(), ")");
     if (!seen.insert(r.role).second) fail(where, ": listed twice");
     r.per_layer = r.role.compare(0, 6, "layer.") == 0;
     check_keys(e,

@@ -12,6 +12,7 @@
 //                                "default": 1e-6 | false | "hidden/heads"} }
 //             Listed in order; a default expression may use fields listed above it.
 //             | "<spec field>": {"default": 1e-5}                      no config key: constant
+//             | "<spec field>": {"key": k, "shape_of": ["tensor", dim]}  absent key: a tensor's dim
 //   "config_checks": {"<config key>": [allowed values]   where present, must be one of these
 //                   | "<config key>": {"same_as": "<other config key>"}}  equal when present
 //   "features": {"norm": "rms" | "layer", "norm_affine": true, "norm_bias": false,
@@ -67,6 +68,8 @@ struct ConfigField {
   std::vector<std::string> keys;  // config.json keys, first present (non-null) wins; none:
                                   // the default always applies
   nlohmann::json fallback;        // default: literal or expression string; null = required
+  std::string shape_of;           // else: a checkpoint tensor whose dim `shape_dim` gives it
+  int shape_dim = 0;              // ("intermediate" from Meta's w1 when params.json lacks it)
 };
 
 struct MappingTable {

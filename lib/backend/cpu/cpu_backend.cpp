@@ -6,8 +6,8 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/sampler.h"
-#include "model/roles.h"
 #include "core/error.h"
+#include "model/roles.h"
 
 namespace loom {
 namespace {

@@ -29,8 +29,8 @@ void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, 
   }
 }
 
-void layer_norm(const float* x, const float* weight, const float* bias, float* y, int rows,
-                int dim, float eps) {
+void layer_norm(const float* x, const float* weight, const float* bias, float* y, int rows, int dim,
+                float eps) {
   for (int r = 0; r < rows; r++) {
     const float* xr = x + size_t(r) * size_t(dim);
     float* yr = y + size_t(r) * size_t(dim);

@@ -18,8 +18,8 @@ void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, 
 
 // y[r, :] = (x[r, :] − mean) / sqrt(var + eps) * weight + bias, var the biased variance (torch
 // nn.LayerNorm in fp32). weight / bias may be nullptr (non-affine / no bias). y may be x.
-void layer_norm(const float* x, const float* weight, const float* bias, float* y, int rows,
-                int dim, float eps);
+void layer_norm(const float* x, const float* weight, const float* bias, float* y, int rows, int dim,
+                float eps);
 
 // One activation of a float: silu, GPT-2's gelu_new (tanh), exact erf gelu, relu.
 float activate(Activation act, float x);
