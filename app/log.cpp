@@ -17,7 +17,7 @@ namespace {
 
 struct LogState {
   std::mutex mu;
-  bool stamped = false;  // log_init ran: stamp text lines unless live
+  bool started = false;  // log_run_started ran: lines take the run's form
   bool json = false, quiet = false, tty = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::string live;  // the live line now on screen ("" when none)
@@ -64,11 +64,16 @@ void log_init(const std::string& format, bool quiet) {
              format, "\"");
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.stamped = true;
   s.json = format == "json";
   s.quiet = quiet;
   s.tty = isatty(STDERR_FILENO) == 1;
   s.start = std::chrono::steady_clock::now();
+}
+
+void log_run_started() {
+  LogState& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.started = true;
 }
 
 void log_line(LogLevel level, const std::string& message, const nlohmann::ordered_json& fields) {
@@ -80,7 +85,7 @@ void log_line(LogLevel level, const std::string& message, const nlohmann::ordere
       std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   const std::string now = format_utc(std::chrono::system_clock::now());
   std::string line;
-  if (s.json) {
+  if (s.started && s.json) {
     nlohmann::ordered_json j;
     j["time"] = now;
     j["elapsed_s"] = double(long(elapsed * 1000)) / 1000;
@@ -93,7 +98,7 @@ void log_line(LogLevel level, const std::string& message, const nlohmann::ordere
                                : level == LogLevel::Error ? "loom: error: "
                                                           : "loom: ";
     line = prefix + message;
-    if (s.stamped && !s.tty) {
+    if (s.started && !s.tty) {
       const std::string stamp = now + " " + elapsed_text(elapsed);
       line = chatter ? stamp + " " + line : line + " [" + stamp + "]";
     }
@@ -110,7 +115,7 @@ void log_line(LogLevel level, const std::string& message, const nlohmann::ordere
 bool log_is_live() {
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.stamped && s.tty && !s.json && !s.quiet;
+  return s.started && s.tty && !s.json && !s.quiet;
 }
 
 void log_live(const std::string& text) {

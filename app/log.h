@@ -11,9 +11,11 @@
 //   json (--log-format)  one JSON object per line, whatever stderr is: {"time", "elapsed_s",
 //                        "level", "message", ...fields}; progress lines carry their numbers.
 //
-// Until log_init is called (commands other than run) lines are plain "loom: ..." text, as
-// before. --quiet drops info and progress lines, never warnings or errors. Thread-safe: the
-// progress thread and the main thread share stderr through it.
+// Lines are plain "loom: ..." text until the run starts (log_run_started, at its banner): a run
+// refused before that (a bad option or output) prints one plain `loom: error:` line, like every
+// other CLI error, and commands other than run never start one. --quiet drops info and
+// progress lines, never warnings or errors. Thread-safe: the progress thread and the main
+// thread share stderr through it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,6 +27,9 @@ enum class LogLevel { Info, Progress, Warning, Error };
 
 // format: "text" or "json" (anything else is a loom::Error naming --log-format).
 void log_init(const std::string& format, bool quiet);
+// From here on lines take the run's form (stamped text, or json); the elapsed time counts from
+// log_init.
+void log_run_started();
 
 // One line (no newline in `message`; no "loom: " prefix). `fields` go into a json line as they
 // are and are ignored in text.

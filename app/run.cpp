@@ -50,6 +50,7 @@ int run_jobs(const RunArgs& a) {
   prepare_outputs(a, choice.backend_name(), choice.dtype_name(), o);
   const bool with_dataset = !o.dataset.dir.empty();
   const BuildInfo& build = build_info();
+  log_run_started();
   log_info(cat("version ", build.version, " (commit ", commit_text(), ", ", build.build_type,
                build.cuda ? ", CUDA on" : ", CUDA off", "), host ", host_name(), ", pid ",
                ::getpid()));
@@ -57,7 +58,9 @@ int run_jobs(const RunArgs& a) {
   log_info(cat("jobs ", a.jobs == "-" ? "stdin" : a.jobs, ", shard ", o.shard.index, "/",
                o.shard.count, " (", o.shard.source, "); results ",
                o.out_path == "-" ? "stdout" : o.out_path,
-               o.report_path.empty() ? "" : ", report " + o.report_path,
+               o.report_path.empty()  ? ""
+               : o.report_path == "-" ? ", report stdout"
+                                      : ", report " + o.report_path,
                with_dataset ? ", dataset " + o.dataset.dir : ""));
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
 
@@ -92,6 +95,7 @@ int run_jobs(const RunArgs& a) {
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
+  defaults.sampling = a.sampling;
   JobReader reader(a.jobs, spec, defaults);
   reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed
   ResultWriter writer(o.out_path, a.resume);
@@ -183,7 +187,12 @@ int run_jobs(const RunArgs& a) {
     nlohmann::json rep = run_report(st, ctx);
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     rep["provenance"] = run_provenance();
-    write_file_atomic(o.report_path, rep.dump(2) + "\n");
+    const std::string text = rep.dump(2) + "\n";
+    if (o.report_path == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      write_file_atomic(o.report_path, text);
+    }
   }
   const char* state = st.stopped ? "stopped" : "complete";
   if (with_dataset) dataset.finish(state);
@@ -192,7 +201,9 @@ int run_jobs(const RunArgs& a) {
   // The reasons, not only the count: a failed run's first errors, grouped by kind.
   for (const std::string& line : errors.lines(st.jobs_read)) log_warning(line);
   log_info(cat("results in ", o.out_path == "-" ? "stdout" : o.out_path,
-               o.report_path.empty() ? "" : ", report in " + o.report_path));
+               o.report_path.empty()
+                   ? ""
+                   : ", report in " + (o.report_path == "-" ? "stdout" : o.report_path)));
   if (st.stopped) return kExitInterrupted;
   return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;
 }
@@ -201,8 +212,8 @@ int run_jobs(const RunArgs& a) {
 
 int run_command(const RunArgs& a) {
   log_init(a.log_format, a.quiet);
-  // The run's own errors go through its log, so they take its form (a json line with
-  // --log-format json, a timestamp in a log file); main() maps the rest.
+  // The run's own errors go through its log, so once it has started they take its form (a
+  // json line with --log-format json, the time at the end in a log file).
   try {
     return run_jobs(a);
   } catch (const Error& e) {

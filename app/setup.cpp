@@ -161,6 +161,10 @@ nlohmann::ordered_json options_json(const RunArgs& a) {
   j["progress_interval"] = a.progress_interval;
   j["quiet"] = a.quiet;
   j["log_format"] = a.log_format;
+  j["sampling"] = {{"seed", a.sampling.seed},
+                   {"temperature", a.sampling.temperature},
+                   {"top_k", a.sampling.top_k},
+                   {"top_p", a.sampling.top_p}};
   add_engine_options(a.engine, j);
   return j;
 }
@@ -172,7 +176,7 @@ nlohmann::ordered_json options_json(const BenchArgs& a) {
   j["context_frames"] = a.context_frames;
   j["frames"] = a.frames;
   j["batch_sizes"] = a.batch_sizes;
-  j["jobs"] = a.jobs;
+  j["num_jobs"] = a.num_jobs;
   j["shared_group"] = a.shared_group;
   j["shared_only"] = a.shared_only;
   j["repeats"] = a.repeats;

@@ -142,7 +142,7 @@ TEST_CASE("plot_bench.py draws a committed bench JSON and a run report") {
   const char* py = std::getenv("LOOM_PYTHON");
   const std::string dir = temp_dir("prov_plot");
   if (!py || shell(std::string(py) + " -c 'import matplotlib'", dir).first != 0) {
-    MESSAGE("SKIPPED: LOOM_PYTHON (", py ? py : "unset",
+    MESSAGE("SKIPPED: LOOM_PYTHON (", std::string(py ? py : "unset"),
             ") has no matplotlib; apt-get install python3-matplotlib to run this check");
     fs::remove_all(dir);
     return;

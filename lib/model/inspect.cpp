@@ -47,6 +47,8 @@ const char* projection_name(ActionProjection p) {
       return "linear";
     case ActionProjection::Mlp:
       return "mlp";
+    case ActionProjection::Tokens:
+      return "tokens";
   }
   return "?";
 }
@@ -79,6 +81,29 @@ std::string group_thousands(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+// One line of the spec's feature fields, e.g. "norm layer (bias), mlp plain gelu_tanh, …".
+static std::string features_line(const ModelSpec& s) {
+  static const char* const kAct[] = {"silu", "gelu_tanh", "gelu", "relu"};
+  static const char* const kPos[] = {"none", "absolute", "spatio_temporal"};
+  std::string out = s.norm == NormKind::Rms ? "norm rms" : "norm layer";
+  if (!s.norm_affine) out += " (no affine)";
+  if (s.norm_bias) out += " (bias)";
+  out +=
+      std::string(", mlp ") + (s.mlp == MlpKind::SwiGlu ? "swiglu " : "plain ") + kAct[int(s.act)];
+  std::string biases;
+  if (s.qkv_bias) biases += " qkv";
+  if (s.o_bias) biases += " o";
+  if (s.mlp_bias) biases += " mlp";
+  out += ", biases" + (biases.empty() ? std::string(" none") : biases);
+  out += s.rotary ? ", rotary" : ", no rotary";
+  out += std::string(", positions ") + kPos[int(s.positions)];
+  if (s.position_offset) out += " +" + std::to_string(s.position_offset);
+  if (s.logit_end > 0)
+    out +=
+        ", image ids [" + std::to_string(s.logit_begin) + ", " + std::to_string(s.logit_end) + ")";
+  return out;
+}
+
 std::string describe_model(const LoadedModel& m) {
   const ModelSpec& s = m.spec;
   std::ostringstream os;
@@ -104,6 +129,7 @@ std::string describe_model(const LoadedModel& m) {
             {"tied_lm_head", s.tied_lm_head ? "true" : "false"},
             {"intermediate", std::to_string(s.intermediate)},
             {"bos_id / eos_id", std::to_string(s.bos_id) + " / " + std::to_string(s.eos_id)}});
+  os << "features      " << features_line(s) << "\n";
   if (s.has_frames()) {
     os << "frame layout\n";
     std::string proj = projection_name(s.action_projection);
@@ -148,6 +174,58 @@ std::string describe_model(const LoadedModel& m) {
     for (const std::string& w : m.warnings) os << "  " << w << "\n";
   }
   return os.str();
+}
+
+nlohmann::ordered_json describe_model_json(const LoadedModel& m) {
+  using nlohmann::ordered_json;
+  const ModelSpec& s = m.spec;
+  ordered_json spec = {{"hidden", s.hidden},
+                       {"layers", s.layers},
+                       {"heads", s.heads},
+                       {"kv_heads", s.kv_heads},
+                       {"head_dim", s.head_dim},
+                       {"intermediate", s.intermediate},
+                       {"vocab", s.vocab},
+                       {"max_positions", s.max_positions},
+                       {"rms_eps", s.rms_eps},
+                       {"rope_theta", s.rope_theta},
+                       {"tied_lm_head", s.tied_lm_head},
+                       {"bos_id", s.bos_id},
+                       {"eos_id", s.eos_id},
+                       {"image_tokens", s.image_tokens},
+                       {"action_tokens", s.action_tokens},
+                       {"action_dim", s.action_dim},
+                       {"spatial_rows", s.spatial_rows},
+                       {"temporal_rows", s.temporal_rows},
+                       {"action_projection", projection_name(s.action_projection)},
+                       {"action_mlp_layers", s.action_mlp_layers}};
+  ordered_json roles = ordered_json::array();
+  for (size_t i = 0; i < m.bindings.size();) {  // per-layer roles once, as in the text view
+    const Binding& b = m.bindings[i];
+    size_t j = i + 1;
+    while (j < m.bindings.size() && b.layer >= 0 && m.bindings[j].role == b.role) j++;
+    roles.push_back({{"role", b.role},
+                     {"layers", b.layer >= 0 ? ordered_json(j - i) : ordered_json()},
+                     {"shape", b.shape},
+                     {"dtype", dtype_name(b.dtype)},
+                     {"source", b.layer >= 0 ? b.templates : b.hf_names},
+                     {"note", b.note},
+                     {"bytes", b.bytes * (j - i)}});
+    i = j;
+  }
+  return {{"model", m.checkpoint->dir()},
+          {"architecture", s.architecture},
+          {"table", m.table_path},
+          {"files", m.checkpoint->files().size()},
+          {"file_bytes", m.checkpoint->total_file_bytes()},
+          {"tensors", m.checkpoint->names().size()},
+          {"dtype", dtype_name(m.dtype)},
+          {"spec", spec},
+          {"roles", roles},
+          {"parameters", m.parameters},
+          {"bytes", m.bytes},
+          {"step_bytes", m.step_bytes},
+          {"warnings", m.warnings}};
 }
 
 }  // namespace loom
