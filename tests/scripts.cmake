@@ -5,3 +5,9 @@
 add_test(NAME hf_live
   COMMAND ${CMAKE_SOURCE_DIR}/tests/hf_live.sh ${LOOM_PYTHON} ${CMAKE_BINARY_DIR})
 set_tests_properties(hf_live PROPERTIES LABELS "cpu;hf" TIMEOUT 900)
+
+# Install to a temporary prefix and run the installed loom from elsewhere, with and without its
+# CUDA module; labelled cuda too, so that `ctest -L cuda` on a GPU machine runs it there.
+add_test(NAME test_install COMMAND ${CMAKE_SOURCE_DIR}/tests/test_install.sh ${CMAKE_BINARY_DIR}
+  ${CMAKE_SOURCE_DIR} ${LOOM_HAVE_CUDA})
+set_tests_properties(test_install PROPERTIES LABELS "cpu;cuda;install" TIMEOUT 300)
