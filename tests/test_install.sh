@@ -3,7 +3,8 @@
 #  - loom links no CUDA library (readelf; CUDA builds only, said so otherwise);
 #  - `cmake --install` to a temporary prefix lays out bin/, lib/loom/, share/loom/models/ and
 #    the README, and the installed loom run from another folder gives the build tree's tokens;
-#  - the installed loom reads <prefix>/share/loom/models: a table that exists only there is used;
+#  - the installed loom holds no source path and reads <prefix>/share/loom/models: a table that
+#    exists only there is used;
 #  - with the CUDA module removed from the prefix, inspect, merge and run --backend cpu/auto
 #    succeed and --backend cuda says what is missing; a module that cannot load is named with
 #    the loader's error;
@@ -75,6 +76,7 @@ if [ "$have_cuda" = ON ]; then [ -f "$module" ] || fail "install lacks lib/loom/
 runpath=$(readelf -d "$prefix/bin/loom" | grep -E 'RUNPATH|RPATH' | grep -o '\[.*\]')
 [ "$runpath" = '[$ORIGIN/../lib/loom]' ] || fail "installed loom's runpath is $runpath"
 [ -z "$(cuda_libs "$prefix/bin/loom")" ] || fail "installed loom links CUDA"
+! grep -qF "$src/" "$prefix/bin/loom" || fail "installed loom holds the source path $src"
 loom=$prefix/bin/loom
 echo "ok: installed to $prefix (runpath $runpath)"
 
