@@ -1,8 +1,9 @@
 // `loom bench`: synthetic frame jobs on any checkpoint (issue 3 §7, issue 4 §4). Latency runs
 // (one per batch size: B jobs of C context frames + N generated frames at once) report s/frame,
 // time to first token, tokens/s and the weight bytes streamed per decode step against the
-// device's measured copy bandwidth; a throughput run (--jobs) reports tokens/s, frames/s, KV
-// use and achieved bandwidth and FLOP rate against the measured ceilings.
+// device's measured copy bandwidth; a throughput run (--num-jobs) reports tokens/s, frames/s, KV
+// use and achieved bandwidth and FLOP rate against the measured ceilings. A backend that
+// measures no ceiling (the cpu) shows n/a for it and for what is relative to it, JSON null.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,13 @@ namespace loom {
 namespace {
 
 using nlohmann::json;
+
+// 1.234 with `digits` decimals and a unit: a table cell.
+std::string fixed(double v, int digits, const char* unit) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f%s", digits, v, unit);
+  return buf;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -85,6 +93,10 @@ int bench_command(const BenchArgs& a) {
   const double floor_s =
       copy_gbps > 0 ? double(spec.image_tokens) * double(step_bytes) / (copy_gbps * 1e9) : 0;
 
+  // The cpu backend measures no ceilings (0): ratios against them are not a number to print.
+  const bool have_copy = copy_gbps > 0, have_gemm = gemm_tflops > 0;
+  const json no_value;  // null
+
   json out;
   out["model"] = a.model;
   out["architecture"] = spec.architecture;
@@ -94,19 +106,19 @@ int bench_command(const BenchArgs& a) {
   out["device"] = dev.name;
   out["load_s"] = om.load_s;
   out["step_weight_bytes"] = step_bytes;
-  out["copy_gbps"] = copy_gbps;
-  out["gemm_tflops"] = gemm_tflops;
-  out["floor_s_per_frame"] = floor_s;
+  out["copy_gbps"] = have_copy ? json(copy_gbps) : no_value;
+  out["gemm_tflops"] = have_gemm ? json(gemm_tflops) : no_value;
+  out["floor_s_per_frame"] = have_copy ? json(floor_s) : no_value;
   out["context_frames"] = a.context_frames;
   out["frames"] = a.frames;
 
   std::printf("loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
               dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),
               om.batch_invariant ? ", batch-invariant" : "", om.load_s);
-  std::printf(
-      "ceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s; weights per step %.3f GB; "
-      "floor %.3f s/frame at batch 1\n\n",
-      copy_gbps, gemm_tflops, double(step_bytes) / 1e9, floor_s);
+  std::printf("ceilings: copy %s, bf16 GEMM %s; weights per step %.3f GB; floor %s at batch 1\n\n",
+              have_copy ? cat(int64_t(copy_gbps + 0.5), " GB/s").c_str() : "n/a",
+              have_gemm ? cat(int64_t(gemm_tflops + 0.5), " TFLOP/s").c_str() : "n/a",
+              double(step_bytes) / 1e9, have_copy ? fixed(floor_s, 3, " s/frame").c_str() : "n/a");
   std::printf("%6s %10s %10s %10s %12s %10s %9s\n", "batch", "s/frame", "x floor", "ttft s",
               "tokens/s", "GB/s", "% copy");
 
@@ -130,12 +142,12 @@ int bench_command(const BenchArgs& a) {
       ttft.push_back(median(last.ttft));
     }
     const double s = median(sf), g = median(gbps);
-    std::printf("%6d %10.4f %10.2f %10.4f %12.0f %10.0f %8.1f%%\n", batch, s,
-                floor_s > 0 ? s / floor_s : 0, median(ttft), median(tps), g,
-                copy_gbps > 0 ? 100 * g / copy_gbps : 0);
+    std::printf("%6d %10.4f %10s %10.4f %12.0f %10.0f %9s\n", batch, s,
+                have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps), g,
+                have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a");
     json row = {{"batch", batch},
                 {"s_per_frame", s},
-                {"x_floor", floor_s > 0 ? s / floor_s : 0},
+                {"x_floor", have_copy ? json(s / floor_s) : no_value},
                 {"ttft_s", median(ttft)},
                 {"tokens_per_s", median(tps)},
                 {"decode_weight_gbps", g},
@@ -158,7 +170,7 @@ int bench_command(const BenchArgs& a) {
     out["latency"].push_back(row);
   }
 
-  if (a.jobs > 0) {
+  if (a.num_jobs > 0) {
     std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s %8s\n", "jobs", "group", "tokens/s",
                 "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
@@ -166,20 +178,20 @@ int bench_command(const BenchArgs& a) {
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     for (int group : groups) {
       EngineOptions opt = engine_options(a.engine);
-      Measured m = run_synthetic(be, spec, opt, a.jobs, group, a.context_frames, a.frames);
+      Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
       const RunStats& st = m.st;
       const double t = st.prefill_s + st.decode_s;
       const double gb = run_bytes(st, spec, step_bytes, kv_elem) / t / 1e9;
       const double tf = run_flops(st, spec) / t / 1e12;
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
-      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.jobs, group,
-                  double(st.tokens) / t, double(st.frames) / t,
+      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.num_jobs,
+                  group, double(st.tokens) / t, double(st.frames) / t,
                   double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
                   gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks,
                   (long long)st.scheduler.preemptions);
       out["throughput"].push_back(
-          {{"jobs", a.jobs},
+          {{"jobs", a.num_jobs},
            {"shared_group", group},
            {"tokens_per_s", double(st.tokens) / t},
            {"frames_per_s", double(st.frames) / t},

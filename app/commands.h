@@ -2,8 +2,11 @@
 // maps loom::Error to one line on stderr and an exit code; each command lives in its own file.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "backend/backend.h"
 
 namespace loom {
 
@@ -13,6 +16,8 @@ constexpr int kExitJobsFailed = 1;     // the run finished, some jobs wrote erro
 constexpr int kExitFatal = 2;          // nothing useful ran: bad arguments, model, or output
 constexpr int kExitInterrupted = 130;  // SIGINT / SIGTERM: finished records kept, report written
 
+// Defaults are the ones `--help` shows; a user's value, from the command line or a LOOM_<OPTION>
+// variable (run only), replaces them once app/cli_options.cpp's validators have checked it.
 struct EngineArgs {
   std::string backend = "auto";  // auto | cpu | cuda
   std::string dtype = "auto";    // auto | bf16 | f32
@@ -43,6 +48,16 @@ struct RunArgs {
   bool no_dataset_actions = false, no_dataset_context = false;
   double progress_interval = 30;
   bool quiet = false;
+  SamplingParams sampling;  // --seed, --temperature, --top-k, --top-p: what a job's "sampling"
+                            // leaves out (JobDefaults::sampling)
+  // The LOOM_<OPTION> variables that set an option here (the command line gave it no value),
+  // e.g. {"LOOM_MAX_SEQS"}: the report records them.
+  std::vector<std::string> from_env;
+};
+
+struct InspectArgs {
+  std::string model, model_table;
+  bool json = false;  // spec, roles and job template as one JSON object
 };
 
 struct BenchArgs {
@@ -51,7 +66,7 @@ struct BenchArgs {
   int context_frames = 3;
   int frames = 4;
   std::vector<int> batch_sizes{1};
-  int jobs = 0;              // throughput run: this many jobs at once (0: off)
+  int num_jobs = 0;          // throughput run: this many jobs at once (0: off)
   int shared_group = 0;      // throughput run: groups of this size share context frames
   bool shared_only = false;  // with shared_group: leave out the unshared pass
   int repeats = 1;
@@ -59,7 +74,7 @@ struct BenchArgs {
 };
 
 int run_command(const RunArgs& args);
-int inspect_command(const std::string& model_dir, const std::string& model_table);
+int inspect_command(const InspectArgs& args);
 struct MergeArgs {
   std::vector<std::string> inputs, reports;  // results files, or --reports files
   std::string jobs, out, dataset;

@@ -48,6 +48,7 @@ int run_command(const RunArgs& a) {
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
+  defaults.sampling = a.sampling;
   JobReader reader(a.jobs, spec, defaults);
   reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed
   ResultWriter writer(o.out_path, a.resume);
@@ -129,7 +130,12 @@ int run_command(const RunArgs& a) {
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
     if (with_dataset) rep["dataset"] = o.dataset.dir;
-    write_file_atomic(o.report_path, rep.dump(2) + "\n");
+    const std::string text = rep.dump(2) + "\n";
+    if (o.report_path == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      write_file_atomic(o.report_path, text);
+    }
   }
   const char* state = st.stopped ? "stopped" : "complete";
   if (with_dataset) dataset.finish(state);
@@ -138,7 +144,8 @@ int run_command(const RunArgs& a) {
     std::fputs(run_summary(st, ctx).c_str(), stderr);
     std::fprintf(stderr, "loom: results in %s%s%s\n",
                  o.out_path == "-" ? "stdout" : o.out_path.c_str(),
-                 o.report_path.empty() ? "" : ", report in ", o.report_path.c_str());
+                 o.report_path.empty() ? "" : ", report in ",
+                 o.report_path == "-" ? "stdout" : o.report_path.c_str());
   }
   if (st.stopped) return kExitInterrupted;
   return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;

@@ -55,7 +55,11 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   o.out_path = shard_path(a.out, o.shard);
   o.report_path = a.report.empty() ? "" : shard_path(a.report, o.shard);
   const bool to_stdout = o.out_path == "-";
+  // "--report -" is stdout: nothing to probe, create or lock, and no room for the records too.
+  const bool report_file = !o.report_path.empty() && o.report_path != "-";
   LOOM_CHECK(!(a.resume && to_stdout), "--resume needs --out to be a file, not stdout");
+  LOOM_CHECK(!(to_stdout && o.report_path == "-"),
+             "--report - and --out - both write to stdout; expected a file for one of them");
   o.sidecar = to_stdout ? "" : sidecar_path(o.out_path);
   if (!a.tokens_out.empty()) {
     o.dataset.dir = a.tokens_out;
@@ -75,7 +79,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                " already holds results; pass --resume to continue it, --overwrite to replace "
                "it, or choose a new --out");
   }
-  if (!o.report_path.empty()) {
+  if (report_file) {
     LOOM_CHECK(o.report_path != o.out_path, "--report and --out are the same file (", o.report_path,
                "); expected two different paths");
     probe_output("--report", o.report_path, false);
@@ -116,7 +120,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
 
   // 4. Only now create folders, then take the locks (a second writer fails here, at once).
   if (!to_stdout) create_parent_dirs("--out", o.out_path, false);
-  if (!o.report_path.empty()) create_parent_dirs("--report", o.report_path, false);
+  if (report_file) create_parent_dirs("--report", o.report_path, false);
   if (!o.dataset.dir.empty()) create_parent_dirs("--tokens-out", o.dataset.dir, true);
   if (!to_stdout) o.out_lock = OutputLock(o.out_path + ".lock", "--out " + o.out_path, a.no_lock);
   if (!o.dataset.dir.empty()) {

@@ -18,7 +18,7 @@ namespace loom {
 struct RunOutputs {
   Shard shard;
   std::string out_path;             // --out with the shard tag ("-": stdout)
-  std::string report_path;          // --report with the shard tag ("" when not asked for)
+  std::string report_path;          // --report with the shard tag ("-": stdout, "": none)
   std::string sidecar;              // <out_path>.loom.json ("" for stdout)
   DatasetOptions dataset;           // dataset.dir "" when no --tokens-out
   DatasetModel model;               // identity of the model (also the dataset's)

@@ -10,6 +10,10 @@
 # inv: --batch-invariant: 65 tiny_v1 jobs one at a time vs all together through the CLI in bf16
 # (the probe of bench/results/2026-11-22-h200-batch-invariance-probe.json), then cuda_bench in
 # batch-invariant mode (compare its decode rows with a default `bench` run: the flag's cost).
+# dataset: the dataset factory on the CUDA backend: tiny_v1 runs with --tokens-out killed at
+# commit points (LOOM_TEST_FAULT) and resumed, compared with uninterrupted runs (f32, and bf16
+# --batch-invariant) and with the cpu; then a Terra-size run with and without --tokens-out
+# (tokens/s from the reports: what writing the dataset costs).
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-$PWD/out-cuda}
@@ -108,5 +112,71 @@ print("report batch_invariant:", json.load(open(o + "/probe_inv_65.report.json")
 PY
   "$BUILD/bin/cuda_bench" "$OUT/bench-inv.json" --batch-invariant 2>&1 | tee "$OUT/bench-inv.log" \
     || rc=1
+fi
+if [ "$what" = dataset ]; then
+  B=$BUILD/bin
+  PY=python3
+  d=$OUT/ds
+  rm -rf "$d" && mkdir -p "$d"
+  $PY - "$d/jobs.jsonl" <<'PY'
+import json, random, sys
+P, A = 10, 3
+with open(sys.argv[1], "w") as f:
+    for i in range(60):
+        r = random.Random(i)
+        ctx, frames = 1 + i % 3, 5
+        prompt = []
+        for _ in range(ctx):
+            prompt += [r.randrange(999) for _ in range(P)] + [-3] * A
+        acts = [[round(r.uniform(-1, 1), 4) for _ in range(3)] for _ in range(A * (ctx + frames))]
+        f.write(json.dumps({"id": i if i % 2 else f"j{i}", "prompt_token_ids": prompt,
+                            "actions": acts, "num_frames": frames, "num_samples": 1 + i % 2,
+                            "sampling": {"temperature": 0.9, "seed": 100 + i}}) + "\n")
+PY
+  common="run -q --model testdata/tiny_v1 --jobs $d/jobs.jsonl --samples-per-file 4"
+  $B/loom $common --backend cpu --out "$d/cpu.jsonl" --tokens-out "$d/cpu" || rc=1
+  for mode in "f32:--dtype f32" "inv:--dtype bf16 --batch-invariant"; do
+    tag=${mode%%:*}; flags=${mode#*:}
+    $B/loom $common --backend cuda $flags --out "$d/$tag.ref.jsonl" --tokens-out "$d/$tag.ref" || rc=1
+    for fault in data-file:2 manifest:3 record:9; do
+      o="$d/$tag.$fault"
+      LOOM_TEST_FAULT=$fault $B/loom $common --backend cuda $flags --out "$o.jsonl" \
+        --tokens-out "$o" 2>/dev/null
+      echo "cuda $tag killed at $fault: rc $?, $(wc -l < "$o.jsonl") records before resume"
+      $B/loom $common --backend cuda $flags --out "$o.jsonl" --tokens-out "$o" --resume || rc=1
+      $PY tests/dataset_check.py "$o" "$o.jsonl" && echo "  dataset == its results: ok" || rc=1
+      $PY - "$d/$tag.ref.jsonl" "$o.jsonl" "$d/cpu.jsonl" <<'PY' || rc=1
+import json, sys
+def toks(p):
+    return {(str(r["id"]), r["sample"]): r["frames"] for r in map(json.loads, open(p))}
+ref, got, cpu = (toks(p) for p in sys.argv[1:])
+print(f"  resumed == uninterrupted: {got == ref} ({len(got)} samples); == cpu: {got == cpu}")
+sys.exit(0 if got == ref else 1)
+PY
+    done
+  done
+  (time $PY scripts/make_checkpoint.py --variant v1 --out /tmp/terra) 2>&1 | tail -3
+  $PY - "$d/terra.jsonl" <<'PY'
+import json, random, sys
+P, A, ctx, frames = 576, 6, 3, 8
+with open(sys.argv[1], "w") as f:
+    for i in range(64):
+        r = random.Random(i)
+        prompt = []
+        for _ in range(ctx):
+            prompt += [r.randrange(262144) for _ in range(P)] + [-3] * A
+        acts = [[round(r.uniform(-1, 1), 3) for _ in range(3)] for _ in range(A * (ctx + frames))]
+        f.write(json.dumps({"id": f"t{i}", "prompt_token_ids": prompt, "actions": acts,
+                            "num_frames": frames, "sampling": {"temperature": 0.9, "seed": i}}) + "\n")
+PY
+  for ds in none dataset; do
+    extra=""; [ $ds = dataset ] && extra="--tokens-out $d/terra_ds"
+    $B/loom run -q --backend cuda --model /tmp/terra --jobs "$d/terra.jsonl" \
+      --out "$d/terra_$ds.jsonl" --report "$d/terra_$ds.report.json" $extra || rc=1
+    $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], 'tokens/s', round(r['generated']['tokens_per_s']), 'run s', round(r['time_s']['run'], 2))" \
+      "$d/terra_$ds.report.json" "$ds" | tee -a "$OUT/dataset_terra.txt"
+  done
+  $PY tests/dataset_check.py "$d/terra_ds" "$d/terra_dataset.jsonl" && echo "terra dataset == results: ok"
+  ls -la "$d/terra_ds" | head
 fi
 exit $rc

@@ -174,8 +174,10 @@ inline std::map<std::pair<std::string, int>, json> dataset_samples(const std::st
   return m;
 }
 
-// A jobs file of `n` tiny_v1 jobs derived from the sample job: new ids, seeds, frame counts.
-inline std::string make_tiny_v1_jobs(const std::string& path, int n, int frames) {
+// A jobs file of `n` tiny_v1 jobs derived from the sample job: new ids, seeds, frame counts;
+// with bad_lines, an invalid line after every 17th job (from the 5th).
+inline std::string make_tiny_v1_jobs(const std::string& path, int n, int frames,
+                                     bool bad_lines = false) {
   std::ifstream in(kData + "/jobs/tiny_v1.jsonl");
   std::string line;
   std::getline(in, line);
@@ -191,6 +193,7 @@ inline std::string make_tiny_v1_jobs(const std::string& path, int n, int frames)
     j["actions"] = json::array();
     for (size_t r = 0; r < rows; r++) j["actions"].push_back({0.01 * double(r), 1.0, 0.5});
     out << j.dump() << "\n";
+    if (bad_lines && i % 17 == 5) out << "{\"id\": \"bad-" << i << "\", \"num_frames\": 0}\n";
   }
   return path;
 }

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
+
 using nlohmann::json;
 
 namespace {
@@ -24,26 +26,8 @@ namespace {
 const std::string kLoom = std::string(LOOM_BIN_DIR) + "/loom";
 const std::string kData = LOOM_TESTDATA;
 
-// A jobs file of `n` tiny-v1 jobs made from the sample jobs with new ids and seeds.
 std::string make_jobs(const std::string& path, int n, int frames) {
-  std::ifstream in(kData + "/jobs/tiny_v1.jsonl");
-  std::string line;
-  std::getline(in, line);
-  json base = json::parse(line);
-  std::ofstream out(path);
-  for (int i = 0; i < n; i++) {
-    json j = base;
-    j["id"] = "job-" + std::to_string(i);
-    j["num_frames"] = frames;
-    j["num_samples"] = 1 + i % 2;
-    j["sampling"] = {{"temperature", 0.9}, {"seed", 1000 + i}};
-    const size_t rows = (j["prompt_token_ids"].size() / 13 + size_t(frames)) * 3;
-    j["actions"] = json::array();
-    for (size_t r = 0; r < rows; r++) j["actions"].push_back({0.01 * double(r), 1.0, 0.5});
-    out << j.dump() << "\n";
-    if (i % 17 == 5) out << "{\"id\": \"bad-" << i << "\", \"num_frames\": 0}\n";  // bad lines too
-  }
-  return path;
+  return cli::make_tiny_v1_jobs(path, n, frames, /*bad_lines=*/true);
 }
 
 // (id, sample or -1 for errors) → the record without its timing.

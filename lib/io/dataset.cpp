@@ -123,19 +123,24 @@ std::string dataset_lock_path(const DatasetOptions& o) {
   return cat(o.dir, "/dataset", shard_tag(o), ".lock");
 }
 
+int64_t data_file_seq(const DatasetOptions& o, const std::string& n) {
+  const std::string suffix = shard_tag(o) + ".safetensors";
+  if (n.size() <= 5 + suffix.size() || n.compare(0, 5, "data-") != 0 ||
+      n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string num = n.substr(5, n.size() - 5 - suffix.size());
+  if (num.empty() || num.size() > 12 || !std::all_of(num.begin(), num.end(), ::isdigit))
+    return -1;  // another shard's file ("000001.shard-0-of-2" has a dot)
+  return std::stoll(num);
+}
+
 std::vector<std::pair<int64_t, std::string>> dataset_files(const DatasetOptions& o) {
   std::vector<std::pair<int64_t, std::string>> out;
-  const std::string suffix = shard_tag(o) + ".safetensors";
   std::error_code ec;
   for (const auto& de : fs::directory_iterator(o.dir, ec)) {
     const std::string n = de.path().filename().string();
-    if (n.size() <= 5 + suffix.size() || n.compare(0, 5, "data-") != 0 ||
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    const std::string num = n.substr(5, n.size() - 5 - suffix.size());
-    if (num.empty() || num.size() > 12 || !std::all_of(num.begin(), num.end(), ::isdigit))
-      continue;  // another shard's file ("000001.shard-0-of-2" has a dot)
-    out.emplace_back(std::stoll(num), n);
+    const int64_t seq = data_file_seq(o, n);
+    if (seq >= 0) out.emplace_back(seq, n);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -255,26 +260,9 @@ std::vector<JobResult> DatasetWriter::commit() {
   const uint64_t header_len = text.size();
 
   // 1. The data, durable under its final name.
-  const std::string tmp = cat(opt_.dir, "/.", name, ".tmp-", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot write dataset file ", path, ": ", std::strerror(errno));
-  try {
-    write_all(fd, &header_len, 8, path);
-    write_all(fd, text.data(), text.size(), path);
-    for (const TensorOut* t : order) write_all(fd, t->bytes.data(), t->bytes.size(), path);
-    if (::fsync(fd) != 0) fail("cannot write dataset file ", path, ": ", std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("cannot write dataset file ", path, ": ", std::strerror(err));
-  }
-  sync_dir(opt_.dir);
+  std::vector<Bytes> pieces{{&header_len, 8}, {text.data(), text.size()}};
+  for (const TensorOut* t : order) pieces.push_back({t->bytes.data(), t->bytes.size()});
+  write_file_atomic(path, pieces);
   fault_point("data-file");
 
   // 2. Its manifest lines, appended and synced.

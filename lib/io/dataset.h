@@ -62,6 +62,9 @@ struct DatasetModel {
 std::string dataset_manifest_path(const DatasetOptions& o);
 std::string dataset_info_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].json
 std::string dataset_lock_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].lock
+// The sequence number of a data file name of this shard ("data-000012.safetensors" → 12), or
+// -1 for any other name (another shard's, a temporary file, ...).
+int64_t data_file_seq(const DatasetOptions& o, const std::string& name);
 // Data files of this shard in DIR, sorted by sequence number, as (seq, file name).
 std::vector<std::pair<int64_t, std::string>> dataset_files(const DatasetOptions& o);
 

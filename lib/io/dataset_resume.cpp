@@ -159,10 +159,8 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   std::error_code ec;
   if (!fs::is_directory(opt.dir, ec)) return rc;
 
-  // Temporary files of this shard: ours is the only live writer (we hold the lock).
-  const std::string data_suffix =
-      opt.shard_count > 1 ? cat(".shard-", opt.shard_index, "-of-", opt.shard_count, ".safetensors")
-                          : ".safetensors";
+  // Temporary files of this shard ("<name>.tmp-<pid>"): ours is the only live writer (we
+  // hold the lock), so any left are from a run that died.
   const std::string mname = fs::path(dataset_manifest_path(opt)).filename().string();
   const std::string iname = fs::path(dataset_info_path(opt)).filename().string();
   for (const auto& de : fs::directory_iterator(opt.dir, ec)) {
@@ -170,11 +168,7 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
     const size_t tmp = n.find(".tmp-");
     if (tmp == std::string::npos) continue;
     const std::string base = n.substr(0, tmp);
-    const bool data =
-        base.size() > data_suffix.size() && base.compare(0, 6, ".data-") == 0 &&
-        base.compare(base.size() - data_suffix.size(), data_suffix.size(), data_suffix) == 0 &&
-        (opt.shard_count > 1 || base.find(".shard-") == std::string::npos);
-    if (data || base == mname || base == iname) {
+    if (data_file_seq(opt, base) >= 0 || base == mname || base == iname) {
       fs::remove(de.path(), ec);
       ++rc.temp_removed;
     }

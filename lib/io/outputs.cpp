@@ -149,11 +149,15 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, {Bytes{text.data(), text.size()}});
+}
+
+void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces) {
   const std::string tmp = cat(path, ".tmp-", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot write ", path, ": ", std::strerror(errno));
   try {
-    write_all(fd, text.data(), text.size(), path);
+    for (const Bytes& b : pieces) write_all(fd, b.data, b.size, path);
     if (::fsync(fd) != 0) fail("cannot write ", path, ": ", std::strerror(errno));
   } catch (...) {
     ::close(fd);

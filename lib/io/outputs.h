@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -29,8 +30,13 @@ bool nonempty_file(const std::string& path);
 // (EINVAL, from file systems that cannot sync folders, is accepted).
 void sync_dir(const std::string& dir);
 
-// `text` → tmp file beside `path`, fsync, rename over `path`, sync the folder. Throws naming
-// `path`; leaves no temporary file behind on failure.
+// The pieces, in order, → `<path>.tmp-<pid>`, fsync, rename over `path`, sync the folder.
+// Throws naming `path`; leaves no temporary file behind on failure.
+struct Bytes {
+  const void* data;
+  size_t size;
+};
+void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces);
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // write(2) until done; EINTR retried; throws naming `path` (ENOSPC, EFBIG, EIO...).

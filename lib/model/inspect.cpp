@@ -150,4 +150,56 @@ std::string describe_model(const LoadedModel& m) {
   return os.str();
 }
 
+nlohmann::ordered_json describe_model_json(const LoadedModel& m) {
+  using nlohmann::ordered_json;
+  const ModelSpec& s = m.spec;
+  ordered_json spec = {{"hidden", s.hidden},
+                       {"layers", s.layers},
+                       {"heads", s.heads},
+                       {"kv_heads", s.kv_heads},
+                       {"head_dim", s.head_dim},
+                       {"intermediate", s.intermediate},
+                       {"vocab", s.vocab},
+                       {"max_positions", s.max_positions},
+                       {"rms_eps", s.rms_eps},
+                       {"rope_theta", s.rope_theta},
+                       {"tied_lm_head", s.tied_lm_head},
+                       {"bos_id", s.bos_id},
+                       {"eos_id", s.eos_id},
+                       {"image_tokens", s.image_tokens},
+                       {"action_tokens", s.action_tokens},
+                       {"action_dim", s.action_dim},
+                       {"spatial_rows", s.spatial_rows},
+                       {"temporal_rows", s.temporal_rows},
+                       {"action_projection", projection_name(s.action_projection)},
+                       {"action_mlp_layers", s.action_mlp_layers}};
+  ordered_json roles = ordered_json::array();
+  for (size_t i = 0; i < m.bindings.size();) {  // per-layer roles once, as in the text view
+    const Binding& b = m.bindings[i];
+    size_t j = i + 1;
+    while (j < m.bindings.size() && b.layer >= 0 && m.bindings[j].role == b.role) j++;
+    roles.push_back({{"role", b.role},
+                     {"layers", b.layer >= 0 ? ordered_json(j - i) : ordered_json()},
+                     {"shape", b.shape},
+                     {"dtype", dtype_name(b.dtype)},
+                     {"source", b.layer >= 0 ? b.templates : b.hf_names},
+                     {"note", b.note},
+                     {"bytes", b.bytes * (j - i)}});
+    i = j;
+  }
+  return {{"model", m.checkpoint->dir()},
+          {"architecture", s.architecture},
+          {"table", m.table_path},
+          {"files", m.checkpoint->files().size()},
+          {"file_bytes", m.checkpoint->total_file_bytes()},
+          {"tensors", m.checkpoint->names().size()},
+          {"dtype", dtype_name(m.dtype)},
+          {"spec", spec},
+          {"roles", roles},
+          {"parameters", m.parameters},
+          {"bytes", m.bytes},
+          {"step_bytes", m.step_bytes},
+          {"warnings", m.warnings}};
+}
+
 }  // namespace loom
