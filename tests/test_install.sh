@@ -94,13 +94,13 @@ cp -r "$model" marked
 sed -i 's/"LlamaActionForCausalLM"/"LoomInstallMarker"/' marked/config.json
 sed 's/"LlamaActionForCausalLM"/"LoomInstallMarker"/' "$src/models/llama_action.json" \
   >"$prefix/share/loom/models/install_marker.json"
-"$loom" inspect marked >inspect.txt
+"$loom" inspect --model marked >inspect.txt
 grep -q "^table .*$prefix/share/loom/models/install_marker.json" inspect.txt ||
   fail "installed loom did not use its prefix's table: $(grep '^table' inspect.txt)"
 "$loom" run -q --backend cpu --model marked --jobs "$jobs" --out marked.jsonl
 [ "$(tokens marked.jsonl)" = "$(tokens built.jsonl)" ] || fail "marked model's tokens differ"
 expect_error "the build tree's loom does not know the marker" "LoomInstallMarker" -- \
-  "$build/bin/loom" inspect marked
+  "$build/bin/loom" inspect --model marked
 rm "$prefix/share/loom/models/install_marker.json"
 echo "ok: installed loom reads $prefix/share/loom/models"
 
@@ -118,7 +118,7 @@ fi
 
 # --- the module removed: a login node's copy
 rm -f "$module"
-"$loom" inspect "$model" >/dev/null
+"$loom" inspect --model "$model" >/dev/null
 for k in 0 1; do
   "$loom" run -q --backend cpu --shard $k/2 --model "$model" --jobs "$jobs" --out sharded.jsonl
 done
