@@ -89,7 +89,8 @@ inline double rel_error(const std::vector<float>& a, const std::vector<float>& b
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// Golden directories: $LOOM_GOLDEN_DIRS (':'-separated) or the three bundled tiny models.
+// Golden directories: $LOOM_GOLDEN_DIRS (':'-separated) or the bundled tiny models: Terra v1,
+// V2 and plain Llama (scripts/hf_reference.py), OPT and GPT-2 (scripts/hf_families.py).
 inline std::vector<std::string> golden_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("LOOM_GOLDEN_DIRS")) {
@@ -104,7 +105,7 @@ inline std::vector<std::string> golden_dirs() {
     }
     return dirs;
   }
-  for (const char* m : {"tiny_v1", "tiny_v2", "tiny_llama"})
+  for (const char* m : {"tiny_v1", "tiny_v2", "tiny_llama", "tiny_opt", "tiny_gpt2"})
     dirs.push_back(std::string(LOOM_TESTDATA) + "/" + m);
   return dirs;
 }

@@ -15,12 +15,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
+
 using nlohmann::json;
 
 namespace {
 
 const std::string kLoom = std::string(LOOM_BIN_DIR) + "/loom";
 const std::string kData = LOOM_TESTDATA;
+// A folder of this process: test binaries of several checkouts may run at once.
+const std::string kTmp = cli::temp_dir("cli") + "/";
 
 struct Ran {
   int code = -1;
@@ -28,7 +32,7 @@ struct Ran {
 };
 
 Ran run(const std::string& args, const std::string& tag) {
-  const std::string err_path = "/tmp/loom_cli_" + tag + ".err";
+  const std::string err_path = kTmp + "loom_cli_" + tag + ".err";
   const int status = std::system((kLoom + " " + args + " 2>" + err_path).c_str());
   Ran r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -51,7 +55,7 @@ std::vector<json> read_lines(const std::string& path) {
 TEST_CASE("run: every sample of every job, with the documented schema") {
   for (const std::string model : {"tiny_v1", "tiny_v2", "tiny_llama"}) {
     CAPTURE(model);
-    const std::string out = "/tmp/loom_cli_" + model + ".jsonl", rep = out + ".report.json";
+    const std::string out = kTmp + "loom_cli_" + model + ".jsonl", rep = out + ".report.json";
     std::remove(out.c_str());
     Ran r = run("run -q --model " + kData + "/" + model + " --jobs " + kData + "/jobs/" + model +
                     ".jsonl --overwrite --out " + out + " --report " + rep,
@@ -102,7 +106,7 @@ TEST_CASE("run --batch-invariant on the cpu: accepted, the same tokens, the repo
   std::map<bool, std::vector<json>> results;
   for (bool flag : {false, true}) {
     CAPTURE(flag);
-    const std::string out = std::string("/tmp/loom_cli_inv") + (flag ? "1" : "0") + ".jsonl";
+    const std::string out = std::string(kTmp + "loom_cli_inv") + (flag ? "1" : "0") + ".jsonl";
     const std::string rep = out + ".report.json";
     std::remove(out.c_str());
     Ran r = run("run -q --backend cpu --model " + kData + "/tiny_v1 --jobs " + kData +
@@ -129,7 +133,7 @@ TEST_CASE("run with a KV pool too small for every job at once: preemptions, the 
     std::map<bool, std::vector<json>> results;
     json report;
     for (bool tight : {false, true}) {
-      const std::string out = "/tmp/loom_cli_pre" + std::to_string(tight) + ".jsonl";
+      const std::string out = kTmp + "loom_cli_pre" + std::to_string(tight) + ".jsonl";
       const std::string rep = out + ".report.json";
       std::remove(out.c_str());
       Ran r = run(
@@ -159,7 +163,7 @@ TEST_CASE("run with a KV pool too small for every job at once: preemptions, the 
 }
 
 TEST_CASE("run: bad job lines give exactly the expected error records; good jobs finish") {
-  const std::string out = "/tmp/loom_cli_bad.jsonl";
+  const std::string out = kTmp + "loom_cli_bad.jsonl";
   std::remove(out.c_str());
   Ran r = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData +
                   "/jobs/bad_tiny_v1.jsonl --overwrite --out " + out,
@@ -198,7 +202,7 @@ TEST_CASE("run: bad job lines give exactly the expected error records; good jobs
 }
 
 TEST_CASE("run: stdin to stdout gives the same tokens as files") {
-  const std::string a = "/tmp/loom_cli_files.jsonl", b = "/tmp/loom_cli_pipe.jsonl";
+  const std::string a = kTmp + "loom_cli_files.jsonl", b = kTmp + "loom_cli_pipe.jsonl";
   const std::string jobs = kData + "/jobs/tiny_v2.jsonl";
   CHECK(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --overwrite --out " + a,
             "files")
@@ -216,7 +220,7 @@ TEST_CASE("run: stdin to stdout gives the same tokens as files") {
 }
 
 TEST_CASE("fatal errors: one readable line and exit code 2") {
-  Ran missing = run("run --model /nonexistent/model --jobs x --out /tmp/x.jsonl", "missing");
+  Ran missing = run("run --model /nonexistent/model --jobs x --out " + kTmp + "x.jsonl", "missing");
   CHECK(missing.code == 2);
   CHECK(missing.err.rfind("loom: error: ", 0) == 0);
   CHECK(missing.err.find("/nonexistent/model") != std::string::npos);
@@ -229,14 +233,14 @@ TEST_CASE("fatal errors: one readable line and exit code 2") {
   CHECK(unwritable.err.find("/proc/loom_dir/out.jsonl") != std::string::npos);
 
   Ran bf16_cpu = run("run --backend cpu --dtype bf16 --model " + kData + "/tiny_v1 --jobs " +
-                         kData + "/jobs/tiny_v1.jsonl --out /tmp/x.jsonl",
+                         kData + "/jobs/tiny_v1.jsonl --out " + kTmp + "x.jsonl",
                      "bf16cpu");
   CHECK(bf16_cpu.code == 2);
   CHECK(bf16_cpu.err.find("--dtype bf16 needs the cuda backend") != std::string::npos);
 }
 
 TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
-  const std::string out = "/tmp/loom_cli_inspect.txt";
+  const std::string out = kTmp + "loom_cli_inspect.txt";
   const int status = std::system((kLoom + " inspect " + kData + "/tiny_v1 > " + out).c_str());
   CHECK(WEXITSTATUS(status) == 0);
   std::ifstream in(out);
@@ -249,13 +253,13 @@ TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
 
 TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
   const std::string args = "run --progress-interval 0 --model " + kData + "/tiny_v1 --jobs " +
-                           kData +
-                           "/jobs/tiny_v1.jsonl --overwrite --out /tmp/loom_cli_progress.jsonl";
+                           kData + "/jobs/tiny_v1.jsonl --overwrite --out " + kTmp +
+                           "loom_cli_progress.jsonl";
   Ran r = run(args, "progress");
   CHECK(r.code == 0);
   CHECK(r.err.find("\r") == std::string::npos);  // no live-line rewriting into a log
   CHECK(r.err.find("loom: 4/4 jobs read, 5 samples done, 0 failed") != std::string::npos);
-  CHECK(r.err.find("results in /tmp/loom_cli_progress.jsonl") != std::string::npos);
+  CHECK(r.err.find("results in " + kTmp + "loom_cli_progress.jsonl") != std::string::npos);
   Ran q = run(args + " --quiet", "progress_quiet");
   CHECK(q.code == 0);
   CHECK(q.err.empty());
@@ -319,5 +323,5 @@ TEST_CASE("run: integer ids come back as integers; a duplicate id is one error r
     CHECK(by_line[line][0]["id"].is_string());  // "8" was a string on line 3
   }
   fs::remove_all(dir);
-  std::remove(("/tmp/loom_cli_" + tag + ".err").c_str());
+  std::remove((kTmp + "loom_cli_" + tag + ".err").c_str());
 }

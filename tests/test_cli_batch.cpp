@@ -25,6 +25,8 @@ namespace {
 
 const std::string kLoom = std::string(LOOM_BIN_DIR) + "/loom";
 const std::string kData = LOOM_TESTDATA;
+// A folder of this process: test binaries of several checkouts may run at once.
+const std::string kTmp = cli::temp_dir("batch") + "/";
 
 std::string make_jobs(const std::string& path, int n, int frames) {
   return cli::make_tiny_v1_jobs(path, n, frames, /*bad_lines=*/true);
@@ -88,8 +90,8 @@ pid_t spawn(const std::string& args) {
 }  // namespace
 
 TEST_CASE("kill -9 midway, then --resume: the union equals an uninterrupted run") {
-  const std::string jobs = make_jobs("/tmp/loom_batch_jobs.jsonl", 120, 6);
-  const std::string full = "/tmp/loom_batch_full.jsonl", part = "/tmp/loom_batch_part.jsonl";
+  const std::string jobs = make_jobs(kTmp + "loom_batch_jobs.jsonl", 120, 6);
+  const std::string full = kTmp + "loom_batch_full.jsonl", part = kTmp + "loom_batch_part.jsonl";
   std::remove(full.c_str());
   std::remove(part.c_str());
   const std::string common = "run -q --max-seqs 4 --model " + kData + "/tiny_v1 --jobs " + jobs;
@@ -122,8 +124,8 @@ TEST_CASE("kill -9 midway, then --resume: the union equals an uninterrupted run"
 }
 
 TEST_CASE("SIGINT: stop, keep finished records, write the report, exit 130") {
-  const std::string jobs = make_jobs("/tmp/loom_batch_jobs_int.jsonl", 200, 8);
-  const std::string out = "/tmp/loom_batch_int.jsonl", rep = "/tmp/loom_batch_int.report.json";
+  const std::string jobs = make_jobs(kTmp + "loom_batch_jobs_int.jsonl", 200, 8);
+  const std::string out = kTmp + "loom_batch_int.jsonl", rep = kTmp + "loom_batch_int.report.json";
   std::remove(out.c_str());
   std::remove(rep.c_str());
   const pid_t pid = spawn("run -q --max-seqs 2 --model " + kData + "/tiny_v1 --jobs " + jobs +
@@ -150,9 +152,9 @@ TEST_CASE("SIGINT: stop, keep finished records, write the report, exit 130") {
 }
 
 TEST_CASE("3 shards merged equal one unsharded run") {
-  const std::string jobs = make_jobs("/tmp/loom_batch_jobs_shard.jsonl", 40, 3);
-  const std::string one = "/tmp/loom_shard_one.jsonl", out = "/tmp/loom_shard.jsonl",
-                    merged = "/tmp/loom_shard_merged.jsonl";
+  const std::string jobs = make_jobs(kTmp + "loom_batch_jobs_shard.jsonl", 40, 3);
+  const std::string one = kTmp + "loom_shard_one.jsonl", out = kTmp + "loom_shard.jsonl",
+                    merged = kTmp + "loom_shard_merged.jsonl";
   const std::string common = kLoom + " run -q --model " + kData + "/tiny_v1 --jobs " + jobs;
   CHECK(sh(common + " --overwrite --out " + one) == 1);
   for (int k = 0; k < 3; k++) {
@@ -162,13 +164,14 @@ TEST_CASE("3 shards merged equal one unsharded run") {
   }
   // An srun step's ranks under --shard auto work the same way as --shard.
   const int rc = sh("SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=1 " + common +
-                    " --shard auto --overwrite --out /tmp/loom_shard_env.jsonl");
+                    " --shard auto --overwrite --out " + kTmp + "loom_shard_env.jsonl");
   CHECK((rc == 0 || rc == 1));
-  CHECK(records("/tmp/loom_shard_env.shard-1-of-3.jsonl") ==
-        records("/tmp/loom_shard.shard-1-of-3.jsonl"));
-  CHECK(sh(kLoom + " merge --jobs " + jobs + " --out " + merged +
-           " /tmp/loom_shard.shard-0-of-3.jsonl /tmp/loom_shard.shard-1-of-3.jsonl "
-           "/tmp/loom_shard.shard-2-of-3.jsonl 2>/dev/null") == 1);  // error records present
+  CHECK(records(kTmp + "loom_shard_env.shard-1-of-3.jsonl") ==
+        records(kTmp + "loom_shard.shard-1-of-3.jsonl"));
+  const std::string shard_file = kTmp + "loom_shard.shard-";
+  CHECK(sh(kLoom + " merge --jobs " + jobs + " --out " + merged + " " + shard_file +
+           "0-of-3.jsonl " + shard_file + "1-of-3.jsonl " + shard_file +
+           "2-of-3.jsonl 2>/dev/null") == 1);  // error records present
   int a = 0, b = 0;
   CHECK(records(merged, &a) == records(one, &b));
   CHECK(a == b);
@@ -182,8 +185,6 @@ TEST_CASE("3 shards merged equal one unsharded run") {
     last = l;
   }
   // A missing shard is an error, not a silent partial file.
-  CHECK(sh(kLoom + " merge --jobs " + jobs +
-           " --out /tmp/loom_shard_bad.jsonl "
-           "/tmp/loom_shard.shard-0-of-3.jsonl /tmp/loom_shard.shard-1-of-3.jsonl 2>/dev/null") ==
-        2);
+  CHECK(sh(kLoom + " merge --jobs " + jobs + " --out " + kTmp + "loom_shard_bad.jsonl " +
+           shard_file + "0-of-3.jsonl " + shard_file + "1-of-3.jsonl 2>/dev/null") == 2);
 }

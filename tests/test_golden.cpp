@@ -1,6 +1,7 @@
 // The CPU backend against HF transformers (design §9, issue 2 §10): last-slot logits within
 // 1e-4 relative error and identical greedy and seeded token streams for 8 frames across two
-// round changes, for v1 (bf16 weights), V2 (f32) and plain Llama (f16, tied lm_head).
+// round changes, for v1 (bf16 weights), V2 (f32) and plain Llama (f16, tied lm_head); identical
+// token streams and logits for OPT and GPT-2 (f32, by table alone: models/opt.json, gpt2.json).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,6 +24,7 @@ TEST_CASE("cpu backend reproduces the HF golden logits and tokens") {
     auto backend = make_cpu_backend();
     backend->load(m.spec, m.weights);
     int logit_checks = 0, token_checks = 0;
+    double max_abs = 0;  // max |Δlogit| against HF over every stored draw
     for (const auto& c : golden["cases"]) {
       const std::string name = c["name"];
       CAPTURE(name);
@@ -44,9 +46,12 @@ TEST_CASE("cpu backend reproduces the HF golden logits and tokens") {
         REQUIRE(run.logits.count(key) == 1);
         const std::vector<float> want = l["values"].get<std::vector<float>>();
         CHECK(rel_error(run.logits[key], want) < 1e-4);
+        for (size_t i = 0; i < want.size(); i++)
+          max_abs = std::max(max_abs, double(std::fabs(run.logits[key][i] - want[i])));
         logit_checks++;
       }
     }
+    MESSAGE(dir, ": max |logit - HF| ", max_abs);
     CHECK(token_checks >= 4);
     CHECK(logit_checks >= 4);
   }
@@ -65,4 +70,27 @@ TEST_CASE("golden tokens do not depend on the batch: all cases of a model run to
   CHECK(one.tokens == many.tokens);
   CHECK(one.tokens.size() == 2);
   CHECK(one.tokens[0] != one.tokens[1]);  // two samples, two streams
+}
+
+TEST_CASE("a Meta-named copy of tiny_llama (params.json, interleaved wq/wk) gives its tokens") {
+  // testdata/tiny_llama_meta is scripts/convert_meta.py from-hf of testdata/tiny_llama.
+  const std::string dir = std::string(LOOM_TESTDATA) + "/tiny_llama";
+  LoadOptions opt;
+  opt.table_path = std::string(LOOM_SOURCE_DIR) + "/models/llama_meta.json";
+  LoadedModel meta = load_model(dir + "_meta", opt);
+  LoadedModel hf = load_model(dir);
+  CHECK(meta.spec.intermediate == hf.spec.intermediate);  // from the w1 shape
+  CHECK(meta.weights.layers[2].qkv.to_f32() == hf.weights.layers[2].qkv.to_f32());
+  auto a = make_cpu_backend(), b = make_cpu_backend();
+  a->load(meta.spec, meta.weights);
+  b->load(hf.spec, hf.weights);
+  const nlohmann::json golden = read_json(dir + "/golden.json");
+  for (const auto& c : golden["cases"]) {
+    CAPTURE(c["name"].get<std::string>());
+    GoldenRun m = run_golden_case(c, meta.spec, *a), h = run_golden_case(c, hf.spec, *b);
+    CHECK(m.tokens == h.tokens);
+    CHECK(m.logits == h.logits);
+    for (const auto& s : c["samples"])
+      CHECK(m.tokens[s["sample"].get<uint32_t>()] == golden_tokens(s));
+  }
 }

@@ -18,7 +18,6 @@ namespace {
 
 const std::string kTables = std::string(LOOM_SOURCE_DIR) + "/models";
 
-
 bool contains(const std::vector<std::string>& v, const std::string& needle) {
   for (const auto& s : v)
     if (s.find(needle) != std::string::npos) return true;
@@ -437,8 +436,9 @@ TEST_SUITE("mapping") {
     CHECK_ERROR(load(tmp.path),
                 "unknown architecture \"Foo\" in " + tmp.path + "/config.json: no table in " +
                     kTables +
-                    " matches (known: LlamaForCausalLM, LlamaActionForCausalLM, "
-                    "LlamaActionV2ForCausalLM); add models/<name>.json or pass --model-table");
+                    " matches (known: GPT2LMHeadModel, GPT2Model, LlamaForCausalLM, "
+                    "LlamaActionForCausalLM, LlamaActionV2ForCausalLM, MetaLlamaForCausalLM, "
+                    "OPTForCausalLM); add models/<name>.json or pass --model-table");
     // An explicit table is used as told, with a warning.
     LoadOptions o;
     o.table_path = kTables + "/llama.json";
@@ -614,7 +614,9 @@ TEST_SUITE("mapping") {
     SUBCASE("unsupported feature") {
       t["features"]["norm"] = "layernorm";
       write_file(p, t.dump());
-      CHECK_ERROR(parse_mapping_table(p), "features: norm \"layernorm\" is not supported by loom");
+      CHECK_ERROR(parse_mapping_table(p),
+                  "features: norm \"layernorm\" is not a feature value loom knows (known: "
+                  "\"rms\", \"layer\")");
     }
     SUBCASE("per-layer name without {i}") {
       t["weights"][5]["name"] = "model.layers.0.input_layernorm.weight";
@@ -633,13 +635,13 @@ TEST_SUITE("mapping") {
   TEST_CASE("the shipped tables parse and describe what they claim") {
     const MappingTable v1 = parse_mapping_table(kTables + "/llama_action.json");
     CHECK(v1.architectures == std::vector<std::string>{"LlamaActionForCausalLM"});
-    CHECK(v1.action_projection == ActionProjection::Linear);
-    CHECK(v1.learned_positions == "spatio_temporal");
+    CHECK(v1.features.action_projection == ActionProjection::Linear);
+    CHECK(v1.features.positions == PositionKind::SpatioTemporal);
     const MappingTable v2 = parse_mapping_table(kTables + "/llama_action_v2.json");
-    CHECK(v2.action_projection == ActionProjection::Mlp);
-    CHECK(v2.action_mlp_layers == 3);
+    CHECK(v2.features.action_projection == ActionProjection::Mlp);
+    CHECK(v2.features.action_mlp_layers == 3);
     const MappingTable ll = parse_mapping_table(kTables + "/llama.json");
-    CHECK(ll.learned_positions == "none");
+    CHECK(ll.features.positions == PositionKind::None);
     CHECK(ll.weights.size() == 9);
   }
 
@@ -671,5 +673,103 @@ TEST_SUITE("mapping") {
             std::vector<int64_t>{m.spec.q_dim() + 2 * m.spec.kv_dim(), m.spec.hidden});
       CHECK_FALSE(contains(m.warnings, "unused"));
     }
+  }
+}
+
+// ------------------------------------------------------------------ OPT and GPT-2 tables
+
+namespace {
+
+// A copy of testdata/<model> in `dir`: its config with `patch` applied, its tensors renamed by
+// `rename` (return "" to drop one) and optionally rewritten by `edit`.
+void copy_model(const std::string& model, const std::string& dir, const nlohmann::json& patch,
+                const std::function<std::string(const std::string&)>& rename = nullptr,
+                const std::function<void(FixtureTensor&)>& edit = nullptr) {
+  const std::string src = std::string(LOOM_TESTDATA) + "/" + model;
+  auto ck = Checkpoint::open(src);
+  nlohmann::json config = ck->config();
+  if (patch.is_object()) config.merge_patch(patch);
+  write_file(dir + "/config.json", config.dump(1));
+  std::vector<FixtureTensor> out;
+  for (const std::string& n : ck->names()) {
+    const std::string name = rename ? rename(n) : n;
+    if (name.empty()) continue;
+    const Tensor t = ck->tensor(n);
+    FixtureTensor f{name, t.dtype, t.shape, {}};
+    const uint8_t* p = static_cast<const uint8_t*>(t.data);
+    f.bytes.assign(p, p + t.nbytes());
+    if (edit) edit(f);
+    out.push_back(std::move(f));
+  }
+  write_safetensors(dir + "/model.safetensors", out);
+}
+
+}  // namespace
+
+TEST_CASE("OPT: config checks refuse the variants the table does not implement") {
+  const std::pair<nlohmann::json, std::string> cases[] = {
+      {{{"do_layer_norm_before", false}}, "\"do_layer_norm_before\" is false; "},
+      {{{"_remove_final_layer_norm", true}}, "\"_remove_final_layer_norm\" is true"},
+      {{{"layer_norm_elementwise_affine", false}}, "\"layer_norm_elementwise_affine\" is false"},
+      {{{"enable_bias", false}}, "\"enable_bias\" is false"},
+      {{{"word_embed_proj_dim", 32}}, "\"word_embed_proj_dim\" is 32 but \"hidden_size\" is 64; "},
+      {{{"activation_function", "gelu"}}, "\"activation_function\" is \"gelu\""},
+  };
+  for (const auto& [patch, message] : cases) {
+    CAPTURE(patch.dump());
+    TempDir dir;
+    copy_model("tiny_opt", dir.path, patch);
+    CHECK_ERROR(load_model(dir.path), message);
+  }
+}
+
+TEST_CASE("GPT-2: config checks; names with or without transformer.; transposed weights") {
+  for (const auto& patch : {nlohmann::json{{"scale_attn_by_inverse_layer_idx", true}},
+                            nlohmann::json{{"scale_attn_weights", false}},
+                            nlohmann::json{{"add_cross_attention", true}}}) {
+    CAPTURE(patch.dump());
+    TempDir dir;
+    copy_model("tiny_gpt2", dir.path, patch);
+    CHECK_ERROR(load_model(dir.path), "gpt2.json supports only [");
+  }
+  const LoadedModel with = load_model(std::string(LOOM_TESTDATA) + "/tiny_gpt2");
+  {  // GPT2Model-style names: no "transformer." prefix.
+    TempDir dir;
+    copy_model("tiny_gpt2", dir.path, {}, [](const std::string& n) {
+      return n.rfind("transformer.", 0) == 0 ? n.substr(12) : n;
+    });
+    const LoadedModel without = load_model(dir.path);
+    CHECK(without.spec.tied_lm_head);
+    REQUIRE(without.weights.layers.size() == with.weights.layers.size());
+    CHECK(without.weights.layers[1].qkv.to_f32() == with.weights.layers[1].qkv.to_f32());
+    CHECK(without.weights.layers[1].down.to_f32() == with.weights.layers[1].down.to_f32());
+    CHECK_FALSE(contains(without.warnings, "unused"));
+  }
+  // The transposed c_attn is q|k|v rows: row r of qkv is column r of c_attn.
+  {
+    auto ck = Checkpoint::open(std::string(LOOM_TESTDATA) + "/tiny_gpt2");
+    const std::vector<float> c_attn = ck->tensor("transformer.h.0.attn.c_attn.weight").to_f32();
+    const std::vector<float> qkv = with.weights.layers[0].qkv.to_f32();
+    const int H = with.spec.hidden;
+    for (int r : {0, H, 2 * H + 5})
+      for (int c : {0, 7, H - 1}) CHECK(qkv[size_t(r * H + c)] == c_attn[size_t(c * 3 * H + r)]);
+  }
+  {  // A checkpoint stored [out, in] where the table expects HF's Conv1D [in, out].
+    TempDir dir;
+    copy_model("tiny_gpt2", dir.path, {}, nullptr, [](FixtureTensor& f) {
+      if (f.name == "transformer.h.1.mlp.c_fc.weight") std::swap(f.shape[0], f.shape[1]);
+    });
+    CHECK_ERROR(load_model(dir.path),
+                "expected [64, 128] f32, found [128, 64] f32 for transformer.h.1.mlp.c_fc.weight "
+                "(role layer.up, layer 1 in gpt2.json); the tensor is stored transposed");
+  }
+  {  // A missing tensor names both alternatives and the role.
+    TempDir dir;
+    copy_model("tiny_gpt2", dir.path, {}, [](const std::string& n) {
+      return n == "transformer.h.0.ln_2.bias" ? std::string() : n;
+    });
+    CHECK_ERROR(load_model(dir.path),
+                "missing tensor transformer.h.0.ln_2.bias (or h.0.ln_2.bias) (role "
+                "layer.mlp_norm_bias, layer 0)");
   }
 }

@@ -48,8 +48,12 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
   ck->dir_ = dir;
   if (!is_dir(dir)) fail("model directory ", dir, " does not exist or is not a directory");
 
-  ck->config_ = read_json_file(dir + "/config.json", "every HF checkpoint directory has one");
-  if (!ck->config_.is_object()) fail(dir, "/config.json: not a JSON object");
+  // Meta/Mistral releases carry params.json instead of config.json; a table maps its keys.
+  ck->config_path_ = dir + "/config.json";
+  if (!is_file(ck->config_path_) && is_file(dir + "/params.json"))
+    ck->config_path_ = dir + "/params.json";
+  ck->config_ = read_json_file(ck->config_path_, "every HF checkpoint directory has one");
+  if (!ck->config_.is_object()) fail(ck->config_path_, ": not a JSON object");
 
   const std::string index_path = dir + "/model.safetensors.index.json";
   const std::string single_path = dir + "/model.safetensors";

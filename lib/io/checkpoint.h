@@ -24,7 +24,8 @@ class Checkpoint {
 
   const std::string& dir() const { return dir_; }
   const nlohmann::json& config() const { return config_; }
-  std::string config_path() const { return dir_ + "/config.json"; }
+  // config.json, or params.json for a Meta/Mistral-format directory that has no config.json.
+  const std::string& config_path() const { return config_path_; }
 
   bool has(const std::string& name) const { return where_.count(name) != 0; }
   const SafetensorsFile::Entry* find(const std::string& name) const;  // nullptr if absent
@@ -37,6 +38,7 @@ class Checkpoint {
  private:
   std::string dir_;
   nlohmann::json config_;
+  std::string config_path_;
   std::vector<SafetensorsFile> files_;
   std::unordered_map<std::string, size_t> where_;  // tensor name → files_ position
 };

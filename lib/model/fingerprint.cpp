@@ -32,7 +32,8 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
   id.table_path = table_path.empty() ? find_mapping_table(id.architecture, table_search_dirs(""),
                                                           ck->config_path())
                                      : table_path;
-  id.spec = spec_from_config(parse_mapping_table(id.table_path), ck->config(), ck->config_path());
+  id.spec = spec_from_config(parse_mapping_table(id.table_path), ck->config(), ck->config_path(),
+                             nullptr, ck.get());
   std::ifstream table(id.table_path, std::ios::binary);
   LOOM_CHECK(table.is_open(), "cannot read mapping table ", id.table_path);
   std::stringstream table_text;

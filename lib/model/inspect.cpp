@@ -47,6 +47,8 @@ const char* projection_name(ActionProjection p) {
       return "linear";
     case ActionProjection::Mlp:
       return "mlp";
+    case ActionProjection::Tokens:
+      return "tokens";
   }
   return "?";
 }
@@ -79,6 +81,29 @@ std::string group_thousands(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+// One line of the spec's feature fields, e.g. "norm layer (bias), mlp plain gelu_tanh, …".
+static std::string features_line(const ModelSpec& s) {
+  static const char* const kAct[] = {"silu", "gelu_tanh", "gelu", "relu"};
+  static const char* const kPos[] = {"none", "absolute", "spatio_temporal"};
+  std::string out = s.norm == NormKind::Rms ? "norm rms" : "norm layer";
+  if (!s.norm_affine) out += " (no affine)";
+  if (s.norm_bias) out += " (bias)";
+  out +=
+      std::string(", mlp ") + (s.mlp == MlpKind::SwiGlu ? "swiglu " : "plain ") + kAct[int(s.act)];
+  std::string biases;
+  if (s.qkv_bias) biases += " qkv";
+  if (s.o_bias) biases += " o";
+  if (s.mlp_bias) biases += " mlp";
+  out += ", biases" + (biases.empty() ? std::string(" none") : biases);
+  out += s.rotary ? ", rotary" : ", no rotary";
+  out += std::string(", positions ") + kPos[int(s.positions)];
+  if (s.position_offset) out += " +" + std::to_string(s.position_offset);
+  if (s.logit_end > 0)
+    out +=
+        ", image ids [" + std::to_string(s.logit_begin) + ", " + std::to_string(s.logit_end) + ")";
+  return out;
+}
+
 std::string describe_model(const LoadedModel& m) {
   const ModelSpec& s = m.spec;
   std::ostringstream os;
@@ -104,6 +129,7 @@ std::string describe_model(const LoadedModel& m) {
             {"tied_lm_head", s.tied_lm_head ? "true" : "false"},
             {"intermediate", std::to_string(s.intermediate)},
             {"bos_id / eos_id", std::to_string(s.bos_id) + " / " + std::to_string(s.eos_id)}});
+  os << "features      " << features_line(s) << "\n";
   if (s.has_frames()) {
     os << "frame layout\n";
     std::string proj = projection_name(s.action_projection);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/roles.h"
 
 namespace loom {
 
@@ -54,7 +55,7 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
   LOOM_CHECK(head_dim_given || s.hidden == s.heads * s.head_dim, where, ": hidden ", s.hidden,
              " is not heads ", s.heads, " × head_dim ", s.head_dim,
              "; give head_dim in the config");
-  LOOM_CHECK(s.head_dim % 2 == 0, where, ": head_dim ", s.head_dim,
+  LOOM_CHECK(!s.rotary || s.head_dim % 2 == 0, where, ": head_dim ", s.head_dim,
              " is odd; rotary embedding rotates pairs");
   LOOM_CHECK(s.rms_eps > 0 && std::isfinite(s.rms_eps), where, ": rms_eps ", s.rms_eps,
              " must be a positive number");
@@ -63,8 +64,17 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
   LOOM_CHECK(s.bos_id < s.vocab && s.eos_id < s.vocab, where, ": bos_id ", s.bos_id, " / eos_id ",
              s.eos_id, " must be below vocab ", s.vocab);
 
+  LOOM_CHECK(s.logit_begin >= 0 && s.logit_end >= 0 && s.logit_end <= s.vocab &&
+                 (s.logit_end == 0 || s.logit_begin < s.logit_end),
+             where, ": logit range [", s.logit_begin, ", ", s.logit_end,
+             ") must lie within the vocab of ", s.vocab, " (logit_end 0: the whole vocab)");
+  if (s.positions == PositionKind::Absolute)
+    LOOM_CHECK(s.max_positions > 0, where, ": max_positions is ", s.max_positions,
+               "; learned absolute positions need a table of max_positions rows");
+
+  (void)t;
   const bool frames =
-      t.learned_positions != "none" || s.action_projection != ActionProjection::None;
+      s.positions == PositionKind::SpatioTemporal || s.action_projection != ActionProjection::None;
   if (!frames) {
     LOOM_CHECK(s.image_tokens == 0 && s.action_tokens == 0, where, ": image_tokens ",
                s.image_tokens, " / action_tokens ", s.action_tokens,
@@ -73,63 +83,50 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
   }
   LOOM_CHECK(s.image_tokens > 0, where, ": image_tokens (P) is ", s.image_tokens,
              "; a frame model needs image-token slots");
-  LOOM_CHECK(s.action_tokens > 0, where, ": action_tokens (A) is ", s.action_tokens,
-             "; a frame model needs action slots");
   if (s.action_projection != ActionProjection::None)
+    LOOM_CHECK(s.action_tokens > 0, where, ": action_tokens (A) is ", s.action_tokens,
+               "; a frame model with actions needs action slots");
+  else
+    LOOM_CHECK(s.action_tokens == 0, where, ": action_tokens is ", s.action_tokens,
+               ", but the table declares no action input");
+  if (s.action_projection == ActionProjection::Linear ||
+      s.action_projection == ActionProjection::Mlp)
     LOOM_CHECK(s.action_dim > 0, where, ": action_dim is ", s.action_dim,
                "; the action projection needs its input width");
-  if (t.learned_positions == "spatio_temporal") {
+  LOOM_CHECK(s.temporal_rows > 0, where, ": temporal_rows (frames per round) is ", s.temporal_rows,
+             "; it must be positive");
+  const int64_t round = int64_t(s.frame_slots()) * s.temporal_rows;
+  if (s.positions == PositionKind::SpatioTemporal) {
     LOOM_CHECK(s.spatial_rows == s.image_tokens + s.action_tokens, where, ": spatial_rows ",
                s.spatial_rows, " must equal image_tokens ", s.image_tokens, " + action_tokens ",
                s.action_tokens, " = ", s.image_tokens + s.action_tokens,
                " (one learned row per frame slot)");
-    LOOM_CHECK(s.temporal_rows > 0, where, ": temporal_rows (frames per round) is ",
-               s.temporal_rows, "; it must be positive");
-    const int64_t round = int64_t(s.frame_slots()) * s.temporal_rows;
-    if (warnings && s.max_positions > 0 && s.max_positions < round)
-      warnings->push_back(cat(where, ": max_positions ", s.max_positions, " is below one round of ",
-                              s.temporal_rows, " frames × ", s.frame_slots(), " slots = ", round));
+  } else {
+    // Rotary or absolute positions: a round must fit the positions the model was trained on.
+    LOOM_CHECK(s.max_positions <= 0 || round <= s.max_positions, where, ": a round of ",
+               s.temporal_rows, " frames × ", s.frame_slots(), " slots = ", round,
+               " passes max_positions ", s.max_positions);
+    LOOM_CHECK(s.positions != PositionKind::Absolute || round <= s.max_positions, where,
+               ": learned absolute positions need max_positions ≥ one round (", round, ")");
   }
+  if (warnings && s.max_positions > 0 && s.max_positions < round)
+    warnings->push_back(cat(where, ": max_positions ", s.max_positions, " is below one round of ",
+                            s.temporal_rows, " frames × ", s.frame_slots(), " slots = ", round));
 }
 
-// The shape loom's backends expect of each role (weights.h), whatever the table says.
+// The shape loom's backends expect of each role (model/roles.h), whatever the table says.
 std::vector<int64_t> canonical_shape(const std::string& role, const ModelSpec& s) {
-  const int64_t h = s.hidden;
-  if (role == "embed" || role == "lm_head") return {s.vocab, h};
-  if (role == "final_norm" || role == "layer.attn_norm" || role == "layer.mlp_norm") return {h};
-  if (role == "layer.qkv") return {s.q_dim() + 2 * s.kv_dim(), h};
-  if (role == "layer.o") return {h, s.q_dim()};
-  if (role == "layer.gate_up") return {2 * int64_t(s.intermediate), h};
-  if (role == "layer.down") return {h, s.intermediate};
-  if (role == "pos.spatial") return {s.spatial_rows, h};
-  if (role == "pos.temporal") return {s.temporal_rows, h};
-  if (role == "action.0.weight") return {h, s.action_dim};
-  if (role.size() > 7 && role.compare(role.size() - 7, 7, ".weight") == 0) return {h, h};
-  return {h};  // action.{j}.bias
+  int j = 0;
+  const RoleDef* d = find_role(role, &j);
+  LOOM_CHECK(d, "internal: unknown role ", role);
+  return d->shape(s, j);
 }
 
 Tensor* role_slot(Weights& w, const std::string& role, int layer) {
-  if (role == "embed") return &w.embed;
-  if (role == "final_norm") return &w.final_norm;
-  if (role == "lm_head") return &w.lm_head;
-  if (role == "pos.spatial") return &w.pos_spatial;
-  if (role == "pos.temporal") return &w.pos_temporal;
-  if (role.compare(0, 6, "layer.") == 0) {
-    LayerWeights& l = w.layers.at(size_t(layer));
-    if (role == "layer.attn_norm") return &l.attn_norm;
-    if (role == "layer.qkv") return &l.qkv;
-    if (role == "layer.o") return &l.o;
-    if (role == "layer.mlp_norm") return &l.mlp_norm;
-    if (role == "layer.gate_up") return &l.gate_up;
-    if (role == "layer.down") return &l.down;
-  }
-  if (role.compare(0, 7, "action.") == 0) {
-    const size_t dot = role.find('.', 7);
-    const size_t j = size_t(std::stoi(role.substr(7, dot - 7)));
-    ActionLayer& a = w.action.at(j);
-    return role.compare(dot, std::string::npos, ".weight") == 0 ? &a.weight : &a.bias;
-  }
-  fail("internal: no weights slot for role ", role);
+  int j = 0;
+  const RoleDef* d = find_role(role, &j);
+  LOOM_CHECK(d, "internal: no weights slot for role ", role);
+  return d->slot(w, layer, j);
 }
 
 // Binds every role of a table to checkpoint tensors.
@@ -142,10 +139,7 @@ class Binder {
   void run() {
     const ModelSpec& s = m_.spec;
     m_.weights.layers.assign(size_t(s.layers), LayerWeights{});
-    const int n_action = s.action_projection == ActionProjection::Linear ? 1
-                         : s.action_projection == ActionProjection::Mlp  ? s.action_mlp_layers
-                                                                         : 0;
-    m_.weights.action.assign(size_t(n_action), ActionLayer{});
+    m_.weights.action.assign(size_t(s.action_layers()), ActionLayer{});
     // Untied roles first, so that a tie always finds its target bound.
     for (int pass = 0; pass < 2; pass++)
       for (const WeightRule& r : t_.weights) {
@@ -217,7 +211,7 @@ class Binder {
              role_desc(r, layer), ") in ", ck_.dir());
       }
 
-    for (const Found& f : found) check_part(f);
+    for (const Found& f : found) check_part(r, layer, f);
 
     Binding b;
     b.role = r.role;
@@ -249,7 +243,7 @@ class Binder {
     m_.bindings.push_back(std::move(b));
   }
 
-  void check_part(const Found& f) {
+  void check_part(const WeightRule& r, int layer, const Found& f) {
     const auto& e = *f.entry;
     const std::string& file = ck_.file_of(f.name);
     if (!dtype_set_) {
@@ -266,18 +260,31 @@ class Binder {
         fail(t_.path, ": shape of ", f.name, ": ", err.what());
       }
     }
-    if (e.dtype != m_.dtype || e.shape != want)
+    if (e.dtype != m_.dtype || e.shape != want) {
+      const bool transposed = want.size() == 2 && e.shape.size() == 2 && want[0] != want[1] &&
+                              e.shape[0] == want[1] && e.shape[1] == want[0];
       fail(file, ": expected ", shape_str(want), " ", dtype_name(m_.dtype), ", found ",
-           shape_str(e.shape), " ", dtype_name(e.dtype), " for ", f.name);
+           shape_str(e.shape), " ", dtype_name(e.dtype), " for ", f.name, " (", role_desc(r, layer),
+           " in ", base_name(t_.path), ")",
+           transposed ? cat("; the tensor is stored transposed: ", base_name(t_.path),
+                            " expects the HF [out, in] layout, or give the part \"transform\": "
+                            "\"transpose\"")
+                      : std::string());
+    }
   }
 
   // Concatenates parts along dim 0 (applying transforms) into one owned buffer.
   Tensor assemble(const WeightRule& r, int layer, const std::vector<Found>& found) {
-    std::vector<int64_t> shape = found[0].entry->shape;
+    auto part_shape = [](const Found& f) {
+      std::vector<int64_t> es = f.entry->shape;
+      if (f.part->transform == "transpose") std::swap(es[0], es[1]);
+      return es;
+    };
+    std::vector<int64_t> shape = part_shape(found[0]);
     shape[0] = 0;
     size_t total = 0;
     for (const Found& f : found) {
-      const auto& es = f.entry->shape;
+      const std::vector<int64_t> es = part_shape(f);
       LOOM_CHECK(
           es.size() == shape.size() && std::equal(es.begin() + 1, es.end(), shape.begin() + 1),
           t_.path, ": ", role_desc(r, layer), ": parts ", found[0].name, " ",
@@ -300,6 +307,16 @@ class Binder {
                    " rows are not whole heads of head_dim ", hd);
         rope_permute_rows(static_cast<const uint8_t*>(src.data), bytes.get() + off, rows,
                           rows ? n / size_t(rows) : 0, hd);
+      } else if (f.part->transform == "transpose") {
+        // [rows, cols] → [cols, rows], element by element (GPT-2 Conv1D stores [in, out]).
+        const int64_t rows = src.shape[0], cols = src.shape[1];
+        const size_t es = dtype_size(src.dtype);
+        const uint8_t* from = static_cast<const uint8_t*>(src.data);
+        uint8_t* to = bytes.get() + off;
+        for (int64_t r0 = 0; r0 < rows; r0++)
+          for (int64_t c0 = 0; c0 < cols; c0++)
+            std::memcpy(to + (size_t(c0) * size_t(rows) + size_t(r0)) * es,
+                        from + (size_t(r0) * size_t(cols) + size_t(c0)) * es, es);
       } else {
         std::memcpy(bytes.get() + off, src.data, n);
       }
@@ -348,8 +365,9 @@ class Binder {
 }  // namespace
 
 ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
-                           const std::string& config_path, std::vector<std::string>* warnings) {
-  ModelSpec s;
+                           const std::string& config_path, std::vector<std::string>* warnings,
+                           const Checkpoint* checkpoint) {
+  ModelSpec s = t.features;             // feature fields from the table, the rest defaults
   std::map<std::string, int64_t> vars;  // int fields set so far (defaults may use them)
   bool head_dim_given = false;
   for (const ConfigField& cf : t.config) {
@@ -367,6 +385,7 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
     }
     if (cf.field == "head_dim") head_dim_given = v != nullptr;
     const std::string what = cat(config_path, ": \"", key, "\" (spec field ", cf.field, ")");
+    const std::string first_key = cf.keys.empty() ? std::string("(no key)") : cf.keys[0];
     if (v) {
       if (kind == FieldKind::Int) {
         set_spec_int(s, cf.field, config_int(*v, what, warnings));
@@ -377,14 +396,22 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
         LOOM_CHECK(v->is_boolean(), what, " is ", v->dump(), "; expected true or false");
         set_spec_bool(s, cf.field, v->get<bool>());
       }
+    } else if (!cf.shape_of.empty() && checkpoint && checkpoint->find(cf.shape_of)) {
+      const auto& shape = checkpoint->find(cf.shape_of)->shape;
+      LOOM_CHECK(size_t(cf.shape_dim) < shape.size(), t.path, ": ", cf.field, " from dim ",
+                 cf.shape_dim, " of ", cf.shape_of, ", which has shape ", shape_str(shape));
+      set_spec_int(s, cf.field, shape[size_t(cf.shape_dim)]);
+    } else if (!cf.shape_of.empty() && cf.fallback.is_null()) {
+      fail(config_path, ": no \"", first_key, "\" and no tensor ", cf.shape_of, " to read ",
+           cf.field, " from (", t.path, ")");
     } else if (cf.fallback.is_null()) {
-      fail(config_path, ": missing \"", cf.keys[0], "\" (spec field ", cf.field, ", required by ",
+      fail(config_path, ": missing \"", first_key, "\" (spec field ", cf.field, ", required by ",
            t.path, ")");
     } else if (cf.fallback.is_string()) {
       try {
         set_spec_int(s, cf.field, eval_expr(cf.fallback.get<std::string>(), vars));
       } catch (const Error& e) {
-        fail(config_path, ": no \"", cf.keys[0], "\", and the default of ", cf.field,
+        fail(config_path, ": no \"", first_key, "\", and the default of ", cf.field,
              " fails: ", e.what());
       }
     } else if (kind == FieldKind::Int) {
@@ -400,13 +427,19 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
   for (const auto& [key, allowed] : t.config_checks) {
     auto it = config.find(key);
     if (it == config.end()) continue;
+    if (allowed.is_object()) {  // {"same_as": other key}
+      const std::string other = allowed["same_as"].get<std::string>();
+      auto o = config.find(other);
+      if (o != config.end() && !it->is_null() && *it != *o)
+        fail(config_path, ": \"", key, "\" is ", it->dump(), " but \"", other, "\" is ", o->dump(),
+             "; ", t.path, " supports only equal values");
+      continue;
+    }
     if (std::find(allowed.begin(), allowed.end(), *it) == allowed.end())
       fail(config_path, ": \"", key, "\" is ", it->dump(), "; ", t.path, " supports only ",
            allowed.dump());
   }
 
-  s.action_projection = t.action_projection;
-  s.action_mlp_layers = t.action_projection == ActionProjection::Mlp ? t.action_mlp_layers : 0;
   validate_spec(s, t, head_dim_given, config_path, warnings);
   return s;
 }
@@ -449,7 +482,7 @@ LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
     m.warnings.push_back(cat(config_path, ": architecture \"", arch, "\" is not listed in ",
                              m.table_path, "; using that table as asked"));
 
-  m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings);
+  m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings, &ck);
   m.spec.architecture = arch;
   m.spec.table = base_name(m.table_path);
 

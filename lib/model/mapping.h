@@ -58,7 +58,8 @@ LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts = {
 // layout, …). Warnings (if given) collect non-fatal oddities.
 ModelSpec spec_from_config(const MappingTable& table, const nlohmann::json& config,
                            const std::string& config_path,
-                           std::vector<std::string>* warnings = nullptr);
+                           std::vector<std::string>* warnings = nullptr,
+                           const Checkpoint* checkpoint = nullptr);  // for "shape_of" fields
 
 // Meta → HF rotary row order (transformers' convert_llama_weights_to_hf.py `permute`): within
 // each head of `head_dim` rows, Meta interleaves rotary pairs (2j, 2j+1); HF keeps the first

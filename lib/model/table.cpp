@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/exe_dir.h"
+#include "model/roles.h"
 
 namespace loom {
 
@@ -32,8 +33,8 @@ struct BoolField {
   bool ModelSpec::*member;
 };
 
-// action_mlp_layers is set from "features", not from config.json, but shape expressions may
-// use it like any other field.
+// action_mlp_layers and position_offset are set from "features", not from config.json, but
+// shape expressions may use them like any other field.
 const IntField kIntFields[] = {
     {"hidden", &ModelSpec::hidden},
     {"layers", &ModelSpec::layers},
@@ -51,6 +52,9 @@ const IntField kIntFields[] = {
     {"spatial_rows", &ModelSpec::spatial_rows},
     {"temporal_rows", &ModelSpec::temporal_rows},
     {"action_mlp_layers", &ModelSpec::action_mlp_layers},
+    {"position_offset", &ModelSpec::position_offset},
+    {"logit_begin", &ModelSpec::logit_begin},
+    {"logit_end", &ModelSpec::logit_end},
 };
 const FloatField kFloatFields[] = {
     {"rms_eps", &ModelSpec::rms_eps},
@@ -247,36 +251,8 @@ int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>&
 
 // ---------------------------------------------------------------- roles
 
-namespace {
-
-const char* const kFixedRoles[] = {
-    "embed",     "final_norm", "lm_head",        "pos.spatial",   "pos.temporal", "layer.attn_norm",
-    "layer.qkv", "layer.o",    "layer.mlp_norm", "layer.gate_up", "layer.down",
-};
-
-// "action.{j}.weight" / "action.{j}.bias" → j, else -1.
-int action_index(const std::string& role) {
-  const std::string prefix = "action.";
-  if (role.compare(0, prefix.size(), prefix) != 0) return -1;
-  size_t p = prefix.size();
-  int j = 0;
-  const size_t digits_start = p;
-  while (p < role.size() && std::isdigit(static_cast<unsigned char>(role[p]))) {
-    j = j * 10 + (role[p] - '0');
-    if (j > 1000) return -1;
-    p++;
-  }
-  if (p == digits_start) return -1;
-  const std::string rest = role.substr(p);
-  return (rest == ".weight" || rest == ".bias") ? j : -1;
-}
-
-}  // namespace
-
 bool is_known_role(const std::string& role) {
-  for (const char* r : kFixedRoles)
-    if (role == r) return true;
-  return action_index(role) >= 0;
+  return find_role(role) != nullptr;
 }
 
 // ---------------------------------------------------------------- table parsing
@@ -350,50 +326,80 @@ WeightPart parse_part(const ojson& p, const std::string& where) {
   }
   auto t = p.find("transform");
   if (t != p.end()) {
-    if (!t->is_string() || (*t != "none" && *t != "rope_permute"))
-      fail(where, ": transform must be \"none\" or \"rope_permute\", found ", t->dump());
+    if (!t->is_string() || (*t != "none" && *t != "rope_permute" && *t != "transpose"))
+      fail(where, ": unknown transform ", t->dump(),
+           " (known: \"none\", \"rope_permute\", \"transpose\")");
+    if (*t == "transpose" && part.shape.size() != 2)
+      fail(where, ": transform \"transpose\" needs a 2-D shape");
     part.transform = t->get<std::string>();
   }
   return part;
 }
 
+// One string feature: its value must be one of `names`; returns the index.
+int feature_choice(const ojson& f, const char* key, std::initializer_list<const char*> names,
+                   int fallback, const std::string& where) {
+  auto it = f.find(key);
+  if (it == f.end()) return fallback;
+  int k = 0;
+  std::string known;
+  for (const char* n : names) {
+    if (*it == n) return k;
+    known += cat(k ? ", " : "", "\"", n, "\"");
+    k++;
+  }
+  fail(where, ": ", key, " ", it->dump(), " is not a feature value loom knows (known: ", known,
+       ")");
+}
+
+bool feature_bool(const ojson& f, const char* key, bool fallback, const std::string& where) {
+  auto it = f.find(key);
+  if (it == f.end()) return fallback;
+  if (!it->is_boolean()) fail(where, ": ", key, " must be true or false, found ", it->dump());
+  return it->get<bool>();
+}
+
+// "features" → t.features (the feature fields of a ModelSpec), checked for consistency.
 void parse_features(const ojson& f, MappingTable& t) {
   const std::string where = t.path + ": features";
   if (!f.is_object()) fail(where, ": expected an object");
   check_keys(
-      f, {"norm", "mlp", "rotary", "learned_positions", "action_projection", "action_mlp_layers"},
+      f,
+      {"norm", "norm_affine", "norm_bias", "mlp", "activation", "qkv_bias", "o_bias", "mlp_bias",
+       "rotary", "learned_positions", "position_offset", "action_projection", "action_mlp_layers"},
       where);
-  auto expect = [&](const char* key, const ojson& supported) {
-    auto it = f.find(key);
-    if (it != f.end() && *it != supported)
-      fail(where, ": ", key, " ", it->dump(),
-           " is not supported by loom (supported: ", supported.dump(), ")");
-  };
-  expect("norm", "rms");
-  expect("mlp", "swiglu");
-  expect("rotary", true);
-  if (auto it = f.find("learned_positions"); it != f.end()) {
-    if (*it != "none" && *it != "spatio_temporal")
-      fail(where, ": learned_positions must be \"none\" or \"spatio_temporal\", found ",
-           it->dump());
-    t.learned_positions = it->get<std::string>();
+  ModelSpec& s = t.features;
+  s.norm = NormKind(feature_choice(f, "norm", {"rms", "layer"}, 0, where));
+  s.norm_affine = feature_bool(f, "norm_affine", true, where);
+  s.norm_bias = feature_bool(f, "norm_bias", false, where);
+  if (s.norm_bias && (s.norm != NormKind::Layer || !s.norm_affine))
+    fail(where, ": norm_bias needs norm \"layer\" with norm_affine true");
+  s.mlp = MlpKind(feature_choice(f, "mlp", {"swiglu", "plain"}, 0, where));
+  if (s.mlp == MlpKind::Plain && !f.contains("activation"))
+    fail(where, ": mlp \"plain\" needs an activation");
+  s.act =
+      Activation(feature_choice(f, "activation", {"silu", "gelu_tanh", "gelu", "relu"}, 0, where));
+  s.qkv_bias = feature_bool(f, "qkv_bias", false, where);
+  s.o_bias = feature_bool(f, "o_bias", false, where);
+  s.mlp_bias = feature_bool(f, "mlp_bias", false, where);
+  s.rotary = feature_bool(f, "rotary", true, where);
+  s.positions = PositionKind(
+      feature_choice(f, "learned_positions", {"none", "absolute", "spatio_temporal"}, 0, where));
+  if (auto it = f.find("position_offset"); it != f.end()) {
+    if (s.positions != PositionKind::Absolute)
+      fail(where, ": position_offset applies only to learned_positions \"absolute\"");
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1000000)
+      fail(where, ": position_offset must be an integer in [0, 1000000], found ", it->dump());
+    s.position_offset = it->get<int>();
   }
-  if (auto it = f.find("action_projection"); it != f.end()) {
-    if (*it == "none")
-      t.action_projection = ActionProjection::None;
-    else if (*it == "linear")
-      t.action_projection = ActionProjection::Linear;
-    else if (*it == "mlp")
-      t.action_projection = ActionProjection::Mlp;
-    else
-      fail(where, ": action_projection must be \"none\", \"linear\" or \"mlp\", found ",
-           it->dump());
-  }
+  s.action_projection = ActionProjection(
+      feature_choice(f, "action_projection", {"none", "linear", "mlp", "tokens"}, 0, where));
   auto layers = f.find("action_mlp_layers");
-  if (t.action_projection == ActionProjection::Mlp) {
-    if (layers == f.end() || !layers->is_number_integer() || layers->get<int>() < 1)
-      fail(where, ": action_projection \"mlp\" needs action_mlp_layers ≥ 1");
-    t.action_mlp_layers = layers->get<int>();
+  if (s.action_projection == ActionProjection::Mlp) {
+    if (layers == f.end() || !layers->is_number_integer() || layers->get<int64_t>() < 1 ||
+        layers->get<int64_t>() > 64)
+      fail(where, ": action_projection \"mlp\" needs action_mlp_layers in [1, 64]");
+    s.action_mlp_layers = layers->get<int>();
   } else if (layers != f.end()) {
     fail(where, ": action_mlp_layers applies only to action_projection \"mlp\"");
   }
@@ -401,26 +407,18 @@ void parse_features(const ojson& f, MappingTable& t) {
 
 // The roles the features call for must be exactly the roles the table binds.
 void check_roles(const MappingTable& t) {
-  std::set<std::string> need(std::begin(kFixedRoles), std::end(kFixedRoles));
-  if (t.learned_positions == "none") {
-    need.erase("pos.spatial");
-    need.erase("pos.temporal");
-  }
-  const int n_action = t.action_projection == ActionProjection::None     ? 0
-                       : t.action_projection == ActionProjection::Linear ? 1
-                                                                         : t.action_mlp_layers;
-  for (int j = 0; j < n_action; j++) {
-    need.insert(cat("action.", j, ".weight"));
-    need.insert(cat("action.", j, ".bias"));
-  }
+  const std::vector<std::string> need_list = needed_roles(t.features);
+  std::set<std::string> need(need_list.begin(), need_list.end());
   std::set<std::string> have;
   for (const WeightRule& r : t.weights) have.insert(r.role);
-  for (const std::string& r : need)
+  for (const std::string& r : need_list)
     if (!have.count(r))
-      fail(t.path, ": weights: no entry for role ", r, ", which the features need");
+      fail(t.path, ": weights: no entry for role ", r, ", which the features need (",
+           find_role(r)->when, ")");
   for (const std::string& r : have)
     if (!need.count(r))
-      fail(t.path, ": weights: role ", r, " is not used by the features this table declares");
+      fail(t.path, ": weights: role ", r, " is not used by the features this table declares (",
+           find_role(r)->when, ")");
 }
 
 }  // namespace
@@ -443,16 +441,27 @@ MappingTable parse_mapping_table(const std::string& path) {
     FieldKind kind;
     if (!spec_field_kind(it.key(), &kind))
       fail(where, ": no such spec field (known: ", join(spec_field_names()), ")");
+    if (it.key() == "action_mlp_layers" || it.key() == "position_offset")
+      fail(where, ": set by \"features\", not by config.json");
     ConfigField cf;
     cf.field = it.key();
     const ojson& v = it.value();
     if (v.is_string()) {
       cf.keys.push_back(v.get<std::string>());
     } else if (v.is_object()) {
-      check_keys(v, {"key", "default"}, where);
+      check_keys(v, {"key", "default", "shape_of"}, where);
       auto k = v.find("key");
-      if (k == v.end()) fail(where, ": missing \"key\"");
-      cf.keys = string_or_list(*k, where + ".key");
+      if (k == v.end() && !v.contains("default") && !v.contains("shape_of"))
+        fail(where, ": missing \"key\", \"default\" or \"shape_of\"");
+      if (auto so = v.find("shape_of"); so != v.end()) {
+        if (kind != FieldKind::Int || !so->is_array() || so->size() != 2 || !(*so)[0].is_string() ||
+            !(*so)[1].is_number_integer() || (*so)[1].get<int64_t>() < 0 ||
+            (*so)[1].get<int64_t>() > 8)
+          fail(where, ": shape_of must be [\"<tensor name>\", <dim>] on an integer field");
+        cf.shape_of = (*so)[0].get<std::string>();
+        cf.shape_dim = (*so)[1].get<int>();
+      }
+      if (k != v.end()) cf.keys = string_or_list(*k, where + ".key");
       if (auto d = v.find("default"); d != v.end()) {
         cf.fallback = nlohmann::json::parse(d->dump());
         const bool ok = (kind == FieldKind::Bool && d->is_boolean()) ||
@@ -476,8 +485,12 @@ MappingTable parse_mapping_table(const std::string& path) {
   if (auto cc = j.find("config_checks"); cc != j.end()) {
     if (!cc->is_object()) fail(path, ": config_checks must be an object");
     for (auto it = cc->begin(); it != cc->end(); ++it) {
-      if (!it.value().is_array() || it.value().empty())
-        fail(path, ": config_checks.", it.key(), ": expected a list of allowed values");
+      const ojson& v = it.value();
+      const bool same_as =
+          v.is_object() && v.size() == 1 && v.contains("same_as") && v["same_as"].is_string();
+      if (!same_as && (!v.is_array() || v.empty()))
+        fail(path, ": config_checks.", it.key(),
+             ": expected a list of allowed values or {\"same_as\": \"<config key>\"}");
       t.config_checks.emplace_back(it.key(), nlohmann::json::parse(it.value().dump()));
     }
   }
@@ -493,9 +506,7 @@ MappingTable parse_mapping_table(const std::string& path) {
     WeightRule r;
     r.role = e["role"].get<std::string>();
     const std::string where = path + ": role " + r.role;
-    if (!is_known_role(r.role))
-      fail(where, ": unknown role (known: ", join({std::begin(kFixedRoles), std::end(kFixedRoles)}),
-           ", action.{j}.weight, action.{j}.bias)");
+    if (!is_known_role(r.role)) fail(where, ": unknown role (known: ", role_names(), ")");
     if (!seen.insert(r.role).second) fail(where, ": listed twice");
     r.per_layer = r.role.compare(0, 6, "layer.") == 0;
     check_keys(e,

@@ -11,15 +11,25 @@
 //             | "<spec field>": {"key": "k" | ["k1", "k2"],            first present wins
 //                                "default": 1e-6 | false | "hidden/heads"} }
 //             Listed in order; a default expression may use fields listed above it.
-//   "config_checks": {"<config key>": [allowed values]}   where present, must be one of these
-//   "features": {"norm": "rms", "mlp": "swiglu", "rotary": true,
-//                "learned_positions": "none" | "spatio_temporal",
-//                "action_projection": "none" | "linear" | "mlp", "action_mlp_layers": 3}
+//             | "<spec field>": {"default": 1e-5}                      no config key: constant
+//             | "<spec field>": {"key": k, "shape_of": ["tensor", dim]}  absent key: a tensor's dim
+//   "config_checks": {"<config key>": [allowed values]   where present, must be one of these
+//                   | "<config key>": {"same_as": "<other config key>"}}  equal when present
+//   "features": {"norm": "rms" | "layer", "norm_affine": true, "norm_bias": false,
+//                "mlp": "swiglu" | "plain",
+//                "activation": "silu" | "gelu_tanh" | "gelu" | "relu"   (swiglu: silu default),
+//                "qkv_bias": false, "o_bias": false, "mlp_bias": false,
+//                "rotary": true,
+//                "learned_positions": "none" | "absolute" | "spatio_temporal",
+//                "position_offset": 2                                   (absolute only),
+//                "action_projection": "none" | "linear" | "mlp" | "tokens",
+//                "action_mlp_layers": 3                                 (mlp only)}
+//   Every feature key is optional; the defaults are Llama's (ModelSpec's initialisers).
 //   "weights": [ {"role": "embed", "name": "model.embed_tokens.weight",
 //                 "shape": ["vocab", "hidden"]},
 //                {"role": "layer.qkv", "merge": "concat_dim0",
 //                 "parts": [{"name": "...q_proj.weight", "shape": [...],
-//                            "transform": "none" | "rope_permute"}, ...]},
+//                            "transform": "none" | "rope_permute" | "transpose"}, ...]},
 //                {"role": "lm_head", ..., "tied_to": "embed", "tied_when": "tied_lm_head",
 //                 "tie_if_absent": true},
 //                {"role": "...", ..., "required": false} ]
@@ -39,7 +49,8 @@ namespace loom {
 struct WeightPart {
   std::vector<std::string> names;  // HF name templates, alternatives in order; "{i}" = layer
   std::vector<std::string> shape;  // one expression of spec fields per dim: "kv_heads*head_dim"
-  std::string transform = "none";  // "none" | "rope_permute" (Meta → HF rotary row order)
+  std::string transform = "none";  // "none" | "rope_permute" (Meta → HF rotary row order) |
+                                   // "transpose" (2-D; GPT-2's Conv1D [in, out] → [out, in])
 };
 
 struct WeightRule {
@@ -54,18 +65,20 @@ struct WeightRule {
 
 struct ConfigField {
   std::string field;              // ModelSpec field, e.g. "kv_heads"
-  std::vector<std::string> keys;  // config.json keys, first present (non-null) wins
+  std::vector<std::string> keys;  // config.json keys, first present (non-null) wins; none:
+                                  // the default always applies
   nlohmann::json fallback;        // default: literal or expression string; null = required
+  std::string shape_of;           // else: a checkpoint tensor whose dim `shape_dim` gives it
+  int shape_dim = 0;              // ("intermediate" from Meta's w1 when params.json lacks it)
 };
 
 struct MappingTable {
   std::string path;                        // file it was read from
   std::vector<std::string> architectures;  // config.json architectures it describes
   std::vector<ConfigField> config;         // in table order
-  std::vector<std::pair<std::string, nlohmann::json>> config_checks;  // key → allowed values
-  std::string learned_positions = "none";                             // "none" | "spatio_temporal"
-  ActionProjection action_projection = ActionProjection::None;
-  int action_mlp_layers = 0;        // MLP only: Linear layers, ReLU between
+  // key → allowed values (a list), or {"same_as": other key}
+  std::vector<std::pair<std::string, nlohmann::json>> config_checks;
+  ModelSpec features;               // the feature fields set from "features"; the rest default
   std::vector<WeightRule> weights;  // in table order
 };
 
@@ -87,7 +100,7 @@ std::string find_mapping_table(const std::string& architecture,
 // divide exactly. Throws naming the expression on an unknown name or inexact division.
 int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>& vars);
 
-// Canonical roles loom's backends read ("layer.qkv", "action.{j}.weight", …).
+// Canonical roles loom's backends read ("layer.qkv", "action.{j}.weight", …): model/roles.h.
 bool is_known_role(const std::string& role);
 
 // The ModelSpec fields a table may set, by name (the names used in "config" and in shape

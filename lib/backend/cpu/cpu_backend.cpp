@@ -7,17 +7,28 @@
 #include "backend/cpu/ops.h"
 #include "backend/sampler.h"
 #include "core/error.h"
+#include "model/roles.h"
 
 namespace loom {
 namespace {
 
+// A weight in fp32; empty when the spec's features do not use its role. data() of an empty
+// vector is what the ops take as "no bias" / "no affine".
+struct F32 {
+  std::vector<float> v;
+  const float* get() const { return v.empty() ? nullptr : v.data(); }
+};
+
 struct CpuLayer {
-  std::vector<float> attn_norm;  // [hidden]
-  std::vector<float> qkv;        // [q_dim + 2 kv_dim, hidden]
-  std::vector<float> o;          // [hidden, q_dim]
-  std::vector<float> mlp_norm;   // [hidden]
-  std::vector<float> gate_up;    // [2 inter, hidden]
-  std::vector<float> down;       // [hidden, inter]
+  F32 attn_norm, attn_norm_bias;  // [hidden]
+  F32 qkv;                        // [q_dim + 2 kv_dim, hidden]
+  F32 qkv_bias;                   // [q_dim + 2 kv_dim]
+  F32 o;                          // [hidden, q_dim]
+  F32 o_bias;                     // [hidden]
+  F32 mlp_norm, mlp_norm_bias;    // [hidden]
+  F32 gate_up, gate_up_bias;      // [2 inter, hidden], [2 inter]   SwiGLU
+  F32 up, up_bias;                // [inter, hidden], [inter]       plain MLP
+  F32 down, down_bias;            // [hidden, inter], [hidden]
   // Left uninitialised: attention reads only slots a step has written, and untouched pages of
   // a large pool cost no memory.
   std::unique_ptr<float[]> k_cache;  // [num_blocks, block_size, kv_heads, head_dim]
@@ -37,27 +48,39 @@ class CpuBackend final : public Backend {
   bool batch_invariant() const override { return true; }
 
   void load(const ModelSpec& spec, const Weights& w) override {
+    check_weights(spec, w, "cpu backend");
+    auto f32 = [](const Tensor& t) { return F32{t.empty() ? std::vector<float>() : t.to_f32()}; };
     spec_ = spec;
     embed_ = w.embed.to_f32();
     lm_head_ = w.lm_head.to_f32();
-    final_norm_ = w.final_norm.to_f32();
-    if (spec.has_frames()) {
-      pos_spatial_ = w.pos_spatial.to_f32();
-      pos_temporal_ = w.pos_temporal.to_f32();
-    }
+    final_norm_ = f32(w.final_norm);
+    final_norm_bias_ = f32(w.final_norm_bias);
+    pos_absolute_ = f32(w.pos_absolute);
+    pos_spatial_ = f32(w.pos_spatial);
+    pos_temporal_ = f32(w.pos_temporal);
     action_.clear();
-    for (const ActionLayer& a : w.action)
+    for (int j = 0; j < spec.action_layers(); j++) {
+      const ActionLayer& a = w.action[size_t(j)];
       action_.push_back(
           {a.weight.to_f32(), a.bias.to_f32(), int(a.weight.dim(1)), int(a.weight.dim(0))});
+    }
     layers_.clear();
     for (const LayerWeights& l : w.layers) {
       CpuLayer c;
-      c.attn_norm = l.attn_norm.to_f32();
-      c.qkv = l.qkv.to_f32();
-      c.o = l.o.to_f32();
-      c.mlp_norm = l.mlp_norm.to_f32();
-      c.gate_up = l.gate_up.to_f32();
-      c.down = l.down.to_f32();
+      c.attn_norm = f32(l.attn_norm);
+      c.attn_norm_bias = f32(l.attn_norm_bias);
+      c.qkv = f32(l.qkv);
+      c.qkv_bias = f32(l.qkv_bias);
+      c.o = f32(l.o);
+      c.o_bias = f32(l.o_bias);
+      c.mlp_norm = f32(l.mlp_norm);
+      c.mlp_norm_bias = f32(l.mlp_norm_bias);
+      c.gate_up = f32(l.gate_up);
+      c.gate_up_bias = f32(l.gate_up_bias);
+      c.up = f32(l.up);
+      c.up_bias = f32(l.up_bias);
+      c.down = f32(l.down);
+      c.down_bias = f32(l.down_bias);
       layers_.push_back(std::move(c));
     }
   }
@@ -98,13 +121,28 @@ class CpuBackend final : public Backend {
     if (hook_) hook_(name, layer, v.data(), rows, cols);
   }
   void embed_slots(const StepBatch& b, std::vector<float>& x);
+  // RMSNorm or LayerNorm as the spec says; weight / bias null when the features omit them.
+  void norm(const float* x, const F32& weight, const F32& bias, float* y, int rows) const {
+    if (spec_.norm == NormKind::Rms) {
+      if (weight.get()) {
+        cpu::rms_norm(x, weight.get(), y, rows, spec_.hidden, spec_.rms_eps);
+      } else {
+        const std::vector<float> ones(size_t(spec_.hidden), 1.0f);
+        cpu::rms_norm(x, ones.data(), y, rows, spec_.hidden, spec_.rms_eps);
+      }
+    } else {
+      cpu::layer_norm(x, weight.get(), bias.get(), y, rows, spec_.hidden, spec_.rms_eps);
+    }
+  }
 
   ModelSpec spec_;
-  std::vector<float> embed_;         // [vocab, hidden]
-  std::vector<float> lm_head_;       // [vocab, hidden]
-  std::vector<float> final_norm_;    // [hidden]
-  std::vector<float> pos_spatial_;   // [spatial_rows, hidden]
-  std::vector<float> pos_temporal_;  // [temporal_rows, hidden]
+  std::vector<float> embed_;    // [vocab, hidden]
+  std::vector<float> lm_head_;  // [vocab, hidden]
+  F32 final_norm_;              // [hidden]
+  F32 final_norm_bias_;         // [hidden]
+  F32 pos_absolute_;            // [max_positions + position_offset, hidden]
+  F32 pos_spatial_;             // [spatial_rows, hidden]
+  F32 pos_temporal_;            // [temporal_rows, hidden]
   std::vector<CpuActionLayer> action_;
   std::vector<CpuLayer> layers_;
   int block_size_ = 16, num_blocks_ = 0;
@@ -121,6 +159,8 @@ void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
       std::memcpy(xi, embed_.data() + size_t(tok) * size_t(H), size_t(H) * sizeof(float));
     } else {
       LOOM_CHECK(!action_.empty(), "step: action slot given to a model without action projection");
+      LOOM_CHECK(b.actions.size() >= size_t(i + 1) * size_t(spec_.action_dim),
+                 "step: no action row for slot ", i);
       // Linear, or an MLP with ReLU between its layers (V2): 3 → H → H → H.
       std::vector<float> a(b.actions.begin() + long(i) * spec_.action_dim,
                            b.actions.begin() + long(i + 1) * spec_.action_dim);
@@ -134,13 +174,20 @@ void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
       }
       std::copy(a.begin(), a.end(), xi);
     }
-    if (spec_.has_frames()) {
-      const int p = b.positions[size_t(i)], S = spec_.frame_slots();
+    const int p = b.positions[size_t(i)];
+    if (spec_.positions == PositionKind::SpatioTemporal) {
+      const int S = spec_.frame_slots();
       LOOM_CHECK(p / S < spec_.temporal_rows, "step: position ", p,
                  " beyond the temporal table of ", spec_.temporal_rows, " frames");
-      const float* sp = pos_spatial_.data() + size_t(p % S) * size_t(H);
-      const float* tp = pos_temporal_.data() + size_t(p / S) * size_t(H);
+      const float* sp = pos_spatial_.v.data() + size_t(p % S) * size_t(H);
+      const float* tp = pos_temporal_.v.data() + size_t(p / S) * size_t(H);
       for (int h = 0; h < H; h++) xi[h] += sp[h] + tp[h];
+    } else if (spec_.positions == PositionKind::Absolute) {
+      const int row = p + spec_.position_offset;
+      LOOM_CHECK(p < spec_.max_positions, "step: position ", p,
+                 " beyond the learned position table of ", spec_.max_positions, " positions");
+      const float* ap = pos_absolute_.v.data() + size_t(row) * size_t(H);
+      for (int h = 0; h < H; h++) xi[h] += ap[h];
     }
   }
 }
@@ -164,16 +211,18 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
   emit("embed", -1, x, n, H);
   for (int L = 0; L < spec_.layers; L++) {
     CpuLayer& l = layers_[size_t(L)];
-    cpu::rms_norm(x.data(), l.attn_norm.data(), h.data(), n, H, spec_.rms_eps);
-    cpu::matmul_nt(h.data(), l.qkv.data(), nullptr, qkv.data(), n, qkv_dim, H);
+    norm(x.data(), l.attn_norm, l.attn_norm_bias, h.data(), n);
+    cpu::matmul_nt(h.data(), l.qkv.get(), l.qkv_bias.get(), qkv.data(), n, qkv_dim, H);
     for (int i = 0; i < n; i++) {
       const float* row = qkv.data() + size_t(i) * size_t(qkv_dim);
       std::copy(row, row + qd, q.data() + size_t(i) * size_t(qd));
       std::copy(row + qd, row + qd + kvd, k.data() + size_t(i) * size_t(kvd));
       std::copy(row + qd + kvd, row + qkv_dim, v.data() + size_t(i) * size_t(kvd));
     }
-    cpu::rope(q.data(), b.positions.data(), n, spec_.heads, hd, spec_.rope_theta);
-    cpu::rope(k.data(), b.positions.data(), n, spec_.kv_heads, hd, spec_.rope_theta);
+    if (spec_.rotary) {
+      cpu::rope(q.data(), b.positions.data(), n, spec_.heads, hd, spec_.rope_theta);
+      cpu::rope(k.data(), b.positions.data(), n, spec_.kv_heads, hd, spec_.rope_theta);
+    }
     for (int s = 0; s < b.n_seqs(); s++) {
       const int first = b.slot_start[size_t(s)], count = b.slot_start[size_t(s) + 1] - first;
       const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
@@ -188,12 +237,17 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
                            attn.data() + size_t(first) * size_t(qd));
     }
     emit("attn", L, attn, n, qd);
-    cpu::matmul_nt(attn.data(), l.o.data(), nullptr, proj.data(), n, H, qd);
+    cpu::matmul_nt(attn.data(), l.o.get(), l.o_bias.get(), proj.data(), n, H, qd);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
-    cpu::rms_norm(x.data(), l.mlp_norm.data(), h.data(), n, H, spec_.rms_eps);
-    cpu::matmul_nt(h.data(), l.gate_up.data(), nullptr, gu.data(), n, 2 * I, H);
-    cpu::silu_mul(gu.data(), act.data(), n, I);
-    cpu::matmul_nt(act.data(), l.down.data(), nullptr, proj.data(), n, H, I);
+    norm(x.data(), l.mlp_norm, l.mlp_norm_bias, h.data(), n);
+    if (spec_.mlp == MlpKind::SwiGlu) {
+      cpu::matmul_nt(h.data(), l.gate_up.get(), l.gate_up_bias.get(), gu.data(), n, 2 * I, H);
+      cpu::act_mul(spec_.act, gu.data(), act.data(), n, I);
+    } else {
+      cpu::matmul_nt(h.data(), l.up.get(), l.up_bias.get(), act.data(), n, I, H);
+      cpu::act_inplace(spec_.act, act.data(), act.size());
+    }
+    cpu::matmul_nt(act.data(), l.down.get(), l.down_bias.get(), proj.data(), n, H, I);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
     emit("layer_out", L, x, n, H);
   }
@@ -206,13 +260,14 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
   for (int s = 0; s < S; s++) {
     if (!b.sample[size_t(s)] && !b.want_logits) continue;
     const int slot = b.slot_start[size_t(s) + 1] - 1;
-    cpu::rms_norm(x.data() + size_t(slot) * size_t(H), final_norm_.data(), last.data(), 1, H,
-                  spec_.rms_eps);
+    norm(x.data() + size_t(slot) * size_t(H), final_norm_, final_norm_bias_, last.data(), 1);
     cpu::matmul_nt(last.data(), lm_head_.data(), nullptr, logits.data(), 1, V, H);
     if (b.want_logits) std::copy(logits.begin(), logits.end(), out.logits.begin() + long(s) * V);
+    // Sampled ids are image tokens: only [sample_begin, sample_end) of the vocab competes.
+    const int lo = spec_.sample_begin(), hi = spec_.sample_end();
     if (b.sample[size_t(s)])
-      out.tokens[size_t(s)] = sample_token(logits.data(), V, b.sampling[size_t(s)],
-                                           b.sample_index[size_t(s)], b.draw_index[size_t(s)]);
+      out.tokens[size_t(s)] = lo + sample_token(logits.data() + lo, hi - lo, b.sampling[size_t(s)],
+                                                b.sample_index[size_t(s)], b.draw_index[size_t(s)]);
   }
 }
 

@@ -105,6 +105,31 @@ class Uploader {
   cudaEvent_t done_[2][2]{};
 };
 
+// The features the CUDA forward pass implements (cuda_forward.cpp): Llama's RMSNorm with a
+// scale, SwiGLU with silu, no biases, RoPE, learned spatio-temporal positions or none, action
+// rows through a Linear or an MLP, the whole vocab sampled. Anything else is refused at load,
+// naming the feature, rather than computed wrongly; the cpu backend implements them all.
+std::string unsupported_feature(const ModelSpec& s) {
+  if (s.norm != NormKind::Rms) return "norm \"layer\" (LayerNorm)";
+  if (!s.norm_affine) return "norm_affine false (norms without a scale)";
+  if (s.mlp != MlpKind::SwiGlu) return "mlp \"plain\"";
+  if (s.act != Activation::Silu) return "an MLP activation other than silu";
+  if (s.qkv_bias) return "qkv_bias";
+  if (s.o_bias) return "o_bias";
+  if (s.mlp_bias) return "mlp_bias";
+  if (!s.rotary) return "rotary false";
+  if (s.positions == PositionKind::Absolute) return "learned_positions \"absolute\"";
+  if (s.action_projection == ActionProjection::Tokens) return "action_projection \"tokens\"";
+  if (s.logit_end > 0) return "a logit range (logit_begin / logit_end)";
+  return "";
+}
+
+void check_supported(const ModelSpec& s) {
+  const std::string f = unsupported_feature(s);
+  LOOM_CHECK(f.empty(), "CUDA backend: ", s.table.empty() ? std::string("the model") : s.table,
+             " uses ", f, ", which the CUDA backend does not implement; run it with --backend cpu");
+}
+
 size_t align_up(size_t n) {
   return (n + 255) / 256 * 256;
 }
@@ -126,7 +151,7 @@ void CudaBackend::alloc_weight_arena(const ModelSpec& s) {
   take(&w_.embed, Vp * H * ts);
   if (!s.tied_lm_head) take(&w_.lm_head, Vp * H * ts);
   take(reinterpret_cast<void**>(&w_.final_norm), H * 4);
-  if (s.has_frames()) {
+  if (s.positions == PositionKind::SpatioTemporal) {
     take(reinterpret_cast<void**>(&w_.pos_spatial), size_t(s.spatial_rows) * H * 4);
     take(reinterpret_cast<void**>(&w_.pos_temporal), size_t(s.temporal_rows) * H * 4);
   }
@@ -138,9 +163,7 @@ void CudaBackend::alloc_weight_arena(const ModelSpec& s) {
     take(reinterpret_cast<void**>(&L.attn_norm), H * 4);
     take(reinterpret_cast<void**>(&L.mlp_norm), H * 4);
   }
-  const int n_action = s.action_projection == ActionProjection::None     ? 0
-                       : s.action_projection == ActionProjection::Linear ? 1
-                                                                         : s.action_mlp_layers;
+  const int n_action = s.action_layers();
   w_.action_w.assign(size_t(std::max(0, n_action - 1)), nullptr);
   w_.action_b.assign(size_t(n_action), nullptr);
   if (n_action > 0) take(reinterpret_cast<void**>(&w_.action_w0), H * size_t(s.action_dim) * 4);
@@ -169,6 +192,7 @@ void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
   LOOM_CHECK(s.hidden > 0 && s.layers > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 &&
                  s.vocab > 0 && s.intermediate > 0,
              "CUDA backend: incomplete model spec");
+  check_supported(s);
   const int64_t H = s.hidden, V = s.vocab, I = s.intermediate;
   const int64_t qkv = s.q_dim() + 2 * s.kv_dim();
   LOOM_CHECK(int64_t(wt.layers.size()) == s.layers, "CUDA backend: ", wt.layers.size(),
@@ -190,7 +214,7 @@ void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
   add(wt.embed, {V, H}, "embed", w_.embed, t_);
   if (!spec_.tied_lm_head) add(wt.lm_head, {V, H}, "lm_head", w_.lm_head, t_);
   add(wt.final_norm, {H}, "final_norm", w_.final_norm, DType::F32);
-  if (s.has_frames()) {
+  if (s.positions == PositionKind::SpatioTemporal) {
     add(wt.pos_spatial, {s.spatial_rows, H}, "pos.spatial", w_.pos_spatial, DType::F32);
     add(wt.pos_temporal, {s.temporal_rows, H}, "pos.temporal", w_.pos_temporal, DType::F32);
   }
@@ -224,6 +248,7 @@ void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
 
 void CudaBackend::load_random(const ModelSpec& s, uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
+  check_supported(s);
   spec_ = s;
   free_graphs();
   alloc_weight_arena(spec_);
@@ -239,7 +264,7 @@ void CudaBackend::load_random(const ModelSpec& s, uint64_t seed) {
   fill(w_.embed, t_, size_t(s.vocab) * H, 1.0f);
   if (!spec_.tied_lm_head) fill(w_.lm_head, t_, size_t(s.vocab) * H, 1.0f / std::sqrt(float(H)));
   set_ones(w_.final_norm);
-  if (s.has_frames()) {
+  if (s.positions == PositionKind::SpatioTemporal) {
     fill(w_.pos_spatial, DType::F32, size_t(s.spatial_rows) * H, 0.1f);
     fill(w_.pos_temporal, DType::F32, size_t(s.temporal_rows) * H, 0.1f);
   }
