@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "app/log.h"
+#include "backend/module.h"
 #include "core/error.h"
 #include "engine/report.h"
 #include "io/outputs.h"
@@ -16,9 +17,9 @@
 namespace loom {
 namespace {
 
-// Where this machine shows an NVIDIA GPU, whether or not CUDA can use it: a display or 3D
-// controller of vendor 0x10de on the PCI bus (seen even without a driver), else a /dev/nvidia0
-// node (containers often hide the PCI tree but pass the node). "" when neither.
+// Where this machine shows an NVIDIA GPU that the driver does not count (no driver loaded,
+// devices hidden): a display or 3D controller of vendor 0x10de on the PCI bus, else a
+// /dev/nvidia0 node (containers often hide the PCI tree but pass the node). "" when neither.
 std::string nvidia_gpu_seen() {
   const std::string bus = "/sys/bus/pci/devices";
   if (DIR* d = ::opendir(bus.c_str())) {
@@ -56,17 +57,25 @@ BackendChoice choose_backend(const EngineArgs& args) {
     LOOM_CHECK(cuda_available(&why), "--backend cuda: no usable CUDA device (", why,
                "); run on a GPU machine or pass --backend cpu");
     c.kind = BackendKind::Cuda;
-  } else if (args.backend == "auto" && cuda_available(&why)) {
-    c.kind = BackendKind::Cuda;
-  } else if (args.backend == "auto" && build_info().cuda) {
-    // A CUDA build that cannot use the GPU in front of it (driver too old or missing, devices
-    // busy or hidden) must not slip onto the CPU, hundreds of times slower, without a word.
-    const std::string gpu = nvidia_gpu_seen();
+  } else if (args.backend == "auto") {
+    // A GPU loom cannot use (driver too old, libraries missing, devices hidden) must not slip
+    // onto the CPU, hundreds of times slower, without a word; no GPU at all is said once.
+    const CudaStatus& cuda = cuda_status();
+    why = cuda.why;
+    const std::string seen = cuda.state == CudaState::NoDevice ? nvidia_gpu_seen() : "";
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    LOOM_CHECK(gpu.empty(), "--backend auto: this machine has ", gpu, " but CUDA cannot use it (",
-               why, visible ? cat("; CUDA_VISIBLE_DEVICES=\"", visible, "\"") : std::string(),
-               "); fix the driver or CUDA setup, or pass --backend cpu to run on the CPU");
-    c.note = "--backend auto: no GPU on this machine (" + why + "); running on the CPU (f32)";
+    if (cuda.state == CudaState::Ready) {
+      c.kind = BackendKind::Cuda;
+    } else if (cuda.state == CudaState::Unusable || !seen.empty()) {
+      fail("--backend auto: ",
+           seen.empty() ? "the NVIDIA driver sees a GPU" : "this machine has " + seen,
+           " but loom cannot use it (", cuda.why,
+           visible ? cat("; CUDA_VISIBLE_DEVICES=\"", visible, "\"") : std::string(),
+           "); fix the driver or CUDA setup, or pass --backend cpu to run on the CPU");
+    } else if (cuda.state == CudaState::NoDevice) {
+      c.note =
+          "--backend auto: no GPU on this machine (" + cuda.why + "); running on the CPU (f32)";
+    }  // Absent: a build or install without CUDA, the cpu as expected (the banner says so)
   }
   c.dtype = c.kind == BackendKind::Cuda ? ComputeDType::BF16 : ComputeDType::F32;
   if (args.dtype == "f32") c.dtype = ComputeDType::F32;

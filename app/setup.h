@@ -24,10 +24,10 @@ struct OpenedModel {
 
 // The backend and dtype `args` ask for, decided before any weight is read (cheap: it asks
 // the CUDA driver for devices). Throws loom::Error when the request cannot be met. --backend
-// auto in a CUDA build: a GPU CUDA cannot use (an NVIDIA device on the PCI bus or a
-// /dev/nvidia0 node, but no usable CUDA device) is an error naming the cause; with no GPU at
-// all, `note` says that it runs on the CPU (printed by the caller, after its own checks, so a
-// refused run stays one error line).
+// auto with the CUDA module present: a GPU it cannot use (cuda_status() Unusable, or an NVIDIA
+// device on the PCI bus or /dev/nvidia0 that the driver does not count) is an error naming the
+// cause; with no GPU at all, `note` says that it runs on the CPU (printed by the caller after
+// its own checks, so a refused run stays one error line).
 struct BackendChoice {
   BackendKind kind = BackendKind::Cpu;
   ComputeDType dtype = ComputeDType::F32;
