@@ -46,17 +46,11 @@ Status layer_norm_residual(DType t, float* x, const void* delta, const float* we
   LOOM_ARG_CHECK(x && out, "layer_norm_residual: null x/out");
   if (n_rows == 0) return Status::good();
   const int threads = dim >= 1024 ? 512 : 128;
-  if (t == DType::F32)
-    layer_norm_residual_kernel<float>
-        <<<n_rows, threads, 0, stream>>>(x, static_cast<const float*>(delta), weight, bias, rows,
-                                         dim, eps, static_cast<float*>(out));
-  else if (t == DType::BF16)
-    layer_norm_residual_kernel<bf16><<<n_rows, threads, 0, stream>>>(
-        x, static_cast<const bf16*>(delta), weight, bias, rows, dim, eps, static_cast<bf16*>(out));
-  else
-    return Status::bad(
-        cat("layer_norm_residual: dtype ", dtype_name(t), " (expected f32 or bf16)"));
-  return launch_status("layer_norm_residual");
+  return dispatch_f32_bf16(t, "layer_norm_residual", [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_residual_kernel<T><<<n_rows, threads, 0, stream>>>(
+        x, static_cast<const T*>(delta), weight, bias, rows, dim, eps, static_cast<T*>(out));
+  });
 }
 
 }  // namespace loom::gpu

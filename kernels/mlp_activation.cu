@@ -55,15 +55,11 @@ Status bias_activation(DType t, void* y, const float* bias, int rows, int n, boo
   LOOM_ARG_CHECK(rows >= 0 && n > 0 && y, "bias_activation: rows ", rows, ", n ", n);
   const size_t total = size_t(rows) * n;
   if (total == 0) return Status::good();
-  if (t == DType::F32)
-    bias_activation_kernel<float>
-        <<<grid_of(total), 256, 0, stream>>>(static_cast<float*>(y), bias, total, n, activate, act);
-  else if (t == DType::BF16)
-    bias_activation_kernel<bf16>
-        <<<grid_of(total), 256, 0, stream>>>(static_cast<bf16*>(y), bias, total, n, activate, act);
-  else
-    return Status::bad(cat("bias_activation: dtype ", dtype_name(t), " (expected f32 or bf16)"));
-  return launch_status("bias_activation");
+  return dispatch_f32_bf16(t, "bias_activation", [&](auto tag) {
+    using T = decltype(tag);
+    bias_activation_kernel<T>
+        <<<grid_of(total), 256, 0, stream>>>(static_cast<T*>(y), bias, total, n, activate, act);
+  });
 }
 
 Status act_mul(DType t, const void* gate_up, void* out, int rows, int inter, Activation act,
@@ -72,15 +68,11 @@ Status act_mul(DType t, const void* gate_up, void* out, int rows, int inter, Act
                  inter);
   const size_t total = size_t(rows) * inter;
   if (total == 0) return Status::good();
-  if (t == DType::F32)
-    act_mul_kernel<float><<<grid_of(total), 256, 0, stream>>>(
-        static_cast<const float*>(gate_up), static_cast<float*>(out), rows, inter, act);
-  else if (t == DType::BF16)
-    act_mul_kernel<bf16><<<grid_of(total), 256, 0, stream>>>(
-        static_cast<const bf16*>(gate_up), static_cast<bf16*>(out), rows, inter, act);
-  else
-    return Status::bad(cat("act_mul: dtype ", dtype_name(t), " (expected f32 or bf16)"));
-  return launch_status("act_mul");
+  return dispatch_f32_bf16(t, "act_mul", [&](auto tag) {
+    using T = decltype(tag);
+    act_mul_kernel<T><<<grid_of(total), 256, 0, stream>>>(static_cast<const T*>(gate_up),
+                                                          static_cast<T*>(out), rows, inter, act);
+  });
 }
 
 }  // namespace loom::gpu
