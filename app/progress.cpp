@@ -130,8 +130,10 @@ void JobCounter::count(std::string path, int shard_index, int shard_count) {
   }
 }
 
-Progress::Progress(const JobCounter& counter, double interval_s)
-    : counter_(counter), interval_(std::max(kMinInterval_s, interval_s)) {}
+Progress::Progress(const JobCounter& counter, double interval_s, int tokens_per_frame)
+    : counter_(counter),
+      interval_(std::max(kMinInterval_s, interval_s)),
+      tokens_per_frame_(tokens_per_frame) {}
 
 Progress::~Progress() {
   {
@@ -146,16 +148,17 @@ void Progress::start() {
   thread_ = std::thread(&Progress::loop, this);
 }
 
-Progress::Counts Progress::counts_of(const RunStats& st) {
+Progress::Counts Progress::counts_of(const RunStats& st) const {
   Counts c;
   c.jobs_read = st.jobs_read;
   c.jobs_failed = st.jobs_failed;
   c.samples_done = st.samples_done + st.samples_skipped;
-  c.frames_done = st.frames + st.frames_skipped;
+  // Every frame is tokens_per_frame drawn tokens: frames of samples still running count too.
+  c.frames = tokens_per_frame_ > 0 ? st.tokens / tokens_per_frame_ : st.frames;
+  c.frames_done = c.frames + st.frames_skipped;
   c.samples_read = st.samples_read;
   c.frames_read = st.frames_read;
   c.tokens = st.tokens;
-  c.frames = st.frames;
   c.wall_s = st.wall_s;
   return c;
 }

@@ -57,7 +57,9 @@ class JobCounter {
 class Progress {
  public:
   // counter: the jobs file's pre-count (may count nothing). interval_s: between lines in a log.
-  Progress(const JobCounter& counter, double interval_s);
+  // tokens_per_frame: P of a frame model (frames count as their tokens are drawn, not only when
+  // a sample ends, so 256 long jobs in flight do not show 0% for minutes); 0 for plain models.
+  Progress(const JobCounter& counter, double interval_s, int tokens_per_frame);
   ~Progress();
   void start();                     // the engine is about to run its first step
   void update(const RunStats& st);  // after a step: keeps the counts for the next line
@@ -66,15 +68,16 @@ class Progress {
  private:
   struct Counts {
     int64_t jobs_read = 0, jobs_failed = 0, samples_done = 0, frames_done = 0;
-    int64_t samples_read = 0, frames_read = 0, tokens = 0, frames = 0;
+    int64_t samples_read = 0, frames_read = 0, tokens = 0, frames = 0;  // frames: generated
     double wall_s = 0;
   };
-  static Counts counts_of(const RunStats& st);
+  Counts counts_of(const RunStats& st) const;
   void loop();
   void print(const Counts& c, bool last);
 
   const JobCounter& counter_;
   double interval_;
+  int tokens_per_frame_;
   std::mutex mu_;
   std::condition_variable wake_;
   Counts counts_;

@@ -109,7 +109,7 @@ int run_jobs(const RunArgs& a) {
   if (a.resume)
     opt.keep_sample = [&](const Job& job, uint32_t k) { return !done.skip(job.line, k); };
   JobCounter counter(a.jobs, o.shard.index, o.shard.count);
-  Progress progress(counter, a.progress_interval);
+  Progress progress(counter, a.progress_interval, spec.has_frames() ? spec.image_tokens : 0);
   JobErrorSummary errors;
 
   // Every record is flushed as it is written; fsync every few seconds bounds what a power
