@@ -106,8 +106,8 @@ inline std::vector<std::string> golden_dirs() {
     }
     return dirs;
   }
-  for (const char* m : {"tiny_v1", "tiny_v2", "tiny_llama", "tiny_opt", "tiny_gpt2",
-                        "tiny_action_tokens"})
+  for (const char* m :
+       {"tiny_v1", "tiny_v2", "tiny_llama", "tiny_opt", "tiny_gpt2", "tiny_action_tokens"})
     dirs.push_back(std::string(LOOM_TESTDATA) + "/" + m);
   return dirs;
 }

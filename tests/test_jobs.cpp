@@ -661,9 +661,8 @@ TEST_SUITE("jobs") {
   TEST_CASE("action-token model: a good job parses to the ids written; rows are optional last") {
     Job job;
     JobError error;
-    const std::string line =
-        R"({"id":"mine","prompt_token_ids":[1,2,3,4,90,91,5,6,7,8,92,93],)"
-        R"("action_token_ids":[[94,95],[96,97]],"num_frames":3,"overlap":1})";
+    const std::string line = R"({"id":"mine","prompt_token_ids":[1,2,3,4,90,91,5,6,7,8,92,93],)"
+                             R"("action_token_ids":[[94,95],[96,97]],"num_frames":3,"overlap":1})";
     REQUIRE(parse_job_line(line, 2, token_spec(), JobDefaults{}, job, error));
     CHECK(job.context_frames == 2);
     CHECK(job.prompt == std::vector<int32_t>{1, 2, 3, 4, 90, 91, 5, 6, 7, 8, 92, 93});

@@ -104,8 +104,8 @@ void parse_action_token_ids(bool has, element value, const ModelSpec& spec, Job&
   const int A = spec.action_tokens, n = job.num_frames;
   const char* name = "action_token_ids";
   auto expected_rows = [&] {
-    return cat(n, " or ", n - 1, " rows of ", A, " action token ids (one row after each of the ",
-               n, " generated frames; the last frame's row is optional)");
+    return cat(n, " or ", n - 1, " rows of ", A, " action token ids (one row after each of the ", n,
+               " generated frames; the last frame's row is optional)");
   };
   job.action_ids.clear();
   job.action_id_rows = 0;

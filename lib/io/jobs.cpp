@@ -275,8 +275,8 @@ struct Fields {
   element id, prompt, actions, action_ids, num_frames, overlap, max_tokens, ignore_eos, sampling,
       num_samples;
   bool has_id = false, has_prompt = false, has_actions = false, has_action_ids = false,
-       has_num_frames = false, has_overlap = false, has_max_tokens = false,
-       has_ignore_eos = false, has_sampling = false, has_num_samples = false;
+       has_num_frames = false, has_overlap = false, has_max_tokens = false, has_ignore_eos = false,
+       has_sampling = false, has_num_samples = false;
 };
 
 bool action_tokens(const ModelSpec& spec) {
@@ -400,8 +400,8 @@ void parse_frame_prompt(const Fields& f, const ModelSpec& spec, const JobDefault
   size_t n_ctx = ids.size() / size_t(S);
   if (T > 0 && n_ctx > size_t(T)) {
     bad(field("prompt_token_ids"), ": expected at most ", T, " context frames (", size_t(T) * S,
-        " ids; ", round_size(spec, "the model's "), "), found ", n_ctx, " frames (",
-        ids.size(), " ids)");
+        " ids; ", round_size(spec, "the model's "), "), found ", n_ctx, " frames (", ids.size(),
+        " ids)");
   }
   job.prompt.resize(ids.size());
   // Image ids lie in the image-id range the table sets (logit_begin/logit_end), else the vocab.
