@@ -42,6 +42,20 @@ inline ModelSpec fuzz_frame_spec() {  // the tiny test model: P=10, A=3, dim 3, 
   return loom::test::tiny_frame_spec();
 }
 
+// Actions as vocabulary ids: P = 4 image + A = 2 action ids a frame, T = 3, vocab 100 of which
+// [0, 90) are image ids.
+inline ModelSpec fuzz_token_spec() {
+  ModelSpec s;
+  s.vocab = 100;
+  s.image_tokens = 4;
+  s.action_tokens = 2;
+  s.temporal_rows = 3;
+  s.max_positions = 18;
+  s.logit_end = 90;
+  s.action_projection = ActionProjection::Tokens;
+  return s;
+}
+
 inline ModelSpec fuzz_plain_spec() {
   ModelSpec s;
   s.vocab = 1000;
@@ -52,9 +66,10 @@ inline ModelSpec fuzz_plain_spec() {
 // Never throws by contract: a bad line is a JobError.
 inline void jobs_input(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  static const ModelSpec frame = fuzz_frame_spec(), plain = fuzz_plain_spec();
+  static const ModelSpec frame = fuzz_frame_spec(), plain = fuzz_plain_spec(),
+                         tokens = fuzz_token_spec();
   JobDefaults d;
-  for (const ModelSpec* spec : {&frame, &plain}) {
+  for (const ModelSpec* spec : {&frame, &plain, &tokens}) {
     Job job;
     JobError error;
     if (!parse_job_line(text, 41, *spec, d, job, error)) {
@@ -67,7 +82,21 @@ inline void jobs_input(const uint8_t* data, size_t size) {
     LOOM_FUZZ_ASSERT(job.num_samples >= 1 && job.num_samples <= d.max_num_samples);
     LOOM_FUZZ_ASSERT(job.sampling.temperature >= 0 && std::isfinite(job.sampling.temperature));
     LOOM_FUZZ_ASSERT(job.sampling.top_p > 0 && job.sampling.top_p <= 1 && job.sampling.top_k >= 0);
-    if (spec->has_frames()) {
+    if (spec->action_projection == ActionProjection::Tokens) {
+      const int S = spec->frame_slots(), P = spec->image_tokens, A = spec->action_tokens;
+      auto action_id = [&](int32_t v) { return v >= spec->logit_end && v < spec->vocab; };
+      LOOM_FUZZ_ASSERT(job.context_frames >= 1 && job.context_frames <= spec->temporal_rows);
+      LOOM_FUZZ_ASSERT(job.prompt.size() == size_t(job.context_frames) * size_t(S));
+      LOOM_FUZZ_ASSERT(job.action_id_rows == job.num_frames ||
+                       job.action_id_rows == job.num_frames - 1);
+      LOOM_FUZZ_ASSERT(job.action_ids.size() == size_t(job.action_id_rows) * size_t(A));
+      LOOM_FUZZ_ASSERT(job.actions.empty() && job.action_rows == 0);
+      for (int32_t a : job.action_ids) LOOM_FUZZ_ASSERT(action_id(a));
+      for (size_t i = 0; i < job.prompt.size(); ++i)
+        LOOM_FUZZ_ASSERT(int(i % size_t(S)) >= P ? action_id(job.prompt[i])
+                                                 : job.prompt[i] >= 0 && job.prompt[i] < 90);
+      LOOM_FUZZ_ASSERT(job.overlap >= 1 && job.overlap < spec->temporal_rows);
+    } else if (spec->has_frames()) {
       const int S = spec->frame_slots(), A = spec->action_tokens;
       LOOM_FUZZ_ASSERT(job.context_frames >= 1 && job.context_frames <= spec->temporal_rows);
       LOOM_FUZZ_ASSERT(job.prompt.size() == size_t(job.context_frames) * size_t(S));
