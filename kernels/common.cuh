@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/dtype.h"
+#include "kernels/cuda_check.cuh"
+
 namespace loom::gpu {
 
 using bf16 = __nv_bfloat16;
@@ -74,6 +77,19 @@ __device__ __forceinline__ void rope_pair(float x0, float x1, float pos, float i
   sincosf(__fmul_rn(pos, inv_freq), &s, &c);
   y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
   y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+// The f32 / bf16 dispatch of a launcher: calls launch(T{}) with T = float or bf16 for dtype t
+// and returns the launch's status, or a bad Status naming `kernel` for any other dtype.
+template <class F>
+Status dispatch_f32_bf16(DType t, const char* kernel, F&& launch) {
+  if (t == DType::F32)
+    launch(float{});
+  else if (t == DType::BF16)
+    launch(bf16{});
+  else
+    return Status::bad(cat(kernel, ": dtype ", dtype_name(t), " (expected f32 or bf16)"));
+  return launch_status(kernel);
 }
 
 inline int ceil_div(int a, int b) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check and measurements of the CUDA backend, run on the device machine from the repository
-# root with the build folder carried (binaries built elsewhere; rpath $ORIGIN, libsimdjson beside
-# them). Logs and the bench JSON go to $OUT (default ./out-cuda).
+# root with the build folder carried (binaries built elsewhere; rpath $ORIGIN, libsimdjson and the
+# CUDA module libloom-cuda.so beside them in bin/; the test_install suite of `ctest -L cuda` also
+# needs cmake_install.cmake). Logs and the bench JSON go to $OUT (default ./out-cuda).
 #   scripts/cuda_check.sh [tests|bench|all|e2e|inv]   (default all)
 # Steps: device facts (nvidia-smi), ctest -L cuda, then build-cuda/bin/cuda_bench.
 # e2e: the loom CLI on the CUDA backend: tiny_v1 jobs in f32 / bf16 against the CPU backend
@@ -39,6 +40,7 @@ fi
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,clocks.max.sm \
     --format=csv
   ldd "$BUILD/bin/cuda_bench" | grep -E "cublas|simdjson|not found"
+  ldd "$BUILD/bin/libloom-cuda.so" | grep -E "cublas|not found"
 } 2>&1 | tee "$OUT/device.txt"
 
 rc=0

@@ -50,21 +50,29 @@ inline std::string describe_features(const ModelSpec& s) {
          (s.logit_end ? " logit range" : "");
 }
 
+// Dimensions of a feature model. The defaults are the CPU suite's; the CUDA suite takes
+// head_dim 16 (its attention kernels are built for head_dim 16, 64 and 128).
+struct FeatureDims {
+  int hidden = 8, heads = 2, head_dim = 4, intermediate = 12;
+};
+
 // Writes table.json, config.json and model.safetensors for the features of `f` into dir and
-// loads them. Dimensions: hidden 8, 2 layers, 2 heads of 4, 1 kv head, MLP 12, vocab 40; frame
-// models P = 3 image slots, A = 2 action slots (ids 38, 39 when actions are tokens), T = 4.
-inline LoadedModel load_feature_model(const std::string& dir, const ModelSpec& f) {
+// loads them. Dimensions: `dims` (by default hidden 8, 2 heads of 4, MLP 12), 2 layers, 1 kv
+// head, vocab 40; frame models P = 3 image slots, A = 2 action slots (ids 38, 39 when actions
+// are tokens), T = 4.
+inline LoadedModel load_feature_model(const std::string& dir, const ModelSpec& f,
+                                      const FeatureDims& dims = {}) {
   const bool frames =
       f.positions == PositionKind::SpatioTemporal || f.action_projection != ActionProjection::None;
   const bool actions = f.action_projection != ActionProjection::None;
   const int P = 3, A = actions ? 2 : 0, T = 4;
   nlohmann::json config = {{"architectures", {"FeatureTestForCausalLM"}},
-                           {"hidden", 8},
+                           {"hidden", dims.hidden},
                            {"layers", 2},
-                           {"heads", 2},
+                           {"heads", dims.heads},
                            {"kv_heads", 1},
-                           {"head_dim", 4},
-                           {"intermediate", 12},
+                           {"head_dim", dims.head_dim},
+                           {"intermediate", dims.intermediate},
                            {"vocab", kFeatureVocab},
                            {"rms_eps", 1e-5},
                            {"rope_theta", double(f.rope_theta)},
@@ -96,8 +104,8 @@ inline LoadedModel load_feature_model(const std::string& dir, const ModelSpec& f
   const std::string table_path = dir + "/table.json";
   const std::string config_path = dir + "/config.json";
   ModelSpec spec = f;
-  spec.hidden = 8, spec.layers = 2, spec.heads = 2, spec.kv_heads = 1, spec.head_dim = 4;
-  spec.intermediate = 12, spec.vocab = kFeatureVocab;
+  spec.hidden = dims.hidden, spec.layers = 2, spec.heads = dims.heads, spec.kv_heads = 1;
+  spec.head_dim = dims.head_dim, spec.intermediate = dims.intermediate, spec.vocab = kFeatureVocab;
   spec.max_positions = config["max_positions"];
   spec.action_mlp_layers = f.action_projection == ActionProjection::Mlp ? 2 : 0;
   if (frames) spec.image_tokens = P, spec.action_tokens = A, spec.temporal_rows = T;

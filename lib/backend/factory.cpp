@@ -1,30 +1,18 @@
-// make_backend() lives in its own library target (loom_factory), linked after the CUDA
-// backend, so loom_lib need not know whether CUDA was built.
+// make_backend() lives in its own library target (loom_factory) with the CUDA module loader
+// (backend/module.h): loom_lib, which the module links as well, knows nothing of dlopen, and
+// loom itself links no CUDA library.
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/module.h"
 #include "core/error.h"
-#ifdef LOOM_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace loom {
 
 bool cuda_available(std::string* why) {
-#ifdef LOOM_HAVE_CUDA
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    if (why) *why = err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device";
-    return false;
-  }
-  return true;
-#else
-  if (why) *why = "built without CUDA";
-  return false;
-#endif
+  const CudaStatus& s = cuda_status();
+  if (why) *why = s.why;
+  return s.state == CudaState::Ready;
 }
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int device,
@@ -35,13 +23,10 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, ComputeDType dtype, int 
     // fixed order): --batch-invariant is accepted and changes nothing.
     return make_cpu_backend();
   }
-#ifdef LOOM_HAVE_CUDA
-  return make_cuda_backend(dtype, device, batch_invariant);
-#else
-  (void)device;
-  (void)batch_invariant;
-  fail("this loom was built without CUDA (LOOM_CUDA=OFF or no nvcc found); use --backend cpu");
-#endif
+  const CudaStatus& s = cuda_status();
+  LOOM_CHECK(s.module != nullptr, "the cuda backend is not available: ", s.why,
+             "; use --backend cpu");
+  return s.module->make_backend(dtype, device, batch_invariant);
 }
 
 }  // namespace loom

@@ -21,8 +21,8 @@ namespace loom {
 
 struct LoadOptions {
   std::string table_path;  // explicit mapping table; empty: choose by config architectures[0]
-  std::string tables_dir;  // where to look; empty: $LOOM_MODELS_DIR, <exe dir>/models,
-                           // LOOM_SOURCE_DIR/models (see table_search_dirs)
+  std::string tables_dir;  // where to look; empty: $LOOM_MODELS_DIR, then beside the binary
+                           // (see table_search_dirs)
 };
 
 // One bound role instance, for `loom inspect` and reports.

@@ -37,98 +37,85 @@ Shape vocab_hidden(S s, int) {
   return {s.vocab, s.hidden};
 }
 
-LayerWeights& L(Weights& w, int layer) {
-  return w.layers.at(size_t(layer));
-}
-ActionLayer& A(Weights& w, int j) {
-  return w.action.at(size_t(j));
-}
-
 }  // namespace
 
 const std::vector<RoleDef>& role_defs() {
   static const std::vector<RoleDef> defs = {
-      {"embed", false, "always", always, vocab_hidden,
-       [](Weights& w, int, int) { return &w.embed; }},
-      {"final_norm", false, "norm_affine", affine, hidden,
-       [](Weights& w, int, int) { return &w.final_norm; }},
+      {"embed", false, "always", always, vocab_hidden, Slot::Embed, DeviceDType::Compute},
+      {"final_norm", false, "norm_affine", affine, hidden, Slot::FinalNorm, DeviceDType::F32},
       {"final_norm_bias", false, "norm \"layer\" with norm_bias", norm_bias, hidden,
-       [](Weights& w, int, int) { return &w.final_norm_bias; }},
-      {"lm_head", false, "always", always, vocab_hidden,
-       [](Weights& w, int, int) { return &w.lm_head; }},
+       Slot::FinalNormBias, DeviceDType::F32},
+      {"lm_head", false, "always", always, vocab_hidden, Slot::LmHead, DeviceDType::Compute},
       {"pos.absolute", false, "learned_positions \"absolute\"",
        [](S s, int) { return s.positions == PositionKind::Absolute; },
        [](S s, int) -> Shape {
          return {int64_t(s.max_positions) + s.position_offset, s.hidden};
        },
-       [](Weights& w, int, int) { return &w.pos_absolute; }},
+       Slot::PosAbsolute, DeviceDType::F32},
       {"pos.spatial", false, "learned_positions \"spatio_temporal\"",
        [](S s, int) { return s.positions == PositionKind::SpatioTemporal; },
        [](S s, int) -> Shape {
          return {s.spatial_rows, s.hidden};
        },
-       [](Weights& w, int, int) { return &w.pos_spatial; }},
+       Slot::PosSpatial, DeviceDType::F32},
       {"pos.temporal", false, "learned_positions \"spatio_temporal\"",
        [](S s, int) { return s.positions == PositionKind::SpatioTemporal; },
        [](S s, int) -> Shape {
          return {s.temporal_rows, s.hidden};
        },
-       [](Weights& w, int, int) { return &w.pos_temporal; }},
-      {"layer.attn_norm", true, "norm_affine", affine, hidden,
-       [](Weights& w, int l, int) { return &L(w, l).attn_norm; }},
+       Slot::PosTemporal, DeviceDType::F32},
+      {"layer.attn_norm", true, "norm_affine", affine, hidden, Slot::AttnNorm, DeviceDType::F32},
       {"layer.attn_norm_bias", true, "norm \"layer\" with norm_bias", norm_bias, hidden,
-       [](Weights& w, int l, int) { return &L(w, l).attn_norm_bias; }},
+       Slot::AttnNormBias, DeviceDType::F32},
       {"layer.qkv", true, "always", always,
        [](S s, int) -> Shape {
          return {s.q_dim() + 2 * s.kv_dim(), s.hidden};
        },
-       [](Weights& w, int l, int) { return &L(w, l).qkv; }},
+       Slot::Qkv, DeviceDType::Compute},
       {"layer.qkv_bias", true, "qkv_bias", [](S s, int) { return s.qkv_bias; },
-       [](S s, int) -> Shape { return {s.q_dim() + 2 * s.kv_dim()}; },
-       [](Weights& w, int l, int) { return &L(w, l).qkv_bias; }},
+       [](S s, int) -> Shape { return {s.q_dim() + 2 * s.kv_dim()}; }, Slot::QkvBias,
+       DeviceDType::F32},
       {"layer.o", true, "always", always,
        [](S s, int) -> Shape {
          return {s.hidden, s.q_dim()};
        },
-       [](Weights& w, int l, int) { return &L(w, l).o; }},
-      {"layer.o_bias", true, "o_bias", [](S s, int) { return s.o_bias; }, hidden,
-       [](Weights& w, int l, int) { return &L(w, l).o_bias; }},
-      {"layer.mlp_norm", true, "norm_affine", affine, hidden,
-       [](Weights& w, int l, int) { return &L(w, l).mlp_norm; }},
+       Slot::O, DeviceDType::Compute},
+      {"layer.o_bias", true, "o_bias", [](S s, int) { return s.o_bias; }, hidden, Slot::OBias,
+       DeviceDType::F32},
+      {"layer.mlp_norm", true, "norm_affine", affine, hidden, Slot::MlpNorm, DeviceDType::F32},
       {"layer.mlp_norm_bias", true, "norm \"layer\" with norm_bias", norm_bias, hidden,
-       [](Weights& w, int l, int) { return &L(w, l).mlp_norm_bias; }},
+       Slot::MlpNormBias, DeviceDType::F32},
       {"layer.gate_up", true, "mlp \"swiglu\"", swiglu,
        [](S s, int) -> Shape {
          return {2 * int64_t(s.intermediate), s.hidden};
        },
-       [](Weights& w, int l, int) { return &L(w, l).gate_up; }},
+       Slot::GateUp, DeviceDType::Compute},
       {"layer.gate_up_bias", true, "mlp \"swiglu\" with mlp_bias",
        [](S s, int j) { return swiglu(s, j) && s.mlp_bias; },
-       [](S s, int) -> Shape { return {2 * int64_t(s.intermediate)}; },
-       [](Weights& w, int l, int) { return &L(w, l).gate_up_bias; }},
+       [](S s, int) -> Shape { return {2 * int64_t(s.intermediate)}; }, Slot::GateUpBias,
+       DeviceDType::F32},
       {"layer.up", true, "mlp \"plain\"", plain,
        [](S s, int) -> Shape {
          return {s.intermediate, s.hidden};
        },
-       [](Weights& w, int l, int) { return &L(w, l).up; }},
+       Slot::Up, DeviceDType::Compute},
       {"layer.up_bias", true, "mlp \"plain\" with mlp_bias",
        [](S s, int j) { return plain(s, j) && s.mlp_bias; },
-       [](S s, int) -> Shape { return {s.intermediate}; },
-       [](Weights& w, int l, int) { return &L(w, l).up_bias; }},
+       [](S s, int) -> Shape { return {s.intermediate}; }, Slot::UpBias, DeviceDType::F32},
       {"layer.down", true, "always", always,
        [](S s, int) -> Shape {
          return {s.hidden, s.intermediate};
        },
-       [](Weights& w, int l, int) { return &L(w, l).down; }},
+       Slot::Down, DeviceDType::Compute},
       {"layer.down_bias", true, "mlp_bias", [](S s, int) { return s.mlp_bias; }, hidden,
-       [](Weights& w, int l, int) { return &L(w, l).down_bias; }},
+       Slot::DownBias, DeviceDType::F32},
       {"action.{j}.weight", false, "action_projection \"linear\" or \"mlp\"", action_layer,
        [](S s, int j) -> Shape {
          return {s.hidden, j == 0 ? s.action_dim : s.hidden};
        },
-       [](Weights& w, int, int j) { return &A(w, j).weight; }},
+       Slot::ActionWeight, DeviceDType::FirstF32},
       {"action.{j}.bias", false, "action_projection \"linear\" or \"mlp\"", action_layer, hidden,
-       [](Weights& w, int, int j) { return &A(w, j).bias; }},
+       Slot::ActionBias, DeviceDType::F32},
   };
   return defs;
 }

@@ -1,7 +1,8 @@
 // The one list of canonical weight roles (issue 12 §2): for each, its name, whether it is bound
 // once per layer, the shape loom needs as a function of the spec, which features call for it,
-// and where it lands in Weights. Table parsing (which roles a table must bind), mapping (shape
-// checks, binding) and inspect read it; nothing else spells a role list.
+// where it lands in Weights (its Slot, model/weights.h) and the dtype a device backend keeps it
+// in. Table parsing (which roles a table must bind), mapping (shape checks, binding), inspect
+// and both backends' loads read it; nothing else spells a role list.
 // Indexed roles ("action.{j}.weight") take j; the others ignore it.
 #pragma once
 
@@ -14,13 +15,32 @@
 
 namespace loom {
 
+// How a device backend keeps a role: in its compute dtype (the weight matrices its GEMMs read),
+// or in fp32 (vectors applied elementwise in fp32: norms, biases, position tables). The first
+// action layer, [hidden, action_dim], is fp32 too (a small fp32 kernel reads it), the later
+// ones are matrices: FirstF32.
+enum class DeviceDType { Compute, F32, FirstF32 };
+
 struct RoleDef {
   const char* name;  // "layer.qkv"; "action.{j}.weight" for the indexed action roles
   bool per_layer;    // bound once per layer ("{i}" in the table's names)
   const char* when;  // the features that call for it, for messages: "qkv_bias"
   bool (*needed)(const ModelSpec& s, int j);
   std::vector<int64_t> (*shape)(const ModelSpec& s, int j);
-  Tensor* (*slot)(Weights& w, int layer, int j);
+  Slot where;          // its field in Weights (and in a device backend's WeightSet)
+  DeviceDType device;  // how a device backend stores it
+
+  // The role's field in a weight set: per-layer roles take `layer`, indexed ones `j`.
+  template <class T>
+  T* slot(WeightSet<T>& w, int layer, int j) const {
+    return w.at(where, layer, j);
+  }
+  // The dtype a device backend computing in `compute` keeps instance j in.
+  DType device_dtype(DType compute, int j) const {
+    return device == DeviceDType::Compute || (device == DeviceDType::FirstF32 && j > 0)
+               ? compute
+               : DType::F32;
+  }
 };
 
 const std::vector<RoleDef>& role_defs();

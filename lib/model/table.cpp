@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -12,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/exe_dir.h"
 #include "model/roles.h"
 
 namespace loom {
@@ -571,17 +571,14 @@ MappingTable parse_mapping_table(const std::string& path) {
 
 std::vector<std::string> table_search_dirs(const std::string& tables_dir) {
   if (!tables_dir.empty()) return {tables_dir};
+  // Relative to the binary only, never a path compiled in: an installed or copied loom must not
+  // read a source tree that happens to exist where it was built.
   std::vector<std::string> cands;
   if (const char* env = std::getenv("LOOM_MODELS_DIR"); env && *env) cands.push_back(env);
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    std::string p(exe, size_t(n));
-    cands.push_back(p.substr(0, p.find_last_of('/')) + "/models");
+  if (const std::string dir = exe_dir(); !dir.empty()) {
+    cands.push_back(dir + "/models");                      // build tree: build/bin/models
+    cands.push_back(exe_prefix() + "/share/loom/models");  // install prefix
   }
-#ifdef LOOM_SOURCE_DIR
-  cands.push_back(std::string(LOOM_SOURCE_DIR) + "/models");
-#endif
   std::vector<std::string> out;
   for (const std::string& c : cands) {
     struct stat st;

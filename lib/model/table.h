@@ -86,8 +86,8 @@ struct MappingTable {
 // loom::Error naming the file.
 MappingTable parse_mapping_table(const std::string& path);
 
-// Where tables are looked for: {tables_dir} if given, else $LOOM_MODELS_DIR,
-// <dir of /proc/self/exe>/models, LOOM_SOURCE_DIR "/models" — those that exist, in order.
+// Where tables are looked for: {tables_dir} if given, else $LOOM_MODELS_DIR, <exe dir>/models
+// (build tree), <exe dir>/../share/loom/models (install prefix) — those that exist, in order.
 std::vector<std::string> table_search_dirs(const std::string& tables_dir);
 
 // The table file whose "architectures" lists `architecture`: the first search dir holding a

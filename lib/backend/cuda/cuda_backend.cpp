@@ -160,11 +160,20 @@ void CudaBackend::after_load() {
                  k);
   }
   // inv_freq[j] = 1 / theta^(2j / head_dim) in fp32, as HF's LlamaRotaryEmbedding computes it.
-  std::vector<float> inv(size_t(spec_.head_dim / 2));
-  for (int j = 0; j < spec_.head_dim / 2; j++)
+  // Rotary off: inv_freq 0, so every angle is 0 and rope_pair's x0·1 − x1·0, x1·1 + x0·0 give
+  // q and k back bit for bit; the RoPE kernels (and the decode attention that fuses RoPE with
+  // the K/V write) then serve as the plain K/V write.
+  std::vector<float> inv(size_t(spec_.head_dim / 2), 0.0f);
+  for (int j = 0; spec_.rotary && j < spec_.head_dim / 2; j++)
     inv[size_t(j)] = 1.0f / std::pow(spec_.rope_theta, float(2 * j) / float(spec_.head_dim));
   inv_freq_ = static_cast<float*>(dev_alloc(inv.size() * 4));
   LOOM_CUDA_CHECK(cudaMemcpy(inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  norm_ones_ = nullptr;
+  if (!spec_.norm_affine) {  // RMSNorm without a scale multiplies by 1, as cpu_backend does
+    const std::vector<float> ones(size_t(spec_.hidden), 1.0f);
+    norm_ones_ = static_cast<float*>(dev_alloc(ones.size() * 4));
+    LOOM_CUDA_CHECK(cudaMemcpy(norm_ones_, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+  }
   ensure_workspace(2048, kMaxGraphBatch);
   loaded_ = true;
 }
@@ -312,6 +321,9 @@ static void check_batch(const StepBatch& b, const ModelSpec& spec, int num_block
     any_action |= tok == kActionSlot;
     const int p = b.positions[size_t(i)];
     LOOM_CHECK(p >= 0, "step: slot ", i, " position ", p);
+    if (spec.positions == PositionKind::Absolute)
+      LOOM_CHECK(p < spec.max_positions, "step: slot ", i, " position ", p,
+                 " beyond the learned position table of ", spec.max_positions, " positions");
     if (spec.has_frames())
       LOOM_CHECK(p / spec.frame_slots() < spec.temporal_rows, "step: slot ", i, " position ", p,
                  " past the temporal table (", spec.temporal_rows, " frames of ",
@@ -502,7 +514,10 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
                                       size_t(n_seqs), cudaMemcpyDeviceToHost, stream_));
   }
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  for (int r = 0; r < n_real_out; r++) out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r];
+  // The draw's ids are relative to the logit range (forward()); -1: no draw.
+  const int lo = spec_.sample_begin();
+  for (int r = 0; r < n_real_out; r++)
+    out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r] >= 0 ? tokens_host_[r] + lo : -1;
   if (profiling_) prof_collect();
 }
 

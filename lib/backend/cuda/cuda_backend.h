@@ -1,7 +1,8 @@
 // The CUDA backend (design §6): bf16 weights (fp32 selectable) on one GPU, cuBLAS GEMMs and
 // fused weight-streaming GEMVs, kernels from kernels/, a paged KV pool, decode steps replayed
-// from CUDA graphs per batch-size bucket. make_backend() calls make_cuda_backend under
-// LOOM_HAVE_CUDA.
+// from CUDA graphs per batch-size bucket. loom reaches make_cuda_backend through the module's
+// entry point (module_entry.cpp, backend/module.h); the CUDA suites and cuda_bench link it
+// directly.
 #pragma once
 
 #include <cstdint>

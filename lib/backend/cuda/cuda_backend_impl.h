@@ -15,16 +15,17 @@
 #include "backend/backend.h"
 #include "backend/cuda/gemm.h"
 #include "kernels/sampling.cuh"
+#include "model/weights.h"
 
 namespace loom::gpu {
 
-struct DeviceLayer {
-  void* qkv = nullptr;         // T [q_dim + 2 kv_dim, hidden]
-  void* o = nullptr;           // T [hidden, q_dim]
-  void* gate_up = nullptr;     // T [2 intermediate, hidden]
-  void* down = nullptr;        // T [hidden, intermediate]
-  float* attn_norm = nullptr;  // [hidden]
-  float* mlp_norm = nullptr;   // [hidden]
+// A role's device copy: its bytes in the weight arena, in the role's device dtype
+// (model/roles.h: the compute dtype for matrices, fp32 for norms, biases and position tables);
+// data null when the spec's features do not call for the role.
+struct DeviceTensor {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  const float* f32() const { return static_cast<const float*>(data); }  // fp32 roles
 };
 
 // Rows of the device embed / lm_head tables: vocab rounded up to 64 (zero rows after vocab).
@@ -32,18 +33,12 @@ inline int vocab_rows(int vocab) {
   return (vocab + 63) / 64 * 64;
 }
 
-struct DeviceWeights {
-  void* embed = nullptr;          // T [vocab_rows(vocab), hidden], rows >= vocab zero
-  void* lm_head = nullptr;        // T [vocab_rows(vocab), hidden] (== embed when tied)
-  float* final_norm = nullptr;    // [hidden]
-  float* pos_spatial = nullptr;   // [spatial_rows, hidden] or null
-  float* pos_temporal = nullptr;  // [temporal_rows, hidden] or null
-  std::vector<DeviceLayer> layers;
-  float* action_w0 = nullptr;    // [hidden, action_dim] first action layer
-  std::vector<void*> action_w;   // T [hidden, hidden] for action layers 1..
-  std::vector<float*> action_b;  // [hidden] per action layer
-  size_t bytes = 0;              // all of the above
-  size_t streamed_bytes = 0;     // bytes read by a decode step (all but embed)
+// Every weight on the device under the host Weights' field names (model/weights.h), e.g.
+// layers[l].qkv: T [q_dim + 2 kv_dim, hidden]; embed and lm_head hold vocab_rows(vocab) rows,
+// rows >= vocab zero; lm_head aliases embed when tied.
+struct DeviceWeights : WeightSet<DeviceTensor> {
+  size_t bytes = 0;           // all of the arena
+  size_t streamed_bytes = 0;  // bytes read by a decode step (all but embed)
 };
 
 // Offsets (bytes) of a step's input arrays in one buffer, copied in one transfer. The layout
@@ -116,7 +111,8 @@ class CudaBackend : public Backend {
   ModelSpec spec_;
   bool loaded_ = false;
   DeviceWeights w_;
-  float* inv_freq_ = nullptr;  // [head_dim / 2]
+  float* inv_freq_ = nullptr;   // [head_dim / 2]; zeros when rotary is off (see after_load)
+  float* norm_ones_ = nullptr;  // [hidden] ones: the RMSNorm scale when norm_affine is false
   double load_seconds_ = 0;
 
   // KV pool: T [layers, 2, num_blocks + 1, block_size, kv_heads, head_dim]; the extra block

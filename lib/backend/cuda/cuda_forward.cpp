@@ -7,6 +7,13 @@
 //     x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
 //   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, silu_mul kernels; a block's output
 //     (delta) is added to x by the next norm.
+// Features beyond Llama's layer (model/spec.h), each a launch of its own where it acts and
+// nothing on Llama's path: LayerNorm (layer_norm_residual in place of rms_norm_residual),
+// biases (bias_activation after the GEMM they follow), the plain MLP (bias_activation with the
+// activation on the up GEMM's output), gated MLPs with another activation (act_mul), learned
+// absolute positions (add_absolute_positions after embed_assemble); rotary off is RoPE with
+// inv_freq 0 (after_load), which leaves q and k bit for bit; a logit range samples from the
+// range's columns of the logits. The GEMV schedule fuses Llama's layer only (llama_layer).
 // Batch-invariant mode (--batch-invariant, bf16): the GEMM schedule at every batch size, every
 // linear layer through linear_fixed (kernels/linear_fixed.cuh, an order of arithmetic fixed by
 // k alone) instead of cuBLAS, and lm_head straight to fp32 logits. The other kernels are
@@ -18,8 +25,11 @@
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/layer_norm.cuh"
 #include "kernels/linear_fixed.cuh"
+#include "kernels/mlp_activation.cuh"
 #include "kernels/norm.cuh"
+#include "kernels/positions.cuh"
 #include "kernels/rope.cuh"
 
 namespace loom::gpu {
@@ -47,10 +57,17 @@ void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m
   LOOM_KERNEL(linear_fixed(a, stream_));
 }
 
+// The layer the fused GEMVs implement: RMSNorm with a scale in the prologue, silu·mul in the
+// down GEMV's, no biases.
+static bool llama_layer(const ModelSpec& s) {
+  return s.norm == NormKind::Rms && s.norm_affine && s.mlp == MlpKind::SwiGlu &&
+         s.act == Activation::Silu && !s.qkv_bias && !s.o_bias && !s.mlp_bias;
+}
+
 bool CudaBackend::gemv_schedule(int n_slots) const {
   const ModelSpec& s = spec_;
   return !invariant_ && t_ == DType::BF16 && n_slots <= kGemvMaxSlots && s.hidden % 8 == 0 &&
-         s.intermediate % 8 == 0 && s.q_dim() % 8 == 0;
+         s.intermediate % 8 == 0 && s.q_dim() % 8 == 0 && llama_layer(s);
 }
 
 void CudaBackend::forward(const StepLayout& L, int num_splits) {
@@ -68,15 +85,17 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   void* act_out = nullptr;
   if (L.n_act > 0) {
     prof_begin("action_projection");
-    const int n_layers = int(w_.action_b.size());
+    const int n_layers = int(w_.action.size());
     LOOM_KERNEL(action_input_layer(reinterpret_cast<const float*>(in_dev_ + L.actions),
-                                   s.action_dim, in_i32(L.act_slots), L.n_act, w_.action_w0,
-                                   w_.action_b[0], H, n_layers > 1, t_, act_a_, stream_));
+                                   s.action_dim, in_i32(L.act_slots), L.n_act,
+                                   w_.action[0].weight.f32(), w_.action[0].bias.f32(), H,
+                                   n_layers > 1, t_, act_a_, stream_));
     void* cur = act_a_;
     void* nxt = act_b_;
     for (int l = 1; l < n_layers; l++) {
-      linear(cur, w_.action_w[size_t(l - 1)], t_, nxt, L.n_act, H, H);
-      LOOM_KERNEL(bias_act(t_, nxt, w_.action_b[size_t(l)], L.n_act, H, l + 1 < n_layers, stream_));
+      linear(cur, w_.action[size_t(l)].weight.data, t_, nxt, L.n_act, H, H);
+      LOOM_KERNEL(bias_act(t_, nxt, w_.action[size_t(l)].bias.f32(), L.n_act, H, l + 1 < n_layers,
+                           stream_));
       std::swap(cur, nxt);
     }
     act_out = cur;
@@ -88,10 +107,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   e.tokens = tokens;
   e.positions = positions;
   e.act_row = in_i32(L.act_row);
-  e.embed = w_.embed;
+  e.embed = w_.embed.data;
   e.act_out = act_out;
-  e.pos_spatial = w_.pos_spatial;
-  e.pos_temporal = w_.pos_temporal;
+  e.pos_spatial = w_.pos_spatial.f32();
+  e.pos_temporal = w_.pos_temporal.f32();
   e.frame_slots = s.frame_slots();
   e.spatial_rows = s.spatial_rows;
   e.temporal_rows = s.temporal_rows;
@@ -100,6 +119,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   e.hidden = H;
   e.x = x_;
   LOOM_KERNEL(embed_assemble(e, stream_));
+  if (s.positions == PositionKind::Absolute)
+    LOOM_KERNEL(add_absolute_positions(x_, positions, w_.pos_absolute.f32(), s.position_offset,
+                                       s.max_positions + s.position_offset, L.n_slots, H, stream_));
   prof_end();
 
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
@@ -128,10 +150,25 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
-  auto norm_run = [&](const void* delta, const float* w, const int32_t* rows, int n_rows,
-                      void* out) {
-    prof_begin("rms_norm");
-    LOOM_KERNEL(rms_norm_residual(t_, x_, delta, w, rows, n_rows, H, s.rms_eps, out, stream_));
+  // x += delta, then the spec's norm of the selected rows; null weight: norm_affine false.
+  auto norm_run = [&](const void* delta, const DeviceTensor& w, const DeviceTensor& b,
+                      const int32_t* rows, int n_rows, void* out) {
+    if (s.norm == NormKind::Rms) {
+      prof_begin("rms_norm");
+      LOOM_KERNEL(rms_norm_residual(t_, x_, delta, w.data ? w.f32() : norm_ones_, rows, n_rows, H,
+                                    s.rms_eps, out, stream_));
+    } else {
+      prof_begin("layer_norm");
+      LOOM_KERNEL(layer_norm_residual(t_, x_, delta, w.f32(), b.f32(), rows, n_rows, H, s.rms_eps,
+                                      out, stream_));
+    }
+    prof_end();
+  };
+  // y[rows, n] = act(y + bias) when act, else y + bias; nothing when neither applies.
+  auto bias_run = [&](void* y, const DeviceTensor& bias, int rows, int n, bool act) {
+    if (bias.data == nullptr && !act) return;
+    prof_begin("bias_activation");
+    LOOM_KERNEL(bias_activation(t_, y, bias.f32(), rows, n, act, s.act, stream_));
     prof_end();
   };
   auto gemm_run = [&](const char* family, const void* x, const void* w, DType y_t, void* y, int m,
@@ -149,13 +186,14 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   const bool decode_attn =
       L.n_tiles == L.n_slots && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   for (int l = 0; l < s.layers; l++) {
-    const DeviceLayer& W = w_.layers[size_t(l)];
+    const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
     if (gemv) {
-      gemv_run("gemv_qkv", W.qkv, qkv_dim, H, GemvIn::RmsNorm, x_, W.attn_norm, nullptr, L.n_slots,
-               GemvOut::Store, qkv_);
+      gemv_run("gemv_qkv", W.qkv.data, qkv_dim, H, GemvIn::RmsNorm, x_, W.attn_norm.f32(), nullptr,
+               L.n_slots, GemvOut::Store, qkv_);
     } else {
-      norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, nullptr, L.n_slots, h_);
-      gemm_run("gemm_qkv", h_, W.qkv, t_, qkv_, L.n_slots, qkv_dim, H);
+      norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, W.attn_norm_bias, nullptr, L.n_slots, h_);
+      gemm_run("gemm_qkv", h_, W.qkv.data, t_, qkv_, L.n_slots, qkv_dim, H);
+      bias_run(qkv_, W.qkv_bias, L.n_slots, qkv_dim, false);
     }
 
     if (!(debug_skip_ & 1)) {  // (bench decomposition)
@@ -215,20 +253,31 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     }
 
     if (gemv) {
-      gemv_run("gemv_o", W.o, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
+      gemv_run("gemv_o", W.o.data, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
                GemvOut::AddF32, x_);
-      gemv_run("gemv_gate_up", W.gate_up, 2 * I, H, GemvIn::RmsNorm, x_, W.mlp_norm, nullptr,
-               L.n_slots, GemvOut::Store, gu_);
-      gemv_run("gemv_down", W.down, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
+      gemv_run("gemv_gate_up", W.gate_up.data, 2 * I, H, GemvIn::RmsNorm, x_, W.mlp_norm.f32(),
+               nullptr, L.n_slots, GemvOut::Store, gu_);
+      gemv_run("gemv_down", W.down.data, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
                GemvOut::AddF32, x_);
     } else {
-      gemm_run("gemm_o", attn_, W.o, t_, delta_, L.n_slots, H, s.q_dim());
-      norm_run(delta_, W.mlp_norm, nullptr, L.n_slots, h_);
-      gemm_run("gemm_gate_up", h_, W.gate_up, t_, gu_, L.n_slots, 2 * I, H);
-      prof_begin("silu_mul");
-      LOOM_KERNEL(silu_mul(t_, gu_, act_, L.n_slots, I, stream_));
-      prof_end();
-      gemm_run("gemm_down", act_, W.down, t_, delta_, L.n_slots, H, I);
+      gemm_run("gemm_o", attn_, W.o.data, t_, delta_, L.n_slots, H, s.q_dim());
+      bias_run(delta_, W.o_bias, L.n_slots, H, false);
+      norm_run(delta_, W.mlp_norm, W.mlp_norm_bias, nullptr, L.n_slots, h_);
+      if (s.mlp == MlpKind::SwiGlu) {
+        gemm_run("gemm_gate_up", h_, W.gate_up.data, t_, gu_, L.n_slots, 2 * I, H);
+        bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
+        prof_begin("silu_mul");
+        if (s.act == Activation::Silu)
+          LOOM_KERNEL(silu_mul(t_, gu_, act_, L.n_slots, I, stream_));
+        else
+          LOOM_KERNEL(act_mul(t_, gu_, act_, L.n_slots, I, s.act, stream_));
+        prof_end();
+      } else {
+        gemm_run("gemm_up", h_, W.up.data, t_, act_, L.n_slots, I, H);
+        bias_run(act_, W.up_bias, L.n_slots, I, true);
+      }
+      gemm_run("gemm_down", act_, W.down.data, t_, delta_, L.n_slots, H, I);
+      bias_run(delta_, W.down_bias, L.n_slots, H, false);
     }
   }
 
@@ -238,32 +287,37 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   // rows: cuBLAS on the padded (aligned) lm_head, ~4.1 TB/s at 4 and 8 rows where the GEMV,
   // which re-reads its input rows per weight vector, falls to 2.9 and 1.7 (H200, 2026-11-22).
   if (gemv && L.n_out == 1) {
-    gemv_run("gemv_lm_head", w_.lm_head, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm, out_rows,
-             L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
+    gemv_run("gemv_lm_head", w_.lm_head.data, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm.f32(),
+             out_rows, L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
-    norm_run(gemv ? nullptr : delta_, w_.final_norm, out_rows, L.n_out, h_last_);
+    norm_run(gemv ? nullptr : delta_, w_.final_norm, w_.final_norm_bias, out_rows, L.n_out,
+             h_last_);
     if (invariant_) {
       // fp32 logits of the vocab rows only (the sampler reads no further); no bf16 rounding
       // step, so no convert kernel.
-      gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, s.vocab, H,
+      gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::F32, logits_, L.n_out, s.vocab, H,
                logits_ld_);
     } else if (t_ == DType::BF16) {
       // bf16 logits (as HF computes them in bf16), then fp32 for the draw: cuBLAS picks a
       // ~5x slower kernel for an fp32 output of bf16 operands at this shape (measured 2.7 ms
       // at 256 rows on an H200).
-      gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::BF16, logits_t_, L.n_out, logits_ld_, H,
+      gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::BF16, logits_t_, L.n_out,
+               logits_ld_, H,
                logits_ld_);  // all padded rows: aligned shapes
       LOOM_KERNEL(convert(DType::BF16, logits_t_, DType::F32, logits_, size_t(L.n_out) * logits_ld_,
                           stream_));
     } else {
-      gemm_run("gemm_lm_head", h_last_, w_.lm_head, DType::F32, logits_, L.n_out, logits_ld_, H,
-               logits_ld_);
+      gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::F32, logits_, L.n_out, logits_ld_,
+               H, logits_ld_);
     }
   }
   if (debug_skip_ & 4) return;
   prof_begin("sample");
   // After the lm_head GEMV the draw kernels launch early (PDL) and wait for the logits.
-  LOOM_KERNEL(sample_tokens(logits_, L.n_out, s.vocab, logits_ld_, params, sample_ws_, tokens_,
+  // A logit range draws from its columns only, ids relative to sample_begin() as
+  // cpu_backend's sample_token(logits + lo, hi - lo) does (step() adds lo back on the host).
+  const int lo = s.sample_begin(), hi = s.sample_end();
+  LOOM_KERNEL(sample_tokens(logits_ + lo, L.n_out, hi - lo, logits_ld_, params, sample_ws_, tokens_,
                             stream_, gemv && L.n_out == 1));
   prof_end();
 }

@@ -2,16 +2,20 @@
 // arena holds every weight. Bytes travel through pinned staging buffers in 32 MiB chunks, two
 // host threads each driving its own stream with two buffers, so the host copy into pinned
 // memory, the PCIe transfer and (when the dtype changes) the conversion kernel overlap.
-// Weight matrices keep bf16 as is (ComputeDType::BF16) or become fp32 (F32); norms, position
+// Which weights go up, their shapes and device dtypes come from the roles table (model/roles.h):
+// weight matrices keep bf16 as is (ComputeDType::BF16) or become fp32 (F32); norms, position
 // tables, the first action layer and biases are fp32 on the device.
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <thread>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "kernels/activation.cuh"
+#include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
+#include "model/roles.h"
 
 namespace loom::gpu {
 
@@ -105,22 +109,22 @@ class Uploader {
   cudaEvent_t done_[2][2]{};
 };
 
-// The features the CUDA forward pass implements (cuda_forward.cpp): Llama's RMSNorm with a
-// scale, SwiGLU with silu, no biases, RoPE, learned spatio-temporal positions or none, action
-// rows through a Linear or an MLP, the whole vocab sampled. Anything else is refused at load,
-// naming the feature, rather than computed wrongly; the cpu backend implements them all.
+// The features the CUDA forward pass implements (cuda_forward.cpp): RMSNorm (with or without
+// a scale) or LayerNorm (affine with or without a bias, or neither); SwiGLU with any activation
+// or the plain MLP; biases on q/k/v, o and the MLP; RoPE on or off; learned absolute or
+// spatio-temporal positions or none; action rows through a Linear or an MLP, or action ids in
+// the frame; a logit range for the draw. Anything else is refused at load, naming the feature,
+// rather than computed wrongly; the cpu backend implements them all.
 std::string unsupported_feature(const ModelSpec& s) {
-  if (s.norm != NormKind::Rms) return "norm \"layer\" (LayerNorm)";
-  if (!s.norm_affine) return "norm_affine false (norms without a scale)";
-  if (s.mlp != MlpKind::SwiGlu) return "mlp \"plain\"";
-  if (s.act != Activation::Silu) return "an MLP activation other than silu";
-  if (s.qkv_bias) return "qkv_bias";
-  if (s.o_bias) return "o_bias";
-  if (s.mlp_bias) return "mlp_bias";
-  if (!s.rotary) return "rotary false";
-  if (s.positions == PositionKind::Absolute) return "learned_positions \"absolute\"";
-  if (s.action_projection == ActionProjection::Tokens) return "action_projection \"tokens\"";
-  if (s.logit_end > 0) return "a logit range (logit_begin / logit_end)";
+  if (s.head_dim != 16 && s.head_dim != 64 && s.head_dim != 128)
+    return cat("head_dim ", s.head_dim, " (the attention kernels are built for 16, 64 and 128)");
+  if (s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > kAttnRows)
+    return cat("a GQA ratio of ", s.heads, " / ", s.kv_heads, " heads (at most ", kAttnRows, ")");
+  if (s.norm_bias && !(s.norm == NormKind::Layer && s.norm_affine))
+    return "norm_bias without an affine LayerNorm";
+  if (s.logit_end > 0 &&
+      !(s.logit_begin >= 0 && s.logit_begin < s.logit_end && s.logit_end <= s.vocab))
+    return "a logit range outside the vocabulary";
   return "";
 }
 
@@ -134,57 +138,66 @@ size_t align_up(size_t n) {
   return (n + 255) / 256 * 256;
 }
 
-}  // namespace
-
-// Lays out every weight in one arena (pointers in w_), from the spec alone.
-void CudaBackend::alloc_weight_arena(const ModelSpec& s) {
-  const size_t ts = dtype_size(t_);
-  const size_t H = size_t(s.hidden), V = size_t(s.vocab), I = size_t(s.intermediate);
-  size_t off = 0;
-  std::vector<std::pair<void**, size_t>> slots;
-  auto take = [&](void** p, size_t bytes) { slots.push_back({p, off}), off += align_up(bytes); };
-  w_ = DeviceWeights{};
-  w_.layers.resize(size_t(s.layers));
-  // embed and lm_head get zero rows up to a multiple of 64 (vocab_rows()): the batched lm_head
-  // GEMM then has aligned dimensions (cuBLAS is ~4x slower at n = 262145 than at 262208).
-  const size_t Vp = size_t(vocab_rows(s.vocab));
-  take(&w_.embed, Vp * H * ts);
-  if (!s.tied_lm_head) take(&w_.lm_head, Vp * H * ts);
-  take(reinterpret_cast<void**>(&w_.final_norm), H * 4);
-  if (s.positions == PositionKind::SpatioTemporal) {
-    take(reinterpret_cast<void**>(&w_.pos_spatial), size_t(s.spatial_rows) * H * 4);
-    take(reinterpret_cast<void**>(&w_.pos_temporal), size_t(s.temporal_rows) * H * 4);
+// Calls f(def, layer, j, name) for every role instance the spec needs, in arena order: the
+// model-wide roles, then layer by layer (a layer's weights stay together), then the action
+// layers. layer is -1 for roles bound once.
+template <class F>
+void for_each_role(const ModelSpec& s, F&& f) {
+  std::vector<std::pair<const RoleDef*, int>> once, per_layer;
+  for (const std::string& role : needed_roles(s)) {
+    int j = 0;
+    const RoleDef* d = find_role(role, &j);
+    (d->per_layer ? per_layer : once).push_back({d, j});
   }
-  for (DeviceLayer& L : w_.layers) {
-    take(&L.qkv, size_t(s.q_dim() + 2 * s.kv_dim()) * H * ts);
-    take(&L.o, H * size_t(s.q_dim()) * ts);
-    take(&L.gate_up, 2 * I * H * ts);
-    take(&L.down, H * I * ts);
-    take(reinterpret_cast<void**>(&L.attn_norm), H * 4);
-    take(reinterpret_cast<void**>(&L.mlp_norm), H * 4);
-  }
-  const int n_action = s.action_layers();
-  w_.action_w.assign(size_t(std::max(0, n_action - 1)), nullptr);
-  w_.action_b.assign(size_t(n_action), nullptr);
-  if (n_action > 0) take(reinterpret_cast<void**>(&w_.action_w0), H * size_t(s.action_dim) * 4);
-  for (auto& p : w_.action_w) take(&p, H * H * ts);
-  for (auto& p : w_.action_b) take(reinterpret_cast<void**>(&p), H * 4);
-  char* base = static_cast<char*>(dev_alloc(off));
-  LOOM_CUDA_CHECK(cudaMemset(base, 0, off));  // the padding rows stay zero
-  for (auto& [p, o] : slots) *p = base + o;
-  if (s.tied_lm_head) w_.lm_head = w_.embed;
-  w_.bytes = off;
-  w_.streamed_bytes = off - align_up(Vp * H * ts);  // a decode step reads all but embed
-  if (s.tied_lm_head) w_.streamed_bytes += align_up(Vp * H * ts);
+  for (const auto& [d, j] : once)
+    if (d->where != Slot::ActionWeight && d->where != Slot::ActionBias) f(*d, -1, j);
+  for (int l = 0; l < s.layers; l++)
+    for (const auto& [d, j] : per_layer) f(*d, l, j);
+  for (const auto& [d, j] : once)
+    if (d->where == Slot::ActionWeight || d->where == Slot::ActionBias) f(*d, -1, j);
 }
 
-static void check_shape(const Tensor& t, std::vector<int64_t> shape, const char* role) {
-  LOOM_CHECK(!t.empty(), "CUDA backend: weight '", role, "' missing");
-  LOOM_CHECK(t.shape == shape, "CUDA backend: weight '", role, "': expected ", shape_str(shape),
-             ", found ", shape_str(t.shape));
-  LOOM_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16,
-             "CUDA backend: weight '", role, "' has dtype ", dtype_name(t.dtype),
-             " (expected f32, bf16 or f16)");
+// embed and lm_head get zero rows up to a multiple of 64 (vocab_rows()): the batched lm_head
+// GEMM then has aligned dimensions (cuBLAS is ~4x slower at n = 262145 than at 262208).
+bool vocab_padded(const RoleDef& d) {
+  return d.where == Slot::Embed || d.where == Slot::LmHead;
+}
+
+size_t device_elements(const ModelSpec& s, const RoleDef& d, int j) {
+  std::vector<int64_t> shape = d.shape(s, j);
+  if (vocab_padded(d)) shape[0] = vocab_rows(s.vocab);
+  size_t n = 1;
+  for (int64_t x : shape) n *= size_t(x);
+  return n;
+}
+
+}  // namespace
+
+// Lays out every weight the spec's features need in one arena (model/roles.h), from the spec
+// alone.
+void CudaBackend::alloc_weight_arena(const ModelSpec& s) {
+  size_t off = 0;
+  std::vector<std::pair<DeviceTensor*, size_t>> slots;
+  w_ = DeviceWeights{};
+  w_.layers.resize(size_t(s.layers));
+  w_.action.resize(size_t(s.action_layers()));
+  size_t embed_bytes = 0;
+  for_each_role(s, [&](const RoleDef& d, int layer, int j) {
+    if (d.where == Slot::LmHead && s.tied_lm_head) return;
+    DeviceTensor* t = d.slot(w_, layer, j);
+    t->dtype = d.device_dtype(t_, j);
+    const size_t bytes = device_elements(s, d, j) * dtype_size(t->dtype);
+    if (d.where == Slot::Embed) embed_bytes = align_up(bytes);
+    slots.push_back({t, off});
+    off += align_up(bytes);
+  });
+  char* base = static_cast<char*>(dev_alloc(off));
+  LOOM_CUDA_CHECK(cudaMemset(base, 0, off));  // the padding rows stay zero
+  for (auto& [t, o] : slots) t->data = base + o;
+  if (s.tied_lm_head) w_.lm_head = w_.embed;
+  w_.bytes = off;
+  w_.streamed_bytes = off - embed_bytes;  // a decode step reads all but embed
+  if (s.tied_lm_head) w_.streamed_bytes += embed_bytes;
 }
 
 void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
@@ -193,10 +206,7 @@ void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
                  s.vocab > 0 && s.intermediate > 0,
              "CUDA backend: incomplete model spec");
   check_supported(s);
-  const int64_t H = s.hidden, V = s.vocab, I = s.intermediate;
-  const int64_t qkv = s.q_dim() + 2 * s.kv_dim();
-  LOOM_CHECK(int64_t(wt.layers.size()) == s.layers, "CUDA backend: ", wt.layers.size(),
-             " layers of weights, spec has ", s.layers);
+  check_weights(s, wt, "CUDA backend");  // every role the features need, of loom's shape
   spec_ = s;
   spec_.tied_lm_head = s.tied_lm_head || wt.lm_head.data == wt.embed.data;
   free_graphs();
@@ -204,39 +214,18 @@ void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
 
   std::vector<UploadJob> jobs;
   bool convert = false;
-  auto add = [&](const Tensor& t, std::vector<int64_t> shape, const char* role, void* dst,
-                 DType dst_t) {
-    check_shape(t, std::move(shape), role);
-    jobs.push_back(
-        {static_cast<const char*>(t.data), t.nbytes(), t.dtype, static_cast<char*>(dst), dst_t});
-    convert |= t.dtype != dst_t;
-  };
-  add(wt.embed, {V, H}, "embed", w_.embed, t_);
-  if (!spec_.tied_lm_head) add(wt.lm_head, {V, H}, "lm_head", w_.lm_head, t_);
-  add(wt.final_norm, {H}, "final_norm", w_.final_norm, DType::F32);
-  if (s.positions == PositionKind::SpatioTemporal) {
-    add(wt.pos_spatial, {s.spatial_rows, H}, "pos.spatial", w_.pos_spatial, DType::F32);
-    add(wt.pos_temporal, {s.temporal_rows, H}, "pos.temporal", w_.pos_temporal, DType::F32);
-  }
-  for (int l = 0; l < s.layers; l++) {
-    const LayerWeights& L = wt.layers[size_t(l)];
-    DeviceLayer& D = w_.layers[size_t(l)];
-    add(L.qkv, {qkv, H}, "layer.qkv", D.qkv, t_);
-    add(L.o, {H, s.q_dim()}, "layer.o", D.o, t_);
-    add(L.gate_up, {2 * I, H}, "layer.gate_up", D.gate_up, t_);
-    add(L.down, {H, I}, "layer.down", D.down, t_);
-    add(L.attn_norm, {H}, "layer.attn_norm", D.attn_norm, DType::F32);
-    add(L.mlp_norm, {H}, "layer.mlp_norm", D.mlp_norm, DType::F32);
-  }
-  LOOM_CHECK(wt.action.size() == w_.action_b.size(), "CUDA backend: ", wt.action.size(),
-             " action layers, spec expects ", w_.action_b.size());
-  for (size_t l = 0; l < wt.action.size(); l++) {
-    if (l == 0)
-      add(wt.action[0].weight, {H, s.action_dim}, "action.0.weight", w_.action_w0, DType::F32);
-    else
-      add(wt.action[l].weight, {H, H}, "action.weight", w_.action_w[l - 1], t_);
-    add(wt.action[l].bias, {H}, "action.bias", w_.action_b[l], DType::F32);
-  }
+  Weights& host = const_cast<Weights&>(wt);  // slot() serves the loader too; only read here
+  for_each_role(spec_, [&](const RoleDef& d, int layer, int j) {
+    if (d.where == Slot::LmHead && spec_.tied_lm_head) return;
+    const Tensor& t = *d.slot(host, layer, j);
+    const DeviceTensor& dst = *d.slot(w_, layer, j);
+    LOOM_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16,
+               "CUDA backend: weight ", d.name, layer >= 0 ? cat(" of layer ", layer) : "",
+               " has dtype ", dtype_name(t.dtype), " (expected f32, bf16 or f16)");
+    jobs.push_back({static_cast<const char*>(t.data), t.nbytes(), t.dtype,
+                    static_cast<char*>(dst.data), dst.dtype});
+    convert |= t.dtype != dst.dtype;
+  });
   {
     Uploader up(convert);
     up.run(jobs);
@@ -246,39 +235,39 @@ void CudaBackend::load(const ModelSpec& s, const Weights& wt) {
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Random weights of the spec's roles (synthetic benchmarks): norm scales 1, biases and position
+// tables uniform(±0.1), the first action layer uniform(±0.5), embed uniform(±1), every other
+// matrix uniform(±1/sqrt(in)).
 void CudaBackend::load_random(const ModelSpec& s, uint64_t seed) {
   const auto t0 = std::chrono::steady_clock::now();
   check_supported(s);
   spec_ = s;
   free_graphs();
   alloc_weight_arena(spec_);
-  const size_t H = size_t(s.hidden), I = size_t(s.intermediate);
   uint64_t k = seed;
-  auto fill = [&](void* p, DType t, size_t n, float scale) {
-    LOOM_KERNEL(fill_uniform(t, p, n, ++k, scale, stream_));
-  };
-  const std::vector<float> ones(std::max(H, size_t(1)), 1.0f);
-  auto set_ones = [&](float* p) {
-    LOOM_CUDA_CHECK(cudaMemcpy(p, ones.data(), H * 4, cudaMemcpyHostToDevice));
-  };
-  fill(w_.embed, t_, size_t(s.vocab) * H, 1.0f);
-  if (!spec_.tied_lm_head) fill(w_.lm_head, t_, size_t(s.vocab) * H, 1.0f / std::sqrt(float(H)));
-  set_ones(w_.final_norm);
-  if (s.positions == PositionKind::SpatioTemporal) {
-    fill(w_.pos_spatial, DType::F32, size_t(s.spatial_rows) * H, 0.1f);
-    fill(w_.pos_temporal, DType::F32, size_t(s.temporal_rows) * H, 0.1f);
-  }
-  for (DeviceLayer& L : w_.layers) {
-    fill(L.qkv, t_, size_t(s.q_dim() + 2 * s.kv_dim()) * H, 1.0f / std::sqrt(float(H)));
-    fill(L.o, t_, H * size_t(s.q_dim()), 1.0f / std::sqrt(float(s.q_dim())));
-    fill(L.gate_up, t_, 2 * I * H, 1.0f / std::sqrt(float(H)));
-    fill(L.down, t_, H * I, 1.0f / std::sqrt(float(I)));
-    set_ones(L.attn_norm);
-    set_ones(L.mlp_norm);
-  }
-  if (w_.action_w0) fill(w_.action_w0, DType::F32, H * size_t(s.action_dim), 0.5f);
-  for (void* p : w_.action_w) fill(p, t_, H * H, 1.0f / std::sqrt(float(H)));
-  for (float* p : w_.action_b) fill(p, DType::F32, H, 0.1f);
+  const std::vector<float> ones(size_t(s.hidden), 1.0f);
+  for_each_role(spec_, [&](const RoleDef& d, int layer, int j) {
+    if (d.where == Slot::LmHead && spec_.tied_lm_head) return;
+    const DeviceTensor& t = *d.slot(w_, layer, j);
+    const std::vector<int64_t> shape = d.shape(s, j);
+    size_t n = 1;
+    for (int64_t x : shape) n *= size_t(x);
+    const bool norm_scale =
+        d.where == Slot::FinalNorm || d.where == Slot::AttnNorm || d.where == Slot::MlpNorm;
+    if (norm_scale) {
+      LOOM_CUDA_CHECK(cudaMemcpy(t.data, ones.data(), n * 4, cudaMemcpyHostToDevice));
+      return;
+    }
+    const bool matrix = d.device_dtype(DType::BF16, j) == DType::BF16;  // roles.h: GEMM operands
+    float scale = 0.1f;  // vectors and position tables
+    if (d.where == Slot::Embed)
+      scale = 1.0f;
+    else if (d.where == Slot::ActionWeight && j == 0)
+      scale = 0.5f;
+    else if (matrix)
+      scale = 1.0f / std::sqrt(float(shape[1]));
+    LOOM_KERNEL(fill_uniform(t.dtype, t.data, n, ++k, scale, stream_));
+  });
   after_load();
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
   load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
