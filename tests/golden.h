@@ -90,7 +90,8 @@ inline double rel_error(const std::vector<float>& a, const std::vector<float>& b
 }
 
 // Golden directories: $LOOM_GOLDEN_DIRS (':'-separated) or the bundled tiny models: Terra v1,
-// V2 and plain Llama (scripts/hf_reference.py), OPT and GPT-2 (scripts/hf_families.py).
+// V2 and plain Llama (scripts/hf_reference.py), OPT, GPT-2 and the Llama with action tokens
+// (scripts/hf_families.py).
 inline std::vector<std::string> golden_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("LOOM_GOLDEN_DIRS")) {
@@ -105,7 +106,8 @@ inline std::vector<std::string> golden_dirs() {
     }
     return dirs;
   }
-  for (const char* m : {"tiny_v1", "tiny_v2", "tiny_llama", "tiny_opt", "tiny_gpt2"})
+  for (const char* m :
+       {"tiny_v1", "tiny_v2", "tiny_llama", "tiny_opt", "tiny_gpt2", "tiny_action_tokens"})
     dirs.push_back(std::string(LOOM_TESTDATA) + "/" + m);
   return dirs;
 }

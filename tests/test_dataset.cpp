@@ -207,3 +207,50 @@ TEST_CASE("the README's numpy + safetensors reader loads the dataset (tests/data
     CHECK(std::system(cmd.c_str()) == 0);
   }
 }
+
+TEST_CASE("action-token model: the dataset stores the action ids, int32 [rows, A]; -1 if none") {
+  const std::string dir = temp_dir("dataset_action_ids");
+  const std::string model = kData + "/tiny_action_tokens";
+  const std::string jobs = kData + "/jobs/tiny_action_tokens.jsonl";
+  REQUIRE(run("run -q --model " + model + " --jobs " + jobs + " --out " + dir +
+                  "/r.jsonl --tokens-out " + dir + "/ds --samples-per-file 2",
+              dir)
+              .code == 0);
+  CHECK(dataset_samples(dir + "/ds") == tokens_by_sample(dir + "/r.jsonl"));
+  const json cfg = json::parse(slurp(model + "/config.json"));
+  const int P = cfg["num_image_patches"], A = cfg["num_action_tokens"], S = P + A;
+  int checked = 0, missing_rows = 0;
+  for (const json& m : read_lines(dir + "/ds/manifest.jsonl")) {
+    const json job = job_by_id(jobs, id_text(m["id"]));
+    loom::SafetensorsFile f =
+        loom::SafetensorsFile::open(dir + "/ds/" + m["file"].get<std::string>());
+    CHECK(f.find("actions") == nullptr);  // no empty float rows of width action_dim 0
+    const loom::Tensor ids = f.tensor("action_ids"), ctx_ids = f.tensor("context_action_ids");
+    REQUIRE(ids.dtype == loom::DType::I32);
+    REQUIRE(ctx_ids.dtype == loom::DType::I32);
+    CHECK(ids.shape == std::vector<int64_t>{f.tensor("tokens").shape[0], A});
+    CHECK(ctx_ids.shape == std::vector<int64_t>{f.tensor("context").shape[0], A});
+    const auto* got = static_cast<const int32_t*>(ids.data);
+    const auto* got_ctx = static_cast<const int32_t*>(ctx_ids.data);
+    const auto* off = static_cast<const int64_t*>(f.tensor("sample_offsets").data);
+    const auto* coff = static_cast<const int64_t*>(f.tensor("context_offsets").data);
+    const int64_t b = m["rows"][0], e = m["rows"][1];
+    int64_t i = 0;
+    while (off[i] != b) ++i;
+    const json& rows = job["action_token_ids"];
+    for (int64_t fr = 0; fr < e - b; ++fr)
+      for (int a = 0; a < A; ++a) {
+        const int32_t want = size_t(fr) < rows.size() ? rows[size_t(fr)][size_t(a)].get<int>() : -1;
+        CHECK(got[(b + fr) * A + a] == want);
+        missing_rows += want == -1;
+      }
+    const int n_ctx = m["context_frames"];
+    CHECK(coff[i + 1] - coff[i] == n_ctx);
+    for (int c = 0; c < n_ctx; ++c)
+      for (int a = 0; a < A; ++a)
+        CHECK(got_ctx[(coff[i] + c) * A + a] == job["prompt_token_ids"][size_t(c * S + P + a)]);
+    ++checked;
+  }
+  CHECK(checked == 5);
+  CHECK(missing_rows == 3 * A);  // two jobs, three samples, leave their last row out
+}

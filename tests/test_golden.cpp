@@ -1,7 +1,10 @@
 // The CPU backend against HF transformers (design §9, issue 2 §10): last-slot logits within
 // 1e-4 relative error and identical greedy and seeded token streams for 8 frames across two
 // round changes, for v1 (bf16 weights), V2 (f32) and plain Llama (f16, tied lm_head); identical
-// token streams and logits for OPT and GPT-2 (f32, by table alone: models/opt.json, gpt2.json).
+// token streams and logits for OPT and GPT-2 (f32, by table alone: models/opt.json, gpt2.json)
+// and for a Llama whose frames carry their actions as vocabulary ids (f32,
+// models/llama_action_tokens.json: 8 frames, two round changes, a context that fills a round,
+// the last action row left out, image ids sampled from the table's image-id range).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -571,3 +571,130 @@ TEST_SUITE("jobs") {
             " KiB");
   }
 }
+
+// ---- Action-token models: a frame's actions are vocabulary ids (ActionProjection::Tokens) ----
+
+namespace {
+
+// P = 4 image + A = 2 action ids a frame, T = 3 frames a round, vocab 100 of which the table
+// makes [0, 90) the image ids (logit range): action ids are 90..99.
+ModelSpec token_spec() {
+  ModelSpec s;
+  s.architecture = "LlamaActionTokensForCausalLM";
+  s.vocab = 100;
+  s.image_tokens = 4;
+  s.action_tokens = 2;
+  s.temporal_rows = 3;
+  s.max_positions = 18;
+  s.logit_end = 90;
+  s.action_projection = ActionProjection::Tokens;
+  return s;
+}
+
+// $T1: one context frame with its action ids in place; $R2: 2 rows of action ids.
+std::string expand_tokens(std::string s) {
+  const std::pair<std::string, std::string> subs[] = {{"$T1", "[1,2,3,4,90,91]"},
+                                                      {"$R2", "[[92,93],[94,95]]"}};
+  for (auto& [from, to] : subs)
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+  return s;
+}
+
+const BadCase kBadActionTokenJobs[] = {
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":$R2,"num_frames":2,"foo":1})",
+     R"(unknown field "foo": expected one of "id", "prompt_token_ids", "action_token_ids", "num_frames", "overlap", "sampling", "num_samples", found "foo")"},
+    {R"({"id":"t","prompt_token_ids":$T1,"actions":[[0,1,0.5]],"num_frames":2})",
+     R"(field "actions" holds action rows of numbers: expected "action_token_ids" for this model, whose actions are vocabulary ids, found "actions")"},
+    {R"({"id":"t","prompt_token_ids":[1,2,3,4,-3,-3],"action_token_ids":$R2,"num_frames":2})",
+     R"(field "prompt_token_ids" index 4 (frame 0, action slot 0): expected an action token id in [0, 100) outside the image ids [0, 90), found -3 (the action placeholder; this model's context frames hold their action ids))"},
+    {R"({"id":"t","prompt_token_ids":[1,2,3,4,90,91,5,6,7,8,90,7],"action_token_ids":$R2,"num_frames":2})",
+     R"(field "prompt_token_ids" index 11 (frame 1, action slot 1): expected an action token id in [0, 100) outside the image ids [0, 90), found 7)"},
+    {R"({"id":"t","prompt_token_ids":[1,2,3,90,90,91],"action_token_ids":$R2,"num_frames":2})",
+     R"(field "prompt_token_ids" index 3 (frame 0, image slot 3): expected an image token id in [0, 90), found 90)"},
+    {R"({"id":"t","prompt_token_ids":[1,2,3,4,90,100],"action_token_ids":$R2,"num_frames":2})",
+     R"(field "prompt_token_ids" index 5 (frame 0, action slot 1): expected an action token id in [0, 100) outside the image ids [0, 90), found 100)"},
+    {R"({"id":"t","prompt_token_ids":[1,2,3,4,90],"action_token_ids":$R2,"num_frames":2})",
+     R"(field "prompt_token_ids": expected a positive multiple of 6 ids (frames of 4 image + 2 action slots), found 5)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"num_frames":3})",
+     R"(missing field "action_token_ids": expected 3 or 2 rows of 2 action token ids (one row after each of the 3 generated frames; the last frame's row is optional), found no such field)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[[92,93]],"num_frames":3})",
+     R"(field "action_token_ids": expected 3 or 2 rows of 2 action token ids (one row after each of the 3 generated frames; the last frame's row is optional), found 1 rows)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[92,93],"num_frames":2})",
+     R"(field "action_token_ids" row 0: expected a list of 2 action token ids, found 92)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":"92 93","num_frames":2})",
+     R"(field "action_token_ids": expected 2 or 1 rows of 2 action token ids (one row after each of the 2 generated frames; the last frame's row is optional), found "92 93")"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[[92,93],[94]],"num_frames":2})",
+     R"(field "action_token_ids" row 1: expected 2 ids, found 1)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[[92,93],[94,12]],"num_frames":2})",
+     R"(field "action_token_ids" row 1 column 1: expected an action token id in [0, 100) outside the image ids [0, 90), found 12)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[[92,93.0],[94,95]],"num_frames":2})",
+     R"(field "action_token_ids" row 0 column 1: expected an action token id in [0, 100) outside the image ids [0, 90), found 93.0)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[[92,-1],[94,95]],"num_frames":2})",
+     R"(field "action_token_ids" row 0 column 1: expected an action token id in [0, 100) outside the image ids [0, 90), found -1)"},
+    {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":$R2,"num_frames":2,"overlap":3})",
+     R"(field "overlap": expected an integer in [1, 2], found 3)"},
+    {R"({"id":"t","prompt_token_ids":[1,2,3,4,90,91,1,2,3,4,90,91,1,2,3,4,90,91,1,2,3,4,90,91],"action_token_ids":$R2,"num_frames":2})",
+     R"(field "prompt_token_ids": expected at most 3 context frames (18 ids; a round holds 3 frames), found 4 frames (24 ids))"},
+};
+
+}  // namespace
+
+TEST_SUITE("jobs") {
+  TEST_CASE("action-token model: malformed job lines give their exact messages") {
+    const ModelSpec spec = token_spec();
+    for (const BadCase& c : kBadActionTokenJobs) {
+      std::string line = expand_tokens(c.line);
+      CAPTURE(line);
+      CHECK(error_of(line, spec) == std::string("line 7: ") + c.message);
+    }
+    // Without an image-id range, any id of the vocab may be an action.
+    ModelSpec whole = spec;
+    whole.logit_end = 0;
+    CHECK(error_of(expand_tokens(R"({"prompt_token_ids":$T1,"action_token_ids":[[5,100]],)"
+                                 R"("num_frames":1})"),
+                   whole) ==
+          "line 7: field \"action_token_ids\" row 0 column 1: expected an action token id in "
+          "[0, 100), found 100");
+  }
+
+  TEST_CASE("action-token model: a good job parses to the ids written; rows are optional last") {
+    Job job;
+    JobError error;
+    const std::string line = R"({"id":"mine","prompt_token_ids":[1,2,3,4,90,91,5,6,7,8,92,93],)"
+                             R"("action_token_ids":[[94,95],[96,97]],"num_frames":3,"overlap":1})";
+    REQUIRE(parse_job_line(line, 2, token_spec(), JobDefaults{}, job, error));
+    CHECK(job.context_frames == 2);
+    CHECK(job.prompt == std::vector<int32_t>{1, 2, 3, 4, 90, 91, 5, 6, 7, 8, 92, 93});
+    CHECK(job.action_id_rows == 2);  // the third frame's row left out
+    CHECK(job.action_ids == std::vector<int32_t>{94, 95, 96, 97});
+    CHECK(job.action_rows == 0);
+    CHECK(job.actions.empty());
+    CHECK(job.overlap == 1);
+    // One generated frame needs no row at all.
+    REQUIRE(parse_job_line(expand_tokens(R"({"prompt_token_ids":$T1,"num_frames":1})"), 3,
+                           token_spec(), JobDefaults{}, job, error));
+    CHECK(job.action_id_rows == 0);
+    CHECK(job.action_ids.empty());
+  }
+
+  TEST_CASE("action_token_ids is an unknown field for a model that projects action rows") {
+    // Unchanged message (the Python package mirrors it): the frame fields of that model.
+    CHECK(error_of(expand(R"({"prompt_token_ids":$F1,"actions":$A2,"num_frames":1,)"
+                          R"("action_token_ids":[[1,2,3]]})"),
+                   loom::test::tiny_frame_spec()) ==
+          "line 7: unknown field \"action_token_ids\": expected one of \"id\", "
+          "\"prompt_token_ids\", \"actions\", \"num_frames\", \"overlap\", \"sampling\", "
+          "\"num_samples\", found \"action_token_ids\"");
+  }
+
+  TEST_CASE("synthetic jobs of an action-token model parse back and keep ids in their ranges") {
+    const ModelSpec spec = token_spec();
+    const Job j = synthetic_frame_job(spec, "syn", 1, 17, 2, 4);
+    CHECK(j.prompt.size() == 12);
+    CHECK(j.action_id_rows == 4);
+    for (size_t i = 0; i < j.prompt.size(); i++)
+      CHECK((int(i % 6) < 4 ? j.prompt[i] < 90 : j.prompt[i] >= 90));
+    for (int32_t a : j.action_ids) CHECK((a >= 90 && a < 100));
+  }
+}

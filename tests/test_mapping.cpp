@@ -437,8 +437,9 @@ TEST_SUITE("mapping") {
                 "unknown architecture \"Foo\" in " + tmp.path + "/config.json: no table in " +
                     kTables +
                     " matches (known: GPT2LMHeadModel, GPT2Model, LlamaForCausalLM, "
-                    "LlamaActionForCausalLM, LlamaActionV2ForCausalLM, MetaLlamaForCausalLM, "
-                    "OPTForCausalLM); add models/<name>.json or pass --model-table");
+                    "LlamaActionForCausalLM, LlamaActionTokensForCausalLM, "
+                    "LlamaActionV2ForCausalLM, MetaLlamaForCausalLM, OPTForCausalLM); add "
+                    "models/<name>.json or pass --model-table");
     // An explicit table is used as told, with a warning.
     LoadOptions o;
     o.table_path = kTables + "/llama.json";

@@ -21,6 +21,7 @@ inline ModelSpec tiny_frame_spec() {
   s.spatial_rows = 13;
   s.temporal_rows = 6;
   s.max_positions = 78;
+  s.positions = PositionKind::SpatioTemporal;
   s.action_projection = ActionProjection::Linear;
   return s;
 }

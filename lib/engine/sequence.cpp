@@ -47,6 +47,18 @@ void Sequence::push_slot(int32_t token, int action_row) {
   action_rows_.push_back(action_row);
 }
 
+void Sequence::push_actions(int frame) {
+  const Job& j = *job_;
+  for (int a = 0; a < A_; a++) {
+    if (spec_.action_projection != ActionProjection::Tokens)
+      push_slot(kActionSlot, frame * A_ + a);
+    else if (frame < j.context_frames)
+      push_slot(j.prompt[size_t(frame) * size_t(S_) + size_t(P_ + a)], -1);
+    else
+      push_slot(j.action_ids[size_t(frame - j.context_frames) * size_t(A_) + size_t(a)], -1);
+  }
+}
+
 void Sequence::start_round(int first_frame, int frame_count) {
   tokens_.clear();
   action_rows_.clear();
@@ -54,7 +66,7 @@ void Sequence::start_round(int first_frame, int frame_count) {
   for (int f = first_frame; f < first_frame + frame_count; f++) {
     const int32_t* ids = frame_tokens(f);
     for (int t = 0; t < P_; t++) push_slot(ids[t], -1);
-    for (int a = 0; a < A_; a++) push_slot(kActionSlot, f * A_ + a);
+    push_actions(f);
   }
   round_frames_ = frame_count;
   prompt_len_ = round_len();
@@ -108,7 +120,7 @@ bool Sequence::on_token(int32_t token) {
     return true;
   }
   push_slot(token, -1);
-  for (int a = 0; a < A_; a++) push_slot(kActionSlot, frame * A_ + a);
+  push_actions(frame);
   return false;
 }
 

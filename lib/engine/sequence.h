@@ -9,6 +9,9 @@
 //   - a frame's P-th token: if more frames follow and the round holds T frames, a new round
 //     starts from the last `overlap` frames; otherwise the token and the frame's A action rows
 //     become one (A+1)-slot chunk whose last logits give the next frame's first token.
+// Action-token models (ActionProjection::Tokens) are the same loop with the frame's A action
+// ids as ordinary token slots in place of the action rows: from the prompt for context frames,
+// from job.action_ids for generated ones, and carried with their frames into a new round.
 // Plain Llama (no frame layout) is the same machine with frames of unbounded size.
 #pragma once
 
@@ -68,6 +71,7 @@ class Sequence {
   void start_round(int first_frame, int frame_count);  // frames [first, first + count) as prompt
   const int32_t* frame_tokens(int frame) const;        // global frame index → [P] ids
   void push_slot(int32_t token, int action_row);
+  void push_actions(int frame);  // the A action slots after global frame `frame`
 
   std::shared_ptr<const Job> job_;
   uint32_t sample_;

@@ -101,12 +101,31 @@ void append_actions(std::vector<char>& out, const Job& job, const ModelSpec& s, 
   append(out, v.data(), v.size());
 }
 
+// Action-token models: the A action ids after each of `frames` frames, from the prompt for
+// context frames, else from the job's action_token_ids; -1 where the job gave none (the last
+// frame's optional row).
+void append_action_ids(std::vector<char>& out, const Job& job, const ModelSpec& s, bool context,
+                       int64_t frames) {
+  const int64_t A = s.action_tokens, P = s.image_tokens, S = s.frame_slots();
+  std::vector<int32_t> v(size_t(frames * A), -1);
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t a = 0; a < A; ++a) {
+      if (context)
+        v[size_t(f * A + a)] = job.prompt[size_t(f * S + P + a)];
+      else if (f < job.action_id_rows)
+        v[size_t(f * A + a)] = job.action_ids[size_t(f * A + a)];
+    }
+  append(out, v.data(), v.size());
+}
+
 uint64_t sample_bytes(const JobResult& r, const ModelSpec& s, const DatasetOptions& o) {
   const Job& job = *r.job;
   uint64_t b = 16;  // two offsets
   if (!r.has_frames) return b + 4 * (r.tokens.size() + (o.context ? job.prompt.size() : 0));
   const uint64_t frame = 4ull * uint64_t(s.image_tokens);
-  const uint64_t acts = o.actions ? 4ull * uint64_t(s.action_tokens * s.action_dim) : 0;
+  const bool ids = s.action_projection == ActionProjection::Tokens;
+  const uint64_t acts =
+      o.actions ? 4ull * uint64_t(s.action_tokens) * uint64_t(ids ? 1 : s.action_dim) : 0;
   b += r.frames.size() * (frame + acts);
   if (o.context) b += uint64_t(job.context_frames) * (frame + acts);
   return b;
@@ -176,12 +195,17 @@ std::vector<JobResult> DatasetWriter::commit() {
   const std::string name = data_file_name(opt_, seq_);
   const std::string path = opt_.dir + "/" + name;
   const bool frames = s.has_frames();
+  const bool ids = s.action_projection == ActionProjection::Tokens;  // actions as vocab ids
 
   // Tensors, int64 offsets first so every tensor stays 8-byte aligned in the data section.
   TensorOut offsets{"sample_offsets", "I64", {int64_t(pending_.size() + 1)}, {}};
   TensorOut ctx_offsets{"context_offsets", "I64", {int64_t(pending_.size() + 1)}, {}};
   TensorOut tokens{"tokens", "I32", {}, {}}, context{"context", "I32", {}, {}};
   TensorOut actions{"actions", "F32", {}, {}}, ctx_actions{"context_actions", "F32", {}, {}};
+  if (ids) {
+    actions = {"action_ids", "I32", {}, {}};
+    ctx_actions = {"context_action_ids", "I32", {}, {}};
+  }
   int64_t rows = 0, crows = 0;
   ordered_json manifest = ordered_json::array();
   append(offsets.bytes, &rows, 1);
@@ -198,7 +222,9 @@ std::vector<JobResult> DatasetWriter::commit() {
         append(tokens.bytes, f.data(), f.size());
       }
       rows += int64_t(r.frames.size());
-      if (opt_.actions) {
+      if (opt_.actions && ids) {
+        append_action_ids(actions.bytes, job, s, false, int64_t(r.frames.size()));
+      } else if (opt_.actions) {
         append_actions(actions.bytes, job, s, int64_t(job.context_frames) * s.action_tokens,
                        int64_t(r.frames.size()));
       }
@@ -206,7 +232,10 @@ std::vector<JobResult> DatasetWriter::commit() {
         for (int c = 0; c < job.context_frames; ++c)
           append(context.bytes, &job.prompt[size_t(c) * size_t(s.frame_slots())],
                  size_t(s.image_tokens));
-        if (opt_.actions) append_actions(ctx_actions.bytes, job, s, 0, job.context_frames);
+        if (opt_.actions && ids)
+          append_action_ids(ctx_actions.bytes, job, s, true, job.context_frames);
+        else if (opt_.actions)
+          append_actions(ctx_actions.bytes, job, s, 0, job.context_frames);
         crows += job.context_frames;
       }
     } else {
@@ -232,6 +261,10 @@ std::vector<JobResult> DatasetWriter::commit() {
     actions.shape = {rows, s.action_tokens, s.action_dim};
     context.shape = {crows, s.image_tokens};
     ctx_actions.shape = {crows, s.action_tokens, s.action_dim};
+    if (ids) {
+      actions.shape = {rows, s.action_tokens};
+      ctx_actions.shape = {crows, s.action_tokens};
+    }
     if (opt_.actions) order.push_back(&actions);
     if (opt_.context) order.push_back(&context);
     if (opt_.context && opt_.actions) order.push_back(&ctx_actions);

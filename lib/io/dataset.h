@@ -11,6 +11,9 @@
 //     context          I32 [crows, P]         the prompt's context frames (plain: prompt ids)
 //     context_offsets  I64 [samples + 1]
 //     context_actions  F32 [crows, A, adim]
+//     action_ids / context_action_ids  I32 [rows, A] / [crows, A]   in place of actions /
+//                                      context_actions for models whose actions are vocab
+//                                      ids (-1 where the job gave none: last frame)
 //     __metadata__     format "loom-dataset", schema, shard, model, and "manifest": the
 //                      manifest lines of its samples as a JSON array (a file describes itself);
 //                      "provenance": the run's provenance block as JSON text (io/provenance.h)

@@ -23,28 +23,10 @@
 #include "core/error.h"
 #include "io/job_ids.h"
 #include "io/job_lines.h"
+#include "io/job_parse.h"
 
 namespace loom {
-namespace {
-
-using simdjson::dom::array;
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-using simdjson::dom::object;
-
-constexpr size_t kShowChars = 40;  // how much of a bad value an error message quotes
-constexpr float kFloatMax = std::numeric_limits<float>::max();
-
-// Thrown inside parse_job_line for a defect of the line; caught there and turned into a
-// JobError (never escapes this file).
-struct BadLine {
-  std::string message;  // without the "line N: " prefix
-};
-
-template <class... Args>
-[[noreturn]] void bad(Args&&... args) {
-  throw BadLine{cat(std::forward<Args>(args)...)};
-}
+namespace job_parse {
 
 // `s` as a JSON string literal, cut to kShowChars bytes at a UTF-8 boundary.
 std::string quoted(std::string_view s) {
@@ -117,20 +99,6 @@ bool is_number(element e) {
   return is_integer(e) || e.type() == element_type::DOUBLE;
 }
 
-// An integer in [lo, hi]; `what` names the field for the message.
-int64_t get_int(element e, const std::string& what, int64_t lo, int64_t hi) {
-  bool in_range = false;
-  int64_t v = 0;
-  if (e.type() == element_type::INT64) {
-    v = int64_t(e);
-    in_range = v >= lo && v <= hi;
-  } else if (e.type() == element_type::UINT64) {
-    in_range = false;  // above INT64_MAX, beyond every bound used here
-  }
-  if (!in_range) bad(what, ": expected an integer in [", lo, ", ", hi, "], found ", describe(e));
-  return v;
-}
-
 double get_double(element e) {
   switch (e.type()) {
     case element_type::INT64:
@@ -144,6 +112,26 @@ double get_double(element e) {
 
 std::string field(const char* name) {
   return cat("field \"", name, "\"");
+}
+
+}  // namespace job_parse
+
+namespace {
+
+using namespace job_parse;
+
+// An integer in [lo, hi]; `what` names the field for the message.
+int64_t get_int(element e, const std::string& what, int64_t lo, int64_t hi) {
+  bool in_range = false;
+  int64_t v = 0;
+  if (e.type() == element_type::INT64) {
+    v = int64_t(e);
+    in_range = v >= lo && v <= hi;
+  } else if (e.type() == element_type::UINT64) {
+    in_range = false;  // above INT64_MAX, beyond every bound used here
+  }
+  if (!in_range) bad(what, ": expected an integer in [", lo, ", ", hi, "], found ", describe(e));
+  return v;
 }
 
 // ---- Locating what made the DOM parser give up -------------------------------------------
@@ -260,6 +248,10 @@ std::string parse_failure(std::string_view text, simdjson::error_code code) {
 
 constexpr const char* kFrameFields[] = {"id",      "prompt_token_ids", "actions",    "num_frames",
                                         "overlap", "sampling",         "num_samples"};
+// Frame models whose actions are vocabulary ids (ActionProjection::Tokens).
+constexpr const char* kTokenFrameFields[] = {"id",         "prompt_token_ids", "action_token_ids",
+                                             "num_frames", "overlap",          "sampling",
+                                             "num_samples"};
 constexpr const char* kPlainFields[] = {"id",         "prompt_token_ids", "max_tokens",
                                         "ignore_eos", "sampling",         "num_samples"};
 constexpr const char* kSamplingFields[] = {"temperature", "top_k", "top_p", "seed"};
@@ -280,14 +272,29 @@ std::string one_of(const char* const (&names)[N]) {
 
 // The fields of a job line by name; a JSON null counts as absent (an optional field left out).
 struct Fields {
-  element id, prompt, actions, num_frames, overlap, max_tokens, ignore_eos, sampling, num_samples;
-  bool has_id = false, has_prompt = false, has_actions = false, has_num_frames = false,
-       has_overlap = false, has_max_tokens = false, has_ignore_eos = false, has_sampling = false,
-       has_num_samples = false;
+  element id, prompt, actions, action_ids, num_frames, overlap, max_tokens, ignore_eos, sampling,
+      num_samples;
+  bool has_id = false, has_prompt = false, has_actions = false, has_action_ids = false,
+       has_num_frames = false, has_overlap = false, has_max_tokens = false, has_ignore_eos = false,
+       has_sampling = false, has_num_samples = false;
 };
 
+bool action_tokens(const ModelSpec& spec) {
+  return spec.action_projection == ActionProjection::Tokens;
+}
+
+// What bounds a round, for messages: a learned temporal table ("<the> temporal table has T
+// rows"), or (rotary or absolute positions) the frames per round that fit
+// max_position_embeddings.
+std::string round_size(const ModelSpec& spec, const char* the) {
+  const int T = spec.temporal_rows;
+  if (spec.positions == PositionKind::SpatioTemporal)
+    return cat(the, "temporal table has ", T, T == 1 ? " row" : " rows");
+  return cat("a round holds ", T, T == 1 ? " frame" : " frames");
+}
+
 void collect_fields(object obj, const ModelSpec& spec, Fields& f) {
-  bool frames = spec.has_frames();
+  bool frames = spec.has_frames(), tokens = action_tokens(spec);
   struct Slot {
     const char* name;
     element* value;
@@ -295,6 +302,7 @@ void collect_fields(object obj, const ModelSpec& spec, Fields& f) {
   } slots[] = {{"id", &f.id, &f.has_id},
                {"prompt_token_ids", &f.prompt, &f.has_prompt},
                {"actions", &f.actions, &f.has_actions},
+               {"action_token_ids", &f.action_ids, &f.has_action_ids},
                {"num_frames", &f.num_frames, &f.has_num_frames},
                {"overlap", &f.overlap, &f.has_overlap},
                {"max_tokens", &f.max_tokens, &f.has_max_tokens},
@@ -308,10 +316,19 @@ void collect_fields(object obj, const ModelSpec& spec, Fields& f) {
       if (s == key)
         bad("field ", quoted(key), ": expected each field once, found it a second time");
     seen.push_back(key);
-    bool is_frame = known(kFrameFields, key), is_plain = known(kPlainFields, key);
+    // Models without action tokens read "action_token_ids" as unknown, as they always did.
+    bool is_frame = tokens ? known(kTokenFrameFields, key) : known(kFrameFields, key);
+    bool is_plain = known(kPlainFields, key);
+    if (tokens && key == "actions") {
+      bad("field \"actions\" holds action rows of numbers: expected \"action_token_ids\" for",
+          " this model, whose actions are vocabulary ids, found \"actions\"");
+    }
     if (!is_frame && !is_plain) {
       bad("unknown field ", quoted(key), ": expected ",
-          frames ? one_of(kFrameFields) : one_of(kPlainFields), ", found ", quoted(key));
+          tokens   ? one_of(kTokenFrameFields)
+          : frames ? one_of(kFrameFields)
+                   : one_of(kPlainFields),
+          ", found ", quoted(key));
     }
     if (frames && !is_frame) {
       bad("field ", quoted(key), " is for plain (non-frame) models: expected \"num_frames\"",
@@ -383,22 +400,23 @@ void parse_frame_prompt(const Fields& f, const ModelSpec& spec, const JobDefault
   size_t n_ctx = ids.size() / size_t(S);
   if (T > 0 && n_ctx > size_t(T)) {
     bad(field("prompt_token_ids"), ": expected at most ", T, " context frames (", size_t(T) * S,
-        " ids; the model's temporal table has ", T, " rows), found ", n_ctx, " frames (",
-        ids.size(), " ids)");
+        " ids; ", round_size(spec, "the model's "), "), found ", n_ctx, " frames (", ids.size(),
+        " ids)");
   }
   job.prompt.resize(ids.size());
+  // Image ids lie in the image-id range the table sets (logit_begin/logit_end), else the vocab.
+  const int lo = spec.sample_begin(), hi = spec.sample_end();
   for (size_t i = 0; i < ids.size(); ++i) {
     int64_t v = ids[i];
     size_t frame = i / size_t(S), slot = i % size_t(S);
     if (int(slot) < P) {
-      if (v < 0 || v >= spec.vocab) {
+      if (v < lo || v >= hi) {
         bad(field("prompt_token_ids"), " index ", i, " (frame ", frame, ", image slot ", slot,
-            "): expected an image token id in [0, ", spec.vocab, "), found ", v,
+            "): expected an image token id in [", lo, ", ", hi, "), found ", v,
             v == d.placeholder_id ? " (the action placeholder)" : "");
       }
-    } else if (v != d.placeholder_id) {
-      bad(field("prompt_token_ids"), " index ", i, " (frame ", frame, ", action slot ",
-          slot - size_t(P), "): expected the placeholder ", d.placeholder_id, ", found ", v);
+    } else {
+      check_prompt_action_slot(v, i, frame, slot - size_t(P), spec, d);
     }
     job.prompt[i] = int32_t(v);
   }
@@ -423,64 +441,6 @@ void parse_plain_prompt(const Fields& f, const ModelSpec& spec, const JobDefault
     }
     job.prompt[i] = int32_t(v);
   }
-}
-
-void parse_actions(const Fields& f, const ModelSpec& spec, Job& job) {
-  const int A = spec.action_tokens, dim = spec.action_dim;
-  const int64_t all = int64_t(A) * (job.context_frames + job.num_frames);
-  const int64_t no_last = all - A;
-  auto expected_rows = [&] {
-    return cat(all, " or ", no_last, " rows of ", dim, " numbers (", A, " action slots x (",
-               job.context_frames, " context + ", job.num_frames,
-               " generated frames); the last frame's actions are optional)");
-  };
-  if (!f.has_actions) {
-    if (all == 0) return;
-    bad("missing field \"actions\": expected ", expected_rows(), ", found no such field");
-  }
-  if (f.actions.type() != element_type::ARRAY) {
-    bad(field("actions"), ": expected ", expected_rows(), ", found ", describe(f.actions));
-  }
-  array rows = f.actions;
-  int64_t n_rows = 0;
-  for (element row : rows) {
-    (void)row;
-    ++n_rows;
-  }
-  if (n_rows != all && n_rows != no_last) {
-    bad(field("actions"), ": expected ", expected_rows(), ", found ", n_rows, " rows");
-  }
-  job.actions.clear();
-  job.actions.reserve(size_t(n_rows) * size_t(dim));
-  int64_t r = 0;
-  for (element row : rows) {
-    if (row.type() != element_type::ARRAY) {
-      bad(field("actions"), " row ", r, ": expected a list of ", dim, " numbers, found ",
-          describe(row));
-    }
-    int c = 0;
-    for (element x : array(row)) {
-      if (c == dim) break;
-      if (!is_number(x)) {
-        bad(field("actions"), " row ", r, " column ", c,
-            ": expected a finite number (JSON has no NaN or Infinity), found ", describe(x));
-      }
-      double v = get_double(x);
-      if (!(std::fabs(v) <= double(kFloatMax))) {
-        bad(field("actions"), " row ", r, " column ", c,
-            ": expected a finite number within float range (|x| <= 3.4e38), found ",
-            format_double(v));
-      }
-      job.actions.push_back(float(v));
-      ++c;
-    }
-    size_t n = array(row).size();
-    if (n != size_t(dim)) {
-      bad(field("actions"), " row ", r, ": expected ", dim, " numbers, found ", n);
-    }
-    ++r;
-  }
-  job.action_rows = int(n_rows);
 }
 
 double sampling_number(element e, const char* name) {
@@ -564,12 +524,15 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
           "], found no such field");
     }
     job.num_frames = int(get_int(f.num_frames, field("num_frames"), 1, kMaxJobFrames));
-    parse_actions(f, spec, job);
+    if (action_tokens(spec))
+      parse_action_token_ids(f.has_action_ids, f.action_ids, spec, job);
+    else
+      parse_actions(f.has_actions, f.actions, spec, job);
     int max_overlap = T - 1;
     if (f.has_overlap) {
       if (max_overlap < 1) {
-        bad(field("overlap"), ": expected no overlap (the temporal table has ", T,
-            " row, so rounds cannot carry frames), found ", describe(f.overlap));
+        bad(field("overlap"), ": expected no overlap (", round_size(spec, "the "),
+            ", so rounds cannot carry frames), found ", describe(f.overlap));
       }
       job.overlap = int(get_int(f.overlap, field("overlap"), 1, max_overlap));
     } else {
@@ -788,6 +751,23 @@ Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uin
   j.line = line;
   j.context_frames = ctx;
   j.num_frames = frames;
+  if (action_tokens(spec)) {
+    // Image ids from the image range, action ids from the rest of the vocab (or all of it).
+    const int lo = spec.sample_begin(), hi = spec.sample_end();
+    const int skip = spec.logit_end > 0 && hi - lo < spec.vocab ? hi - lo : 0;
+    std::uniform_int_distribution<int> image(lo, hi - 1), other(0, spec.vocab - 1 - skip);
+    auto action_id = [&] {
+      const int v = other(rng);
+      return v < lo ? v : v + skip;
+    };
+    for (int f = 0; f < ctx; f++) {
+      for (int t = 0; t < spec.image_tokens; t++) j.prompt.push_back(image(rng));
+      for (int a = 0; a < spec.action_tokens; a++) j.prompt.push_back(action_id());
+    }
+    j.action_id_rows = frames;
+    for (int r = 0; r < frames * spec.action_tokens; r++) j.action_ids.push_back(action_id());
+    return j;
+  }
   for (int f = 0; f < ctx; f++) {
     for (int t = 0; t < spec.image_tokens; t++) j.prompt.push_back(tok(rng));
     for (int a = 0; a < spec.action_tokens; a++) j.prompt.push_back(JobDefaults{}.placeholder_id);

@@ -12,6 +12,10 @@
 //                    "actions": [[lat, fwd, t], ...], "num_frames": 8,
 //                    "sampling": {"temperature": 0.9, "top_k": 0, "top_p": 1.0, "seed": 0},
 //                    "num_samples": 1}
+// Action-token job (frames carry their actions as vocabulary ids, ActionProjection::Tokens):
+//                   {"id": "c", "prompt_token_ids": [...P image ids, A action ids, ...],
+//                    "action_token_ids": [[a1, .., aA], ...], "num_frames": 8, ...}
+//                   one row of A ids after each generated frame (the last row optional).
 // Plain-Llama job:  {"id": "b", "prompt_token_ids": [...], "max_tokens": 32, "sampling": {...}}
 #pragma once
 
@@ -32,10 +36,12 @@ struct Job {
   std::string id;             // "id" as given (a JSON integer is kept as its text); else "line-N"
   bool id_is_number = false;  // the job's "id" was a JSON integer: records write it back as one
   int64_t line = 0;           // 1-based line in the jobs file
-  std::vector<int32_t>
-      prompt;                  // [n_ctx * S] (frames) or [n] (plain); action slots hold placeholder
-  std::vector<float> actions;  // [action_rows, action_dim], row-major
+  std::vector<int32_t> prompt;  // [n_ctx * S] (frames) or [n] (plain); action slots hold the
+                                // placeholder, or the action ids for action-token models
+  std::vector<float> actions;   // [action_rows, action_dim], row-major
   int action_rows = 0;
+  std::vector<int32_t> action_ids;  // [action_id_rows, A] action-token models: row g follows
+  int action_id_rows = 0;           // generated frame g (num_frames or num_frames - 1 rows)
   int context_frames = 0;   // n_ctx (frame models)
   int num_frames = 0;       // frames to generate (frame models)
   int max_tokens = 0;       // tokens to generate (plain models)
@@ -95,6 +101,8 @@ bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec
 // A synthetic frame job (benchmarks, tests): `ctx` context frames of random image ids (each
 // followed by its action placeholders) and random action rows in [-1, 1) for ctx + frames
 // frames, all drawn from `prompt_seed`: jobs with the same seed share their context frames.
+// Action-token models: random action ids in place of the placeholders and one row of ids per
+// generated frame.
 // Default sampling; the caller sets it. Needs a frame model.
 Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
                         int ctx, int frames);

@@ -482,12 +482,20 @@ LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
     m.warnings.push_back(cat(config_path, ": architecture \"", arch, "\" is not listed in ",
                              m.table_path, "; using that table as asked"));
 
-  m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings, &ck);
-  m.spec.architecture = arch;
-  m.spec.table = base_name(m.table_path);
+  // From here every error is about this checkpoint read through this table; messages that
+  // name only config.json or a tensor (a field, a spec check, a missing tensor) get the table.
+  try {
+    m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings, &ck);
+    m.spec.architecture = arch;
+    m.spec.table = base_name(m.table_path);
 
-  for (const SafetensorsFile& f : ck.files()) f.prefetch();
-  Binder(table, ck, m).run();
+    for (const SafetensorsFile& f : ck.files()) f.prefetch();
+    Binder(table, ck, m).run();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.find(base_name(m.table_path)) != std::string::npos) throw;
+    fail(msg, " (mapping table ", m.table_path, ")");
+  }
 
   size_t embed_bytes = 0;
   for (const Binding& b : m.bindings) {

@@ -536,9 +536,18 @@ MappingTable parse_mapping_table(const std::string& path) {
       if (!q->is_boolean()) fail(where, ": required must be true or false");
       r.required = q->get<bool>();
     }
-    if (auto q = e.find("tied_to"); q != e.end()) r.tied_to = q->get<std::string>();
-    if (auto q = e.find("tied_when"); q != e.end()) r.tied_when = q->get<std::string>();
-    if (auto q = e.find("tie_if_absent"); q != e.end()) r.tie_if_absent = q->get<bool>();
+    if (auto q = e.find("tied_to"); q != e.end()) {
+      if (!q->is_string()) fail(where, ": tied_to must be a role name, found ", q->dump());
+      r.tied_to = q->get<std::string>();
+    }
+    if (auto q = e.find("tied_when"); q != e.end()) {
+      if (!q->is_string()) fail(where, ": tied_when must be a spec field name, found ", q->dump());
+      r.tied_when = q->get<std::string>();
+    }
+    if (auto q = e.find("tie_if_absent"); q != e.end()) {
+      if (!q->is_boolean()) fail(where, ": tie_if_absent must be true or false, found ", q->dump());
+      r.tie_if_absent = q->get<bool>();
+    }
     if ((!r.tied_when.empty() || r.tie_if_absent) && r.tied_to.empty())
       fail(where, ": tied_when / tie_if_absent need \"tied_to\"");
     FieldKind kind;
