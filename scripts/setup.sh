@@ -11,7 +11,7 @@ want_python=0
 [ "${1:-}" = "--python" ] && want_python=1
 
 pkgs=(g++ cmake make libcli11-dev nlohmann-json3-dev libsimdjson-dev doctest-dev)
-[ $want_python = 1 ] && pkgs+=(python3 python3-venv python3-pip python3-numpy python3-torch)
+[ $want_python = 1 ] && pkgs+=(python3 python3-venv python3-pip python3-numpy python3-torch python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-MIN_VERSION = (0, 1)  # the oldest `loom --version` this package works with
+MIN_VERSION = (0, 2, 0)  # the oldest `loom --version` this package works with (datasets are 0.2.0)
 
 _versions = {}  # (path, mtime) -> version tuple
 
