@@ -32,7 +32,7 @@ fail() {
 }
 # expect_error WHAT NEEDLE... -- CMD...: CMD fails and its stderr holds every NEEDLE.
 expect_error() {
-  local what=$1 needles=() err
+  local what=$1 needles=() err needle
   shift
   while [ "$1" != -- ]; do
     needles+=("$1")
@@ -40,8 +40,8 @@ expect_error() {
   done
   shift
   if err=$("$@" 2>&1 >/dev/null); then fail "$what: succeeded"; fi
-  for n in "${needles[@]}"; do
-    [[ $err == *"$n"* ]] || fail "$what: stderr lacks '$n': $err"
+  for needle in "${needles[@]}"; do
+    [[ $err == *"$needle"* ]] || fail "$what: stderr lacks '$needle': $err"
   done
   echo "ok: $what: $err"
 }
