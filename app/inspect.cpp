@@ -31,6 +31,19 @@ const char* kSamplingRule =
 Rules frame_rules(const ModelSpec& s, const JobDefaults& d) {
   const int P = s.image_tokens, A = s.action_tokens, S = s.frame_slots(), T = s.temporal_rows;
   Rules r;
+  if (s.action_projection == ActionProjection::Tokens) {
+    // Actions are vocabulary ids in the frame (README "Jobs": action-token models).
+    r.push_back({"prompt_token_ids",
+                 cat("n_ctx whole context frames, ", S, "·n_ctx ids: per frame ", P,
+                     " image ids then ", A, " action ids, each in [0, ", s.vocab, ")")});
+    r.push_back({"action_token_ids", cat("one row of ", A,
+                                         " action ids after each generated frame (num_frames "
+                                         "rows; the last may be left out)")});
+    r.push_back({"num_frames", cat("frames to generate, 1 to ", kMaxJobFrames)});
+    r.push_back({"optional", cat("id (string or integer), ", kSamplingRule,
+                                 "; num_samples; overlap (frames a new round carries over)")});
+    return r;
+  }
   r.push_back({"prompt_token_ids",
                cat("n_ctx whole context frames (1 <= n_ctx", T > 0 ? cat(" <= ", T) : "", "), ", S,
                    "·n_ctx ids: per frame ", P, " image ids in [0, ", s.vocab, ")",
@@ -74,10 +87,18 @@ ordered_json example_job(const ModelSpec& s, const JobDefaults& d) {
   if (s.has_frames()) {
     constexpr int kFrames = 2;
     std::vector<int64_t> prompt;
-    for (int i = 0; i < s.image_tokens; i++) prompt.push_back(i % s.vocab);
-    for (int i = 0; i < s.action_tokens; i++) prompt.push_back(d.placeholder_id);
+    const bool token_actions = s.action_projection == ActionProjection::Tokens;
+    // Image ids from the start of the sampled range; action ids (token models) from its end.
+    const int image0 = s.sample_begin(), action0 = s.sample_end() < s.vocab ? s.sample_end() : 0;
+    for (int i = 0; i < s.image_tokens; i++)
+      prompt.push_back(image0 + i % (s.sample_end() - image0));
+    for (int i = 0; i < s.action_tokens; i++)
+      prompt.push_back(token_actions ? action0 + i % (s.vocab - action0) : d.placeholder_id);
     j["prompt_token_ids"] = prompt;
-    if (s.action_tokens > 0)
+    if (token_actions) {
+      j["action_token_ids"] = std::vector<std::vector<int64_t>>(
+          kFrames, std::vector<int64_t>(prompt.end() - s.action_tokens, prompt.end()));
+    } else if (s.action_tokens > 0)
       j["actions"] = std::vector<std::vector<double>>(
           size_t(s.action_tokens) * (1 + kFrames), std::vector<double>(size_t(s.action_dim), 0.0));
     j["num_frames"] = kFrames;

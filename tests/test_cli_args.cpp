@@ -245,7 +245,8 @@ TEST_CASE("vLLM-style aliases are the options they name") {
 }
 
 TEST_CASE("inspect --model: the job template's example line is a job that runs") {
-  for (const std::string model : {"tiny_v1", "tiny_v2", "tiny_llama"}) {
+  for (const std::string model :
+       {"tiny_v1", "tiny_v2", "tiny_llama", "tiny_opt", "tiny_gpt2", "tiny_action_tokens"}) {
     CAPTURE(model);
     const Out text = run_loom("inspect --model " + kData + "/" + model);
     REQUIRE(text.code == 0);
@@ -267,7 +268,8 @@ TEST_CASE("inspect --model: the job template's example line is a job that runs")
     REQUIRE(as_json.code == 0);
     const json j = json::parse(as_json.out);
     CHECK(j["job_template"]["example"] == json::parse(example));
-    CHECK(j["spec"]["vocab"] == 1000);
+    CHECK(j["spec"]["vocab"] ==
+          json::parse(cli::slurp(kData + "/" + model + "/config.json"))["vocab_size"]);
     CHECK(j["roles"][0]["role"] == "embed");
     CHECK(j["job_template"]["rules"].contains("prompt_token_ids"));
   }
