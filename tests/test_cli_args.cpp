@@ -288,7 +288,7 @@ TEST_CASE("deprecated forms work for one release, with a warning") {
   CHECK(old_inspect.err == "loom: warning: `loom inspect DIR` is deprecated; use --model DIR\n");
   CHECK(old_inspect.out == run_loom("inspect --model " + kModel).out);
 
-  const Out old_bench = run_loom("bench -m " + kModel + " --frames 1 --jobs 2");
+  const Out old_bench = run_loom("bench --backend cpu -m " + kModel + " --frames 1 --jobs 2");
   CHECK(old_bench.code == 0);
   CHECK(old_bench.err ==
         "loom: warning: bench --jobs N is deprecated (run --jobs is a file); use --num-jobs N\n");
