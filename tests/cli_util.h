@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "io/job_ids.h"
 #include "io/safetensors.h"
 
 namespace cli {
@@ -114,9 +115,7 @@ inline std::vector<json> read_lines(const std::string& path) {
   return out;
 }
 
-inline std::string id_text(const json& id) {
-  return id.is_string() ? id.get<std::string>() : id.dump();
-}
+using loom::id_text;  // an id as compared: "8" and 8 alike (io/job_ids.h)
 
 // (id, sample) → generated tokens of every ok record ("frames" or "tokens"); CHECKs that no
 // (id, sample) appears twice.

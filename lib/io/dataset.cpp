@@ -42,20 +42,11 @@ std::string data_file_name(const DatasetOptions& o, int64_t seq) {
   return cat("data-", num, shard_tag(o), ".safetensors");
 }
 
-// The job id as JSON: its text, or the integer it was written as.
-ordered_json id_json(const JobResult& r) {
-  if (r.id_is_number) {
-    if (!r.id.empty() && r.id[0] == '-') return ordered_json(std::stoll(r.id));
-    return ordered_json(std::stoull(r.id));
-  }
-  return ordered_json(r.id);
-}
-
 // One sample's manifest line (without the file and rows, which commit() adds).
 ordered_json manifest_entry(const JobResult& r, const DatasetModel& m) {
   const Job& job = *r.job;
   ordered_json e;
-  e["id"] = id_json(r);
+  e["id"] = id_value(r);
   e["sample"] = r.sample;
   e["line"] = r.line;
   e["file"] = "";

@@ -52,10 +52,6 @@ uint64_t key_hash(const std::string& id, uint64_t sample) {
   return job_id_hash(id) ^ ((sample + 1) * 0x9e3779b97f4a7c15ull);
 }
 
-std::string id_text(const json& id) {
-  return id.is_string() ? id.get<std::string>() : id.dump();
-}
-
 // The line at byte `offset` of `path`.
 std::string line_at(const std::string& path, uint64_t offset) {
   std::ifstream in(path, std::ios::binary);

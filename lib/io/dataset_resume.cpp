@@ -38,11 +38,6 @@ struct Rows {
   }
 };
 
-// A manifest entry's id as compared (job_ids.h): a string as is, an integer in decimal.
-std::string id_text(const json& id) {
-  return id.is_string() ? id.get<std::string>() : id.dump();
-}
-
 bool read_at(int fd, void* buf, size_t n, uint64_t off) {
   return ::pread(fd, buf, n, off_t(off)) == ssize_t(n);
 }

@@ -87,4 +87,8 @@ int64_t JobIdIndex::add(std::string_view id, int64_t line, uint64_t offset) {
   return 0;
 }
 
+std::string id_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
 }  // namespace loom

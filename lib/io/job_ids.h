@@ -13,6 +13,8 @@
 
 #include <simdjson.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -29,6 +31,8 @@ uint64_t job_id_hash(std::string_view id);  // 64 bits of the id's text
 // The text a JSON id value is compared by: a string as is, an integer in decimal. False (and
 // `text` untouched) for any other JSON value. `is_number` tells which of the two it was.
 bool id_text(simdjson::dom::element value, std::string& text, bool& is_number);
+// The same for an id already parsed with nlohmann::json (manifests, dataset files).
+std::string id_text(const nlohmann::json& value);
 
 class JobIdIndex {
  public:

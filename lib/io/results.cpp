@@ -19,10 +19,6 @@
 
 namespace loom {
 
-namespace {
-
-// The id with the JSON type the job gave it: a string, or an integer (int64, or uint64 above
-// INT64_MAX) kept as its text since jobs.cpp read it.
 nlohmann::ordered_json id_value(const JobResult& r) {
   if (!r.id_is_number) return r.id;
   const char* s = r.id.c_str();
@@ -35,8 +31,6 @@ nlohmann::ordered_json id_value(const JobResult& r) {
              r.id, "\" (line ", r.line, ") is marked a number but is not an integer");
   return negative ? nlohmann::ordered_json(i) : nlohmann::ordered_json(u);
 }
-
-}  // namespace
 
 std::string result_to_json(const JobResult& r) {
   nlohmann::ordered_json j;

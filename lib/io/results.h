@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct JobResult {
 };
 
 std::string result_to_json(const JobResult& r);  // one line, no trailing newline
+
+// The id with the JSON type the job gave it: a string, or an integer (int64, or uint64 above
+// INT64_MAX) kept as its text since jobs.cpp read it. Throws if marked a number but not one.
+nlohmann::ordered_json id_value(const JobResult& r);
 
 class ResultWriter {
  public:
