@@ -75,9 +75,11 @@ double run_flops(const RunStats& st, const ModelSpec& sp) {
 }
 
 // Bytes the run must move: the streamed weights once per step, each sequence's KV once per step.
-double run_bytes(const RunStats& st, const ModelSpec& sp, size_t step_bytes, double kv_elem) {
-  return double(step_bytes) * double(st.scheduler.steps) +
-         double(st.scheduler.kv_reads) * sp.layers * 2.0 * sp.kv_dim() * kv_elem;
+double weight_bytes(const RunStats& st, size_t step_bytes) {
+  return double(step_bytes) * double(st.scheduler.steps);
+}
+double kv_bytes(const RunStats& st, const ModelSpec& sp, double kv_elem) {
+  return double(st.scheduler.kv_reads) * sp.layers * 2.0 * sp.kv_dim() * kv_elem;
 }
 
 }  // namespace
@@ -89,7 +91,8 @@ int bench_command(const BenchArgs& a) {
   const double copy_gbps = be.measure_copy_bandwidth_gbps();
   const double gemm_tflops = be.measure_gemm_tflops();
   const size_t step_bytes = om.model.step_bytes;
-  const double kv_elem = om.dtype_name == "f32" ? 4.0 : 2.0;
+  // Bytes of a KV element: fp8 1, else the compute dtype's.
+  const double kv_elem = om.kv_dtype == "fp8" ? 1.0 : om.kv_dtype == "f32" ? 4.0 : 2.0;
   const DeviceInfo dev = be.device_info();
   const double floor_s =
       copy_gbps > 0 ? double(spec.image_tokens) * double(step_bytes) / (copy_gbps * 1e9) : 0;
@@ -103,6 +106,8 @@ int bench_command(const BenchArgs& a) {
   out["architecture"] = spec.architecture;
   out["backend"] = om.backend_name;
   out["dtype"] = om.dtype_name;
+  out["kv_dtype"] = om.kv_dtype;
+  out["kv_scales"] = om.kv_scales_source;
   out["batch_invariant"] = om.batch_invariant;
   out["device"] = dev.name;
   out["load_s"] = om.load_s;
@@ -126,11 +131,11 @@ int bench_command(const BenchArgs& a) {
 
   // Warm-up: graphs, handles, caches.
   {
-    EngineOptions opt = engine_options(a.engine);
+    EngineOptions opt = engine_options(a.engine, spec);
     run_synthetic(be, spec, opt, 1, 0, a.context_frames, 1);
   }
   for (int batch : a.batch_sizes) {
-    EngineOptions opt = engine_options(a.engine);
+    EngineOptions opt = engine_options(a.engine, spec);
     opt.scheduler.max_seqs = std::max(opt.scheduler.max_seqs, batch);
     std::vector<double> sf, tps, gbps, ttft;
     Measured last;
@@ -174,24 +179,35 @@ int bench_command(const BenchArgs& a) {
   }
 
   if (a.num_jobs > 0) {
-    std::printf("\n%8s %8s %12s %10s %10s %10s %10s %9s %8s %8s\n", "jobs", "group", "tokens/s",
-                "frames/s", "mean seqs", "GB/s", "TFLOP/s", "KV peak", "shared", "preempt");
+    std::printf("\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %9s %8s %8s\n", "jobs", "group",
+                "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s", "TFLOP/s", "% roof",
+                "step ms", "KV peak", "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
     if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     for (int group : groups) {
-      EngineOptions opt = engine_options(a.engine);
+      EngineOptions opt = engine_options(a.engine, spec);
       Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
       const RunStats& st = m.st;
       const double t = st.step_s();  // device work: the rates of bytes and FLOPs
-      const double gb = run_bytes(st, spec, step_bytes, kv_elem) / t / 1e9;
+      const double wb = weight_bytes(st, step_bytes), kb = kv_bytes(st, spec, kv_elem);
+      const double gb = (wb + kb) / t / 1e9;
       const double tf = run_flops(st, spec) / t / 1e12;
+      // Roofline time of the run's work: its bytes at copy bandwidth or its FLOPs at the GEMM
+      // rate, whichever is longer (a bound over the whole run, not per phase).
+      const double roof_s = std::max(have_copy ? (wb + kb) / (copy_gbps * 1e9) : 0.0,
+                                     have_gemm ? run_flops(st, spec) / (gemm_tflops * 1e12) : 0.0);
+      const double step_ms =
+          1e3 * t /
+          double(std::max<int64_t>(1, st.prefill_steps + st.decode_steps + st.mixed_steps));
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
-      std::printf("%8d %8d %12.0f %10.2f %10.1f %10.0f %10.1f %8.1f%% %8lld %8lld\n", a.num_jobs,
-                  group, tokens_per_s(st), frames_per_s(st),
+      std::printf("%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8.1f%% %8lld %8lld\n",
+                  a.num_jobs, group, tokens_per_s(st), frames_per_s(st),
                   double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
-                  gb, tf, 100 * kv_util, (long long)st.scheduler.shared_blocks,
+                  wb / t / 1e9, kb / t / 1e9, tf,
+                  roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms,
+                  100 * kv_util, (long long)st.scheduler.shared_blocks,
                   (long long)st.scheduler.preemptions);
       out["throughput"].push_back(
           {{"jobs", a.num_jobs},
@@ -211,6 +227,11 @@ int bench_command(const BenchArgs& a) {
             double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps))},
            {"max_seqs", st.scheduler.max_batch},
            {"achieved_gbps", gb},
+           {"weight_gbps", wb / t / 1e9},
+           {"kv_gbps", kb / t / 1e9},
+           {"roofline_s", roof_s > 0 ? json(roof_s) : no_value},
+           {"pct_roofline", roof_s > 0 ? json(100 * roof_s / t) : no_value},
+           {"mean_step_ms", step_ms},
            {"achieved_tflops", tf},
            {"kv_blocks", st.kv_blocks},
            {"kv_peak_blocks", st.kv_peak_blocks},

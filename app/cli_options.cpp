@@ -137,6 +137,14 @@ void add_engine_options(CLI::App* cmd, EngineArgs& e) {
                 "linear layers, slower; cpu: always so)");
   cmd->add_option("--model-table", e.model_table, "mapping table JSON (default: by architecture)")
       ->type_name("FILE");
+  cmd->add_option("--kv-dtype", e.kv_dtype,
+                  "KV cache element: auto (the compute dtype), bf16, or fp8 (e4m3 with scales, "
+                  "half the bytes of bf16)")
+      ->transform(one_of({"auto", "bf16", "fp8"}, {{"fp8_e4m3", "fp8"}, {"bfloat16", "bf16"}}))
+      ->type_name("NAME");
+  cmd->add_option("--kv-scales", e.kv_scales,
+                  "fp8 KV scales JSON (from loom calibrate); without it every scale is 1.0")
+      ->type_name("FILE");
 }
 
 void add_run(CLI::App* cmd, RunArgs& r) {
@@ -244,6 +252,35 @@ void add_bench(CLI::App* cmd, BenchArgs& b, int& deprecated_jobs) {
       ->type_name("N")
       ->default_str("")
       ->group("Deprecated");
+}
+
+void add_calibrate(CLI::App* cmd, CalibrateArgs& c) {
+  cmd->add_option("--model,-m", c.model, "HF checkpoint directory")->required()->type_name("DIR");
+  cmd->add_option("--jobs,-i", c.jobs, "jobs JSONL whose rollouts set the scales")
+      ->required()
+      ->type_name("FILE");
+  cmd->add_option("--out,-o", c.out, "scales JSON to write (for run --kv-scales)")
+      ->required()
+      ->type_name("FILE");
+  cmd->add_option("--margin", c.margin, "scale = absmax x margin / 448")
+      ->check(number_in(1.0, true, 64.0, true))
+      ->type_name("F");
+  cmd->add_option("--held-out-every", c.held_out_every,
+                  "every Nth job is held out to count saturation instead of setting scales")
+      ->check(integer_in(2))
+      ->type_name("N");
+  cmd->add_option("--granularity", c.granularity,
+                  "head: a scale per (layer, kv head); layer: one per layer")
+      ->check(one_of({"head", "layer"}))
+      ->type_name("NAME");
+  cmd->add_option("--placeholder-id", c.placeholder_id, "token id of action slots in prompts")
+      ->check(integer_in(std::numeric_limits<int>::min()))
+      ->type_name("ID");
+  cmd->add_option("--overlap", c.overlap,
+                  "frames carried into a new round (a job's \"overlap\" overrides it)")
+      ->check(integer_in(1))
+      ->type_name("N");
+  add_engine_options(cmd, c.engine);
 }
 
 void add_merge(CLI::App* cmd, MergeArgs& m) {
@@ -375,6 +412,9 @@ CliCommands add_commands(CLI::App& app, CliArgs& a, bool with_env) {
   add_merge(c.merge, a.merge);
   c.bench = app.add_subcommand("bench", "time synthetic frame jobs");
   add_bench(c.bench, a.bench, a.bench_jobs);
+  c.calibrate = app.add_subcommand(
+      "calibrate", "FP8 KV scales from rollouts of real jobs (for run --kv-dtype fp8)");
+  add_calibrate(c.calibrate, a.calibrate);
   if (with_env) {
     for (CLI::Option* o : c.run->get_options())
       if (!o->get_lnames().empty() && o->get_lnames()[0] != "help")

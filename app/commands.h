@@ -31,6 +31,8 @@ struct EngineArgs {
   bool no_prefix_sharing = false;
   bool batch_invariant = false;  // README "Batch invariance"
   std::string model_table;
+  std::string kv_dtype = "auto";  // auto | bf16 | fp8 (README "FP8 KV cache")
+  std::string kv_scales;          // fp8: scales file from loom calibrate
 };
 
 struct RunArgs {
@@ -74,7 +76,19 @@ struct BenchArgs {
   bool profile = false;
 };
 
+// `loom calibrate`: FP8 KV scales from rollouts of real jobs (app/calibrate.cpp).
+struct CalibrateArgs {
+  std::string model, jobs, out;
+  EngineArgs engine;
+  int placeholder_id = -3;
+  int overlap = 3;
+  double margin = 1.25;              // s = absmax · margin / 448
+  int held_out_every = 4;            // every Nth job checks the scales instead of setting them
+  std::string granularity = "head";  // head | layer
+};
+
 int run_command(const RunArgs& args);
+int calibrate_command(const CalibrateArgs& args);
 int inspect_command(const InspectArgs& args);
 struct MergeArgs {
   std::vector<std::string> inputs, reports;  // results files, or --reports files

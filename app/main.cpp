@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     if (*cmd.inspect) return inspect_command(args.inspect);
     if (*cmd.merge) return merge_command(args.merge);
     if (*cmd.bench) return bench_command(args.bench);
+    if (*cmd.calibrate) return calibrate_command(args.calibrate);
   } catch (const Error& e) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     return kExitFatal;

@@ -8,7 +8,9 @@
 #include <fstream>
 
 #include "app/log.h"
+#include "app/setup.h"
 #include "core/error.h"
+#include "io/kv_scales.h"
 #include "io/sidecar.h"
 #include "model/fingerprint.h"
 
@@ -118,6 +120,17 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                 {"shard", cat(o.shard.index, "/", o.shard.count)},
                 {"tokens_out", a.tokens_out.empty() ? "" : absolute(a.tokens_out)},
                 {"tokens_in_results", !a.no_tokens_in_results}};
+  // An FP8 KV cache changes tokens: its scales are part of the identity (absent otherwise,
+  // so runs without one resume as before).
+  if (a.engine.kv_dtype == "fp8") {
+    CacheRequest kv;
+    kv_format(a.engine, mid.spec, kv);
+    const nlohmann::ordered_json sj = kv_scales_json(
+        kv.kv_scales.empty() ? KvScales::ones(mid.spec.layers, mid.spec.kv_heads) : kv.kv_scales,
+        nlohmann::ordered_json::object());
+    o.identity["kv_dtype"] = "fp8";
+    o.identity["kv_scales"] = {{"k", sj["k"]}, {"v", sj["v"]}};
+  }
 
   // 4. Only now create folders, then take the locks (a second writer fails here, at once).
   if (!to_stdout) create_parent_dirs("--out", o.out_path, false);

@@ -11,6 +11,7 @@
 #include "backend/module.h"
 #include "core/error.h"
 #include "engine/report.h"
+#include "io/kv_scales.h"
 #include "io/outputs.h"
 #include "model/fingerprint.h"
 
@@ -111,6 +112,16 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
     fail("--backend auto found a GPU but could not use it: ", e.what(),
          "; pass --backend cpu to run on the CPU");
   }
+  CacheRequest kv;
+  kv_format(args, om.model.spec, kv);  // bad --kv-scales fails before any step
+  om.kv_dtype = kv.kv_dtype == KvDType::Auto ? choice.dtype_name() : kv_dtype_name(kv.kv_dtype);
+  if (kv.kv_dtype == KvDType::FP8) {
+    om.kv_scales_source = kv.kv_scales.empty() ? "default 1.0" : args.kv_scales;
+    if (kv.kv_scales.empty() && !quiet)
+      log_warning(
+          "--kv-dtype fp8 without --kv-scales: every K and V scale is 1.0, so values beyond "
+          "448 saturate and small ones lose precision; make scales with loom calibrate");
+  }
   om.backend_name = om.backend->name();
   om.dtype_name = choice.dtype_name();
   om.batch_invariant = om.backend->batch_invariant();
@@ -118,8 +129,20 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
   return om;
 }
 
-EngineOptions engine_options(const EngineArgs& a) {
+void kv_format(const EngineArgs& a, const ModelSpec& spec, CacheRequest& c) {
+  c.kv_dtype = a.kv_dtype == "fp8"    ? KvDType::FP8
+               : a.kv_dtype == "bf16" ? KvDType::BF16
+                                      : KvDType::Auto;
+  c.kv_scales = KvScales{};
+  if (a.kv_scales.empty()) return;
+  LOOM_CHECK(c.kv_dtype == KvDType::FP8, "--kv-scales ", a.kv_scales,
+             ": scales apply to an fp8 KV cache; pass --kv-dtype fp8 too");
+  c.kv_scales = read_kv_scales(a.kv_scales, spec.layers, spec.kv_heads);
+}
+
+EngineOptions engine_options(const EngineArgs& a, const ModelSpec& spec) {
   EngineOptions o;
+  kv_format(a, spec, o.cache);
   o.scheduler.max_seqs = a.max_seqs;
   o.scheduler.max_batch_slots = a.max_batch_slots;
   o.scheduler.prefix_sharing = !a.no_prefix_sharing;
@@ -145,6 +168,8 @@ void add_engine_options(const EngineArgs& e, nlohmann::ordered_json& j) {
   j["no_prefix_sharing"] = e.no_prefix_sharing;
   j["batch_invariant"] = e.batch_invariant;
   j["model_table"] = e.model_table;
+  j["kv_dtype"] = e.kv_dtype;
+  j["kv_scales"] = e.kv_scales;
 }
 
 }  // namespace
@@ -198,7 +223,8 @@ void describe_backend(OpenedModel& om, RunProvenance& p) {
   const DeviceInfo d = om.backend->device_info();
   p.backend = om.backend_name;
   p.weight_dtype = om.dtype_name;  // weight matrices are kept in the compute dtype
-  p.kv_dtype = d.kv_dtype.empty() ? om.dtype_name : d.kv_dtype;
+  p.kv_dtype = om.kv_dtype;        // the pool is not allocated yet: what it will hold
+  p.kv_scales = om.kv_scales_source;
   p.device = d.name;
   p.driver = d.driver;
   p.cuda_runtime = d.cuda_runtime;

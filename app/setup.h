@@ -19,6 +19,8 @@ struct OpenedModel {
   std::unique_ptr<Backend> backend;
   std::string backend_name, dtype_name;
   bool batch_invariant = false;  // the backend's answer (cpu: always true)
+  std::string kv_dtype;          // the KV cache's element: "f32", "bf16" or "fp8"
+  std::string kv_scales_source;  // fp8 KV: the scales file, or "default 1.0"; else empty
   double load_s = 0;             // checkpoint open → weights on the backend
 };
 
@@ -41,7 +43,10 @@ BackendChoice choose_backend(const EngineArgs& args);
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, bool quiet);
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
                        const BackendChoice& choice, bool quiet);
-EngineOptions engine_options(const EngineArgs& args);
+// The engine's options; the KV format (--kv-dtype, --kv-scales read against `spec`) included.
+EngineOptions engine_options(const EngineArgs& args, const ModelSpec& spec);
+// --kv-dtype / --kv-scales as a cache format for `spec` (throws naming the option or file).
+void kv_format(const EngineArgs& args, const ModelSpec& spec, CacheRequest& cache);
 double now_seconds();
 
 // Every option of the command after defaults (and LOOM_* variables), as the provenance

@@ -2,6 +2,7 @@
 
 #include "kernels/attention.cuh"
 #include "kernels/common.cuh"
+#include "kernels/kv_quant.cuh"
 
 namespace loom::gpu {
 
@@ -34,7 +35,7 @@ __device__ __forceinline__ int split_keys(int total, int num_splits, bool decode
   return (per + granule - 1) / granule * granule;
 }
 
-template <class T, int D>
+template <class T, class KV, int D>
 __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(AttentionArgs a) {
   using L = AttnSmem<D>;
   extern __shared__ float smem[];
@@ -64,16 +65,17 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
 
   const int q_stride = (a.heads + 2 * a.kv_heads) * D;
   const int first_slot = a.slot_start[seq] + j0;
-  const float scale = rsqrtf(float(D));
+  const float scale = rsqrtf(float(D)) * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const T* qkv = static_cast<const T*>(a.qkv);
 
   // K/V tiles move as 16-byte vectors, prefetched into registers one tile ahead.
-  constexpr int kVec = 16 / int(sizeof(T));
+  constexpr int kVec = 16 / int(sizeof(KV));
   constexpr int kPerRow = D / kVec;       // vectors per key row of one head
   constexpr int kVecs = kKeys * kPerRow;  // vectors per tile (K or V)
   constexpr int kLoads = (kVecs + kAttnThreads - 1) / kAttnThreads;
-  const T* kc = static_cast<const T*>(a.k_cache);
-  const T* vc = static_cast<const T*>(a.v_cache);
+  const KV* kc = static_cast<const KV*>(a.k_cache);
+  const KV* vc = static_cast<const KV*>(a.v_cache);
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
   const size_t kv_row = size_t(a.kv_heads) * D;
   uint4 kr[kLoads], vr[kLoads];
@@ -98,8 +100,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
       const int idx = tid + l * kAttnThreads;
       if (idx < kVecs) {
         const int kk = idx / kPerRow, d0 = (idx % kPerRow) * kVec;
-        const T* ke = reinterpret_cast<const T*>(&kr[l]);
-        const T* ve = reinterpret_cast<const T*>(&vr[l]);
+        const KV* ke = reinterpret_cast<const KV*>(&kr[l]);
+        const KV* ve = reinterpret_cast<const KV*>(&vr[l]);
 #pragma unroll
         for (int e = 0; e < kVec; e++) {
           k_s[kk * (D + 1) + d0 + e] = to_f32(ke[e]);
@@ -190,6 +192,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
     }
   }
   __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kOut; i++) acc[i] *= v_scale;
 
   const bool single = (total + per - 1) / per == 1;  // one active split: write the output
   if (single) {
@@ -222,9 +226,9 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
 // shuffles; the block reduces max and sum per head; V goes to shared memory and each thread
 // accumulates (head, dim) outputs over the pass. Many threads with short serial work: a
 // decode step has few blocks, so per-thread latency is what counts.
-template <class T, int D>
+template <class KV, int D>
 struct DecodeCfg {
-  static constexpr int kVec = 16 / int(sizeof(T));          // elements per 16-byte vector
+  static constexpr int kVec = 16 / int(sizeof(KV));         // elements per 16-byte vector
   static constexpr int kPerRow = D / kVec;                  // vectors per key row of one head
   static constexpr int kParts = kPerRow < 4 ? kPerRow : 4;  // threads per key
   static constexpr int kChunks = kPerRow / kParts;          // vectors per thread
@@ -235,14 +239,14 @@ struct DecodeCfg {
   static constexpr int kRed = kP + kDecodeMaxG * kDecodeKeys;  // float [warps][kDecodeMaxG]
   static constexpr int kStat = kRed + kWarps * kDecodeMaxG;    // float [3][kDecodeMaxG] m l a
   static constexpr int kFloats = (kStat + 3 * kDecodeMaxG + 3) / 4 * 4;
-  static constexpr size_t kVBytes = size_t(kDecodeKeys) * D * sizeof(T);  // V rows, raw
+  static constexpr size_t kVBytes = size_t(kDecodeKeys) * D * sizeof(KV);  // V rows, raw
   static constexpr size_t kBytes = size_t(kFloats) * 4 + kVBytes;
 };
 
-template <class T, int D>
-__global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
+template <class T, class KV, int D>
+__global__ void __launch_bounds__(DecodeCfg<KV, D>::kThreads)
     paged_attention_decode_kernel(AttentionArgs a) {
-  using C = DecodeCfg<T, D>;
+  using C = DecodeCfg<KV, D>;
   constexpr int kVec = C::kVec, kParts = C::kParts, kChunks = C::kChunks;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -252,7 +256,7 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
   float* m_s = smem + C::kStat;
   float* l_s = m_s + kDecodeMaxG;
   float* a_s = l_s + kDecodeMaxG;
-  T* v_s = reinterpret_cast<T*>(smem + C::kFloats);  // [kDecodeKeys][D]
+  KV* v_s = reinterpret_cast<KV*>(smem + C::kFloats);  // [kDecodeKeys][D]
   pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -268,8 +272,8 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
   if (k_begin >= k_end) return;
   const size_t blk = (size_t(tile) * a.kv_heads + hkv) * a.num_splits + split;
 
-  const T* kc = static_cast<const T*>(a.k_cache);
-  const T* vc = static_cast<const T*>(a.v_cache);
+  const KV* kc = static_cast<const KV*>(a.k_cache);
+  const KV* vc = static_cast<const KV*>(a.v_cache);
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
   const size_t kv_row = size_t(a.kv_heads) * D;
   uint4 kr[kChunks], vr[kChunks];  // vectors part + c * kParts of the row
@@ -294,7 +298,9 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
 
   const int slot = a.slot_start[seq];
   const int q_stride = (a.heads + 2 * a.kv_heads) * D;
-  const float scale = rsqrtf(float(D));
+  const float k_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
+  const float scale = rsqrtf(float(D)) * k_scale;
   const T* qkv_row = static_cast<const T*>(a.qkv) + size_t(slot) * q_stride;
   const T* qkv = qkv_row + size_t(hkv) * G * D;
   const bool has_new = k_begin <= kvl && kvl < k_end;  // this block holds the new key
@@ -312,26 +318,29 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
       q_s[g * D + j + kHalf] = round_to<T>(y1) * scale;
     }
     if (has_new) {
-      T* kn = v_s;  // scratch: the new k row, then the new v row (v_s is filled later)
-      T* vn = v_s + D;
+      KV* kn = v_s;  // scratch: the new k row, then the new v row (v_s is filled later)
+      KV* vn = v_s + D;
       const T* kq = qkv_row + size_t(a.heads + hkv) * D;
       const T* vq = qkv_row + size_t(a.heads + a.kv_heads + hkv) * D;
       const size_t dst = size_t(a.cache_slot[slot]) * kv_row + size_t(hkv) * D;
-      T* kw = static_cast<T*>(const_cast<void*>(a.k_cache)) + dst;  // this layer's cache
-      T* vw = static_cast<T*>(const_cast<void*>(a.v_cache)) + dst;
+      KV* kw = static_cast<KV*>(const_cast<void*>(a.k_cache)) + dst;  // this layer's cache
+      KV* vw = static_cast<KV*>(const_cast<void*>(a.v_cache)) + dst;
+      const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
       for (int j = tid; j < kHalf; j += C::kThreads) {
         const float x0 = to_f32(kq[j]), x1 = to_f32(kq[j + kHalf]);
         float r0, r1;
         rope_pair(x0, x1, pos, a.inv_freq[j], r0, r1);
-        const T y0 = from_f32<T>(r0), y1 = from_f32<T>(r1);
+        const KV y0 = kv_from_f32<KV>(round_to<T>(r0), k_inv);
+        const KV y1 = kv_from_f32<KV>(round_to<T>(r1), k_inv);
         kn[j] = y0;
         kn[j + kHalf] = y1;
         kw[j] = y0;
         kw[j + kHalf] = y1;
       }
       for (int j = tid; j < D; j += C::kThreads) {
-        vn[j] = vq[j];
-        vw[j] = vq[j];
+        const KV y = kv_from_f32<KV>(to_f32(vq[j]), v_inv);
+        vn[j] = y;
+        vw[j] = y;
       }
       __syncthreads();
       if (k_begin + kk == kvl) {
@@ -369,7 +378,7 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
       const int vec = part + c * kParts;
       vdst[vec] = valid ? vr[c] : make_uint4(0, 0, 0, 0);
       if (!valid) continue;
-      const T* e = reinterpret_cast<const T*>(&kr[c]);
+      const KV* e = reinterpret_cast<const KV*>(&kr[c]);
       float kf[kVec];
 #pragma unroll
       for (int v = 0; v < kVec; v++) kf[v] = to_f32(e[v]);
@@ -442,6 +451,8 @@ __global__ void __launch_bounds__(DecodeCfg<T, D>::kThreads)
     }
   }
   __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kOut; i++) acc[i] *= v_scale;
 
   const bool single = (total + per - 1) / per == 1;
 #pragma unroll
@@ -516,11 +527,12 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(Atte
   }
 }
 
-template <class T, int D>
+template <class T, class KV, int D>
 static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const bool decode = a.decode;
-  const size_t bytes = decode ? DecodeCfg<T, D>::kBytes : AttnSmem<D>::kBytes;
-  auto* kernel = decode ? paged_attention_decode_kernel<T, D> : paged_attention_kernel<T, D>;
+  const size_t bytes = decode ? DecodeCfg<KV, D>::kBytes : AttnSmem<D>::kBytes;
+  auto* kernel =
+      decode ? paged_attention_decode_kernel<T, KV, D> : paged_attention_kernel<T, KV, D>;
   static bool configured[2] = {false, false};  // dynamic shared memory limit, once per variant
   if (!configured[decode]) {
     const cudaError_t e =
@@ -530,7 +542,7 @@ static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     configured[decode] = true;
   }
   const dim3 grid(a.n_tiles, a.kv_heads, a.num_splits);
-  cudaError_t e = launch_kernel(kernel, grid, decode ? DecodeCfg<T, D>::kThreads : kAttnThreads,
+  cudaError_t e = launch_kernel(kernel, grid, decode ? DecodeCfg<KV, D>::kThreads : kAttnThreads,
                                 bytes, stream, a.pdl, a);
   if (e != cudaSuccess) return Status::bad(cat("paged_attention: launch: ", cudaGetErrorString(e)));
   Status st = launch_status(decode ? "paged_attention_decode" : "paged_attention");
@@ -542,15 +554,15 @@ static Status launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   return launch_status("attention_combine");
 }
 
-template <class T>
+template <class T, class KV>
 static Status dispatch_head_dim(const AttentionArgs& a, cudaStream_t stream) {
   switch (a.head_dim) {
     case 16:
-      return launch_attention<T, 16>(a, stream);
+      return launch_attention<T, KV, 16>(a, stream);
     case 64:
-      return launch_attention<T, 64>(a, stream);
+      return launch_attention<T, KV, 64>(a, stream);
     case 128:
-      return launch_attention<T, 128>(a, stream);
+      return launch_attention<T, KV, 128>(a, stream);
     default:
       return Status::bad(cat("paged_attention: head_dim ", a.head_dim, " (built for 16, 64, 128)"));
   }
@@ -577,9 +589,11 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(!a.decode || a.heads / a.kv_heads <= kDecodeMaxG, "paged_attention: decode ",
                  "kernel takes a GQA ratio up to ", kDecodeMaxG, ", found ", a.heads / a.kv_heads);
   if (a.n_tiles == 0) return Status::good();
-  if (a.t == DType::F32) return dispatch_head_dim<float>(a, stream);
-  if (a.t == DType::BF16) return dispatch_head_dim<bf16>(a, stream);
-  return Status::bad(cat("paged_attention: dtype ", dtype_name(a.t)));
+  Status st = Status::good();
+  const Status d = dispatch_kv(
+      a.t, a.kv_fp8 ? DType::F8E4M3 : a.t, "paged_attention",
+      [&](auto t, auto kv) { st = dispatch_head_dim<decltype(t), decltype(kv)>(a, stream); });
+  return st.ok ? d : st;
 }
 
 }  // namespace loom::gpu

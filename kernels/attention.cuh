@@ -26,7 +26,11 @@ constexpr int kAttnRows = 32;   // query rows (slot, head) per block
 constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 
 struct AttentionArgs {
-  DType t = DType::BF16;                  // dtype of qkv, caches and out
+  DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
+  // The caches hold e4m3 (kernels/kv_quant.cuh): scores use q·k_q·(scale·k_s), outputs
+  // v_s·Σp·v_q; kv_scale [2, kv_heads] is this layer's K then V scales (null: 1).
+  bool kv_fp8 = false;
+  const float* kv_scale = nullptr;
   const void* qkv = nullptr;              // [n_slots, (heads + 2 kv_heads) * head_dim], q rotated
   const void* k_cache = nullptr;          // [num_blocks, block_size, kv_heads, head_dim]
   const void* v_cache = nullptr;          // same

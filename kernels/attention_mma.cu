@@ -34,6 +34,8 @@
 // mma rows: decode = the G heads of the slot (rows >= G zero); prefill = slot-major, head-minor.
 // The assumption this rests on: an mma output element depends only on its own A row and B
 // column (no cross-row effects), which tests/cuda/test_attention.cpp checks bitwise.
+#include <type_traits>
+
 #include "kernels/attention_mma.cuh"
 #include "kernels/rope.cuh"
 
@@ -51,7 +53,7 @@ namespace {
 // slot_start, block tables: uploaded before the step's first kernel) and the cached keys < p
 // (written by earlier steps): its first tile streams in while the previous kernel (the qkv
 // GEMV, or rope_kv_write) finishes. q and key p come from that kernel: after the wait.
-template <int D>
+template <int D, bool F8>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(AttentionArgs a) {
   using Tl = MmaTile<D>;
   extern __shared__ uint4 mma_smem[];
@@ -71,16 +73,19 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   bf16* vs = ks + Tl::kElems;
   float* fold = reinterpret_cast<float*>(ks);  // [16][D] acc, [16] m, [16] l
 
-  const bf16* kc = static_cast<const bf16*>(a.k_cache);
-  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  const void* kc = a.k_cache;
+  const void* vc = a.v_cache;
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
   const size_t kv_row = size_t(a.kv_heads) * D;
   // The warp's tile of partition `part`, all but key p (zero fill past p).
   auto issue = [&](int part) {
     const int key0 = (part * kMmaPartTiles + warp) * kMmaTileKeys;
     if (key0 <= p)
-      load_tile<D, 32>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs, lane);
+      load_tile<D, 32, F8>(kc, vc, bt, a.block_size, kv_row, hkv, key0, p + 1, p, ks, vs, lane);
   };
+  const float k_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
+  const float scale = scale_log2<D>() * k_scale;
   issue(blockIdx.z);
   pdl_wait();  // qkv and cache row p come from the previous kernels
 
@@ -106,38 +111,47 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       // put it, or (fuse_rope) rotated here, written to the cache and into the tile.
       const bool new_key = p < key0 + kMmaTileKeys;
       if (new_key && !a.fuse_rope)
-        load_row<D>(kc, vc, bt, a.block_size, kv_row, hkv, p, p - key0, ks, vs, lane);
+        load_row<D, F8>(kc, vc, bt, a.block_size, kv_row, hkv, p, p - key0, ks, vs, lane);
       cp_async_commit();
       cp_async_wait<0>();
+      if constexpr (F8) {
+        __syncwarp();  // every lane's copies have landed
+        convert_fp8_tile<D, 32>(ks, vs, lane);
+      }
       if (new_key && a.fuse_rope) {
         constexpr int kHalf = D / 2;
         const bf16* row = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D;
         const bf16* kq = row + size_t(a.heads + hkv) * D;
         const bf16* vq = row + size_t(a.heads + a.kv_heads + hkv) * D;
         const int cs = a.cache_slot[slot];
-        bf16* kw = static_cast<bf16*>(const_cast<void*>(a.k_cache)) + size_t(cs) * kv_row +
-                   size_t(hkv) * D;
-        bf16* vw = static_cast<bf16*>(const_cast<void*>(a.v_cache)) + size_t(cs) * kv_row +
-                   size_t(hkv) * D;
+        using KV = std::conditional_t<F8, fp8_e4m3, bf16>;
+        KV* kw =
+            static_cast<KV*>(const_cast<void*>(a.k_cache)) + size_t(cs) * kv_row + size_t(hkv) * D;
+        KV* vw =
+            static_cast<KV*>(const_cast<void*>(a.v_cache)) + size_t(cs) * kv_row + size_t(hkv) * D;
         bf16* kt = ks + (p - key0) * Tl::kStride;
         bf16* vt = vs + (p - key0) * Tl::kStride;
+        const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
         for (int j = lane; j < kHalf; j += 32) {
           float y0, y1;
           rope_pair(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), pos, a.inv_freq[j],
                     y0, y1);
-          const bf16 b0 = __float2bfloat16_rn(y0), b1 = __float2bfloat16_rn(y1);
-          kt[j] = b0;
-          kt[j + kHalf] = b1;
-          if (cs >= 0) kw[j] = b0, kw[j + kHalf] = b1;
+          // The cache's value and, in the tile, what reading it back gives (FP8: q unscaled).
+          const KV c0 = kv_from_f32<KV>(round_to<bf16>(y0), k_inv);
+          const KV c1 = kv_from_f32<KV>(round_to<bf16>(y1), k_inv);
+          kt[j] = __float2bfloat16_rn(to_f32(c0));
+          kt[j + kHalf] = __float2bfloat16_rn(to_f32(c1));
+          if (cs >= 0) kw[j] = c0, kw[j + kHalf] = c1;
         }
         for (int j = lane; j < D; j += 32) {
-          vt[j] = vq[j];
-          if (cs >= 0) vw[j] = vq[j];
+          const KV c = kv_from_f32<KV>(__bfloat162float(vq[j]), v_inv);
+          vt[j] = __float2bfloat16_rn(to_f32(c));
+          if (cs >= 0) vw[j] = c;
         }
       }
       __syncwarp();
       RowState<D> t;
-      tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, t);
+      tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, t);
       __syncwarp();  // every lane's ldmatrix reads of ks are done before the fold area is written
 #pragma unroll
       for (int h = 0; h < 2; h++) {
@@ -173,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
         const MergeWeights mw = merge_weights(-INFINITY, m);
         const float lt = merge_value(0.0f, l, mw), at = merge_value(0.0f, acc, mw);
         static_cast<bf16*>(a.out)[size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d] =
-            __float2bfloat16_rn(__fdiv_rn(at, lt));
+            __float2bfloat16_rn(__fmul_rn(__fdiv_rn(at, lt), v_scale));
       } else {
         float* dst = a.mma_partial +
                      ((((size_t(tile) * a.kv_heads + hkv) * max_parts + part) * G + r) * (D + 2));
@@ -220,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_combine_kernel(Attenti
 }
 
 // Prefill / mixed: see the file comment. Shared memory: two (K, V) tile pairs.
-template <int D>
+template <int D, bool F8>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(AttentionArgs a) {
   using Tl = MmaTile<D>;
   extern __shared__ uint4 mma_smem[];
@@ -253,34 +267,37 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   uint32_t qa[D / 16][4];
   load_q<D>(q_row(j_lo, g), q_row(j_hi, g + 8), lane, qa);
 
-  const bf16* kc = static_cast<const bf16*>(a.k_cache);
-  const bf16* vc = static_cast<const bf16*>(a.v_cache);
+  const void* kc = a.k_cache;
+  const void* vc = a.v_cache;
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
   const size_t kv_row = size_t(a.kv_heads) * D;
+  const float scale = scale_log2<D>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   bf16* smem = reinterpret_cast<bf16*>(mma_smem);
   auto k_buf = [&](int t) { return smem + size_t(t & 1) * 2 * Tl::kElems; };
 
   RowState<D> total, part;
   total.clear();
   part.clear();
-  load_tile<D, kThreads>(kc, vc, bt, a.block_size, kv_row, hkv, 0, n_keys, -1, k_buf(0),
-                         k_buf(0) + Tl::kElems, tid);
+  load_tile<D, kThreads, F8>(kc, vc, bt, a.block_size, kv_row, hkv, 0, n_keys, -1, k_buf(0),
+                             k_buf(0) + Tl::kElems, tid);
   cp_async_commit();
   for (int t = 0; t < n_t; t++) {
     if (t + 1 < n_t) {
       bf16* nk = k_buf(t + 1);
-      load_tile<D, kThreads>(kc, vc, bt, a.block_size, kv_row, hkv, (t + 1) * kMmaTileKeys, n_keys,
-                             -1, nk, nk + Tl::kElems, tid);
+      load_tile<D, kThreads, F8>(kc, vc, bt, a.block_size, kv_row, hkv, (t + 1) * kMmaTileKeys,
+                                 n_keys, -1, nk, nk + Tl::kElems, tid);
       cp_async_commit();
       cp_async_wait<1>();  // tile t has landed (this thread's copies)
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();  // ... and everyone's
+    if constexpr (F8) convert_fp8_tile<D, kThreads>(k_buf(t), k_buf(t) + Tl::kElems, tid);
     const int key0 = t * kMmaTileKeys;
     if (key0 <= warp_p) {
       RowState<D> tp;
-      tile_partial<D>(qa, k_buf(t), k_buf(t) + Tl::kElems, key0, p_lo, p_hi, lane, tp);
+      tile_partial<D>(qa, k_buf(t), k_buf(t) + Tl::kElems, key0, p_lo, p_hi, lane, scale, tp);
 #pragma unroll
       for (int h = 0; h < 2; h++)
         if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
@@ -307,14 +324,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
     bf16* o = out + size_t(slot0 + j) * a.heads * D + size_t(hkv * G + r % G) * D;
 #pragma unroll
     for (int i = 0; i < D / 8; i++) {
-      const float x = __fdiv_rn(total.acc[i][2 * h], total.l[h]);
-      const float y = __fdiv_rn(total.acc[i][2 * h + 1], total.l[h]);
+      const float x = __fmul_rn(__fdiv_rn(total.acc[i][2 * h], total.l[h]), v_scale);
+      const float y = __fmul_rn(__fdiv_rn(total.acc[i][2 * h + 1], total.l[h]), v_scale);
       *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) = __floats2bfloat162_rn(x, y);
     }
   }
 }
 
-template <int D>
+template <int D, bool F8>
 Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   using Tl = MmaTile<D>;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
@@ -343,6 +360,8 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
     r.head_dim = D;
     r.k_cache = const_cast<void*>(a.k_cache);
     r.v_cache = const_cast<void*>(a.v_cache);
+    r.kv_fp8 = a.kv_fp8;
+    r.kv_scale = a.kv_scale;
     r.pdl = a.pdl;
     const Status st = rope_kv_write(r, stream);
     if (!st.ok) return st;
@@ -350,8 +369,8 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   if (decode) {
     static bool done = false;
     const int bytes = kMmaWarps * Tl::kPairBytes;
-    Status st =
-        allow_smem(paged_attention_mma_decode_kernel<D>, bytes, done, "paged_attention_mma_decode");
+    Status st = allow_smem(paged_attention_mma_decode_kernel<D, F8>, bytes, done,
+                           "paged_attention_mma_decode");
     if (!st.ok) return st;
     // Blocks per (tile, kv head), z. When every partition fits in one wave (3 blocks of 72 KB
     // are resident per SM at D = 64), a block per partition. Otherwise about 16 blocks per SM
@@ -368,7 +387,7 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
         a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;
     AttentionArgs k = a;
     if (!counters) k.mma_counters = nullptr;
-    e = launch_kernel(paged_attention_mma_decode_kernel<D>, dim3(a.n_tiles, a.kv_heads, z),
+    e = launch_kernel(paged_attention_mma_decode_kernel<D, F8>, dim3(a.n_tiles, a.kv_heads, z),
                       kThreads, bytes, stream, a.pdl, k);
     if (e != cudaSuccess)
       return Status::bad(cat("paged_attention_mma_decode: launch: ", cudaGetErrorString(e)));
@@ -382,9 +401,9 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   }
   static bool done = false;
   const int bytes = 2 * Tl::kPairBytes;
-  Status st = allow_smem(paged_attention_mma_kernel<D>, bytes, done, "paged_attention_mma");
+  Status st = allow_smem(paged_attention_mma_kernel<D, F8>, bytes, done, "paged_attention_mma");
   if (!st.ok) return st;
-  e = launch_kernel(paged_attention_mma_kernel<D>, dim3(a.n_tiles, a.kv_heads), kThreads, bytes,
+  e = launch_kernel(paged_attention_mma_kernel<D, F8>, dim3(a.n_tiles, a.kv_heads), kThreads, bytes,
                     stream, a.pdl, a);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_mma: launch: ", cudaGetErrorString(e)));
@@ -406,7 +425,9 @@ Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(!a.fuse_rope || (a.decode && a.positions && a.cache_slot && a.inv_freq),
                  "paged_attention_mma: fuse_rope needs decode and positions, cache_slot, inv_freq");
   if (a.n_tiles == 0) return Status::good();
-  return a.head_dim == 16 ? launch_mma<16>(a, stream) : launch_mma<64>(a, stream);
+  if (a.kv_fp8)
+    return a.head_dim == 16 ? launch_mma<16, true>(a, stream) : launch_mma<64, true>(a, stream);
+  return a.head_dim == 16 ? launch_mma<16, false>(a, stream) : launch_mma<64, false>(a, stream);
 }
 
 }  // namespace loom::gpu

@@ -8,6 +8,7 @@
 
 #include "kernels/attention.cuh"
 #include "kernels/common.cuh"
+#include "kernels/kv_quant.cuh"
 
 namespace loom::gpu::mma_impl {
 
@@ -24,6 +25,11 @@ struct MmaTile {
   static constexpr int kFoldFloats = 16 * D + 2 * 16;    // decode fold: acc [16][D], m, l
   static_assert(kFoldFloats * 4 <= kElems * 2, "fold area must fit in the K tile");
   static_assert(kPairBytes % 16 == 0, "16-byte aligned tiles");
+  // FP8 KV: a key row's D e4m3 bytes land (cp.async) in the last D bytes of its bf16 row slot
+  // and are widened in place (convert_fp8_tile): no extra shared memory.
+  static constexpr int kRowBytes = kStride * 2;
+  static constexpr int kStageOff = kRowBytes - D;
+  static_assert(kStageOff % 16 == 0, "16-byte aligned staging");
 };
 
 template <int D>
@@ -164,18 +170,22 @@ __device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, 
 // cp.async of keys [key0, key0 + 64) of one kv head into ks / vs (rows gathered through the
 // block table; keys >= n_keys are zero-filled, so that masked keys meet P = 0 and V = 0,
 // never a stale NaN). Row skip_key (if in the tile; -1: none) is left alone: the caller fills
-// it (the new key, which the previous kernel or this one writes). The kN calling threads
-// (tid < kN, a multiple of D / 8) take the 16-byte chunks: a thread keeps its chunk column and
-// steps over keys, following the block table without a division per key; its block-table
-// entries are all read first (independent loads: one latency, not one per key).
-template <int D, int kN>
-__device__ __forceinline__ void load_tile(const bf16* kc, const bf16* vc, const int32_t* bt,
+// it (the new key, which the previous kernel or this one writes). The calling threads (tid <
+// kN; those past a whole number of rows' chunks idle) take the 16-byte chunks: a thread keeps
+// its chunk column and steps over keys, following the block table without a division per key;
+// its block-table entries are all read first (independent loads: one latency, not one per
+// key). F8: the caches hold e4m3 and each row lands in its staging bytes (MmaTile::kStageOff)
+// for convert_fp8_tile.
+template <int D, int kN, bool F8>
+__device__ __forceinline__ void load_tile(const void* kc, const void* vc, const int32_t* bt,
                                           int block_size, size_t kv_row, int hkv, int key0,
                                           int n_keys, int skip_key, bf16* ks, bf16* vs, int tid) {
-  constexpr int kChunks = D / 8;                 // 16-byte chunks per key row of one head
-  constexpr int kStep = kN / kChunks;            // keys per pass
+  constexpr int kEB = F8 ? 1 : 2;        // bytes per cache element
+  constexpr int kChunks = D * kEB / 16;  // 16-byte chunks per key row of one head
+  constexpr int kStep = kN / kChunks < kMmaTileKeys ? kN / kChunks : kMmaTileKeys;
   constexpr int kPasses = kMmaTileKeys / kStep;  // passes over the tile
   static_assert(kN % kChunks == 0 && kMmaTileKeys % kStep == 0, "threads per tile load");
+  if (tid >= kStep * kChunks) return;
   const int c = tid % kChunks, kk0 = tid / kChunks;  // key kk0 + j * kStep in pass j
   int phys[kPasses], offs[kPasses];                  // block-table entry, offset in block
   int blk = (key0 + kk0) / block_size, off = key0 + kk0 - blk * block_size;
@@ -186,39 +196,95 @@ __device__ __forceinline__ void load_tile(const bf16* kc, const bf16* vc, const 
     off += kStep;
     while (off >= block_size) off -= block_size, blk++;
   }
+  const char* kb = static_cast<const char*>(kc);
+  const char* vb = static_cast<const char*>(vc);
 #pragma unroll
   for (int j = 0; j < kPasses; j++) {
     const int kk = kk0 + j * kStep, key = key0 + kk;
     if (key == skip_key) continue;
     const bool valid = key < n_keys;
     const size_t src =
-        valid ? (size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D + c * 8 : 0;
-    const int dst = kk * MmaTile<D>::kStride + c * 8;
-    cp_async16(ks + dst, kc + src, valid);
-    cp_async16(vs + dst, vc + src, valid);
+        valid ? ((size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D) * kEB + c * 16
+              : 0;
+    const int dst = kk * MmaTile<D>::kRowBytes + (F8 ? MmaTile<D>::kStageOff : 0) + c * 16;
+    cp_async16(reinterpret_cast<char*>(ks) + dst, kb + src, valid);
+    cp_async16(reinterpret_cast<char*>(vs) + dst, vb + src, valid);
   }
 }
 
-// cp.async of key `key`'s K and V rows (one kv head) into row kk of ks / vs; lanes 0 ..
-// D / 8 - 1 of the calling threads (tid) take one 16-byte chunk each.
-template <int D>
-__device__ __forceinline__ void load_row(const bf16* kc, const bf16* vc, const int32_t* bt,
+// Widens the staged e4m3 rows of a K and a V tile to bf16 in place (exact: every e4m3 value
+// is a bf16), after their cp.async copies have landed. The kN calling threads (one warp, or
+// the block) read whole rows' staged bytes into registers, synchronise, then write the rows
+// (a row's bf16 bytes overlap its own staging), kRows rows at a time.
+template <int D, int kN>
+__device__ __forceinline__ void convert_fp8_tile(bf16* ks, bf16* vs, int tid) {
+  using Tl = MmaTile<D>;
+  constexpr int kChunks = D / 16;                     // staged 16-byte chunks per row
+  constexpr int kItems = 2 * kMmaTileKeys * kChunks;  // (tensor, row, chunk)
+  constexpr int kPer = 4;                             // chunks in registers per thread and round
+  constexpr int kRound = kN * kPer < kItems ? kN * kPer : kItems;
+  static_assert(kItems % kRound == 0 && kRound % (2 * kChunks) == 0, "whole rows per round");
+  auto sync = [] {
+    if constexpr (kN == 32)
+      __syncwarp();
+    else
+      __syncthreads();
+  };
+  for (int r0 = 0; r0 < kItems; r0 += kRound) {
+    uint4 x[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; i++) {
+      const int it = r0 + tid + i * kN;
+      if (it >= r0 + kRound) break;
+      const int c = it % kChunks, row = (it / kChunks) % kMmaTileKeys, tensor = it / (kItems / 2);
+      const char* base = reinterpret_cast<const char*>(tensor ? vs : ks);
+      x[i] = *reinterpret_cast<const uint4*>(base + row * Tl::kRowBytes + Tl::kStageOff + c * 16);
+    }
+    sync();
+#pragma unroll
+    for (int i = 0; i < kPer; i++) {
+      const int it = r0 + tid + i * kN;
+      if (it >= r0 + kRound) break;
+      const int c = it % kChunks, row = (it / kChunks) % kMmaTileKeys, tensor = it / (kItems / 2);
+      char* base = reinterpret_cast<char*>(tensor ? vs : ks);
+      const uint32_t w[4] = {x[i].x, x[i].y, x[i].z, x[i].w};
+      uint4 lo, hi;
+      lo.x = fp8x2_to_bf16x2(uint16_t(w[0])), lo.y = fp8x2_to_bf16x2(uint16_t(w[0] >> 16));
+      lo.z = fp8x2_to_bf16x2(uint16_t(w[1])), lo.w = fp8x2_to_bf16x2(uint16_t(w[1] >> 16));
+      hi.x = fp8x2_to_bf16x2(uint16_t(w[2])), hi.y = fp8x2_to_bf16x2(uint16_t(w[2] >> 16));
+      hi.z = fp8x2_to_bf16x2(uint16_t(w[3])), hi.w = fp8x2_to_bf16x2(uint16_t(w[3] >> 16));
+      uint4* dst = reinterpret_cast<uint4*>(base + row * Tl::kRowBytes + c * 32);
+      dst[0] = lo;
+      dst[1] = hi;
+    }
+    sync();
+  }
+}
+
+// cp.async of key `key`'s K and V rows (one kv head) into row kk of ks / vs (F8: its staging
+// bytes); the first D · bytes / 16 calling threads (tid) take one 16-byte chunk each.
+template <int D, bool F8>
+__device__ __forceinline__ void load_row(const void* kc, const void* vc, const int32_t* bt,
                                          int block_size, size_t kv_row, int hkv, int key, int kk,
                                          bf16* ks, bf16* vs, int tid) {
-  if (tid >= D / 8) return;
-  const size_t src = (size_t(bt[key / block_size]) * block_size + key % block_size) * kv_row +
-                     size_t(hkv) * D + tid * 8;
-  const int dst = kk * MmaTile<D>::kStride + tid * 8;
-  cp_async16(ks + dst, kc + src, true);
-  cp_async16(vs + dst, vc + src, true);
+  constexpr int kEB = F8 ? 1 : 2;
+  if (tid >= D * kEB / 16) return;
+  const size_t src =
+      ((size_t(bt[key / block_size]) * block_size + key % block_size) * kv_row + size_t(hkv) * D) *
+          kEB +
+      tid * 16;
+  const int dst = kk * MmaTile<D>::kRowBytes + (F8 ? MmaTile<D>::kStageOff : 0) + tid * 16;
+  cp_async16(reinterpret_cast<char*>(ks) + dst, static_cast<const char*>(kc) + src, true);
+  cp_async16(reinterpret_cast<char*>(vs) + dst, static_cast<const char*>(vc) + src, true);
 }
 
 // The tile partial of keys [key0, key0 + 64) (in ks / vs) for the warp's 16 rows; p_lo / p_hi
 // are the positions of rows g and g + 8 (-1: padding row, everything masked).
+// scale: scale_log2<D>() times the K scale (1 unless the cache is FP8).
 template <int D>
 __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const bf16* ks,
                                              const bf16* vs, int key0, int p_lo, int p_hi, int lane,
-                                             RowState<D>& t) {
+                                             float scale, RowState<D>& t) {
   constexpr int kStride = MmaTile<D>::kStride;
   const int tig = lane & 3;
   float s[8][4];  // C fragments of the 8 n-tiles of 8 keys
@@ -242,14 +308,13 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
     }
   }
   // Scale (log2 domain) and causal mask: c0 c1 are row g, c2 c3 row g + 8.
-  constexpr float kScale = scale_log2<D>();
 #pragma unroll
   for (int n = 0; n < 8; n++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const int key = key0 + n * 8 + tig * 2 + (e & 1);
       const int p = e < 2 ? p_lo : p_hi;
-      s[n][e] = key <= p ? __fmul_rn(s[n][e], kScale) : -INFINITY;
+      s[n][e] = key <= p ? __fmul_rn(s[n][e], scale) : -INFINITY;
     }
     // Row max: the thread's 16 values, then the 4 lanes of the quad (max is order-free).
 #pragma unroll
@@ -352,10 +417,11 @@ __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int t
       }
     }
     bf16* o = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d0;
+    const float vsc = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
 #pragma unroll
     for (int k = 0; k < 4; k++)
-      reinterpret_cast<__nv_bfloat162*>(o)[k] =
-          __floats2bfloat162_rn(__fdiv_rn(acc[2 * k], l), __fdiv_rn(acc[2 * k + 1], l));
+      reinterpret_cast<__nv_bfloat162*>(o)[k] = __floats2bfloat162_rn(
+          __fmul_rn(__fdiv_rn(acc[2 * k], l), vsc), __fmul_rn(__fdiv_rn(acc[2 * k + 1], l), vsc));
   }
 }
 

@@ -1,11 +1,12 @@
 #include "kernels/common.cuh"
+#include "kernels/kv_quant.cuh"
 #include "kernels/rope.cuh"
 
 namespace loom::gpu {
 
 // One block per slot; one thread per rotated pair (heads + kv_heads) * head_dim/2, plus the
 // v copy (kv_heads * head_dim).
-template <class T>
+template <class T, class KV>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   pdl_trigger();
   pdl_wait();
@@ -16,8 +17,8 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   const float pos = float(a.positions[slot]);
   const int cs = a.cache_slot[slot];
   const int kv_row = a.kv_heads * a.head_dim;
-  T* kc = static_cast<T*>(a.k_cache) + size_t(cs) * kv_row;
-  T* vc = static_cast<T*>(a.v_cache) + size_t(cs) * kv_row;
+  KV* kc = static_cast<KV*>(a.k_cache) + size_t(cs) * kv_row;
+  KV* vc = static_cast<KV*>(a.v_cache) + size_t(cs) * kv_row;
   const int pairs = (a.heads + a.kv_heads) * half;
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     const int h = i / half, j = i % half;  // h < heads: q head, else k head h - heads
@@ -29,14 +30,19 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
       base[j] = from_f32<T>(y0);
       base[j + half] = from_f32<T>(y1);
     } else if (cs >= 0) {
-      T* k = kc + (h - a.heads) * a.head_dim;
-      k[j] = from_f32<T>(y0);
-      k[j + half] = from_f32<T>(y1);
+      const int hk = h - a.heads;
+      const float inv = 1.0f / kv_scale_of(a.kv_scale, a.kv_heads, hk, false);
+      KV* k = kc + hk * a.head_dim;
+      k[j] = kv_from_f32<KV>(round_to<T>(y0), inv);
+      k[j + half] = kv_from_f32<KV>(round_to<T>(y1), inv);
     }
   }
   if (cs >= 0) {
     const T* v = q + (a.heads + a.kv_heads) * a.head_dim;
-    for (int i = threadIdx.x; i < kv_row; i += blockDim.x) vc[i] = v[i];
+    for (int i = threadIdx.x; i < kv_row; i += blockDim.x) {
+      const float inv = 1.0f / kv_scale_of(a.kv_scale, a.kv_heads, i / a.head_dim, true);
+      vc[i] = kv_from_f32<KV>(to_f32(v[i]), inv);
+    }
   }
 }
 
@@ -48,15 +54,10 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.qkv && a.positions && a.cache_slot && a.inv_freq && a.k_cache && a.v_cache,
                  "rope_kv_write: null pointer");
   if (a.n_slots == 0) return Status::good();
-  cudaError_t e;
-  if (a.t == DType::F32)
-    e = launch_kernel(rope_kv_write_kernel<float>, a.n_slots, 256, 0, stream, a.pdl, a);
-  else if (a.t == DType::BF16)
-    e = launch_kernel(rope_kv_write_kernel<bf16>, a.n_slots, 256, 0, stream, a.pdl, a);
-  else
-    return Status::bad(cat("rope_kv_write: dtype ", dtype_name(a.t)));
-  if (e != cudaSuccess) return Status::bad(cat("rope_kv_write: launch: ", cudaGetErrorString(e)));
-  return launch_status("rope_kv_write");
+  return dispatch_kv(a.t, a.kv_fp8 ? DType::F8E4M3 : a.t, "rope_kv_write", [&](auto t, auto kv) {
+    launch_kernel(rope_kv_write_kernel<decltype(t), decltype(kv)>, a.n_slots, 256, 0, stream, a.pdl,
+                  a);
+  });
 }
 
 }  // namespace loom::gpu

@@ -3,6 +3,8 @@
 // (= physical block * block_size + offset, computed on the host from the block table; -1 skips
 // the write). HF rotate_half convention: pairs (j, j + head_dim/2) rotated by
 // angle = float(position) * inv_freq[j], inv_freq computed in fp32 on the host like HF.
+// The cache stores each value rounded to t first, then as e4m3 with kv_fp8 (kernels/kv_quant.cuh:
+// FP8 is e4m3(x / s)).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,9 @@
 namespace loom::gpu {
 
 struct RopeKvArgs {
-  DType t = DType::BF16;                // dtype of qkv and of the cache
+  DType t = DType::BF16;                // dtype of qkv
+  bool kv_fp8 = false;                  // the cache holds e4m3 (else t)
+  const float* kv_scale = nullptr;      // [2, kv_heads] this layer's K, V scales (fp8; null: 1)
   void* qkv = nullptr;                  // [n_slots, (heads + 2 * kv_heads) * head_dim]: q, k, v
   const int32_t* positions = nullptr;   // [n_slots]
   const int32_t* cache_slot = nullptr;  // [n_slots] flat cache row, -1: do not write

@@ -111,7 +111,8 @@ TEST_CASE("every argument error is one line naming the option and what was expec
   const std::vector<Case> cases = {
       {"rnu", "unknown command \"rnu\"; did you mean \"run\"?"},
       {"benhc" + m, "unknown command \"benhc\"; did you mean \"bench\"?"},
-      {"frobnicate", "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench"},
+      {"frobnicate",
+       "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench, calibrate"},
       {"run --max-seq 4" + m, "unknown option --max-seq for run; did you mean --max-seqs?"},
       {"run --max-num-seq=4" + m,
        "unknown option --max-num-seq for run; did you mean --max-num-seqs?"},
@@ -171,8 +172,8 @@ TEST_CASE("every argument error is one line naming the option and what was expec
        "--shared-only keeps only the shared pass; expected --shared-group N with it"},
       {"bench -m " + kModel + " --batch-sizes 1,0", "--batch-sizes 1,0: expected an integer >= 1"},
       {"-q",
-       "unknown option -q before the command; expected a command (run, inspect, merge, bench) "
-       "first, then its options"},
+       "unknown option -q before the command; expected a command (run, inspect, merge, bench, "
+       "calibrate) first, then its options"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.args);

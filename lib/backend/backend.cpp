@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include "core/error.h"
+
 namespace loom {
 
 void StepBatch::clear() {
@@ -15,6 +17,13 @@ void StepBatch::clear() {
   sample_index.clear();
   draw_index.clear();
   want_logits = false;
+}
+
+void Backend::collect_kv_stats(const KvScales*) {
+  throw Error(cat("the ", name(), " backend collects no KV statistics (loom calibrate)"));
+}
+KvStats Backend::kv_stats() {
+  throw Error(cat("the ", name(), " backend collects no KV statistics (loom calibrate)"));
 }
 
 }  // namespace loom

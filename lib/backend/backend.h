@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_format.h"
 #include "model/spec.h"
 #include "model/weights.h"
 
@@ -55,6 +56,8 @@ struct CacheRequest {
   int num_blocks = 0;                // 0: as many as the memory budget allows
   double gpu_memory_fraction = 0.9;  // CUDA: share of device memory loom may use in all
   double host_cache_gib = 2.0;       // CPU: KV pool size
+  KvDType kv_dtype = KvDType::Auto;  // element type of the pool (core/kv_format.h)
+  KvScales kv_scales;                // FP8: per (layer, kv head); empty: 1.0 everywhere
 };
 
 struct KernelTime {
@@ -70,7 +73,7 @@ struct DeviceInfo {
   size_t kv_bytes = 0;      // KV pool
   size_t peak_bytes = 0;    // peak device memory in use by loom
   double copy_gbps = 0;     // measured device-to-device copy bandwidth (read + write), 0 if unknown
-  std::string kv_dtype;     // element type of the KV pool: "f32" (cpu), the compute dtype (cuda)
+  std::string kv_dtype;     // element type of the KV pool: "f32", "bf16" or "fp8"
   std::string driver = "n/a";        // CUDA version the driver supports ("13.0"); n/a on the cpu
   std::string cuda_runtime = "n/a";  // CUDA runtime loom was linked with ("13.0")
 };
@@ -97,6 +100,12 @@ class Backend {
   // True when a sequence's logits do not depend on the rest of the batch (README "Batch
   // invariance"): always on the cpu backend, on cuda with --batch-invariant.
   virtual bool batch_invariant() const { return false; }
+
+  // loom calibrate: from now on collect KvStats over the K and V values the steps write (before
+  // any KV rounding); with scales, also count what an FP8 cache with them would saturate.
+  // The default throws: the backend has no such collection.
+  virtual void collect_kv_stats(const KvScales* saturation_scales);
+  virtual KvStats kv_stats();
 };
 
 enum class BackendKind { Cpu, Cuda };

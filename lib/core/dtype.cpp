@@ -15,6 +15,7 @@ size_t dtype_size(DType t) {
     case DType::I64:
       return 8;
     case DType::U8:
+    case DType::F8E4M3:
       return 1;
   }
   return 0;
@@ -34,6 +35,8 @@ const char* dtype_name(DType t) {
       return "i64";
     case DType::U8:
       return "u8";
+    case DType::F8E4M3:
+      return "fp8";
   }
   return "?";
 }

@@ -9,7 +9,8 @@
 
 namespace loom {
 
-enum class DType { F32, F16, BF16, I32, I64, U8 };
+// F8E4M3: float8_e4m3fn (core/fp8.h), the FP8 KV cache's element; no checkpoint tensor has it.
+enum class DType { F32, F16, BF16, I32, I64, U8, F8E4M3 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "bf16", … as printed in messages

@@ -110,6 +110,7 @@ ordered_json provenance_json(const RunProvenance& p) {
       {"path", p.model_path}, {"architecture", p.architecture}, {"config_hash", p.config_hash}};
   j["backend"] = p.backend;
   j["dtype"] = {{"weights", p.weight_dtype}, {"kv", p.kv_dtype}};
+  if (!p.kv_scales.empty()) j["dtype"]["kv_scales"] = p.kv_scales;
   j["device"] = {{"name", p.device}, {"driver", p.driver}, {"cuda_runtime", p.cuda_runtime}};
   return j;
 }

@@ -62,9 +62,10 @@ struct RunProvenance {
   std::string shard_source;  // how the shard was found ("--shard 1/4", ...)
   std::string model_path, architecture, config_hash;  // config_hash: model/fingerprint.h
   std::string backend;                                // "cpu", "cuda"
-  std::string weight_dtype, kv_dtype;                 // "bf16", "f32"
-  std::string device;                                 // "NVIDIA H100 80GB HBM3", "cpu"
-  std::string driver, cuda_runtime;                   // "13.0"; "n/a" on the cpu
+  std::string weight_dtype, kv_dtype;                 // "bf16", "f32", "fp8"
+  std::string kv_scales;             // fp8 KV: the scales' source (file, "default 1.0"); else empty
+  std::string device;                // "NVIDIA H100 80GB HBM3", "cpu"
+  std::string driver, cuda_runtime;  // "13.0"; "n/a" on the cpu
 };
 
 // The block: {"loom_version", "commit", "dirty", "build": {...}, "started_utc", "host",

@@ -41,6 +41,11 @@ void check_sidecar(const std::string& path, const std::string& out_path,
              " is not a loom results side file (expected a JSON object with "
              "\"identity\"); restore it, or pass --overwrite");
   const json& old = stored["identity"];
+  for (auto it = old.begin(); it != old.end(); ++it)  // a key this run no longer sets
+    if (!identity.contains(it.key()))
+      fail("--resume: ", out_path, " was made with ", it.key(), " = ", it.value().dump(),
+           ", this run has none (", path,
+           "); resume with the same model and options, or write to a new --out");
   for (auto it = identity.begin(); it != identity.end(); ++it) {
     const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
     if (was != json(it.value())) {

@@ -22,6 +22,7 @@
 #include <random>
 
 #include "backend/cpu/ops.h"
+#include "core/fp8.h"
 #include "cuda_test_util.h"
 #include "kernels/attention.cuh"
 #include "kernels/rope.cuh"
@@ -58,7 +59,9 @@ float vval(int seq, int pos, int head, int d) {
 }
 
 // Sequences' K/V in a paged pool (shuffled block order; block 0 unused so no table is the
-// identity), lens[s] positions each.
+// identity), lens[s] positions each. fp8_scale > 0: an FP8 cache, kv head h scaled by
+// fp8_scale · (1 + h / 4) for K and fp8_scale · (1 + h / 3) for V; kc, vc hold what it
+// dequantises to (the reference's input).
 struct World {
   int H, KV, D, bs;
   std::vector<int> lens;
@@ -66,10 +69,27 @@ struct World {
   std::vector<int32_t> tables;  // [n_seqs, bt_stride], -1 past a sequence's blocks
   std::vector<float> kc, vc;    // [pool_blocks * bs, KV, D]
   DevBuf dk, dv;
+  bool fp8 = false;
+  std::vector<float> scales;  // [2, KV] K then V (fp8)
+  DevBuf dscale;
+
+  size_t elem() const { return fp8 ? 1 : 2; }  // bytes per cache element
+  float k_scale(int h) const { return scales[size_t(h)]; }
+  float v_scale(int h) const { return scales[size_t(KV + h)]; }
 
   World(int heads, int kv_heads, int head_dim, int block_size, std::vector<int> seq_lens,
-        unsigned perm_seed)
-      : H(heads), KV(kv_heads), D(head_dim), bs(block_size), lens(std::move(seq_lens)) {
+        unsigned perm_seed, float fp8_scale = 0)
+      : H(heads),
+        KV(kv_heads),
+        D(head_dim),
+        bs(block_size),
+        lens(std::move(seq_lens)),
+        fp8(fp8_scale > 0) {
+    if (fp8) {
+      for (int h = 0; h < KV; h++) scales.push_back(fp8_scale * (1.0f + h / 4.0f));
+      for (int h = 0; h < KV; h++) scales.push_back(fp8_scale * (1.0f + h / 3.0f));
+      dscale = upload(scales, DType::F32);
+    }
     int total = 1;
     for (int l : lens) {
       total += (l + bs - 1) / bs;
@@ -94,8 +114,21 @@ struct World {
           }
       }
     }
-    dk = upload(kc, DType::BF16);
-    dv = upload(vc, DType::BF16);
+    if (!fp8) {
+      dk = upload(kc, DType::BF16);
+      dv = upload(vc, DType::BF16);
+      return;
+    }
+    std::vector<uint8_t> qk(kc.size()), qv(vc.size());
+    for (size_t i = 0; i < kc.size(); i++) {
+      const int h = int(i / D % KV);
+      qk[i] = fp8_e4m3_from_f32(kc[i] * (1.0f / k_scale(h)));
+      qv[i] = fp8_e4m3_from_f32(vc[i] * (1.0f / v_scale(h)));
+      kc[i] = fp8_e4m3_to_f32(qk[i]) * k_scale(h);
+      vc[i] = fp8_e4m3_to_f32(qv[i]) * v_scale(h);
+    }
+    dk = upload_ints(qk);
+    dv = upload_ints(qv);
   }
 };
 
@@ -173,6 +206,8 @@ struct Step {
     a.out = out.get();
     a.mma_partial = part.as<float>();
     a.mma_partial_floats = part_floats;
+    a.kv_fp8 = w.fp8;
+    a.kv_scale = w.fp8 ? w.dscale.as<float>() : nullptr;
   }
 };
 
@@ -473,6 +508,8 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
     r.head_dim = D;
     r.k_cache = k.get();
     r.v_cache = v.get();
+    r.kv_fp8 = w.fp8;
+    r.kv_scale = a.kv_scale;
     LOOM_KERNEL(rope_kv_write(r, nullptr));
   }
   LOOM_KERNEL(paged_attention(a, nullptr));
@@ -481,62 +518,123 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
 
 }  // namespace
 
-TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits") {
+TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16 and FP8 KV)") {
   const float theta = 10000.0f;
-  for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}}) {
-    CAPTURE(sh.heads);
-    CAPTURE(sh.head_dim);
-    const int H = sh.heads, KV = sh.kv_heads, D = sh.head_dim;
-    std::vector<int> lens = {700};
-    for (int i = 1; i < 19; i++) lens.push_back((i * 149) % 2100 + 30);
-    const World w(H, KV, D, 16, lens, 13);
-    const size_t cache_n = w.kc.size();
-    std::vector<float> inv(size_t(D / 2));
-    for (int j = 0; j < D / 2; j++)
-      inv[size_t(j)] = 1.0f / std::pow(theta, float(2 * j) / float(D));
-    const DevBuf dinv = upload(inv, DType::F32);
-    for (int p : {0, 63, 64, 255, 256, 600, 699}) {
-      CAPTURE(p);
-      DevBuf ka = copy_of(w.dk, cache_n * 2), va = copy_of(w.dv, cache_n * 2);
-      DevBuf kb = copy_of(w.dk, cache_n * 2), vb = copy_of(w.dv, cache_n * 2);
-      DevBuf kc = copy_of(w.dk, cache_n * 2), vc = copy_of(w.dv, cache_n * 2);
-      const std::vector<uint16_t> fused = run_rope_step(w, {{0, p, 1}}, true, ka, va, dinv);
-      const std::vector<uint16_t> unfused = run_rope_step(w, {{0, p, 1}}, false, kb, vb, dinv);
-      std::vector<Entry> company;
-      int x_slot = -1;
-      for (int i = 1; i < 19; i++) {
-        if (i == 5) {
-          x_slot = int(company.size());
-          company.push_back({0, p, 1});
+  for (float fp8_scale : {0.0f, 1.0f / 64})
+    for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}}) {
+      CAPTURE(fp8_scale);
+      CAPTURE(sh.heads);
+      CAPTURE(sh.head_dim);
+      const int H = sh.heads, KV = sh.kv_heads, D = sh.head_dim;
+      std::vector<int> lens = {700};
+      for (int i = 1; i < 19; i++) lens.push_back((i * 149) % 2100 + 30);
+      const World w(H, KV, D, 16, lens, 13, fp8_scale);
+      const size_t cache_n = w.kc.size(), cache_bytes = cache_n * w.elem();
+      std::vector<float> inv(size_t(D / 2));
+      for (int j = 0; j < D / 2; j++)
+        inv[size_t(j)] = 1.0f / std::pow(theta, float(2 * j) / float(D));
+      const DevBuf dinv = upload(inv, DType::F32);
+      for (int p : {0, 63, 64, 255, 256, 600, 699}) {
+        CAPTURE(p);
+        DevBuf ka = copy_of(w.dk, cache_bytes), va = copy_of(w.dv, cache_bytes);
+        DevBuf kb = copy_of(w.dk, cache_bytes), vb = copy_of(w.dv, cache_bytes);
+        DevBuf kc = copy_of(w.dk, cache_bytes), vc = copy_of(w.dv, cache_bytes);
+        const std::vector<uint16_t> fused = run_rope_step(w, {{0, p, 1}}, true, ka, va, dinv);
+        const std::vector<uint16_t> unfused = run_rope_step(w, {{0, p, 1}}, false, kb, vb, dinv);
+        std::vector<Entry> company;
+        int x_slot = -1;
+        for (int i = 1; i < 19; i++) {
+          if (i == 5) {
+            x_slot = int(company.size());
+            company.push_back({0, p, 1});
+          }
+          company.push_back({i, lens[size_t(i)] - 1, 1});
         }
-        company.push_back({i, lens[size_t(i)] - 1, 1});
+        const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
+        CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
+        CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
+        const std::vector<uint16_t> cka = download_bits(ka, cache_bytes / 2),
+                                    ckb = download_bits(kb, cache_bytes / 2);
+        const std::vector<uint16_t> cva = download_bits(va, cache_bytes / 2),
+                                    cvb = download_bits(vb, cache_bytes / 2);
+        CHECK_MESSAGE(cka == ckb, "K cache after the fused write differs from rope_kv_write's");
+        CHECK_MESSAGE(cva == cvb, "V cache after the fused write differs from rope_kv_write's");
+        // Value check: cpu rope + kv_write + paged_attention.
+        std::vector<float> q(size_t(H) * D), kn(size_t(KV) * D), vn(size_t(KV) * D);
+        for (int h = 0; h < H; h++)
+          for (int d = 0; d < D; d++) q[size_t(h) * D + d] = qval(0, p, h, d);
+        for (int h = 0; h < KV; h++)
+          for (int d = 0; d < D; d++) {
+            kn[size_t(h) * D + d] = hval(3, 0, p, h, d, -1.0f, 1.0f);
+            vn[size_t(h) * D + d] = hval(4, 0, p, h, d, -1.0f, 1.0f);
+          }
+        const int32_t pos = p;
+        cpu::rope(q.data(), &pos, 1, H, D, theta);
+        cpu::rope(kn.data(), &pos, 1, KV, D, theta);
+        if (w.fp8)  // the cache's values: bf16, then the e4m3 round trip
+          for (int h = 0; h < KV; h++)
+            for (int d = 0; d < D; d++) {
+              float& k = kn[size_t(h) * D + d];
+              float& v = vn[size_t(h) * D + d];
+              k = kv_fp8_round_trip(bf16_to_f32(f32_to_bf16(k)), w.k_scale(h));
+              v = kv_fp8_round_trip(v, w.v_scale(h));
+            }
+        std::vector<float> rk = w.kc, rv = w.vc, want(size_t(H) * D);
+        cpu::kv_write(kn.data(), vn.data(), rk.data(), rv.data(), w.tables.data(), p, 1, KV, D,
+                      w.bs);
+        cpu::paged_attention(q.data(), rk.data(), rv.data(), w.tables.data(), p, 1, H, KV, D, w.bs,
+                             want.data());
+        check_close(to_floats(fused), want, H, D, "fused RoPE decode vs cpu");
       }
-      const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
-      CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
-      CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
-      const std::vector<uint16_t> cka = download_bits(ka, cache_n),
-                                  ckb = download_bits(kb, cache_n);
-      const std::vector<uint16_t> cva = download_bits(va, cache_n),
-                                  cvb = download_bits(vb, cache_n);
-      CHECK_MESSAGE(cka == ckb, "K cache after the fused write differs from rope_kv_write's");
-      CHECK_MESSAGE(cva == cvb, "V cache after the fused write differs from rope_kv_write's");
-      // Value check: cpu rope + kv_write + paged_attention.
-      std::vector<float> q(size_t(H) * D), kn(size_t(KV) * D), vn(size_t(KV) * D);
-      for (int h = 0; h < H; h++)
-        for (int d = 0; d < D; d++) q[size_t(h) * D + d] = qval(0, p, h, d);
-      for (int h = 0; h < KV; h++)
-        for (int d = 0; d < D; d++) {
-          kn[size_t(h) * D + d] = hval(3, 0, p, h, d, -1.0f, 1.0f);
-          vn[size_t(h) * D + d] = hval(4, 0, p, h, d, -1.0f, 1.0f);
-        }
-      const int32_t pos = p;
-      cpu::rope(q.data(), &pos, 1, H, D, theta);
-      cpu::rope(kn.data(), &pos, 1, KV, D, theta);
-      std::vector<float> rk = w.kc, rv = w.vc, want(size_t(H) * D);
-      cpu::kv_write(kn.data(), vn.data(), rk.data(), rv.data(), w.tables.data(), p, 1, KV, D, w.bs);
-      cpu::paged_attention(q.data(), rk.data(), rv.data(), w.tables.data(), p, 1, H, KV, D, w.bs,
-                           want.data());
-      check_close(to_floats(fused), want, H, D, "fused RoPE decode vs cpu");
     }
-  }
+}
+
+TEST_CASE("tensor-core attention over an FP8 KV cache: the cpu's values, decode = prefill bits") {
+  // Scales: 1/448 puts |x| = 1 at the top code (448), 1/64 mid-range, 1 leaves values < 1 in
+  // the low binades and subnormals. The reference reads the dequantised cache in fp32.
+  const std::vector<int> contexts = {1, 64, 65, 256, 257, 600, 2100};
+  for (float scale : {1.0f / 448, 1.0f / 64, 1.0f})
+    for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}}) {
+      CAPTURE(scale);
+      CAPTURE(sh.heads);
+      CAPTURE(sh.head_dim);
+      std::vector<int> lens = contexts;
+      for (int i = 0; i < 19; i++) lens.push_back((i * 113) % 2100 + 1);
+      lens.push_back(570);
+      const World w(sh.heads, sh.kv_heads, sh.head_dim, 16, lens, 7, scale);
+      std::vector<std::pair<std::string, std::vector<Entry>>> steps;
+      for (size_t i = 0; i < contexts.size(); i++)
+        steps.push_back({"decode batch 1, context " + std::to_string(contexts[i]),
+                         {{int(i), contexts[i] - 1, 1}}});
+      std::vector<Entry> b19;
+      for (int i = 0; i < 19; i++) b19.push_back({7 + i, lens[size_t(7 + i)] - 1, 1});
+      steps.push_back({"decode batch 19", b19});
+      steps.push_back({"prefill from 500 (70 slots) with a decode", {{26, 500, 70}, {5, 599, 1}}});
+      for (const auto& [name, es] : steps) {
+        CAPTURE(name);
+        const std::vector<float> want = reference(w, es);
+        const std::vector<uint16_t> pre = run_step(w, es, false);
+        check_close(to_floats(pre), want, sh.heads, sh.head_dim, (name + ", prefill").c_str());
+        if (count_slots(es) != int(es.size())) continue;
+        const std::vector<uint16_t> dec = run_step(w, es, true);
+        const std::vector<uint16_t> dec_combine = run_step(w, es, true, false);
+        bool same = true;
+        for (int s = 0; s < count_slots(es); s++)
+          same = same &&
+                 same_row(dec, s, pre, s, sh.heads, sh.head_dim, "fp8: decode vs prefill",
+                          es[size_t(s)].kv_len) &&
+                 same_row(dec_combine, s, pre, s, sh.heads, sh.head_dim,
+                          "fp8: decode + combine vs prefill", es[size_t(s)].kv_len);
+        CHECK(same);
+      }
+      // Batch invariance: sequence 5's row alone, among 19, and inside a prefill chunk.
+      const int p = 599;
+      const std::vector<uint16_t> alone = run_step(w, {{5, p, 1}}, true);
+      std::vector<Entry> company = b19;
+      company.insert(company.begin() + 7, Entry{5, p, 1});
+      const std::vector<uint16_t> among = run_step(w, company, true);
+      const std::vector<uint16_t> chunk = run_step(w, {{5, p - 9, 10}}, false);
+      CHECK(same_row(alone, 0, among, 7, sh.heads, sh.head_dim, "fp8: alone vs among 19", p));
+      CHECK(same_row(alone, 0, chunk, 9, sh.heads, sh.head_dim, "fp8: decode vs chunk", p));
+    }
 }

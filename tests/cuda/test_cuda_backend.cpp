@@ -22,6 +22,7 @@
 #include "cuda_test_util.h"
 #include "golden.h"
 #include "model/mapping.h"
+#include "step_driver.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -29,15 +30,6 @@ using namespace loom::test;
 namespace {
 
 const char* const kModels[] = {"tiny_v1", "tiny_v2", "tiny_llama"};
-
-struct Seq {
-  std::vector<int32_t> blocks;
-  int pos = 0;  // slots cached so far (= kv_len)
-  uint64_t draws = 0;
-  int32_t next = 0;  // next token to feed
-  SamplingParams sp;
-  bool done = false;
-};
 
 // Drives the CPU backend and `gpu` with identical batches; checks every step.
 void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs = 3,
@@ -52,103 +44,29 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int 
   cr.num_blocks = 5 * n_seqs + 8;
   REQUIRE(cpu->allocate_cache(cr) >= cr.num_blocks);
   REQUIRE(gpu->allocate_cache(cr) == cr.num_blocks);
-
-  const int S = spec.has_frames() ? spec.frame_slots() : 0;
-  const int P = spec.image_tokens;
-  const int max_pos = spec.has_frames() ? S * spec.temporal_rows : spec.max_positions;
-  std::mt19937 g(5);
-  std::vector<Seq> seqs(static_cast<size_t>(n_seqs));
-  const SamplingParams modes[3] = {{0.0f, 0, 1.0f, 0},    // greedy
-                                   {0.9f, 0, 1.0f, 11},   // seeded
-                                   {1.1f, 20, 0.8f, 3}};  // top-k + top-p
-  const int firsts[3] = {spec.has_frames() ? 2 * S : 21, spec.has_frames() ? S : 9, 5};
-  for (int s = 0; s < n_seqs; s++) seqs[size_t(s)].sp = modes[s % 3];
-  int next_block = 0;
-  auto is_action = [&](int p) { return S > 0 && p % S >= P; };
-
-  int steps = 0, decode_steps = 0, chunk_steps = 0;
-  for (int it = 0; it < 60; it++) {
-    StepBatch b;
-    b.blocks_per_seq = 5;
-    b.want_logits = true;
-    std::vector<int> in_batch;
-    for (int s = 0; s < n_seqs; s++) {
-      Seq& q = seqs[size_t(s)];
-      if (q.done) continue;
-      // First step: a prompt chunk; then one token, or at a frame's last image token that
-      // token plus the frame's action slots (the "7-slot chunk").
-      int n = it == 0 ? firsts[s % 3] + s / 3 : 1;
-      if (it > 0 && S > 0 && q.pos % S == P - 1) n = 1 + spec.action_tokens;
-      if (q.pos + n > max_pos || q.pos + n > b.blocks_per_seq * 16) {
-        q.done = true;
-        continue;
-      }
-      in_batch.push_back(s);
-      b.kv_len.push_back(q.pos);
-      b.slot_start.push_back(b.n_slots());
-      for (int j = 0; j < n; j++) {
-        const int p = q.pos + j;
-        if (is_action(p)) {
-          b.tokens.push_back(kActionSlot);
-          for (int d = 0; d < spec.action_dim; d++)
-            b.actions.push_back(std::uniform_real_distribution<float>(-2, 2)(g));
-        } else {
-          b.tokens.push_back(it == 0 || j > 0 ? int32_t(g() % uint32_t(spec.vocab)) : q.next);
-          for (int d = 0; d < spec.action_dim; d++) b.actions.push_back(0.0f);
-        }
-        b.positions.push_back(p);
-      }
-      while (int(q.blocks.size()) * 16 < q.pos + n) q.blocks.push_back(next_block++);
-      for (int j = 0; j < b.blocks_per_seq; j++)
-        b.block_tables.push_back(j < int(q.blocks.size()) ? q.blocks[size_t(j)] : -1);
-      // Draw only where the chunk ends on an image slot's predecessor (as the engine does).
-      const bool draw = !is_action(q.pos + n);
-      b.sample.push_back(draw ? 1 : 0);
-      b.sampling.push_back(q.sp);
-      b.sample_index.push_back(uint32_t(s));
-      b.draw_index.push_back(q.draws);
-    }
-    if (in_batch.empty()) break;
-    b.slot_start.push_back(b.n_slots());
-    if (spec.action_projection == ActionProjection::None) b.actions.clear();
-    REQUIRE(next_block <= cr.num_blocks);
-    bool all_single = true;
-    for (size_t i = 0; i + 1 < b.slot_start.size(); i++)
-      all_single &= b.slot_start[i + 1] - b.slot_start[i] == 1;
-    (all_single ? decode_steps : chunk_steps)++;
-
-    StepOutput want, got;
-    cpu->step(b, want);
-    got.tokens.assign(7, 99);
-    got.logits.assign(3, NAN);
-    gpu->step(b, got);
-    CAPTURE(it);
-    REQUIRE(got.tokens.size() == want.tokens.size());
-    REQUIRE(got.logits.size() == want.logits.size());
-    for (size_t r = 0; r < in_batch.size(); r++) {
-      CAPTURE(in_batch[r]);
-      const auto row = [&](const StepOutput& o) {
-        return std::vector<float>(o.logits.begin() + long(r) * spec.vocab,
-                                  o.logits.begin() + long(r + 1) * spec.vocab);
-      };
-      CHECK(rel_err(row(got), row(want)) < tol);
-      if (tol < 1e-3) CHECK(got.tokens[r] == want.tokens[r]);
-      if (b.sample[r])
-        CHECK(got.tokens[r] >= 0);
-      else
-        CHECK(got.tokens[r] == -1);
-      Seq& q = seqs[size_t(in_batch[r])];
-      q.pos += b.slot_start[r + 1] - b.slot_start[r];
-      if (b.sample[r]) {
-        q.next = want.tokens[r];
-        q.draws++;
-      }
-    }
-    steps++;
-  }
-  CHECK(steps >= 20);
-  CHECK(decode_steps >= 10);
-  if (S > 0) CHECK(chunk_steps >= 3);
+  const StepCounts c =
+      drive_steps(spec, {cpu.get(), gpu.get()}, n_seqs, cr.num_blocks,
+                  [&](int, const StepBatch& b, std::vector<StepOutput>& outs) {
+                    const StepOutput &want = outs[0], &got = outs[1];
+                    REQUIRE(got.tokens.size() == want.tokens.size());
+                    REQUIRE(got.logits.size() == want.logits.size());
+                    for (int r = 0; r < b.n_seqs(); r++) {
+                      CAPTURE(r);
+                      const auto row = [&](const StepOutput& o) {
+                        return std::vector<float>(o.logits.begin() + long(r) * spec.vocab,
+                                                  o.logits.begin() + long(r + 1) * spec.vocab);
+                      };
+                      CHECK(rel_err(row(got), row(want)) < tol);
+                      if (tol < 1e-3) CHECK(got.tokens[size_t(r)] == want.tokens[size_t(r)]);
+                      if (b.sample[size_t(r)])
+                        CHECK(got.tokens[size_t(r)] >= 0);
+                      else
+                        CHECK(got.tokens[size_t(r)] == -1);
+                    }
+                  });
+  CHECK(c.steps >= 20);
+  CHECK(c.decode_steps >= 10);
+  if (spec.has_frames()) CHECK(c.chunk_steps >= 3);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/sampler.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "model/roles.h"
 
 namespace loom {
@@ -97,6 +98,12 @@ class CpuBackend final : public Backend {
           int(req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_)));
     LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib, " GiB holds no block of ",
                kv_block_bytes(block_size_), " bytes");
+    kv_dtype_ = req.kv_dtype;
+    kv_scales_ =
+        req.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : req.kv_scales;
+    LOOM_CHECK(kv_scales_.layers == spec_.layers && kv_scales_.kv_heads == spec_.kv_heads,
+               "KV scales for ", kv_scales_.layers, " layers x ", kv_scales_.kv_heads,
+               " kv heads; the model has ", spec_.layers, " x ", spec_.kv_heads);
     const size_t per_layer = size_t(num_blocks_) * size_t(block_size_) * size_t(spec_.kv_dim());
     for (CpuLayer& l : layers_) {
       l.k_cache.reset(new float[per_layer]);
@@ -108,12 +115,21 @@ class CpuBackend final : public Backend {
   DeviceInfo device_info() override {
     DeviceInfo d;
     d.name = "cpu";
-    d.kv_dtype = "f32";
+    d.kv_dtype = kv_dtype_ == KvDType::Auto ? "f32" : kv_dtype_name(kv_dtype_);
     d.kv_bytes = size_t(num_blocks_) * kv_block_bytes(block_size_);
     return d;
   }
 
   void step(const StepBatch& b, StepOutput& out) override;
+
+  void collect_kv_stats(const KvScales* saturation_scales) override {
+    stats_on_ = true;
+    stats_ = KvStats{};
+    stats_.k_absmax.assign(size_t(spec_.layers) * spec_.kv_heads, 0.0f);
+    stats_.v_absmax = stats_.k_absmax;
+    stats_scales_ = saturation_scales ? *saturation_scales : KvScales{};
+  }
+  KvStats kv_stats() override { return stats_; }
 
   ActivationHook hook_;
 
@@ -122,6 +138,7 @@ class CpuBackend final : public Backend {
     if (hook_) hook_(name, layer, v.data(), rows, cols);
   }
   void embed_slots(const StepBatch& b, std::vector<float>& x);
+  void kv_round(int layer, float* k, float* v, int n);
   // RMSNorm or LayerNorm as the spec says; weight / bias null when the features omit them.
   void norm(const float* x, const F32& weight, const F32& bias, float* y, int rows) const {
     if (spec_.norm == NormKind::Rms) {
@@ -147,7 +164,43 @@ class CpuBackend final : public Backend {
   std::vector<CpuActionLayer> action_;
   std::vector<CpuLayer> layers_;
   int block_size_ = 16, num_blocks_ = 0;
+  // The pool holds fp32; bf16 and fp8 store the values those caches would give back
+  // (bf16 rounding; the e4m3 round trip with kv_scales_), so the cpu backend is their reference.
+  KvDType kv_dtype_ = KvDType::Auto;
+  KvScales kv_scales_;
+  bool stats_on_ = false;
+  KvStats stats_;
+  KvScales stats_scales_;  // empty: no saturation count
 };
+
+// k, v [n, kv_heads, head_dim] of layer `layer` as the cache will hold them; statistics first.
+void CpuBackend::kv_round(int layer, float* k, float* v, int n) {
+  const int kvh = spec_.kv_heads, hd = spec_.head_dim;
+  for (int i = 0; i < n; i++)
+    for (int h = 0; h < kvh; h++) {
+      const size_t idx = size_t(layer) * kvh + h;
+      float* kr = k + (size_t(i) * kvh + h) * hd;
+      float* vr = v + (size_t(i) * kvh + h) * hd;
+      for (int d = 0; d < hd; d++) {
+        if (stats_on_) {
+          stats_.k_absmax[idx] = std::max(stats_.k_absmax[idx], std::fabs(kr[d]));
+          stats_.v_absmax[idx] = std::max(stats_.v_absmax[idx], std::fabs(vr[d]));
+          stats_.elements += 2;
+          if (!stats_scales_.empty()) {
+            stats_.saturated += std::fabs(kr[d] * (1.0f / stats_scales_.k[idx])) > kFp8E4m3Max;
+            stats_.saturated += std::fabs(vr[d] * (1.0f / stats_scales_.v[idx])) > kFp8E4m3Max;
+          }
+        }
+        if (kv_dtype_ == KvDType::BF16) {
+          kr[d] = bf16_to_f32(f32_to_bf16(kr[d]));
+          vr[d] = bf16_to_f32(f32_to_bf16(vr[d]));
+        } else if (kv_dtype_ == KvDType::FP8) {
+          kr[d] = kv_fp8_round_trip(kr[d], kv_scales_.k[idx]);
+          vr[d] = kv_fp8_round_trip(vr[d], kv_scales_.v[idx]);
+        }
+      }
+    }
+}
 
 void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
   const int n = b.n_slots(), H = spec_.hidden;
@@ -230,6 +283,8 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
       const int kv_len = b.kv_len[size_t(s)];
       LOOM_CHECK((kv_len + count + block_size_ - 1) / block_size_ <= b.blocks_per_seq,
                  "step: sequence ", s, " needs more blocks than its table holds");
+      kv_round(L, k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
+               count);
       cpu::kv_write(k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
                     l.k_cache.get(), l.v_cache.get(), table, kv_len, count, spec_.kv_heads, hd,
                     block_size_);

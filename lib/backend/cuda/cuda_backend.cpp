@@ -101,6 +101,7 @@ CudaBackend::CudaBackend(ComputeDType dtype, int device, bool batch_invariant)
       t_(dtype == ComputeDType::F32 ? DType::F32 : DType::BF16),
       invariant_(batch_invariant),
       device_(device) {
+  kv_t_ = t_;
   LOOM_CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -220,7 +221,7 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
 }
 
 size_t CudaBackend::kv_block_bytes(int block_size) const {
-  return size_t(spec_.layers) * 2 * size_t(block_size) * size_t(spec_.kv_dim()) * dtype_size(t_);
+  return size_t(spec_.layers) * 2 * size_t(block_size) * size_t(spec_.kv_dim()) * dtype_size(kv_t_);
 }
 
 int CudaBackend::allocate_cache(const CacheRequest& request) {
@@ -238,6 +239,7 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
   }
   block_size_ = request.block_size;
   max_bt_ = std::max(1, (std::max(spec_.max_positions, 1) + block_size_ - 1) / block_size_);
+  set_kv_format(request);
   // The tensor-core decode partitions follow max_bt_: allocated here, before the pool takes
   // what is left (~123 MB for Terra: 256 x 4 x 57 x 8 x 66 floats).
   for (void* p : {static_cast<void*>(part_mma_), static_cast<void*>(mma_counters_)}) {
@@ -280,9 +282,90 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
   return num_blocks_;
 }
 
+// The pool's element type and the FP8 scales (on the device, per layer K then V).
+void CudaBackend::set_kv_format(const CacheRequest& request) {
+  free_graphs();  // captured with the previous format
+  const KvDType k = request.kv_dtype;
+  LOOM_CHECK(k != KvDType::BF16 || t_ == DType::BF16, "--kv-dtype bf16 with --dtype ",
+             dtype_name(t_), " on the cuda backend: its KV cache is f32 or fp8 under f32 compute");
+  kv_t_ = k == KvDType::FP8 ? DType::F8E4M3 : t_;
+  if (kv_scale_ != nullptr) {
+    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), static_cast<void*>(kv_scale_)));
+    LOOM_CUDA_CHECK(cudaFree(kv_scale_));
+    kv_scale_ = nullptr;
+  }
+  kv_scales_host_ = KvScales{};
+  if (k != KvDType::FP8) return;
+  kv_scales_host_ =
+      request.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : request.kv_scales;
+  const KvScales& ks = kv_scales_host_;
+  LOOM_CHECK(ks.layers == spec_.layers && ks.kv_heads == spec_.kv_heads, "KV scales for ",
+             ks.layers, " layers x ", ks.kv_heads, " kv heads; the model has ", spec_.layers, " x ",
+             spec_.kv_heads);
+  std::vector<float> dev(size_t(spec_.layers) * 2 * spec_.kv_heads);  // [layers, 2, kv_heads]
+  for (int l = 0; l < spec_.layers; l++)
+    for (int h = 0; h < spec_.kv_heads; h++) {
+      dev[(size_t(l) * 2) * spec_.kv_heads + h] = ks.k_at(l, h);
+      dev[(size_t(l) * 2 + 1) * spec_.kv_heads + h] = ks.v_at(l, h);
+    }
+  kv_scale_ = static_cast<float*>(dev_alloc(dev.size() * 4));
+  LOOM_CUDA_CHECK(cudaMemcpy(kv_scale_, dev.data(), dev.size() * 4, cudaMemcpyHostToDevice));
+}
+
+void CudaBackend::collect_kv_stats(const KvScales* saturation_scales) {
+  LOOM_CHECK(kv_ != nullptr, "CUDA backend: collect_kv_stats before allocate_cache");
+  LOOM_CHECK(kv_t_ != DType::F8E4M3,
+             "KV statistics need a KV cache in the compute dtype (calibration runs without fp8)");
+  const size_t n = size_t(spec_.layers) * 2 * spec_.kv_heads;
+  if (stats_absmax_ == nullptr) {
+    stats_absmax_ = static_cast<float*>(dev_alloc(n * 4));
+    stats_scales_ = static_cast<float*>(dev_alloc(n * 4));
+    stats_counts_ = static_cast<unsigned long long*>(dev_alloc(2 * 8));
+  }
+  LOOM_CUDA_CHECK(cudaMemset(stats_absmax_, 0, n * 4));
+  LOOM_CUDA_CHECK(cudaMemset(stats_counts_, 0, 2 * 8));
+  stats_on_ = true;
+  stats_count_sat_ = saturation_scales != nullptr;
+  if (stats_count_sat_) {
+    const KvScales& ks = *saturation_scales;
+    LOOM_CHECK(ks.layers == spec_.layers && ks.kv_heads == spec_.kv_heads, "KV scales for ",
+               ks.layers, " layers x ", ks.kv_heads, " kv heads; the model has ", spec_.layers,
+               " x ", spec_.kv_heads);
+    std::vector<float> dev(n);
+    for (int l = 0; l < spec_.layers; l++)
+      for (int h = 0; h < spec_.kv_heads; h++) {
+        dev[(size_t(l) * 2) * spec_.kv_heads + h] = ks.k_at(l, h);
+        dev[(size_t(l) * 2 + 1) * spec_.kv_heads + h] = ks.v_at(l, h);
+      }
+    LOOM_CUDA_CHECK(cudaMemcpy(stats_scales_, dev.data(), n * 4, cudaMemcpyHostToDevice));
+  }
+}
+
+KvStats CudaBackend::kv_stats() {
+  LOOM_CHECK(stats_on_, "CUDA backend: kv_stats without collect_kv_stats");
+  const size_t n = size_t(spec_.layers) * 2 * spec_.kv_heads;
+  std::vector<float> m(n);
+  unsigned long long c[2] = {0, 0};
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  LOOM_CUDA_CHECK(cudaMemcpy(m.data(), stats_absmax_, n * 4, cudaMemcpyDeviceToHost));
+  LOOM_CUDA_CHECK(cudaMemcpy(c, stats_counts_, sizeof c, cudaMemcpyDeviceToHost));
+  KvStats st;
+  for (int l = 0; l < spec_.layers; l++)
+    for (int h = 0; h < spec_.kv_heads; h++) {
+      st.k_absmax.push_back(m[(size_t(l) * 2) * spec_.kv_heads + h]);
+      st.v_absmax.push_back(m[(size_t(l) * 2 + 1) * spec_.kv_heads + h]);
+    }
+  st.elements = c[0];
+  st.saturated = c[1];
+  return st;
+}
+
 void CudaBackend::fill_cache_random(uint64_t seed) {
   LOOM_CHECK(kv_ != nullptr, "CUDA backend: fill_cache_random before allocate_cache");
-  LOOM_KERNEL(fill_uniform(t_, kv_, kv_bytes_ / dtype_size(t_), seed, 1.0f, stream_));
+  if (kv_t_ == DType::F8E4M3)  // e4m3 0x30 = 0.5 everywhere (timing only: no NaN patterns)
+    LOOM_CUDA_CHECK(cudaMemsetAsync(kv_, 0x30, kv_bytes_, stream_));
+  else
+    LOOM_KERNEL(fill_uniform(t_, kv_, kv_bytes_ / dtype_size(t_), seed, 1.0f, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -357,8 +440,8 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   const int n_seqs = b.n_seqs(), n_slots = b.n_slots();
   const int bs = block_size_;
 
-  bool decode =
-      !profiling_ && n_slots == n_seqs && n_seqs <= kMaxGraphBatch && b.blocks_per_seq <= max_bt_;
+  bool decode = !profiling_ && !stats_on_ && n_slots == n_seqs && n_seqs <= kMaxGraphBatch &&
+                b.blocks_per_seq <= max_bt_;
   for (int i = 0; decode && i < n_slots; i++) decode = b.tokens[size_t(i)] >= 0;
   int bucket = 0;
   while (decode && kBucketSizes[bucket] < n_seqs) bucket++;
@@ -551,8 +634,8 @@ DeviceInfo CudaBackend::device_info() {
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
     peak_bytes_ = std::max(peak_bytes_, total_b - free_b);
   d.peak_bytes = peak_bytes_;
-  d.kv_dtype = dtype_name(t_);  // the pool is allocated in the compute dtype
-  int v = 0;                    // 1000 * major + 10 * minor
+  d.kv_dtype = dtype_name(kv_t_);
+  int v = 0;  // 1000 * major + 10 * minor
   if (cudaDriverGetVersion(&v) == cudaSuccess) d.driver = cat(v / 1000, ".", v % 1000 / 10);
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) d.cuda_runtime = cat(v / 1000, ".", v % 1000 / 10);
   return d;

@@ -69,6 +69,8 @@ class CudaBackend : public Backend {
   void set_profiling(bool on) override;
   std::vector<KernelTime> kernel_times() const override;
   bool batch_invariant() const override { return invariant_; }
+  void collect_kv_stats(const KvScales* saturation_scales) override;
+  KvStats kv_stats() override;
 
   void load_random(const ModelSpec& spec, uint64_t seed);
   void fill_cache_random(uint64_t seed);
@@ -86,6 +88,7 @@ class CudaBackend : public Backend {
   void after_load();
   void ensure_workspace(int n_slots, int n_out);
   void free_graphs();
+  void set_kv_format(const CacheRequest& request);
   int pick_splits(int n_tiles) const;
   void forward(const StepLayout& L, int num_splits);
   bool attention_mma() const;             // bf16 and a shape the tensor-core attention takes
@@ -115,9 +118,14 @@ class CudaBackend : public Backend {
   float* norm_ones_ = nullptr;  // [hidden] ones: the RMSNorm scale when norm_affine is false
   double load_seconds_ = 0;
 
-  // KV pool: T [layers, 2, num_blocks + 1, block_size, kv_heads, head_dim]; the extra block
-  // takes the writes of padded decode slots.
+  // KV pool: kv_t_ [layers, 2, num_blocks + 1, block_size, kv_heads, head_dim]; the extra
+  // block takes the writes of padded decode slots. kv_t_ is t_ or F8E4M3 (--kv-dtype fp8),
+  // whose scales kv_scale_ holds: [layers, 2, kv_heads] (K then V per layer), fixed before
+  // any graph is captured.
   void* kv_ = nullptr;
+  DType kv_t_ = DType::F32;
+  float* kv_scale_ = nullptr;
+  KvScales kv_scales_host_;
   int num_blocks_ = 0, block_size_ = 16;
   size_t kv_bytes_ = 0;
   int max_bt_ = 0;  // block-table width of graph steps: ceil(max_positions / block_size)
@@ -162,6 +170,12 @@ class CudaBackend : public Backend {
   // Profiling: (family, start, end) events of the current eager step, totals per family.
   bool profiling_ = false;
   int debug_skip_ = 0;  // cuda_set_debug_skip
+  // loom calibrate (collect_kv_stats): [layers, 2, kv_heads] maxima, the saturation scales in
+  // the same layout (null: none), [2] counts; steps run eagerly while on.
+  float* stats_absmax_ = nullptr;
+  float* stats_scales_ = nullptr;
+  unsigned long long* stats_counts_ = nullptr;
+  bool stats_on_ = false, stats_count_sat_ = false;
   std::vector<std::pair<const char*, std::array<cudaEvent_t, 2>>> prof_open_;
   std::vector<cudaEvent_t> event_pool_;
   std::map<std::string, KernelTime> prof_totals_;

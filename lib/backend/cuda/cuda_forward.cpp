@@ -25,6 +25,7 @@
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/kv_fp8.cuh"
 #include "kernels/layer_norm.cuh"
 #include "kernels/linear_fixed.cuh"
 #include "kernels/mlp_activation.cuh"
@@ -124,7 +125,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
                                        s.max_positions + s.position_offset, L.n_slots, H, stream_));
   prof_end();
 
-  const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(t_);
+  const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(kv_t_);
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
                       int y_stride = 0) {
@@ -199,6 +200,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
     if (!(debug_skip_ & 1)) {  // (bench decomposition)
       char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
       char* v_cache = k_cache + kv_layer;
+      const bool kv_fp8 = kv_t_ == DType::F8E4M3;
+      const float* kv_scale = kv_fp8 ? kv_scale_ + size_t(l) * 2 * s.kv_heads : nullptr;
       if (!decode_attn) {  // the decode attention kernel does RoPE and the KV write itself
         prof_begin("rope_kv_write");
         RopeKvArgs r;
@@ -213,6 +216,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
         r.head_dim = s.head_dim;
         r.k_cache = k_cache;
         r.v_cache = v_cache;
+        r.kv_fp8 = kv_fp8;
+        r.kv_scale = kv_scale;
         r.pdl = gemv;  // follows the qkv GEMV (PDL chain of the GEMV schedule)
         LOOM_KERNEL(rope_kv_write(r, stream_));
         prof_end();
@@ -224,6 +229,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.qkv = qkv_;
       a.k_cache = k_cache;
       a.v_cache = v_cache;
+      a.kv_fp8 = kv_fp8;
+      a.kv_scale = kv_scale;
       a.block_tables = in_i32(L.block_tables);
       a.bt_stride = L.bt_stride;
       a.kv_len = in_i32(L.kv_len);
@@ -250,6 +257,20 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.pdl = true;  // follows rope_kv_write or (decode) the qkv GEMV
       LOOM_KERNEL(paged_attention(a, stream_));
       prof_end();
+      if (stats_on_) {  // loom calibrate: the rows this step wrote
+        KvStatsArgs k;
+        k.t = t_;
+        k.k_cache = k_cache;
+        k.v_cache = v_cache;
+        k.cache_slot = in_i32(L.cache_slot);
+        k.n_slots = L.n_slots;
+        k.kv_heads = s.kv_heads;
+        k.head_dim = s.head_dim;
+        k.absmax = stats_absmax_ + size_t(l) * 2 * s.kv_heads;
+        k.scales = stats_count_sat_ ? stats_scales_ + size_t(l) * 2 * s.kv_heads : nullptr;
+        k.counts = stats_counts_;
+        LOOM_KERNEL(gpu::kv_stats(k, stream_));
+      }
     }
 
     if (gemv) {
