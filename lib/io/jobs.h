@@ -27,26 +27,26 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/backend.h"
+#include "core/sampling_params.h"
 #include "model/spec.h"
 
 namespace loom {
 
 struct Job {
-  std::string id;             // "id" as given (a JSON integer is kept as its text); else "line-N"
-  bool id_is_number = false;  // the job's "id" was a JSON integer: records write it back as one
-  int64_t line = 0;           // 1-based line in the jobs file
+  std::string id;               // "id" as given (a JSON integer is kept as its text); else "line-N"
+  bool id_is_number = false;    // the job's "id" was a JSON integer: records write it back as one
+  int64_t line = 0;             // 1-based line in the jobs file
   std::vector<int32_t> prompt;  // [n_ctx * S] (frames) or [n] (plain); action slots hold the
                                 // placeholder, or the action ids for action-token models
   std::vector<float> actions;   // [action_rows, action_dim], row-major
   int action_rows = 0;
   std::vector<int32_t> action_ids;  // [action_id_rows, A] action-token models: row g follows
   int action_id_rows = 0;           // generated frame g (num_frames or num_frames - 1 rows)
-  int context_frames = 0;   // n_ctx (frame models)
-  int num_frames = 0;       // frames to generate (frame models)
-  int max_tokens = 0;       // tokens to generate (plain models)
-  bool ignore_eos = false;  // plain models: keep going past eos
-  int overlap = 3;          // frames carried into a new round
+  int context_frames = 0;           // n_ctx (frame models)
+  int num_frames = 0;               // frames to generate (frame models)
+  int max_tokens = 0;               // tokens to generate (plain models)
+  bool ignore_eos = false;          // plain models: keep going past eos
+  int overlap = 3;                  // frames carried into a new round
   SamplingParams sampling;
   int num_samples = 1;
 };
