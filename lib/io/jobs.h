@@ -8,6 +8,10 @@
 // the job gave it. The reader refuses a line whose id an earlier line of its shard already has:
 // that line becomes a JobError naming both lines.
 //
+// Files: job_lines.{h,cpp} read the lines (JobReader) and write the "line N: ..." diagnostics,
+// jobs.cpp is the schema (fields, types, ranges), job_actions.cpp a frame's action slots,
+// job_ids.{h,cpp} the ids.
+//
 // Frame-model job:  {"id": "a", "prompt_token_ids": [...P image ids, A × -3, ...],
 //                    "actions": [[lat, fwd, t], ...], "num_frames": 8,
 //                    "sampling": {"temperature": 0.9, "top_k": 0, "top_p": 1.0, "seed": 0},
