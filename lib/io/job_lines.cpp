@@ -291,6 +291,7 @@ struct JobReader::Impl {
 
 JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults)
     : impl_(std::make_unique<Impl>()) {
+  check_job_defaults(spec, defaults);
   impl_->path = path;
   impl_->spec = spec;
   impl_->defaults = defaults;

@@ -410,15 +410,22 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
       parse_action_token_ids(f.has_action_ids, f.action_ids, spec, job);
     else
       parse_actions(f.has_actions, f.actions, spec, job);
-    int max_overlap = T - 1;
+    const int max_overlap = T - 1;
     if (f.has_overlap) {
       if (max_overlap < 1) {
         bad(field("overlap"), ": expected no overlap (", round_size(spec, "the "),
             ", so rounds cannot carry frames), found ", describe(f.overlap));
       }
+      // Never clamped: a value above T - 1 is the job's mistake, said with the T it broke.
+      const bool integer = f.overlap.type() == element_type::INT64;
+      if (integer && int64_t(f.overlap) > max_overlap) {
+        bad(field("overlap"), ": expected an integer in [1, ", max_overlap, "] (",
+            round_size(spec, "the model's "), "), found ", describe(f.overlap));
+      }
       job.overlap = int(get_int(f.overlap, field("overlap"), 1, max_overlap));
     } else {
-      // The default is ours, not the job's: fit it to a short temporal table.
+      // JobReader has refused a --overlap (overlap_given) that does not fit; what is left to
+      // fit is loom's own default, documented as min(3, T - 1).
       job.overlap = std::max(0, std::min(d.overlap, max_overlap));
     }
   } else {
@@ -450,6 +457,19 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
 }
 
 }  // namespace job_parse
+
+void check_job_defaults(const ModelSpec& spec, const JobDefaults& d) {
+  if (!d.overlap_given || !spec.has_frames()) return;
+  const int max_overlap = spec.temporal_rows - 1;
+  if (max_overlap < 1) {
+    fail("--overlap ", d.overlap, ": expected no --overlap for this model (",
+         round_size(spec, "its "), ", so rounds cannot carry frames), found ", d.overlap);
+  }
+  if (d.overlap < 1 || d.overlap > max_overlap) {
+    fail("--overlap ", d.overlap, ": expected an integer in [1, ", max_overlap,
+         "] for this model (", round_size(spec, "its "), "), found ", d.overlap);
+  }
+}
 
 Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
                         int ctx, int frames) {

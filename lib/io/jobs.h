@@ -67,14 +67,24 @@ constexpr size_t kMaxJobLineBytes = size_t(64) << 20;  // longer job lines are a
 
 struct JobDefaults {
   int32_t placeholder_id = -3;  // token id marking an action slot in prompt_token_ids
+  // Frames a new round carries where a job gives no "overlap". Given by the user (--overlap,
+  // overlap_given) it must lie in [1, T - 1] (check_job_defaults); loom's own default 3 is
+  // lowered to T - 1 for a model with fewer frames per round.
   int overlap = 3;
+  bool overlap_given = false;
   SamplingParams sampling;  // used where a job gives no "sampling" field
   int max_num_samples = 1024;
 };
 
+// Throws loom::Error when a default the user gave does not fit the model, naming the option,
+// its value and the allowed range: "--overlap 9: expected an integer in [1, 5] for this model
+// (a round holds 6 frames), found 9". Nothing is clamped.
+void check_job_defaults(const ModelSpec& spec, const JobDefaults& defaults);
+
 class JobReader {
  public:
-  // path "-" reads stdin. Throws loom::Error when the file cannot be opened.
+  // path "-" reads stdin. Throws loom::Error when the file cannot be opened or when
+  // check_job_defaults refuses `defaults`.
   JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults);
   ~JobReader();
   // Reads the next non-blank line. Returns false at end of input; otherwise exactly one of

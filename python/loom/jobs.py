@@ -395,10 +395,14 @@ def _check(root, text, model, placeholder_id):
         _check_actions(f, model, n_ctx, num_frames)
         T = model.temporal_rows
         if "overlap" in f:
+            o = f["overlap"]
             if T - 1 < 1:
                 _bad(f'field "overlap": expected no overlap (the temporal table has {T} row, so '
-                     f"rounds cannot carry frames), found {_describe(f['overlap'])}")
-            _get_int(f["overlap"], 'field "overlap"', 1, T - 1)
+                     f"rounds cannot carry frames), found {_describe(o)}")
+            if _is_int(o) and T - 1 < o < 2**63:  # never clamped: said with the T it broke
+                _bad(f'field "overlap": expected an integer in [1, {T - 1}] (the model\'s '
+                     f"temporal table has {T} rows), found {_describe(o)}")
+            _get_int(o, 'field "overlap"', 1, T - 1)
     else:
         _check_plain(f, model, placeholder_id)
     _check_sampling(f)
