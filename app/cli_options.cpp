@@ -350,6 +350,7 @@ void finish_run(const Given& g, RunArgs& r) {
       g.unused(name, "applies to the token dataset; expected --tokens-out DIR with it");
   }
   check_engine(g, r.engine);
+  r.overlap_given = g.set("--overlap");
   for (const CLI::Option* o : g.cmd->get_options()) {
     const std::string name = o->get_name();
     if (o->count() > 0 && !o->get_envname().empty() && !contains(g.typed, name))

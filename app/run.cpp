@@ -95,6 +95,7 @@ int run_jobs(const RunArgs& a) {
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
+  defaults.overlap_given = a.overlap_given;
   defaults.sampling = a.sampling;
   JobReader reader(a.jobs, spec, defaults);
   reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed

@@ -208,15 +208,9 @@ def compute_golden(ckpt_dir, kind, seed):
     golden = {"kind": kind, "seed": seed, "dtype": "f32",
               "made_by": "scripts/hf_families.py make --kind %s --seed %d" % (kind, seed),
               "cases": []}
-    low = []
-    for name, job, draws in golden_cases(kind, ref.config, seed):
-        margins = []
-        samples, logits = generate(ref, kind, job, draws, margins)
-        case = {"name": name, "job": job, "samples": samples}
-        if draws:
-            case["logits"] = logits
-        golden["cases"].append(case)
-        low.append((name, min(margins)))
+    golden["cases"], low = hr.run_cases(
+        golden_cases(kind, ref.config, seed),
+        lambda job, draws, margins: generate(ref, kind, job, draws, margins))
     return golden, low
 
 
@@ -224,31 +218,14 @@ def cmd_make(args):
     t0 = time.time()
     make(args.kind, args.seed, args.out)
     golden, low = compute_golden(args.out, args.kind, args.seed)
-    with open(os.path.join(args.out, "golden.json"), "w") as f:
-        f.write(hr.dump_golden(golden))
-    for name, m in low:
-        print("%s: smallest winner margin %.4g" % (name, m))
-    print("wrote %s (%.1f s)" % (args.out, time.time() - t0))
-    if min(m for _, m in low) < 1e-3:
-        print("warning: a draw is decided by less than 1e-3; pick another --seed")
-        return 1
-    return 0
+    return hr.write_golden(args.out, golden, low, t0)
 
 
 def cmd_check(args):
     with open(os.path.join(args.dir, "golden.json")) as f:
         want = json.load(f)
     got, _ = compute_golden(args.dir, want["kind"], want["seed"])
-    ok = True
-    for cw, cg in zip(want["cases"], got["cases"]):
-        if cw["job"] != cg["job"] or cw["samples"] != cg["samples"]:
-            print("case %s: jobs or token streams differ" % cw["name"])
-            ok = False
-        for lw, lg in zip(cw.get("logits", []), cg.get("logits", [])):
-            a, b = np.array(lw["values"]), np.array(lg["values"])
-            if np.max(np.abs(a - b)) / np.max(np.abs(a)) > 1e-6:
-                print("case %s draw %d: logits differ" % (cw["name"], lw["draw_index"]))
-                ok = False
+    ok = hr.same_golden(want, got)
     print("%s: %s" % (args.dir, "golden reproduced" if ok else "MISMATCH"))
     return 0 if ok else 1
 

@@ -365,16 +365,57 @@ def compute_golden(ckpt_dir, kind, seed, dtype):
               "made_by": "scripts/hf_reference.py make --kind %s --seed %d --dtype %s%s" % (
                   kind, seed, dtype, " --shards %d" % shards if shards > 1 else ""),
               "cases": []}
-    low = []
-    for name, job, draws in golden_cases(kind, ref.config, seed):
+    golden["cases"], low = run_cases(golden_cases(kind, ref.config, seed),
+                                     lambda job, draws, margins: generate(ref, job, draws, margins))
+    return golden, low
+
+
+def run_cases(cases, gen):
+    """Golden cases from (name, job, logit draws) triples: `gen(job, draws, margins)` returns
+    (samples, logits) and appends each draw's winner margin. Returns the cases and, per case,
+    (name, smallest margin). Shared with hf_families.py."""
+    out, low = [], []
+    for name, job, draws in cases:
         margins = []
-        samples, logits = generate(ref, job, draws, margins)
+        samples, logits = gen(job, draws, margins)
         case = {"name": name, "job": job, "samples": samples}
         if draws:
             case["logits"] = logits
-        golden["cases"].append(case)
+        out.append(case)
         low.append((name, min(margins)))
-    return golden, low
+    return out, low
+
+
+def write_golden(out_dir, golden, low, t0):
+    """Writes golden.json and reports the margins; 1 when a draw is decided by less than 1e-3
+    (a tie HF and loom could break differently), else 0. Shared with hf_families.py."""
+    with open(os.path.join(out_dir, "golden.json"), "w") as f:
+        f.write(dump_golden(golden))
+    for name, m in low:
+        print("%s: smallest winner margin %.4g" % (name, m))
+    print("wrote %s (%.1f s)" % (out_dir, time.time() - t0))
+    if min(m for _, m in low) < 1e-3:
+        print("warning: a draw is decided by less than 1e-3; pick another --seed")
+        return 1
+    return 0
+
+
+def same_golden(want, got):
+    """True when `got` (recomputed) has `want`'s jobs, token streams and logits (relative
+    1e-6); prints each difference. Shared with hf_families.py."""
+    ok = True
+    for cw, cg in zip(want["cases"], got["cases"]):
+        if cw["job"] != cg["job"] or cw["samples"] != cg["samples"]:
+            print("case %s: jobs or token streams differ" % cw["name"])
+            ok = False
+        for lw, lg in zip(cw.get("logits", []), cg.get("logits", [])):
+            a, b = np.array(lw["values"]), np.array(lg["values"])
+            err = np.max(np.abs(a - b)) / np.max(np.abs(a))
+            if lw["draw_index"] != lg["draw_index"] or err > 1e-6:
+                print("case %s draw %d: logits differ (rel %.3g)" % (
+                    cw["name"], lw["draw_index"], err))
+                ok = False
+    return ok
 
 
 def dump_golden(golden):
@@ -402,16 +443,7 @@ def cmd_make(args):
     t0 = time.time()
     make_tiny(args.kind, args.seed, args.dtype, args.shards, args.out)
     golden, low = compute_golden(args.out, args.kind, args.seed, args.dtype)
-    with open(os.path.join(args.out, "golden.json"), "w") as f:
-        f.write(dump_golden(golden))
-    for name, m in low:
-        print("%s: smallest winner margin %.4g" % (name, m))
-    worst = min(m for _, m in low)
-    print("wrote %s (%.1f s)" % (args.out, time.time() - t0))
-    if worst < 1e-3:
-        print("warning: a draw is decided by less than 1e-3; pick another --seed")
-        return 1
-    return 0
+    return write_golden(args.out, golden, low, t0)
 
 
 def cmd_check(args):
@@ -439,17 +471,7 @@ def cmd_check(args):
         print("checkpoint has other tensors:", sorted(set(disk) - {e.name for e in entries}))
         ok = False
     got, _ = compute_golden(args.dir, want["kind"], want["seed"], want["dtype"])
-    for cw, cg in zip(want["cases"], got["cases"]):
-        if cw["job"] != cg["job"] or cw["samples"] != cg["samples"]:
-            print("case %s: jobs or token streams differ" % cw["name"])
-            ok = False
-        for lw, lg in zip(cw.get("logits", []), cg.get("logits", [])):
-            a, b = np.array(lw["values"]), np.array(lg["values"])
-            err = np.max(np.abs(a - b)) / np.max(np.abs(a))
-            if lw["draw_index"] != lg["draw_index"] or err > 1e-6:
-                print("case %s draw %d: logits differ (rel %.3g)" % (
-                    cw["name"], lw["draw_index"], err))
-                ok = False
+    ok = same_golden(want, got) and ok
     print("%s: %s" % (args.dir, "golden reproduced" if ok else "MISMATCH"))
     return 0 if ok else 1
 

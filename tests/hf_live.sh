@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Live HF check: draw a new random tiny checkpoint of each kind (v1, V2, plain Llama) with a
+# Live HF check: draw a new random tiny checkpoint of every family loom has a table for, with a
 # seed from the clock, write goldens with the real transformers model, and run the cpu golden
-# test on them. Fails (never skips) when Python or transformers is missing.
+# tests on them (logits within 1e-4, tokens identical):
+#   v1, V2, plain Llama       scripts/hf_reference.py make
+#   OPT, GPT-2, action tokens scripts/hf_families.py make
+#   Meta-named Llama          scripts/convert_meta.py from-hf of the fresh Llama, which must
+#                             give that Llama's HF tokens and logits
+# Fails (never skips) when Python or transformers is missing. LOOM_HF_SEED=N repeats a run.
+# Works in a folder of its own (several checkouts' ctest may run at once), removed on success
+# and kept, with the makers' logs, on failure.
 set -euo pipefail
 python=$1
 build=$2
@@ -10,30 +17,45 @@ if ! "$python" -c "import transformers, torch, safetensors" 2>/dev/null; then
   echo "hf_live: $python lacks torch/transformers/safetensors; run scripts/setup.sh --python" >&2
   exit 1
 fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/loom_hf_live.XXXXXX")
+keep() { echo "hf_live: failed; checkpoints and logs kept in $work" >&2; }
+trap keep ERR
 seed=${LOOM_HF_SEED:-$(( $(date +%s) % 100000 ))}
+echo "hf_live: seed $seed (LOOM_HF_SEED=$seed repeats this run)"
 dirs=()
-for kind in v1 v2 llama; do
-  d="$build/hf_live/$kind"
-  dtype=f32
-  [ $kind = v1 ] && dtype=bf16
-  # hf_reference.py refuses a checkpoint whose sampled draws are decided by less than 1e-3
-  # (a tie the two implementations could break differently); draw another one then.
+# kind:script:dtype (hf_families.py writes f32 only)
+for spec in v1:hf_reference:bf16 v2:hf_reference:f32 llama:hf_reference:f32 \
+  opt:hf_families:f32 gpt2:hf_families:f32 action_tokens:hf_families:f32; do
+  IFS=: read -r kind script dtype <<<"$spec"
+  d="$work/$kind"
+  args=()
+  [ "$script" = hf_reference ] && args=(--dtype "$dtype")
+  # Both makers refuse a checkpoint whose sampled draws are decided by less than 1e-3 (a tie
+  # the two implementations could break differently); draw another one then.
   ok=0
   for try in 0 1 2 3 4 5 6 7; do
     s=$((seed + 1000 * try + ${#dirs[@]}))
     rm -rf "$d"
-    if "$python" "$root/scripts/hf_reference.py" make --kind $kind --seed $s --dtype $dtype \
-        --out "$d" >"$build/hf_live.$kind.log" 2>&1; then
+    if "$python" "$root/scripts/$script.py" make --kind "$kind" --seed $s "${args[@]}" \
+        --out "$d" >"$work/$kind.log" 2>&1; then
       ok=1
       break
     fi
   done
   if [ $ok = 0 ]; then
-    cat "$build/hf_live.$kind.log" >&2
+    cat "$work/$kind.log" >&2
+    keep
     exit 1
   fi
   echo "hf_live: $kind checkpoint from seed $s in $d"
   dirs+=("$d")
 done
+"$python" "$root/scripts/convert_meta.py" from-hf --hf "$work/llama" --out "$work/llama_meta" \
+  >"$work/llama_meta.log" 2>&1 || { cat "$work/llama_meta.log" >&2; keep; exit 1; }
+echo "hf_live: Meta-named copy of the llama checkpoint in $work/llama_meta"
 LOOM_GOLDEN_DIRS=$(IFS=:; echo "${dirs[*]}") "$build/bin/test_golden" \
   --test-case="cpu backend reproduces the HF golden logits and tokens"
+LOOM_META_HF_DIR="$work/llama" "$build/bin/test_golden" \
+  --test-case="a Meta-named copy of tiny_llama*"
+trap - ERR
+rm -rf "$work"

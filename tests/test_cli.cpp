@@ -31,9 +31,10 @@ struct Ran {
   std::string err;  // stderr
 };
 
-Ran run(const std::string& args, const std::string& tag) {
+// `env`: variable assignments put before the command, e.g. "LOOM_OVERLAP=6 ".
+Ran run(const std::string& args, const std::string& tag, const std::string& env = "") {
   const std::string err_path = kTmp + "loom_cli_" + tag + ".err";
-  const int status = std::system((kLoom + " " + args + " 2>" + err_path).c_str());
+  const int status = std::system((env + kLoom + " " + args + " 2>" + err_path).c_str());
   Ran r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::ifstream in(err_path);
@@ -237,6 +238,22 @@ TEST_CASE("fatal errors: one readable line and exit code 2") {
                      "bf16cpu");
   CHECK(bf16_cpu.code == 2);
   CHECK(bf16_cpu.err.find("--dtype bf16 needs the cuda backend") != std::string::npos);
+
+  // tiny_v1's temporal table has 6 rows: a new round carries at most 5 frames. A larger
+  // --overlap (typed or from LOOM_OVERLAP) stops the run instead of being lowered to 5.
+  const std::string too_much =
+      "loom: error: --overlap 6: expected an integer in [1, 5] for this model (its temporal "
+      "table has 6 rows), found 6\n";
+  Ran overlap = run("run -q --overwrite --model " + kData + "/tiny_v1 --jobs " + kData +
+                        "/jobs/tiny_v1.jsonl --out " + kTmp + "overlap.jsonl --overlap 6",
+                    "overlap");
+  CHECK(overlap.code == 2);
+  CHECK(overlap.err == too_much);
+  Ran overlap_env = run("run -q --overwrite --model " + kData + "/tiny_v1 --jobs " + kData +
+                            "/jobs/tiny_v1.jsonl --out " + kTmp + "overlap.jsonl",
+                        "overlap_env", "LOOM_OVERLAP=6 ");
+  CHECK(overlap_env.code == 2);
+  CHECK(overlap_env.err == too_much);
 }
 
 TEST_CASE("inspect: spec, roles and totals of a checkpoint") {

@@ -76,8 +76,11 @@ TEST_CASE("golden tokens do not depend on the batch: all cases of a model run to
 }
 
 TEST_CASE("a Meta-named copy of tiny_llama (params.json, interleaved wq/wk) gives its tokens") {
-  // testdata/tiny_llama_meta is scripts/convert_meta.py from-hf of testdata/tiny_llama.
-  const std::string dir = std::string(LOOM_TESTDATA) + "/tiny_llama";
+  // testdata/tiny_llama_meta is scripts/convert_meta.py from-hf of testdata/tiny_llama;
+  // tests/hf_live.sh points $LOOM_META_HF_DIR at a fresh pair (DIR and DIR_meta).
+  const char* env = std::getenv("LOOM_META_HF_DIR");
+  const std::string dir = env ? env : std::string(LOOM_TESTDATA) + "/tiny_llama";
+  CAPTURE(dir);
   LoadOptions opt;
   opt.table_path = std::string(LOOM_SOURCE_DIR) + "/models/llama_meta.json";
   LoadedModel meta = load_model(dir + "_meta", opt);
@@ -95,5 +98,11 @@ TEST_CASE("a Meta-named copy of tiny_llama (params.json, interleaved wq/wk) give
     CHECK(m.logits == h.logits);
     for (const auto& s : c["samples"])
       CHECK(m.tokens[s["sample"].get<uint32_t>()] == golden_tokens(s));
+    if (!c.contains("logits")) continue;
+    for (const auto& l : c["logits"]) {  // HF's, not only the HF-named copy's
+      const auto key = std::make_pair(l["sample"].get<uint32_t>(), l["draw_index"].get<uint64_t>());
+      REQUIRE(m.logits.count(key) == 1);
+      CHECK(rel_error(m.logits[key], l["values"].get<std::vector<float>>()) < 1e-4);
+    }
   }
 }

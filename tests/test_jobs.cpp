@@ -112,7 +112,7 @@ const BadCase kBadFrameJobs[] = {
     {R"({"id":"a","prompt_token_ids":$F1,"actions":$A2,"num_frames":1,"overlap":0})",
      R"(field "overlap": expected an integer in [1, 5], found 0)"},
     {R"({"id":"a","prompt_token_ids":$F1,"actions":$A2,"num_frames":1,"overlap":6})",
-     R"(field "overlap": expected an integer in [1, 5], found 6)"},
+     R"(field "overlap": expected an integer in [1, 5] (the model's temporal table has 6 rows), found 6)"},
     {R"({"id":"a","prompt_token_ids":$F1,"actions":$A2,"num_frames":1,"sampling":0.9})",
      R"(field "sampling": expected an object with one of "temperature", "top_k", "top_p", "seed", found 0.9)"},
     {R"({"id":"a","prompt_token_ids":$F1,"actions":$A2,"num_frames":1,"sampling":{"temp":0.9}})",
@@ -364,6 +364,39 @@ TEST_SUITE("jobs") {
     CHECK(job.id == "line-5");
     CHECK_FALSE(job.id_is_number);
     CHECK(job.overlap == 5);
+  }
+
+  TEST_CASE("--overlap above T-1 is refused naming option, value and range, never clamped") {
+    JobDefaults d;
+    d.overlap = 6;  // T = 6 frames a round: at most 5 carried
+    d.overlap_given = true;
+    CHECK_THROWS_WITH_AS(check_job_defaults(loom::test::tiny_frame_spec(), d),
+                         "--overlap 6: expected an integer in [1, 5] for this model (its temporal "
+                         "table has 6 rows), found 6",
+                         loom::Error);
+    // The reader checks before it opens the file: the option is wrong whatever the jobs say.
+    CHECK_THROWS_WITH_AS(JobReader("/nonexistent/jobs.jsonl", loom::test::tiny_frame_spec(), d),
+                         "--overlap 6: expected an integer in [1, 5] for this model (its temporal "
+                         "table has 6 rows), found 6",
+                         loom::Error);
+    ModelSpec one = loom::test::tiny_frame_spec();
+    one.temporal_rows = 1;
+    d.overlap = 1;
+    CHECK_THROWS_WITH_AS(check_job_defaults(one, d),
+                         "--overlap 1: expected no --overlap for this model (its temporal table "
+                         "has 1 row, so rounds cannot carry frames), found 1",
+                         loom::Error);
+
+    // In range it is used as given; on a plain model it has nothing to act on.
+    d.overlap = 5;
+    CHECK_NOTHROW(check_job_defaults(loom::test::tiny_frame_spec(), d));
+    Job job;
+    JobError error;
+    std::string line = expand(R"({"prompt_token_ids":$F1,"actions":$A2,"num_frames":1})");
+    REQUIRE(parse_job_line(line, 1, loom::test::tiny_frame_spec(), d, job, error));
+    CHECK(job.overlap == 5);
+    d.overlap = 99;
+    CHECK_NOTHROW(check_job_defaults(plain_spec(), d));
   }
 
   TEST_CASE("a good plain job parses to the values written") {
@@ -633,7 +666,7 @@ const BadCase kBadActionTokenJobs[] = {
     {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":[[92,-1],[94,95]],"num_frames":2})",
      R"(field "action_token_ids" row 0 column 1: expected an action token id in [0, 100) outside the image ids [0, 90), found -1)"},
     {R"({"id":"t","prompt_token_ids":$T1,"action_token_ids":$R2,"num_frames":2,"overlap":3})",
-     R"(field "overlap": expected an integer in [1, 2], found 3)"},
+     R"(field "overlap": expected an integer in [1, 2] (a round holds 3 frames), found 3)"},
     {R"({"id":"t","prompt_token_ids":[1,2,3,4,90,91,1,2,3,4,90,91,1,2,3,4,90,91,1,2,3,4,90,91],"action_token_ids":$R2,"num_frames":2})",
      R"(field "prompt_token_ids": expected at most 3 context frames (18 ids; a round holds 3 frames), found 4 frames (24 ids))"},
 };

@@ -10,19 +10,13 @@
 #include <vector>
 
 #include "core/kv_format.h"
+#include "core/sampling_params.h"
 #include "model/spec.h"
 #include "model/weights.h"
 
 namespace loom {
 
 constexpr int32_t kActionSlot = -1;  // StepBatch::tokens value of a slot fed an action row
-
-struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy (argmax, lowest id on ties)
-  int top_k = 0;             // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  uint64_t seed = 0;
-};
 
 struct StepBatch {
   // Per slot, sequences back to back.

@@ -1,10 +1,26 @@
-// read_job_line, trim_job_line, reread_job_line (job_lines.h).
+// The line reader (jobs.h JobReader, job_lines.h) and its diagnostics: lines are read with a
+// bounded getline, so neither a huge file nor one enormous line can grow host memory, and
+// parsed with simdjson's DOM parser, one reused parser per thread. Whatever is wrong with a line
+// becomes one JobError "line N: <what>: expected <...>, found <...>": JSON that does not parse
+// (with the offending literal and its field found again here, since simdjson names neither), a
+// line too long, an id an earlier line has; what a valid JSON object must hold is the schema's
+// business (jobs.cpp).
 #include "io/job_lines.h"
 
+#include <simdjson.h>
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <string_view>
 
 #include "core/error.h"
+#include "io/job_ids.h"
+#include "io/job_parse.h"
+#include "io/jobs.h"
 
 namespace loom {
 
@@ -58,6 +74,296 @@ void reread_job_line(std::istream& in, const std::string& path, uint64_t offset,
              "the jobs file changed while it was read: line ", line,
              " is gone; do not edit a jobs file during a run");
   trim_job_line(text, line);
+}
+
+// ---- Diagnostics: what makes a line fail before or beside the schema ---------------------
+
+namespace {
+
+using namespace job_parse;
+
+// ---- Locating what made the DOM parser give up -------------------------------------------
+
+// simdjson reports an out-of-range number (1e999, 2^64) or a bare NaN only as "bad number" or
+// "bad structure" for the whole line. This scan finds the offending literal and the key it
+// belongs to, so the message can name the field.
+struct BadLiteral {
+  std::string key;      // last object key before the literal ("" if none)
+  std::string literal;  // the literal as written
+  bool out_of_range = false;
+};
+
+bool find_bad_literal(std::string_view s, BadLiteral& found) {
+  std::string last_key, last_string;
+  bool after_string = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+      last_string = std::string(s.substr(i + 1, std::min(j, s.size()) - i - 1));
+      after_string = true;
+      i = j + 1;
+      continue;
+    }
+    if (c == ':' && after_string) last_key = last_string;
+    if (c != ' ' && c != '\t') after_string = false;
+    bool number_start = c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9');
+    bool word_start = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (!number_start && !word_start) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && (std::isalnum(uint8_t(s[j])) || s[j] == '-' || s[j] == '+' ||
+                            s[j] == '.' || s[j] == '_'))
+      ++j;
+    std::string lit(s.substr(i, j - i));
+    i = j;
+    if (word_start) {
+      if (lit == "true" || lit == "false" || lit == "null") continue;
+      found = {last_key, lit, false};
+      return true;
+    }
+    bool integer = lit.find_first_of(".eE") == std::string::npos;
+    errno = 0;
+    char* end = nullptr;
+    if (integer && lit[0] != '+') {
+      if (lit[0] == '-') {
+        (void)std::strtoll(lit.c_str(), &end, 10);
+      } else {
+        (void)std::strtoull(lit.c_str(), &end, 10);
+      }
+    } else {
+      double d = std::strtod(lit.c_str(), &end);
+      if (errno == ERANGE && std::fabs(d) < 1.0) errno = 0;  // underflow to 0 is fine
+    }
+    bool malformed = end == nullptr || *end != '\0' || lit[0] == '+' || lit[0] == '.';
+    if (errno == ERANGE || malformed) {
+      found = {last_key, lit, errno == ERANGE && !malformed};
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string parse_failure(std::string_view text, simdjson::error_code code) {
+  BadLiteral lit;
+  if ((code == simdjson::NUMBER_ERROR || code == simdjson::TAPE_ERROR ||
+       code == simdjson::T_ATOM_ERROR || code == simdjson::F_ATOM_ERROR ||
+       code == simdjson::N_ATOM_ERROR) &&
+      find_bad_literal(text, lit)) {
+    if (lit.key.empty()) {
+      return cat("not valid JSON (unexpected ", lit.literal.substr(0, kShowChars),
+                 "): expected one JSON object per line, found ", quoted(text));
+    }
+    std::string where = cat("field ", quoted(lit.key));
+    if (lit.out_of_range)
+      return cat(where, ": expected a number that fits in 64 bits (finite, at most ~1.8e308",
+                 " and integers within [-2^63, 2^64)), found ", lit.literal);
+    return cat(where, ": expected a JSON number, string, true, false or null",
+               " (JSON has no NaN or Infinity), found ", lit.literal.substr(0, kShowChars));
+  }
+  const char* what = simdjson::error_message(code);
+  switch (code) {
+    case simdjson::TAPE_ERROR:
+      what = "broken structure (a missing or extra comma, colon, brace, bracket or quote)";
+      break;
+    case simdjson::UTF8_ERROR:
+      what = "invalid UTF-8";
+      break;
+    case simdjson::UNCLOSED_STRING:
+      what = "a string is not closed";
+      break;
+    case simdjson::STRING_ERROR:
+      what = "bad escape in a string";
+      break;
+    case simdjson::UNESCAPED_CHARS:
+      what = "a control character inside a string";
+      break;
+    case simdjson::DEPTH_ERROR:
+      what = "nested too deeply";
+      break;
+    default:
+      break;
+  }
+  std::string shown = quoted(text);
+  return cat("not valid JSON (", what, "): expected one JSON object per line, found ", shown);
+}
+
+bool parse_line(const std::string& text, int64_t line, const ModelSpec& spec,
+                const JobDefaults& defaults, Job& job, JobError& error, IdInfo& id) {
+  thread_local simdjson::dom::parser parser;
+  id = IdInfo{cat("line-", line)};
+  auto fill = [&](std::string message) {
+    error.id = id.text;
+    error.id_is_number = id.is_number;
+    error.line = line;
+    error.message = cat("line ", line, ": ", message);
+  };
+  try {
+    element root;
+    simdjson::error_code code = parser.parse(text).get(root);
+    if (code) throw BadLine{parse_failure(text, code)};
+    parse_job(root, line, spec, defaults, job, id);
+    return true;
+  } catch (const BadLine& b) {
+    fill(b.message);
+  } catch (const simdjson::simdjson_error& e) {  // a type we did not check first: our bug
+    fill(cat("internal error reading the job (", e.what(),
+             "): expected a valid job, found one loom could not read"));
+  }
+  return false;
+}
+
+// The error that replaces line `line` (whatever else it held) when its id is the id of the
+// earlier line `earlier`.
+void duplicate_id(const IdInfo& id, int64_t line, int64_t earlier, JobError& error) {
+  error.id = id.text;
+  error.id_is_number = id.is_number;
+  error.line = line;
+  if (!id.given) {
+    error.message = cat("line ", line, ": without a readable \"id\" this line's id is ",
+                        quoted(std::string_view(id.text)), ", which is already the id of line ",
+                        earlier, "; expected ids unique within a run");
+    return;
+  }
+  bool digits = id.text.find_first_not_of("-0123456789") == std::string::npos;
+  std::string n = id.text.substr(0, kShowChars);
+  error.message = cat(
+      "line ", line, ": field \"id\": ", id.is_number ? id.text : quoted(std::string_view(id.text)),
+      " is already the id of line ", earlier, "; expected ids unique within a run",
+      digits ? cat(" (ids are compared as text: ", n, " and \"", n, "\" are the same id)")
+             : std::string());
+}
+
+}  // namespace
+
+bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
+                    const JobDefaults& defaults, Job& job, JobError& error) {
+  IdInfo id;
+  return parse_line(text, line, spec, defaults, job, error, id);
+}
+
+// ---- JobReader -------------------------------------------------------------------------------
+
+struct JobReader::Impl {
+  std::string path;
+  std::ifstream file;
+  std::istream* in = nullptr;
+  bool regular = false;  // a regular file: the id index re-reads lines instead of keeping ids
+  ModelSpec spec;
+  JobDefaults defaults;
+  int64_t line = 0;     // physical lines consumed, blank ones included
+  int64_t records = 0;  // non-blank lines consumed
+  uint64_t offset = 0;  // bytes consumed
+  int shard_index = 0, shard_count = 1;
+  std::string text;  // current line, kMaxJobLineBytes at most
+  std::vector<char> chunk = std::vector<char>(size_t(1) << 16);
+  JobIdIndex ids;
+  std::ifstream reread;  // opened on the first hash match of two ids
+
+  void make_index(IdHash hash) {
+    JobIdIndex::IdAt id_at;
+    if (regular) id_at = [this](int64_t l, uint64_t at) { return id_at_offset(l, at); };
+    ids = JobIdIndex(std::move(id_at), hash);
+  }
+
+  // The id of job line `l`, read again from byte `at` of the file.
+  std::string id_at_offset(int64_t l, uint64_t at) {
+    if (!reread.is_open()) {
+      reread.open(path, std::ios::binary);
+      LOOM_CHECK(reread.is_open(), "cannot read jobs from ", path,
+                 " again: ", std::strerror(errno));
+    }
+    std::string t;
+    bool too_long = false;
+    reread_job_line(reread, path, at, l, chunk, kMaxJobLineBytes, t, too_long);
+    if (too_long) return cat("line-", l);
+    Job job;
+    JobError error;
+    IdInfo id;
+    parse_line(t, l, spec, defaults, job, error, id);
+    return id.text;
+  }
+};
+
+JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults)
+    : impl_(std::make_unique<Impl>()) {
+  check_job_defaults(spec, defaults);
+  impl_->path = path;
+  impl_->spec = spec;
+  impl_->defaults = defaults;
+  if (path == "-") {
+    // /dev/stdin through a filebuf reads in blocks; std::cin (synced with stdio) reads a
+    // character at a time.
+    impl_->file.open("/dev/stdin", std::ios::binary);
+    impl_->in = impl_->file.is_open() ? static_cast<std::istream*>(&impl_->file) : &std::cin;
+    impl_->path = "stdin";
+  } else {
+    impl_->file.open(path, std::ios::binary);
+    if (!impl_->file.is_open()) {
+      fail("cannot read jobs from ", path, ": ", std::strerror(errno),
+           "; check the path (or pass - for stdin)");
+    }
+    impl_->in = &impl_->file;
+    struct stat sb {};
+    impl_->regular = ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+  }
+  impl_->make_index(job_id_hash);
+}
+
+JobReader::~JobReader() = default;
+
+void JobReader::set_shard(int index, int count) {
+  LOOM_CHECK(count >= 1 && index >= 0 && index < count, "shard ", index, "/", count,
+             ": expected 0 <= K < N");
+  impl_->shard_index = index;
+  impl_->shard_count = count;
+}
+
+void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
+  impl_->make_index(hash);
+}
+
+bool JobReader::next(Job& job, JobError& error, bool& ok) {
+  Impl& m = *impl_;
+  bool too_long = false;
+  for (;;) {
+    const uint64_t start = m.offset;
+    if (!read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset))
+      return false;
+    ++m.line;
+    std::string& t = m.text;
+    trim_job_line(t, m.line);
+    if (!too_long && t.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;
+    int64_t j = m.records++;
+    if (j % m.shard_count != m.shard_index) continue;  // another process's job
+    IdInfo id{cat("line-", m.line)};
+    if (too_long) {
+      error.id = id.text;
+      error.id_is_number = false;
+      error.line = m.line;
+      error.message = cat("line ", m.line, ": line too long: expected at most ",
+                          kMaxJobLineBytes >> 20, " MiB per job line, found more");
+      ok = false;
+    } else {
+      ok = parse_line(t, m.line, m.spec, m.defaults, job, error, id);
+    }
+    if (int64_t earlier = m.ids.add(id.text, m.line, start)) {
+      duplicate_id(id, m.line, earlier, error);
+      ok = false;
+    }
+    return true;
+  }
+}
+
+int64_t JobReader::lines_read() const {
+  return impl_->line;
+}
+int64_t JobReader::records_read() const {
+  return impl_->records;
 }
 
 }  // namespace loom

@@ -1,7 +1,7 @@
-// Internals of the job-line parser shared by its two files: jobs.cpp (the line reader and the
-// job schema) and job_actions.cpp (a frame's action slots: action rows, or action token ids).
-// Only these files include it. A defect of a line is thrown as BadLine inside parse_job_line
-// and turned into a JobError there; it never escapes lib/io.
+// Internals of the job-line parser shared by its three files: job_lines.cpp (the line reader
+// and its diagnostics), jobs.cpp (the job schema) and job_actions.cpp (a frame's action slots:
+// action rows, or action token ids). Only these files include it. A defect of a line is thrown
+// as BadLine inside parse_job_line and turned into a JobError there; it never escapes lib/io.
 #pragma once
 
 #include <simdjson.h>
@@ -42,6 +42,18 @@ bool is_integer(element e);
 bool is_number(element e);
 double get_double(element e);
 std::string field(const char* name);  // field "name"
+
+// The job's id (job_ids.h: compared by its text), or the fallback "line-N" it starts as.
+struct IdInfo {
+  std::string text;
+  bool is_number = false;  // a JSON integer
+  bool given = false;      // the line gave it (false: "line-N")
+};
+
+// jobs.cpp. The schema: turns the parsed line `root` into `job` or throws BadLine. `id` is
+// filled first, so the caller's error names the job's id whatever else is wrong.
+void parse_job(const element& root, int64_t line, const ModelSpec& spec, const JobDefaults& d,
+               Job& job, IdInfo& id);
 
 // job_actions.cpp. Action slot `slot` of context frame `frame`, prompt index `index`, holds
 // `v`: the placeholder for action-row models, an action token id for action-token models.

@@ -1,28 +1,23 @@
-// JSONL job reader (design §1, §8). Lines are read with a bounded getline (job_lines.h), so
-// neither a huge file nor one enormous line can grow host memory, and parsed with simdjson's DOM
-// parser, one reused parser per thread. Validation is strict and typed: every
-// field is checked against the ModelSpec and every failure becomes one message of the form
-//   line N: <what>: expected <...>, found <...>
-// Checks run in a fixed order (JSON, object, id, field names, prompt, frame counts, actions,
-// overlap, flags, sampling, num_samples), so a line with several defects always reports the
-// same first one.
+// The job schema (jobs.h): which fields a line may hold for the model at hand, their types and
+// ranges, and the Job they become. Validation is strict and typed: every field is checked
+// against the ModelSpec and every failure becomes one message of the form
+//   <what>: expected <...>, found <...>
+// which the line reader (job_lines.cpp) prefixes with "line N: ". Checks run in a fixed order
+// (id, field names, prompt, frame counts, actions, overlap, flags, sampling, num_samples), so a
+// line with several defects always reports the same first one. A frame's action slots are
+// checked in job_actions.cpp.
 #include "io/jobs.h"
 
 #include <simdjson.h>
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
-#include <iostream>
 #include <limits>
 #include <random>
 #include <string_view>
 
 #include "core/error.h"
 #include "io/job_ids.h"
-#include "io/job_lines.h"
 #include "io/job_parse.h"
 
 namespace loom {
@@ -134,116 +129,6 @@ int64_t get_int(element e, const std::string& what, int64_t lo, int64_t hi) {
   return v;
 }
 
-// ---- Locating what made the DOM parser give up -------------------------------------------
-
-// simdjson reports an out-of-range number (1e999, 2^64) or a bare NaN only as "bad number" or
-// "bad structure" for the whole line. This scan finds the offending literal and the key it
-// belongs to, so the message can name the field.
-struct BadLiteral {
-  std::string key;      // last object key before the literal ("" if none)
-  std::string literal;  // the literal as written
-  bool out_of_range = false;
-};
-
-bool find_bad_literal(std::string_view s, BadLiteral& found) {
-  std::string last_key, last_string;
-  bool after_string = false;
-  size_t i = 0;
-  while (i < s.size()) {
-    char c = s[i];
-    if (c == '"') {
-      size_t j = i + 1;
-      while (j < s.size() && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
-      last_string = std::string(s.substr(i + 1, std::min(j, s.size()) - i - 1));
-      after_string = true;
-      i = j + 1;
-      continue;
-    }
-    if (c == ':' && after_string) last_key = last_string;
-    if (c != ' ' && c != '\t') after_string = false;
-    bool number_start = c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9');
-    bool word_start = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-    if (!number_start && !word_start) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.size() && (std::isalnum(uint8_t(s[j])) || s[j] == '-' || s[j] == '+' ||
-                            s[j] == '.' || s[j] == '_'))
-      ++j;
-    std::string lit(s.substr(i, j - i));
-    i = j;
-    if (word_start) {
-      if (lit == "true" || lit == "false" || lit == "null") continue;
-      found = {last_key, lit, false};
-      return true;
-    }
-    bool integer = lit.find_first_of(".eE") == std::string::npos;
-    errno = 0;
-    char* end = nullptr;
-    if (integer && lit[0] != '+') {
-      if (lit[0] == '-') {
-        (void)std::strtoll(lit.c_str(), &end, 10);
-      } else {
-        (void)std::strtoull(lit.c_str(), &end, 10);
-      }
-    } else {
-      double d = std::strtod(lit.c_str(), &end);
-      if (errno == ERANGE && std::fabs(d) < 1.0) errno = 0;  // underflow to 0 is fine
-    }
-    bool malformed = end == nullptr || *end != '\0' || lit[0] == '+' || lit[0] == '.';
-    if (errno == ERANGE || malformed) {
-      found = {last_key, lit, errno == ERANGE && !malformed};
-      return true;
-    }
-  }
-  return false;
-}
-
-std::string parse_failure(std::string_view text, simdjson::error_code code) {
-  BadLiteral lit;
-  if ((code == simdjson::NUMBER_ERROR || code == simdjson::TAPE_ERROR ||
-       code == simdjson::T_ATOM_ERROR || code == simdjson::F_ATOM_ERROR ||
-       code == simdjson::N_ATOM_ERROR) &&
-      find_bad_literal(text, lit)) {
-    if (lit.key.empty()) {
-      return cat("not valid JSON (unexpected ", lit.literal.substr(0, kShowChars),
-                 "): expected one JSON object per line, found ", quoted(text));
-    }
-    std::string where = cat("field ", quoted(lit.key));
-    if (lit.out_of_range)
-      return cat(where, ": expected a number that fits in 64 bits (finite, at most ~1.8e308",
-                 " and integers within [-2^63, 2^64)), found ", lit.literal);
-    return cat(where, ": expected a JSON number, string, true, false or null",
-               " (JSON has no NaN or Infinity), found ", lit.literal.substr(0, kShowChars));
-  }
-  const char* what = simdjson::error_message(code);
-  switch (code) {
-    case simdjson::TAPE_ERROR:
-      what = "broken structure (a missing or extra comma, colon, brace, bracket or quote)";
-      break;
-    case simdjson::UTF8_ERROR:
-      what = "invalid UTF-8";
-      break;
-    case simdjson::UNCLOSED_STRING:
-      what = "a string is not closed";
-      break;
-    case simdjson::STRING_ERROR:
-      what = "bad escape in a string";
-      break;
-    case simdjson::UNESCAPED_CHARS:
-      what = "a control character inside a string";
-      break;
-    case simdjson::DEPTH_ERROR:
-      what = "nested too deeply";
-      break;
-    default:
-      break;
-  }
-  std::string shown = quoted(text);
-  return cat("not valid JSON (", what, "): expected one JSON object per line, found ", shown);
-}
-
 // ---- Field table ---------------------------------------------------------------------------
 
 constexpr const char* kFrameFields[] = {"id",      "prompt_token_ids", "actions",    "num_frames",
@@ -349,13 +234,6 @@ void collect_fields(object obj, const ModelSpec& spec, Fields& f) {
 }
 
 // ---- Field parsers -------------------------------------------------------------------------
-
-// The job's id (job_ids.h: compared by its text), or the fallback "line-N" it starts as.
-struct IdInfo {
-  std::string text;
-  bool is_number = false;  // a JSON integer
-  bool given = false;      // the line gave it (false: "line-N")
-};
 
 void parse_id(const Fields& f, IdInfo& id) {
   if (!f.has_id) return;
@@ -498,6 +376,10 @@ void parse_sampling(const Fields& f, const JobDefaults& d, Job& job) {
   }
 }
 
+}  // namespace
+
+namespace job_parse {
+
 void parse_job(const element& root, int64_t line, const ModelSpec& spec, const JobDefaults& d,
                Job& job, IdInfo& id) {
   if (root.type() != element_type::OBJECT) {
@@ -528,15 +410,22 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
       parse_action_token_ids(f.has_action_ids, f.action_ids, spec, job);
     else
       parse_actions(f.has_actions, f.actions, spec, job);
-    int max_overlap = T - 1;
+    const int max_overlap = T - 1;
     if (f.has_overlap) {
       if (max_overlap < 1) {
         bad(field("overlap"), ": expected no overlap (", round_size(spec, "the "),
             ", so rounds cannot carry frames), found ", describe(f.overlap));
       }
+      // Never clamped: a value above T - 1 is the job's mistake, said with the T it broke.
+      const bool integer = f.overlap.type() == element_type::INT64;
+      if (integer && int64_t(f.overlap) > max_overlap) {
+        bad(field("overlap"), ": expected an integer in [1, ", max_overlap, "] (",
+            round_size(spec, "the model's "), "), found ", describe(f.overlap));
+      }
       job.overlap = int(get_int(f.overlap, field("overlap"), 1, max_overlap));
     } else {
-      // The default is ours, not the job's: fit it to a short temporal table.
+      // JobReader has refused a --overlap (overlap_given) that does not fit; what is left to
+      // fit is loom's own default, documented as min(3, T - 1).
       job.overlap = std::max(0, std::min(d.overlap, max_overlap));
     }
   } else {
@@ -567,177 +456,19 @@ void parse_job(const element& root, int64_t line, const ModelSpec& spec, const J
   }
 }
 
-bool parse_line(const std::string& text, int64_t line, const ModelSpec& spec,
-                const JobDefaults& defaults, Job& job, JobError& error, IdInfo& id) {
-  thread_local simdjson::dom::parser parser;
-  id = IdInfo{cat("line-", line)};
-  auto fill = [&](std::string message) {
-    error.id = id.text;
-    error.id_is_number = id.is_number;
-    error.line = line;
-    error.message = cat("line ", line, ": ", message);
-  };
-  try {
-    element root;
-    simdjson::error_code code = parser.parse(text).get(root);
-    if (code) throw BadLine{parse_failure(text, code)};
-    parse_job(root, line, spec, defaults, job, id);
-    return true;
-  } catch (const BadLine& b) {
-    fill(b.message);
-  } catch (const simdjson::simdjson_error& e) {  // a type we did not check first: our bug
-    fill(cat("internal error reading the job (", e.what(),
-             "): expected a valid job, found one loom could not read"));
+}  // namespace job_parse
+
+void check_job_defaults(const ModelSpec& spec, const JobDefaults& d) {
+  if (!d.overlap_given || !spec.has_frames()) return;
+  const int max_overlap = spec.temporal_rows - 1;
+  if (max_overlap < 1) {
+    fail("--overlap ", d.overlap, ": expected no --overlap for this model (",
+         round_size(spec, "its "), ", so rounds cannot carry frames), found ", d.overlap);
   }
-  return false;
-}
-
-// The error that replaces line `line` (whatever else it held) when its id is the id of the
-// earlier line `earlier`.
-void duplicate_id(const IdInfo& id, int64_t line, int64_t earlier, JobError& error) {
-  error.id = id.text;
-  error.id_is_number = id.is_number;
-  error.line = line;
-  if (!id.given) {
-    error.message = cat("line ", line, ": without a readable \"id\" this line's id is ",
-                        quoted(std::string_view(id.text)), ", which is already the id of line ",
-                        earlier, "; expected ids unique within a run");
-    return;
+  if (d.overlap < 1 || d.overlap > max_overlap) {
+    fail("--overlap ", d.overlap, ": expected an integer in [1, ", max_overlap,
+         "] for this model (", round_size(spec, "its "), "), found ", d.overlap);
   }
-  bool digits = id.text.find_first_not_of("-0123456789") == std::string::npos;
-  std::string n = id.text.substr(0, kShowChars);
-  error.message = cat(
-      "line ", line, ": field \"id\": ", id.is_number ? id.text : quoted(std::string_view(id.text)),
-      " is already the id of line ", earlier, "; expected ids unique within a run",
-      digits ? cat(" (ids are compared as text: ", n, " and \"", n, "\" are the same id)")
-             : std::string());
-}
-
-}  // namespace
-
-bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec,
-                    const JobDefaults& defaults, Job& job, JobError& error) {
-  IdInfo id;
-  return parse_line(text, line, spec, defaults, job, error, id);
-}
-
-// ---- JobReader -------------------------------------------------------------------------------
-
-struct JobReader::Impl {
-  std::string path;
-  std::ifstream file;
-  std::istream* in = nullptr;
-  bool regular = false;  // a regular file: the id index re-reads lines instead of keeping ids
-  ModelSpec spec;
-  JobDefaults defaults;
-  int64_t line = 0;     // physical lines consumed, blank ones included
-  int64_t records = 0;  // non-blank lines consumed
-  uint64_t offset = 0;  // bytes consumed
-  int shard_index = 0, shard_count = 1;
-  std::string text;  // current line, kMaxJobLineBytes at most
-  std::vector<char> chunk = std::vector<char>(size_t(1) << 16);
-  JobIdIndex ids;
-  std::ifstream reread;  // opened on the first hash match of two ids
-
-  void make_index(IdHash hash) {
-    JobIdIndex::IdAt id_at;
-    if (regular) id_at = [this](int64_t l, uint64_t at) { return id_at_offset(l, at); };
-    ids = JobIdIndex(std::move(id_at), hash);
-  }
-
-  // The id of job line `l`, read again from byte `at` of the file.
-  std::string id_at_offset(int64_t l, uint64_t at) {
-    if (!reread.is_open()) {
-      reread.open(path, std::ios::binary);
-      LOOM_CHECK(reread.is_open(), "cannot read jobs from ", path,
-                 " again: ", std::strerror(errno));
-    }
-    std::string t;
-    bool too_long = false;
-    reread_job_line(reread, path, at, l, chunk, kMaxJobLineBytes, t, too_long);
-    if (too_long) return cat("line-", l);
-    Job job;
-    JobError error;
-    IdInfo id;
-    parse_line(t, l, spec, defaults, job, error, id);
-    return id.text;
-  }
-};
-
-JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->path = path;
-  impl_->spec = spec;
-  impl_->defaults = defaults;
-  if (path == "-") {
-    // /dev/stdin through a filebuf reads in blocks; std::cin (synced with stdio) reads a
-    // character at a time.
-    impl_->file.open("/dev/stdin", std::ios::binary);
-    impl_->in = impl_->file.is_open() ? static_cast<std::istream*>(&impl_->file) : &std::cin;
-    impl_->path = "stdin";
-  } else {
-    impl_->file.open(path, std::ios::binary);
-    if (!impl_->file.is_open()) {
-      fail("cannot read jobs from ", path, ": ", std::strerror(errno),
-           "; check the path (or pass - for stdin)");
-    }
-    impl_->in = &impl_->file;
-    struct stat sb {};
-    impl_->regular = ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
-  }
-  impl_->make_index(job_id_hash);
-}
-
-JobReader::~JobReader() = default;
-
-void JobReader::set_shard(int index, int count) {
-  LOOM_CHECK(count >= 1 && index >= 0 && index < count, "shard ", index, "/", count,
-             ": expected 0 <= K < N");
-  impl_->shard_index = index;
-  impl_->shard_count = count;
-}
-
-void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
-  impl_->make_index(hash);
-}
-
-bool JobReader::next(Job& job, JobError& error, bool& ok) {
-  Impl& m = *impl_;
-  bool too_long = false;
-  for (;;) {
-    const uint64_t start = m.offset;
-    if (!read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset))
-      return false;
-    ++m.line;
-    std::string& t = m.text;
-    trim_job_line(t, m.line);
-    if (!too_long && t.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;
-    int64_t j = m.records++;
-    if (j % m.shard_count != m.shard_index) continue;  // another process's job
-    IdInfo id{cat("line-", m.line)};
-    if (too_long) {
-      error.id = id.text;
-      error.id_is_number = false;
-      error.line = m.line;
-      error.message = cat("line ", m.line, ": line too long: expected at most ",
-                          kMaxJobLineBytes >> 20, " MiB per job line, found more");
-      ok = false;
-    } else {
-      ok = parse_line(t, m.line, m.spec, m.defaults, job, error, id);
-    }
-    if (int64_t earlier = m.ids.add(id.text, m.line, start)) {
-      duplicate_id(id, m.line, earlier, error);
-      ok = false;
-    }
-    return true;
-  }
-}
-
-int64_t JobReader::lines_read() const {
-  return impl_->line;
-}
-int64_t JobReader::records_read() const {
-  return impl_->records;
 }
 
 Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,

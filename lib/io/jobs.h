@@ -8,6 +8,10 @@
 // the job gave it. The reader refuses a line whose id an earlier line of its shard already has:
 // that line becomes a JobError naming both lines.
 //
+// Files: job_lines.{h,cpp} read the lines (JobReader) and write the "line N: ..." diagnostics,
+// jobs.cpp is the schema (fields, types, ranges), job_actions.cpp a frame's action slots,
+// job_ids.{h,cpp} the ids.
+//
 // Frame-model job:  {"id": "a", "prompt_token_ids": [...P image ids, A × -3, ...],
 //                    "actions": [[lat, fwd, t], ...], "num_frames": 8,
 //                    "sampling": {"temperature": 0.9, "top_k": 0, "top_p": 1.0, "seed": 0},
@@ -27,26 +31,26 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/backend.h"
+#include "core/sampling_params.h"
 #include "model/spec.h"
 
 namespace loom {
 
 struct Job {
-  std::string id;             // "id" as given (a JSON integer is kept as its text); else "line-N"
-  bool id_is_number = false;  // the job's "id" was a JSON integer: records write it back as one
-  int64_t line = 0;           // 1-based line in the jobs file
+  std::string id;               // "id" as given (a JSON integer is kept as its text); else "line-N"
+  bool id_is_number = false;    // the job's "id" was a JSON integer: records write it back as one
+  int64_t line = 0;             // 1-based line in the jobs file
   std::vector<int32_t> prompt;  // [n_ctx * S] (frames) or [n] (plain); action slots hold the
                                 // placeholder, or the action ids for action-token models
   std::vector<float> actions;   // [action_rows, action_dim], row-major
   int action_rows = 0;
   std::vector<int32_t> action_ids;  // [action_id_rows, A] action-token models: row g follows
   int action_id_rows = 0;           // generated frame g (num_frames or num_frames - 1 rows)
-  int context_frames = 0;   // n_ctx (frame models)
-  int num_frames = 0;       // frames to generate (frame models)
-  int max_tokens = 0;       // tokens to generate (plain models)
-  bool ignore_eos = false;  // plain models: keep going past eos
-  int overlap = 3;          // frames carried into a new round
+  int context_frames = 0;           // n_ctx (frame models)
+  int num_frames = 0;               // frames to generate (frame models)
+  int max_tokens = 0;               // tokens to generate (plain models)
+  bool ignore_eos = false;          // plain models: keep going past eos
+  int overlap = 3;                  // frames carried into a new round
   SamplingParams sampling;
   int num_samples = 1;
 };
@@ -63,14 +67,24 @@ constexpr size_t kMaxJobLineBytes = size_t(64) << 20;  // longer job lines are a
 
 struct JobDefaults {
   int32_t placeholder_id = -3;  // token id marking an action slot in prompt_token_ids
+  // Frames a new round carries where a job gives no "overlap". Given by the user (--overlap,
+  // overlap_given) it must lie in [1, T - 1] (check_job_defaults); loom's own default 3 is
+  // lowered to T - 1 for a model with fewer frames per round.
   int overlap = 3;
+  bool overlap_given = false;
   SamplingParams sampling;  // used where a job gives no "sampling" field
   int max_num_samples = 1024;
 };
 
+// Throws loom::Error when a default the user gave does not fit the model, naming the option,
+// its value and the allowed range: "--overlap 9: expected an integer in [1, 5] for this model
+// (a round holds 6 frames), found 9". Nothing is clamped.
+void check_job_defaults(const ModelSpec& spec, const JobDefaults& defaults);
+
 class JobReader {
  public:
-  // path "-" reads stdin. Throws loom::Error when the file cannot be opened.
+  // path "-" reads stdin. Throws loom::Error when the file cannot be opened or when
+  // check_job_defaults refuses `defaults`.
   JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults);
   ~JobReader();
   // Reads the next non-blank line. Returns false at end of input; otherwise exactly one of

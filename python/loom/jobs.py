@@ -22,9 +22,16 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 _INT32_MAX = 2**31 - 1
 _FRAME_FIELDS = ("id", "prompt_token_ids", "actions", "num_frames", "overlap", "sampling",
                  "num_samples")
+# Frame models whose actions are vocabulary ids (action_projection "tokens").
+_TOKEN_FRAME_FIELDS = ("id", "prompt_token_ids", "action_token_ids", "num_frames", "overlap",
+                       "sampling", "num_samples")
 _PLAIN_FIELDS = ("id", "prompt_token_ids", "max_tokens", "ignore_eos", "sampling",
                  "num_samples")
 _SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "seed")
+# The architectures of models/llama_action_tokens.json (a test keeps the two equal): frames of
+# P image ids then A action ids, T frames a round from frames_per_round or
+# max_position_embeddings / (P + A), image ids [0, image_vocab_size) when the config sets it.
+ACTION_TOKEN_ARCHITECTURES = ("LlamaActionTokensForCausalLM",)
 
 
 class JobError(ValueError):
@@ -40,7 +47,9 @@ class JobError(ValueError):
 class Model:
     """The job layout of a checkpoint, read from its config.json: a frame model when the
     config has `num_image_patches` (P image slots, A action slots of `action_dim` numbers per
-    frame, `temporal_rows` frames per round), else a plain Llama model."""
+    frame, `temporal_rows` frames per round), else a plain Llama model. A frame model of an
+    ACTION_TOKEN_ARCHITECTURES architecture (`action_ids`) writes its actions as A vocabulary
+    ids per frame (`action_token_ids`) and samples image ids from `image_ids` [lo, hi)."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -70,10 +79,23 @@ class Model:
         self.frames = "num_image_patches" in c
         self.image_tokens = key("num_image_patches") if self.frames else 0  # P
         self.action_tokens = key("num_action_tokens") if self.frames else 0  # A
-        self.action_dim = key("action_dim") if self.frames else 0
-        self.temporal_rows = key("num_temporal_embeddings") if self.frames else 0  # T
+        self.action_ids = self.frames and self.architecture in ACTION_TOKEN_ARCHITECTURES
+        image_end = 0  # the table's logit_end; 0: every id
+        if self.action_ids:
+            self.action_dim = 0
+            S = self.image_tokens + self.action_tokens
+            self.temporal_rows = key("frames_per_round", self.max_positions // S)  # T
+            image_end = key("image_vocab_size", 0)
+        else:
+            self.action_dim = key("action_dim") if self.frames else 0
+            self.temporal_rows = key("num_temporal_embeddings") if self.frames else 0  # T
+        self.image_end = image_end
+        self.image_ids = (0, image_end if image_end > 0 else self.vocab_size)
 
     def __repr__(self):
+        if self.action_ids:
+            return (f"loom.Model({self.path!r}: P={self.image_tokens}, A={self.action_tokens} "
+                    f"action ids, T={self.temporal_rows})")
         if self.frames:
             return (f"loom.Model({self.path!r}: P={self.image_tokens}, A={self.action_tokens}, "
                     f"action_dim={self.action_dim}, T={self.temporal_rows})")
@@ -128,6 +150,28 @@ class Job:
         self._set({"id": id, "prompt_token_ids": prompt, "actions": acts,
                    "num_frames": num_frames, "overlap": overlap, "sampling": sampling,
                    "num_samples": num_samples}, model, placeholder_id)
+
+    @classmethod
+    def with_action_ids(cls, prompt_frames, prompt_action_ids, action_token_ids, num_frames,
+                        sampling=None, id=None, num_samples=None, overlap=None, *, model=None,
+                        placeholder_id=PLACEHOLDER_ID):
+        """A job for a model whose actions are vocabulary ids (`Model.action_ids`, e.g.
+        models/llama_action_tokens.json): `prompt_frames` [n_ctx, P] image ids,
+        `prompt_action_ids` [n_ctx, A] each context frame's action ids (written after its image
+        ids), `action_token_ids` [rows, A] one row after each generated frame (num_frames rows,
+        the last optional; None for none). With `model`, checked as loom checks the line."""
+        frames = np.asarray(prompt_frames)
+        acts = np.asarray(prompt_action_ids)
+        if frames.ndim != 2 or acts.ndim != 2 or len(frames) != len(acts):
+            raise ValueError("prompt_frames, prompt_action_ids: expected arrays [context frames, "
+                             f"P] and [context frames, A], found shapes {frames.shape} and "
+                             f"{acts.shape}")
+        prompt = [v for f, a in zip(frames.tolist(), acts.tolist()) for v in f + a]
+        job = cls.__new__(cls)
+        job._set({"id": id, "prompt_token_ids": prompt, "action_token_ids": action_token_ids,
+                  "num_frames": num_frames, "overlap": overlap, "sampling": sampling,
+                  "num_samples": num_samples}, model, placeholder_id)
+        return job
 
     @classmethod
     def plain(cls, prompt_token_ids, max_tokens, sampling=None, id=None, num_samples=None,
@@ -282,6 +326,29 @@ def _one_of(names):
     return "one of " + ", ".join(f'"{n}"' for n in names)
 
 
+_THE_MODELS = "the model's "
+
+
+def _round_size(m, the):
+    """What bounds a round, as loom's messages say it (jobs.cpp round_size)."""
+    T = m.temporal_rows
+    if not m.action_ids:  # a learned temporal table
+        return f"{the}temporal table has {T} row{'' if T == 1 else 's'}"
+    return f"a round holds {T} frame{'' if T == 1 else 's'}"
+
+
+def _expected_action_id(m):
+    s = f"an action token id in [0, {m.vocab_size})"
+    if m.image_end > 0:
+        s += f" outside the image ids [{m.image_ids[0]}, {m.image_ids[1]})"
+    return s
+
+
+def _valid_action_id(v, m):
+    lo, hi = m.image_ids
+    return 0 <= v < m.vocab_size and not (m.image_end > 0 and lo <= v < hi)
+
+
 # simdjson refuses NaN, Infinity and numbers beyond 64 bits for the whole line; loom then finds
 # the first such literal and the key before it. Python's json reads them, so the same scan
 # runs on the text. Only text that Python parsed gets here: its numbers are valid JSON.
@@ -367,15 +434,19 @@ def _check(root, text, model, placeholder_id):
                     _bad('field "id": expected a non-empty string or an integer, found ""')
             break
 
-    frames = model.frames
+    frames, tokens = model.frames, model.action_ids
+    frame_fields = _TOKEN_FRAME_FIELDS if tokens else _FRAME_FIELDS
     f, seen = {}, set()
     for key, value in pairs:
         if key in seen:
             _bad(f"field {_quoted(key)}: expected each field once, found it a second time")
         seen.add(key)
-        is_frame, is_plain = key in _FRAME_FIELDS, key in _PLAIN_FIELDS
+        is_frame, is_plain = key in frame_fields, key in _PLAIN_FIELDS
+        if tokens and key == "actions":
+            _bad('field "actions" holds action rows of numbers: expected "action_token_ids" for '
+                 'this model, whose actions are vocabulary ids, found "actions"')
         if not is_frame and not is_plain:
-            names = _FRAME_FIELDS if frames else _PLAIN_FIELDS
+            names = frame_fields if frames else _PLAIN_FIELDS
             _bad(f"unknown field {_quoted(key)}: expected {_one_of(names)}, found {_quoted(key)}")
         if frames and not is_frame:
             _bad(f"field {_quoted(key)} is for plain (non-frame) models: expected \"num_frames\" "
@@ -392,13 +463,20 @@ def _check(root, text, model, placeholder_id):
             _bad(f'missing field "num_frames": expected an integer in [1, {MAX_JOB_FRAMES}], '
                  "found no such field")
         num_frames = _get_int(f["num_frames"], 'field "num_frames"', 1, MAX_JOB_FRAMES)
-        _check_actions(f, model, n_ctx, num_frames)
+        if tokens:
+            _check_action_token_ids(f, model, num_frames)
+        else:
+            _check_actions(f, model, n_ctx, num_frames)
         T = model.temporal_rows
         if "overlap" in f:
+            o = f["overlap"]
             if T - 1 < 1:
-                _bad(f'field "overlap": expected no overlap (the temporal table has {T} row, so '
-                     f"rounds cannot carry frames), found {_describe(f['overlap'])}")
-            _get_int(f["overlap"], 'field "overlap"', 1, T - 1)
+                _bad(f'field "overlap": expected no overlap ({_round_size(model, "the ")}, so '
+                     f"rounds cannot carry frames), found {_describe(o)}")
+            if _is_int(o) and T - 1 < o < 2**63:  # never clamped: said with the T it broke
+                _bad(f'field "overlap": expected an integer in [1, {T - 1}] '
+                     f"({_round_size(model, _THE_MODELS)}), found {_describe(o)}")
+            _get_int(o, 'field "overlap"', 1, T - 1)
     else:
         _check_plain(f, model, placeholder_id)
     _check_sampling(f)
@@ -428,22 +506,32 @@ def _check_frame_prompt(f, m, placeholder_id):
              f"image + {A} action slots), found {len(ids)}")
     n_ctx = len(ids) // S
     if T > 0 and n_ctx > T:
-        _bad(f'field "prompt_token_ids": expected at most {T} context frames ({T * S} ids; the '
-             f"model's temporal table has {T} rows), found {n_ctx} frames ({len(ids)} ids)")
+        _bad(f'field "prompt_token_ids": expected at most {T} context frames ({T * S} ids; '
+             f"{_round_size(m, _THE_MODELS)}), found {n_ctx} frames "
+             f"({len(ids)} ids)")
+    lo, hi = m.image_ids
     a = np.asarray(ids, dtype=np.int64).reshape(n_ctx, S)
     wrong = np.zeros(a.shape, dtype=bool)
-    wrong[:, :P] = (a[:, :P] < 0) | (a[:, :P] >= m.vocab_size)
-    wrong[:, P:] = a[:, P:] != placeholder_id
+    wrong[:, :P] = (a[:, :P] < lo) | (a[:, :P] >= hi)
+    if m.action_ids:
+        image = (a[:, P:] >= lo) & (a[:, P:] < hi) if m.image_end > 0 else False
+        wrong[:, P:] = (a[:, P:] < 0) | (a[:, P:] >= m.vocab_size) | image
+    else:
+        wrong[:, P:] = a[:, P:] != placeholder_id
     bad = np.flatnonzero(wrong)
     if bad.size:
         i = int(bad[0])
         v, (frame, slot) = ids[i], divmod(i, S)
         if slot < P:
             _bad(f'field "prompt_token_ids" index {i} (frame {frame}, image slot {slot}): '
-                 f"expected an image token id in [0, {m.vocab_size}), found {v}"
+                 f"expected an image token id in [{lo}, {hi}), found {v}"
                  + (" (the action placeholder)" if v == placeholder_id else ""))
-        _bad(f'field "prompt_token_ids" index {i} (frame {frame}, action slot {slot - P}): '
-             f"expected the placeholder {placeholder_id}, found {v}")
+        where = f'field "prompt_token_ids" index {i} (frame {frame}, action slot {slot - P})'
+        if m.action_ids:
+            _bad(f"{where}: expected {_expected_action_id(m)}, found {v}"
+                 + (" (the action placeholder; this model's context frames hold their action "
+                    "ids)" if v == placeholder_id else ""))
+        _bad(f"{where}: expected the placeholder {placeholder_id}, found {v}")
     return n_ctx
 
 
@@ -474,6 +562,33 @@ def _check_actions(f, m, n_ctx, num_frames):
                      f"range (|x| <= 3.4e38), found {_format_double(float(x))}")
         if len(row) != dim:
             _bad(f'field "actions" row {r}: expected {dim} numbers, found {len(row)}')
+
+
+def _check_action_token_ids(f, m, n):
+    """"action_token_ids": one row of A ids after each generated frame, the last optional
+    (job_actions.cpp parse_action_token_ids)."""
+    A, name = m.action_tokens, '"action_token_ids"'
+    expected = (f"{n} or {n - 1} rows of {A} action token ids (one row after each of the {n} "
+                "generated frames; the last frame's row is optional)")
+    if "action_token_ids" not in f:
+        if n == 1:
+            return
+        _bad(f"missing field {name}: expected {expected}, found no such field")
+    rows = f["action_token_ids"]
+    if not isinstance(rows, list):
+        _bad(f"field {name}: expected {expected}, found {_describe(rows)}")
+    if len(rows) not in (n, n - 1):
+        _bad(f"field {name}: expected {expected}, found {len(rows)} rows")
+    for r, row in enumerate(rows):
+        if not isinstance(row, list):
+            _bad(f"field {name} row {r}: expected a list of {A} action token ids, "
+                 f"found {_describe(row)}")
+        if len(row) != A:
+            _bad(f"field {name} row {r}: expected {A} ids, found {len(row)}")
+        for c, x in enumerate(row):
+            if not (_is_int(x) and x < 2**63 and _valid_action_id(x, m)):
+                _bad(f"field {name} row {r} column {c}: expected {_expected_action_id(m)}, "
+                     f"found {_describe(x)}")
 
 
 def _check_plain(f, m, placeholder_id):

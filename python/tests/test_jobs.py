@@ -10,8 +10,17 @@ import numpy as np
 import loom
 from support import ROOT, TESTDATA, TINY_LLAMA, TINY_V1, TempDirTest, cli_errors, cli_run, read
 
+TINY_ACTION_TOKENS = os.path.join(TESTDATA, "tiny_action_tokens")
+
 V1 = loom.Model(TINY_V1)  # P=10, A=3, action_dim 3, T=6, vocab 1000
 LLAMA = loom.Model(TINY_LLAMA)  # plain, vocab 1000, max_position_embeddings 64
+# P=8 image + A=3 action ids a frame, T=6 (66 positions), image ids [0, 480), vocab 512
+TOKENS = loom.Model(TINY_ACTION_TOKENS)
+# tests/test_jobs.cpp token_spec(): P=4, A=2, T=3 (18 positions), image ids [0, 90), vocab 100
+TOKEN_SPEC = loom.Model.from_config({
+    "architectures": ["LlamaActionTokensForCausalLM"], "vocab_size": 100,
+    "num_image_patches": 4, "num_action_tokens": 2, "max_position_embeddings": 18,
+    "image_vocab_size": 90})
 
 
 def python_error(line, model):
@@ -23,13 +32,15 @@ def python_error(line, model):
 
 
 def cpp_cases(table):
-    """(line, message) of a BadCase table of tests/test_jobs.cpp, with its $F1/$A2 shorthands
-    expanded; cases written as escaped C strings ($FF, a byte that is not UTF-8) are left out."""
+    """(line, message) of a BadCase table of tests/test_jobs.cpp, with its $F1/$A2 (and
+    action-token $T1/$R2) shorthands expanded; cases written as escaped C strings ($FF, a byte
+    that is not UTF-8) are left out."""
     text = read(ROOT, "tests", "test_jobs.cpp")
     start = text.index(f"const BadCase {table}[] = {{")
     body = text[start:text.index("\n};", start)]
     subs = {"$F1": "[1,2,3,4,5,6,7,8,9,10,-3,-3,-3]",
-            "$A2": "[[0,1,0.5],[0,1,1],[0,1,1.5],[0,1,0.5],[0,1,1],[0,1,1.5]]"}
+            "$A2": "[[0,1,0.5],[0,1,1],[0,1,1.5],[0,1,0.5],[0,1,1],[0,1,1.5]]",
+            "$T1": "[1,2,3,4,90,91]", "$R2": "[[92,93],[94,95]]"}
     cases = []
     for line, message in re.findall(r'\{R"\((.*?)\)",\s*R"\((.*?)\)"\}', body, re.S):
         for k, v in subs.items():
@@ -205,6 +216,97 @@ class SameTokens(TempDirTest):
         self.assertEqual(code, 0, err)
         tokens = {(r.id, r.sample): r.frames for r in loom.read_results(self.path("out.jsonl"))}
         self.assertEqual(len(tokens), 2 * sum(h["num_samples"] for h in hand))
+        for (id, sample), frames_ in tokens.items():
+            if not id.startswith("py-"):
+                np.testing.assert_array_equal(tokens[("py-" + id, sample)], frames_)
+
+
+class ActionTokenJobs(TempDirTest):
+    """Models whose actions are vocabulary ids (models/llama_action_tokens.json): loom.Job
+    writes "action_token_ids" and refuses what loom refuses, with loom's message."""
+
+    def test_architectures_are_the_tables(self):
+        table = json.loads(read(ROOT, "models", "llama_action_tokens.json"))
+        self.assertEqual(list(loom.jobs.ACTION_TOKEN_ARCHITECTURES), table["architectures"])
+        self.assertTrue(TOKENS.action_ids)
+        self.assertEqual((TOKENS.temporal_rows, TOKENS.image_ids), (6, (0, 480)))
+        self.assertFalse(V1.action_ids)
+
+    def test_cpp_action_token_cases(self):
+        """Every case of test_jobs.cpp's kBadActionTokenJobs (its token_spec, no checkpoint)
+        gets the C++ test's expected message."""
+        cases = cpp_cases("kBadActionTokenJobs")
+        self.assertGreaterEqual(len(cases), 17)
+        for line, message in cases:
+            with self.subTest(line=line[:100]):
+                self.assertEqual(python_error(line, TOKEN_SPEC), message)
+
+    def test_against_the_cli(self):
+        """Jobs built from arrays for tiny_action_tokens: Python's error equals loom's record
+        for the line the Job writes; the good ones loom accepts."""
+        rng = np.random.default_rng(7)
+        img = lambda n: rng.integers(0, 480, (n, 8))  # noqa: E731
+        act = lambda n: rng.integers(480, 512, (n, 3))  # noqa: E731
+        J = lambda f, a, rows, n, **kw: (  # noqa: E731
+            lambda i: loom.Job.with_action_ids(f, a, rows, n, id=i, model=TOKENS, **kw))
+        image_in_action = act(2)
+        image_in_action[1, 2] = 479
+        action_in_image = img(1)
+        action_in_image[0, 5] = 480
+        build = [
+            ("good", J(img(2), act(2), act(3), 3, sampling={"temperature": 0.5, "seed": 3})),
+            ("good: last row left out", J(img(1), act(1), act(2), 3, overlap=5)),
+            ("good: one frame needs no row", J(img(6), act(6), None, 1)),
+            ("good: numpy scalars", J(img(1), act(1), act(2), np.int64(2), num_samples=np.int32(2))),
+            ("image id in an action slot", J(img(2), image_in_action, act(3), 3)),
+            ("action id in an image slot", J(action_in_image, act(1), act(3), 3)),
+            ("placeholder in an action slot", J(img(1), np.full((1, 3), -3), act(3), 3)),
+            ("too many context frames", J(img(7), act(7), act(1), 1)),
+            ("missing rows", J(img(1), act(1), None, 3)),
+            ("too few rows", J(img(1), act(1), act(1), 3)),
+            ("row too short", J(img(1), act(1), act(3)[:, :2], 3)),
+            ("image id in a row", J(img(1), act(1), [[480, 481, 482], [3, 481, 482]], 3)),
+            ("id past the vocabulary", J(img(1), act(1), [[480, 481, 512]], 2)),
+            ("float id in a row", J(img(1), act(1), [[480, 481.0, 482]], 2)),
+            ("overlap past T-1", J(img(1), act(1), act(2), 2, overlap=6)),
+            ("action rows of numbers",
+             lambda i: loom.Job(img(1), np.zeros((6, 3)), 1, id=i, model=TOKENS)),
+        ]
+        lines, messages = [], []
+        for k, (name, make) in enumerate(build):
+            try:
+                lines.append(make(f"tok-{k}").line)
+                messages.append(None)
+            except loom.JobError as e:
+                lines.append(e.line)
+                messages.append(e.message)
+        self.assertEqual(sum(m is None for m in messages), 4)
+        cli = cli_errors(TOKENS.path, lines, self.tmp)
+        for n, ((name, _), message) in enumerate(zip(build, messages), 1):
+            with self.subTest(case=name):
+                self.assertEqual(message, cli.get(n))
+        self.assertEqual(messages[-2], 'field "overlap": expected an integer in [1, 5] (a round '
+                                       "holds 6 frames), found 6")
+
+    def test_job_from_arrays_runs_like_the_hand_written_line(self):
+        """testdata/jobs/tiny_action_tokens.jsonl rebuilt with Job.with_action_ids writes the
+        same prompt and rows and generates the same tokens."""
+        hand = [json.loads(l) for l in read(TESTDATA, "jobs", "tiny_action_tokens.jsonl").splitlines()]
+        built = []
+        for h in hand:
+            ids = np.array(h["prompt_token_ids"]).reshape(-1, 11)
+            job = loom.Job.with_action_ids(ids[:, :8], ids[:, 8:], np.array(h["action_token_ids"]),
+                                           h["num_frames"], sampling=h["sampling"],
+                                           id="py-" + h["id"], num_samples=h["num_samples"],
+                                           model=TOKENS)
+            self.assertEqual(job.fields["prompt_token_ids"], h["prompt_token_ids"])
+            self.assertEqual(job.fields["action_token_ids"], h["action_token_ids"])
+            built.append(job)
+        jobs = loom.write_jobs(self.path("jobs.jsonl"), hand + built)
+        code, err = cli_run(TINY_ACTION_TOKENS, jobs, self.path("out.jsonl"))
+        self.assertEqual(code, 0, err)
+        tokens = {(r.id, r.sample): r.frames for r in loom.read_results(self.path("out.jsonl"))}
+        self.assertEqual(len(tokens), 2 * sum(h.get("num_samples", 1) for h in hand))
         for (id, sample), frames_ in tokens.items():
             if not id.startswith("py-"):
                 np.testing.assert_array_equal(tokens[("py-" + id, sample)], frames_)

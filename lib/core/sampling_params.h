@@ -1,0 +1,17 @@
+// How one sequence draws its tokens. A value type read by three layers — the job schema
+// (lib/io: a job's "sampling" and the run's defaults), the engine, and the backends' samplers —
+// so it lives on the lowest floor, and lib/io needs nothing from lib/backend.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy (argmax, lowest id on ties)
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  uint64_t seed = 0;
+};
+
+}  // namespace loom
