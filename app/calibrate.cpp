@@ -51,6 +51,7 @@ int calibrate_command(const CalibrateArgs& a) {
   JobDefaults defaults;
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
+  defaults.overlap_given = a.overlap_given;
   std::vector<Job> fit, held;
   {
     JobReader reader(a.jobs, spec, defaults);

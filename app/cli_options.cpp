@@ -443,11 +443,18 @@ std::vector<std::string> options_on_command_line(int argc, const char* const* ar
 
 void finish_args(const CliCommands& cmd, CliArgs& a, int argc, const char* const* argv) {
   if (*cmd.inspect) return finish_inspect(a);
-  const CLI::App* sub = *cmd.run ? cmd.run : *cmd.bench ? cmd.bench : nullptr;
+  const CLI::App* sub = *cmd.run         ? cmd.run
+                        : *cmd.bench     ? cmd.bench
+                        : *cmd.calibrate ? cmd.calibrate
+                                         : nullptr;
   if (!sub) return;
   const Given g{sub, options_on_command_line(argc, argv)};
   if (*cmd.run) finish_run(g, a.run);
   if (*cmd.bench) finish_bench(g, a);
+  if (*cmd.calibrate) {
+    check_engine(g, a.calibrate.engine);
+    a.calibrate.overlap_given = g.set("--overlap");
+  }
 }
 
 }  // namespace loom

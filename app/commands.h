@@ -83,6 +83,7 @@ struct CalibrateArgs {
   EngineArgs engine;
   int placeholder_id = -3;
   int overlap = 3;
+  bool overlap_given = false;
   double margin = 1.25;              // s = absmax · margin / 448
   int held_out_every = 4;            // every Nth job checks the scales instead of setting them
   std::string granularity = "head";  // head | layer
