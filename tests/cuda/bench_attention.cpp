@@ -7,6 +7,8 @@
 //     read; the same with the combine kernel; the tensor-core prefill kernel on the same
 //     one-slot tiles; the CUDA-core decode kernel.
 //   - prefill: one 1746-slot chunk (3 Terra frames) from position 0: ms and TFLOP/s.
+//   - the decode cases again over an FP8 (e4m3) cache: GB/s of the bytes actually read (half
+//     of bf16's for the same context).
 #include "bench_attention.h"
 
 #include <algorithm>
@@ -26,6 +28,7 @@ namespace {
 constexpr int kD = 64, kBs = 16, kBtStride = 910;  // 910 = ceil(14550 / 16)
 // Terra's heads; attention_decode_case may change the kv heads (8 q heads each) for one case.
 int n_heads = 32, n_kv = 4;
+bool kv_fp8 = false;  // the cases' caches hold e4m3 (scales 1)
 
 struct Setup {
   void *qkv = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr, *ints = nullptr;
@@ -52,14 +55,19 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   }
   const size_t cache_elems = size_t(blocks) * kBs * n_kv * kD;
   LOOM_CUDA_CHECK(cudaMalloc(&S.qkv, size_t(n_slots) * (n_heads + 2 * n_kv) * kD * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&S.kc, cache_elems * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&S.vc, cache_elems * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.kc, cache_elems * (kv_fp8 ? 1 : 2)));
+  LOOM_CUDA_CHECK(cudaMalloc(&S.vc, cache_elems * (kv_fp8 ? 1 : 2)));
   LOOM_CUDA_CHECK(cudaMalloc(&S.out, size_t(n_slots) * n_heads * kD * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&S.flush, kFlushBytes));
   LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.qkv, size_t(n_slots) * (n_heads + 2 * n_kv) * kD, 1,
                                 1.0f, nullptr));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.kc, cache_elems, 2, 1.0f, nullptr));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.vc, cache_elems, 3, 1.0f, nullptr));
+  if (kv_fp8) {  // e4m3 0.5 and 1.0 everywhere (the times do not depend on the values)
+    LOOM_CUDA_CHECK(cudaMemset(S.kc, 0x30, cache_elems));
+    LOOM_CUDA_CHECK(cudaMemset(S.vc, 0x38, cache_elems));
+  } else {
+    LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.kc, cache_elems, 2, 1.0f, nullptr));
+    LOOM_KERNEL(gpu::fill_uniform(DType::BF16, S.vc, cache_elems, 3, 1.0f, nullptr));
+  }
   // Ints: block tables [n_seqs, kBtStride], kv_len, slot_start, tiles.
   std::vector<int32_t> bt, kv_len, slot_start{0}, tiles;
   int next = 0;
@@ -115,6 +123,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.mma_counters = S.counters;
   a.mma_counters_len = size_t(n_tiles) * n_kv;
   a.out = S.out;
+  a.kv_fp8 = kv_fp8;
 }
 
 // Mean microseconds of one paged_attention call with args a, L2 flushed before each.
@@ -145,7 +154,7 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   const int splits = std::max(1, std::min(128, (4 * sms + pairs - 1) / pairs));
   Setup S;
   make_setup(S, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, splits);
-  const double kv_bytes = 2.0 * batch * (ctx + 1) * n_kv * kD * 2;
+  const double kv_bytes = 2.0 * batch * (ctx + 1) * n_kv * kD * (kv_fp8 ? 1 : 2);
   const int iters = batch * ctx > 500000 ? 10 : 30;
   gpu::AttentionArgs a = S.a;
   a.decode = true;
@@ -160,11 +169,13 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   const double core = time_us(S, a, stream, iters);
   auto gbps = [&](double us) { return kv_bytes / (us * 1e-6) / 1e9; };
   std::printf(
-      "attention decode b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma+combine-kernel %8.2f us  "
+      "attention decode %s b%-3d ctx %5d: mma %8.2f us (%5.0f GB/s)  mma+combine-kernel %8.2f us  "
       "mma-prefill-kernel %8.2f us  cuda-core %8.2f us (%5.0f GB/s)\n",
-      batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core, gbps(core));
+      kv_fp8 ? "fp8 " : "bf16", batch, ctx, mma, gbps(mma), mma_combine, mma_prefill, core,
+      gbps(core));
   return {{"batch", batch},
           {"ctx", ctx},
+          {"kv_dtype", kv_fp8 ? "fp8" : "bf16"},
           {"kv_bytes", kv_bytes},
           {"mma_us", mma},
           {"mma_gbps", gbps(mma)},
@@ -223,13 +234,16 @@ double floor_us(cudaStream_t stream) {
 
 }  // namespace
 
-json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads) {
+json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads,
+                           bool fp8) {
   n_kv = kv_heads;
   n_heads = 8 * kv_heads;
+  kv_fp8 = fp8;
   json r = decode_entry(stream, sms, batch, ctx);
   r["kv_heads"] = kv_heads;
   n_heads = 32;
   n_kv = 4;
+  kv_fp8 = false;
   return r;
 }
 
@@ -241,6 +255,9 @@ json attention_mma_bench(cudaStream_t stream, int sms) {
                                                   {16, 600},  {16, 8000}, {64, 600},
                                                   {64, 8000}, {256, 600}, {256, 8000}};
   for (auto [b, ctx] : cases) dec.push_back(decode_entry(stream, sms, b, ctx));
+  kv_fp8 = true;
+  for (auto [b, ctx] : cases) dec.push_back(decode_entry(stream, sms, b, ctx));
+  kv_fp8 = false;
   return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}, {"floor_us", floor}};
 }
 

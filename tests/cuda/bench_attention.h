@@ -12,7 +12,8 @@ nlohmann::json attention_mma_bench(cudaStream_t stream, int sms);
 // One decode case of attention_mma_bench (batch sequences at context ctx), for profilers, with
 // kv_heads kv heads of 8 q heads each (Terra: 4). With 1, a cache block's 16 keys of a head are
 // 2 KB contiguous instead of 16 rows of 128 bytes 512 bytes apart: the layout's cost.
-nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx,
-                                     int kv_heads);
+// fp8: the cache holds e4m3 (GB/s of the bytes read, half of bf16's).
+nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads,
+                                     bool fp8 = false);
 
 }  // namespace loom

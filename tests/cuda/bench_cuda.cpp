@@ -12,8 +12,8 @@
 //   - linear_fixed (the batch-invariant linear layer) vs cuBLAS on the same shapes, m 1 to 1746,
 //     and from m = 32 each of its kernels forced ("linear_fixed paths": the data behind its
 //     choice by shape, pick_path in kernels/linear_fixed.cu).
-// `cuda_bench OUT.json --attention-case B CTX [KV]` times one decode attention case alone (for
-// ncu; KV kv heads of 8 q heads, default Terra's 4).
+// `cuda_bench OUT.json --attention-case B CTX [KV [fp8]]` times one decode attention case alone
+// (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 #include <chrono>
@@ -601,7 +601,8 @@ int main(int argc, char** argv) {
     LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     std::ofstream(out_path) << attention_decode_case(stream, sms, std::atoi(argv[3]),
                                                      std::atoi(argv[4]),
-                                                     argc > 5 ? std::atoi(argv[5]) : 4)
+                                                     argc > 5 ? std::atoi(argv[5]) : 4,
+                                                     argc > 6 && std::string(argv[6]) == "fp8")
                                    .dump(2);
     return 0;
   }
