@@ -1,26 +1,12 @@
 // Host references of convert and fill_uniform (activation.h).
-#include <cstring>
-
+#include "kernels/activation.h"
 #include "core/error.h"
 #include "core/philox.h"
-#include "kernels/activation.h"
+#include "core/tensor.h"
 
 namespace loom::cpu {
 
 namespace {
-
-float load(DType t, const void* p, size_t i) {
-  switch (t) {
-    case DType::F32:
-      return static_cast<const float*>(p)[i];
-    case DType::BF16:
-      return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::F16:
-      return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    default:
-      fail("cpu::convert: source dtype ", dtype_name(t), " (expected f32, bf16 or f16)");
-  }
-}
 
 void store(DType t, void* p, size_t i, float v) {
   if (t == DType::F32)
@@ -34,7 +20,11 @@ void store(DType t, void* p, size_t i, float v) {
 }  // namespace
 
 void convert(DType src_t, const void* src, DType dst_t, void* dst, size_t n) {
-  for (size_t i = 0; i < n; i++) store(dst_t, dst, i, load(src_t, src, i));
+  Tensor view;  // Tensor::at reads f32, bf16 and f16 elements as floats (exactly)
+  view.dtype = src_t;
+  view.shape = {int64_t(n)};
+  view.data = src;
+  for (size_t i = 0; i < n; i++) store(dst_t, dst, i, view.at(int64_t(i)));
 }
 
 float uniform_value(size_t i, uint64_t seed, float scale) {

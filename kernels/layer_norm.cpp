@@ -8,24 +8,17 @@
 namespace loom::cpu {
 
 void layer_norm_residual(const NormArgs& a) {
-  LOOM_CHECK(a.t == DType::F32, "cpu::layer_norm_residual: dtype ", dtype_name(a.t),
-             " (the reference is fp32)");
   LOOM_CHECK(a.x && a.out, "cpu::layer_norm_residual: null x/out");
-  const auto* delta = static_cast<const float*>(a.delta);
-  auto* out = static_cast<float*>(a.out);
   const size_t dim = size_t(a.dim);
   for (int r = 0; r < a.n_rows; r++) {
-    const size_t src = size_t(a.rows ? a.rows[r] : r);
-    float* xr = a.x + src * dim;
-    if (delta)
-      for (size_t i = 0; i < dim; i++) xr[i] += delta[src * dim + i];
+    const float* xr = residual_row(a, r, "cpu::layer_norm_residual");
     float mean = 0.0f;
     for (size_t i = 0; i < dim; i++) mean += xr[i];
     mean /= float(a.dim);
     float var = 0.0f;
     for (size_t i = 0; i < dim; i++) var += (xr[i] - mean) * (xr[i] - mean);
     const float scale = 1.0f / std::sqrt(var / float(a.dim) + a.eps);
-    float* yr = out + size_t(r) * dim;
+    float* yr = static_cast<float*>(a.out) + size_t(r) * dim;
     for (size_t i = 0; i < dim; i++) {
       const float v = (xr[i] - mean) * scale;
       yr[i] = (a.weight ? v * a.weight[i] : v) + (a.bias ? a.bias[i] : 0.0f);

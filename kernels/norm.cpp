@@ -7,22 +7,26 @@
 
 namespace loom::cpu {
 
+float* residual_row(const NormArgs& a, int r, const char* op) {
+  LOOM_CHECK(a.t == DType::F32, op, ": dtype ", dtype_name(a.t), " (the reference is fp32)");
+  const size_t dim = size_t(a.dim), src = size_t(a.rows ? a.rows[r] : r);
+  float* xr = a.x + src * dim;
+  if (a.delta) {
+    const float* d = static_cast<const float*>(a.delta) + src * dim;
+    for (size_t i = 0; i < dim; i++) xr[i] += d[i];
+  }
+  return xr;
+}
+
 void rms_norm_residual(const NormArgs& a) {
-  LOOM_CHECK(a.t == DType::F32, "cpu::rms_norm_residual: dtype ", dtype_name(a.t),
-             " (the reference is fp32)");
   LOOM_CHECK(a.x && a.weight && a.out && !a.bias, "cpu::rms_norm_residual: null x/weight/out");
-  const auto* delta = static_cast<const float*>(a.delta);
-  auto* out = static_cast<float*>(a.out);
   const size_t dim = size_t(a.dim);
   for (int r = 0; r < a.n_rows; r++) {
-    const size_t src = size_t(a.rows ? a.rows[r] : r);
-    float* xr = a.x + src * dim;
-    if (delta)
-      for (size_t i = 0; i < dim; i++) xr[i] += delta[src * dim + i];
+    const float* xr = residual_row(a, r, "cpu::rms_norm_residual");
     float ss = 0.0f;
     for (size_t i = 0; i < dim; i++) ss += xr[i] * xr[i];
     const float scale = 1.0f / std::sqrt(ss / float(a.dim) + a.eps);
-    float* yr = out + size_t(r) * dim;
+    float* yr = static_cast<float*>(a.out) + size_t(r) * dim;
     for (size_t i = 0; i < dim; i++) yr[i] = a.weight[i] * (xr[i] * scale);
   }
 }

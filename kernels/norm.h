@@ -34,5 +34,9 @@ namespace cpu {
 void rms_norm_residual(const NormArgs& a);
 void layer_norm_residual(const NormArgs& a);
 
+// Both references' first step for output row r: checks the dtype (naming `op`), adds delta to
+// x's source row when given, and returns that row.
+float* residual_row(const NormArgs& a, int r, const char* op);
+
 }  // namespace cpu
 }  // namespace loom
