@@ -34,7 +34,8 @@ nlohmann::json bench_convert(const Context& c) {
     cpu::convert(k.src, hs.data(), k.dst, ref.data(), k.n);
     const double err = hd == ref ? 0.0 : INFINITY;  // bit for bit
     out.push_back(report(c, "convert", k.dst,
-                         std::string(dtype_name(k.src)) + "[" + std::to_string(k.n) + "]",
+                         std::string(dtype_name(k.src)) + "->" + dtype_name(k.dst) + " [" +
+                             std::to_string(k.n) + "]",
                          time_us(c, launch), double(hs.size() + hd.size()), err));
   }
   return out;
