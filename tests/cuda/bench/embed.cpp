@@ -1,9 +1,9 @@
 // The embed and positions families (kernels/embed.h, kernels/positions.h) on Terra's tables: a
 // frame's 576 token slots through embed_assemble with the spatial + temporal tables (vocab
 // 262,145, hidden 2048), and learned absolute positions added to the same slots.
-#include "kernels/activation.cuh"
 #include "kernels/embed.cuh"
 #include "bench.h"
+#include "kernels/activation.cuh"
 #include "kernels/positions.cuh"
 
 namespace loom::bench {
