@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/dtype.h"
@@ -79,17 +81,54 @@ __device__ __forceinline__ void rope_pair(float x0, float x1, float pos, float i
   y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
 }
 
-// The f32 / bf16 dispatch of a launcher: calls launch(T{}) with T = float or bf16 for dtype t
-// and returns the launch's status, or a bad Status naming `kernel` for any other dtype.
+// The one dtype dispatch of the launchers: dispatch_dtype<Ts...>(t, op, launch) calls
+// launch(T{}) with T the element type among Ts (float, bf16, __half) whose DType is t. A launch
+// that returns void gets launch_status(op); one that returns a Status (a nested dispatch, a
+// launcher that checks more) is returned as is. Any other dtype gives a bad Status naming op,
+// t and the dtypes accepted. dispatch_f32_bf16 is the common case (activations and outputs).
+//   return dispatch_f32_bf16(a.t, "rms_norm_residual", [&](auto tag) {
+//     using T = decltype(tag);
+//     rms_norm_residual_kernel<T><<<grid, block, 0, stream>>>(...);
+//   });
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<bf16>() {
+  return DType::BF16;
+}
+template <>
+constexpr DType dtype_of<__half>() {
+  return DType::F16;
+}
+
+template <class T, class F>
+Status run_dispatched(const char* op, F& launch) {
+  if constexpr (std::is_void_v<decltype(launch(T{}))>) {
+    launch(T{});
+    return launch_status(op);
+  } else {
+    return launch(T{});
+  }
+}
+
+template <class... Ts, class F>
+Status dispatch_dtype(DType t, const char* op, F&& launch) {
+  Status st;
+  const bool found =
+      ((dtype_of<Ts>() == t ? (st = run_dispatched<Ts>(op, launch), true) : false) || ...);
+  if (found) return st;
+  std::string accepted;
+  ((accepted += (accepted.empty() ? "" : " or ") + std::string(dtype_name(dtype_of<Ts>()))), ...);
+  return Status::bad(cat(op, ": dtype ", dtype_name(t), " (expected ", accepted, ")"));
+}
+
 template <class F>
-Status dispatch_f32_bf16(DType t, const char* kernel, F&& launch) {
-  if (t == DType::F32)
-    launch(float{});
-  else if (t == DType::BF16)
-    launch(bf16{});
-  else
-    return Status::bad(cat(kernel, ": dtype ", dtype_name(t), " (expected f32 or bf16)"));
-  return launch_status(kernel);
+Status dispatch_f32_bf16(DType t, const char* op, F&& launch) {
+  return dispatch_dtype<float, bf16>(t, op, std::forward<F>(launch));
 }
 
 inline int ceil_div(int a, int b) {

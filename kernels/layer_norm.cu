@@ -39,17 +39,17 @@ __global__ void layer_norm_residual_kernel(float* x, const T* delta, const float
   }
 }
 
-Status layer_norm_residual(DType t, float* x, const void* delta, const float* weight,
-                           const float* bias, const int32_t* rows, int n_rows, int dim, float eps,
-                           void* out, cudaStream_t stream) {
-  LOOM_ARG_CHECK(n_rows >= 0 && dim > 0, "layer_norm_residual: n_rows ", n_rows, ", dim ", dim);
-  LOOM_ARG_CHECK(x && out, "layer_norm_residual: null x/out");
-  if (n_rows == 0) return Status::good();
-  const int threads = dim >= 1024 ? 512 : 128;
-  return dispatch_f32_bf16(t, "layer_norm_residual", [&](auto tag) {
+Status layer_norm_residual(const NormArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.n_rows >= 0 && a.dim > 0, "layer_norm_residual: n_rows ", a.n_rows, ", dim ",
+                 a.dim);
+  LOOM_ARG_CHECK(a.x && a.out, "layer_norm_residual: null x/out");
+  if (a.n_rows == 0) return Status::good();
+  const int threads = a.dim >= 1024 ? 512 : 128;
+  return dispatch_f32_bf16(a.t, "layer_norm_residual", [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_residual_kernel<T><<<n_rows, threads, 0, stream>>>(
-        x, static_cast<const T*>(delta), weight, bias, rows, dim, eps, static_cast<T*>(out));
+    layer_norm_residual_kernel<T>
+        <<<a.n_rows, threads, 0, stream>>>(a.x, static_cast<const T*>(a.delta), a.weight, a.bias,
+                                           a.rows, a.dim, a.eps, static_cast<T*>(a.out));
   });
 }
 

@@ -490,10 +490,8 @@ Status linear_fixed(const LinearFixedArgs& a0, cudaStream_t stream) {
       reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0,
       "linear_fixed: x and w must be 16-byte aligned");
   if (a.m == 0) return Status::good();
-  if (a.y_t == DType::BF16) return dispatch_path<bf16>(a, stream);
-  if (a.y_t == DType::F32) return dispatch_path<float>(a, stream);
-  return Status::bad(
-      cat("linear_fixed: output dtype ", dtype_name(a.y_t), " (expected bf16 or f32)"));
+  return dispatch_f32_bf16(a.y_t, "linear_fixed (output)",
+                           [&](auto tag) { return dispatch_path<decltype(tag)>(a, stream); });
 }
 
 }  // namespace loom::gpu

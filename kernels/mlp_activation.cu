@@ -50,28 +50,26 @@ static int grid_of(size_t total) {
   return int(std::min<size_t>((total + 255) / 256, 4096));
 }
 
-Status bias_activation(DType t, void* y, const float* bias, int rows, int n, bool activate,
-                       Activation act, cudaStream_t stream) {
-  LOOM_ARG_CHECK(rows >= 0 && n > 0 && y, "bias_activation: rows ", rows, ", n ", n);
-  const size_t total = size_t(rows) * n;
+Status bias_activation(const BiasActivationArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.rows >= 0 && a.n > 0 && a.y, "bias_activation: rows ", a.rows, ", n ", a.n);
+  const size_t total = size_t(a.rows) * a.n;
   if (total == 0) return Status::good();
-  return dispatch_f32_bf16(t, "bias_activation", [&](auto tag) {
+  return dispatch_f32_bf16(a.t, "bias_activation", [&](auto tag) {
     using T = decltype(tag);
-    bias_activation_kernel<T>
-        <<<grid_of(total), 256, 0, stream>>>(static_cast<T*>(y), bias, total, n, activate, act);
+    bias_activation_kernel<T><<<grid_of(total), 256, 0, stream>>>(static_cast<T*>(a.y), a.bias,
+                                                                  total, a.n, a.apply_act, a.act);
   });
 }
 
-Status act_mul(DType t, const void* gate_up, void* out, int rows, int inter, Activation act,
-               cudaStream_t stream) {
-  LOOM_ARG_CHECK(rows >= 0 && inter > 0 && gate_up && out, "act_mul: rows ", rows, ", inter ",
-                 inter);
-  const size_t total = size_t(rows) * inter;
+Status act_mul(const ActMulArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.rows >= 0 && a.inter > 0 && a.gate_up && a.out, "act_mul: rows ", a.rows,
+                 ", inter ", a.inter);
+  const size_t total = size_t(a.rows) * a.inter;
   if (total == 0) return Status::good();
-  return dispatch_f32_bf16(t, "act_mul", [&](auto tag) {
+  return dispatch_f32_bf16(a.t, "act_mul", [&](auto tag) {
     using T = decltype(tag);
-    act_mul_kernel<T><<<grid_of(total), 256, 0, stream>>>(static_cast<const T*>(gate_up),
-                                                          static_cast<T*>(out), rows, inter, act);
+    act_mul_kernel<T><<<grid_of(total), 256, 0, stream>>>(
+        static_cast<const T*>(a.gate_up), static_cast<T*>(a.out), a.rows, a.inter, a.act);
   });
 }
 

@@ -25,22 +25,19 @@ __global__ void rms_norm_residual_kernel(float* x, const T* delta, const float* 
   for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_f32<T>(xr[i] * inv * weight[i]);
 }
 
-Status rms_norm_residual(DType t, float* x, const void* delta, const float* weight,
-                         const int32_t* rows, int n_rows, int dim, float eps, void* out,
-                         cudaStream_t stream) {
-  LOOM_ARG_CHECK(n_rows >= 0 && dim > 0, "rms_norm_residual: n_rows ", n_rows, ", dim ", dim);
-  LOOM_ARG_CHECK(x && weight && out, "rms_norm_residual: null x/weight/out");
-  if (n_rows == 0) return Status::good();
-  const int threads = dim >= 1024 ? 512 : 128;
-  if (t == DType::F32)
-    rms_norm_residual_kernel<float><<<n_rows, threads, 0, stream>>>(
-        x, static_cast<const float*>(delta), weight, rows, dim, eps, static_cast<float*>(out));
-  else if (t == DType::BF16)
-    rms_norm_residual_kernel<bf16><<<n_rows, threads, 0, stream>>>(
-        x, static_cast<const bf16*>(delta), weight, rows, dim, eps, static_cast<bf16*>(out));
-  else
-    return Status::bad(cat("rms_norm_residual: dtype ", dtype_name(t), " (expected f32 or bf16)"));
-  return launch_status("rms_norm_residual");
+Status rms_norm_residual(const NormArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.n_rows >= 0 && a.dim > 0, "rms_norm_residual: n_rows ", a.n_rows, ", dim ",
+                 a.dim);
+  LOOM_ARG_CHECK(a.x && a.weight && a.out, "rms_norm_residual: null x/weight/out");
+  LOOM_ARG_CHECK(a.bias == nullptr, "rms_norm_residual: RMSNorm takes no bias");
+  if (a.n_rows == 0) return Status::good();
+  const int threads = a.dim >= 1024 ? 512 : 128;
+  return dispatch_f32_bf16(a.t, "rms_norm_residual", [&](auto tag) {
+    using T = decltype(tag);
+    rms_norm_residual_kernel<T>
+        <<<a.n_rows, threads, 0, stream>>>(a.x, static_cast<const T*>(a.delta), a.weight, a.rows,
+                                           a.dim, a.eps, static_cast<T*>(a.out));
+  });
 }
 
 }  // namespace loom::gpu

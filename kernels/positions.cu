@@ -16,15 +16,14 @@ __global__ void add_absolute_positions_kernel(float* x, const int32_t* positions
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) xs[i] = __fadd_rn(xs[i], p[i]);
 }
 
-Status add_absolute_positions(float* x, const int32_t* positions, const float* table, int offset,
-                              int table_rows, int n_slots, int hidden, cudaStream_t stream) {
-  LOOM_ARG_CHECK(n_slots >= 0 && hidden > 0 && table_rows > 0 && offset >= 0,
-                 "add_absolute_positions: n_slots ", n_slots, ", hidden ", hidden, ", rows ",
-                 table_rows, ", offset ", offset);
-  LOOM_ARG_CHECK(x && positions && table, "add_absolute_positions: null pointer");
-  if (n_slots == 0) return Status::good();
-  add_absolute_positions_kernel<<<n_slots, 128, 0, stream>>>(x, positions, table, offset,
-                                                             table_rows, hidden);
+Status add_absolute_positions(const PositionsArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.n_slots >= 0 && a.hidden > 0 && a.table_rows > 0 && a.offset >= 0,
+                 "add_absolute_positions: n_slots ", a.n_slots, ", hidden ", a.hidden, ", rows ",
+                 a.table_rows, ", offset ", a.offset);
+  LOOM_ARG_CHECK(a.x && a.positions && a.table, "add_absolute_positions: null pointer");
+  if (a.n_slots == 0) return Status::good();
+  add_absolute_positions_kernel<<<a.n_slots, 128, 0, stream>>>(a.x, a.positions, a.table, a.offset,
+                                                               a.table_rows, a.hidden);
   return launch_status("add_absolute_positions");
 }
 

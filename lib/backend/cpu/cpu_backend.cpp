@@ -38,7 +38,7 @@ struct CpuLayer {
 
 struct CpuActionLayer {
   std::vector<float> weight;  // [out, in]
-  std::vector<float> bias;    // [out]
+  F32 bias;                   // [out]
   int in = 0, out = 0;
 };
 
@@ -52,6 +52,7 @@ class CpuBackend final : public Backend {
     check_weights(spec, w, "cpu backend");
     auto f32 = [](const Tensor& t) { return F32{t.empty() ? std::vector<float>() : t.to_f32()}; };
     spec_ = spec;
+    ones_.assign(size_t(spec.hidden), 1.0f);
     embed_ = w.embed.to_f32();
     lm_head_ = w.lm_head.to_f32();
     final_norm_ = f32(w.final_norm);
@@ -63,7 +64,7 @@ class CpuBackend final : public Backend {
     for (int j = 0; j < spec.action_layers(); j++) {
       const ActionLayer& a = w.action[size_t(j)];
       action_.push_back(
-          {a.weight.to_f32(), a.bias.to_f32(), int(a.weight.dim(1)), int(a.weight.dim(0))});
+          {a.weight.to_f32(), f32(a.bias), int(a.weight.dim(1)), int(a.weight.dim(0))});
     }
     layers_.clear();
     for (const LayerWeights& l : w.layers) {
@@ -139,17 +140,26 @@ class CpuBackend final : public Backend {
   }
   void embed_slots(const StepBatch& b, std::vector<float>& x);
   void kv_round(int layer, float* k, float* v, int n);
-  // RMSNorm or LayerNorm as the spec says; weight / bias null when the features omit them.
-  void norm(const float* x, const F32& weight, const F32& bias, float* y, int rows) const {
+  // x[src] += delta[src] (when delta), then RMSNorm or LayerNorm as the spec says of the rows
+  // selected (null: all n_rows); weight / bias empty when the features omit them.
+  void norm(float* x, const float* delta, const F32& weight, const F32& bias, const int32_t* rows,
+            int n_rows, float* y) const {
+    NormArgs a;
+    a.t = DType::F32;
+    a.x = x;
+    a.delta = delta;
+    a.rows = rows;
+    a.n_rows = n_rows;
+    a.dim = spec_.hidden;
+    a.eps = spec_.rms_eps;
+    a.out = y;
     if (spec_.norm == NormKind::Rms) {
-      if (weight.get()) {
-        cpu::rms_norm(x, weight.get(), y, rows, spec_.hidden, spec_.rms_eps);
-      } else {
-        const std::vector<float> ones(size_t(spec_.hidden), 1.0f);
-        cpu::rms_norm(x, ones.data(), y, rows, spec_.hidden, spec_.rms_eps);
-      }
+      a.weight = weight.get() ? weight.get() : ones_.data();
+      cpu::rms_norm_residual(a);
     } else {
-      cpu::layer_norm(x, weight.get(), bias.get(), y, rows, spec_.hidden, spec_.rms_eps);
+      a.weight = weight.get();
+      a.bias = bias.get();
+      cpu::layer_norm_residual(a);
     }
   }
 
@@ -163,6 +173,7 @@ class CpuBackend final : public Backend {
   F32 pos_temporal_;            // [temporal_rows, hidden]
   std::vector<CpuActionLayer> action_;
   std::vector<CpuLayer> layers_;
+  std::vector<float> ones_;  // [hidden] the weight of a non-affine RMSNorm
   int block_size_ = 16, num_blocks_ = 0;
   // The pool holds fp32; bf16 and fp8 store the values those caches would give back
   // (bf16 rounding; the e4m3 round trip with kv_scales_), so the cpu backend is their reference.
@@ -202,47 +213,99 @@ void CpuBackend::kv_round(int layer, float* k, float* v, int n) {
     }
 }
 
+// The slots' inputs from the references of the embed and positions families: the action
+// projection of the action slots (first layer, then the hidden layers with ReLU between them),
+// embed_assemble, then learned absolute positions.
 void CpuBackend::embed_slots(const StepBatch& b, std::vector<float>& x) {
   const int n = b.n_slots(), H = spec_.hidden;
+  std::vector<int32_t> act_slots, act_row(size_t(n), -1);  // [n_act], [n]
   for (int i = 0; i < n; i++) {
-    float* xi = x.data() + size_t(i) * size_t(H);
     const int32_t tok = b.tokens[size_t(i)];
     if (tok != kActionSlot) {
       LOOM_CHECK(tok >= 0 && tok < spec_.vocab, "step: token ", tok, " outside vocab ",
                  spec_.vocab);
-      std::memcpy(xi, embed_.data() + size_t(tok) * size_t(H), size_t(H) * sizeof(float));
     } else {
       LOOM_CHECK(!action_.empty(), "step: action slot given to a model without action projection");
       LOOM_CHECK(b.actions.size() >= size_t(i + 1) * size_t(spec_.action_dim),
                  "step: no action row for slot ", i);
-      // Linear, or an MLP with ReLU between its layers (V2): 3 → H → H → H.
-      std::vector<float> a(b.actions.begin() + long(i) * spec_.action_dim,
-                           b.actions.begin() + long(i + 1) * spec_.action_dim);
-      for (size_t l = 0; l < action_.size(); l++) {
-        const CpuActionLayer& al = action_[l];
-        std::vector<float> y(static_cast<size_t>(al.out));
-        cpu::matmul_nt(a.data(), al.weight.data(), al.bias.data(), y.data(), 1, al.out, al.in);
-        if (l + 1 < action_.size())
-          for (float& v : y) v = std::max(v, 0.0f);
-        a.swap(y);
-      }
-      std::copy(a.begin(), a.end(), xi);
+      act_row[size_t(i)] = int32_t(act_slots.size());
+      act_slots.push_back(i);
     }
     const int p = b.positions[size_t(i)];
-    if (spec_.positions == PositionKind::SpatioTemporal) {
-      const int S = spec_.frame_slots();
-      LOOM_CHECK(p / S < spec_.temporal_rows, "step: position ", p,
+    if (spec_.positions == PositionKind::SpatioTemporal)
+      LOOM_CHECK(p / spec_.frame_slots() < spec_.temporal_rows, "step: position ", p,
                  " beyond the temporal table of ", spec_.temporal_rows, " frames");
-      const float* sp = pos_spatial_.v.data() + size_t(p % S) * size_t(H);
-      const float* tp = pos_temporal_.v.data() + size_t(p / S) * size_t(H);
-      for (int h = 0; h < H; h++) xi[h] += sp[h] + tp[h];
-    } else if (spec_.positions == PositionKind::Absolute) {
-      const int row = p + spec_.position_offset;
+    else if (spec_.positions == PositionKind::Absolute)
       LOOM_CHECK(p < spec_.max_positions, "step: position ", p,
                  " beyond the learned position table of ", spec_.max_positions, " positions");
-      const float* ap = pos_absolute_.v.data() + size_t(row) * size_t(H);
-      for (int h = 0; h < H; h++) xi[h] += ap[h];
+  }
+
+  // Linear, or an MLP with ReLU between its layers (V2): 3 → H → H → H.
+  const int n_act = int(act_slots.size());
+  std::vector<float> act, next;  // [n_act, layer out]
+  if (n_act > 0) {
+    const CpuActionLayer& first = action_[0];
+    act.resize(size_t(n_act) * size_t(first.out));
+    ActionInputArgs in;
+    in.actions = b.actions.data();
+    in.action_dim = spec_.action_dim;
+    in.act_slots = act_slots.data();
+    in.n_act = n_act;
+    in.w = first.weight.data();
+    in.b = first.bias.get();
+    in.hidden = first.out;
+    in.relu = action_.size() > 1;
+    in.out_t = DType::F32;
+    in.out = act.data();
+    cpu::action_input_layer(in);
+    for (size_t l = 1; l < action_.size(); l++) {
+      const CpuActionLayer& al = action_[l];
+      next.resize(size_t(n_act) * size_t(al.out));
+      cpu::matmul_nt(act.data(), al.weight.data(), al.bias.get(), next.data(), n_act, al.out,
+                     al.in);
+      if (l + 1 < action_.size()) {
+        BiasActivationArgs relu;
+        relu.t = DType::F32;
+        relu.y = next.data();
+        relu.rows = n_act;
+        relu.n = al.out;
+        relu.apply_act = true;
+        relu.act = Activation::Relu;
+        cpu::bias_activation(relu);
+      }
+      act.swap(next);
     }
+  }
+
+  EmbedArgs e;
+  e.t = DType::F32;
+  e.tokens = b.tokens.data();
+  e.positions = b.positions.data();
+  e.act_row = act_row.data();
+  e.embed = embed_.data();
+  e.act_out = act.data();
+  if (spec_.positions == PositionKind::SpatioTemporal) {
+    e.pos_spatial = pos_spatial_.get();
+    e.pos_temporal = pos_temporal_.get();
+    e.frame_slots = spec_.frame_slots();
+    e.spatial_rows = spec_.spatial_rows;
+    e.temporal_rows = spec_.temporal_rows;
+  }
+  e.vocab = spec_.vocab;
+  e.n_slots = n;
+  e.hidden = H;
+  e.x = x.data();
+  cpu::embed_assemble(e);
+  if (spec_.positions == PositionKind::Absolute) {
+    PositionsArgs p;
+    p.x = x.data();
+    p.positions = b.positions.data();
+    p.table = pos_absolute_.get();
+    p.offset = spec_.position_offset;
+    p.table_rows = spec_.max_positions + spec_.position_offset;
+    p.n_slots = n;
+    p.hidden = H;
+    cpu::add_absolute_positions(p);
   }
 }
 
@@ -265,7 +328,7 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
   emit("embed", -1, x, n, H);
   for (int L = 0; L < spec_.layers; L++) {
     CpuLayer& l = layers_[size_t(L)];
-    norm(x.data(), l.attn_norm, l.attn_norm_bias, h.data(), n);
+    norm(x.data(), nullptr, l.attn_norm, l.attn_norm_bias, nullptr, n, h.data());
     cpu::matmul_nt(h.data(), l.qkv.get(), l.qkv_bias.get(), qkv.data(), n, qkv_dim, H);
     for (int i = 0; i < n; i++) {
       const float* row = qkv.data() + size_t(i) * size_t(qkv_dim);
@@ -294,14 +357,28 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
     }
     emit("attn", L, attn, n, qd);
     cpu::matmul_nt(attn.data(), l.o.get(), l.o_bias.get(), proj.data(), n, H, qd);
-    for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
-    norm(x.data(), l.mlp_norm, l.mlp_norm_bias, h.data(), n);
+    norm(x.data(), proj.data(), l.mlp_norm, l.mlp_norm_bias, nullptr, n, h.data());
     if (spec_.mlp == MlpKind::SwiGlu) {
       cpu::matmul_nt(h.data(), l.gate_up.get(), l.gate_up_bias.get(), gu.data(), n, 2 * I, H);
-      cpu::act_mul(spec_.act, gu.data(), act.data(), n, I);
+      ActMulArgs am;
+      am.t = DType::F32;
+      am.gate_up = gu.data();
+      am.out = act.data();
+      am.rows = n;
+      am.inter = I;
+      am.act = spec_.act;
+      cpu::act_mul(am);
     } else {
+      // The bias is added inside matmul_nt, the activation after it.
       cpu::matmul_nt(h.data(), l.up.get(), l.up_bias.get(), act.data(), n, I, H);
-      cpu::act_inplace(spec_.act, act.data(), act.size());
+      BiasActivationArgs ba;
+      ba.t = DType::F32;
+      ba.y = act.data();
+      ba.rows = n;
+      ba.n = I;
+      ba.apply_act = true;
+      ba.act = spec_.act;
+      cpu::bias_activation(ba);
     }
     cpu::matmul_nt(act.data(), l.down.get(), l.down_bias.get(), proj.data(), n, H, I);
     for (size_t i = 0; i < x.size(); i++) x[i] += proj[i];
@@ -315,8 +392,8 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
   std::vector<float> logits(static_cast<size_t>(V));  // [vocab]
   for (int s = 0; s < S; s++) {
     if (!b.sample[size_t(s)] && !b.want_logits) continue;
-    const int slot = b.slot_start[size_t(s) + 1] - 1;
-    norm(x.data() + size_t(slot) * size_t(H), final_norm_, final_norm_bias_, last.data(), 1);
+    const int32_t slot = b.slot_start[size_t(s) + 1] - 1;
+    norm(x.data(), nullptr, final_norm_, final_norm_bias_, &slot, 1, last.data());
     cpu::matmul_nt(last.data(), lm_head_.data(), nullptr, logits.data(), 1, V, H);
     if (b.want_logits) std::copy(logits.begin(), logits.end(), out.logits.begin() + long(s) * V);
     // Sampled ids are image tokens: only [sample_begin, sample_end) of the vocab competes.

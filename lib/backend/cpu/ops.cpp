@@ -18,35 +18,6 @@ void matmul_nt(const float* x, const float* w, const float* bias, float* y, int 
   }
 }
 
-void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, float eps) {
-  for (int r = 0; r < rows; r++) {
-    const float* xr = x + size_t(r) * size_t(dim);
-    float* yr = y + size_t(r) * size_t(dim);
-    float ss = 0.0f;
-    for (int i = 0; i < dim; i++) ss += xr[i] * xr[i];
-    const float scale = 1.0f / std::sqrt(ss / float(dim) + eps);
-    for (int i = 0; i < dim; i++) yr[i] = weight[i] * (xr[i] * scale);
-  }
-}
-
-void layer_norm(const float* x, const float* weight, const float* bias, float* y, int rows, int dim,
-                float eps) {
-  for (int r = 0; r < rows; r++) {
-    const float* xr = x + size_t(r) * size_t(dim);
-    float* yr = y + size_t(r) * size_t(dim);
-    float mean = 0.0f;
-    for (int i = 0; i < dim; i++) mean += xr[i];
-    mean /= float(dim);
-    float var = 0.0f;
-    for (int i = 0; i < dim; i++) var += (xr[i] - mean) * (xr[i] - mean);
-    const float scale = 1.0f / std::sqrt(var / float(dim) + eps);
-    for (int i = 0; i < dim; i++) {
-      const float v = (xr[i] - mean) * scale;
-      yr[i] = (weight ? v * weight[i] : v) + (bias ? bias[i] : 0.0f);
-    }
-  }
-}
-
 void rope(float* x, const int32_t* positions, int rows, int heads, int head_dim, float theta) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));  // [head_dim / 2]
@@ -64,33 +35,6 @@ void rope(float* x, const int32_t* positions, int rows, int heads, int head_dim,
       }
     }
   }
-}
-
-float activate(Activation act, float x) {
-  switch (act) {
-    case Activation::Silu:
-      return x / (1.0f + std::exp(-x));
-    case Activation::GeluTanh:  // transformers NewGELUActivation
-      return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case Activation::Gelu:  // torch gelu, approximate='none'
-      return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
-    case Activation::Relu:
-      return std::max(x, 0.0f);
-  }
-  return x;
-}
-
-void act_mul(Activation act, const float* gate_up, float* out, int rows, int inter) {
-  for (int r = 0; r < rows; r++) {
-    const float* g = gate_up + size_t(r) * 2 * size_t(inter);
-    const float* u = g + inter;
-    for (int j = 0; j < inter; j++)
-      out[size_t(r) * size_t(inter) + size_t(j)] = activate(act, g[j]) * u[j];
-  }
-}
-
-void act_inplace(Activation act, float* x, size_t n) {
-  for (size_t i = 0; i < n; i++) x[i] = activate(act, x[i]);
 }
 
 // Offset of cache index `i` of a sequence in a [num_blocks, block_size, kv_heads, head_dim] pool.

@@ -1,45 +1,30 @@
 // CPU reference ops, fp32, plain loops (design §6): the definition every CUDA kernel is tested
 // against (style.md §5: one op, one signature, two implementations). Each mirrors the HF
-// transformers 4.39 LlamaModel computation it replaces.
+// transformers 4.39 LlamaModel computation it replaces. The op families of kernels/ keep their
+// references beside their kernels, with the argument struct both take (kernels/<family>.h,
+// plain C++); this header gathers them for the CPU backend, with the references whose kernels
+// take other forms (the linear layer: cuBLAS, gemv, linear_fixed) or are still to become
+// families (RoPE, the KV write, attention).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "model/spec.h"
+#include "kernels/activation.h"
+#include "kernels/embed.h"
+#include "kernels/mlp_activation.h"
+#include "kernels/norm.h"
+#include "kernels/positions.h"
 
 namespace loom::cpu {
 
 // y[m, n] = x[m, k] · w[n, k]ᵀ (+ bias[n] when bias != nullptr). HF nn.Linear.
 void matmul_nt(const float* x, const float* w, const float* bias, float* y, int m, int n, int k);
 
-// y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * weight. HF LlamaRMSNorm (fp32). y may be x.
-void rms_norm(const float* x, const float* weight, float* y, int rows, int dim, float eps);
-
-// y[r, :] = (x[r, :] − mean) / sqrt(var + eps) * weight + bias, var the biased variance (torch
-// nn.LayerNorm in fp32). weight / bias may be nullptr (non-affine / no bias). y may be x.
-void layer_norm(const float* x, const float* weight, const float* bias, float* y, int rows, int dim,
-                float eps);
-
-// One activation of a float: silu, GPT-2's gelu_new (tanh), exact erf gelu, relu.
-float activate(Activation act, float x);
-
 // x[rows, heads, head_dim] rotated in place at positions[rows], HF rotate_half convention:
 // pairs (j, j + head_dim/2), angle = float(pos) * inv_freq[j], inv_freq[j] = 1 /
 // theta^(2j/head_dim) computed in fp32 as HF's LlamaRotaryEmbedding does.
 void rope(float* x, const int32_t* positions, int rows, int heads, int head_dim, float theta);
-
-// out[r, j] = act(gate_up[r, j]) * gate_up[r, inter + j]; gate_up [rows, 2 * inter] (SwiGLU
-// with act = silu).
-void act_mul(Activation act, const float* gate_up, float* out, int rows, int inter);
-
-// SwiGLU: act_mul with silu (the CUDA kernel tests compare silu_mul against this).
-inline void silu_mul(const float* gate_up, float* out, int rows, int inter) {
-  act_mul(Activation::Silu, gate_up, out, rows, inter);
-}
-
-// x[n] = act(x[n]) in place (the plain MLP's activation).
-void act_inplace(Activation act, float* x, size_t n);
 
 // Causal GQA attention for one sequence's n_new new slots over its paged cache.
 // q:   [n_new, heads, head_dim] (already rotated)

@@ -5,7 +5,7 @@
 //   GEMV (bf16, ≤ 4 slots: decode at small batch, bound by streaming the weights) — four fused
 //     GEMVs per layer: qkv ← rms_norm(x); x += o·attn; gate_up ← rms_norm(x);
 //     x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
-//   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, silu_mul kernels; a block's output
+//   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, act_mul kernels; a block's output
 //     (delta) is added to x by the next norm.
 // Features beyond Llama's layer (model/spec.h), each a launch of its own where it acts and
 // nothing on Llama's path: LayerNorm (layer_norm_residual in place of rms_norm_residual),
@@ -18,8 +18,8 @@
 // linear layer through linear_fixed (kernels/linear_fixed.cuh, an order of arithmetic fixed by
 // k alone) instead of cuBLAS, and lm_head straight to fp32 logits. The other kernels are
 // row-wise already: embed_assemble, rms_norm_residual, action_input_layer and sample_tokens
-// give each row its own block(s) whose work depends on the row alone, silu_mul, bias_act and
-// convert are elementwise.
+// give each row its own block(s) whose work depends on the row alone, act_mul, bias_activation
+// and convert are elementwise.
 #include "backend/cuda/cuda_backend_impl.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
@@ -87,16 +87,25 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   if (L.n_act > 0) {
     prof_begin("action_projection");
     const int n_layers = int(w_.action.size());
-    LOOM_KERNEL(action_input_layer(reinterpret_cast<const float*>(in_dev_ + L.actions),
-                                   s.action_dim, in_i32(L.act_slots), L.n_act,
-                                   w_.action[0].weight.f32(), w_.action[0].bias.f32(), H,
-                                   n_layers > 1, t_, act_a_, stream_));
+    ActionInputArgs in;
+    in.actions = reinterpret_cast<const float*>(in_dev_ + L.actions);
+    in.action_dim = s.action_dim;
+    in.act_slots = in_i32(L.act_slots);
+    in.n_act = L.n_act;
+    in.w = w_.action[0].weight.f32();
+    in.b = w_.action[0].bias.f32();
+    in.hidden = H;
+    in.relu = n_layers > 1;
+    in.out_t = t_;
+    in.out = act_a_;
+    LOOM_KERNEL(action_input_layer(in, stream_));
     void* cur = act_a_;
     void* nxt = act_b_;
     for (int l = 1; l < n_layers; l++) {
       linear(cur, w_.action[size_t(l)].weight.data, t_, nxt, L.n_act, H, H);
-      LOOM_KERNEL(bias_act(t_, nxt, w_.action[size_t(l)].bias.f32(), L.n_act, H, l + 1 < n_layers,
-                           stream_));
+      LOOM_KERNEL(bias_activation({t_, nxt, w_.action[size_t(l)].bias.f32(), L.n_act, H,
+                                   l + 1 < n_layers, Activation::Relu},
+                                  stream_));
       std::swap(cur, nxt);
     }
     act_out = cur;
@@ -121,8 +130,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   e.x = x_;
   LOOM_KERNEL(embed_assemble(e, stream_));
   if (s.positions == PositionKind::Absolute)
-    LOOM_KERNEL(add_absolute_positions(x_, positions, w_.pos_absolute.f32(), s.position_offset,
-                                       s.max_positions + s.position_offset, L.n_slots, H, stream_));
+    LOOM_KERNEL(add_absolute_positions({x_, positions, w_.pos_absolute.f32(), s.position_offset,
+                                        s.max_positions + s.position_offset, L.n_slots, H},
+                                       stream_));
   prof_end();
 
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(kv_t_);
@@ -154,22 +164,26 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
   // x += delta, then the spec's norm of the selected rows; null weight: norm_affine false.
   auto norm_run = [&](const void* delta, const DeviceTensor& w, const DeviceTensor& b,
                       const int32_t* rows, int n_rows, void* out) {
-    if (s.norm == NormKind::Rms) {
-      prof_begin("rms_norm");
-      LOOM_KERNEL(rms_norm_residual(t_, x_, delta, w.data ? w.f32() : norm_ones_, rows, n_rows, H,
-                                    s.rms_eps, out, stream_));
-    } else {
-      prof_begin("layer_norm");
-      LOOM_KERNEL(layer_norm_residual(t_, x_, delta, w.f32(), b.f32(), rows, n_rows, H, s.rms_eps,
-                                      out, stream_));
-    }
+    const bool rms = s.norm == NormKind::Rms;
+    NormArgs a{t_,
+               x_,
+               delta,
+               rms ? (w.data ? w.f32() : norm_ones_) : w.f32(),
+               rms ? nullptr : b.f32(),
+               rows,
+               n_rows,
+               H,
+               s.rms_eps,
+               out};
+    prof_begin(rms ? "rms_norm" : "layer_norm");
+    LOOM_KERNEL(rms ? rms_norm_residual(a, stream_) : layer_norm_residual(a, stream_));
     prof_end();
   };
   // y[rows, n] = act(y + bias) when act, else y + bias; nothing when neither applies.
   auto bias_run = [&](void* y, const DeviceTensor& bias, int rows, int n, bool act) {
     if (bias.data == nullptr && !act) return;
     prof_begin("bias_activation");
-    LOOM_KERNEL(bias_activation(t_, y, bias.f32(), rows, n, act, s.act, stream_));
+    LOOM_KERNEL(bias_activation({t_, y, bias.f32(), rows, n, act, s.act}, stream_));
     prof_end();
   };
   auto gemm_run = [&](const char* family, const void* x, const void* w, DType y_t, void* y, int m,
@@ -288,10 +302,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
         gemm_run("gemm_gate_up", h_, W.gate_up.data, t_, gu_, L.n_slots, 2 * I, H);
         bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
         prof_begin("silu_mul");
-        if (s.act == Activation::Silu)
-          LOOM_KERNEL(silu_mul(t_, gu_, act_, L.n_slots, I, stream_));
-        else
-          LOOM_KERNEL(act_mul(t_, gu_, act_, L.n_slots, I, s.act, stream_));
+        LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act}, stream_));
         prof_end();
       } else {
         gemm_run("gemm_up", h_, W.up.data, t_, act_, L.n_slots, I, H);

@@ -1,0 +1,114 @@
+// cuda_bench's per-family microbenchmarks (llm.c's dev/cuda loop, style.md §7): each family's
+// file validates its kernel against the family's reference on the timed shapes, then times it
+// with L2 flushed between launches and prints GB/s of the bytes it moves against the measured
+// device-to-device copy bandwidth. kFamilyBenches is the table cuda_bench runs, in order; each
+// entry's JSON goes under its key in cuda_bench's output.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/gemm.h"
+#include "core/dtype.h"
+
+namespace loom::bench {
+
+struct Context {
+  cudaStream_t stream = nullptr;
+  int sms = 0;                // streaming multiprocessors of device 0
+  double copy_gbps = 0;       // measured copy bandwidth, bytes read + written
+  gpu::Gemm* gemm = nullptr;  // cuBLAS on `stream`, the baseline of the linear kernels
+};
+
+using Fn = nlohmann::json (*)(const Context&);
+struct Family {
+  const char* key;  // cuda_bench JSON key
+  Fn run;
+};
+
+// In each family's file (tests/cuda/bench/<family>.cpp).
+nlohmann::json bench_norm(const Context& c);              // norm.cpp: rms / layer norm
+nlohmann::json bench_mlp_activation(const Context& c);    // mlp_activation.cpp
+nlohmann::json bench_convert(const Context& c);           // activation.cpp
+nlohmann::json bench_embed(const Context& c);             // embed.cpp: embed + positions
+nlohmann::json bench_gemv(const Context& c);              // gemv.cpp: GEMV vs cuBLAS
+nlohmann::json bench_lm_head(const Context& c);           // gemv.cpp: lm_head GEMV + draw
+nlohmann::json bench_gemv_chain(const Context& c);        // gemv.cpp: the 88-GEMV chain
+nlohmann::json bench_linear_fixed(const Context& c);      // linear_fixed.cpp
+nlohmann::json bench_attention_decode(const Context& c);  // attention_decode.cpp
+nlohmann::json bench_attention_mma(const Context& c);  // attention_decode.cpp → bench_attention.cpp
+
+// The CUDA backend end to end on a Terra-size model (backend.cpp): fills r's keys load,
+// kv_blocks, weight_bytes, streamed_bytes, floor_step_s, floor_s_per_frame, decode,
+// graph_decomposition, draw_cost, prefill_1746_s, prefill_kernels.
+void bench_backend(Backend& be, double copy_gbps, nlohmann::json& r);
+
+inline const std::vector<Family>& families() {
+  static const std::vector<Family> kFamilies = {
+      {"gemv_vs_cublas", bench_gemv},
+      {"linear_fixed_vs_cublas", bench_linear_fixed},
+      {"attention_decode", bench_attention_decode},
+      {"attention_mma", bench_attention_mma},
+      {"lm_head_and_draw", bench_lm_head},
+      {"gemv_chain", bench_gemv_chain},
+      {"ops_norm", bench_norm},
+      {"ops_mlp_activation", bench_mlp_activation},
+      {"ops_convert", bench_convert},
+      {"ops_embed", bench_embed},
+  };
+  return kFamilies;
+}
+
+// ---- helpers shared by the family files (bench_util.cpp)
+
+double now_s();
+
+// Median microseconds of one launch(), each after an L2-sized memset so that it reads from HBM
+// (the first `warm` launches are not counted).
+double time_us(const Context& c, const std::function<void()>& launch, int iters = 30, int warm = 3);
+
+// One elementwise measurement: prints "<op> <dtype> <shape>: us, GB/s, x copy" and returns it
+// as JSON ({op, dtype, shape, us, bytes, gbps, x_copy, max_rel_err}).
+nlohmann::json report(const Context& c, const char* op, DType t, const std::string& shape,
+                      double us, double bytes, double rel_err);
+
+// Random host values and device buffers (cudaMalloc'd, freed by the Buffers destructor).
+std::vector<float> random_host(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+class Buffers {
+ public:
+  ~Buffers();
+  void* alloc(size_t bytes);
+  void* upload(const std::vector<float>& v, DType t);  // as f32 or bf16
+  template <class I>
+  I* upload_ints(const std::vector<I>& v) {
+    void* p = alloc(v.size() * sizeof(I));
+    cudaMemcpy(p, v.data(), v.size() * sizeof(I), cudaMemcpyHostToDevice);
+    return static_cast<I*>(p);
+  }
+  std::vector<float> download(const void* p, size_t n, DType t) const;
+
+ private:
+  std::vector<void*> ptrs_;
+};
+
+// ‖a − b‖ / ‖b‖ (inf where a is not finite); the tolerance per dtype of the test suites.
+double rel_err(const std::vector<float>& a, const std::vector<float>& b);
+inline double tolerance(DType t) {
+  return t == DType::F32 ? 1e-5 : 1e-2;
+}
+
+}  // namespace loom::bench
+
+namespace loom::bench {
+
+// ‖y − x·wᵀ‖ / ‖x·wᵀ‖ over the first (at most) 8 rows and 64 columns of y [m, ldy] (dtype y_t),
+// x bf16 [m, k] and w bf16 [n, k] on the device, against cpu::matmul_nt: the validation of the
+// linear kernels before they are timed.
+double linear_rel_err(const void* x, const void* w, const void* y, DType y_t, int m, int n, int k,
+                      int ldy);
+
+}  // namespace loom::bench

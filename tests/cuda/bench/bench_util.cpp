@@ -1,0 +1,140 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "bench.h"
+#include "kernels/cuda_check.cuh"
+
+namespace loom::bench {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double time_us(const Context& c, const std::function<void()>& launch, int iters, int warm) {
+  static void* flush = nullptr;
+  static size_t flush_bytes = 0;
+  if (flush == nullptr) {
+    int l2 = 0;
+    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    flush_bytes = size_t(std::max(l2, 1 << 20)) * 2;
+    LOOM_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+  }
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> us;
+  for (int i = 0; i < warm + iters; i++) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, c.stream));
+    LOOM_CUDA_CHECK(cudaEventRecord(e0, c.stream));
+    launch();
+    LOOM_CUDA_CHECK(cudaEventRecord(e1, c.stream));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= warm) us.push_back(1e3 * double(ms));
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+nlohmann::json report(const Context& c, const char* op, DType t, const std::string& shape,
+                      double us, double bytes, double err) {
+  const double gbps = bytes / (us * 1e-6) / 1e9;
+  const bool ok = err < tolerance(t);
+  std::printf("%-22s %-5s %-18s %9.2f us %8.0f GB/s %6.2f x copy  %s (rel err %.1e)\n", op,
+              dtype_name(t), shape.c_str(), us, gbps, gbps / c.copy_gbps, ok ? "valid" : "INVALID",
+              err);
+  return {{"op", op},
+          {"dtype", dtype_name(t)},
+          {"shape", shape},
+          {"us", us},
+          {"bytes", bytes},
+          {"gbps", gbps},
+          {"x_copy", gbps / c.copy_gbps},
+          {"rel_err", err},
+          {"valid", ok}};
+}
+
+std::vector<float> random_host(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+Buffers::~Buffers() {
+  for (void* p : ptrs_) cudaFree(p);
+}
+
+void* Buffers::alloc(size_t bytes) {
+  void* p = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+  ptrs_.push_back(p);
+  return p;
+}
+
+void* Buffers::upload(const std::vector<float>& v, DType t) {
+  void* p = alloc(v.size() * dtype_size(t));
+  if (t == DType::F32) {
+    LOOM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  } else {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); i++) h[i] = f32_to_bf16(v[i]);
+    LOOM_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  }
+  return p;
+}
+
+std::vector<float> Buffers::download(const void* p, size_t n, DType t) const {
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> v(n);
+  if (t == DType::F32) {
+    LOOM_CUDA_CHECK(cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost));
+  } else {
+    std::vector<uint16_t> h(n);
+    LOOM_CUDA_CHECK(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(h[i]);
+  }
+  return v;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); i++) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace loom::bench
+
+#include "backend/cpu/ops.h"
+
+namespace loom::bench {
+
+double linear_rel_err(const void* x, const void* w, const void* y, DType y_t, int m, int n, int k,
+                      int ldy) {
+  const int rows = std::min(m, 8), cols = std::min(n, 64);
+  Buffers none;
+  const std::vector<float> hx = none.download(x, size_t(rows) * k, DType::BF16);
+  const std::vector<float> hw = none.download(w, size_t(cols) * k, DType::BF16);
+  std::vector<float> ref(size_t(rows) * cols), got(ref.size());
+  cpu::matmul_nt(hx.data(), hw.data(), nullptr, ref.data(), rows, cols, k);
+  for (int r = 0; r < rows; r++) {
+    const std::vector<float> row = none.download(
+        static_cast<const char*>(y) + size_t(r) * ldy * dtype_size(y_t), size_t(cols), y_t);
+    std::copy(row.begin(), row.end(), got.begin() + long(r) * cols);
+  }
+  return rel_err(got, ref);
+}
+
+}  // namespace loom::bench
