@@ -1,117 +1,24 @@
-// Paged attention over the KV cache, one kernel for prefill chunks and decode (flash-decoding
-// style). A block takes one KV head, one tile of query rows and one split of the keys:
-//   rows    = (slot, query head) pairs of that KV head: all G = heads / kv_heads query heads of
-//             up to kRows / G consecutive new slots of one sequence (decode: one slot, G rows),
-//             so every K/V element loaded serves all G heads (GQA);
-//   splits  = the keys [0, kv_len + last slot] cut into num_splits contiguous ranges, so a long
-//             context (14,550 slots) at batch 1 still fills the GPU; each split leaves an
-//             unnormalised partial (o, max, sum) and a combine kernel merges them.
-// Keys are streamed in tiles of kKeys through shared memory with an online softmax. New slot j
-// of sequence s sits at cache index kv_len[s] + j and attends to indices [0, kv_len[s] + j].
-//
-// bf16 with head_dim 16 or 64 and a GQA ratio up to 16 takes the tensor-core kernels of
-// attention_mma.cu instead (batch invariant: a row's output bits depend only on its sequence's
-// cache and its position, never on the batch, the tiling or the grid); the kernels of
-// attention.cu stay for fp32 (exact comparisons with the CPU), other shapes, and fuse_rope.
+// Paged attention: the CUDA launchers (the argument struct, the tiling constants, the
+// semantics and the fp32 reference: attention.h).
 #pragma once
 
-#include <cstdint>
-
-#include "core/dtype.h"
+#include "kernels/attention.h"
 #include "kernels/cuda_check.cuh"
 
 namespace loom::gpu {
 
-constexpr int kAttnRows = 32;   // query rows (slot, head) per block
-constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
-
-struct AttentionArgs {
-  DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
-  // The caches hold e4m3 (kernels/kv_quant.cuh): scores use q·k_q·(scale·k_s), outputs
-  // v_s·Σp·v_q; kv_scale [2, kv_heads] is this layer's K then V scales (null: 1).
-  bool kv_fp8 = false;
-  const float* kv_scale = nullptr;
-  const void* qkv = nullptr;              // [n_slots, (heads + 2 kv_heads) * head_dim], q rotated
-  const void* k_cache = nullptr;          // [num_blocks, block_size, kv_heads, head_dim]
-  const void* v_cache = nullptr;          // same
-  const int32_t* block_tables = nullptr;  // [n_seqs, bt_stride]
-  int bt_stride = 0;
-  const int32_t* kv_len = nullptr;      // [n_seqs]
-  const int32_t* slot_start = nullptr;  // [n_seqs + 1]
-  const int32_t* tiles = nullptr;       // [n_tiles, 3]: sequence, first new slot j0, slots nj
-  int n_tiles = 0, heads = 0, kv_heads = 0, head_dim = 0, block_size = 0;
-  int num_splits = 1;
-  float* partial_o = nullptr;   // [n_tiles, kv_heads, num_splits, kAttnRows, head_dim] (splits > 1)
-  float* partial_ml = nullptr;  // [n_tiles, kv_heads, num_splits, kAttnRows, 2] max, sum
-  void* out = nullptr;          // [n_slots, heads * head_dim]
-  // Every tile holds one slot (a decode step) and heads / kv_heads ≤ kDecodeMaxG: use the
-  // decode kernel (splits of whole 128-key passes, 4 threads a key).
-  bool decode = false;
-  bool pdl = false;  // programmatic dependent launch (see launch_kernel in common.cuh)
-  // Decode only: do rope_kv_write's work here (rotate q and the new k, write the new k and v
-  // into the cache at cache_slot), saving a kernel per layer. Needs the three inputs below.
-  bool fuse_rope = false;
-  const int32_t* positions = nullptr;   // [n_slots]
-  const int32_t* cache_slot = nullptr;  // [n_slots]
-  const float* inv_freq = nullptr;      // [head_dim / 2]
-  // Tensor-core path (attention_mma_supported shapes, fuse_rope off). false forces the
-  // CUDA-core kernels (bench comparisons).
-  bool mma = true;
-  // Decode partitions of the tensor-core path: [n_tiles, kv_heads, attention_mma_max_parts,
-  // G, head_dim + 2] (acc, then max, sum; unnormalised). Needed by the decode kernel when a
-  // sequence can have more than one partition; with none (or too few floats) the launcher runs
-  // the prefill kernel, which gives the same bits.
-  float* mma_partial = nullptr;
-  size_t mma_partial_floats = 0;
-  // [mma_counters_len] ints, zero: with n_tiles * kv_heads of them the decode kernel's last
-  // block of each (tile, kv head) folds the partitions itself (no combine launch) and sets
-  // its counter back to zero. null (or too few): the combine kernel. Same bits either way.
-  int* mma_counters = nullptr;
-  size_t mma_counters_len = 0;
-};
-
-// Tensor-core path constants. They are part of the arithmetic (the order of the softmax
-// merges), so they never depend on batch, grid or chunking.
-constexpr int kMmaTileKeys = 64;                            // keys per tile partial
-constexpr int kMmaPartTiles = 4;                            // tiles per partition
-constexpr int kMmaPartKeys = kMmaTileKeys * kMmaPartTiles;  // 256
-constexpr int kMmaWarps = 4;                                // warps per block
-
-inline bool attention_mma_supported(DType t, int heads, int kv_heads, int head_dim) {
-  return t == DType::BF16 && (head_dim == 16 || head_dim == 64) && kv_heads > 0 &&
-         heads % kv_heads == 0 && heads / kv_heads <= 16;
-}
-
-// Partitions a sequence of a step with block tables bt_stride wide can have (constexpr: the
-// kernels call it too, through --expt-relaxed-constexpr).
-constexpr int attention_mma_max_parts(int bt_stride, int block_size) {
-  return (bt_stride * block_size + kMmaPartKeys - 1) / kMmaPartKeys;
-}
-
-// Floats of mma_partial the decode kernel needs for n_tiles one-slot tiles.
-inline size_t attention_mma_partial_floats(int n_tiles, int kv_heads, int heads, int head_dim,
-                                           int bt_stride, int block_size) {
-  return size_t(n_tiles) * kv_heads * attention_mma_max_parts(bt_stride, block_size) *
-         (heads / kv_heads) * (head_dim + 2);
-}
-
-// Slots of one sequence per tile for a GQA ratio G = heads / kv_heads (CUDA-core kernel).
-inline int attention_slots_per_tile(int heads, int kv_heads) {
-  return kAttnRows / (heads / kv_heads);
-}
-
-// ... for the kernel paged_attention picks: the tensor-core prefill kernel takes 4 warps x
-// floor(16 / G) slots (a warp's 16 mma rows are whole slots of G heads).
-inline int attention_slots_per_tile(DType t, int heads, int kv_heads, int head_dim) {
-  if (attention_mma_supported(t, heads, kv_heads, head_dim))
-    return kMmaWarps * (16 / (heads / kv_heads));
-  return attention_slots_per_tile(heads, kv_heads);
-}
-
-// Floats of partial_o needed for `blocks` = n_tiles * kv_heads * num_splits.
-inline size_t attention_partial_floats(size_t blocks, int head_dim) {
-  return blocks * kAttnRows * size_t(head_dim);
-}
+using ::loom::attention_mma_max_parts;
+using ::loom::attention_mma_partial_floats;
+using ::loom::attention_mma_supported;
+using ::loom::attention_partial_floats;
+using ::loom::attention_slots_per_tile;
+using ::loom::AttentionArgs;
+using ::loom::kAttnRows;
+using ::loom::kDecodeMaxG;
+using ::loom::kMmaPartKeys;
+using ::loom::kMmaPartTiles;
+using ::loom::kMmaTileKeys;
+using ::loom::kMmaWarps;
 
 // Launches the attention kernel and, when num_splits > 1, the combine kernel.
 Status paged_attention(const AttentionArgs& a, cudaStream_t stream);

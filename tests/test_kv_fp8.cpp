@@ -1,6 +1,6 @@
 // The FP8 KV cache on the CPU side (README "FP8 KV cache"): the e4m3 host reference checked
 // exhaustively over every bf16 bit pattern against a brute-force nearest-value search, the
-// scales file, the CPU backend's KV round trip, and `loom calibrate` / `run --kv-dtype fp8`
+// scales file, the CPU backend's FP8 round trip, and `loom calibrate` / `run --kv-dtype fp8`
 // through the CLI with their errors.
 #include <doctest/doctest.h>
 
@@ -164,25 +164,28 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("cpu backend: bf16 and fp8 KV change the logits, fp8 more, within bounds") {
+TEST_CASE("cpu backend: an fp8 KV cache changes the logits within bounds; bf16 is refused") {
   const std::vector<float> f32 = first_logits(KvDType::Auto);
-  const std::vector<float> bf16 = first_logits(KvDType::BF16);
   const std::vector<float> fp8 = first_logits(KvDType::FP8);
-  REQUIRE(f32.size() == bf16.size());
   REQUIRE(f32.size() == fp8.size());
-  const double d_bf16 = max_abs_diff(bf16, f32), d_fp8 = max_abs_diff(fp8, f32);
-  MESSAGE("max |dlogit| vs f32 KV: bf16 ", d_bf16, ", fp8 (scales 1.0) ", d_fp8);
-  CHECK(d_bf16 > 0);
-  CHECK(d_fp8 > d_bf16);
-  CHECK(d_bf16 < 1e-2);
+  const double d_fp8 = max_abs_diff(fp8, f32);
+  MESSAGE("max |dlogit| fp8 KV (scales 1.0) vs f32 KV: ", d_fp8);
+  CHECK(d_fp8 > 1e-3);
   CHECK(d_fp8 < 0.25);
-  // A scale moves the rounding grid: scale 1/16 keeps 4 more bits for small values.
+  // A scale moves the rounding grid (e4m3's relative step is the same in every normal binade,
+  // so the distance stays alike; the values change).
   const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_v1");
   KvScales fine = KvScales::ones(m.spec.layers, m.spec.kv_heads);
   for (float& s : fine.k) s = 1.0f / 16;
   for (float& s : fine.v) s = 1.0f / 16;
   const std::vector<float> fp8_fine = first_logits(KvDType::FP8, fine);
   CHECK(max_abs_diff(fp8_fine, fp8) > 0);
+  try {
+    first_logits(KvDType::BF16);
+    CHECK_MESSAGE(false, "bf16 KV on the cpu backend was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("the cpu backend computes in f32") != std::string::npos);
+  }
 }
 
 TEST_CASE("loom calibrate writes scales that run --kv-dtype fp8 reads; the errors name the cause") {

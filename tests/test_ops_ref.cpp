@@ -7,3 +7,4 @@
 #include "ops/mlp_activation_ref.h"
 #include "ops/norm_ref.h"
 #include "ops/positions_ref.h"
+#include "ops/rope_attention_ref.h"

@@ -21,10 +21,10 @@
 #include <numeric>
 #include <random>
 
-#include "backend/cpu/ops.h"
 #include "core/fp8.h"
 #include "cuda_test_util.h"
 #include "kernels/attention.cuh"
+#include "kernels/attention.h"
 #include "kernels/rope.cuh"
 
 using namespace loom;
@@ -266,7 +266,7 @@ std::vector<float> reference(const World& w, const std::vector<Entry>& es) {
       for (int h = 0; h < H; h++)
         for (int d = 0; d < D; d++)
           q[(size_t(j) * H + h) * D + d] = qval(e.seq, e.kv_len + j, h, d);
-    cpu::paged_attention(q.data(), w.kc.data(), w.vc.data(),
+    cpu::attend_sequence(q.data(), H * D, w.kc.data(), w.vc.data(),
                          w.tables.data() + size_t(e.seq) * w.bt_stride, e.kv_len, e.n_new, H, w.KV,
                          D, w.bs, out.data() + size_t(slot) * H * D);
     slot += e.n_new;
@@ -559,31 +559,42 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
                                     cvb = download_bits(vb, cache_bytes / 2);
         CHECK_MESSAGE(cka == ckb, "K cache after the fused write differs from rope_kv_write's");
         CHECK_MESSAGE(cva == cvb, "V cache after the fused write differs from rope_kv_write's");
-        // Value check: cpu rope + kv_write + paged_attention.
-        std::vector<float> q(size_t(H) * D), kn(size_t(KV) * D), vn(size_t(KV) * D);
-        for (int h = 0; h < H; h++)
-          for (int d = 0; d < D; d++) q[size_t(h) * D + d] = qval(0, p, h, d);
-        for (int h = 0; h < KV; h++)
-          for (int d = 0; d < D; d++) {
-            kn[size_t(h) * D + d] = hval(3, 0, p, h, d, -1.0f, 1.0f);
-            vn[size_t(h) * D + d] = hval(4, 0, p, h, d, -1.0f, 1.0f);
-          }
-        const int32_t pos = p;
-        cpu::rope(q.data(), &pos, 1, H, D, theta);
-        cpu::rope(kn.data(), &pos, 1, KV, D, theta);
-        if (w.fp8)  // the cache's values: bf16, then the e4m3 round trip
-          for (int h = 0; h < KV; h++)
-            for (int d = 0; d < D; d++) {
-              float& k = kn[size_t(h) * D + d];
-              float& v = vn[size_t(h) * D + d];
-              k = kv_fp8_round_trip(bf16_to_f32(f32_to_bf16(k)), w.k_scale(h));
-              v = kv_fp8_round_trip(v, w.v_scale(h));
-            }
+        // Value check: the references rope_kv_write and paged_attention on one slot (qkv
+        // unrotated; an FP8 cache's values: bf16, then the e4m3 round trip).
+        std::vector<float> qkv(size_t(H + 2 * KV) * D);
+        for (int h = 0; h < H + 2 * KV; h++)
+          for (int d = 0; d < D; d++)
+            qkv[size_t(h) * D + d] = h < H        ? qval(0, p, h, d)
+                                     : h < H + KV ? hval(3, 0, p, h - H, d, -1.0f, 1.0f)
+                                                  : hval(4, 0, p, h - H - KV, d, -1.0f, 1.0f);
         std::vector<float> rk = w.kc, rv = w.vc, want(size_t(H) * D);
-        cpu::kv_write(kn.data(), vn.data(), rk.data(), rv.data(), w.tables.data(), p, 1, KV, D,
-                      w.bs);
-        cpu::paged_attention(q.data(), rk.data(), rv.data(), w.tables.data(), p, 1, H, KV, D, w.bs,
-                             want.data());
+        const int32_t pos = p, cs = w.tables[size_t(p / w.bs)] * w.bs + p % w.bs;
+        const int32_t tile[3] = {0, 0, 1}, starts[2] = {0, 1};
+        RopeKvArgs r;
+        r.t = DType::F32;
+        r.kv_fp8 = w.fp8;
+        r.kv_scale = w.fp8 ? w.scales.data() : nullptr;
+        r.qkv = qkv.data();
+        r.positions = &pos;
+        r.cache_slot = &cs;
+        r.inv_freq = inv.data();
+        r.n_slots = 1, r.heads = H, r.kv_heads = KV, r.head_dim = D;
+        r.k_cache = rk.data();
+        r.v_cache = rv.data();
+        cpu::rope_kv_write(r);
+        AttentionArgs a;
+        a.t = DType::F32;
+        a.qkv = qkv.data();
+        a.k_cache = rk.data();
+        a.v_cache = rv.data();
+        a.block_tables = w.tables.data();
+        a.bt_stride = w.bt_stride;
+        a.kv_len = &pos;
+        a.slot_start = starts;
+        a.tiles = tile;
+        a.n_tiles = 1, a.heads = H, a.kv_heads = KV, a.head_dim = D, a.block_size = w.bs;
+        a.out = want.data();
+        cpu::paged_attention(a);
         check_close(to_floats(fused), want, H, D, "fused RoPE decode vs cpu");
       }
     }

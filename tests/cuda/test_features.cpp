@@ -7,7 +7,8 @@
 //      single-slot steps: decode graphs, action slots as the frame layout places them), give
 //      last-slot logits within 1e-4 relative and identical greedy tokens at every step;
 //   2. tiny_opt and tiny_gpt2 (LayerNorm with bias, biased projections, plain ReLU / GELU-tanh
-//      MLP, learned positions with offset 2, no rotary, tied head) through the engine: CUDA f32
+//      MLP, learned positions with offset 2, no rotary, tied head) and tiny_action_tokens (a
+//      Llama whose frames carry their actions as vocabulary ids) through the engine: CUDA f32
 //      gives the CPU backend's tokens for every golden case, and logits within 1e-4 of HF's;
 //      CUDA bf16 logits within 4e-2 of HF's where its token stream still equals HF's (the
 //      bound and its reason: tests/cuda/test_cuda_backend.cpp).
@@ -156,19 +157,24 @@ TEST_CASE("the CUDA backend refuses a head_dim its attention kernels lack, namin
 
 // ------------------------------------------------------------------ 2. OPT and GPT-2
 
-TEST_CASE("tiny_opt and tiny_gpt2 on CUDA: f32 gives the CPU's tokens, bf16 within 4e-2 of HF") {
-  for (const char* name : {"tiny_opt", "tiny_gpt2"}) {
+TEST_CASE("tiny_opt, tiny_gpt2, tiny_action_tokens on CUDA: f32 = the CPU's tokens, bf16 ~ HF") {
+  for (const char* name : {"tiny_opt", "tiny_gpt2", "tiny_action_tokens"}) {
     CAPTURE(name);
     const std::string dir = std::string(LOOM_TESTDATA) + "/" + name;
     const nlohmann::json golden = read_json(dir + "/golden.json");
     const LoadedModel m = load_model(dir);
     // The features these families exercise, so that this test cannot pass on a Llama-shaped
     // table by accident.
-    CHECK(m.spec.norm == NormKind::Layer);
-    CHECK(m.spec.mlp == MlpKind::Plain);
-    CHECK(m.spec.positions == PositionKind::Absolute);
-    CHECK(!m.spec.rotary);
-    CHECK(m.spec.qkv_bias);
+    if (std::string(name) == "tiny_action_tokens") {
+      CHECK(m.spec.action_projection == ActionProjection::Tokens);
+      CHECK(m.spec.logit_end > 0);  // image slots sample image ids only
+    } else {
+      CHECK(m.spec.norm == NormKind::Layer);
+      CHECK(m.spec.mlp == MlpKind::Plain);
+      CHECK(m.spec.positions == PositionKind::Absolute);
+      CHECK(!m.spec.rotary);
+      CHECK(m.spec.qkv_bias);
+    }
     auto cpu = make_cpu_backend();
     cpu->load(m.spec, m.weights);
     for (ComputeDType dtype : {ComputeDType::F32, ComputeDType::BF16}) {

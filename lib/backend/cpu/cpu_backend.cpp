@@ -7,7 +7,6 @@
 #include "backend/cpu/ops.h"
 #include "backend/sampler.h"
 #include "core/error.h"
-#include "core/fp8.h"
 #include "model/roles.h"
 
 namespace loom {
@@ -52,6 +51,8 @@ class CpuBackend final : public Backend {
     check_weights(spec, w, "cpu backend");
     auto f32 = [](const Tensor& t) { return F32{t.empty() ? std::vector<float>() : t.to_f32()}; };
     spec_ = spec;
+    inv_freq_ = rope_inv_freq(spec.head_dim, spec.rope_theta, spec.rotary);
+    kv_scale_ = layer_scales(KvScales::ones(spec.layers, spec.kv_heads));
     ones_.assign(size_t(spec.hidden), 1.0f);
     embed_ = w.embed.to_f32();
     lm_head_ = w.lm_head.to_f32();
@@ -99,12 +100,15 @@ class CpuBackend final : public Backend {
           int(req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_)));
     LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib, " GiB holds no block of ",
                kv_block_bytes(block_size_), " bytes");
-    kv_dtype_ = req.kv_dtype;
-    kv_scales_ =
+    LOOM_CHECK(req.kv_dtype != KvDType::BF16,
+               "--kv-dtype bf16: the cpu backend computes in f32; its KV cache is f32 or fp8");
+    kv_fp8_ = req.kv_dtype == KvDType::FP8;
+    const KvScales s =
         req.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : req.kv_scales;
-    LOOM_CHECK(kv_scales_.layers == spec_.layers && kv_scales_.kv_heads == spec_.kv_heads,
-               "KV scales for ", kv_scales_.layers, " layers x ", kv_scales_.kv_heads,
-               " kv heads; the model has ", spec_.layers, " x ", spec_.kv_heads);
+    LOOM_CHECK(s.layers == spec_.layers && s.kv_heads == spec_.kv_heads, "KV scales for ", s.layers,
+               " layers x ", s.kv_heads, " kv heads; the model has ", spec_.layers, " x ",
+               spec_.kv_heads);
+    kv_scale_ = layer_scales(s);
     const size_t per_layer = size_t(num_blocks_) * size_t(block_size_) * size_t(spec_.kv_dim());
     for (CpuLayer& l : layers_) {
       l.k_cache.reset(new float[per_layer]);
@@ -116,7 +120,7 @@ class CpuBackend final : public Backend {
   DeviceInfo device_info() override {
     DeviceInfo d;
     d.name = "cpu";
-    d.kv_dtype = kv_dtype_ == KvDType::Auto ? "f32" : kv_dtype_name(kv_dtype_);
+    d.kv_dtype = kv_fp8_ ? "fp8" : "f32";
     d.kv_bytes = size_t(num_blocks_) * kv_block_bytes(block_size_);
     return d;
   }
@@ -124,13 +128,25 @@ class CpuBackend final : public Backend {
   void step(const StepBatch& b, StepOutput& out) override;
 
   void collect_kv_stats(const KvScales* saturation_scales) override {
+    LOOM_CHECK(!kv_fp8_,
+               "KV statistics need a KV cache in the compute dtype (calibration "
+               "runs without fp8)");
     stats_on_ = true;
-    stats_ = KvStats{};
-    stats_.k_absmax.assign(size_t(spec_.layers) * spec_.kv_heads, 0.0f);
-    stats_.v_absmax = stats_.k_absmax;
-    stats_scales_ = saturation_scales ? *saturation_scales : KvScales{};
+    stats_absmax_.assign(size_t(spec_.layers) * 2 * spec_.kv_heads, 0.0f);
+    stats_counts_[0] = stats_counts_[1] = 0;
+    stats_scales_ = saturation_scales ? layer_scales(*saturation_scales) : std::vector<float>();
   }
-  KvStats kv_stats() override { return stats_; }
+  KvStats kv_stats() override {
+    KvStats st;
+    for (int l = 0; l < spec_.layers; l++)
+      for (int h = 0; h < spec_.kv_heads; h++) {
+        st.k_absmax.push_back(stats_absmax_[(size_t(l) * 2) * spec_.kv_heads + h]);
+        st.v_absmax.push_back(stats_absmax_[(size_t(l) * 2 + 1) * spec_.kv_heads + h]);
+      }
+    st.elements = stats_counts_[0];
+    st.saturated = stats_counts_[1];
+    return st;
+  }
 
   ActivationHook hook_;
 
@@ -139,7 +155,6 @@ class CpuBackend final : public Backend {
     if (hook_) hook_(name, layer, v.data(), rows, cols);
   }
   void embed_slots(const StepBatch& b, std::vector<float>& x);
-  void kv_round(int layer, float* k, float* v, int n);
   // x[src] += delta[src] (when delta), then RMSNorm or LayerNorm as the spec says of the rows
   // selected (null: all n_rows); weight / bias empty when the features omit them.
   void norm(float* x, const float* delta, const F32& weight, const F32& bias, const int32_t* rows,
@@ -175,43 +190,27 @@ class CpuBackend final : public Backend {
   std::vector<CpuLayer> layers_;
   std::vector<float> ones_;  // [hidden] the weight of a non-affine RMSNorm
   int block_size_ = 16, num_blocks_ = 0;
-  // The pool holds fp32; bf16 and fp8 store the values those caches would give back
-  // (bf16 rounding; the e4m3 round trip with kv_scales_), so the cpu backend is their reference.
-  KvDType kv_dtype_ = KvDType::Auto;
-  KvScales kv_scales_;
-  bool stats_on_ = false;
-  KvStats stats_;
-  KvScales stats_scales_;  // empty: no saturation count
-};
-
-// k, v [n, kv_heads, head_dim] of layer `layer` as the cache will hold them; statistics first.
-void CpuBackend::kv_round(int layer, float* k, float* v, int n) {
-  const int kvh = spec_.kv_heads, hd = spec_.head_dim;
-  for (int i = 0; i < n; i++)
-    for (int h = 0; h < kvh; h++) {
-      const size_t idx = size_t(layer) * kvh + h;
-      float* kr = k + (size_t(i) * kvh + h) * hd;
-      float* vr = v + (size_t(i) * kvh + h) * hd;
-      for (int d = 0; d < hd; d++) {
-        if (stats_on_) {
-          stats_.k_absmax[idx] = std::max(stats_.k_absmax[idx], std::fabs(kr[d]));
-          stats_.v_absmax[idx] = std::max(stats_.v_absmax[idx], std::fabs(vr[d]));
-          stats_.elements += 2;
-          if (!stats_scales_.empty()) {
-            stats_.saturated += std::fabs(kr[d] * (1.0f / stats_scales_.k[idx])) > kFp8E4m3Max;
-            stats_.saturated += std::fabs(vr[d] * (1.0f / stats_scales_.v[idx])) > kFp8E4m3Max;
-          }
-        }
-        if (kv_dtype_ == KvDType::BF16) {
-          kr[d] = bf16_to_f32(f32_to_bf16(kr[d]));
-          vr[d] = bf16_to_f32(f32_to_bf16(vr[d]));
-        } else if (kv_dtype_ == KvDType::FP8) {
-          kr[d] = kv_fp8_round_trip(kr[d], kv_scales_.k[idx]);
-          vr[d] = kv_fp8_round_trip(vr[d], kv_scales_.v[idx]);
-        }
-      }
+  // [layers, 2, kv_heads] K then V scales per layer, the layout the KV families take.
+  std::vector<float> layer_scales(const KvScales& s) const {
+    std::vector<float> r;
+    for (int l = 0; l < s.layers; l++) {
+      for (int h = 0; h < s.kv_heads; h++) r.push_back(s.k_at(l, h));
+      for (int h = 0; h < s.kv_heads; h++) r.push_back(s.v_at(l, h));
     }
-}
+    return r;
+  }
+
+  std::vector<float> inv_freq_;  // [head_dim / 2] (rope.h rope_inv_freq)
+  // The pool holds fp32; with fp8 each value's e4m3 round trip (rope_kv_write's reference),
+  // what an FP8 cache gives back: the cpu backend is its reference.
+  bool kv_fp8_ = false;
+  std::vector<float> kv_scale_;  // [layers, 2, kv_heads]
+  // loom calibrate (collect_kv_stats): [layers, 2, kv_heads] maxima, saturation scales (same
+  // layout; empty: no count), counts [elements, saturated].
+  bool stats_on_ = false;
+  std::vector<float> stats_absmax_, stats_scales_;
+  unsigned long long stats_counts_[2] = {0, 0};
+};
 
 // The slots' inputs from the references of the embed and positions families: the action
 // projection of the action slots (first layer, then the hidden layers with ReLU between them),
@@ -316,13 +315,24 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
   std::vector<float> x(size_t(n) * size_t(H));          // [n, hidden] residual stream
   std::vector<float> h(size_t(n) * size_t(H));          // [n, hidden] normed
   std::vector<float> qkv(size_t(n) * size_t(qkv_dim));  // [n, q_dim + 2 kv_dim]
-  std::vector<float> q(size_t(n) * size_t(qd));         // [n, heads, head_dim]
-  std::vector<float> k(size_t(n) * size_t(kvd));        // [n, kv_heads, head_dim]
-  std::vector<float> v(size_t(n) * size_t(kvd));        // [n, kv_heads, head_dim]
   std::vector<float> attn(size_t(n) * size_t(qd));      // [n, heads, head_dim]
   std::vector<float> proj(size_t(n) * size_t(H));       // [n, hidden]
   std::vector<float> gu(size_t(n) * 2 * size_t(I));     // [n, 2 inter]
   std::vector<float> act(size_t(n) * size_t(I));        // [n, inter]
+
+  // Per slot its flat cache row; per sequence one attention tile of all its new slots.
+  std::vector<int32_t> cache_slot(static_cast<size_t>(n)), tiles;  // [n], [n_seqs, 3]
+  for (int s = 0; s < b.n_seqs(); s++) {
+    const int first = b.slot_start[size_t(s)], count = b.slot_start[size_t(s) + 1] - first;
+    const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
+    const int kv_len = b.kv_len[size_t(s)];
+    LOOM_CHECK((kv_len + count + block_size_ - 1) / block_size_ <= b.blocks_per_seq,
+               "step: sequence ", s, " needs more blocks than its table holds");
+    for (int j = 0; j < count; j++)
+      cache_slot[size_t(first + j)] =
+          table[(kv_len + j) / block_size_] * block_size_ + (kv_len + j) % block_size_;
+    tiles.insert(tiles.end(), {s, 0, count});
+  }
 
   embed_slots(b, x);
   emit("embed", -1, x, n, H);
@@ -330,31 +340,53 @@ void CpuBackend::step(const StepBatch& b, StepOutput& out) {
     CpuLayer& l = layers_[size_t(L)];
     norm(x.data(), nullptr, l.attn_norm, l.attn_norm_bias, nullptr, n, h.data());
     cpu::matmul_nt(h.data(), l.qkv.get(), l.qkv_bias.get(), qkv.data(), n, qkv_dim, H);
-    for (int i = 0; i < n; i++) {
-      const float* row = qkv.data() + size_t(i) * size_t(qkv_dim);
-      std::copy(row, row + qd, q.data() + size_t(i) * size_t(qd));
-      std::copy(row + qd, row + qd + kvd, k.data() + size_t(i) * size_t(kvd));
-      std::copy(row + qd + kvd, row + qkv_dim, v.data() + size_t(i) * size_t(kvd));
+    const size_t ls = size_t(L) * 2 * spec_.kv_heads;  // this layer's scales
+    RopeKvArgs r;
+    r.t = DType::F32;
+    r.kv_fp8 = kv_fp8_;
+    r.kv_scale = kv_scale_.data() + ls;
+    r.qkv = qkv.data();
+    r.positions = b.positions.data();
+    r.cache_slot = cache_slot.data();
+    r.inv_freq = inv_freq_.data();
+    r.n_slots = n;
+    r.heads = spec_.heads;
+    r.kv_heads = spec_.kv_heads;
+    r.head_dim = hd;
+    r.k_cache = l.k_cache.get();
+    r.v_cache = l.v_cache.get();
+    cpu::rope_kv_write(r);
+    if (stats_on_) {
+      KvStatsArgs k;
+      k.t = DType::F32;
+      k.k_cache = l.k_cache.get();
+      k.v_cache = l.v_cache.get();
+      k.cache_slot = cache_slot.data();
+      k.n_slots = n;
+      k.kv_heads = spec_.kv_heads;
+      k.head_dim = hd;
+      k.absmax = stats_absmax_.data() + ls;
+      k.scales = stats_scales_.empty() ? nullptr : stats_scales_.data() + ls;
+      k.counts = stats_counts_;
+      cpu::kv_stats(k);
     }
-    if (spec_.rotary) {
-      cpu::rope(q.data(), b.positions.data(), n, spec_.heads, hd, spec_.rope_theta);
-      cpu::rope(k.data(), b.positions.data(), n, spec_.kv_heads, hd, spec_.rope_theta);
-    }
-    for (int s = 0; s < b.n_seqs(); s++) {
-      const int first = b.slot_start[size_t(s)], count = b.slot_start[size_t(s) + 1] - first;
-      const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.blocks_per_seq);
-      const int kv_len = b.kv_len[size_t(s)];
-      LOOM_CHECK((kv_len + count + block_size_ - 1) / block_size_ <= b.blocks_per_seq,
-                 "step: sequence ", s, " needs more blocks than its table holds");
-      kv_round(L, k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
-               count);
-      cpu::kv_write(k.data() + size_t(first) * size_t(kvd), v.data() + size_t(first) * size_t(kvd),
-                    l.k_cache.get(), l.v_cache.get(), table, kv_len, count, spec_.kv_heads, hd,
-                    block_size_);
-      cpu::paged_attention(q.data() + size_t(first) * size_t(qd), l.k_cache.get(), l.v_cache.get(),
-                           table, kv_len, count, spec_.heads, spec_.kv_heads, hd, block_size_,
-                           attn.data() + size_t(first) * size_t(qd));
-    }
+    AttentionArgs a;
+    a.t = DType::F32;
+    a.qkv = qkv.data();
+    a.k_cache = l.k_cache.get();
+    a.v_cache = l.v_cache.get();
+    a.block_tables = b.block_tables.data();
+    a.bt_stride = b.blocks_per_seq;
+    a.kv_len = b.kv_len.data();
+    a.slot_start = b.slot_start.data();
+    a.tiles = tiles.data();
+    a.n_tiles = b.n_seqs();
+    a.heads = spec_.heads;
+    a.kv_heads = spec_.kv_heads;
+    a.head_dim = hd;
+    a.block_size = block_size_;
+    a.out = attn.data();
+    cpu::paged_attention(a);
     emit("attn", L, attn, n, qd);
     cpu::matmul_nt(attn.data(), l.o.get(), l.o_bias.get(), proj.data(), n, H, qd);
     norm(x.data(), proj.data(), l.mlp_norm, l.mlp_norm_bias, nullptr, n, h.data());

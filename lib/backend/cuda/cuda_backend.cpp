@@ -9,6 +9,7 @@
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/rope.h"
 
 namespace loom {
 
@@ -160,13 +161,9 @@ void CudaBackend::after_load() {
                  "intermediate multiples of 8 (16-byte rows for linear_fixed); found ",
                  k);
   }
-  // inv_freq[j] = 1 / theta^(2j / head_dim) in fp32, as HF's LlamaRotaryEmbedding computes it.
-  // Rotary off: inv_freq 0, so every angle is 0 and rope_pair's x0·1 − x1·0, x1·1 + x0·0 give
-  // q and k back bit for bit; the RoPE kernels (and the decode attention that fuses RoPE with
-  // the K/V write) then serve as the plain K/V write.
-  std::vector<float> inv(size_t(spec_.head_dim / 2), 0.0f);
-  for (int j = 0; spec_.rotary && j < spec_.head_dim / 2; j++)
-    inv[size_t(j)] = 1.0f / std::pow(spec_.rope_theta, float(2 * j) / float(spec_.head_dim));
+  // inv_freq as HF computes it (rope.h); rotary off: zeros, so the RoPE kernels (and the decode
+  // attention that fuses RoPE with the K/V write) serve as the plain K/V write.
+  const std::vector<float> inv = rope_inv_freq(spec_.head_dim, spec_.rope_theta, spec_.rotary);
   inv_freq_ = static_cast<float*>(dev_alloc(inv.size() * 4));
   LOOM_CUDA_CHECK(cudaMemcpy(inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
   norm_ones_ = nullptr;

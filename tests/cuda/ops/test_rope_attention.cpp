@@ -1,19 +1,22 @@
-// RoPE + paged KV write + paged attention (kernels/rope.cuh, kernels/attention.cuh) against the
-// CPU references (cpu::rope, cpu::kv_write, cpu::paged_attention in backend/cpu/ops.h) on odd
-// sizes (batch 1, 3, 19; head_dim 16 and 64; GQA 1, 3 and 8; contexts that cross 16-slot
-// blocks), in fp32 (rel. error ≤ 1e-5) and bf16 (≤ 1e-2). Outputs are poisoned with NaN before
-// each run. The other op families have their suites under tests/cuda/ops/; this one moves there
-// with the attention family's restructuring.
+// The KV families (kernels/rope.h: RoPE + paged KV write, kernels/attention.h: paged attention)
+// against their references with the same argument structs, on odd sizes (batch 1, 3, 19;
+// head_dim 16 and 64; GQA 1, 3 and 8; contexts that cross 16-slot blocks), in fp32 (rel.
+// error ≤ 1e-5) and bf16 (≤ 1e-2), each with the cache in the compute dtype and in FP8 (the
+// reference's cache holds the e4m3 round trip; the kernels' FP8 caches are compared
+// dequantised). Outputs are poisoned with NaN before each run. The tensor-core kernels' bit
+// equalities: tests/cuda/test_attention.cpp. The references' fixed values:
+// ops/rope_attention_ref.h.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
 
-#include "backend/cpu/ops.h"
-#include "cuda_test_util.h"
+#include "core/fp8.h"
+#include "cuda/cuda_test_util.h"
 #include "kernels/attention.cuh"
 #include "kernels/rope.cuh"
+#include "ops/rope_attention_ref.h"
 
 using namespace loom;
 using namespace loom::gpu;
@@ -28,7 +31,19 @@ struct AttnCase {
   std::vector<std::pair<int, int>> seqs;  // (kv_len, n_new)
 };
 
-void run_attention_case(const AttnCase& c, DType t) {
+// The cache as floats: t's values, or (fp8) e4m3 bytes times the kv head's scale.
+std::vector<float> download_cache(const DevBuf& b, size_t n, DType t, bool fp8,
+                                  const std::vector<float>& scale, int KV, int D) {
+  if (!fp8) return download(b, n, t);
+  std::vector<uint8_t> q(n);
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  LOOM_CUDA_CHECK(cudaMemcpy(q.data(), b.get(), n, cudaMemcpyDeviceToHost));
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = fp8_e4m3_to_f32(q[i]) * scale[i / size_t(D) % size_t(KV)];
+  return v;
+}
+
+void run_attention_case(const AttnCase& c, DType t, bool fp8) {
   const int bs = 16, H = c.heads, KV = c.kv_heads, D = c.head_dim;
   const int row = (H + 2 * KV) * D, kv_row = KV * D;
   const float theta = 10000.0f;
@@ -63,33 +78,57 @@ void run_attention_case(const AttnCase& c, DType t) {
   std::vector<float> kc = random_vec(pool, 21), vc = random_vec(pool, 22);
   std::vector<float> qkv = random_vec(size_t(n_slots) * row, 23, -2, 2);
   if (t == DType::BF16) kc = round_bf16(kc), vc = round_bf16(vc), qkv = round_bf16(qkv);
-
-  // CPU reference, sequence by sequence.
-  std::vector<float> ref_k = kc, ref_v = vc, ref_out(size_t(n_slots) * H * D);
-  for (int s = 0; s < n_seqs; s++) {
-    const auto [kv, n] = c.seqs[size_t(s)];
-    std::vector<float> q(size_t(n) * H * D), k(size_t(n) * kv_row), v(size_t(n) * kv_row);
-    for (int j = 0; j < n; j++) {
-      const float* r = qkv.data() + size_t(slot_start[size_t(s)] + j) * row;
-      std::copy_n(r, H * D, q.data() + size_t(j) * H * D);
-      std::copy_n(r + H * D, kv_row, k.data() + size_t(j) * kv_row);
-      std::copy_n(r + H * D + kv_row, kv_row, v.data() + size_t(j) * kv_row);
+  // FP8: scales per kv head (K then V); the old cache rows already as e4m3.
+  std::vector<float> scales;
+  for (int h = 0; h < 2 * KV; h++) scales.push_back(1.0f / (64.0f + 32.0f * h));
+  const std::vector<float> k_scale(scales.begin(), scales.begin() + KV),
+      v_scale(scales.begin() + KV, scales.end());
+  std::vector<uint8_t> kq(pool), vq(pool);
+  if (fp8)
+    for (size_t i = 0; i < pool; i++) {
+      const int h = int(i / size_t(D) % size_t(KV));
+      kq[i] = fp8_e4m3_from_f32(kc[i] * (1.0f / k_scale[size_t(h)]));
+      vq[i] = fp8_e4m3_from_f32(vc[i] * (1.0f / v_scale[size_t(h)]));
+      kc[i] = fp8_e4m3_to_f32(kq[i]) * k_scale[size_t(h)];
+      vc[i] = fp8_e4m3_to_f32(vq[i]) * v_scale[size_t(h)];
     }
-    const int32_t* p = positions.data() + slot_start[size_t(s)];
-    cpu::rope(q.data(), p, n, H, D, theta);
-    cpu::rope(k.data(), p, n, KV, D, theta);
-    const int32_t* table = bt.data() + size_t(s) * bt_stride;
-    cpu::kv_write(k.data(), v.data(), ref_k.data(), ref_v.data(), table, kv, n, KV, D, bs);
-    cpu::paged_attention(q.data(), ref_k.data(), ref_v.data(), table, kv, n, H, KV, D, bs,
-                         ref_out.data() + size_t(slot_start[size_t(s)]) * H * D);
-  }
 
-  std::vector<float> inv(static_cast<size_t>(D / 2));
-  for (int j = 0; j < D / 2; j++) inv[size_t(j)] = 1.0f / std::pow(theta, float(2 * j) / float(D));
-  DevBuf dqkv = upload(qkv, t), dk = upload(kc, t), dv = upload(vc, t),
-         dinv = upload(inv, DType::F32), dpos = upload_ints(positions),
-         dcs = upload_ints(cache_slot), dbt = upload_ints(bt), dkv = upload_ints(kv_len),
-         dss = upload_ints(slot_start), dtiles = upload_ints(tiles);
+  // The references, with the kernels' argument structs over host buffers.
+  const std::vector<float> inv = rope_inv_freq(D, theta, true);
+  std::vector<float> ref_qkv = qkv, ref_k = kc, ref_v = vc, ref_out(size_t(n_slots) * H * D);
+  RopeKvArgs hr;
+  hr.t = DType::F32;
+  hr.kv_fp8 = fp8;
+  hr.kv_scale = scales.data();
+  hr.qkv = ref_qkv.data();
+  hr.positions = positions.data();
+  hr.cache_slot = cache_slot.data();
+  hr.inv_freq = inv.data();
+  hr.n_slots = n_slots, hr.heads = H, hr.kv_heads = KV, hr.head_dim = D;
+  hr.k_cache = ref_k.data();
+  hr.v_cache = ref_v.data();
+  cpu::rope_kv_write(hr);
+  AttentionArgs ha;
+  ha.t = DType::F32;
+  ha.qkv = ref_qkv.data();
+  ha.k_cache = ref_k.data();
+  ha.v_cache = ref_v.data();
+  ha.block_tables = bt.data();
+  ha.bt_stride = bt_stride;
+  ha.kv_len = kv_len.data();
+  ha.slot_start = slot_start.data();
+  ha.tiles = tiles.data();
+  ha.n_tiles = n_tiles, ha.heads = H, ha.kv_heads = KV, ha.head_dim = D, ha.block_size = bs;
+  ha.out = ref_out.data();
+  cpu::paged_attention(ha);
+
+  auto upload_cache = [&](const std::vector<float>& v, const std::vector<uint8_t>& q) {
+    return fp8 ? upload_ints(q) : upload(v, t);
+  };
+  DevBuf dqkv = upload(qkv, t), dk = upload_cache(kc, kq), dv = upload_cache(vc, vq),
+         dsc = upload(scales, DType::F32), dinv = upload(inv, DType::F32),
+         dpos = upload_ints(positions), dcs = upload_ints(cache_slot), dbt = upload_ints(bt),
+         dkv = upload_ints(kv_len), dss = upload_ints(slot_start), dtiles = upload_ints(tiles);
   const size_t blocks = size_t(n_tiles) * KV * c.splits;
   DevBuf po(attention_partial_floats(blocks, D) * 4), pml(blocks * kAttnRows * 2 * 4);
   DevBuf out(size_t(n_slots) * H * D * 4);
@@ -108,6 +147,8 @@ void run_attention_case(const AttnCase& c, DType t) {
   r.head_dim = D;
   r.k_cache = dk.get();
   r.v_cache = dv.get();
+  r.kv_fp8 = fp8;
+  r.kv_scale = fp8 ? dsc.as<float>() : nullptr;
   LOOM_KERNEL(rope_kv_write(r, nullptr));
   AttentionArgs a;
   a.t = t;
@@ -128,10 +169,15 @@ void run_attention_case(const AttnCase& c, DType t) {
   a.partial_o = po.as<float>();
   a.partial_ml = pml.as<float>();
   a.out = out.get();
+  a.kv_fp8 = fp8;
+  a.kv_scale = r.kv_scale;
   LOOM_KERNEL(paged_attention(a, nullptr));
-  CHECK(rel_err(download(dk, pool, t), ref_k) < tolerance(t));
-  CHECK(rel_err(download(dv, pool, t), ref_v) < tolerance(t));
-  CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
+  // An FP8 cache: a k the kernel rounded to t first may land one e4m3 step from the
+  // reference's (relative 2^-4 for that element), hence the looser bound on the caches.
+  const double cache_tol = fp8 ? 2e-2 : tolerance(t), out_tol = cache_tol;
+  CHECK(rel_err(download_cache(dk, pool, t, fp8, k_scale, KV, D), ref_k) < cache_tol);
+  CHECK(rel_err(download_cache(dv, pool, t, fp8, v_scale, KV, D), ref_v) < cache_tol);
+  CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < out_tol);
   // The decode kernel on the same (already written) cache, where every tile is one slot.
   if (n_tiles == n_slots && H / KV <= kDecodeMaxG) {
     out.poison();
@@ -139,9 +185,9 @@ void run_attention_case(const AttnCase& c, DType t) {
     pml.poison();
     a.decode = true;
     LOOM_KERNEL(paged_attention(a, nullptr));
-    CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
+    CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < out_tol);
     // ... and with RoPE and the KV write fused in, from the unrotated qkv and the old cache.
-    DevBuf qkv2 = upload(qkv, t), k2 = upload(kc, t), v2 = upload(vc, t);
+    DevBuf qkv2 = upload(qkv, t), k2 = upload_cache(kc, kq), v2 = upload_cache(vc, vq);
     out.poison();
     a.qkv = qkv2.get();
     a.k_cache = k2.get();
@@ -151,15 +197,15 @@ void run_attention_case(const AttnCase& c, DType t) {
     a.cache_slot = dcs.as<int32_t>();
     a.inv_freq = dinv.as<float>();
     LOOM_KERNEL(paged_attention(a, nullptr));
-    CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < tolerance(t));
-    CHECK(rel_err(download(k2, pool, t), ref_k) < tolerance(t));
-    CHECK(rel_err(download(v2, pool, t), ref_v) < tolerance(t));
+    CHECK(rel_err(download(out, ref_out.size(), t), ref_out) < out_tol);
+    CHECK(rel_err(download_cache(k2, pool, t, fp8, k_scale, KV, D), ref_k) < cache_tol);
+    CHECK(rel_err(download_cache(v2, pool, t, fp8, v_scale, KV, D), ref_v) < cache_tol);
   }
 }
 
 }  // namespace
 
-TEST_CASE("rope_kv_write + paged_attention match cpu rope, kv_write, paged_attention") {
+TEST_CASE("rope_kv_write + paged_attention match their references (bf16 / f32 and FP8 caches)") {
   const std::vector<std::pair<int, int>> mixed = {{0, 19}, {37, 1}, {5, 7}, {16, 3}};
   const std::vector<AttnCase> cases = {
       {4, 4, 16, 1, mixed},                         // GQA 1, head_dim 16
@@ -179,13 +225,15 @@ TEST_CASE("rope_kv_write + paged_attention match cpu rope, kv_write, paged_atten
   for (int i = 0; i < 19; i++) b19.seqs.push_back({37 * i, 1});
   std::vector<AttnCase> all = cases;
   all.push_back(b19);
-  for (DType t : kTypes)
-    for (const AttnCase& c : all) {
-      CAPTURE(dtype_name(t));
-      CAPTURE(c.heads);
-      CAPTURE(c.kv_heads);
-      CAPTURE(c.head_dim);
-      CAPTURE(c.splits);
-      run_attention_case(c, t);
-    }
+  for (bool fp8 : {false, true})
+    for (DType t : kTypes)
+      for (const AttnCase& c : all) {
+        CAPTURE(fp8);
+        CAPTURE(dtype_name(t));
+        CAPTURE(c.heads);
+        CAPTURE(c.kv_heads);
+        CAPTURE(c.head_dim);
+        CAPTURE(c.splits);
+        run_attention_case(c, t, fp8);
+      }
 }
