@@ -2,7 +2,7 @@
 # The FP8 KV cache on the device machine (README "FP8 KV cache"), from the repository root with
 # the build folder carried (as scripts/cuda_check.sh). Logs and JSON go to $OUT.
 #   scripts/fp8_check.sh att      decode attention, bf16 vs fp8 cache (cuda_bench --attention-case)
-#   scripts/fp8_check.sh terra    a Terra-size random checkpoint: loom calibrate on 16 jobs, then
+#   scripts/fp8_check.sh terra    a Terra-size random checkpoint: loom calibrate on 16 jobs (2 frames), then
 #                                 greedy runs (8 frames) with bf16 and fp8 KV: token agreement
 #   scripts/fp8_check.sh bench    loom bench, 256 jobs x 22 frames: bf16 and fp8 KV, and bf16 with
 #                                 groups of 8 sharing context (FRAMES, JOBS override)
@@ -33,12 +33,15 @@ terra() {
 
 if [ "$what" = terra ]; then
   terra
-  # 16 greedy jobs: 3 context frames of random image ids, 8 frames (Terra: 576 + 6 slots).
-  python3 - "$OUT/jobs.jsonl" <<'PY'
+  # 16 greedy jobs: 3 context frames of random image ids, 8 frames (Terra: 576 + 6 slots);
+  # the calibration set: 16 others of 2 frames.
+  for set in "jobs 8 0" "calib 2 100"; do
+  set -- $set
+  python3 - "$OUT/$1.jsonl" "$2" "$3" <<'PY'
 import json, random, sys
-P, A, ctx, frames = 576, 6, 3, 8
+P, A, ctx, frames = 576, 6, 3, int(sys.argv[2])
 with open(sys.argv[1], "w") as f:
-    for i in range(16):
+    for i in range(int(sys.argv[3]), int(sys.argv[3]) + 16):
         r = random.Random(i)
         prompt = []
         for _ in range(ctx):
@@ -47,7 +50,8 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": f"t{i}", "prompt_token_ids": prompt, "actions": acts,
                             "num_frames": frames, "sampling": {"temperature": 0.0}}) + "\n")
 PY
-  "$B/loom" calibrate --model /tmp/terra --jobs "$OUT/jobs.jsonl" --out "$OUT/scales.json" \
+  done
+  "$B/loom" calibrate --model /tmp/terra --jobs "$OUT/calib.jsonl" --out "$OUT/scales.json" \
     2>&1 | tail -4 || rc=1
   for k in bf16 fp8; do
     extra=""
