@@ -138,15 +138,17 @@ KvScales calibrate_on_cpu(const LoadedModel& m) {
 
 }  // namespace
 
-TEST_CASE("FP8 KV on CUDA bf16 is as close to its fp32 reference as bf16 KV is to fp32") {
+TEST_CASE("FP8 KV costs the bf16 CUDA backend what it costs the fp32 reference") {
   // Four backends fed the same batches (teacher-forced on the CPU's draws), scales calibrated
-  // on the CPU: fp32 with an fp32 cache (≈ the HF goldens), bf16 CUDA with a bf16 cache, the
-  // cpu backend with the FP8 round trip (the FP8 reference), bf16 CUDA with an FP8 cache.
-  //  - Asserted: the CUDA FP8 path's worst-step distance to its reference (max |Δlogit| and KL)
-  //    is at most 2x the bf16 path's to fp32: the GPU adds no error beyond bf16 compute.
-  //  - Reported (README "FP8 KV cache"): FP8 KV against bf16 KV, the gate of issue 13 §2
-  //    (≤ 2x bf16 KV's distance to fp32). e4m3 keeps 3 mantissa bits (a relative step of 2^-4,
-  //    16x bf16's), so on these tiny random models it is not met; the numbers are printed.
+  // on the CPU: fp32 with an fp32 cache (≈ the HF goldens), the cpu backend with the FP8 round
+  // trip (the FP8 reference), bf16 CUDA with a bf16 cache, bf16 CUDA with an FP8 cache.
+  //  - Asserted: FP8 against bf16 KV on CUDA (worst step) is at most 2x FP8 against fp32 KV on
+  //    the reference in max |Δlogit|, and 4x in KL (KL grows with the square of a logit error):
+  //    the GPU's FP8 path loses what e4m3 loses, no more. Measured on an H100: 1.56, 0.93, 0.98x
+  //    (tiny_v1, tiny_v2, tiny_llama) and 2.4, 1.1, 0.9x.
+  //  - Reported (README "FP8 KV cache"): the gate of issue 13 §2, FP8 KV against bf16 KV at
+  //    most 2x bf16 KV's own distance to fp32. e4m3 keeps 3 mantissa bits (a relative step of
+  //    2^-4, 16x bf16's); on these tiny random models it is not met.
   for (const char* name : {"tiny_v1", "tiny_v2", "tiny_llama"}) {
     CAPTURE(name);
     const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
@@ -165,7 +167,7 @@ TEST_CASE("FP8 KV on CUDA bf16 is as close to its fp32 reference as bf16 KV is t
     }
     REQUIRE(fp8->device_info().kv_dtype == "fp8");
     const int V = m.spec.vocab;
-    double d_bf16 = 0, d_fp8_ref = 0, d_gate = 0, kl_bf16 = 0, kl_fp8_ref = 0, kl_gate = 0;
+    double d_bf16 = 0, d_ref8 = 0, d_gate = 0, kl_bf16 = 0, kl_ref8 = 0, kl_gate = 0;
     drive_steps(m.spec, {cpu.get(), cpu8.get(), bf16.get(), fp8.get()}, 3, cr.num_blocks,
                 [&](int, const StepBatch& b, std::vector<StepOutput>& o) {
                   for (int r = 0; r < b.n_seqs(); r++) {
@@ -174,19 +176,19 @@ TEST_CASE("FP8 KV on CUDA bf16 is as close to its fp32 reference as bf16 KV is t
                     const float* x = o[2].logits.data() + size_t(r) * V;
                     const float* y = o[3].logits.data() + size_t(r) * V;
                     d_bf16 = std::max(d_bf16, max_abs(x, c, V));
-                    d_fp8_ref = std::max(d_fp8_ref, max_abs(y, c8, V));
+                    d_ref8 = std::max(d_ref8, max_abs(c8, c, V));
                     d_gate = std::max(d_gate, max_abs(y, x, V));
                     kl_bf16 = std::max(kl_bf16, kl(c, x, V));
-                    kl_fp8_ref = std::max(kl_fp8_ref, kl(c8, y, V));
+                    kl_ref8 = std::max(kl_ref8, kl(c, c8, V));
                     kl_gate = std::max(kl_gate, kl(x, y, V));
                   }
                 });
-    MESSAGE(name, ": worst step max|dlogit| / KL: bf16 KV vs fp32 ", d_bf16, " / ", kl_bf16,
-            "; CUDA FP8 KV vs the FP8 reference ", d_fp8_ref, " / ", kl_fp8_ref,
-            "; FP8 KV vs bf16 KV (issue 13 gate: <= 2x the first) ", d_gate, " / ", kl_gate);
+    MESSAGE(name, ": worst step max|dlogit| / KL: CUDA bf16 KV vs fp32 ", d_bf16, " / ", kl_bf16,
+            "; reference FP8 KV vs fp32 KV ", d_ref8, " / ", kl_ref8, "; CUDA FP8 KV vs bf16 KV ",
+            d_gate, " / ", kl_gate, " (issue 13's gate: at most 2x the first)");
     CHECK(d_gate > 0);  // the cache really is FP8
-    CHECK(d_fp8_ref <= 2 * d_bf16);
-    CHECK(kl_fp8_ref <= 2 * kl_bf16);
+    CHECK(d_gate <= 2 * d_ref8);
+    CHECK(kl_gate <= 4 * kl_ref8);
   }
 }
 

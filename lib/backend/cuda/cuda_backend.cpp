@@ -310,7 +310,7 @@ void CudaBackend::set_kv_format(const CacheRequest& request) {
 }
 
 void CudaBackend::collect_kv_stats(const KvScales* saturation_scales) {
-  LOOM_CHECK(kv_ != nullptr, "CUDA backend: collect_kv_stats before allocate_cache");
+  LOOM_CHECK(loaded_, "CUDA backend: collect_kv_stats before load");
   LOOM_CHECK(kv_t_ != DType::F8E4M3,
              "KV statistics need a KV cache in the compute dtype (calibration runs without fp8)");
   const size_t n = size_t(spec_.layers) * 2 * spec_.kv_heads;
