@@ -5,7 +5,7 @@
 #   scripts/fp8_check.sh terra    a Terra-size random checkpoint: loom calibrate on 16 jobs (2 frames), then
 #                                 greedy runs (8 frames) with bf16 and fp8 KV: token agreement
 #   scripts/fp8_check.sh bench    loom bench, 256 jobs x 22 frames: bf16 and fp8 KV, and bf16 with
-#                                 groups of 8 sharing context (FRAMES, JOBS override)
+#                                 groups of 8 sharing context (FRAMES, JOBS, KVS override)
 set -uo pipefail
 what=${1:-att}
 OUT=${OUT:-$PWD/out-fp8}
@@ -87,7 +87,7 @@ if [ "$what" = bench ]; then
   terra
   F=${FRAMES:-22}
   J=${JOBS:-256}
-  for k in bf16 fp8; do
+  for k in ${KVS:-bf16 fp8}; do
     "$B/loom" bench --model /tmp/terra --kv-dtype $k --frames "$F" --context-frames 3 \
       --batch-sizes 1 --num-jobs "$J" --json "$OUT/bench_$k.json" 2>&1 | tee "$OUT/bench_$k.log" \
       | tail -8 || rc=1

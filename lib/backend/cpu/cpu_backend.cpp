@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
     auto f32 = [](const Tensor& t) { return F32{t.empty() ? std::vector<float>() : t.to_f32()}; };
     spec_ = spec;
     inv_freq_ = rope_inv_freq(spec.head_dim, spec.rope_theta, spec.rotary);
-    kv_scale_ = layer_scales(KvScales::ones(spec.layers, spec.kv_heads));
+    kv_scale_ = KvScales::ones(spec.layers, spec.kv_heads).layer_rows();
     ones_.assign(size_t(spec.hidden), 1.0f);
     embed_ = w.embed.to_f32();
     lm_head_ = w.lm_head.to_f32();
@@ -105,10 +105,8 @@ class CpuBackend final : public Backend {
     kv_fp8_ = req.kv_dtype == KvDType::FP8;
     const KvScales s =
         req.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : req.kv_scales;
-    LOOM_CHECK(s.layers == spec_.layers && s.kv_heads == spec_.kv_heads, "KV scales for ", s.layers,
-               " layers x ", s.kv_heads, " kv heads; the model has ", spec_.layers, " x ",
-               spec_.kv_heads);
-    kv_scale_ = layer_scales(s);
+    s.check_shape(spec_.layers, spec_.kv_heads);
+    kv_scale_ = s.layer_rows();
     const size_t per_layer = size_t(num_blocks_) * size_t(block_size_) * size_t(spec_.kv_dim());
     for (CpuLayer& l : layers_) {
       l.k_cache.reset(new float[per_layer]);
@@ -134,18 +132,12 @@ class CpuBackend final : public Backend {
     stats_on_ = true;
     stats_absmax_.assign(size_t(spec_.layers) * 2 * spec_.kv_heads, 0.0f);
     stats_counts_[0] = stats_counts_[1] = 0;
-    stats_scales_ = saturation_scales ? layer_scales(*saturation_scales) : std::vector<float>();
+    if (saturation_scales) saturation_scales->check_shape(spec_.layers, spec_.kv_heads);
+    stats_scales_ = saturation_scales ? saturation_scales->layer_rows() : std::vector<float>();
   }
   KvStats kv_stats() override {
-    KvStats st;
-    for (int l = 0; l < spec_.layers; l++)
-      for (int h = 0; h < spec_.kv_heads; h++) {
-        st.k_absmax.push_back(stats_absmax_[(size_t(l) * 2) * spec_.kv_heads + h]);
-        st.v_absmax.push_back(stats_absmax_[(size_t(l) * 2 + 1) * spec_.kv_heads + h]);
-      }
-    st.elements = stats_counts_[0];
-    st.saturated = stats_counts_[1];
-    return st;
+    return KvStats::from_layer_rows(stats_absmax_, spec_.layers, spec_.kv_heads, stats_counts_[0],
+                                    stats_counts_[1]);
   }
 
   ActivationHook hook_;
@@ -190,16 +182,6 @@ class CpuBackend final : public Backend {
   std::vector<CpuLayer> layers_;
   std::vector<float> ones_;  // [hidden] the weight of a non-affine RMSNorm
   int block_size_ = 16, num_blocks_ = 0;
-  // [layers, 2, kv_heads] K then V scales per layer, the layout the KV families take.
-  std::vector<float> layer_scales(const KvScales& s) const {
-    std::vector<float> r;
-    for (int l = 0; l < s.layers; l++) {
-      for (int h = 0; h < s.kv_heads; h++) r.push_back(s.k_at(l, h));
-      for (int h = 0; h < s.kv_heads; h++) r.push_back(s.v_at(l, h));
-    }
-    return r;
-  }
-
   std::vector<float> inv_freq_;  // [head_dim / 2] (rope.h rope_inv_freq)
   // The pool holds fp32; with fp8 each value's e4m3 round trip (rope_kv_write's reference),
   // what an FP8 cache gives back: the cpu backend is its reference.

@@ -296,15 +296,8 @@ void CudaBackend::set_kv_format(const CacheRequest& request) {
   kv_scales_host_ =
       request.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : request.kv_scales;
   const KvScales& ks = kv_scales_host_;
-  LOOM_CHECK(ks.layers == spec_.layers && ks.kv_heads == spec_.kv_heads, "KV scales for ",
-             ks.layers, " layers x ", ks.kv_heads, " kv heads; the model has ", spec_.layers, " x ",
-             spec_.kv_heads);
-  std::vector<float> dev(size_t(spec_.layers) * 2 * spec_.kv_heads);  // [layers, 2, kv_heads]
-  for (int l = 0; l < spec_.layers; l++)
-    for (int h = 0; h < spec_.kv_heads; h++) {
-      dev[(size_t(l) * 2) * spec_.kv_heads + h] = ks.k_at(l, h);
-      dev[(size_t(l) * 2 + 1) * spec_.kv_heads + h] = ks.v_at(l, h);
-    }
+  ks.check_shape(spec_.layers, spec_.kv_heads);
+  const std::vector<float> dev = ks.layer_rows();  // [layers, 2, kv_heads]
   kv_scale_ = static_cast<float*>(dev_alloc(dev.size() * 4));
   LOOM_CUDA_CHECK(cudaMemcpy(kv_scale_, dev.data(), dev.size() * 4, cudaMemcpyHostToDevice));
 }
@@ -325,15 +318,8 @@ void CudaBackend::collect_kv_stats(const KvScales* saturation_scales) {
   stats_count_sat_ = saturation_scales != nullptr;
   if (stats_count_sat_) {
     const KvScales& ks = *saturation_scales;
-    LOOM_CHECK(ks.layers == spec_.layers && ks.kv_heads == spec_.kv_heads, "KV scales for ",
-               ks.layers, " layers x ", ks.kv_heads, " kv heads; the model has ", spec_.layers,
-               " x ", spec_.kv_heads);
-    std::vector<float> dev(n);
-    for (int l = 0; l < spec_.layers; l++)
-      for (int h = 0; h < spec_.kv_heads; h++) {
-        dev[(size_t(l) * 2) * spec_.kv_heads + h] = ks.k_at(l, h);
-        dev[(size_t(l) * 2 + 1) * spec_.kv_heads + h] = ks.v_at(l, h);
-      }
+    ks.check_shape(spec_.layers, spec_.kv_heads);
+    const std::vector<float> dev = ks.layer_rows();
     LOOM_CUDA_CHECK(cudaMemcpy(stats_scales_, dev.data(), n * 4, cudaMemcpyHostToDevice));
   }
 }
@@ -346,15 +332,7 @@ KvStats CudaBackend::kv_stats() {
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   LOOM_CUDA_CHECK(cudaMemcpy(m.data(), stats_absmax_, n * 4, cudaMemcpyDeviceToHost));
   LOOM_CUDA_CHECK(cudaMemcpy(c, stats_counts_, sizeof c, cudaMemcpyDeviceToHost));
-  KvStats st;
-  for (int l = 0; l < spec_.layers; l++)
-    for (int h = 0; h < spec_.kv_heads; h++) {
-      st.k_absmax.push_back(m[(size_t(l) * 2) * spec_.kv_heads + h]);
-      st.v_absmax.push_back(m[(size_t(l) * 2 + 1) * spec_.kv_heads + h]);
-    }
-  st.elements = c[0];
-  st.saturated = c[1];
-  return st;
+  return KvStats::from_layer_rows(m, spec_.layers, spec_.kv_heads, c[0], c[1]);
 }
 
 void CudaBackend::fill_cache_random(uint64_t seed) {
