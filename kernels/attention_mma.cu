@@ -55,7 +55,7 @@ namespace {
 // GEMV, or rope_kv_write) finishes. q and key p come from that kernel: after the wait.
 template <int D, bool F8>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(AttentionArgs a) {
-  using Tl = MmaTile<D>;
+  using Tl = TileOf<D, F8>;
   extern __shared__ uint4 mma_smem[];
   pdl_trigger();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -68,9 +68,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   if (int(blockIdx.z) >= n_parts) return;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
 
-  bf16* smem = reinterpret_cast<bf16*>(mma_smem);
-  bf16* ks = smem + size_t(warp) * 2 * Tl::kElems;
-  bf16* vs = ks + Tl::kElems;
+  char* smem = reinterpret_cast<char*>(mma_smem);
+  char* ks = smem + size_t(warp) * Tl::kPairBytes;
+  char* vs = ks + Tl::kTileBytes;
   float* fold = reinterpret_cast<float*>(ks);  // [16][D] acc, [16] m, [16] l
 
   const void* kc = a.k_cache;
@@ -97,7 +97,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const bf16* q_lo = g < G ? q0 + g * D : nullptr;
   const bf16* q_hi = g + 8 < G ? q0 + (g + 8) * D : nullptr;
   const float pos = a.fuse_rope ? float(a.positions[slot]) : 0.0f;
-  if (a.fuse_rope)
+  if constexpr (F8)
+    load_q_f8<D>(q_lo, q_hi, lane, qa);  // (fuse_rope is off: the launcher runs rope_kv_write)
+  else if (a.fuse_rope)
     load_q_rope<D>(q_lo, q_hi, pos, a.inv_freq, lane, qa);
   else
     load_q<D>(q_lo, q_hi, lane, qa);
@@ -114,11 +116,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
         load_row<D, F8>(kc, vc, bt, a.block_size, kv_row, hkv, p, p - key0, ks, vs, lane);
       cp_async_commit();
       cp_async_wait<0>();
-      if constexpr (F8) {
-        __syncwarp();  // every lane's copies have landed
-        convert_fp8_tile<D, 32>(ks, vs, lane);
-      }
-      if (new_key && a.fuse_rope) {
+      if (!F8 && new_key && a.fuse_rope) {
         constexpr int kHalf = D / 2;
         const bf16* row = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D;
         const bf16* kq = row + size_t(a.heads + hkv) * D;
@@ -129,8 +127,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
             static_cast<KV*>(const_cast<void*>(a.k_cache)) + size_t(cs) * kv_row + size_t(hkv) * D;
         KV* vw =
             static_cast<KV*>(const_cast<void*>(a.v_cache)) + size_t(cs) * kv_row + size_t(hkv) * D;
-        bf16* kt = ks + (p - key0) * Tl::kStride;
-        bf16* vt = vs + (p - key0) * Tl::kStride;
+        bf16* kt = reinterpret_cast<bf16*>(ks + (p - key0) * Tl::kRowBytes);
+        bf16* vt = reinterpret_cast<bf16*>(vs + (p - key0) * Tl::kRowBytes);
         const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
         for (int j = lane; j < kHalf; j += 32) {
           float y0, y1;
@@ -151,7 +149,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       }
       __syncwarp();
       RowState<D> t;
-      tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, t);
+      if constexpr (F8)
+        tile_partial_f8<D>(qa, reinterpret_cast<const uint8_t*>(ks),
+                           reinterpret_cast<const uint8_t*>(vs), key0, p_lo, p_hi, lane, scale, t);
+      else
+        tile_partial<D>(qa, reinterpret_cast<const bf16*>(ks), reinterpret_cast<const bf16*>(vs),
+                        key0, p_lo, p_hi, lane, scale, t);
       __syncwarp();  // every lane's ldmatrix reads of ks are done before the fold area is written
 #pragma unroll
       for (int h = 0; h < 2; h++) {
@@ -159,8 +162,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
         if (r < G) {
 #pragma unroll
           for (int i = 0; i < D / 8; i++) {
-            fold[r * D + i * 8 + tig * 2] = t.acc[i][2 * h];
-            fold[r * D + i * 8 + tig * 2 + 1] = t.acc[i][2 * h + 1];
+            fold[r * D + acc_dim<F8>(i, tig, 0)] = t.acc[i][2 * h];
+            fold[r * D + acc_dim<F8>(i, tig, 1)] = t.acc[i][2 * h + 1];
           }
           if (tig == 0) {
             fold[16 * D + r] = t.m[h];
@@ -177,7 +180,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       float m = -INFINITY, l = 0.0f, acc = 0.0f;
       for (int w = 0; w < kMmaPartTiles; w++) {
         if ((part * kMmaPartTiles + w) * kMmaTileKeys > p) break;
-        const float* f = reinterpret_cast<const float*>(smem + size_t(w) * 2 * Tl::kElems);
+        const float* f = reinterpret_cast<const float*>(smem + size_t(w) * Tl::kPairBytes);
         const MergeWeights mw = merge_weights(m, f[16 * D + r]);
         l = merge_value(l, f[16 * D + 16 + r], mw);
         acc = merge_value(acc, f[r * D + d], mw);
@@ -236,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_combine_kernel(Attenti
 // Prefill / mixed: see the file comment. Shared memory: two (K, V) tile pairs.
 template <int D, bool F8>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(AttentionArgs a) {
-  using Tl = MmaTile<D>;
+  using Tl = TileOf<D, F8>;
   extern __shared__ uint4 mma_smem[];
   pdl_trigger();
   pdl_wait();
@@ -265,7 +268,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
     return qkv + size_t(slot0 + j) * q_stride + size_t(hkv * G + r % G) * D;
   };
   uint32_t qa[D / 16][4];
-  load_q<D>(q_row(j_lo, g), q_row(j_hi, g + 8), lane, qa);
+  if constexpr (F8)
+    load_q_f8<D>(q_row(j_lo, g), q_row(j_hi, g + 8), lane, qa);
+  else
+    load_q<D>(q_row(j_lo, g), q_row(j_hi, g + 8), lane, qa);
 
   const void* kc = a.k_cache;
   const void* vc = a.v_cache;
@@ -273,31 +279,37 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   const size_t kv_row = size_t(a.kv_heads) * D;
   const float scale = scale_log2<D>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
-  bf16* smem = reinterpret_cast<bf16*>(mma_smem);
-  auto k_buf = [&](int t) { return smem + size_t(t & 1) * 2 * Tl::kElems; };
+  char* smem = reinterpret_cast<char*>(mma_smem);
+  auto k_buf = [&](int t) { return smem + size_t(t & 1) * Tl::kPairBytes; };
 
   RowState<D> total, part;
   total.clear();
   part.clear();
   load_tile<D, kThreads, F8>(kc, vc, bt, a.block_size, kv_row, hkv, 0, n_keys, -1, k_buf(0),
-                             k_buf(0) + Tl::kElems, tid);
+                             k_buf(0) + Tl::kTileBytes, tid);
   cp_async_commit();
   for (int t = 0; t < n_t; t++) {
     if (t + 1 < n_t) {
-      bf16* nk = k_buf(t + 1);
+      char* nk = k_buf(t + 1);
       load_tile<D, kThreads, F8>(kc, vc, bt, a.block_size, kv_row, hkv, (t + 1) * kMmaTileKeys,
-                                 n_keys, -1, nk, nk + Tl::kElems, tid);
+                                 n_keys, -1, nk, nk + Tl::kTileBytes, tid);
       cp_async_commit();
       cp_async_wait<1>();  // tile t has landed (this thread's copies)
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();  // ... and everyone's
-    if constexpr (F8) convert_fp8_tile<D, kThreads>(k_buf(t), k_buf(t) + Tl::kElems, tid);
     const int key0 = t * kMmaTileKeys;
     if (key0 <= warp_p) {
       RowState<D> tp;
-      tile_partial<D>(qa, k_buf(t), k_buf(t) + Tl::kElems, key0, p_lo, p_hi, lane, scale, tp);
+      if constexpr (F8)
+        tile_partial_f8<D>(qa, reinterpret_cast<const uint8_t*>(k_buf(t)),
+                           reinterpret_cast<const uint8_t*>(k_buf(t) + Tl::kTileBytes), key0, p_lo,
+                           p_hi, lane, scale, tp);
+      else
+        tile_partial<D>(qa, reinterpret_cast<const bf16*>(k_buf(t)),
+                        reinterpret_cast<const bf16*>(k_buf(t) + Tl::kTileBytes), key0, p_lo, p_hi,
+                        lane, scale, tp);
 #pragma unroll
       for (int h = 0; h < 2; h++)
         if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
@@ -326,14 +338,20 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
     for (int i = 0; i < D / 8; i++) {
       const float x = __fmul_rn(__fdiv_rn(total.acc[i][2 * h], total.l[h]), v_scale);
       const float y = __fmul_rn(__fdiv_rn(total.acc[i][2 * h + 1], total.l[h]), v_scale);
-      *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) = __floats2bfloat162_rn(x, y);
+      if constexpr (F8) {  // the pair's dims are 2 apart (acc_dim)
+        o[acc_dim<true>(i, tig, 0)] = __float2bfloat16_rn(x);
+        o[acc_dim<true>(i, tig, 1)] = __float2bfloat16_rn(y);
+      } else {
+        *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) = __floats2bfloat162_rn(x, y);
+      }
     }
   }
 }
 
 template <int D, bool F8>
-Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
-  using Tl = MmaTile<D>;
+Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
+  using Tl = TileOf<D, F8>;
+  AttentionArgs a = a_in;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
   const size_t need =
       attention_mma_partial_floats(a.n_tiles, a.kv_heads, a.heads, D, a.bt_stride, a.block_size);
@@ -345,9 +363,10 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
   // every batch (a persistent pipelined kernel, a warp per partition, was measured slower on
   // an H200 at every batch and removed: bench/NOTES-cuda.md).
   cudaError_t e;
-  if (a.fuse_rope && !decode) {
-    // The prefill kernel has no RoPE inside: rope_kv_write first (decode: one slot per tile,
-    // slots 0 .. n_tiles - 1), the same bits as the fused path.
+  if (a.fuse_rope && (!decode || F8)) {
+    // The prefill kernel, and the decode kernel over an FP8 cache, have no RoPE inside:
+    // rope_kv_write first (decode: one slot per tile, slots 0 .. n_tiles - 1), the same bits
+    // as the fused path.
     RopeKvArgs r;
     r.t = a.t;
     r.qkv = const_cast<void*>(a.qkv);
@@ -365,6 +384,7 @@ Status launch_mma(const AttentionArgs& a, cudaStream_t stream) {
     r.pdl = a.pdl;
     const Status st = rope_kv_write(r, stream);
     if (!st.ok) return st;
+    a.fuse_rope = false;
   }
   if (decode) {
     static bool done = false;

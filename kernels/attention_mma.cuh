@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "kernels/attention.cuh"
 #include "kernels/common.cuh"
@@ -25,12 +26,23 @@ struct MmaTile {
   static constexpr int kFoldFloats = 16 * D + 2 * 16;    // decode fold: acc [16][D], m, l
   static_assert(kFoldFloats * 4 <= kElems * 2, "fold area must fit in the K tile");
   static_assert(kPairBytes % 16 == 0, "16-byte aligned tiles");
-  // FP8 KV: a key row's D e4m3 bytes land (cp.async) in the last D bytes of its bf16 row slot
-  // and are widened in place (convert_fp8_tile): no extra shared memory.
   static constexpr int kRowBytes = kStride * 2;
-  static constexpr int kStageOff = kRowBytes - D;
-  static_assert(kStageOff % 16 == 0, "16-byte aligned staging");
+  static constexpr int kTileBytes = kElems * 2;  // the V tile's offset in a pair
 };
+
+// The same for an FP8 cache: 64 keys x D e4m3 bytes, rows of 80 (D = 64) or 48 (D = 16)
+// bytes, so that the 8 rows of an ldmatrix (16 bytes each) fall on distinct banks.
+template <int D>
+struct MmaTileF8 {
+  static constexpr int kRowBytes = D == 64 ? 80 : 48;
+  static constexpr int kTileBytes = kMmaTileKeys * kRowBytes;
+  static constexpr int kPairBytes = 2 * kTileBytes;
+  static constexpr int kFoldFloats = 16 * D + 2 * 16;
+  static_assert(kFoldFloats * 4 <= kTileBytes, "fold area must fit in the K tile");
+};
+
+template <int D, bool F8>
+using TileOf = std::conditional_t<F8, MmaTileF8<D>, MmaTile<D>>;
 
 template <int D>
 constexpr float scale_log2() {
@@ -174,12 +186,11 @@ __device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, 
 // kN; those past a whole number of rows' chunks idle) take the 16-byte chunks: a thread keeps
 // its chunk column and steps over keys, following the block table without a division per key;
 // its block-table entries are all read first (independent loads: one latency, not one per
-// key). F8: the caches hold e4m3 and each row lands in its staging bytes (MmaTile::kStageOff)
-// for convert_fp8_tile.
+// key). F8: the caches and the tiles hold e4m3 (MmaTileF8).
 template <int D, int kN, bool F8>
 __device__ __forceinline__ void load_tile(const void* kc, const void* vc, const int32_t* bt,
                                           int block_size, size_t kv_row, int hkv, int key0,
-                                          int n_keys, int skip_key, bf16* ks, bf16* vs, int tid) {
+                                          int n_keys, int skip_key, void* ks, void* vs, int tid) {
   constexpr int kEB = F8 ? 1 : 2;        // bytes per cache element
   constexpr int kChunks = D * kEB / 16;  // 16-byte chunks per key row of one head
   constexpr int kStep = kN / kChunks < kMmaTileKeys ? kN / kChunks : kMmaTileKeys;
@@ -206,108 +217,35 @@ __device__ __forceinline__ void load_tile(const void* kc, const void* vc, const 
     const size_t src =
         valid ? ((size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D) * kEB + c * 16
               : 0;
-    const int dst = kk * MmaTile<D>::kRowBytes + (F8 ? MmaTile<D>::kStageOff : 0) + c * 16;
+    const int dst = kk * TileOf<D, F8>::kRowBytes + c * 16;
     cp_async16(reinterpret_cast<char*>(ks) + dst, kb + src, valid);
     cp_async16(reinterpret_cast<char*>(vs) + dst, vb + src, valid);
   }
 }
 
-// Widens the staged e4m3 rows of a K and a V tile to bf16 in place (exact: every e4m3 value
-// is a bf16), after their cp.async copies have landed. The kN calling threads (one warp, or
-// the block) read whole rows' staged bytes into registers, synchronise, then write the rows
-// (a row's bf16 bytes overlap its own staging), kRows rows at a time.
-template <int D, int kN>
-__device__ __forceinline__ void convert_fp8_tile(bf16* ks, bf16* vs, int tid) {
-  using Tl = MmaTile<D>;
-  constexpr int kChunks = D / 16;                     // staged 16-byte chunks per row
-  constexpr int kItems = 2 * kMmaTileKeys * kChunks;  // (tensor, row, chunk)
-  constexpr int kPer = 4;                             // chunks in registers per thread and round
-  constexpr int kRound = kN * kPer < kItems ? kN * kPer : kItems;
-  static_assert(kItems % kRound == 0 && kRound % (2 * kChunks) == 0, "whole rows per round");
-  auto sync = [] {
-    if constexpr (kN == 32)
-      __syncwarp();
-    else
-      __syncthreads();
-  };
-  for (int r0 = 0; r0 < kItems; r0 += kRound) {
-    uint4 x[kPer];
-#pragma unroll
-    for (int i = 0; i < kPer; i++) {
-      const int it = r0 + tid + i * kN;
-      if (it >= r0 + kRound) break;
-      const int c = it % kChunks, row = (it / kChunks) % kMmaTileKeys, tensor = it / (kItems / 2);
-      const char* base = reinterpret_cast<const char*>(tensor ? vs : ks);
-      x[i] = *reinterpret_cast<const uint4*>(base + row * Tl::kRowBytes + Tl::kStageOff + c * 16);
-    }
-    sync();
-#pragma unroll
-    for (int i = 0; i < kPer; i++) {
-      const int it = r0 + tid + i * kN;
-      if (it >= r0 + kRound) break;
-      const int c = it % kChunks, row = (it / kChunks) % kMmaTileKeys, tensor = it / (kItems / 2);
-      char* base = reinterpret_cast<char*>(tensor ? vs : ks);
-      const uint32_t w[4] = {x[i].x, x[i].y, x[i].z, x[i].w};
-      uint4 lo, hi;
-      lo.x = fp8x2_to_bf16x2(uint16_t(w[0])), lo.y = fp8x2_to_bf16x2(uint16_t(w[0] >> 16));
-      lo.z = fp8x2_to_bf16x2(uint16_t(w[1])), lo.w = fp8x2_to_bf16x2(uint16_t(w[1] >> 16));
-      hi.x = fp8x2_to_bf16x2(uint16_t(w[2])), hi.y = fp8x2_to_bf16x2(uint16_t(w[2] >> 16));
-      hi.z = fp8x2_to_bf16x2(uint16_t(w[3])), hi.w = fp8x2_to_bf16x2(uint16_t(w[3] >> 16));
-      uint4* dst = reinterpret_cast<uint4*>(base + row * Tl::kRowBytes + c * 32);
-      dst[0] = lo;
-      dst[1] = hi;
-    }
-    sync();
-  }
-}
-
-// cp.async of key `key`'s K and V rows (one kv head) into row kk of ks / vs (F8: its staging
-// bytes); the first D · bytes / 16 calling threads (tid) take one 16-byte chunk each.
+// cp.async of key `key`'s K and V rows (one kv head) into row kk of ks / vs; the first
+// D · bytes / 16 calling threads (tid) take one 16-byte chunk each.
 template <int D, bool F8>
 __device__ __forceinline__ void load_row(const void* kc, const void* vc, const int32_t* bt,
                                          int block_size, size_t kv_row, int hkv, int key, int kk,
-                                         bf16* ks, bf16* vs, int tid) {
+                                         void* ks, void* vs, int tid) {
   constexpr int kEB = F8 ? 1 : 2;
   if (tid >= D * kEB / 16) return;
   const size_t src =
       ((size_t(bt[key / block_size]) * block_size + key % block_size) * kv_row + size_t(hkv) * D) *
           kEB +
       tid * 16;
-  const int dst = kk * MmaTile<D>::kRowBytes + (F8 ? MmaTile<D>::kStageOff : 0) + tid * 16;
+  const int dst = kk * TileOf<D, F8>::kRowBytes + tid * 16;
   cp_async16(reinterpret_cast<char*>(ks) + dst, static_cast<const char*>(kc) + src, true);
   cp_async16(reinterpret_cast<char*>(vs) + dst, static_cast<const char*>(vc) + src, true);
 }
 
-// The tile partial of keys [key0, key0 + 64) (in ks / vs) for the warp's 16 rows; p_lo / p_hi
-// are the positions of rows g and g + 8 (-1: padding row, everything masked).
-// scale: scale_log2<D>() times the K scale (1 unless the cache is FP8).
+// The softmax part of a tile partial, on the 8 n-tiles' score fragments s (c0 c1 row g, c2 c3
+// row g + 8): scale (log2 domain) and causal mask, the row max m, p = 2^(s - m) in place and
+// l = their sum, each in one fixed order.
 template <int D>
-__device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const bf16* ks,
-                                             const bf16* vs, int key0, int p_lo, int p_hi, int lane,
-                                             float scale, RowState<D>& t) {
-  constexpr int kStride = MmaTile<D>::kStride;
-  const int tig = lane & 3;
-  float s[8][4];  // C fragments of the 8 n-tiles of 8 keys
-#pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
-      // S = Q K^T. ldmatrix x4 (no .trans; K is [key][d] = the col-major B): matrices (keys
-      // 16np + 0..7, d 16ks + 0..7), (same keys, d + 8), (keys + 8, d), (keys + 8, d + 8) =
-      // b0 b1 of n-tile 2np, b0 b1 of n-tile 2np + 1. Lane l addresses matrix l / 8, row l % 8.
-#pragma unroll
-  for (int np = 0; np < 4; np++) {
-    const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
-#pragma unroll
-    for (int ks_ = 0; ks_ < D / 16; ks_++) {
-      const int d = ks_ * 16 + (((lane >> 3) & 1) << 3);
-      uint32_t b[4];
-      ldmatrix_x4(b, ks + key * kStride + d);
-      mma_bf16(s[2 * np], qa[ks_], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], qa[ks_], b[2], b[3]);
-    }
-  }
-  // Scale (log2 domain) and causal mask: c0 c1 are row g, c2 c3 row g + 8.
+__device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_lo, int p_hi,
+                                             int tig, float scale, RowState<D>& t) {
 #pragma unroll
   for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -344,6 +282,38 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     t.l[h] = l;
   }
+}
+
+// The tile partial of keys [key0, key0 + 64) (in ks / vs) for the warp's 16 rows; p_lo / p_hi
+// are the positions of rows g and g + 8 (-1: padding row, everything masked).
+// scale: scale_log2<D>() times the K scale (1 unless the cache is FP8).
+template <int D>
+__device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const bf16* ks,
+                                             const bf16* vs, int key0, int p_lo, int p_hi, int lane,
+                                             float scale, RowState<D>& t) {
+  constexpr int kStride = MmaTile<D>::kStride;
+  const int tig = lane & 3;
+  float s[8][4];  // C fragments of the 8 n-tiles of 8 keys
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
+      // S = Q K^T. ldmatrix x4 (no .trans; K is [key][d] = the col-major B): matrices (keys
+      // 16np + 0..7, d 16ks + 0..7), (same keys, d + 8), (keys + 8, d), (keys + 8, d + 8) =
+      // b0 b1 of n-tile 2np, b0 b1 of n-tile 2np + 1. Lane l addresses matrix l / 8, row l % 8.
+#pragma unroll
+  for (int np = 0; np < 4; np++) {
+    const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+    for (int ks_ = 0; ks_ < D / 16; ks_++) {
+      const int d = ks_ * 16 + (((lane >> 3) & 1) << 3);
+      uint32_t b[4];
+      ldmatrix_x4(b, ks + key * kStride + d);
+      mma_bf16(s[2 * np], qa[ks_], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], qa[ks_], b[2], b[3]);
+    }
+  }
+  tile_softmax<D>(s, key0, p_lo, p_hi, tig, scale, t);
   // acc = bf16(P) . V. The C fragments of n-tiles 2kk, 2kk + 1 are the A fragment of key
   // k-step kk. V by ldmatrix .trans: matrices (keys 16kk + 0..7, d 16dp + 0..7), (keys + 8,
   // d), (keys, d + 8), (keys + 8, d + 8) = b0 b1 of d-tile 2dp, b0 b1 of d-tile 2dp + 1.
@@ -366,6 +336,163 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
       ldmatrix_x4_trans(b, vs + key * kStride + d);
       mma_bf16(t.acc[2 * dp], a, b[0], b[1]);
       mma_bf16(t.acc[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// ---- the FP8 cache's tile partial -----------------------------------------------------------
+// The same arithmetic on e4m3 tiles without widening them in shared memory: Q·K and P·V run as
+// f16 mma (every e4m3 value is an f16; bf16 q converts exactly in f16's normal range, and is
+// clamped to ±65504 beyond it; P in [0, 1] is f16's best range). The fragments come straight
+// from the e4m3 tiles by ldmatrix, treating byte pairs as b16 elements:
+//  - K, no .trans: lane (g, t) gets key g's bytes 4t .. 4t + 3 of a 16-dim block. The mma's k
+//    index 2t, 2t + 1 then stands for dims 4t, 4t + 1 and 2t + 8, 2t + 9 for 4t + 2, 4t + 3:
+//    a permutation of the dims inside the block, taken by Q's fragment too (load_q_f8), so the
+//    sum over the block is the same dot product.
+//  - V, .trans: lane (g, t) gets keys 2t, 2t + 1 of dims 2g and 2g + 1; one byte permute gives
+//    the (key 2t, 2t + 1) pair of dim 2g (an mma for the even dims of the block) and one of dim
+//    2g + 1 (the odd dims). acc[2 db + par] therefore holds dims 16 db + 2 n + par (acc_dim).
+// Decode, prefill and chunked prefill all run this for an FP8 cache: one arithmetic, the same
+// bits for a row whatever the batch.
+
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_b8(uint32_t (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x1_b8(uint32_t& r, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+               : "=r"(r)
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans_b8(uint32_t (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
+// Two e4m3 bytes (the low one first) as an f16 pair, exactly.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// c += A·B, m16n8k16, f16 in, fp32 accumulate (the fragments as mma_bf16's).
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The dim of acc[i][2h + e] of lane quad position tig (bf16 tiles: i · 8 + 2 tig + e).
+template <bool F8>
+__device__ __forceinline__ int acc_dim(int i, int tig, int e) {
+  return F8 ? 16 * (i >> 1) + 4 * tig + 2 * e + (i & 1) : i * 8 + 2 * tig + e;
+}
+
+// Q rows g and g + 8 as f16 A fragments in the permuted dim order above (null: zero row).
+template <int D>
+__device__ __forceinline__ void load_q_f8(const bf16* q_lo, const bf16* q_hi, int lane,
+                                          uint32_t (&qa)[D / 16][4]) {
+  auto pair = [](const bf16* q, int d) -> uint32_t {
+    if (q == nullptr) return 0u;
+    const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(q + d);
+    const float lo = fminf(fmaxf(__low2float(v), -65504.0f), 65504.0f);
+    const float hi = fminf(fmaxf(__high2float(v), -65504.0f), 65504.0f);
+    return pack_f16(lo, hi);
+  };
+  const int d0 = (lane & 3) * 4;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    const int d = ks * 16 + d0;
+    qa[ks][0] = pair(q_lo, d);
+    qa[ks][1] = pair(q_hi, d);
+    qa[ks][2] = pair(q_lo, d + 2);
+    qa[ks][3] = pair(q_hi, d + 2);
+  }
+}
+
+// tile_partial over e4m3 tiles ks / vs (MmaTileF8), qa from load_q_f8.
+template <int D>
+__device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4], const uint8_t* ks,
+                                                const uint8_t* vs, int key0, int p_lo, int p_hi,
+                                                int lane, float scale, RowState<D>& t) {
+  constexpr int kRow = MmaTileF8<D>::kRowBytes;
+  const int tig = lane & 3;
+  float s[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[n][e] = 0.0f;
+      // S = Q K^T: per n-tile (8 keys) one ldmatrix of the D / 16 dim blocks; lane l addresses row
+      // l % 8 (the key) of matrix l / 8 (the block).
+#pragma unroll
+  for (int np = 0; np < 8; np++) {
+    const uint8_t* row = ks + (np * 8 + (lane & 7)) * kRow;
+    uint32_t b[4];
+    if constexpr (D == 64) {
+      ldmatrix_x4_b8(b, row + (lane >> 3) * 16);
+    } else {
+      ldmatrix_x1_b8(b[0], row);
+    }
+#pragma unroll
+    for (int k = 0; k < D / 16; k++)
+      mma_f16(s[np], qa[k], e4m3x2_to_f16x2(b[k] & 0xffffu), e4m3x2_to_f16x2(b[k] >> 16));
+  }
+  tile_softmax<D>(s, key0, p_lo, p_hi, tig, scale, t);
+#pragma unroll
+  for (int i = 0; i < D / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) t.acc[i][e] = 0.0f;
+      // acc += P V per key k-step kk: V by ldmatrix .trans, matrices (keys 16kk + 0..7, block db),
+      // (keys + 8, db), (keys, db + 1), (keys + 8, db + 1).
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    uint32_t a[4];
+    a[0] = pack_f16(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+    for (int db = 0; db < D / 16; db += 2) {
+      uint32_t b[4];
+      if constexpr (D == 64) {
+        ldmatrix_x4_trans_b8(b, vs + key * kRow + (db + (lane >> 4)) * 16);
+      } else {
+        uint32_t b2[2];
+        ldmatrix_x2_trans(b2, vs + key * kRow);
+        b[0] = b2[0], b[1] = b2[1], b[2] = b[3] = 0u;
+      }
+#pragma unroll
+      for (int m = 0; m < (D == 64 ? 2 : 1); m++) {
+        const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
+        mma_f16(t.acc[2 * (db + m)], a, e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
+                e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)));
+        mma_f16(t.acc[2 * (db + m) + 1], a, e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
+                e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031)));
+      }
     }
   }
 }
