@@ -242,7 +242,7 @@ __device__ __forceinline__ void load_row(const void* kc, const void* vc, const i
 
 // The softmax part of a tile partial, on the 8 n-tiles' score fragments s (c0 c1 row g, c2 c3
 // row g + 8): scale (log2 domain) and causal mask, the row max m, p = 2^(s - m) in place and
-// l = their sum, each in one fixed order.
+// l = their sum, each in one fixed order; acc zeroed for P·V.
 template <int D>
 __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_lo, int p_hi,
                                              int tig, float scale, RowState<D>& t) {
@@ -282,6 +282,26 @@ __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_l
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     t.l[h] = l;
   }
+#pragma unroll
+  for (int i = 0; i < D / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) t.acc[i][e] = 0.0f;
+}
+
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// P's A fragment for key k-step kk: the C fragments of n-tiles 2kk, 2kk + 1, rounded to f16
+// (the FP8 cache's f16 mma) or bf16.
+template <bool F16>
+__device__ __forceinline__ void p_fragment(const float (&s)[8][4], int kk, uint32_t (&a)[4]) {
+  auto pack = [](float lo, float hi) { return F16 ? pack_f16(lo, hi) : pack_bf16(lo, hi); };
+  a[0] = pack(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
 // The tile partial of keys [key0, key0 + 64) (in ks / vs) for the warp's 16 rows; p_lo / p_hi
@@ -318,16 +338,9 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
   // k-step kk. V by ldmatrix .trans: matrices (keys 16kk + 0..7, d 16dp + 0..7), (keys + 8,
   // d), (keys, d + 8), (keys + 8, d + 8) = b0 b1 of d-tile 2dp, b0 b1 of d-tile 2dp + 1.
 #pragma unroll
-  for (int i = 0; i < D / 8; i++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) t.acc[i][e] = 0.0f;
-#pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     uint32_t a[4];
-    a[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    a[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    a[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    a[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    p_fragment<false>(s, kk, a);
     const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
     for (int dp = 0; dp < D / 16; dp++) {
@@ -389,11 +402,6 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   const __half2_raw h =
       __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
   return uint32_t(h.x) | (uint32_t(h.y) << 16);
-}
-
-__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // c += A·B, m16n8k16, f16 in, fp32 accumulate (the fragments as mma_bf16's).
@@ -461,19 +469,12 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
       mma_f16(s[np], qa[k], e4m3x2_to_f16x2(b[k] & 0xffffu), e4m3x2_to_f16x2(b[k] >> 16));
   }
   tile_softmax<D>(s, key0, p_lo, p_hi, tig, scale, t);
-#pragma unroll
-  for (int i = 0; i < D / 8; i++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) t.acc[i][e] = 0.0f;
-      // acc += P V per key k-step kk: V by ldmatrix .trans, matrices (keys 16kk + 0..7, block db),
-      // (keys + 8, db), (keys, db + 1), (keys + 8, db + 1).
+  // acc += P V per key k-step kk: V by ldmatrix .trans, matrices (keys 16kk + 0..7, block db),
+  // (keys + 8, db), (keys, db + 1), (keys + 8, db + 1).
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     uint32_t a[4];
-    a[0] = pack_f16(s[2 * kk][0], s[2 * kk][1]);
-    a[1] = pack_f16(s[2 * kk][2], s[2 * kk][3]);
-    a[2] = pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    a[3] = pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    p_fragment<true>(s, kk, a);
     const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
     for (int db = 0; db < D / 16; db += 2) {
