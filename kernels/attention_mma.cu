@@ -34,6 +34,10 @@
 // mma rows: decode = the G heads of the slot (rows >= G zero); prefill = slot-major, head-minor.
 // The assumption this rests on: an mma output element depends only on its own A row and B
 // column (no cross-row effects), which tests/cuda/test_attention.cpp checks bitwise.
+// An FP8 cache (kv_fp8) runs the same structure on e4m3 tiles with tile_partial_f8
+// (attention_mma.cuh: f16 mma on fragments taken straight from the e4m3 tiles); the K scale is
+// folded into the softmax scale, the V scale into the output; the decode kernel then leaves
+// RoPE and the K/V write to rope_kv_write before it.
 #include <type_traits>
 
 #include "kernels/attention_mma.cuh"

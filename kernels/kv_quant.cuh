@@ -48,14 +48,6 @@ __device__ __forceinline__ float kv_scale_of(const float* scales, int kv_heads, 
   return scales ? scales[(v ? kv_heads : 0) + h] : 1.0f;
 }
 
-// Two e4m3 bytes (low byte first) as a bf16 pair, exactly (every e4m3 value is a bf16).
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint16_t two) {
-  const __half2 h = __half2(__half2_raw(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
-  const float2 f = __half22float2(h);
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-  return *reinterpret_cast<const uint32_t*>(&b);
-}
-
 // The (compute dtype, KV dtype) dispatch of a KV kernel's launcher: calls launch(T{}, KV{})
 // for kv_t the compute dtype or F8E4M3.
 template <class F>
