@@ -246,10 +246,22 @@ __device__ __forceinline__ void load_row(const void* kc, const void* vc, const i
 template <int D>
 __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_lo, int p_hi,
                                              int tig, float scale, RowState<D>& t) {
+  // Rows g + 8 are padding in every lane of a decode warp with G <= 8 (Terra's 8): their
+  // masked values would give m = -inf, p = 0, l = 0; set those directly (the same bits) and
+  // spend the exponentials on live rows only. The test is warp-uniform, so the shuffles below
+  // run with the whole warp.
+  const bool hi_live = __any_sync(0xffffffffu, p_hi >= 0);
+  if (!hi_live) {
+    t.m[1] = -INFINITY;
+    t.l[1] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; n++) s[n][2] = s[n][3] = 0.0f;
+  }
 #pragma unroll
   for (int n = 0; n < 8; n++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
+      if (e >= 2 && !hi_live) continue;
       const int key = key0 + n * 8 + tig * 2 + (e & 1);
       const int p = e < 2 ? p_lo : p_hi;
       s[n][e] = key <= p ? __fmul_rn(s[n][e], scale) : -INFINITY;
@@ -257,6 +269,7 @@ __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_l
     // Row max: the thread's 16 values, then the 4 lanes of the quad (max is order-free).
 #pragma unroll
   for (int h = 0; h < 2; h++) {
+    if (h == 1 && !hi_live) continue;
     float m = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 8; n++) m = fmaxf(m, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
@@ -268,6 +281,7 @@ __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_l
   // xor 1, xor 2 (commutative adds: all 4 lanes hold the same bits).
 #pragma unroll
   for (int h = 0; h < 2; h++) {
+    if (h == 1 && !hi_live) continue;
     const float m = t.m[h];
     float l = 0.0f;
 #pragma unroll
