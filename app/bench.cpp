@@ -85,6 +85,9 @@ double kv_bytes(const RunStats& st, const ModelSpec& sp, double kv_elem) {
 }  // namespace
 
 int bench_command(const BenchArgs& a) {
+  // --json -: the JSON alone on stdout, the table on stderr.
+  const bool json_stdout = a.json_out == "-";
+  FILE* tab = json_stdout ? stderr : stdout;
   OpenedModel om = open_model(a.model, a.engine, false);
   const ModelSpec& spec = om.model.spec;
   Backend& be = *om.backend;
@@ -119,15 +122,16 @@ int bench_command(const BenchArgs& a) {
   out["frames"] = a.frames;
   out["provenance"] = bench_provenance(a, om);
 
-  std::printf("loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
-              dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),
-              om.batch_invariant ? ", batch-invariant" : "", om.load_s);
-  std::printf("ceilings: copy %s, bf16 GEMM %s; weights per step %.3f GB; floor %s at batch 1\n\n",
-              have_copy ? cat(int64_t(copy_gbps + 0.5), " GB/s").c_str() : "n/a",
-              have_gemm ? cat(int64_t(gemm_tflops + 0.5), " TFLOP/s").c_str() : "n/a",
-              double(step_bytes) / 1e9, have_copy ? fixed(floor_s, 3, " s/frame").c_str() : "n/a");
-  std::printf("%6s %10s %10s %10s %12s %10s %9s\n", "batch", "s/frame", "x floor", "ttft s",
-              "tokens/s", "GB/s", "% copy");
+  std::fprintf(tab, "loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
+               dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),
+               om.batch_invariant ? ", batch-invariant" : "", om.load_s);
+  std::fprintf(tab,
+               "ceilings: copy %s, bf16 GEMM %s; weights per step %.3f GB; floor %s at batch 1\n\n",
+               have_copy ? cat(int64_t(copy_gbps + 0.5), " GB/s").c_str() : "n/a",
+               have_gemm ? cat(int64_t(gemm_tflops + 0.5), " TFLOP/s").c_str() : "n/a",
+               double(step_bytes) / 1e9, have_copy ? fixed(floor_s, 3, " s/frame").c_str() : "n/a");
+  std::fprintf(tab, "%6s %10s %10s %10s %12s %10s %9s\n", "batch", "s/frame", "x floor", "ttft s",
+               "tokens/s", "GB/s", "% copy");
 
   // Warm-up: graphs, handles, caches.
   {
@@ -149,9 +153,9 @@ int bench_command(const BenchArgs& a) {
       ttft.push_back(median(last.ttft));
     }
     const double s = median(sf), g = median(gbps);
-    std::printf("%6d %10.4f %10s %10.4f %12.0f %10.0f %9s\n", batch, s,
-                have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps), g,
-                have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a");
+    std::fprintf(tab, "%6d %10.4f %10s %10.4f %12.0f %10.0f %9s\n", batch, s,
+                 have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps),
+                 g, have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a");
     json row = {{"batch", batch},
                 {"s_per_frame", s},
                 {"x_floor", have_copy ? json(s / floor_s) : no_value},
@@ -172,16 +176,16 @@ int bench_command(const BenchArgs& a) {
         kernels.push_back({{"name", k.name}, {"ms", k.ms}, {"calls", k.calls}});
       row["kernels"] = kernels;
       for (const KernelTime& k : be.kernel_times())
-        std::printf("         %-28s %10.3f ms %8lld calls\n", k.name.c_str(), k.ms,
-                    (long long)k.calls);
+        std::fprintf(tab, "         %-28s %10.3f ms %8lld calls\n", k.name.c_str(), k.ms,
+                     (long long)k.calls);
     }
     out["latency"].push_back(row);
   }
 
   if (a.num_jobs > 0) {
-    std::printf("\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %9s %8s %8s\n", "jobs", "group",
-                "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s", "TFLOP/s", "% roof",
-                "step ms", "KV peak", "shared", "preempt");
+    std::fprintf(tab, "\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %9s %8s %8s\n", "jobs", "group",
+                 "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s", "TFLOP/s", "% roof",
+                 "step ms", "KV peak", "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
     if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
@@ -202,13 +206,13 @@ int bench_command(const BenchArgs& a) {
           double(std::max<int64_t>(1, st.prefill_steps + st.decode_steps + st.mixed_steps));
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
-      std::printf("%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8.1f%% %8lld %8lld\n",
-                  a.num_jobs, group, tokens_per_s(st), frames_per_s(st),
-                  double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
-                  wb / t / 1e9, kb / t / 1e9, tf,
-                  roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms,
-                  100 * kv_util, (long long)st.scheduler.shared_blocks,
-                  (long long)st.scheduler.preemptions);
+      std::fprintf(
+          tab, "%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8.1f%% %8lld %8lld\n",
+          a.num_jobs, group, tokens_per_s(st), frames_per_s(st),
+          double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
+          wb / t / 1e9, kb / t / 1e9, tf,
+          roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms, 100 * kv_util,
+          (long long)st.scheduler.shared_blocks, (long long)st.scheduler.preemptions);
       out["throughput"].push_back(
           {{"jobs", a.num_jobs},
            {"shared_group", group},
@@ -245,7 +249,9 @@ int bench_command(const BenchArgs& a) {
            {"kv_bytes", d.kv_bytes}});
     }
   }
-  if (!a.json_out.empty()) {
+  if (json_stdout) {
+    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+  } else if (!a.json_out.empty()) {
     std::ofstream f(a.json_out);
     LOOM_CHECK(f.good(), "cannot write ", a.json_out);
     f << out.dump(2) << "\n";

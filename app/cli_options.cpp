@@ -245,7 +245,9 @@ void add_bench(CLI::App* cmd, BenchArgs& b, int& deprecated_jobs) {
       ->check(integer_in(1))
       ->type_name("N");
   cmd->add_flag("--profile", b.profile, "per-kernel time breakdown");
-  cmd->add_option("--json", b.json_out, "write results as JSON here")->type_name("FILE");
+  cmd->add_option("--json", b.json_out,
+                  "write results as JSON here ('-' = stdout, the table to stderr)")
+      ->type_name("FILE");
   add_engine_options(cmd, b.engine);
   cmd->add_option("--jobs", deprecated_jobs, "use --num-jobs (run --jobs is a file)")
       ->check(integer_in(1))

@@ -138,6 +138,20 @@ TEST_CASE("bench --json carries the provenance of its run") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("bench --json - writes the JSON alone to stdout, the table to stderr") {
+  const std::string dir = temp_dir("prov_bench_stdout");
+  const std::string cmd = kLoom + " bench --backend cpu --model " + kData +
+                          "/tiny_v1 --frames 1 --batch-sizes 1 --json - > " + dir +
+                          "/out.json 2> " + dir + "/err.txt";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const json b = json::parse(std::ifstream(dir + "/out.json"));  // nothing else on stdout
+  CHECK(b["latency"].size() == 1);
+  CHECK(b["provenance"]["backend"] == "cpu");
+  CHECK(slurp(dir + "/err.txt").find("s/frame") != std::string::npos);  // the table
+  CHECK(!fs::exists(dir + "/-"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("plot_bench.py draws a committed bench JSON and a run report") {
   const char* py = std::getenv("LOOM_PYTHON");
   const std::string dir = temp_dir("prov_plot");
