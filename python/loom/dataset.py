@@ -17,6 +17,15 @@ from safetensors import safe_open
 _SHARD_MANIFEST = re.compile(r"manifest\.shard-(\d+)-of-(\d+)\.jsonl$")
 
 
+def _slice(f, names, begin, end):
+    """Rows [begin, end) of the first of `names` the file holds (float32 action rows, or
+    int32 action ids for models whose actions are vocabulary tokens), else None."""
+    for name in names:
+        if name in f.keys():
+            return f.get_slice(name)[begin:end]
+    return None
+
+
 def manifest_paths(root):
     """The manifest files of a dataset folder, in reading order."""
     merged = os.path.join(root, "manifest.jsonl")
@@ -53,6 +62,7 @@ def _lines(path):
 class Dataset:
     """`ds[i]` → (frames, actions, meta) for the i-th sample in manifest order: frames int32
     [F, P] (plain models: the generated tokens, int32 [n]), actions float32 [F, A, action_dim]
+    (models whose actions are vocabulary tokens: the ids, int32 [F, A], -1 where none)
     (the rows after each frame, NaN where the job gave none; None for plain models or
     --no-dataset-actions), meta the sample's manifest line as a dict. `len(ds)`, iteration in
     manifest order, `ds.context(i)` for the prompt's frames. `len` and `ds[i]` use an index of
@@ -104,7 +114,7 @@ class Dataset:
         f = self._open(entry["file"])
         begin, end = entry["rows"]
         tokens = f.get_slice("tokens")[begin:end]
-        actions = f.get_slice("actions")[begin:end] if "actions" in f.keys() else None
+        actions = _slice(f, ("actions", "action_ids"), begin, end)
         return tokens, actions, entry
 
     def context(self, i):
@@ -124,9 +134,7 @@ class Dataset:
             raise ValueError(f"{entry['file']}: rows {entry['rows']} are not a sample of it")
         c = f.get_tensor("context_offsets")
         context = f.get_slice("context")[int(c[k]):int(c[k + 1])]
-        actions = None
-        if "context_actions" in keys:
-            actions = f.get_slice("context_actions")[int(c[k]):int(c[k + 1])]
+        actions = _slice(f, ("context_actions", "context_action_ids"), int(c[k]), int(c[k + 1]))
         return context, actions
 
     def _offsets(self):

@@ -162,6 +162,27 @@ class PlainDataset(TempDirTest):
             self.assertIsNone(context_actions)
 
 
+class ActionTokenDataset(TempDirTest):
+    def test_action_ids_come_back_per_frame(self):
+        jobs = os.path.join(TESTDATA, "jobs", "tiny_action_tokens.jsonl")
+        result = loom.run(os.path.join(TESTDATA, "tiny_action_tokens"), jobs, self.path("r.jsonl"),
+                          tokens_out=self.path("ds"), progress=False)
+        self.assertEqual(result.exit_code, 0)
+        given = {json.loads(l)["id"]: json.loads(l) for l in read(jobs).splitlines()}
+        ds = result.dataset()
+        self.assertGreater(len(ds), 0)
+        for i, (frames, actions, meta) in enumerate(ds):
+            job = given[meta["id"]]
+            self.assertEqual(actions.dtype, np.int32)
+            want = np.full((meta["num_frames"], 3), -1, dtype=np.int32)
+            ids = np.array(job["action_token_ids"], dtype=np.int32)
+            want[:len(ids)] = ids[:meta["num_frames"]]
+            np.testing.assert_array_equal(actions, want)
+            _, context_actions = ds.context(i)
+            prompt = np.array(job["prompt_token_ids"]).reshape(-1, 11)  # 8 image + 3 action slots
+            np.testing.assert_array_equal(context_actions, prompt[:, 8:])
+
+
 class TorchAdapter(TempDirTest):
     def test_workers_and_ranks_read_every_sample_once(self):
         try:
