@@ -265,7 +265,7 @@ void add_calibrate(CLI::App* cmd, CalibrateArgs& c) {
       ->required()
       ->type_name("FILE");
   cmd->add_option("--margin", c.margin, "scale = absmax x margin / 448")
-      ->check(number_in(1.0, true, 64.0, true))
+      ->check(number_in(1.0, false, 64.0, false))
       ->type_name("F");
   cmd->add_option("--held-out-every", c.held_out_every,
                   "every Nth job is held out to count saturation instead of setting scales")
