@@ -135,11 +135,11 @@ int bench_command(const BenchArgs& a) {
 
   // Warm-up: graphs, handles, caches.
   {
-    EngineOptions opt = engine_options(a.engine, spec);
+    EngineOptions opt = engine_options(a.engine, om);
     run_synthetic(be, spec, opt, 1, 0, a.context_frames, 1);
   }
   for (int batch : a.batch_sizes) {
-    EngineOptions opt = engine_options(a.engine, spec);
+    EngineOptions opt = engine_options(a.engine, om);
     opt.scheduler.max_seqs = std::max(opt.scheduler.max_seqs, batch);
     std::vector<double> sf, tps, gbps, ttft;
     Measured last;
@@ -190,7 +190,7 @@ int bench_command(const BenchArgs& a) {
     if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     for (int group : groups) {
-      EngineOptions opt = engine_options(a.engine, spec);
+      EngineOptions opt = engine_options(a.engine, om);
       Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
       const RunStats& st = m.st;
       const double t = st.step_s();  // device work: the rates of bytes and FLOPs

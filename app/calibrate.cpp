@@ -67,7 +67,7 @@ int calibrate_command(const CalibrateArgs& a) {
              fit.size() + held.size(), " jobs; it needs at least ", a.held_out_every, " (every ",
              a.held_out_every, "th is held out to check the scales)");
 
-  EngineOptions opt = engine_options(a.engine, spec);
+  EngineOptions opt = engine_options(a.engine, om);
   Backend& be = *om.backend;
   be.collect_kv_stats(nullptr);
   log_info(cat("calibrate: ", fit.size(), " jobs for the scales, ", held.size(), " held out"));

@@ -104,7 +104,7 @@ int run_jobs(const RunArgs& a) {
   DatasetWriter dataset(o.dataset, o.model, o.reconciled);
   if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0, "running");
 
-  EngineOptions opt = engine_options(a.engine, spec);
+  EngineOptions opt = engine_options(a.engine, om);
   opt.stop = &g_stop;
   ResumeState& done = o.done;
   if (a.resume)

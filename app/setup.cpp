@@ -112,11 +112,11 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
     fail("--backend auto found a GPU but could not use it: ", e.what(),
          "; pass --backend cpu to run on the CPU");
   }
-  CacheRequest kv;
+  CacheRequest& kv = om.kv_cache;
   kv_format(args, om.model.spec, kv);  // bad --kv-scales fails before any step
   om.kv_dtype = kv.kv_dtype == KvDType::Auto ? choice.dtype_name() : kv_dtype_name(kv.kv_dtype);
   if (kv.kv_dtype == KvDType::FP8) {
-    om.kv_scales_source = kv.kv_scales.empty() ? "default 1.0" : args.kv_scales;
+    om.kv_scales_source = kv.kv_scales.empty() ? "default 1.0" : kv.kv_scales.source;
     if (kv.kv_scales.empty() && !quiet)
       log_warning(
           "--kv-dtype fp8 without --kv-scales: every K and V scale is 1.0, so values beyond "
@@ -140,9 +140,10 @@ void kv_format(const EngineArgs& a, const ModelSpec& spec, CacheRequest& c) {
   c.kv_scales = read_kv_scales(a.kv_scales, spec.layers, spec.kv_heads);
 }
 
-EngineOptions engine_options(const EngineArgs& a, const ModelSpec& spec) {
+EngineOptions engine_options(const EngineArgs& a, const OpenedModel& om) {
   EngineOptions o;
-  kv_format(a, spec, o.cache);
+  o.cache.kv_dtype = om.kv_cache.kv_dtype;
+  o.cache.kv_scales = om.kv_cache.kv_scales;
   o.scheduler.max_seqs = a.max_seqs;
   o.scheduler.max_batch_slots = a.max_batch_slots;
   o.scheduler.prefix_sharing = !a.no_prefix_sharing;

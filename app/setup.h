@@ -19,6 +19,7 @@ struct OpenedModel {
   std::unique_ptr<Backend> backend;
   std::string backend_name, dtype_name;
   bool batch_invariant = false;  // the backend's answer (cpu: always true)
+  CacheRequest kv_cache;         // --kv-dtype and --kv-scales (read once), for engine_options
   std::string kv_dtype;          // the KV cache's element: "f32", "bf16" or "fp8"
   std::string kv_scales_source;  // fp8 KV: the scales file, or "default 1.0"; else empty
   double load_s = 0;             // checkpoint open → weights on the backend
@@ -43,8 +44,8 @@ BackendChoice choose_backend(const EngineArgs& args);
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, bool quiet);
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
                        const BackendChoice& choice, bool quiet);
-// The engine's options; the KV format (--kv-dtype, --kv-scales read against `spec`) included.
-EngineOptions engine_options(const EngineArgs& args, const ModelSpec& spec);
+// The engine's options, with the KV format open_model read (om.kv_cache).
+EngineOptions engine_options(const EngineArgs& args, const OpenedModel& om);
 // --kv-dtype / --kv-scales as a cache format for `spec` (throws naming the option or file).
 void kv_format(const EngineArgs& args, const ModelSpec& spec, CacheRequest& cache);
 double now_seconds();

@@ -589,11 +589,9 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(!a.decode || a.heads / a.kv_heads <= kDecodeMaxG, "paged_attention: decode ",
                  "kernel takes a GQA ratio up to ", kDecodeMaxG, ", found ", a.heads / a.kv_heads);
   if (a.n_tiles == 0) return Status::good();
-  Status st = Status::good();
-  const Status d = dispatch_kv(
-      a.t, a.kv_fp8 ? DType::F8E4M3 : a.t, "paged_attention",
-      [&](auto t, auto kv) { st = dispatch_head_dim<decltype(t), decltype(kv)>(a, stream); });
-  return st.ok ? d : st;
+  return dispatch_kv(a.t, a.kv_fp8, "paged_attention", [&](auto t, auto kv) {
+    return dispatch_head_dim<decltype(t), decltype(kv)>(a, stream);
+  });
 }
 
 }  // namespace loom::gpu

@@ -59,17 +59,33 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
                : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(s)
                : "memory");
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
+// The x1 / x2 forms, for head_dim 16's FP8 tiles (one or two 16-byte dim blocks).
+__device__ __forceinline__ void ldmatrix_x1(uint32_t& r, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+               : "=r"(r)
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
                : "r"(s)
                : "memory");
 }
@@ -382,35 +398,6 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
 // Decode, prefill and chunked prefill all run this for an FP8 cache: one arithmetic, the same
 // bits for a row whatever the batch.
 
-__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(s)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_b8(uint32_t (&r)[4], const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x1_b8(uint32_t& r, const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
-               : "=r"(r)
-               : "r"(s)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans_b8(uint32_t (&r)[4], const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s)
-               : "memory");
-}
-
 // Two e4m3 bytes (the low one first) as an f16 pair, exactly.
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   const __half2_raw h =
@@ -474,9 +461,9 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
     const uint8_t* row = ks + (np * 8 + (lane & 7)) * kRow;
     uint32_t b[4];
     if constexpr (D == 64) {
-      ldmatrix_x4_b8(b, row + (lane >> 3) * 16);
+      ldmatrix_x4(b, row + (lane >> 3) * 16);
     } else {
-      ldmatrix_x1_b8(b[0], row);
+      ldmatrix_x1(b[0], row);
     }
 #pragma unroll
     for (int k = 0; k < D / 16; k++)
@@ -494,7 +481,7 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
     for (int db = 0; db < D / 16; db += 2) {
       uint32_t b[4];
       if constexpr (D == 64) {
-        ldmatrix_x4_trans_b8(b, vs + key * kRow + (db + (lane >> 4)) * 16);
+        ldmatrix_x4_trans(b, vs + key * kRow + (db + (lane >> 4)) * 16);
       } else {
         uint32_t b2[2];
         ldmatrix_x2_trans(b2, vs + key * kRow);

@@ -48,23 +48,19 @@ __device__ __forceinline__ float kv_scale_of(const float* scales, int kv_heads, 
   return scales ? scales[(v ? kv_heads : 0) + h] : 1.0f;
 }
 
-// The (compute dtype, KV dtype) dispatch of a KV kernel's launcher: calls launch(T{}, KV{})
-// for kv_t the compute dtype or F8E4M3.
+// The (compute dtype, KV dtype) dispatch of a KV kernel's launcher: dispatch_f32_bf16 on the
+// compute dtype t, then launch(T{}, KV{}) with KV = fp8_e4m3 for an FP8 cache, else T. A
+// launch returning void gets launch_status(op), one returning a Status is returned as is.
 template <class F>
-Status dispatch_kv(DType t, DType kv_t, const char* kernel, F&& launch) {
-  if (t == DType::F32 && kv_t == DType::F32)
-    launch(float{}, float{});
-  else if (t == DType::F32 && kv_t == DType::F8E4M3)
-    launch(float{}, fp8_e4m3{});
-  else if (t == DType::BF16 && kv_t == DType::BF16)
-    launch(bf16{}, bf16{});
-  else if (t == DType::BF16 && kv_t == DType::F8E4M3)
-    launch(bf16{}, fp8_e4m3{});
-  else
-    return Status::bad(
-        cat(kernel, ": dtype ", dtype_name(t), " with a ", dtype_name(kv_t),
-            " KV cache (expected f32 or bf16, with a KV cache of the same dtype or fp8)"));
-  return launch_status(kernel);
+Status dispatch_kv(DType t, bool kv_fp8, const char* op, F&& launch) {
+  return dispatch_f32_bf16(t, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    auto with_cache = [&](auto kv) -> Status {
+      auto bound = [&](auto) { return launch(T{}, kv); };
+      return run_dispatched<T>(op, bound);
+    };
+    return kv_fp8 ? with_cache(fp8_e4m3{}) : with_cache(T{});
+  });
 }
 
 }  // namespace loom::gpu

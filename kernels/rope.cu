@@ -54,7 +54,7 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.qkv && a.positions && a.cache_slot && a.inv_freq && a.k_cache && a.v_cache,
                  "rope_kv_write: null pointer");
   if (a.n_slots == 0) return Status::good();
-  return dispatch_kv(a.t, a.kv_fp8 ? DType::F8E4M3 : a.t, "rope_kv_write", [&](auto t, auto kv) {
+  return dispatch_kv(a.t, a.kv_fp8, "rope_kv_write", [&](auto t, auto kv) {
     launch_kernel(rope_kv_write_kernel<decltype(t), decltype(kv)>, a.n_slots, 256, 0, stream, a.pdl,
                   a);
   });

@@ -22,7 +22,7 @@ inline const char* kv_dtype_name(KvDType t) {
 struct KvScales {
   int layers = 0, kv_heads = 0;
   std::vector<float> k, v;  // [layers, kv_heads]
-  std::string source;       // "default 1.0", "calibrated: FILE", … (reports, manifest)
+  std::string source;       // the file it was read from (reports, dataset provenance)
   bool empty() const { return k.empty(); }
   void check_shape(int model_layers, int model_kv_heads) const {
     LOOM_CHECK(layers == model_layers && kv_heads == model_kv_heads, "KV scales for ", layers,
@@ -46,7 +46,6 @@ struct KvScales {
     s.layers = layers, s.kv_heads = kv_heads;
     s.k.assign(size_t(layers) * kv_heads, 1.0f);
     s.v = s.k;
-    s.source = "default 1.0 (no --kv-scales)";
     return s;
   }
 };

@@ -52,7 +52,6 @@ class CpuBackend final : public Backend {
     auto f32 = [](const Tensor& t) { return F32{t.empty() ? std::vector<float>() : t.to_f32()}; };
     spec_ = spec;
     inv_freq_ = rope_inv_freq(spec.head_dim, spec.rope_theta, spec.rotary);
-    kv_scale_ = KvScales::ones(spec.layers, spec.kv_heads).layer_rows();
     ones_.assign(size_t(spec.hidden), 1.0f);
     embed_ = w.embed.to_f32();
     lm_head_ = w.lm_head.to_f32();

@@ -291,11 +291,9 @@ void CudaBackend::set_kv_format(const CacheRequest& request) {
     LOOM_CUDA_CHECK(cudaFree(kv_scale_));
     kv_scale_ = nullptr;
   }
-  kv_scales_host_ = KvScales{};
   if (k != KvDType::FP8) return;
-  kv_scales_host_ =
+  const KvScales ks =
       request.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : request.kv_scales;
-  const KvScales& ks = kv_scales_host_;
   ks.check_shape(spec_.layers, spec_.kv_heads);
   const std::vector<float> dev = ks.layer_rows();  // [layers, 2, kv_heads]
   kv_scale_ = static_cast<float*>(dev_alloc(dev.size() * 4));

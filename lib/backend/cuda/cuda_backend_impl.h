@@ -125,7 +125,6 @@ class CudaBackend : public Backend {
   void* kv_ = nullptr;
   DType kv_t_ = DType::F32;
   float* kv_scale_ = nullptr;
-  KvScales kv_scales_host_;
   int num_blocks_ = 0, block_size_ = 16;
   size_t kv_bytes_ = 0;
   int max_bt_ = 0;  // block-table width of graph steps: ceil(max_positions / block_size)

@@ -135,42 +135,32 @@ void run_attention_case(const AttnCase& c, DType t, bool fp8) {
   out.poison();
   po.poison();
   pml.poison();
-  RopeKvArgs r;
+  // The kernels' arguments: the references' with device buffers and the dtype t.
+  RopeKvArgs r = hr;
   r.t = t;
+  r.kv_scale = fp8 ? dsc.as<float>() : nullptr;
   r.qkv = dqkv.get();
   r.positions = dpos.as<int32_t>();
   r.cache_slot = dcs.as<int32_t>();
   r.inv_freq = dinv.as<float>();
-  r.n_slots = n_slots;
-  r.heads = H;
-  r.kv_heads = KV;
-  r.head_dim = D;
   r.k_cache = dk.get();
   r.v_cache = dv.get();
-  r.kv_fp8 = fp8;
-  r.kv_scale = fp8 ? dsc.as<float>() : nullptr;
   LOOM_KERNEL(rope_kv_write(r, nullptr));
-  AttentionArgs a;
+  AttentionArgs a = ha;
   a.t = t;
+  a.kv_fp8 = fp8;
+  a.kv_scale = r.kv_scale;
   a.qkv = dqkv.get();
   a.k_cache = dk.get();
   a.v_cache = dv.get();
   a.block_tables = dbt.as<int32_t>();
-  a.bt_stride = bt_stride;
   a.kv_len = dkv.as<int32_t>();
   a.slot_start = dss.as<int32_t>();
   a.tiles = dtiles.as<int32_t>();
-  a.n_tiles = n_tiles;
-  a.heads = H;
-  a.kv_heads = KV;
-  a.head_dim = D;
-  a.block_size = bs;
   a.num_splits = c.splits;
   a.partial_o = po.as<float>();
   a.partial_ml = pml.as<float>();
   a.out = out.get();
-  a.kv_fp8 = fp8;
-  a.kv_scale = r.kv_scale;
   LOOM_KERNEL(paged_attention(a, nullptr));
   // An FP8 cache: a k the kernel rounded to t first may land one e4m3 step from the
   // reference's (relative 2^-4 for that element), hence the looser bound on the caches.
