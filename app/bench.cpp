@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,47 @@ Job synthetic_job(const ModelSpec& sp, int i, int group, int ctx, int frames) {
   j.sampling.temperature = 0.9f;  // Terra's reference setting
   j.sampling.seed = uint64_t(i);
   return j;
+}
+
+// A profiled run's kernels (Backend::kernel_times, eager launches with an event pair each) by
+// phase, with ms a step; and the decode steps' split: attention (paged attention and its RoPE +
+// KV write) and the rest of the step (GEMMs, norms, activations, lm_head, sampling), ms a step.
+struct Profile {
+  json kernels = json::array();
+  double decode_attention_ms = 0, decode_rest_ms = 0;  // 0 when no decode step was profiled
+};
+
+Profile profile_run(Backend& be, const std::function<void()>& run) {
+  be.set_profiling(true);
+  run();
+  be.set_profiling(false);
+  Profile p;
+  for (const KernelTime& k : be.kernel_times()) {
+    const double per_step = k.ms / double(std::max<int64_t>(1, k.steps));
+    p.kernels.push_back({{"name", k.name},
+                         {"phase", k.phase},
+                         {"ms", k.ms},
+                         {"calls", k.calls},
+                         {"steps", k.steps},
+                         {"ms_per_step", per_step}});
+    if (k.phase != "decode") continue;
+    const bool attention = k.name == "paged_attention" || k.name == "rope_kv_write";
+    (attention ? p.decode_attention_ms : p.decode_rest_ms) += per_step;
+  }
+  return p;
+}
+
+void print_profile(std::FILE* tab, const Profile& p) {
+  std::string phase;
+  for (const json& k : p.kernels) {
+    if (k["phase"] != phase)
+      std::fprintf(tab, "         %s steps (%lld), ms a step:\n",
+                   k["phase"].get<std::string>().c_str(), k["steps"].get<long long>());
+    phase = k["phase"];
+    std::fprintf(tab, "           %-28s %9.3f ms a step %10.3f ms in all %8lld calls\n",
+                 k["name"].get<std::string>().c_str(), k["ms_per_step"].get<double>(),
+                 k["ms"].get<double>(), k["calls"].get<long long>());
+  }
 }
 
 struct Measured {
@@ -168,27 +210,22 @@ int bench_command(const BenchArgs& a) {
                 {"mixed_s", last.st.mixed_s},
                 {"repeats", sf}};
     if (a.profile) {
-      be.set_profiling(true);
-      run_synthetic(be, spec, opt, batch, 0, a.context_frames, 1);
-      be.set_profiling(false);
-      json kernels = json::array();
-      for (const KernelTime& k : be.kernel_times())
-        kernels.push_back({{"name", k.name}, {"ms", k.ms}, {"calls", k.calls}});
-      row["kernels"] = kernels;
-      for (const KernelTime& k : be.kernel_times())
-        std::fprintf(tab, "         %-28s %10.3f ms %8lld calls\n", k.name.c_str(), k.ms,
-                     (long long)k.calls);
+      const Profile p =
+          profile_run(be, [&] { run_synthetic(be, spec, opt, batch, 0, a.context_frames, 1); });
+      print_profile(tab, p);
+      row["kernels"] = p.kernels;
     }
     out["latency"].push_back(row);
   }
 
   if (a.num_jobs > 0) {
-    std::fprintf(tab, "\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %9s %8s %8s\n", "jobs", "group",
-                 "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s", "TFLOP/s", "% roof",
-                 "step ms", "KV peak", "shared", "preempt");
+    std::fprintf(tab, "\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %8s %8s %9s %8s %8s\n", "jobs",
+                 "group", "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s", "TFLOP/s",
+                 "% roof", "step ms", "attn ms", "rest ms", "KV peak", "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
     if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
+    std::vector<double> tps_of, roof_of;  // per entry of groups
     for (int group : groups) {
       EngineOptions opt = engine_options(a.engine, om);
       Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
@@ -206,13 +243,24 @@ int bench_command(const BenchArgs& a) {
           double(std::max<int64_t>(1, st.prefill_steps + st.decode_steps + st.mixed_steps));
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
+      // --profile: the decode steps' attention and rest of the step, from a profiled run of the
+      // same jobs with one frame (eager launches: each kernel's own time).
+      Profile prof;
+      if (a.profile)
+        prof = profile_run(
+            be, [&] { run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, 1); });
+      const bool split = prof.decode_rest_ms > 0;
       std::fprintf(
-          tab, "%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8.1f%% %8lld %8lld\n",
+          tab,
+          "%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8s %8s %8.1f%% %8lld %8lld\n",
           a.num_jobs, group, tokens_per_s(st), frames_per_s(st),
           double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
           wb / t / 1e9, kb / t / 1e9, tf,
-          roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms, 100 * kv_util,
+          roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms,
+          split ? fixed(prof.decode_attention_ms, 2, "").c_str() : "-",
+          split ? fixed(prof.decode_rest_ms, 2, "").c_str() : "-", 100 * kv_util,
           (long long)st.scheduler.shared_blocks, (long long)st.scheduler.preemptions);
+      if (a.profile) print_profile(tab, prof);
       out["throughput"].push_back(
           {{"jobs", a.num_jobs},
            {"shared_group", group},
@@ -246,7 +294,24 @@ int bench_command(const BenchArgs& a) {
            {"preemptions", st.scheduler.preemptions},
            {"recomputed_slots", st.scheduler.recomputed},
            {"peak_gpu_bytes", d.peak_bytes},
-           {"kv_bytes", d.kv_bytes}});
+           {"kv_bytes", d.kv_bytes},
+           {"decode_attention_ms", split ? json(prof.decode_attention_ms) : no_value},
+           {"decode_rest_ms", split ? json(prof.decode_rest_ms) : no_value},
+           {"kernels", prof.kernels}});
+      tps_of.push_back(tokens_per_s(st));
+      roof_of.push_back(roof_s);
+    }
+    // Sharing saves the group's repeated prompt prefill (and KV blocks); the roofline ratio is
+    // what that saving is worth at most for this workload, beside the measured one.
+    if (groups.size() == 2) {
+      const double measured = tps_of[1] / tps_of[0];
+      const bool roof = roof_of[0] > 0 && roof_of[1] > 0;
+      std::fprintf(tab, "groups of %d sharing context: %.3fx unshared tokens/s (roofline %s)\n",
+                   groups[1], measured,
+                   roof ? fixed(roof_of[0] / roof_of[1], 3, "x").c_str() : "n/a");
+      out["shared_vs_unshared"] = {{"group", groups[1]},
+                                   {"measured", measured},
+                                   {"roofline", roof ? json(roof_of[0] / roof_of[1]) : no_value}};
     }
   }
   if (json_stdout) {

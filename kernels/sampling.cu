@@ -9,6 +9,7 @@ namespace loom::gpu {
 
 constexpr int kFilterThreads = 1024;
 constexpr int kDrawThreads = 256;
+constexpr size_t kDrawMaxSmem = 160 * 1024;  // v̂ of one chunk: vocab up to 2,621,440
 
 struct SampleFilter {
   uint32_t thr;    // key threshold
@@ -227,13 +228,26 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
   return bi < 0 || v > bv || (v == bv && i < bi);
 }
 
-// Partial argmax over one chunk of a row: of the logits (greedy) or of z + Gumbel noise over
-// the kept set.
+// Partial argmax over one chunk of a row: of the logits (greedy), or of v = z + g over the kept
+// set, g = gumbel_noise(u) (two fp64 logarithms). The fp64 noise is computed only where it can
+// matter: pass 1 stores v̂ = z + gumbel_noise_estimate(u) (float logs) of every kept logit of the
+// chunk in shared memory and takes the chunk's max M̂; pass 2 computes the exact v only where
+// v̂ >= M̂ - slack and takes the argmax of those. |v̂ - v| <= kGumbelEstimateErr + 2^-23 |v| (the
+// noise estimate's bound plus one rounding of each sum), so the chunk's exact winner w has
+// v̂_w >= v_w - d >= v_k - d >= M̂ - 2d for the k with v̂_k = M̂: slack is more than 2d, and the
+// token is the exact definition's. Non-finite v̂ (infinite or NaN logits) make pass 2 exact for
+// every kept logit of the chunk. Typically pass 2 runs one fp64 noise a chunk, not 4,097.
+__device__ __forceinline__ float draw_slack(float m) {
+  return 4.0f * kGumbelEstimateErr + fabsf(m) * (1.0f / 1048576.0f) + 1e-30f;
+}
+
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const float* logits, int vocab, int ld, const SampleParamsDev* params,
                        const SampleFilter* filters, SamplePartial* partials) {
+  extern __shared__ float vhat[];  // [per] v̂ of the chunk's logits, -inf where not kept
   __shared__ float sv[kDrawThreads / 32];
   __shared__ int si[kDrawThreads / 32];
+  __shared__ int irregular;
   pdl_trigger();
   pdl_wait();
   const int row = blockIdx.y, chunk = blockIdx.x;
@@ -241,24 +255,50 @@ __global__ void __launch_bounds__(kDrawThreads)
   const float* lg = logits + size_t(row) * ld;
   const int per = (vocab + kSampleChunks - 1) / kSampleChunks;
   const int begin = chunk * per, end = min(vocab, begin + per);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float bv = -INFINITY;
   int bi = -1;
-  if (p.active) {
-    if (p.temperature <= 0.0f) {
-      for (int i = begin + threadIdx.x; i < end; i += blockDim.x)
-        if (better(lg[i], i, bv, bi)) bv = lg[i], bi = i;
-    } else {
-      const SampleFilter f = filters[row];
+  if (p.active && p.temperature <= 0.0f) {
+    for (int i = begin + threadIdx.x; i < end; i += blockDim.x)
+      if (better(lg[i], i, bv, bi)) bv = lg[i], bi = i;
+  } else if (p.active) {
+    const SampleFilter f = filters[row];
+    const float t = p.temperature;
+    if (threadIdx.x == 0) irregular = 0;
+    __syncthreads();
+    float m = -INFINITY;
+    bool odd = false;
+    for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const float z = lg[i] / t;
+      float vh = -INFINITY;
+      if (in_filter(float_key(z), i, f.thr, f.id_cut)) {
+        vh = z + gumbel_noise_estimate(
+                     philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i)));
+        odd |= !isfinite(vh);
+        m = fmaxf(m, vh);
+      }
+      vhat[i - begin] = vh;
+    }
+    if (odd) irregular = 1;
+    m = warp_max(m);
+    if (lane == 0) sv[warp] = m;
+    __syncthreads();
+    m = sv[0];
+    for (int w = 1; w < kDrawThreads / 32; w++) m = fmaxf(m, sv[w]);
+    const bool exact_all = irregular != 0;
+    const float thr = m - draw_slack(m);
+    if (exact_all || m > -INFINITY) {
       for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
-        const float z = lg[i] / p.temperature;
-        if (!in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
+        if (!exact_all && !(vhat[i - begin] >= thr)) continue;
+        const float z = lg[i] / t;
+        if (exact_all && !in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
         const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
         const float v = z + gumbel_noise(u);  // philox.h: double log, rounded once
         if (better(v, i, bv, bi)) bv = v, bi = i;
       }
     }
+    __syncthreads();  // sv is reused below
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -312,9 +352,16 @@ Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
-  e = launch_kernel(sample_draw_kernel, dim3(kSampleChunks, n_rows), dim3(kDrawThreads), 0, stream,
-                    true, logits, vocab, ld, params, static_cast<const SampleFilter*>(filters),
-                    partials);
+  const size_t vhat_bytes = size_t((vocab + kSampleChunks - 1) / kSampleChunks) * sizeof(float);
+  LOOM_ARG_CHECK(vhat_bytes <= kDrawMaxSmem, "sample_tokens: vocab ", vocab,
+                 " is above the device draw's limit of ", kDrawMaxSmem / 4 * kSampleChunks);
+  static const cudaError_t smem_set = cudaFuncSetAttribute(
+      sample_draw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDrawMaxSmem));
+  if (smem_set != cudaSuccess)
+    return Status::bad(cat("sample_draw: shared memory: ", cudaGetErrorString(smem_set)));
+  e = launch_kernel(sample_draw_kernel, dim3(kSampleChunks, n_rows), dim3(kDrawThreads), vhat_bytes,
+                    stream, true, logits, vocab, ld, params,
+                    static_cast<const SampleFilter*>(filters), partials);
   if (e != cudaSuccess) return Status::bad(cat("sample_draw: launch: ", cudaGetErrorString(e)));
   st = launch_status("sample_draw");
   if (!st.ok) return st;

@@ -33,6 +33,25 @@ TEST_CASE("philox_uniform stays strictly inside (0, 1)") {
   }
 }
 
+// The device draw ranks logits by gumbel_noise_estimate and computes the exact noise only near
+// the top (kernels/sampling.cu); its token is exact only if the estimate is within
+// kGumbelEstimateErr of gumbel_noise for every uniform the stream can produce: (k + 0.5) / 2^23.
+TEST_CASE("gumbel_noise_estimate is within kGumbelEstimateErr of gumbel_noise for every uniform") {
+  double worst = 0;
+  uint32_t worst_k = 0;
+  for (uint32_t k = 0; k < (1u << 23); k++) {
+    const float u = (float(k) + 0.5f) * (1.0f / 8388608.0f);
+    const double e = std::fabs(double(gumbel_noise_estimate(u)) - double(gumbel_noise(u)));
+    if (e > worst) worst = e, worst_k = k;
+  }
+  CAPTURE(worst_k);
+  CHECK(worst <= double(kGumbelEstimateErr));
+  CHECK(worst > 0.0);  // the estimate is a float computation, not the fp64 one
+  // The extremes the stream reaches: u = 2^-24 and 1 - 2^-24.
+  CHECK(gumbel_noise(0.5f / 8388608.0f) == doctest::Approx(-2.81154).epsilon(1e-4));
+  CHECK(gumbel_noise(1.0f - 0.5f / 8388608.0f) == doctest::Approx(16.6355).epsilon(1e-4));
+}
+
 static std::vector<double> softmax(const std::vector<float>& z, float temperature) {
   double mx = -1e30, sum = 0;
   for (float v : z) mx = std::max(mx, double(v) / temperature);

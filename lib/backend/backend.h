@@ -55,9 +55,12 @@ struct CacheRequest {
 };
 
 struct KernelTime {
-  std::string name;  // kernel family, e.g. "paged_attention_decode", "gemm_qkv"
-  double ms = 0;     // total over `calls`
+  std::string name;   // kernel family, e.g. "paged_attention", "gemm_qkv"
+  std::string phase;  // the steps it ran in: "decode" (every sequence one new slot),
+                      // "prefill" (none with one) or "mixed"
+  double ms = 0;      // total over `calls`
   int64_t calls = 0;
+  int64_t steps = 0;  // steps of that phase profiled
 };
 
 struct DeviceInfo {

@@ -54,4 +54,17 @@ LOOM_HD float gumbel_noise(float u) {
   return float(-log(-log(double(u))));
 }
 
+// A float estimate of gumbel_noise(u), within kGumbelEstimateErr of it for every u that
+// philox_uniform returns (all 2^23 values are checked, on the host by tests/test_sampler.cpp and
+// on the device by tests/cuda/ops/test_sampling.cpp). The device draw ranks logits with it and
+// computes the exact noise only for those that can still win (kernels/sampling.cu).
+constexpr float kGumbelEstimateErr = 1e-5f;
+LOOM_HD float gumbel_noise_estimate(float u) {
+#if defined(__CUDA_ARCH__)
+  return -__logf(-logf(u));  // inner log exact to 1 ulp (u near 1), outer to 2^-21 absolute
+#else
+  return -std::log(-std::log(u));
+#endif
+}
+
 }  // namespace loom

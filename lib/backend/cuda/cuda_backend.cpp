@@ -574,7 +574,12 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   const int lo = spec_.sample_begin();
   for (int r = 0; r < n_real_out; r++)
     out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r] >= 0 ? tokens_host_[r] + lo : -1;
-  if (profiling_) prof_collect();
+  if (profiling_) {
+    int one = 0;  // sequences with one new slot
+    for (int s = 0; s < n_seqs; s++)
+      one += b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)] == 1;
+    prof_collect(one == n_seqs ? "decode" : one == 0 ? "prefill" : "mixed");
+  }
 }
 
 double CudaBackend::time_graph_replay(int n_seqs, int iters) {
@@ -674,7 +679,7 @@ double CudaBackend::measure_gemm_tflops() {
 
 void CudaBackend::set_profiling(bool on) {
   profiling_ = on;
-  if (on) prof_totals_.clear();
+  if (on) prof_totals_.clear(), prof_steps_.clear();
 }
 
 void CudaBackend::prof_begin(const char* family) {
@@ -697,12 +702,14 @@ void CudaBackend::prof_end() {
   LOOM_CUDA_CHECK(cudaEventRecord(prof_open_.back().second[1], stream_));
 }
 
-void CudaBackend::prof_collect() {
+void CudaBackend::prof_collect(const char* phase) {
+  prof_steps_[phase]++;
   for (auto& p : prof_open_) {
     float ms = 0;
     LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, p.second[0], p.second[1]));
-    KernelTime& k = prof_totals_[p.first];
+    KernelTime& k = prof_totals_[cat(phase, "/", p.first)];
     k.name = p.first;
+    k.phase = phase;
     k.ms += ms;
     k.calls++;
     event_pool_.push_back(p.second[0]);
@@ -713,9 +720,13 @@ void CudaBackend::prof_collect() {
 
 std::vector<KernelTime> CudaBackend::kernel_times() const {
   std::vector<KernelTime> v;
-  for (const auto& [name, k] : prof_totals_) v.push_back(k);
-  std::sort(v.begin(), v.end(),
-            [](const KernelTime& a, const KernelTime& c) { return a.ms > c.ms; });
+  for (const auto& [key, k] : prof_totals_) {
+    v.push_back(k);
+    v.back().steps = prof_steps_.at(k.phase);
+  }
+  std::sort(v.begin(), v.end(), [](const KernelTime& a, const KernelTime& c) {
+    return a.phase != c.phase ? a.phase < c.phase : a.ms > c.ms;
+  });
   return v;
 }
 

@@ -97,7 +97,7 @@ class CudaBackend : public Backend {
   void linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k, int ldy = 0);
   void prof_begin(const char* family);
   void prof_end();
-  void prof_collect();
+  void prof_collect(const char* phase);
 
   ComputeDType cdtype_;
   DType t_;  // activation / weight-matrix dtype on the device (F32 or BF16)
@@ -177,7 +177,8 @@ class CudaBackend : public Backend {
   bool stats_on_ = false, stats_count_sat_ = false;
   std::vector<std::pair<const char*, std::array<cudaEvent_t, 2>>> prof_open_;
   std::vector<cudaEvent_t> event_pool_;
-  std::map<std::string, KernelTime> prof_totals_;
+  std::map<std::string, KernelTime> prof_totals_;  // by phase + '/' + family
+  std::map<std::string, int64_t> prof_steps_;      // by phase
 
   std::vector<void*> allocs_;  // weights, cache, inputs
   size_t peak_bytes_ = 0;

@@ -41,6 +41,7 @@ nlohmann::json bench_gemv_chain(const Context& c);        // gemv.cpp: the 88-GE
 nlohmann::json bench_linear_fixed(const Context& c);      // linear_fixed.cpp
 nlohmann::json bench_attention_decode(const Context& c);  // attention_decode.cpp
 nlohmann::json bench_attention_mma(const Context& c);  // attention_decode.cpp → bench_attention.cpp
+nlohmann::json bench_sampling(const Context& c);       // sampling.cpp: the device draw
 
 // The CUDA backend end to end on a Terra-size model (backend.cpp): fills r's keys load,
 // kv_blocks, weight_bytes, streamed_bytes, floor_step_s, floor_s_per_frame, decode,
@@ -54,6 +55,7 @@ inline const std::vector<Family>& families() {
       {"attention_decode", bench_attention_decode},
       {"attention_mma", bench_attention_mma},
       {"lm_head_and_draw", bench_lm_head},
+      {"sampling", bench_sampling},
       {"gemv_chain", bench_gemv_chain},
       {"ops_norm", bench_norm},
       {"ops_mlp_activation", bench_mlp_activation},

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backend/sampler.h"
+#include "core/philox.h"
 #include "cuda/cuda_test_util.h"
 #include "kernels/sampling.cuh"
 
@@ -85,4 +86,62 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
   int32_t got = 0;
   LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));
   CHECK(got == -1);
+}
+
+// The draw computes the exact fp64 noise only for logits whose float estimate is near the
+// chunk's best (kernels/sampling.cu). These logits put every v = z + g within 1e-3 of the others
+// (z = -g + eps, eps ~ U[0, 1e-3)), hundreds of them within the estimate's slack of the top, so a
+// slack too small or a wrong candidate test picks another token; then infinite logits, which
+// switch a chunk to the exact path for all its kept logits.
+TEST_CASE("device draw stays exact where the noise decides between near-equal logits") {
+  const int vocab = 262145;
+  const uint64_t seed = 99, draw = 4242;
+  const uint32_t sample = 2;
+  std::mt19937_64 g(5);
+  std::uniform_real_distribution<double> eps(0.0, 1e-3);
+  struct Case {
+    const char* name;
+    float temperature;
+    int top_k;
+    float top_p;
+    int edit;  // 0: none, 1: some -inf, 2: a +inf
+  };
+  const std::vector<Case> cases = {{"near-equal v, T 1", 1.0f, 0, 1.0f, 0},
+                                   {"near-equal v, top-k 5000", 1.0f, 5000, 1.0f, 0},
+                                   {"-inf logits kept", 1.0f, 0, 1.0f, 1},
+                                   {"+inf logit", 1.0f, 0, 1.0f, 2}};
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (int i = 0; i < vocab; i++) {
+      const float gn = gumbel_noise(philox_uniform(seed, sample, draw, uint32_t(i)));
+      logits[size_t(i)] = float(-double(gn) + eps(g));
+    }
+    if (c.edit == 1)
+      for (int i = 0; i < vocab; i += 97) logits[size_t(i)] = -INFINITY;
+    if (c.edit == 2) logits[123457] = INFINITY;
+    SampleParamsDev p;
+    p.seed = seed;
+    p.draw_index = draw;
+    p.sample_index = sample;
+    p.temperature = c.temperature;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.active = 1;
+    DevBuf dl = upload(logits, DType::F32), ws(sample_workspace_bytes(1)), tok(4);
+    DevBuf dp = upload_ints(std::vector<SampleParamsDev>{p});
+    tok.poison();
+    LOOM_KERNEL(sample_tokens(dl.as<float>(), 1, vocab, vocab, dp.as<SampleParamsDev>(), ws.get(),
+                              tok.as<int32_t>(), nullptr));
+    int32_t got = -2;
+    LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));
+    SamplingParams sp;
+    sp.temperature = c.temperature;
+    sp.top_k = c.top_k;
+    sp.top_p = c.top_p;
+    sp.seed = seed;
+    const int32_t want = sample_token(logits.data(), vocab, sp, sample, draw);
+    CHECK(got == want);
+    if (c.edit == 2) CHECK(want == 123457);
+  }
 }

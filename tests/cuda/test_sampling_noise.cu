@@ -1,0 +1,34 @@
+// The device draw's noise estimate (core/philox.h, gumbel_noise_estimate as the device compiles
+// it: float logf and __logf) against the exact fp64 noise, over all 2^23 uniforms the Philox
+// stream produces: the bound kGumbelEstimateErr that kernels/sampling.cu's pruning relies on.
+#include <doctest/doctest.h>
+
+#include "core/philox.h"
+#include "cuda/cuda_test_util.h"
+
+using namespace loom;
+using namespace loom::test;
+
+// err[k] = |estimate(u_k) - exact(u_k)| for u_k = (k + 0.5) / 2^23.
+__global__ void noise_error_kernel(float* err) {
+  const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= (1u << 23)) return;
+  const float u = (float(k) + 0.5f) * (1.0f / 8388608.0f);
+  err[k] = float(fabs(double(gumbel_noise_estimate(u)) - double(gumbel_noise(u))));
+}
+
+TEST_CASE("device gumbel_noise_estimate is within kGumbelEstimateErr for every uniform") {
+  const size_t n = size_t(1) << 23;
+  DevBuf d(n * 4);
+  noise_error_kernel<<<unsigned(n / 256), 256>>>(d.as<float>());
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  std::vector<float> err(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(err.data(), d.get(), n * 4, cudaMemcpyDeviceToHost));
+  size_t worst = 0;
+  for (size_t k = 1; k < n; k++)
+    if (err[k] > err[worst]) worst = k;
+  CAPTURE(worst);
+  MESSAGE("largest |estimate - exact| on the device: ", err[worst]);
+  CHECK(err[worst] <= kGumbelEstimateErr);
+  CHECK(err[worst] > 0.0f);
+}
