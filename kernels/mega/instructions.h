@@ -1,0 +1,404 @@
+// The persistent decode-step megakernel (issue 15): its instruction types, their contracts and
+// the counter layout that synchronises them. Plain C++ (no CUDA include): the host builds and
+// checks the per-SM instruction lists (backend/cuda/mega_schedule.h), the kernel interprets
+// them, and both read the contracts from the functions below, so there is one definition of
+// "what an instruction waits for and what it publishes".
+//
+// Shape of a step. One launch runs one decode step for `batch` (1–8) sequences, one new slot
+// each, in bf16 (f32 for the exact comparison with the CPU backend): embed, `layers` layers,
+// final norm, lm_head, the draw. One CTA per SM (cooperative launch, so all are resident);
+// CTA s walks its own list `programs[s]` in order. Every op is cut into *units* (a GEMV tile
+// of output rows, an attention split, a norm row …); an instruction is (op, layer, units
+// [begin, end)) and the CTA runs its units in increasing order. Before a unit it waits on one
+// counter; after a unit's stores it publishes +1 on one counter. No grid barrier exists.
+//
+// Counters and epochs (the Mirage choice: counters are never reset between steps).
+//   The sync block in device memory is MegaSyncHeader followed by mega_num_counters() uint32
+//   counters. Each unit adds exactly 1 to its publish counter per step, so after step e (1, 2,
+//   …) a counter whose group has n units holds e·n. A CTA reads `step` once at kernel start
+//   (the previous launch has completed: stream order), takes e = step + 1 and waits for a
+//   counter to reach e·n, comparing with wrap-around, (int32_t)(value − e·n) ≥ 0: the value
+//   never runs ahead of its target by more than one step's n, so uint32 overflow is harmless
+//   and no host intervention is needed between steps. After its last instruction each CTA adds
+//   1 to `done`; the CTA that brings `done` to e·num_ctas stores step = e (release), which the
+//   next launch reads. Why not reset: a replayed graph's arguments are frozen and a reset
+//   needs either a grid barrier at the end of the step or an extra memset node per replay;
+//   monotonic counters need neither.
+//   Steps never overlap: one launch is one step, and consecutive launches are ordinary stream
+//   (graph) dependencies, not PDL edges, because the first instruction of step e+1 (embed)
+//   reads the token the draw of step e wrote, which the host stages between steps.
+//   The host zeroes the whole sync block (cudaMemsetAsync, before the launch) at graph
+//   capture, on a batch-bucket change (a new list and a new counter layout), and after any
+//   failed launch (a trapped wait leaves counters mid-step). Never per step.
+//
+// Memory ordering.
+//   publish: the threads that stored the unit's outputs reach a CTA (or named) barrier, then
+//     one thread runs `red.release.gpu.global.add.u32` on the counter (release orders every
+//     store of the CTA before it, the barrier having made them visible to that thread).
+//   wait: one thread spins on `ld.acquire.gpu.u32` with `__nanosleep` back-off, then the CTA
+//     barrier; the spin traps (`__trap()`) after a bounded time (clock64 deadline), first
+//     writing the counter index and value to MegaSyncHeader::trap_*, so a deadlock fails a
+//     test instead of hanging it.
+//   Activations written by other SMs (x, qkv, attention partials, attn, gate_up, h_last,
+//     logits, draw partials, the KV cache rows written this step) are read only through L2:
+//     `ld.global.cg`, `cp.async.cg`, or TMA after `fence.proxy.async.global`; never
+//     `ld.global.nc` / `__ldg`, whose cache is not coherent with other SMs' stores.
+//   Weights never change during a launch and depend on no counter, so a CTA prefetches the
+//   next instruction's weights (cp.async / TMA) before it waits, keeping HBM busy across phases.
+//
+// Buffer reuse (write-after-read). Each buffer is rewritten at the next layer only by an op
+// that waits, through a chain of whole-op counters, for every reader of the previous contents:
+//   qkv   written by Qkv(l+1), which waits Down(l) ← GateUp(l) ← OProj(l) ← AttnReduce(l) ←
+//         AttnPartial(l) (the readers of q) and ← RopeKv(l);
+//   attn  written by AttnReduce(l+1) ← … ← OProj(l+1)'s wait chain ← Down(l) ← … ← OProj(l);
+//   gu    written by GateUp(l+1) ← OProj(l+1) ← … ← Qkv(l+1) ← Down(l) (its reader);
+//   x     rewritten in place (columns) by OProj(l) and Down(l): OProj(l) runs after every
+//         Qkv(l) tile read x (via AttnReduce(l)), Down(l) after every GateUp(l) tile read it;
+//   attention partials: written by AttnPartial(l+1), after AttnReduce(l) read them (as qkv).
+// The host checker (check_mega_schedule) verifies these orders from a separate description of
+// each op's reads and writes.
+//
+// Reduction order (so bf16 and fp32 results are deterministic and independent of the SM
+// count, the unit → SM map and the batch):
+//   RMSNorm (Qkv, GateUp, FinalNorm prologues): Σ x² in fp32, thread t of kMegaNormThreads
+//     summing elements t, t + T, t + 2T … in order, then a xor-shuffle tree (16, 8, 4, 2, 1)
+//     per warp and the warps' sums in warp order. Every CTA that normalises a row computes the
+//     same bits, so the redundant per-instruction norms agree with each other.
+//   GEMV row (Qkv, OProj, GateUp, Down, LmHead): one warp per output row, fp32; lane l sums
+//     the 8-element chunks c ≡ l (mod 32) of k in increasing c, each chunk's 8 products left
+//     to right, then the xor-shuffle tree. Depends on k only. Outputs: Qkv and GateUp round to
+//     the compute dtype; OProj and Down add their fp32 result to x once (x += dot: one writer
+//     per element); LmHead stores fp32 logits.
+//   SiLU·mul (Down prologue): bf16(silu(g) · u) per element, as GemvIn::SiluMul.
+//   Attention: scores and P·V per 256-key partition in the tensor-core tile order of
+//     attention_mma (64-key sub-tiles in key order, online softmax); each partition leaves its
+//     unnormalised (acc, max, sum) in its own slot, whichever split computed it, and
+//     AttnReduce folds partitions 0, 1, … P−1 in order. So the bits depend on kv_len and the
+//     partition size, never on attn_splits.
+//   Draw: each LmHead tile leaves, per slot, its best (value, id) — greedy: logit; sampled:
+//     Gumbel-max key z/T − log(−log u), u = philox_uniform(...) as sampler.h — with the
+//     lowest id winning ties; Draw folds the tiles in index order with the same total order,
+//     so the token is the graph path's token.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define LOOM_MEGA_HD __host__ __device__ __forceinline__
+#else
+#define LOOM_MEGA_HD inline
+#endif
+
+namespace loom::mega {
+
+constexpr int kMegaMaxBatch = 8;          // slots of one step (one per sequence)
+constexpr int kMegaPartitionKeys = 256;   // keys of one attention partition
+constexpr int kMegaNormThreads = 256;     // threads of the RMSNorm sum (its order)
+constexpr uint32_t kMegaNoCounter = ~0u;  // "waits on nothing" / "publishes nothing"
+
+// The ops of a step, in the order of the sequential forward pass (cuda_forward.cpp's GEMV
+// schedule). Unit u of each op and its contract:
+enum class MegaOp : uint8_t {
+  // Embed — units: column tiles of x, embed_cols each (the last may be short), all slots.
+  //   Writes x[b, cols] (fp32) = embed[token b] (+ pos_spatial + pos_temporal for frame
+  //   models; an action slot of a Linear action projection: w · action + b instead of the
+  //   embedding row). Waits: nothing. Publishes: Embed, +1 per tile (n = embed tiles).
+  Embed,
+  // Qkv(l) — units: tiles of rows_per_tile rows of the fused [q; k; v] weight
+  //   ([heads + 2 kv_heads] · head_dim rows, rows_per_tile divides head_dim, so a tile never
+  //   straddles heads). Reads x (all of every slot's row, RMSNorm with attn_norm in the
+  //   prologue). Writes qkv[b, tile rows] (compute dtype).
+  //   Waits: l = 0: Embed, all tiles; l > 0: Down(l−1), all tiles.
+  //   Publishes: Qkv(l, g), g = the KV head whose group the tile's rows serve (query head h
+  //   serves g = h / G; k and v rows of head g serve g); n = (G + 2) · head_dim / rows.
+  Qkv,
+  // RopeKv(l) — units: KV heads g. For every slot: rotate its G query heads of group g in
+  //   place in qkv and its k head g, write k and v of head g into the layer's cache at
+  //   cache_slot[b]. Waits: Qkv(l, g), all (G + 2) · head_dim / rows tiles.
+  //   Publishes: RopeKv(l, g), n = 1.
+  RopeKv,
+  // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
+  //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
+  //   / 256) of slot b's keys for the G query heads of group g, writing each partition's
+  //   unnormalised (acc, max, sum) to partials[b, g, p]. A split with no partition publishes
+  //   anyway. Neither the list nor the graph depends on the context length.
+  //   Waits: RopeKv(l, g), n = 1. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
+  AttnPartial,
+  // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order
+  //   and writes attn[b, G heads of g] (compute dtype).
+  //   Waits: AttnPartial(l, u), all splits. Publishes: AttnReduce(l), n = batch · kv_heads.
+  AttnReduce,
+  // OProj(l) — units: tiles of rows_per_tile rows of o ([hidden] rows). Reads attn (every
+  //   head of every slot). x[b, tile rows] += o · attn[b] (fp32).
+  //   Waits: AttnReduce(l), all. Publishes: OProj(l), n = o tiles.
+  OProj,
+  // GateUp(l) — units: tiles of rows_per_tile rows of [gate; up] ([2 · intermediate] rows).
+  //   Reads x (RMSNorm with mlp_norm in the prologue). Writes gu[b, tile rows].
+  //   Waits: OProj(l), all. Publishes: GateUp(l), n = gate_up tiles.
+  GateUp,
+  // Down(l) — units: tiles of rows_per_tile rows of down ([hidden] rows). Reads gu (all of it:
+  //   silu(gate) · up in the prologue). x[b, tile rows] += down · act[b] (fp32).
+  //   Waits: GateUp(l), all. Publishes: Down(l), n = down tiles.
+  Down,
+  // FinalNorm — units: slots b. h_last[b] = bf16(RMSNorm(x[b]) · final_norm).
+  //   Waits: Down(layers − 1), all. Publishes: FinalNorm, n = batch.
+  FinalNorm,
+  // LmHead — units: tiles of lm_rows_per_tile vocabulary rows (the last may be short).
+  //   Reads h_last (every slot). Writes logits[b, tile rows] (fp32) and the tile's draw
+  //   partial per slot (best key and id over the tile's ids inside the sampled range).
+  //   Waits: FinalNorm, all. Publishes: LmHead, n = lm_head tiles.
+  LmHead,
+  // Draw — units: slots b. Folds slot b's draw partials of every tile in index order and
+  //   writes tokens[b]. Waits: LmHead, all. Publishes nothing: the host reads the tokens
+  //   after the launch (the CTA's `done` increment orders the store before the next step).
+  Draw,
+};
+constexpr int kMegaOps = 11;
+
+LOOM_MEGA_HD const char* mega_op_name(MegaOp op) {
+  switch (op) {
+    case MegaOp::Embed:
+      return "embed";
+    case MegaOp::Qkv:
+      return "qkv";
+    case MegaOp::RopeKv:
+      return "rope_kv";
+    case MegaOp::AttnPartial:
+      return "attn_partial";
+    case MegaOp::AttnReduce:
+      return "attn_reduce";
+    case MegaOp::OProj:
+      return "o_proj";
+    case MegaOp::GateUp:
+      return "gate_up";
+    case MegaOp::Down:
+      return "down";
+    case MegaOp::FinalNorm:
+      return "final_norm";
+    case MegaOp::LmHead:
+      return "lm_head";
+    case MegaOp::Draw:
+      return "draw";
+  }
+  return "?";
+}
+
+// Ops that run once per layer (the others once per step, with layer 0).
+LOOM_MEGA_HD bool mega_per_layer(MegaOp op) {
+  return op >= MegaOp::Qkv && op <= MegaOp::Down;
+}
+
+// One instruction: 16 bytes, one vector load. Units [begin, end) of op `op` at `layer`.
+struct MegaInstruction {
+  uint8_t op = 0;        // MegaOp
+  uint8_t reserved = 0;  // zero
+  uint16_t layer = 0;    // 0 for ops that run once per step
+  uint32_t begin = 0;    // first unit
+  uint32_t end = 0;      // one past the last unit
+  uint32_t pad = 0;      // zero (keeps the 16-byte size)
+};
+static_assert(sizeof(MegaInstruction) == 16, "an instruction is four 32-bit words");
+
+// Head of the sync block in device memory; the counters follow it.
+struct MegaSyncHeader {
+  uint32_t step = 0;          // steps completed since the host zeroed the block
+  uint32_t done = 0;          // CTAs that finished their list, over all steps
+  uint32_t trap_counter = 0;  // a trapped wait's counter index + 1 (0: none)
+  uint32_t trap_value = 0;    // the value it had
+};
+static_assert(sizeof(MegaSyncHeader) == 16, "the counters start 16 bytes in");
+
+// Everything the contracts depend on: the model's dimensions, the step's batch and the tiling
+// chosen by the host (build_mega_schedule). Passed to the kernel by value.
+struct MegaDims {
+  int layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
+  int vocab = 0;
+  int batch = 0;             // slots of the step, 1..kMegaMaxBatch
+  int rows_per_tile = 0;     // output rows of a Qkv / OProj / GateUp / Down tile
+  int lm_rows_per_tile = 0;  // vocabulary rows of an LmHead tile
+  int embed_cols = 0;        // columns of x per Embed tile
+  int attn_splits = 0;       // AttnPartial units per (slot, KV head)
+
+  LOOM_MEGA_HD int group_size() const { return heads / kv_heads; }  // G
+  LOOM_MEGA_HD int q_dim() const { return heads * head_dim; }
+  LOOM_MEGA_HD int kv_dim() const { return kv_heads * head_dim; }
+  LOOM_MEGA_HD int qkv_rows() const { return q_dim() + 2 * kv_dim(); }
+};
+
+LOOM_MEGA_HD int mega_ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// Units of one op instance (one layer of a per-layer op).
+LOOM_MEGA_HD int mega_units(const MegaDims& d, MegaOp op) {
+  switch (op) {
+    case MegaOp::Embed:
+      return mega_ceil_div(d.hidden, d.embed_cols);
+    case MegaOp::Qkv:
+      return d.qkv_rows() / d.rows_per_tile;
+    case MegaOp::RopeKv:
+      return d.kv_heads;
+    case MegaOp::AttnPartial:
+      return d.batch * d.kv_heads * d.attn_splits;
+    case MegaOp::AttnReduce:
+      return d.batch * d.kv_heads;
+    case MegaOp::OProj:
+      return mega_ceil_div(d.hidden, d.rows_per_tile);
+    case MegaOp::GateUp:
+      return mega_ceil_div(2 * d.intermediate, d.rows_per_tile);
+    case MegaOp::Down:
+      return mega_ceil_div(d.hidden, d.rows_per_tile);
+    case MegaOp::FinalNorm:
+      return d.batch;
+    case MegaOp::LmHead:
+      return mega_ceil_div(d.vocab, d.lm_rows_per_tile);
+    case MegaOp::Draw:
+      return d.batch;
+  }
+  return 0;
+}
+
+// Counter groups of an op instance (0: it publishes nothing).
+LOOM_MEGA_HD int mega_groups(const MegaDims& d, MegaOp op) {
+  switch (op) {
+    case MegaOp::Qkv:
+    case MegaOp::RopeKv:
+      return d.kv_heads;
+    case MegaOp::AttnPartial:
+      return d.batch * d.kv_heads;
+    case MegaOp::Draw:
+      return 0;
+    default:
+      return 1;
+  }
+}
+
+// The group unit u publishes to.
+LOOM_MEGA_HD int mega_group_of(const MegaDims& d, MegaOp op, int u) {
+  switch (op) {
+    case MegaOp::Qkv: {
+      const int row = u * d.rows_per_tile;  // the tile's first row; it stays in that head
+      if (row < d.q_dim()) return row / d.head_dim / d.group_size();
+      if (row < d.q_dim() + d.kv_dim()) return (row - d.q_dim()) / d.head_dim;
+      return (row - d.q_dim() - d.kv_dim()) / d.head_dim;
+    }
+    case MegaOp::RopeKv:
+      return u;
+    case MegaOp::AttnPartial:
+      return u / d.attn_splits;
+    default:
+      return 0;
+  }
+}
+
+// Units publishing to one group of op: the count a wait on that group expects per step.
+LOOM_MEGA_HD uint32_t mega_group_units(const MegaDims& d, MegaOp op) {
+  switch (op) {
+    case MegaOp::Qkv:
+      return uint32_t((d.group_size() + 2) * d.head_dim / d.rows_per_tile);
+    case MegaOp::RopeKv:
+      return 1;
+    case MegaOp::AttnPartial:
+      return uint32_t(d.attn_splits);
+    case MegaOp::Draw:
+      return 0;
+    default:
+      return uint32_t(mega_units(d, op));
+  }
+}
+
+// Counter layout: [Embed] [layer 0: Qkv × kv_heads, RopeKv × kv_heads, AttnPartial × batch ·
+// kv_heads, AttnReduce, OProj, GateUp, Down] … [layer L−1 …] [FinalNorm] [LmHead].
+LOOM_MEGA_HD int mega_layer_counters(const MegaDims& d) {
+  return 2 * d.kv_heads + d.batch * d.kv_heads + 4;
+}
+LOOM_MEGA_HD int mega_num_counters(const MegaDims& d) {
+  return 1 + d.layers * mega_layer_counters(d) + 2;
+}
+
+// Index of counter (op, layer, group); layer is 0 for the once-per-step ops. Draw has none.
+LOOM_MEGA_HD uint32_t mega_counter(const MegaDims& d, MegaOp op, int layer, int group) {
+  const int base = 1 + layer * mega_layer_counters(d);
+  const int kv = d.kv_heads;
+  switch (op) {
+    case MegaOp::Embed:
+      return 0;
+    case MegaOp::Qkv:
+      return uint32_t(base + group);
+    case MegaOp::RopeKv:
+      return uint32_t(base + kv + group);
+    case MegaOp::AttnPartial:
+      return uint32_t(base + 2 * kv + group);
+    case MegaOp::AttnReduce:
+      return uint32_t(base + 2 * kv + d.batch * kv);
+    case MegaOp::OProj:
+      return uint32_t(base + 2 * kv + d.batch * kv + 1);
+    case MegaOp::GateUp:
+      return uint32_t(base + 2 * kv + d.batch * kv + 2);
+    case MegaOp::Down:
+      return uint32_t(base + 2 * kv + d.batch * kv + 3);
+    case MegaOp::FinalNorm:
+      return uint32_t(1 + d.layers * mega_layer_counters(d));
+    case MegaOp::LmHead:
+      return uint32_t(2 + d.layers * mega_layer_counters(d));
+    case MegaOp::Draw:
+      return kMegaNoCounter;
+  }
+  return kMegaNoCounter;
+}
+
+// What unit u of (op, layer) adds 1 to after its stores (kMegaNoCounter: nothing).
+LOOM_MEGA_HD uint32_t mega_publish(const MegaDims& d, MegaOp op, int layer, int u) {
+  if (op == MegaOp::Draw) return kMegaNoCounter;
+  return mega_counter(d, op, mega_per_layer(op) ? layer : 0, mega_group_of(d, op, u));
+}
+
+// A wait: counter index and the count it reaches once per step (target e · count at step e).
+struct MegaWait {
+  uint32_t counter = kMegaNoCounter;
+  uint32_t count = 0;
+};
+
+LOOM_MEGA_HD MegaWait mega_wait_on(const MegaDims& d, MegaOp producer, int layer, int group) {
+  return MegaWait{mega_counter(d, producer, layer, group), mega_group_units(d, producer)};
+}
+
+// What unit u of (op, layer) waits for before it starts (the contracts above).
+LOOM_MEGA_HD MegaWait mega_wait(const MegaDims& d, MegaOp op, int layer, int u) {
+  switch (op) {
+    case MegaOp::Embed:
+      return MegaWait{};
+    case MegaOp::Qkv:
+      return layer == 0 ? mega_wait_on(d, MegaOp::Embed, 0, 0)
+                        : mega_wait_on(d, MegaOp::Down, layer - 1, 0);
+    case MegaOp::RopeKv:
+      return mega_wait_on(d, MegaOp::Qkv, layer, u);
+    case MegaOp::AttnPartial:
+      return mega_wait_on(d, MegaOp::RopeKv, layer, (u / d.attn_splits) % d.kv_heads);
+    case MegaOp::AttnReduce:
+      return mega_wait_on(d, MegaOp::AttnPartial, layer, u);
+    case MegaOp::OProj:
+      return mega_wait_on(d, MegaOp::AttnReduce, layer, 0);
+    case MegaOp::GateUp:
+      return mega_wait_on(d, MegaOp::OProj, layer, 0);
+    case MegaOp::Down:
+      return mega_wait_on(d, MegaOp::GateUp, layer, 0);
+    case MegaOp::FinalNorm:
+      return mega_wait_on(d, MegaOp::Down, d.layers - 1, 0);
+    case MegaOp::LmHead:
+      return mega_wait_on(d, MegaOp::FinalNorm, 0, 0);
+    case MegaOp::Draw:
+      return mega_wait_on(d, MegaOp::LmHead, 0, 0);
+  }
+  return MegaWait{};
+}
+
+// The value counter w.counter must reach at step `epoch` (1, 2, …), and the wrap-around test.
+LOOM_MEGA_HD uint32_t mega_target(const MegaWait& w, uint32_t epoch) {
+  return epoch * w.count;
+}
+LOOM_MEGA_HD bool mega_reached(uint32_t value, uint32_t target) {
+  return int32_t(value - target) >= 0;
+}
+
+}  // namespace loom::mega

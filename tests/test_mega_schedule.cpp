@@ -1,0 +1,332 @@
+// The megakernel's instruction lists (backend/cuda/mega_schedule.h) for Terra's dimensions
+// and the tiny checkpoints', batches 1–8 and 132 (H100), 114 (H100 PCIe), 7 and 1 SMs:
+// coverage, deadlock freedom (a global order by Kahn's algorithm and a simulated persistent
+// execution), fixed values of the layout, the refusals, and broken schedules and contracts
+// that the checker must name exactly.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/mega_schedule.h"
+#include "core/error.h"
+#include "model/mapping.h"
+
+using namespace loom;
+using namespace loom::mega;
+
+namespace {
+
+ModelSpec terra_spec() {
+  ModelSpec s;
+  s.architecture = "LlamaActionForCausalLM";
+  s.hidden = 2048;
+  s.layers = 22;
+  s.heads = 32;
+  s.kv_heads = 4;
+  s.head_dim = 64;
+  s.intermediate = 5632;
+  s.vocab = 262145;
+  s.image_tokens = 576;
+  s.action_tokens = 6;
+  s.action_dim = 3;
+  s.positions = PositionKind::SpatioTemporal;
+  s.action_projection = ActionProjection::Linear;
+  return s;
+}
+
+ModelSpec tiny_spec(const std::string& name) {
+  LoadOptions o;
+  o.tables_dir = std::string(LOOM_SOURCE_DIR) + "/models";
+  return load_model(std::string(LOOM_TESTDATA) + "/" + name, o).spec;
+}
+
+std::string error_of(const ModelSpec& s, int batch, int sms, const MegaOptions& o = {}) {
+  try {
+    build_mega_schedule(s, batch, sms, o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// (op, layer) → how many times each unit is covered, counted from the lists alone.
+std::map<std::pair<int, int>, std::vector<int>> coverage(const MegaSchedule& s) {
+  std::map<std::pair<int, int>, std::vector<int>> hits;
+  for (const auto& prog : s.programs)
+    for (const MegaInstruction& in : prog) {
+      auto& v = hits[{in.op, in.layer}];
+      v.resize(size_t(mega_units(s.dims, MegaOp(in.op))));
+      for (uint32_t u = in.begin; u < in.end; u++) v[u]++;
+    }
+  return hits;
+}
+
+int64_t total_units(const MegaDims& d) {
+  int64_t n = 0;
+  for (int op = 0; op < kMegaOps; op++)
+    n += int64_t(mega_units(d, MegaOp(op))) * (mega_per_layer(MegaOp(op)) ? d.layers : 1);
+  return n;
+}
+
+// Where on `sm` the instruction of (op, layer) sits, or -1.
+int find(const MegaSchedule& s, int sm, MegaOp op, int layer) {
+  const auto& p = s.programs[size_t(sm)];
+  for (size_t i = 0; i < p.size(); i++)
+    if (p[i].op == uint8_t(op) && p[i].layer == layer) return int(i);
+  return -1;
+}
+
+// Contracts broken on purpose (the checker is run with them in place of mega_wait).
+MegaWait gate_up_skips_o_proj(const MegaDims& d, MegaOp op, int layer, int u) {
+  if (op == MegaOp::GateUp) return mega_wait_on(d, MegaOp::AttnReduce, layer, 0);
+  return mega_wait(d, op, layer, u);
+}
+MegaWait o_proj_waits_short(const MegaDims& d, MegaOp op, int layer, int u) {
+  MegaWait w = mega_wait(d, op, layer, u);
+  if (op == MegaOp::OProj) w.count--;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("mega schedule: every tile once, a global order and a full persistent run") {
+  struct Model {
+    std::string name;
+    ModelSpec spec;
+  };
+  const std::vector<Model> models = {{"terra", terra_spec()},
+                                     {"tiny_v1", tiny_spec("tiny_v1")},
+                                     {"tiny_v2", tiny_spec("tiny_v2")},
+                                     {"tiny_llama", tiny_spec("tiny_llama")},
+                                     {"tiny_action_tokens", tiny_spec("tiny_action_tokens")}};
+  for (const Model& m : models)
+    for (int batch = 1; batch <= kMegaMaxBatch; batch++)
+      for (int sms : {132, 114, 7, 1}) {
+        CAPTURE(m.name);
+        CAPTURE(batch);
+        CAPTURE(sms);
+        const MegaSchedule s = build_mega_schedule(m.spec, batch, sms);
+        REQUIRE(int(s.programs.size()) == sms);
+        // (a) coverage, counted here from the lists: every op instance present, every unit
+        // once; and each SM holds ⌊n / sms⌋ or ⌈n / sms⌉ units of every op instance.
+        const auto hits = coverage(s);
+        CHECK(hits.size() == size_t(4 + 7 * m.spec.layers));
+        for (const auto& [key, v] : hits) {
+          CAPTURE(mega_op_name(MegaOp(key.first)));
+          CAPTURE(key.second);
+          CHECK(std::count(v.begin(), v.end(), 1) == int64_t(v.size()));
+          const int n = int(v.size());
+          for (int sm = 0; sm < sms; sm++) {
+            const int i = find(s, sm, MegaOp(key.first), key.second);
+            const int got = i < 0 ? 0
+                                  : int(s.programs[size_t(sm)][size_t(i)].end -
+                                        s.programs[size_t(sm)][size_t(i)].begin);
+            CHECK(got >= n / sms);
+            CHECK(got <= (n + sms - 1) / sms);
+          }
+        }
+        // (b) the checker (coverage, counts, hazards, Kahn, simulation) finds nothing.
+        CHECK(check_mega_schedule(s) == "");
+        CHECK(mega_order_error(s) == "");
+        // The simulated persistent kernel runs every unit once a step, and the counters end
+        // at two steps' counts.
+        MegaSimulation sim;
+        CHECK(mega_simulation_error(s, 2, 0, &sim) == "");
+        CHECK(sim.units_run == 2 * total_units(s.dims));
+        for (size_t c = 0; c < s.expected.size(); c++) CHECK(sim.counters[c] == 2 * s.expected[c]);
+      }
+}
+
+TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
+  const MegaSchedule s = build_mega_schedule(terra_spec(), 1, 132);
+  const MegaDims& d = s.dims;
+  CHECK(d.attn_splits == 32);                // 132 SMs / (1 slot · 4 KV heads), capped at 32
+  CHECK(mega_units(d, MegaOp::Embed) == 8);  // 2048 / 256
+  CHECK(mega_units(d, MegaOp::Qkv) == 160);  // (2048 + 2 · 256) / 16
+  CHECK(mega_units(d, MegaOp::AttnPartial) == 128);  // 4 KV heads · 32 splits
+  CHECK(mega_units(d, MegaOp::OProj) == 128);
+  CHECK(mega_units(d, MegaOp::GateUp) == 704);   // 2 · 5632 / 16
+  CHECK(mega_units(d, MegaOp::LmHead) == 4097);  // ⌈262145 / 64⌉
+  // Counters: embed, 22 × (4 qkv + 4 rope + 4 partial groups + 4), final norm, lm_head.
+  CHECK(s.num_counters() == 355);
+  CHECK(s.sync_bytes() == 16 + 4 * 355);
+  CHECK(mega_counter(d, MegaOp::OProj, 0, 0) == 14);  // 1 + 4 + 4 + 4 + 1
+  CHECK(mega_counter(d, MegaOp::Qkv, 1, 2) == 19);    // 1 + 16 + 2
+  CHECK(mega_counter(d, MegaOp::LmHead, 0, 0) == 354);
+  // A KV group's qkv tiles: 8 query heads, k and v, 64 rows each, 16 rows a tile.
+  CHECK(s.expected[mega_counter(d, MegaOp::Qkv, 0, 3)] == 40);
+  CHECK(mega_group_of(d, MegaOp::Qkv, 39) == 1);   // rows 624..639: query head 9, group 1
+  CHECK(mega_group_of(d, MegaOp::Qkv, 128) == 0);  // row 2048: k head 0
+  CHECK(mega_group_of(d, MegaOp::Qkv, 159) == 3);  // rows 2544..2559: v head 3
+  CHECK(s.expected[mega_counter(d, MegaOp::AttnPartial, 0, 2)] == 32);
+  const MegaWait w = mega_wait(d, MegaOp::AttnPartial, 5, 70);  // unit 70: head 2, split 6
+  CHECK(w.counter == mega_counter(d, MegaOp::RopeKv, 5, 2));
+  CHECK(w.count == 1);
+  // Embed's 8 tiles go to SMs 0–7; the 28 extra qkv tiles to SMs 8–35, which streamed
+  // nothing yet: SM 0 has qkv unit 0, SM 8 units 8..9, SM 36 unit 64.
+  const MegaInstruction e = s.programs[0][0];
+  CHECK((e.op == uint8_t(MegaOp::Embed) && e.begin == 0 && e.end == 1));
+  const MegaInstruction q0 = s.programs[0][1], q8 = s.programs[8][0], q36 = s.programs[36][0];
+  CHECK((q0.op == uint8_t(MegaOp::Qkv) && q0.begin == 0 && q0.end == 1));
+  CHECK((q8.op == uint8_t(MegaOp::Qkv) && q8.begin == 8 && q8.end == 10));
+  CHECK((q36.op == uint8_t(MegaOp::Qkv) && q36.begin == 64 && q36.end == 65));
+  // Bytes: the step streams every layer weight and the (tile-padded) lm_head once, and no SM
+  // streams more than 1% above the mean.
+  const double layer = (2560.0 * 2048 + 2048.0 * 2048 + 11264.0 * 2048 + 2048.0 * 5632) * 2;
+  const double weights = 22 * layer + 4097.0 * 64 * 2048 * 2;
+  double sum = 0, most = 0, gemv = 0;
+  for (double b : s.sm_bytes) sum += b, most = std::max(most, b);
+  for (const auto& prog : s.programs)
+    for (const MegaInstruction& in : prog) {
+      const MegaOp op = MegaOp(in.op);
+      const double k = op == MegaOp::Down ? 5632 : 2048;
+      const double rows = op == MegaOp::LmHead ? 64 : 16;
+      if (op == MegaOp::Qkv || op == MegaOp::OProj || op == MegaOp::GateUp || op == MegaOp::Down ||
+          op == MegaOp::LmHead)
+        gemv += (in.end - in.begin) * rows * k * 2;
+    }
+  CHECK(gemv == weights);
+  CHECK(most / (sum / 132) < 1.01);
+}
+
+TEST_CASE("mega schedule: counters wrap around uint32 without a reset") {
+  // As if 2^32 − 1 steps had run: every counter starts at −expected (mod 2^32), the first
+  // simulated step's targets are 0 and the second's wrap to `expected`.
+  const MegaSchedule s = build_mega_schedule(tiny_spec("tiny_v1"), 3, 7);
+  MegaSimulation sim;
+  CHECK(mega_simulation_error(s, 2, 0xFFFFFFFFu, &sim) == "");
+  CHECK(sim.units_run == 2 * total_units(s.dims));
+  for (size_t c = 0; c < s.expected.size(); c++) CHECK(sim.counters[c] == s.expected[c]);
+  CHECK(mega_reached(3u, 0xFFFFFFFEu));   // 3 is 5 past −2
+  CHECK(!mega_reached(0xFFFFFFFEu, 3u));  // −2 is 5 short of 3
+}
+
+TEST_CASE("mega schedule: the checker names a missing tile, a duplicate and a wrong count") {
+  const MegaSchedule good = build_mega_schedule(terra_spec(), 2, 7);
+  REQUIRE(check_mega_schedule(good) == "");
+  const int i = find(good, 3, MegaOp::Qkv, 5);
+  REQUIRE(i >= 0);
+  const MegaInstruction q = good.programs[3][size_t(i)];
+
+  MegaSchedule missing = good;
+  missing.programs[3][size_t(i)].end--;
+  CHECK(check_mega_schedule(missing) == cat("qkv layer 5 unit ", q.end - 1, " is not covered"));
+
+  MegaSchedule twice = good;
+  twice.programs[6].push_back(q);
+  CHECK(check_mega_schedule(twice) == cat("qkv layer 5 unit ", q.begin,
+                                          " is covered twice: SM 3 instruction ", i,
+                                          " and SM 6 instruction ", good.programs[6].size()));
+
+  MegaSchedule out_of_range = good;
+  out_of_range.programs[0][0].end = 9;  // embed has 8 tiles
+  CHECK(check_mega_schedule(out_of_range) == cat("SM 0 instruction 0 (embed, units ",
+                                                 good.programs[0][0].begin,
+                                                 "..8): not a unit range of its 8 units"));
+
+  MegaSchedule miscounted = good;
+  const uint32_t o = mega_counter(good.dims, MegaOp::OProj, 0, 0);
+  miscounted.expected[o]++;
+  CHECK(check_mega_schedule(miscounted) ==
+        cat("counter ", o,
+            " (o_proj layer 0) is expected to reach 129 a step, but 128 units "
+            "publish to it"));
+  CHECK(check_mega_schedule(good, o_proj_waits_short) ==
+        cat("o_proj layer 0 unit 0 waits for 7 on counter ",
+            mega_counter(good.dims, MegaOp::AttnReduce, 0, 0),
+            " (attn_reduce layer 0), which reaches 8 a step"));
+}
+
+TEST_CASE("mega schedule: a consumer before its producer on one SM deadlocks, and is named") {
+  // Terra at batch 1 on 7 SMs: every SM holds o_proj and gate_up tiles of layer 0. Swapping
+  // them on SM 0 makes its gate_up wait for its own o_proj tiles, queued behind it.
+  MegaSchedule s = build_mega_schedule(terra_spec(), 1, 7);
+  const int o = find(s, 0, MegaOp::OProj, 0), g = find(s, 0, MegaOp::GateUp, 0);
+  REQUIRE(g == o + 1);
+  std::swap(s.programs[0][size_t(o)], s.programs[0][size_t(g)]);
+  const MegaInstruction gi = s.programs[0][size_t(o)], oi = s.programs[0][size_t(g)];
+  // Never ready: SM 0's o_proj tiles, every gate_up tile of layer 0 (they wait for all of
+  // o_proj), and every unit from down layer 0 on.
+  int64_t stuck = oi.end - oi.begin, all = 0;
+  for (const auto& prog : s.programs)
+    for (const MegaInstruction& in : prog) {
+      all += in.end - in.begin;
+      const MegaOp op = MegaOp(in.op);
+      const bool later = mega_per_layer(op)
+                             ? (in.layer > 0 || op == MegaOp::GateUp || op == MegaOp::Down)
+                             : op != MegaOp::Embed;
+      if (later) stuck += in.end - in.begin;
+    }
+  const std::string order =
+      cat("no global order is consistent with program order and the waits: ", stuck, " of ", all,
+          " units never become ready, the first SM 0 instruction ", o, " (gate_up layer 0 unit ",
+          gi.begin, ")");
+  CHECK(mega_order_error(s) == order);
+  CHECK(check_mega_schedule(s) == order);  // coverage, counts and hazards still hold
+  // The persistent run stops there: SM 0's o_proj tiles never publish.
+  const uint32_t oc = mega_counter(s.dims, MegaOp::OProj, 0, 0);
+  CHECK(mega_simulation_error(s) ==
+        cat("step 1 deadlocks: SM 0 instruction ", o, " (gate_up layer 0, units ", gi.begin, "..",
+            gi.end - 1, ") blocks at unit ", gi.begin, " on counter ", oc, " (o_proj layer 0) at ",
+            128 - (oi.end - oi.begin), " of 128"));
+}
+
+TEST_CASE("mega schedule: a contract that skips a dependency is a hazard, not a deadlock") {
+  // gate_up waiting on attn_reduce instead of o_proj never deadlocks, so Kahn and the
+  // simulation pass; only the read/write model sees it read x before o_proj added to it.
+  const MegaSchedule s = build_mega_schedule(terra_spec(), 4, 114);
+  CHECK(mega_order_error(s, gate_up_skips_o_proj) == "");
+  CHECK(mega_simulation_error(s, 2, 0, nullptr, gate_up_skips_o_proj) == "");
+  CHECK(mega_hazard_error(s, gate_up_skips_o_proj) ==
+        "gate_up layer 0 reads x written by o_proj layer 0 without waiting for it");
+  CHECK(check_mega_schedule(s, gate_up_skips_o_proj) ==
+        "gate_up layer 0 reads x written by o_proj layer 0 without waiting for it");
+  CHECK(mega_hazard_error(s) == "");
+}
+
+TEST_CASE("mega schedule: models and options the megakernel cannot run are refused by name") {
+  const ModelSpec terra = terra_spec();
+  const std::string who = " (LlamaActionForCausalLM)";
+  CHECK(error_of(tiny_spec("tiny_opt"), 1, 132) ==
+        "megakernel: LayerNorm models are not supported (OPTForCausalLM); the graph path runs "
+        "them");
+  CHECK(error_of(tiny_spec("tiny_gpt2"), 1, 132) ==
+        "megakernel: LayerNorm models are not supported (GPT2LMHeadModel); the graph path runs "
+        "them");
+  ModelSpec m = terra;
+  m.qkv_bias = m.mlp_bias = true;
+  CHECK(error_of(m, 1, 132) == "megakernel: biases are not supported (qkv_bias, mlp_bias)" + who);
+  m = terra;
+  m.mlp = MlpKind::Plain;
+  CHECK(error_of(m, 1, 132) == "megakernel: only the SwiGLU MLP with SiLU is supported" + who);
+  m = terra;
+  m.head_dim = 80;
+  CHECK(error_of(m, 1, 132) == "megakernel: head_dim 80 is not supported (16, 64 or 128)" + who);
+  m = terra;
+  m.positions = PositionKind::Absolute;
+  CHECK(error_of(m, 1, 132) == "megakernel: learned absolute positions are not supported" + who);
+  m = terra;
+  m.kv_heads = 5;
+  CHECK(error_of(m, 1, 132) ==
+        "megakernel: 32 heads over 5 KV heads is not a GQA ratio of 1..16" + who);
+  CHECK(error_of(terra, 9, 132) == "megakernel: batch 9 is outside 1..8");
+  CHECK(error_of(terra, 0, 132) == "megakernel: batch 0 is outside 1..8");
+  CHECK(error_of(terra, 1, 0) == "megakernel: num_sms 0 must be at least 1");
+  MegaOptions o;
+  o.rows_per_tile = 24;
+  CHECK(error_of(terra, 1, 132, o) == "megakernel: rows_per_tile 24 must divide head_dim 64");
+  o = {};
+  o.weight_t = DType::F16;
+  CHECK(error_of(terra, 1, 132, o) == "megakernel: weights of f16 are not supported (bf16 or f32)");
+  // tiny_v2 projects actions through a 3-layer MLP: its image steps run, its action steps not.
+  o = {};
+  o.action_slots = true;
+  CHECK(error_of(tiny_spec("tiny_v2"), 2, 7, o) ==
+        "megakernel: action slots of an MLP action projection are not supported (3 layers); the "
+        "graph path runs those steps (LlamaActionV2ForCausalLM)");
+  CHECK(error_of(tiny_spec("tiny_v2"), 2, 7) == "");
+  CHECK(error_of(tiny_spec("tiny_v1"), 2, 7, o) == "");
+}
