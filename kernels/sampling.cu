@@ -102,24 +102,43 @@ __device__ void radix_select(const float* logits, int vocab, float temperature, 
   __shared__ int cut_s;
   uint32_t prefix = 0;
   double above = 0.0;
+  __shared__ uint32_t counts[256];  // count selects: integer shared atomics, exact in any order
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0.0;
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0.0, counts[b] = 0u;
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    for (int base = 0; base < vocab; base += blockDim.x) {
-      const int i = base + threadIdx.x;
-      int bin = -1;
-      double w = 0.0;
-      if (i < vocab) {
-        const float z = logits[i] / temperature;
-        const uint32_t key = float_key(z);
-        if (in_filter(key, i, thr0, cut0) && (key & high_mask) == (prefix & high_mask)) {
-          bin = int((key >> shift) & 255u);
-          w = wfn(z);
+    constexpr int kBatch = 4;  // logits loaded before any is used (bytes in flight)
+    // The trip count is the block's, not the thread's: hist_add is a warp collective.
+    for (int base = 0; base < vocab; base += kBatch * int(blockDim.x)) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+        x[u] = i < vocab ? logits[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+        int bin = -1;
+        double w = 0.0;
+        if (i < vocab) {
+          const float z = x[u] / temperature;
+          const uint32_t key = float_key(z);
+          if (in_filter(key, i, thr0, cut0) && (key & high_mask) == (prefix & high_mask)) {
+            bin = int((key >> shift) & 255u);
+            if (wfn.mass) w = wfn(z);
+          }
+        }
+        if (!wfn.mass) {
+          if (bin >= 0) atomicAdd(&counts[bin], 1u);
+        } else {
+          hist_add(hist, bin, w);  // warp-uniform: every lane calls it
         }
       }
-      hist_add(hist, bin, w);
     }
+    __syncthreads();
+    if (!wfn.mass)
+      for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = double(counts[b]);
     __syncthreads();
     if (threadIdx.x == 0) {
       double cum = above;
@@ -229,16 +248,30 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 }
 
 // Partial argmax over one chunk of a row: of the logits (greedy), or of v = z + g over the kept
-// set, g = gumbel_noise(u) (two fp64 logarithms). The fp64 noise is computed only where it can
-// matter: pass 1 stores v̂ = z + gumbel_noise_estimate(u) (float logs) of every kept logit of the
-// chunk in shared memory and takes the chunk's max M̂; pass 2 computes the exact v only where
-// v̂ >= M̂ - slack and takes the argmax of those. |v̂ - v| <= kGumbelEstimateErr + 2^-23 |v| (the
-// noise estimate's bound plus one rounding of each sum), so the chunk's exact winner w has
-// v̂_w >= v_w - d >= v_k - d >= M̂ - 2d for the k with v̂_k = M̂: slack is more than 2d, and the
-// token is the exact definition's. Non-finite v̂ (infinite or NaN logits) make pass 2 exact for
-// every kept logit of the chunk. Typically pass 2 runs one fp64 noise a chunk, not 4,097.
+// set, z = logit / T, g = gumbel_noise(u) (two fp64 logarithms). The fp64 noise is computed only
+// where it can matter: pass 1 stores v̂ = ẑ + gumbel_noise_estimate(u) (float logs; ẑ = logit ·
+// (1/T) where no filter needs the exact z, else z) of every kept logit of the chunk in shared
+// memory and takes the chunk's max M̂; pass 2 computes the exact v only where v̂ >= M̂ - slack and
+// takes the argmax of those. |v̂ - v| <= d = kGumbelEstimateErr + 2^-22 (|z| + 17) (the noise
+// estimate's bound, ẑ's 1.5 ulp and one rounding of each sum), so the chunk's exact winner w has
+// v̂_w >= v_w - d >= v_k - d >= M̂ - 2d for the k with v̂_k = M̂; near the top |z| <= |M̂| + 20,
+// slack is more than 2d, and the token is the exact definition's. Non-finite v̂ (infinite or NaN
+// logits) make pass 2 exact for every kept logit of the chunk. Typically pass 2 runs one fp64
+// noise a chunk, not 4,097; pass 1 is bound by Philox's 20 wide multiplies a logit.
 __device__ __forceinline__ float draw_slack(float m) {
-  return 4.0f * kGumbelEstimateErr + fabsf(m) * (1.0f / 1048576.0f) + 1e-30f;
+  return 4.0f * kGumbelEstimateErr + (fabsf(m) + 32.0f) * (1.0f / 524288.0f) + 1e-30f;
+}
+
+constexpr int kDrawBatch = 8;  // logits a thread loads before using any
+
+// x[u] = lg[base + u * kDrawThreads] for those below end.
+__device__ __forceinline__ void load_batch(const float* lg, int base, int end,
+                                           float (&x)[kDrawBatch]) {
+#pragma unroll
+  for (int u = 0; u < kDrawBatch; u++) {
+    const int i = base + u * kDrawThreads;
+    x[u] = i < end ? __ldg(lg + i) : 0.0f;
+  }
 }
 
 __global__ void __launch_bounds__(kDrawThreads)
@@ -258,26 +291,42 @@ __global__ void __launch_bounds__(kDrawThreads)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float bv = -INFINITY;
   int bi = -1;
+  // Each thread reads its logits kDrawBatch at a time, all loads issued before any is used: one
+  // load in flight per thread left the draw at ~1.2 TB/s, latency-bound.
+  float x[kDrawBatch];
   if (p.active && p.temperature <= 0.0f) {
-    for (int i = begin + threadIdx.x; i < end; i += blockDim.x)
-      if (better(lg[i], i, bv, bi)) bv = lg[i], bi = i;
+    for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
+      load_batch(lg, base, end, x);
+#pragma unroll
+      for (int u = 0; u < kDrawBatch; u++) {
+        const int i = base + u * kDrawThreads;
+        if (i < end && better(x[u], i, bv, bi)) bv = x[u], bi = i;
+      }
+    }
   } else if (p.active) {
     const SampleFilter f = filters[row];
-    const float t = p.temperature;
+    const float t = p.temperature, inv_t = 1.0f / t;
+    const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
     if (threadIdx.x == 0) irregular = 0;
     __syncthreads();
     float m = -INFINITY;
     bool odd = false;
-    for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const float z = lg[i] / t;
-      float vh = -INFINITY;
-      if (in_filter(float_key(z), i, f.thr, f.id_cut)) {
-        vh = z + gumbel_noise_estimate(
-                     philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i)));
-        odd |= !isfinite(vh);
-        m = fmaxf(m, vh);
+    for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
+      load_batch(lg, base, end, x);
+#pragma unroll
+      for (int u = 0; u < kDrawBatch; u++) {
+        const int i = base + u * kDrawThreads;
+        if (i >= end) break;
+        const float z = filtered ? x[u] / t : x[u] * inv_t;
+        float vh = -INFINITY;
+        if (!filtered || in_filter(float_key(z), i, f.thr, f.id_cut)) {
+          vh = z + gumbel_noise_estimate(
+                       philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i)));
+          odd |= !isfinite(vh);
+          m = fmaxf(m, vh);
+        }
+        vhat[i - begin] = vh;
       }
-      vhat[i - begin] = vh;
     }
     if (odd) irregular = 1;
     m = warp_max(m);

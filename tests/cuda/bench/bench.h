@@ -42,6 +42,7 @@ nlohmann::json bench_linear_fixed(const Context& c);      // linear_fixed.cpp
 nlohmann::json bench_attention_decode(const Context& c);  // attention_decode.cpp
 nlohmann::json bench_attention_mma(const Context& c);  // attention_decode.cpp → bench_attention.cpp
 nlohmann::json bench_sampling(const Context& c);       // sampling.cpp: the device draw
+nlohmann::json bench_gemm_algos(const Context& c);     // gemm_algos.cpp: cuBLASLt candidates
 
 // The CUDA backend end to end on a Terra-size model (backend.cpp): fills r's keys load,
 // kv_blocks, weight_bytes, streamed_bytes, floor_step_s, floor_s_per_frame, decode,
@@ -56,6 +57,7 @@ inline const std::vector<Family>& families() {
       {"attention_mma", bench_attention_mma},
       {"lm_head_and_draw", bench_lm_head},
       {"sampling", bench_sampling},
+      {"gemm_algos", bench_gemm_algos},
       {"gemv_chain", bench_gemv_chain},
       {"ops_norm", bench_norm},
       {"ops_mlp_activation", bench_mlp_activation},

@@ -90,9 +90,9 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
 
 // The draw computes the exact fp64 noise only for logits whose float estimate is near the
 // chunk's best (kernels/sampling.cu). These logits put every v = z + g within 1e-3 of the others
-// (z = -g + eps, eps ~ U[0, 1e-3)), hundreds of them within the estimate's slack of the top, so a
-// slack too small or a wrong candidate test picks another token; then infinite logits, which
-// switch a chunk to the exact path for all its kept logits.
+// (z = -g + eps, eps ~ U[0, 1e-3); logits = z T), hundreds in every chunk within the estimate's
+// slack of the top, so a slack too small or a wrong candidate test picks another token; then
+// infinite logits, which switch a chunk to the exact path for all its kept logits.
 TEST_CASE("device draw stays exact where the noise decides between near-equal logits") {
   const int vocab = 262145;
   const uint64_t seed = 99, draw = 4242;
@@ -106,16 +106,18 @@ TEST_CASE("device draw stays exact where the noise decides between near-equal lo
     float top_p;
     int edit;  // 0: none, 1: some -inf, 2: a +inf
   };
-  const std::vector<Case> cases = {{"near-equal v, T 1", 1.0f, 0, 1.0f, 0},
-                                   {"near-equal v, top-k 5000", 1.0f, 5000, 1.0f, 0},
-                                   {"-inf logits kept", 1.0f, 0, 1.0f, 1},
-                                   {"+inf logit", 1.0f, 0, 1.0f, 2}};
+  const std::vector<Case> cases = {
+      {"near-equal v, T 1", 1.0f, 0, 1.0f, 0},
+      {"near-equal v, T 0.7 (z estimated as logit * (1/T))", 0.7f, 0, 1.0f, 0},
+      {"near-equal v, top-k 5000", 1.0f, 5000, 1.0f, 0},
+      {"-inf logits kept", 1.0f, 0, 1.0f, 1},
+      {"+inf logit", 1.0f, 0, 1.0f, 2}};
   for (const Case& c : cases) {
     CAPTURE(c.name);
     std::vector<float> logits(static_cast<size_t>(vocab));
     for (int i = 0; i < vocab; i++) {
       const float gn = gumbel_noise(philox_uniform(seed, sample, draw, uint32_t(i)));
-      logits[size_t(i)] = float(-double(gn) + eps(g));
+      logits[size_t(i)] = float((-double(gn) + eps(g)) * c.temperature);
     }
     if (c.edit == 1)
       for (int i = 0; i < vocab; i += 97) logits[size_t(i)] = -INFINITY;
