@@ -9,7 +9,7 @@ nlohmann::json bench_mlp_activation(const Context& c) {
   nlohmann::json out = nlohmann::json::array();
   const int inter = 5632;
   for (DType t : {DType::BF16, DType::F32})
-    for (int rows : {1, 64, 1746})
+    for (int rows : {1, 64, 256, 1746})
       for (Activation act : {Activation::Silu, Activation::GeluTanh}) {
         const std::string shape = std::to_string(rows) + "x" + std::to_string(inter);
         const size_t n = size_t(rows) * inter;

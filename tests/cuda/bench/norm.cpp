@@ -1,5 +1,5 @@
 // The norm family (kernels/norm.h) at Terra's width: rms_norm_residual and layer_norm_residual
-// with the residual add, at decode (1, 64 rows) and prefill (1746 rows) sizes.
+// with the residual add, at decode (1, 64, 256 rows) and prefill (1746 rows) sizes.
 #include "kernels/norm.cuh"
 #include "bench.h"
 #include "kernels/layer_norm.cuh"
@@ -11,7 +11,7 @@ nlohmann::json bench_norm(const Context& c) {
   const int dim = 2048;
   for (bool layer : {false, true})
     for (DType t : {DType::BF16, DType::F32})
-      for (int rows : {1, 64, 1746}) {
+      for (int rows : {1, 64, 256, 1746}) {
         const size_t n = size_t(rows) * dim;
         std::vector<float> x = random_host(n, 1, -2, 2), delta = random_host(n, 2);
         const std::vector<float> w = random_host(size_t(dim), 3, 0.5f, 1.5f),
