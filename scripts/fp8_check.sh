@@ -4,8 +4,9 @@
 #   scripts/fp8_check.sh att      decode attention, bf16 vs fp8 cache (cuda_bench --attention-case)
 #   scripts/fp8_check.sh terra    a Terra-size random checkpoint: loom calibrate on 16 jobs (2 frames), then
 #                                 greedy runs (8 frames) with bf16 and fp8 KV: token agreement
-#   scripts/fp8_check.sh bench    loom bench, 256 jobs x 22 frames: bf16 and fp8 KV, and bf16 with
-#                                 groups of 8 sharing context (FRAMES, JOBS, KVS override)
+#   scripts/fp8_check.sh bench    loom bench, 256 jobs x 22 frames: bf16 and fp8 KV (FRAMES, JOBS,
+#                                 KVS override; PROFILE=1 adds --profile: the decode attention /
+#                                 rest split; SHARED=8 adds groups of 8 jobs sharing context)
 set -uo pipefail
 what=${1:-att}
 OUT=${OUT:-$PWD/out-fp8}
@@ -89,8 +90,8 @@ if [ "$what" = bench ]; then
   J=${JOBS:-256}
   for k in ${KVS:-bf16 fp8}; do
     "$B/loom" bench --model /tmp/terra --kv-dtype $k --frames "$F" --context-frames 3 \
-      --batch-sizes 1 --num-jobs "$J" --json "$OUT/bench_$k.json" 2>&1 | tee "$OUT/bench_$k.log" \
-      | tail -8 || rc=1
+      --batch-sizes 1 --num-jobs "$J" ${PROFILE:+--profile} ${SHARED:+--shared-group $SHARED} \
+      --json "$OUT/bench_$k.json" 2>&1 | tee "$OUT/bench_$k.log" | tail -8 || rc=1
   done
 fi
 exit $rc
