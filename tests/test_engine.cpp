@@ -317,6 +317,15 @@ TEST_CASE("prefix sharing: identical context frames are computed once") {
   CHECK(shared.stats.scheduler.shared_blocks == 7 * 9);
   CHECK(shared.stats.scheduler.prefill_saved == 7 * 36);
   CHECK(plain.stats.scheduler.shared_blocks == 0);
+  // KV reads counted once a step: without sharing every block has one reader; with it, a shared
+  // block's extra readers drop out (4 slots each), and at least one step reads the 9 blocks for
+  // all 8 jobs.
+  const SchedulerStats &s = shared.stats.scheduler, &p = plain.stats.scheduler;
+  CHECK(p.kv_reads_once == p.kv_reads);
+  const int64_t saved = s.kv_reads - s.kv_reads_once;
+  CHECK(saved % 4 == 0);
+  CHECK(saved >= 7 * 36);
+  CHECK(saved <= s.steps * 7 * 36);
 }
 
 TEST_CASE("KV cache: references, eviction order and hashes") {

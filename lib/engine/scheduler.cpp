@@ -203,6 +203,16 @@ bool Scheduler::schedule(StepBatch& batch) {
     const int64_t n = r.scheduled, kv = s.kv_len();
     stats_.attn_pairs += n * kv + n * (n + 1) / 2;
     stats_.kv_reads += kv + n;
+    // Blocks another sequence shares are counted by the first sequence of the step to read them.
+    read_in_step_.resize(size_t(cache_.num_blocks()), -1);
+    for (int64_t j = 0; j * bs < kv + n; j++) {
+      const int blk = r.blocks[size_t(j)];
+      if (cache_.ref_count(blk) > 1) {
+        if (read_in_step_[size_t(blk)] == stats_.steps) continue;
+        read_in_step_[size_t(blk)] = stats_.steps;
+      }
+      stats_.kv_reads_once += std::min<int64_t>(bs, kv + n - j * bs);
+    }
     stats_.sampled += r.scheduled == s.pending() ? 1 : 0;
     for (int b = 0; b < max_blocks; b++)
       batch.block_tables.push_back(b < int(r.blocks.size()) ? r.blocks[size_t(b)] : -1);

@@ -52,6 +52,8 @@ struct SchedulerStats {
   int64_t prompt_blocks = 0;  // full prompt blocks over all rounds and sequences
   int64_t attn_pairs = 0;     // (query slot, visible cache slot) pairs: attention FLOPs
   int64_t kv_reads = 0;       // cache slots a step's attention reads, summed per sequence
+  int64_t kv_reads_once = 0;  // the same with each block counted once a step: what attention
+                              // must read at least when a group's shared blocks are read once
   int64_t sampled = 0;        // slots whose logits were computed (lm_head rows)
   int64_t preemptions = 0;    // sequences whose KV was dropped for lack of blocks
   int64_t recomputed = 0;     // slots prefilled again after a preemption
@@ -90,7 +92,8 @@ class Scheduler {
   KvCache& cache_;
   SchedulerOptions opt_;
   std::vector<Running> running_;
-  std::vector<int> step_order_;  // indices into running_ of the step being run
+  std::vector<int> step_order_;        // indices into running_ of the step being run
+  std::vector<int64_t> read_in_step_;  // [blocks] the last step that read the block (kv_reads_once)
   std::vector<const Sequence*> step_seqs_;
   bool has_prefill_ = false, has_decode_ = false;
   SchedulerStats stats_;
