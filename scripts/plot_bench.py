@@ -22,7 +22,7 @@ Roofline, per loom JSON (its device's measured ceilings), for B sequences decodi
   W   step_weight_bytes (every weight read per step: all but the input-embedding table)
   BW  copy_gbps (measured device-to-device copy bandwidth)     peak  gemm_tflops (measured)
   L   mean context of a sequence while it decodes: (context frames + frames/2) · S slots
-  kv  bytes of K and V per slot: layers · 2 · kv_heads · head_dim · (2 for bf16, 4 for f32);
+  kv  bytes of K and V per slot: layers · 2 · kv_heads · head_dim · (1 fp8, 2 bf16, 4 f32 KV);
       Terra: 22 · 2 · 256 · 2 = 22,528 B
   flops_per_token(L) = 2 · W / weight_bytes + 4 · layers · q_dim · L (attention over L slots)
 
@@ -65,9 +65,10 @@ def model_shapes(bench, json_path):
 def roofline(bench, shapes, bw_gbps, tflops):
     """B → tokens/s bound, and the two separate bounds, for one loom JSON."""
     elem = 4.0 if bench.get("dtype") == "f32" else 2.0
+    kv_elem = {"fp8": 1.0, "bf16": 2.0, "f32": 4.0}.get(bench.get("kv_dtype"), elem)
     W = float(bench["step_weight_bytes"])
     L = (bench.get("context_frames", 3) + bench.get("frames", 0) / 2.0) * shapes["S"]
-    kv = shapes["layers"] * 2 * shapes["kv_dim"] * elem
+    kv = shapes["layers"] * 2 * shapes["kv_dim"] * kv_elem
     flops_tok = 2.0 * W / elem + 4.0 * shapes["layers"] * shapes["q_dim"] * L
     bw, peak = bw_gbps * 1e9, tflops * 1e12
 
@@ -191,13 +192,17 @@ def main():
         with open(path) as f:
             benches.append((path, json.load(f)))
     several = len(set(device_name(b) for _, b in benches)) > 1
+    # Files of one device that differ only in KV dtype are named by it, not by file name.
+    kv_tags = [b.get("kv_dtype") for _, b in benches]
+    by_kv = not several and None not in kv_tags and len(set(kv_tags)) == len(kv_tags)
     for i, (path, bench) in enumerate(benches):
         color = colors[i % len(colors)]
         shapes = model_shapes(bench, path)
         dev = device_name(bench)
         devs.append(dev)
         # One device: it goes in the title, and several files of it are told apart by name.
-        tag = " (%s)" % (dev if several else os.path.basename(path)) if len(benches) > 1 else ""
+        tag = (" (%s)" % (dev if several else "%s KV" % bench["kv_dtype"] if by_kv
+                          else os.path.basename(path)) if len(benches) > 1 else "")
         pts = loom_points(bench, path)
         if not pts:
             print("plot_bench: %s: no tokens/s to plot (neither bench rows nor a run report)"
@@ -208,8 +213,8 @@ def main():
         both = None
         if bench.get("step_weight_bytes") and (bw > 0 or tf > 0):
             both, mem, comp, info = roofline(bench, shapes, bw, tf)
-            key = (dev, round(info["W_bytes"]), round(info["L_slots"]), round(bw, -1),
-                   round(tf, 0))
+            key = (dev, round(info["W_bytes"]), round(info["L_slots"]),
+                   info["kv_bytes_per_slot"], round(bw, -1), round(tf, 0))
             if key not in [r[0] for r in roofs]:
                 roofs.append((key, color, tag, both, mem, comp, bw, tf))
             where = shapes["source"] if shapes["source"].startswith("Terra") else os.path.dirname(
