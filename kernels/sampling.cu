@@ -259,7 +259,7 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 // logits) make pass 2 exact for every kept logit of the chunk. Typically pass 2 runs one fp64
 // noise a chunk, not 4,097; pass 1 is bound by Philox's 20 wide multiplies a logit.
 __device__ __forceinline__ float draw_slack(float m) {
-  return 4.0f * kGumbelEstimateErr + (fabsf(m) + 32.0f) * (1.0f / 524288.0f) + 1e-30f;
+  return 4.0f * kGumbelEstimateErr + (fabsf(m) + 32.0f) * (1.0f / 524288.0f);
 }
 
 constexpr int kDrawBatch = 8;  // logits a thread loads before using any
