@@ -13,29 +13,13 @@
 #include "backend/cuda/mega_schedule.h"
 #include "core/error.h"
 #include "model/mapping.h"
+#include "tests/tiny_spec.h"
 
 using namespace loom;
 using namespace loom::mega;
+using loom::test::terra_spec;
 
 namespace {
-
-ModelSpec terra_spec() {
-  ModelSpec s;
-  s.architecture = "LlamaActionForCausalLM";
-  s.hidden = 2048;
-  s.layers = 22;
-  s.heads = 32;
-  s.kv_heads = 4;
-  s.head_dim = 64;
-  s.intermediate = 5632;
-  s.vocab = 262145;
-  s.image_tokens = 576;
-  s.action_tokens = 6;
-  s.action_dim = 3;
-  s.positions = PositionKind::SpatioTemporal;
-  s.action_projection = ActionProjection::Linear;
-  return s;
-}
 
 ModelSpec tiny_spec(const std::string& name) {
   LoadOptions o;

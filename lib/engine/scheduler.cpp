@@ -188,6 +188,7 @@ bool Scheduler::schedule(StepBatch& batch) {
 
   const int ad = spec_.action_dim;
   batch.blocks_per_seq = max_blocks;
+  read_in_step_.resize(size_t(cache_.num_blocks()), -1);
   for (int i : step_order_) {
     Running& r = running_[size_t(i)];
     const Sequence& s = *r.seq;
@@ -204,7 +205,6 @@ bool Scheduler::schedule(StepBatch& batch) {
     stats_.attn_pairs += n * kv + n * (n + 1) / 2;
     stats_.kv_reads += kv + n;
     // Blocks another sequence shares are counted by the first sequence of the step to read them.
-    read_in_step_.resize(size_t(cache_.num_blocks()), -1);
     for (int64_t j = 0; j * bs < kv + n; j++) {
       const int blk = r.blocks[size_t(j)];
       if (cache_.ref_count(blk) > 1) {

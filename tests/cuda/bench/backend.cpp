@@ -11,34 +11,13 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench.h"
+#include "tests/tiny_spec.h"
 
 namespace loom::bench {
 
 using json = nlohmann::json;
 
 namespace {
-
-ModelSpec terra_spec() {
-  ModelSpec s;
-  s.architecture = "LlamaActionForCausalLM";
-  s.hidden = 2048;
-  s.layers = 22;
-  s.heads = 32;
-  s.kv_heads = 4;
-  s.head_dim = 64;
-  s.intermediate = 5632;
-  s.vocab = 262145;
-  s.rms_eps = 1e-6f;
-  s.rope_theta = 10000.0f;
-  s.max_positions = 14550;
-  s.image_tokens = 576;
-  s.action_tokens = 6;
-  s.action_dim = 3;
-  s.spatial_rows = 582;
-  s.temporal_rows = 25;
-  s.action_projection = ActionProjection::Linear;
-  return s;
-}
 
 // Random bf16 host tensor, filled by several threads.
 Tensor random_bf16(std::vector<int64_t> shape, uint64_t seed, float scale) {
@@ -138,7 +117,8 @@ json profile(Backend& be, const StepBatch& b, int iters) {
 
 void bench_backend(Backend& be_ref, double bw, json& r) {
   Backend* be = &be_ref;
-  const ModelSpec spec = terra_spec();
+  ModelSpec spec = test::terra_spec();
+  spec.positions = PositionKind::None;  // this bench has always run without the position tables
   // load(): host bf16 tensors → device.
   double t0 = now_s();
   Weights w = terra_weights(spec);
