@@ -204,18 +204,22 @@ bool Scheduler::schedule(StepBatch& batch) {
     const int64_t n = r.scheduled, kv = s.kv_len();
     stats_.attn_pairs += n * kv + n * (n + 1) / 2;
     stats_.kv_reads += kv + n;
-    // Blocks another sequence shares are counted by the first sequence of the step to read them.
-    for (int64_t j = 0; j * bs < kv + n; j++) {
+    // Blocks another sequence shares are counted by the first sequence of the step to read
+    // them. Only the round's full prompt blocks (registered under their hashes) can be shared:
+    // blocks taken as the sequence grows are its own, so those are counted without a look.
+    stats_.kv_reads_once += kv + n;
+    const int64_t shareable = std::min<int64_t>(int64_t(r.hashes.size()), (kv + n + bs - 1) / bs);
+    for (int64_t j = 0; j < shareable; j++) {
       const int blk = r.blocks[size_t(j)];
-      if (cache_.ref_count(blk) > 1) {
-        if (read_in_step_[size_t(blk)] == stats_.steps) continue;
-        read_in_step_[size_t(blk)] = stats_.steps;
-      }
-      stats_.kv_reads_once += std::min<int64_t>(bs, kv + n - j * bs);
+      if (cache_.ref_count(blk) <= 1) continue;
+      if (read_in_step_[size_t(blk)] == stats_.steps)
+        stats_.kv_reads_once -= std::min<int64_t>(bs, kv + n - j * bs);
+      read_in_step_[size_t(blk)] = stats_.steps;
     }
     stats_.sampled += r.scheduled == s.pending() ? 1 : 0;
-    for (int b = 0; b < max_blocks; b++)
-      batch.block_tables.push_back(b < int(r.blocks.size()) ? r.blocks[size_t(b)] : -1);
+    const size_t bt0 = batch.block_tables.size();
+    batch.block_tables.resize(bt0 + size_t(max_blocks), -1);
+    std::copy(r.blocks.begin(), r.blocks.end(), batch.block_tables.begin() + long(bt0));
     batch.sample.push_back(r.scheduled == s.pending() ? 1 : 0);
     batch.sampling.push_back(s.job().sampling);
     batch.sample_index.push_back(s.sample());
