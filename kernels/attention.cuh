@@ -26,4 +26,10 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream);
 // The tensor-core path (attention_mma.cu); paged_attention calls it for supported shapes.
 Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 
+// The tensor-core decode with TMA-pipelined loads (attention_tma.cu), for decode steps whose K
+// and V rows are in the cache (RoPE done): head_dim 64, cache_slots set, a block size that
+// divides 64 or is a multiple of it. paged_attention_mma calls it when it is usable.
+bool tma_decode_usable(const AttentionArgs& a);
+Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream);
+
 }  // namespace loom::gpu

@@ -73,6 +73,15 @@ struct AttentionArgs {
   // its counter back to zero. null (or too few): the combine kernel. Same bits either way.
   int* mma_counters = nullptr;
   size_t mma_counters_len = 0;
+  // Slots in each cache pool ([cache_slots, kv_heads, head_dim]): the bounds of the tensor maps
+  // of the TMA decode kernel (attention_tma.cu); 0: unknown, that kernel is not used.
+  int cache_slots = 0;
+  // Which tensor-core decode kernel runs (the same bits): the launcher's choice, the split
+  // kernel (cp.async tiles, attention_mma.cu) or the TMA pipeline (attention_tma.cu, head_dim
+  // 64, needs cache_slots). tma_config picks one of the TMA kernel's builds (stages, warps a
+  // block; 0: the default for the cache dtype): tests and cuda_bench compare them.
+  enum class DecodeKernel { Auto, Split, Tma } decode_kernel = DecodeKernel::Auto;
+  int tma_config = 0;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

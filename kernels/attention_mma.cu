@@ -154,11 +154,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       __syncwarp();
       RowState<D> t;
       if constexpr (F8)
-        tile_partial_f8<D>(qa, reinterpret_cast<const uint8_t*>(ks),
-                           reinterpret_cast<const uint8_t*>(vs), key0, p_lo, p_hi, lane, scale, t);
+        tile_partial_f8<D>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, t);
       else
-        tile_partial<D>(qa, reinterpret_cast<const bf16*>(ks), reinterpret_cast<const bf16*>(vs),
-                        key0, p_lo, p_hi, lane, scale, t);
+        tile_partial<D>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, t);
       __syncwarp();  // every lane's ldmatrix reads of ks are done before the fold area is written
 #pragma unroll
       for (int h = 0; h < 2; h++) {
@@ -307,13 +305,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
     if (key0 <= warp_p) {
       RowState<D> tp;
       if constexpr (F8)
-        tile_partial_f8<D>(qa, reinterpret_cast<const uint8_t*>(k_buf(t)),
-                           reinterpret_cast<const uint8_t*>(k_buf(t) + Tl::kTileBytes), key0, p_lo,
-                           p_hi, lane, scale, tp);
+        tile_partial_f8<D>(qa, k_buf(t), k_buf(t) + Tl::kTileBytes, key0, p_lo, p_hi, lane, scale,
+                           tp);
       else
-        tile_partial<D>(qa, reinterpret_cast<const bf16*>(k_buf(t)),
-                        reinterpret_cast<const bf16*>(k_buf(t) + Tl::kTileBytes), key0, p_lo, p_hi,
-                        lane, scale, tp);
+        tile_partial<D>(qa, k_buf(t), k_buf(t) + Tl::kTileBytes, key0, p_lo, p_hi, lane, scale, tp);
 #pragma unroll
       for (int h = 0; h < 2; h++)
         if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
@@ -366,11 +361,20 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   // Decode: the split kernel (a block per (tile, kv head, partition group), RoPE fused), at
   // every batch (a persistent pipelined kernel, a warp per partition, was measured slower on
   // an H200 at every batch and removed: bench/NOTES-cuda.md).
+  // The TMA pipeline decodes batches of at least kTmaMinPairs (tile, kv head) pairs where it
+  // can run; the split kernel the smaller ones, whose latency it has less of (H200: b1 ctx 7000
+  // 15 vs 24 us; b256 ctx 8000 659 vs 528 us bf16, 489 vs 302 us FP8). Asked for where it
+  // cannot run, the TMA kernel says why.
+  using DK = AttentionArgs::DecodeKernel;
+  constexpr int kTmaMinPairs = 256;
+  const bool tma = decode && a.decode_kernel != DK::Split &&
+                   (a.decode_kernel == DK::Tma ||
+                    (a.n_tiles * a.kv_heads >= kTmaMinPairs && tma_decode_usable(a)));
   cudaError_t e;
-  if (a.fuse_rope && (!decode || F8)) {
-    // The prefill kernel, and the decode kernel over an FP8 cache, have no RoPE inside:
-    // rope_kv_write first (decode: one slot per tile, slots 0 .. n_tiles - 1), the same bits
-    // as the fused path.
+  if (a.fuse_rope && (!decode || F8 || tma)) {
+    // The prefill kernel, the TMA kernel and the split decode kernel over an FP8 cache have no
+    // RoPE inside: rope_kv_write first (decode: one slot per tile, slots 0 .. n_tiles - 1), the
+    // same bits as the fused path.
     RopeKvArgs r;
     r.t = a.t;
     r.qkv = const_cast<void*>(a.qkv);
@@ -390,6 +394,7 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
     if (!st.ok) return st;
     a.fuse_rope = false;
   }
+  if (tma) return paged_attention_tma_decode(a, stream);
   if (decode) {
     static bool done = false;
     const int bytes = kMmaWarps * Tl::kPairBytes;

@@ -334,14 +334,35 @@ __device__ __forceinline__ void p_fragment(const float (&s)[8][4], int kk, uint3
   a[3] = pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
-// The tile partial of keys [key0, key0 + 64) (in ks / vs) for the warp's 16 rows; p_lo / p_hi
-// are the positions of rows g and g + 8 (-1: padding row, everything masked).
-// scale: scale_log2<D>() times the K scale (1 unless the cache is FP8).
+// Where the 16-byte chunk c of key row r sits in a tile (bytes from the tile's start): rows
+// padded to kRowBytes (the cp.async tiles above), or TMA's 64- / 128-byte swizzle of 64- /
+// 128-byte rows (attention_tma.cu), in which chunk c of row r lands at chunk c ^ (r / 2 % 4) /
+// c ^ (r % 8) of its row, so that the 8 rows of an ldmatrix hit distinct banks. The layout
+// changes addresses only: the fragments, and so the bits, are the same.
+template <int kRowBytes>
+struct PaddedRows {
+  static __device__ __forceinline__ int off(int r, int c) { return r * kRowBytes + c * 16; }
+};
+struct Swizzle64 {
+  static __device__ __forceinline__ int off(int r, int c) {
+    return r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
+  }
+};
+struct Swizzle128 {
+  static __device__ __forceinline__ int off(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+};
 template <int D>
-__device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const bf16* ks,
-                                             const bf16* vs, int key0, int p_lo, int p_hi, int lane,
+using PaddedBf16 = PaddedRows<MmaTile<D>::kRowBytes>;
+template <int D>
+using PaddedF8 = PaddedRows<MmaTileF8<D>::kRowBytes>;
+
+// The tile partial of keys [key0, key0 + 64) (in ks / vs, laid out as L) for the warp's 16
+// rows; p_lo / p_hi are the positions of rows g and g + 8 (-1: padding row, everything masked).
+// scale: scale_log2<D>() times the K scale (1 unless the cache is FP8).
+template <int D, class L = PaddedBf16<D>>
+__device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], const char* ks,
+                                             const char* vs, int key0, int p_lo, int p_hi, int lane,
                                              float scale, RowState<D>& t) {
-  constexpr int kStride = MmaTile<D>::kStride;
   const int tig = lane & 3;
   float s[8][4];  // C fragments of the 8 n-tiles of 8 keys
 #pragma unroll
@@ -356,9 +377,8 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
     const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
 #pragma unroll
     for (int ks_ = 0; ks_ < D / 16; ks_++) {
-      const int d = ks_ * 16 + (((lane >> 3) & 1) << 3);
-      uint32_t b[4];
-      ldmatrix_x4(b, ks + key * kStride + d);
+      uint32_t b[4];  // chunk 2 ks_ + 1 holds dims 16 ks_ + 8 ..
+      ldmatrix_x4(b, ks + L::off(key, 2 * ks_ + ((lane >> 3) & 1)));
       mma_bf16(s[2 * np], qa[ks_], b[0], b[1]);
       mma_bf16(s[2 * np + 1], qa[ks_], b[2], b[3]);
     }
@@ -374,9 +394,8 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
     const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
     for (int dp = 0; dp < D / 16; dp++) {
-      const int d = dp * 16 + ((lane >> 4) << 3);
       uint32_t b[4];
-      ldmatrix_x4_trans(b, vs + key * kStride + d);
+      ldmatrix_x4_trans(b, vs + L::off(key, 2 * dp + (lane >> 4)));
       mma_bf16(t.acc[2 * dp], a, b[0], b[1]);
       mma_bf16(t.acc[2 * dp + 1], a, b[2], b[3]);
     }
@@ -442,12 +461,11 @@ __device__ __forceinline__ void load_q_f8(const bf16* q_lo, const bf16* q_hi, in
   }
 }
 
-// tile_partial over e4m3 tiles ks / vs (MmaTileF8), qa from load_q_f8.
-template <int D>
-__device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4], const uint8_t* ks,
-                                                const uint8_t* vs, int key0, int p_lo, int p_hi,
+// tile_partial over e4m3 tiles ks / vs (laid out as L), qa from load_q_f8.
+template <int D, class L = PaddedF8<D>>
+__device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4], const char* ks,
+                                                const char* vs, int key0, int p_lo, int p_hi,
                                                 int lane, float scale, RowState<D>& t) {
-  constexpr int kRow = MmaTileF8<D>::kRowBytes;
   const int tig = lane & 3;
   float s[8][4];
 #pragma unroll
@@ -458,12 +476,12 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
       // l % 8 (the key) of matrix l / 8 (the block).
 #pragma unroll
   for (int np = 0; np < 8; np++) {
-    const uint8_t* row = ks + (np * 8 + (lane & 7)) * kRow;
+    const int row = np * 8 + (lane & 7);
     uint32_t b[4];
     if constexpr (D == 64) {
-      ldmatrix_x4(b, row + (lane >> 3) * 16);
+      ldmatrix_x4(b, ks + L::off(row, lane >> 3));
     } else {
-      ldmatrix_x1(b[0], row);
+      ldmatrix_x1(b[0], ks + L::off(row, 0));
     }
 #pragma unroll
     for (int k = 0; k < D / 16; k++)
@@ -481,10 +499,10 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
     for (int db = 0; db < D / 16; db += 2) {
       uint32_t b[4];
       if constexpr (D == 64) {
-        ldmatrix_x4_trans(b, vs + key * kRow + (db + (lane >> 4)) * 16);
+        ldmatrix_x4_trans(b, vs + L::off(key, db + (lane >> 4)));
       } else {
         uint32_t b2[2];
-        ldmatrix_x2_trans(b2, vs + key * kRow);
+        ldmatrix_x2_trans(b2, vs + L::off(key, 0));
         b[0] = b2[0], b[1] = b2[1], b[2] = b[3] = 0u;
       }
 #pragma unroll

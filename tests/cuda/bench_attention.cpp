@@ -29,6 +29,10 @@ constexpr int kD = 64, kBs = 16, kBtStride = 910;  // 910 = ceil(14550 / 16)
 // Terra's heads; attention_decode_case may change the kv heads (8 q heads each) for one case.
 int n_heads = 32, n_kv = 4;
 bool kv_fp8 = false;  // the cases' caches hold e4m3 (scales 1)
+// > 0: the sequences' blocks interleaved (block j of sequence s at (j n_seqs + s) x spread)
+// over a pool of this many blocks, as a running batch leaves them, instead of each sequence's
+// blocks side by side in a pool just large enough.
+int scatter_pool = 0;
 
 struct Setup {
   void *qkv = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr, *ints = nullptr;
@@ -48,11 +52,15 @@ constexpr size_t kFlushBytes = size_t(256) << 20;  // > L2 (50 MB H100, 60 MB H2
 
 // seqs: (kv_len, n_new) per sequence, each with its own blocks; tiles of spt slots.
 void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt, int splits) {
-  int n_slots = 0, blocks = 0;
+  int n_slots = 0, blocks = 0, max_nb = 0;
   for (auto [kv, n] : seqs) {
     n_slots += n;
     blocks += (kv + n + kBs - 1) / kBs;
+    max_nb = std::max(max_nb, (kv + n + kBs - 1) / kBs);
   }
+  const int n_seqs = int(seqs.size());
+  const int spread = scatter_pool > 0 ? std::max(1, scatter_pool / (max_nb * n_seqs)) : 1;
+  if (scatter_pool > 0) blocks = std::max(blocks, max_nb * n_seqs * spread);
   const size_t cache_elems = size_t(blocks) * kBs * n_kv * kD;
   LOOM_CUDA_CHECK(cudaMalloc(&S.qkv, size_t(n_slots) * (n_heads + 2 * n_kv) * kD * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&S.kc, cache_elems * (kv_fp8 ? 1 : 2)));
@@ -74,7 +82,8 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   for (size_t s = 0; s < seqs.size(); s++) {
     const auto [kv, n] = seqs[s];
     const int nb = (kv + n + kBs - 1) / kBs;
-    for (int j = 0; j < kBtStride; j++) bt.push_back(j < nb ? next + j : -1);
+    for (int j = 0; j < kBtStride; j++)
+      bt.push_back(j >= nb ? -1 : scatter_pool > 0 ? (j * n_seqs + int(s)) * spread : next + j);
     next += nb;
     kv_len.push_back(kv);
     slot_start.push_back(slot_start.back() + n);
@@ -124,6 +133,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.mma_counters_len = size_t(n_tiles) * n_kv;
   a.out = S.out;
   a.kv_fp8 = kv_fp8;
+  a.cache_slots = blocks * kBs;
 }
 
 // Mean microseconds of one paged_attention call with args a, L2 flushed before each.
@@ -158,6 +168,34 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   const int iters = batch * ctx > 500000 ? 10 : 30;
   gpu::AttentionArgs a = S.a;
   a.decode = true;
+  // The TMA pipeline's builds, each checked bitwise against the split kernel's output first.
+  using DK = gpu::AttentionArgs::DecodeKernel;
+  const size_t out_n = size_t(batch) * n_heads * kD;
+  auto output = [&](const gpu::AttentionArgs& x) {  // (stream is non-blocking: all on it)
+    LOOM_CUDA_CHECK(cudaMemsetAsync(S.out, 0xff, out_n * 2, stream));
+    LOOM_KERNEL(gpu::paged_attention(x, stream));
+    std::vector<uint16_t> v(out_n);
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(v.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return v;
+  };
+  a.decode_kernel = DK::Split;
+  const std::vector<uint16_t> want = output(a);
+  json tma = json::array();
+  for (int cfg = 0; cfg < 3; cfg++) {
+    gpu::AttentionArgs t = a;
+    t.decode_kernel = DK::Tma;
+    t.tma_config = cfg;
+    const bool same = output(t) == want;
+    const double us = time_us(S, t, stream, iters);
+    std::printf("attention decode %s b%-3d ctx %5d: TMA config %d %8.2f us (%5.0f GB/s)%s\n",
+                kv_fp8 ? "fp8 " : "bf16", batch, ctx, cfg, us, kv_bytes / (us * 1e-6) / 1e9,
+                same ? "" : "  NOT the split kernel's bits");
+    tma.push_back({{"config", cfg},
+                   {"us", us},
+                   {"gbps", kv_bytes / (us * 1e-6) / 1e9},
+                   {"same_bits_as_split", same}});
+  }
   const double mma = time_us(S, a, stream, iters);  // combine in the decode kernel's last block
   gpu::AttentionArgs c = a;
   c.mma_counters = nullptr;
@@ -182,7 +220,8 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
           {"mma_combine_kernel_us", mma_combine},
           {"mma_prefill_kernel_us", mma_prefill},
           {"cuda_core_us", core},
-          {"cuda_core_gbps", gbps(core)}};
+          {"cuda_core_gbps", gbps(core)},
+          {"tma", tma}};
 }
 
 json prefill_entry(cudaStream_t stream, int n) {
@@ -257,6 +296,17 @@ json attention_mma_bench(cudaStream_t stream, int sms) {
   for (auto [b, ctx] : cases) dec.push_back(decode_entry(stream, sms, b, ctx));
   kv_fp8 = true;
   for (auto [b, ctx] : cases) dec.push_back(decode_entry(stream, sms, b, ctx));
+  // As a running batch leaves its blocks: 256 sequences' blocks interleaved over a pool of a
+  // whole H200's size (718,018 blocks of 16 slots, FP8), one layer's K and V.
+  scatter_pool = 718018;
+  for (bool f8 : {false, true}) {
+    kv_fp8 = f8;
+    std::printf("scattered blocks (pool of %d):\n", scatter_pool);
+    json e = decode_entry(stream, sms, 256, 8000);
+    e["scatter_pool_blocks"] = scatter_pool;
+    dec.push_back(e);
+  }
+  scatter_pool = 0;
   kv_fp8 = false;
   return {{"decode", dec}, {"prefill", prefill_entry(stream, 1746)}, {"floor_us", floor}};
 }

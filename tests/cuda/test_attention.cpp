@@ -208,13 +208,38 @@ struct Step {
     a.mma_partial_floats = part_floats;
     a.kv_fp8 = w.fp8;
     a.kv_scale = w.fp8 ? w.dscale.as<float>() : nullptr;
+    a.cache_slots = int(w.kc.size() / (size_t(w.KV) * w.D));
   }
 };
 
+// A decode kernel to run: the split kernel (counters: combining in its last block, else the
+// combine kernel) or a build of the TMA pipeline (counters: chunks of partitions folded by the
+// last; without them one chunk a sequence, no partials).
+struct Decoder {
+  const char* name;
+  AttentionArgs::DecodeKernel kernel;
+  bool counters;
+  int tma_config;
+};
+using DK = AttentionArgs::DecodeKernel;
+
+// Every decode kernel for the world's shape (the TMA pipeline takes head_dim 64).
+std::vector<Decoder> decoders(const World& w) {
+  std::vector<Decoder> d = {{"split decode kernel", DK::Split, true, 0},
+                            {"split decode + combine kernel", DK::Split, false, 0}};
+  if (w.D != 64) return d;
+  for (int c = 0; c < 3; c++) d.push_back({"TMA decode kernel", DK::Tma, true, c});
+  d.push_back({"TMA decode kernel, whole sequences", DK::Tma, false, 0});
+  return d;
+}
+
 // One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
 // decode kernel combines in its last block; otherwise the combine kernel runs.
+// One paged_attention call with decoder d.
+std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, const Decoder& d);
+
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
-                               bool counters = true) {
+                               bool counters = true, DK kernel = DK::Split, int tma_config = 0) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -239,6 +264,8 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   if (decode) REQUIRE(n_tiles == n_slots);
   Step st(w, qkv, slot_start, kv_len, tiles, bt, w.dk.get(), w.dv.get());
   st.a.decode = decode;
+  st.a.decode_kernel = kernel;
+  st.a.tma_config = tma_config;
   const size_t n_counters = size_t(n_tiles) * KV;
   DevBuf cnt = zero_counters(n_counters);
   if (counters) {
@@ -248,6 +275,10 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   LOOM_KERNEL(paged_attention(st.a, nullptr));
   check_counters_zero(cnt, n_counters);
   return download_bits(st.out, size_t(n_slots) * H * D);
+}
+
+std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, const Decoder& d) {
+  return run_step(w, es, true, d.counters, d.kernel, d.tma_config);
 }
 
 std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
@@ -350,23 +381,20 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
         const std::vector<uint16_t> pre = run_step(w, es, false);
         check_close(to_floats(pre), want, sh.heads, sh.head_dim,
                     (name + ", prefill kernel").c_str());
-        if (count_slots(es) == int(es.size())) {
-          const std::vector<uint16_t> dec = run_step(w, es, true);
-          const std::vector<uint16_t> dec_combine = run_step(w, es, true, false);
-          check_close(to_floats(dec), want, sh.heads, sh.head_dim,
-                      (name + ", decode kernel").c_str());
-          check_close(to_floats(dec_combine), want, sh.heads, sh.head_dim,
-                      (name + ", decode kernel + combine kernel").c_str());
-          bool same = true;
-          for (int s = 0; s < count_slots(es); s++) {
-            same = same && same_row(dec, s, pre, s, sh.heads, sh.head_dim,
-                                    "decode kernel vs prefill kernel", es[size_t(s)].kv_len);
-            same =
-                same && same_row(dec_combine, s, pre, s, sh.heads, sh.head_dim,
-                                 "decode + combine kernel vs prefill kernel", es[size_t(s)].kv_len);
+        if (count_slots(es) == int(es.size()))
+          for (const Decoder& d : decoders(w)) {
+            CAPTURE(d.name);
+            CAPTURE(d.tma_config);
+            const std::vector<uint16_t> dec = run_decode(w, es, d);
+            check_close(to_floats(dec), want, sh.heads, sh.head_dim,
+                        (name + ", " + d.name).c_str());
+            bool same = true;
+            for (int s = 0; s < count_slots(es) && same; s++)
+              same = same_row(dec, s, pre, s, sh.heads, sh.head_dim,
+                              (std::string(d.name) + " vs prefill kernel").c_str(),
+                              es[size_t(s)].kv_len);
+            CHECK(same);
           }
-          CHECK(same);
-        }
       }
     }
 }
@@ -397,6 +425,14 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
       const std::vector<uint16_t> among = run_step(w16, company, true);
       const std::vector<uint16_t> among_pre = run_step(w16, company, false);
       const std::vector<uint16_t> among_combine = run_step(w16, company, true, false);
+      for (const Decoder& d : decoders(w16)) {
+        if (d.kernel != DK::Tma) continue;
+        CAPTURE(d.tma_config);
+        const std::vector<uint16_t> x = run_decode(w16, company, d);
+        const std::vector<uint16_t> y = run_decode(w32, {{0, p, 1}}, d);
+        CHECK(same_row(alone, 0, x, x_slot, H, D, (std::string(d.name) + " among 19").c_str(), p));
+        CHECK(same_row(alone, 0, y, 0, H, D, (std::string(d.name) + ", block size 32").c_str(), p));
+      }
       const std::vector<uint16_t> alone_pre = run_step(w16, {{0, p, 1}}, false);
       const int c0 = std::max(0, p - 5), c1 = std::max(0, p - 13);
       const std::vector<uint16_t> chunk = run_step(w16, {{0, c0, p - c0 + 3}}, false);
@@ -430,21 +466,21 @@ TEST_CASE("split decode kernel at batch 130: many partitions per block, the pref
   const World w(H, KV, D, 16, lens, 17);
   std::vector<Entry> es;
   for (int i = 0; i < n; i++) es.push_back({i, lens[size_t(i)] - 1, 1});
-  const std::vector<uint16_t> split = run_step(w, es, true, true);
-  const std::vector<uint16_t> split_combine = run_step(w, es, true, false);
   const std::vector<uint16_t> pre = run_step(w, es, false);
-  bool same = true;
-  for (int s = 0; s < n && same; s++) {
-    const int pos = es[size_t(s)].kv_len;
-    same = same_row(split, s, pre, s, H, D, "batch 130: split vs prefill kernel", pos) &&
-           same_row(split_combine, s, pre, s, H, D,
-                    "batch 130: split + combine kernel vs prefill kernel", pos);
-    if (!same) std::printf("  (sequence %d of the batch, context %d)\n", s, pos + 1);
-  }
-  CHECK(same);
   const std::vector<float> want = reference(w, es);
-  check_close(to_floats(split), want, H, D, "batch 130, split kernel vs cpu");
-  check_close(to_floats(split_combine), want, H, D, "batch 130, split + combine kernel vs cpu");
+  for (const Decoder& d : decoders(w)) {
+    CAPTURE(d.name);
+    CAPTURE(d.tma_config);
+    const std::vector<uint16_t> dec = run_decode(w, es, d);
+    bool same = true;
+    for (int s = 0; s < n && same; s++) {
+      const int pos = es[size_t(s)].kv_len;
+      same = same_row(dec, s, pre, s, H, D, "batch 130: vs prefill kernel", pos);
+      if (!same) std::printf("  (%s, sequence %d of the batch, context %d)\n", d.name, s, pos + 1);
+    }
+    CHECK(same);
+    check_close(to_floats(dec), want, H, D, (std::string("batch 130, ") + d.name).c_str());
+  }
 }
 
 namespace {
@@ -460,7 +496,8 @@ DevBuf copy_of(const DevBuf& src, size_t bytes) {
 // inside; otherwise rope_kv_write, then the tensor-core prefill kernel. k, v: the caches
 // (written). Returns the output bits.
 std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es, bool fused,
-                                    DevBuf& k, DevBuf& v, const DevBuf& inv) {
+                                    DevBuf& k, DevBuf& v, const DevBuf& inv,
+                                    DK kernel = DK::Split) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int n = int(es.size());
   std::vector<int32_t> slot_start, kv_len, tiles, bt, positions, cache_slot;
@@ -490,6 +527,7 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
   DevBuf cnt = zero_counters(size_t(n) * KV);
   a.mma_counters = cnt.as<int>();
   a.mma_counters_len = size_t(n) * KV;
+  a.decode_kernel = kernel;
   if (fused) {
     a.decode = a.fuse_rope = true;
     a.positions = dpos.as<int32_t>();
@@ -553,6 +591,13 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
         const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
         CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
         CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
+        if (D == 64) {  // the TMA kernel: rope_kv_write inside its launcher, then the pipeline
+          DevBuf kd = copy_of(w.dk, cache_bytes), vd = copy_of(w.dv, cache_bytes);
+          const std::vector<uint16_t> tma = run_rope_step(w, company, true, kd, vd, dinv, DK::Tma);
+          CHECK(same_row(fused, 0, tma, x_slot, H, D, "fused RoPE vs TMA decode among 19", p));
+          CHECK_MESSAGE(download_bits(kd, cache_bytes / 2) == download_bits(kc, cache_bytes / 2),
+                        "K cache after the TMA decode step differs from the fused write's");
+        }
         const std::vector<uint16_t> cka = download_bits(ka, cache_bytes / 2),
                                     ckb = download_bits(kb, cache_bytes / 2);
         const std::vector<uint16_t> cva = download_bits(va, cache_bytes / 2),
@@ -627,16 +672,17 @@ TEST_CASE("tensor-core attention over an FP8 KV cache: the cpu's values, decode 
         const std::vector<uint16_t> pre = run_step(w, es, false);
         check_close(to_floats(pre), want, sh.heads, sh.head_dim, (name + ", prefill").c_str());
         if (count_slots(es) != int(es.size())) continue;
-        const std::vector<uint16_t> dec = run_step(w, es, true);
-        const std::vector<uint16_t> dec_combine = run_step(w, es, true, false);
-        bool same = true;
-        for (int s = 0; s < count_slots(es); s++)
-          same = same &&
-                 same_row(dec, s, pre, s, sh.heads, sh.head_dim, "fp8: decode vs prefill",
-                          es[size_t(s)].kv_len) &&
-                 same_row(dec_combine, s, pre, s, sh.heads, sh.head_dim,
-                          "fp8: decode + combine vs prefill", es[size_t(s)].kv_len);
-        CHECK(same);
+        for (const Decoder& d : decoders(w)) {
+          CAPTURE(d.name);
+          CAPTURE(d.tma_config);
+          const std::vector<uint16_t> dec = run_decode(w, es, d);
+          bool same = true;
+          for (int s = 0; s < count_slots(es) && same; s++)
+            same = same_row(dec, s, pre, s, sh.heads, sh.head_dim,
+                            (std::string("fp8: ") + d.name + " vs prefill").c_str(),
+                            es[size_t(s)].kv_len);
+          CHECK(same);
+        }
       }
       // Batch invariance: sequence 5's row alone, among 19, and inside a prefill chunk.
       const int p = 599;
@@ -646,6 +692,9 @@ TEST_CASE("tensor-core attention over an FP8 KV cache: the cpu's values, decode 
       const std::vector<uint16_t> among = run_step(w, company, true);
       const std::vector<uint16_t> chunk = run_step(w, {{5, p - 9, 10}}, false);
       CHECK(same_row(alone, 0, among, 7, sh.heads, sh.head_dim, "fp8: alone vs among 19", p));
+      for (const Decoder& d : decoders(w))
+        CHECK(same_row(alone, 0, run_decode(w, company, d), 7, sh.heads, sh.head_dim,
+                       (std::string("fp8: alone vs among 19, ") + d.name).c_str(), p));
       CHECK(same_row(alone, 0, chunk, 9, sh.heads, sh.head_dim, "fp8: decode vs chunk", p));
     }
 }

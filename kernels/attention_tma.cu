@@ -1,0 +1,371 @@
+// Decode attention streamed by the tensor-memory accelerator (issue 13 §3): the tensor-core
+// decode of attention_mma.cu with its loads pipelined, for head_dim 64 (bf16 or FP8 cache).
+//
+// The arithmetic is attention_mma.cu's canonical one (64-key tile partials by tile_partial /
+// tile_partial_f8, partitions of 4 tiles merged in order from E, the row total merged in order
+// from the partitions), so a row's bits equal the split decode and the prefill kernels'.
+//
+// Work: a warp per (one-slot tile, kv head, chunk of consecutive partitions). A block's warps are
+// independent: no __syncthreads, no shared-memory fold. Each warp streams its chunk's tiles
+// through its own ring of kStages (K, V) tile pairs: one TMA box per (cache block, kv head) and
+// tensor (block_size rows of 64 elements, up to 64 rows), completing on the stage's mbarrier,
+// issued kStages tiles ahead of the one being computed, so the warp's reads stay in flight while
+// it computes. Rows land in TMA's 64-byte (e4m3) or 128-byte (bf16) swizzle: the 8 rows of each
+// ldmatrix on distinct banks, with no padding (Swizzle64 / Swizzle128 in attention_mma.cuh).
+// The next tile's block-table entries are read one tile ahead, so no copy waits on them.
+//
+// A warp whose chunk is the whole sequence merges its partitions in registers and writes the
+// output: at batch 256 every warp does (no partials written or read). Otherwise it writes each
+// partition's (acc, m, l) to mma_partial and the last chunk of the (tile, kv head) to finish
+// (mma_counters) folds them (combine_partitions). The chunks per sequence, z, are fixed at
+// launch from the batch and the resident warps (a graph replays them for any context); each
+// chunk takes ceil(n_parts / z) partitions of the context the step has.
+//
+// Keys past p: the last tile's boxes past p are not copied and its V rows past p are zeroed
+// (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
+// are masked. The new key p comes from rope_kv_write, the kernel before this one: the tile
+// holding it is issued after griddepcontrol.wait, earlier tiles before it.
+#include "kernels/attention_mma.cuh"
+#include "kernels/tma.cuh"
+
+namespace loom::gpu {
+
+using namespace mma_impl;
+
+namespace {
+
+constexpr int kD = 64;
+
+// Rows of 64 e4m3 (64 bytes, 64-byte swizzle) or 64 bf16 (128 bytes, 128-byte swizzle).
+template <bool F8>
+struct TmaRows;
+template <>
+struct TmaRows<true> {
+  using L = Swizzle64;
+  static constexpr int kBytes = 64;
+  static constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  static constexpr CUtensorMapDataType kType = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+};
+template <>
+struct TmaRows<false> {
+  using L = Swizzle128;
+  static constexpr int kBytes = 128;
+  static constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  static constexpr CUtensorMapDataType kType = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+};
+
+// Shared memory of a block: per warp kStages (K tile, V tile) pairs, then per warp kStages
+// mbarriers; 1024 bytes of slack to align the rings (the swizzle repeats every 1024 bytes).
+template <bool F8, int kStages, int kWarps>
+struct TmaCfg {
+  static constexpr int kTileBytes = kMmaTileKeys * TmaRows<F8>::kBytes;  // 4 KB e4m3, 8 KB bf16
+  static constexpr int kPairBytes = 2 * kTileBytes;
+  static constexpr int kWarpBytes = kStages * kPairBytes;
+  static constexpr int kSmemBytes = kWarps * kWarpBytes + kWarps * kStages * 8 + 1024;
+};
+
+// The K and V pools of one layer as [cache_slots, kv_heads, 64] tensors.
+struct TmaMaps {
+  CUtensorMap k, v;
+};
+
+// Partition pi's state `part` of rows g, g + 8 into mma_partial [.., G, D + 2] (acc, m, l).
+template <bool F8, bool kG8>
+__device__ __forceinline__ void store_partition(const AttentionArgs& a, const RowState<kD>& part,
+                                                int tile, int hkv, int pi, int G, int lane) {
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  float* f = a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts + pi) * G * (kD + 2);
+  const int g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int h = 0; h < (kG8 ? 1 : 2); h++) {
+    const int r = g + 8 * h;
+    if (r >= G) continue;
+    float* row = f + r * (kD + 2);
+#pragma unroll
+    for (int i = 0; i < kD / 8; i++) {
+      if constexpr (F8) {
+        if (i & 1) continue;  // acc[i] and acc[i + 1] hold neighbouring dims (acc_dim)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+          *reinterpret_cast<float2*>(row + acc_dim<true>(i, tig, e)) =
+              make_float2(part.acc[i][2 * h + e], part.acc[i + 1][2 * h + e]);
+      } else {
+        *reinterpret_cast<float2*>(row + acc_dim<false>(i, tig, 0)) =
+            make_float2(part.acc[i][2 * h], part.acc[i][2 * h + 1]);
+      }
+    }
+    if (tig == 0) {
+      row[kD] = part.m[h];
+      row[kD + 1] = part.l[h];
+    }
+  }
+}
+
+template <bool F8, int kStages, int kWarps, bool kG8>
+__global__ void __launch_bounds__(kWarps * 32)
+    paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
+                                      const int z_chunks) {
+  using C = TmaCfg<F8, kStages, kWarps>;
+  using L = typename TmaRows<F8>::L;
+  constexpr int kRowBytes = TmaRows<F8>::kBytes;
+  extern __shared__ uint4 tma_smem[];
+  pdl_trigger();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const uint32_t raw = smem_u32(tma_smem);
+  char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
+  char* ring = base + warp * C::kWarpBytes;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * kStages;
+
+  // The warp's work: (tile, kv head, chunk z), kv heads fastest.
+  const int item = int(blockIdx.x) * kWarps + warp;
+  const int hkv = item % a.kv_heads, rest = item / a.kv_heads;
+  const int z = rest % z_chunks, tile = rest / z_chunks;
+  int seq = 0, j0 = 0, p = -1, n_parts = 0, per = 1, part0 = 0, part1 = 0;
+  if (tile < a.n_tiles) {
+    seq = a.tiles[tile * 3];
+    j0 = a.tiles[tile * 3 + 1];
+    p = a.kv_len[seq] + j0;  // keys [0, p]
+    n_parts = p / kMmaPartKeys + 1;
+    per = (n_parts + z_chunks - 1) / z_chunks;
+    part0 = z * per;
+    part1 = min(n_parts, part0 + per);
+  }
+  if (part0 >= part1) {
+    pdl_wait();  // (every block waits, so that the grid completes after the previous kernel)
+    return;
+  }
+  const int t0 = part0 * kMmaPartTiles;
+  const int n_t = min(part1 * kMmaPartTiles, p / kMmaTileKeys + 1) - t0;  // tiles 64 t <= p
+  const int bs = a.block_size, rows = min(bs, kMmaTileKeys), boxes = kMmaTileKeys / rows;
+  const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
+
+  // Lane b < boxes: the cache slot of box b of tile i (keys from 64 (t0 + i) + b rows), -1
+  // where there is none (past p, or past the chunk).
+  auto box_slot = [&](int i) {
+    const int k = (t0 + i) * kMmaTileKeys + lane * rows;
+    return lane < boxes && i < n_t && k <= p ? bt[k / bs] * bs + k % bs : -1;
+  };
+  // Tile i into stage i % kStages: one arrival expecting the boxes' bytes, then the copies
+  // (a copy may complete before the arrival: the phase cannot, its arrival is pending).
+  auto issue = [&](int i, int slot) {
+    char* ks = ring + (i % kStages) * C::kPairBytes;
+    uint64_t* bar = bars + i % kStages;
+    const int key0 = (t0 + i) * kMmaTileKeys;
+    const int n_boxes = min(boxes, (p - key0) / rows + 1);
+    if (lane == 0) mbar_expect_tx(bar, uint32_t(n_boxes * 2 * rows * kRowBytes));
+    if (slot >= 0) {
+      tma_load_3d(ks + lane * rows * kRowBytes, &maps.k, 0, hkv, slot, bar);
+      tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
+    }
+  };
+  if (lane == 0) {
+    for (int s = 0; s < kStages; s++) mbar_init(bars + s, 1);
+    fence_mbar_init();
+  }
+  __syncwarp();
+  int first[kStages];
+#pragma unroll
+  for (int i = 0; i < kStages; i++) first[i] = box_slot(i);
+  // Tiles that end before key p hold only keys earlier steps wrote: they stream in while the
+  // previous kernel finishes; the tile holding p waits for it.
+  auto before_p = [&](int i) { return (t0 + i + 1) * kMmaTileKeys <= p; };
+#pragma unroll
+  for (int i = 0; i < kStages; i++)
+    if (i < n_t && before_p(i)) issue(i, first[i]);
+  pdl_wait();
+#pragma unroll
+  for (int i = 0; i < kStages; i++)
+    if (i < n_t && !before_p(i)) issue(i, first[i]);
+
+  const int G = a.heads / a.kv_heads;
+  const int slot = a.slot_start[seq] + j0;
+  const bf16* q0 = static_cast<const bf16*>(a.qkv) +
+                   size_t(slot) * (a.heads + 2 * a.kv_heads) * kD + size_t(hkv) * G * kD;
+  const int g = lane >> 2, tig = lane & 3;
+  const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
+  const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
+  uint32_t qa[kD / 16][4];
+  if constexpr (F8)
+    load_q_f8<kD>(q_lo, q_hi, lane, qa);
+  else
+    load_q<kD>(q_lo, q_hi, lane, qa);
+  const int p_lo = q_lo ? p : -1, p_hi = q_hi ? p : -1;
+  const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
+  const bool whole = part0 == 0 && part1 == n_parts;
+
+  RowState<kD> total, part;
+  total.clear();
+  part.clear();
+  int next = box_slot(kStages);  // the block-table lookups of the next tile to issue
+  for (int i = 0; i < n_t; i++) {
+    char* ks = ring + (i % kStages) * C::kPairBytes;
+    char* vs = ks + C::kTileBytes;
+    mbar_wait(bars + i % kStages, uint32_t(i / kStages) & 1u);
+    const int key0 = (t0 + i) * kMmaTileKeys;
+    const int live = p - key0 + 1;  // keys key0 .. p of the tile
+    if (live < kMmaTileKeys) {
+      constexpr int kChunks = kRowBytes / 16;
+      uint4* v = reinterpret_cast<uint4*>(vs + live * kRowBytes);
+      for (int c = lane; c < (kMmaTileKeys - live) * kChunks; c += 32)
+        v[c] = make_uint4(0, 0, 0, 0);
+      fence_proxy_async();  // (the stage's next copy overwrites these rows)
+      __syncwarp();
+    }
+    RowState<kD> tp;
+    if constexpr (F8)
+      tile_partial_f8<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
+    else
+      tile_partial<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
+#pragma unroll
+    for (int h = 0; h < (kG8 ? 1 : 2); h++)
+      if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
+    __syncwarp();  // every lane's reads of the stage are done before it is refilled
+    if (i + kStages < n_t) {
+      issue(i + kStages, next);
+      next = box_slot(i + kStages + 1);
+    }
+    const int t = t0 + i;
+    if (t % kMmaPartTiles == kMmaPartTiles - 1 || i == n_t - 1) {
+      const int pi = t / kMmaPartTiles;
+      if (whole) {
+#pragma unroll
+        for (int h = 0; h < (kG8 ? 1 : 2); h++)
+          if (pi * kMmaPartKeys <= (h ? p_hi : p_lo)) merge_row(total, part, h);
+      } else {
+        store_partition<F8, kG8>(a, part, tile, hkv, pi, G, lane);
+      }
+      part.clear();
+    }
+  }
+
+  if (whole) {
+    bf16* out = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * kD;
+#pragma unroll
+    for (int h = 0; h < (kG8 ? 1 : 2); h++) {
+      const int r = g + 8 * h;
+      if (r >= G) continue;
+      bf16* o = out + size_t(hkv * G + r) * kD;
+      auto val = [&](int i, int e) {
+        return __fmul_rn(__fdiv_rn(total.acc[i][2 * h + e], total.l[h]), v_scale);
+      };
+#pragma unroll
+      for (int i = 0; i < kD / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          if (F8 && !(i & 1))  // acc[i], acc[i + 1]: neighbouring dims
+            *reinterpret_cast<__nv_bfloat162*>(o + acc_dim<true>(i, tig, e)) =
+                __floats2bfloat162_rn(val(i, e), val(i + 1, e));
+          if (!F8 && e == 0)
+            *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) =
+                __floats2bfloat162_rn(val(i, 0), val(i, 1));
+        }
+    }
+    return;
+  }
+  // The last chunk of the (tile, kv head) to finish folds the partitions (threadfence
+  // reduction: partials written, fence, count; the last one fences and reads them).
+  __threadfence();
+  __syncwarp();
+  int last = 0;
+  if (lane == 0) {
+    int* counter = a.mma_counters + size_t(tile) * a.kv_heads + hkv;
+    const int n_active = (n_parts + per - 1) / per;
+    last = atomicAdd(counter, 1) == n_active - 1;
+    if (last) *counter = 0;  // every other chunk has counted: ready for the next call
+  }
+  if (__shfl_sync(0xffffffffu, last, 0)) {
+    __threadfence();
+    combine_partitions<kD>(a, tile, hkv, n_parts, slot, lane, 32);
+  }
+}
+
+template <bool F8, int kStages, int kWarps, bool kG8>
+Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
+  using C = TmaCfg<F8, kStages, kWarps>;
+  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8>;
+  static bool smem_done = false;
+  static int per_sm = 0;
+  Status st = allow_smem(kernel, C::kSmemBytes, smem_done, "paged_attention_tma_decode");
+  if (!st.ok) return st;
+  if (per_sm == 0) {
+    const cudaError_t e =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, C::kSmemBytes);
+    if (e != cudaSuccess || per_sm < 1)
+      return Status::bad(cat("paged_attention_tma_decode: ", C::kSmemBytes,
+                             " bytes of shared memory a block do not fit an SM (",
+                             cudaGetErrorString(e), ")"));
+  }
+  using R = TmaRows<F8>;
+  TmaMaps maps;
+  const uint64_t esize = F8 ? 1 : 2;
+  const uint64_t dims[3] = {kD, uint64_t(a.kv_heads), uint64_t(a.cache_slots)};
+  const uint64_t strides[2] = {kD * esize, uint64_t(a.kv_heads) * kD * esize};
+  const uint32_t box[3] = {kD, 1, uint32_t(std::min(a.block_size, kMmaTileKeys))};
+  st = encode_tensor_map_3d(maps.k, a.k_cache, R::kType, dims, strides, box, R::kSwizzle,
+                            "paged_attention_tma_decode (K pool)");
+  if (!st.ok) return st;
+  st = encode_tensor_map_3d(maps.v, a.v_cache, R::kType, dims, strides, box, R::kSwizzle,
+                            "paged_attention_tma_decode (V pool)");
+  if (!st.ok) return st;
+  // Chunks per (tile, kv head): enough warps for one wave of the resident ones; 1 (whole
+  // sequences, no partials) without counters to fold chunks with.
+  const int pairs = a.n_tiles * a.kv_heads;
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  const bool counters =
+      a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads &&
+      a.mma_partial != nullptr &&
+      a.mma_partial_floats >= attention_mma_partial_floats(a.n_tiles, a.kv_heads, a.heads, kD,
+                                                           a.bt_stride, a.block_size);
+  const int resident = per_sm * device_sms() * kWarps;
+  const int z = counters ? std::max(1, std::min(max_parts, resident / std::max(1, pairs))) : 1;
+  const int grid = ceil_div(pairs * z, kWarps);
+  const cudaError_t e =
+      launch_kernel(kernel, dim3(grid), kWarps * 32, C::kSmemBytes, stream, a.pdl, a, maps, z);
+  if (e != cudaSuccess)
+    return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
+  return launch_status("paged_attention_tma_decode");
+}
+
+// The builds cuda_bench and the tests compare, by AttentionArgs::tma_config (stages x warps a
+// block); config 0 is the default for the cache dtype.
+constexpr int kTmaConfigs = 3;
+template <bool F8, bool kG8>
+Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
+  if constexpr (F8) {  // 24 KB a warp: two blocks of 4 warps an SM
+    if (a.tma_config == 1) return launch_tma<F8, 4, 4, kG8>(a, stream);
+    if (a.tma_config == 2) return launch_tma<F8, 2, 4, kG8>(a, stream);
+    return launch_tma<F8, 3, 4, kG8>(a, stream);
+  } else {  // 32 KB a warp: one block of 4 warps, or three of 2
+    if (a.tma_config == 1) return launch_tma<F8, 3, 2, kG8>(a, stream);
+    if (a.tma_config == 2) return launch_tma<F8, 4, 2, kG8>(a, stream);
+    return launch_tma<F8, 2, 4, kG8>(a, stream);
+  }
+}
+
+}  // namespace
+
+bool tma_decode_usable(const AttentionArgs& a) {
+  const int bs = a.block_size;
+  return a.head_dim == kD && a.cache_slots > 0 && bs > 0 &&
+         (kMmaTileKeys % bs == 0 || bs % kMmaTileKeys == 0) && a.tma_config >= 0 &&
+         a.tma_config < kTmaConfigs;
+}
+
+Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(tma_decode_usable(a), "paged_attention_tma_decode: head_dim ", a.head_dim,
+                 ", block_size ", a.block_size, ", cache_slots ", a.cache_slots, ", tma_config ",
+                 a.tma_config,
+                 " (needs head_dim 64, the pool's slot count, a block size that divides 64 or is "
+                 "a multiple of it, a config in [0, 3))");
+  LOOM_ARG_CHECK(a.decode && !a.fuse_rope, "paged_attention_tma_decode: decode steps, RoPE done");
+  if (a.n_tiles == 0) return Status::good();
+  const bool g8 = a.heads / a.kv_heads <= 8;
+  if (a.kv_fp8)
+    return g8 ? launch_tma_config<true, true>(a, stream)
+              : launch_tma_config<true, false>(a, stream);
+  return g8 ? launch_tma_config<false, true>(a, stream)
+            : launch_tma_config<false, false>(a, stream);
+}
+
+}  // namespace loom::gpu
