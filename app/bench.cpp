@@ -221,17 +221,31 @@ int bench_command(const BenchArgs& a) {
   }
 
   if (a.num_jobs > 0) {
-    std::fprintf(tab, "\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %8s %8s %9s %8s %8s\n", "jobs",
-                 "group", "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s", "TFLOP/s",
-                 "% roof", "step ms", "attn ms", "rest ms", "KV peak", "shared", "preempt");
+    std::fprintf(tab, "\n%8s %8s %12s %10s %10s %8s %8s %8s %9s %8s %8s %8s %8s %9s %8s %8s\n",
+                 "jobs", "group", "tokens/s", "frames/s", "mean seqs", "W GB/s", "KV GB/s",
+                 "TFLOP/s", "% roof", "step ms", "gpu ms", "attn ms", "rest ms", "KV peak",
+                 "shared", "preempt");
     std::vector<int> groups;  // 0: every job its own context
     if (!(a.shared_only && a.shared_group > 1)) groups.push_back(0);
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     std::vector<double> tps_of, roof_of;  // per entry of groups
     for (int group : groups) {
       EngineOptions opt = engine_options(a.engine, om);
+      be.set_step_timing(true);
       Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
+      const StepTiming timing = be.step_timing();
+      be.set_step_timing(false);
       const RunStats& st = m.st;
+      // Decode steps replayed from graphs: the device's time a step, and Backend::step's wall
+      // time beyond it (host staging, launch, wait); the rest of the run's wall time outside
+      // the steps (scheduling, sequences, results) a step.
+      const bool timed = timing.steps > 0;
+      const double gpu_ms = timed ? 1e3 * timing.gpu_s / double(timing.steps) : 0;
+      const double step_host_ms =
+          timed ? 1e3 * (timing.wall_s - timing.gpu_s) / double(timing.steps) : 0;
+      const int64_t n_steps = st.prefill_steps + st.decode_steps + st.mixed_steps;
+      const double engine_host_ms =
+          1e3 * (st.wall_s - st.step_s()) / double(std::max<int64_t>(1, n_steps));
       const double t = st.step_s();  // device work: the rates of bytes and FLOPs
       const double wb = weight_bytes(st, step_bytes), kb = kv_bytes(st, spec, kv_elem);
       const double gb = (wb + kb) / t / 1e9;
@@ -259,14 +273,21 @@ int bench_command(const BenchArgs& a) {
       const bool split = prof.decode_rest_ms > 0;
       std::fprintf(
           tab,
-          "%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8s %8s %8.1f%% %8lld %8lld\n",
+          "%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8s %8s %8s %8.1f%% %8lld "
+          "%8lld\n",
           a.num_jobs, group, tokens_per_s(st), frames_per_s(st),
           double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
           wb / t / 1e9, kb / t / 1e9, tf,
           roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms,
+          timed ? fixed(gpu_ms, 2, "").c_str() : "-",
           split ? fixed(prof.decode_attention_ms, 2, "").c_str() : "-",
           split ? fixed(prof.decode_rest_ms, 2, "").c_str() : "-", 100 * kv_util,
           (long long)st.scheduler.shared_blocks, (long long)st.scheduler.preemptions);
+      if (timed)
+        std::fprintf(tab,
+                     "         decode steps: %.2f ms on the device, %.2f ms more in the backend's "
+                     "step call (staging, launch, wait), %.2f ms a step outside it (engine)\n",
+                     gpu_ms, step_host_ms, engine_host_ms);
       if (a.profile) print_profile(tab, prof);
       out["throughput"].push_back(
           {{"jobs", a.num_jobs},
@@ -305,6 +326,9 @@ int bench_command(const BenchArgs& a) {
            {"kv_bytes", d.kv_bytes},
            {"decode_attention_ms", split ? json(prof.decode_attention_ms) : no_value},
            {"decode_rest_ms", split ? json(prof.decode_rest_ms) : no_value},
+           {"decode_gpu_ms", timed ? json(gpu_ms) : no_value},
+           {"decode_step_host_ms", timed ? json(step_host_ms) : no_value},
+           {"engine_host_ms", engine_host_ms},
            {"kernels", prof.kernels}});
       tps_of.push_back(tokens_per_s(st));
       roof_of.push_back(group > 0 ? roof_once_s : roof_s);

@@ -63,6 +63,15 @@ struct KernelTime {
   int64_t steps = 0;  // steps of that phase profiled
 };
 
+// Where a decode step's time goes (loom bench): the steps that replayed a decode graph, the
+// device's time from the inputs' upload to the tokens' download (events), and the wall time
+// of Backend::step around it (staging on the host, launches, the final wait).
+struct StepTiming {
+  int64_t steps = 0;
+  double gpu_s = 0;   // device time of those steps
+  double wall_s = 0;  // Backend::step's wall time for them
+};
+
 struct DeviceInfo {
   std::string name;         // "NVIDIA H200", "cpu"
   size_t memory_bytes = 0;  // device memory in all
@@ -94,6 +103,8 @@ class Backend {
   virtual double measure_gemm_tflops() { return 0; }          // runs a timed bf16 GEMM
   virtual void set_profiling(bool on) { (void)on; }           // per-kernel timing (slower)
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
+  virtual void set_step_timing(bool on) { (void)on; }  // decode steps' device time (cheap)
+  virtual StepTiming step_timing() const { return {}; }
   // True when a sequence's logits do not depend on the rest of the batch (README "Batch
   // invariance"): always on the cpu backend, on cuda with --batch-invariant.
   virtual bool batch_invariant() const { return false; }

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -124,6 +125,8 @@ CudaBackend::~CudaBackend() {
   if (in_host_) cudaFreeHost(in_host_);
   if (tokens_host_) cudaFreeHost(tokens_host_);
   for (auto& e : event_pool_) cudaEventDestroy(e);
+  for (auto& e : timing_ev_)
+    if (e) cudaEventDestroy(e);
   for (auto& p : prof_open_) {
     cudaEventDestroy(p.second[0]);
     cudaEventDestroy(p.second[1]);
@@ -407,6 +410,7 @@ static void check_batch(const StepBatch& b, const ModelSpec& spec, int num_block
 }
 
 void CudaBackend::step(const StepBatch& b, StepOutput& out) {
+  const auto t_enter = std::chrono::steady_clock::now();
   LOOM_CHECK(loaded_, "CUDA backend: step before load");
   LOOM_CHECK(kv_ != nullptr, "CUDA backend: step before allocate_cache");
   check_batch(b, spec_, num_blocks_, block_size_);
@@ -425,7 +429,7 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
   const int spt = attention_slots_per_tile(t_, spec_.heads, spec_.kv_heads, spec_.head_dim);
   if (decode) {
     const int B = kBucketSizes[bucket];
-    L.n_slots = L.n_seqs = L.n_out = L.n_tiles = B;
+    L.n_slots = L.n_seqs = L.n_out = L.n_tiles = L.n_one_tiles = B;
     L.bt_stride = max_bt_;
     for (int s = 0; s < n_seqs; s++) out_seq.push_back(s);
   } else {
@@ -435,6 +439,7 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
     for (int s = 0; s < n_seqs; s++) {
       const int n_new = b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
       L.n_tiles += (n_new + spt - 1) / spt;
+      L.n_one_tiles += n_new == 1;
       if (b.want_logits || b.sample[size_t(s)]) out_seq.push_back(s);
     }
     L.n_out = int(out_seq.size());
@@ -477,7 +482,7 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
     if (tokens[i] == kActionSlot) act_slots[n_act++] = i;
   }
   if (L.n_act > 0) std::memcpy(h + L.actions, b.actions.data(), b.actions.size() * sizeof(float));
-  int tile = 0;
+  int tile = 0, chunk_tile = L.n_one_tiles;  // one-slot tiles first (StepLayout)
   for (int s = 0; s < n_seqs; s++) {
     const int s0 = b.slot_start[size_t(s)], n_new = b.slot_start[size_t(s) + 1] - s0;
     slot_start[s] = s0;
@@ -491,10 +496,10 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
       cache_slot[s0 + j] = src_bt[c / bs] * bs + c % bs;
     }
     for (int j0 = 0; j0 < n_new; j0 += spt) {
-      tiles[3 * tile] = s;
-      tiles[3 * tile + 1] = j0;
-      tiles[3 * tile + 2] = std::min(spt, n_new - j0);
-      tile++;
+      int32_t* t = tiles + 3 * (n_new == 1 ? tile++ : chunk_tile++);
+      t[0] = s;
+      t[1] = j0;
+      t[2] = std::min(spt, n_new - j0);
     }
   }
   for (int s = n_seqs; s < L.n_seqs; s++) {  // decode padding
@@ -530,6 +535,8 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
     params[r] = p;
   }
 
+  const bool timed = timing_on_ && decode && graphs_[size_t(bucket)] != nullptr;
+  if (timed) LOOM_CUDA_CHECK(cudaEventRecord(timing_ev_[0], stream_));
   LOOM_CUDA_CHECK(cudaMemcpyAsync(in_dev_, in_host_, L.bytes, cudaMemcpyHostToDevice, stream_));
   // The tensor-core path has fixed partitions instead of splits.
   const int splits = attention_mma() ? 1 : pick_splits(L.n_tiles);
@@ -569,7 +576,16 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
                                       size_t(logits_ld_) * 4, size_t(spec_.vocab) * 4,
                                       size_t(n_seqs), cudaMemcpyDeviceToHost, stream_));
   }
+  if (timed) LOOM_CUDA_CHECK(cudaEventRecord(timing_ev_[1], stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (timed) {
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_ev_[0], timing_ev_[1]));
+    timing_.steps++;
+    timing_.gpu_s += 1e-3 * double(ms);
+    timing_.wall_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_enter).count();
+  }
   // The draw's ids are relative to the logit range (forward()); -1: no draw.
   const int lo = spec_.sample_begin();
   for (int r = 0; r < n_real_out; r++)
@@ -675,6 +691,13 @@ double CudaBackend::measure_gemm_tflops() {
   cudaFree(b);
   cudaFree(c);
   return 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
+}
+
+void CudaBackend::set_step_timing(bool on) {
+  timing_on_ = on;
+  timing_ = StepTiming{};
+  for (auto& e : timing_ev_)
+    if (e == nullptr) LOOM_CUDA_CHECK(cudaEventCreate(&e));
 }
 
 void CudaBackend::set_profiling(bool on) {

@@ -46,6 +46,9 @@ struct DeviceWeights : WeightSet<DeviceTensor> {
 // the same place.
 struct StepLayout {
   int n_slots = 0, n_seqs = 0, n_out = 0, n_tiles = 0, n_act = 0, bt_stride = 0;
+  // Tiles 0 .. n_one_tiles - 1 are the one-slot tiles of sequences with one new slot (decoding),
+  // the others the chunks of sequences with more (prefill, a frame's action chunk).
+  int n_one_tiles = 0;
   int action_dim = 0;
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
   size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
@@ -68,6 +71,8 @@ class CudaBackend : public Backend {
   double measure_gemm_tflops() override;
   void set_profiling(bool on) override;
   std::vector<KernelTime> kernel_times() const override;
+  void set_step_timing(bool on) override;
+  StepTiming step_timing() const override { return timing_; }
   bool batch_invariant() const override { return invariant_; }
   void collect_kv_stats(const KvScales* saturation_scales) override;
   KvStats kv_stats() override;
@@ -179,6 +184,10 @@ class CudaBackend : public Backend {
   std::vector<cudaEvent_t> event_pool_;
   std::map<std::string, KernelTime> prof_totals_;  // by phase + '/' + family
   std::map<std::string, int64_t> prof_steps_;      // by phase
+  // set_step_timing: an event pair around each decode-graph step's device work.
+  bool timing_on_ = false;
+  std::array<cudaEvent_t, 2> timing_ev_{};
+  StepTiming timing_;
 
   std::vector<void*> allocs_;  // weights, cache, inputs
   size_t peak_bytes_ = 0;

@@ -265,10 +265,23 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.mma_partial_floats = part_mma_floats_;
       a.mma_counters = mma_counters_;
       a.mma_counters_len = mma_counters_len_;
+      a.cache_slots = (num_blocks_ + 1) * block_size_;
       a.positions = positions;
       a.cache_slot = in_i32(L.cache_slot);
       a.inv_freq = inv_freq_;
       a.pdl = true;  // follows rope_kv_write or (decode) the qkv GEMV
+      if (!decode_attn && attention_mma() && L.n_one_tiles > 0) {
+        // A mixed step: the decoding sequences' one-slot tiles through the decode kernel, the
+        // chunks through the prefill kernel (the same bits for every row: attention_mma.cu).
+        // With the whole batch on the prefill kernel a step with one frame's action chunk in
+        // it took ~2x a decode step at 256 sequences.
+        AttentionArgs d = a;
+        d.n_tiles = L.n_one_tiles;
+        d.decode = true;
+        LOOM_KERNEL(paged_attention(d, stream_));
+        a.tiles += 3 * L.n_one_tiles;
+        a.n_tiles -= L.n_one_tiles;
+      }
       LOOM_KERNEL(paged_attention(a, stream_));
       prof_end();
       if (stats_on_) {  // loom calibrate: the rows this step wrote
