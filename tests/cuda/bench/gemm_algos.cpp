@@ -1,7 +1,8 @@
 // Would autotuning the decode GEMMs pay? cuBLAS's default choice (cublasGemmEx, what
 // gpu::Gemm::run calls) against every algorithm cuBLASLt's heuristic offers (up to 32) on Terra's
 // layer GEMMs and lm_head at 64 and 256 rows, each timed with L2 flushed; the fastest is checked
-// against the default's output. Prints the default, the best and the ratio per shape.
+// against the default's output. Prints the default, the best and the ratio per shape; at 256 rows
+// also the best of the heuristic's algorithms with split-K (2..8) and each reduction scheme.
 #include <cublasLt.h>
 
 #include <cstdio>
@@ -85,6 +86,76 @@ json bench_gemm_algos(const Context& c) {
         const size_t n_check = std::min<size_t>(size_t(s.ldy) * 4, size_t(m) * s.ldy);
         err = rel_err(b.download(y, n_check, s.out), b.download(y_ref, n_check, s.out));
       }
+      // Beyond the heuristic: each of its algorithms with split-K 2..8 and every reduction
+      // scheme it supports (256 rows leave most SMs idle at these N), checked against the
+      // default's output.
+      json split_k = nullptr;
+      if (m == 256 && s.out == DType::BF16) {
+        auto cfg_of = [](const cublasLtMatmulAlgo_t& al, cublasLtMatmulAlgoConfigAttributes_t at) {
+          uint32_t v = 0;
+          size_t sz = 0;
+          cublasLtMatmulAlgoConfigGetAttribute(&al, at, &v, sizeof v, &sz);
+          return v;
+        };
+        double sk_us = 1e30;
+        std::string sk_desc;
+        int tried = 0, rejected = 0;
+        for (int i = 0; i < n_res; i++) {
+          if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+          const cublasLtMatmulAlgo_t& h = res[i].algo;
+          if (i == best)
+            std::printf(
+                "%-8s %5d heuristic's best: algo %u tile %u stages %u splitK %u "
+                "reduction %u swizzle %u custom %u cluster %u\n",
+                s.name, m, cfg_of(h, CUBLASLT_ALGO_CONFIG_ID),
+                cfg_of(h, CUBLASLT_ALGO_CONFIG_TILE_ID), cfg_of(h, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                cfg_of(h, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                cfg_of(h, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                cfg_of(h, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                cfg_of(h, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                cfg_of(h, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+          uint32_t schemes = 0;
+          size_t sz = 0;
+          cublasLtMatmulAlgoCapGetAttribute(&h, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                            sizeof schemes, &sz);
+          for (uint32_t k : {2u, 3u, 4u, 6u, 8u})
+            for (uint32_t scheme : {uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE),
+                                    uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+                                    uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
+              if (!(schemes & scheme)) continue;
+              cublasLtMatmulAlgo_t cfg = h;
+              cublasLtMatmulAlgoConfigSetAttribute(&cfg, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k, 4);
+              cublasLtMatmulAlgoConfigSetAttribute(&cfg, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                   &scheme, 4);
+              cublasLtMatmulHeuristicResult_t chk{};
+              if (cublasLtMatmulAlgoCheck(lt, op, la, lb, ly, ly, &cfg, &chk) !=
+                      CUBLAS_STATUS_SUCCESS ||
+                  chk.workspaceSize > ws_bytes) {
+                rejected++;
+                continue;
+              }
+              tried++;
+              auto call = [&] {
+                LOOM_CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, ly, y, ly,
+                                                 &cfg, ws, ws_bytes, c.stream));
+              };
+              const double us = time_us(c, call, 10, 2);
+              if (!(us < sk_us)) continue;
+              call();
+              const size_t n_check = std::min<size_t>(size_t(s.ldy) * 4, size_t(m) * s.ldy);
+              if (!(rel_err(b.download(y, n_check, s.out), b.download(y_ref, n_check, s.out)) <
+                    1e-2))
+                continue;
+              sk_us = us;
+              sk_desc = cat("heuristic ", i, " splitK ", k, " reduction ", scheme);
+            }
+        }
+        std::printf(
+            "%-8s %5d split-K: best %.1f us (%s) of %d configurations (%d rejected); "
+            "x%.2f the default\n",
+            s.name, m, sk_us, sk_desc.c_str(), tried, rejected, def_us / sk_us);
+        split_k = {{"best_us", sk_us}, {"best", sk_desc}, {"tried", tried}};
+      }
       cublasLtMatmulPreferenceDestroy(pref);
       cublasLtMatrixLayoutDestroy(la);
       cublasLtMatrixLayoutDestroy(lb);
@@ -99,7 +170,8 @@ json bench_gemm_algos(const Context& c) {
                      {"default_us", def_us},
                      {"best_lt_us", best_us},
                      {"algos", n_res},
-                     {"rel_err", err}});
+                     {"rel_err", err},
+                     {"split_k", split_k}});
     }
   cublasLtDestroy(lt);
   return out;
