@@ -54,9 +54,10 @@ namespace {
 // Decode: see the file comment. Shared memory: per warp a K and a V tile; after its tile the
 // warp writes (acc rows < G, m, l) over its K tile for the block's fold.
 // Before griddepcontrol.wait the block reads only the step's inputs (tiles, kv_len,
-// slot_start, block tables: uploaded before the step's first kernel) and the cached keys < p
-// (written by earlier steps): its first tile streams in while the previous kernel (the qkv
-// GEMV, or rope_kv_write) finishes. q and key p come from that kernel: after the wait.
+// slot_start, block tables: uploaded before the step's first kernel) and the cached keys <
+// kv_len (written by earlier steps): its first tile streams in while the previous kernel (the
+// qkv GEMV, or rope_kv_write) finishes. q and the keys from kv_len (p alone, unless the slot is
+// one of a chunk's) come from that kernel: after the wait.
 template <int D, bool F8>
 __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(AttentionArgs a) {
   using Tl = TileOf<D, F8>;
@@ -90,8 +91,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const float k_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const float scale = scale_log2<D>() * k_scale;
-  issue(blockIdx.z);
+  // A slot after the first of its sequence's chunk (j0 > 0) also reads the chunk's earlier
+  // keys, which the previous kernel writes: its first tile waits unless it ends before them.
+  const bool early =
+      j0 == 0 || (int(blockIdx.z) * kMmaPartTiles + warp + 1) * kMmaTileKeys <= a.kv_len[seq];
+  if (early) issue(blockIdx.z);
   pdl_wait();  // qkv and cache row p come from the previous kernels
+  if (!early) issue(blockIdx.z);
 
   const int slot = a.slot_start[seq] + j0;
   const bf16* qkv = static_cast<const bf16*>(a.qkv);
@@ -362,12 +368,12 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   // every batch (a persistent pipelined kernel, a warp per partition, was measured slower on
   // an H200 at every batch and removed: bench/NOTES-cuda.md).
   // The TMA pipeline decodes batches of at least kTmaMinPairs (tile, kv head) pairs where it
-  // can run; the split kernel the smaller ones, whose latency it has less of (H200: b1 ctx 7000
-  // 15 vs 24 us; b256 ctx 8000 659 vs 528 us bf16, 489 vs 302 us FP8). Asked for where it
-  // cannot run, the TMA kernel says why.
+  // can run (without partials it takes whole sequences a warp); the split kernel the smaller
+  // ones, whose latency it has less of (H200: b1 ctx 7000 15 vs 24 us; b256 ctx 8000 659 vs
+  // 528 us bf16, 489 vs 302 us FP8). Asked for where it cannot run, the TMA kernel says why.
   using DK = AttentionArgs::DecodeKernel;
   constexpr int kTmaMinPairs = 256;
-  const bool tma = decode && a.decode_kernel != DK::Split &&
+  const bool tma = a.decode && a.decode_kernel != DK::Split &&
                    (a.decode_kernel == DK::Tma ||
                     (a.n_tiles * a.kv_heads >= kTmaMinPairs && tma_decode_usable(a)));
   cudaError_t e;

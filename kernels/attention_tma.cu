@@ -23,8 +23,9 @@
 //
 // Keys past p: the last tile's boxes past p are not copied and its V rows past p are zeroed
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
-// are masked. The new key p comes from rope_kv_write, the kernel before this one: the tile
-// holding it is issued after griddepcontrol.wait, earlier tiles before it.
+// are masked. The step's new keys (p, or from kv_len for a slot of a chunk) come from
+// rope_kv_write, the kernel before this one: tiles holding any are issued after
+// griddepcontrol.wait, earlier tiles before it.
 #include "kernels/attention_mma.cuh"
 #include "kernels/tma.cuh"
 
@@ -166,16 +167,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   int first[kStages];
 #pragma unroll
   for (int i = 0; i < kStages; i++) first[i] = box_slot(i);
-  // Tiles that end before key p hold only keys earlier steps wrote: they stream in while the
-  // previous kernel finishes; the tile holding p waits for it.
-  auto before_p = [&](int i) { return (t0 + i + 1) * kMmaTileKeys <= p; };
+  // Tiles that end before the step's first new key of the sequence (kv_len: p, or less for a
+  // slot of a chunk) hold only keys earlier steps wrote: they stream in while the previous
+  // kernel finishes; the others wait for it.
+  const int first_new = a.kv_len[seq];
+  auto old_keys = [&](int i) { return (t0 + i + 1) * kMmaTileKeys <= first_new; };
 #pragma unroll
   for (int i = 0; i < kStages; i++)
-    if (i < n_t && before_p(i)) issue(i, first[i]);
+    if (i < n_t && old_keys(i)) issue(i, first[i]);
   pdl_wait();
 #pragma unroll
   for (int i = 0; i < kStages; i++)
-    if (i < n_t && !before_p(i)) issue(i, first[i]);
+    if (i < n_t && !old_keys(i)) issue(i, first[i]);
 
   const int G = a.heads / a.kv_heads;
   const int slot = a.slot_start[seq] + j0;

@@ -1,8 +1,10 @@
-// The tensor-core paged attention (bf16, kernels/attention_mma.cu):
+// The tensor-core paged attention (bf16, kernels/attention_mma.cu and attention_tma.cu), every
+// decode kernel (decoders(): split, split + combine kernel, the TMA pipeline's builds with and
+// without chunks) against the prefill kernel bitwise:
 //  - accuracy: against cpu::paged_attention (fp32 on the same bf16 values), decode batches 1,
-//    3, 19 and prefill chunks that start mid-sequence, contexts crossing the 64-key tile, the
-//    256-key partition and the 16-slot block boundaries; head_dim 64 (G = 8, 2) and 16 (G = 3,
-//    the tiny models, and 16);
+//    3, 19, short chunks as one-slot tiles beside decodes, and prefill chunks that start
+//    mid-sequence, contexts crossing the 64-key tile, the 256-key partition and the 16-slot
+//    block boundaries; head_dim 64 (G = 8, 2) and 16 (G = 3, the tiny models, and 16);
 //  - batch invariance, bitwise: a query row computed alone in a decode step, among 19 sequences
 //    of other lengths, by the prefill kernel, inside prefill chunks starting at other offsets,
 //    and over a cache with another block size, gives the same bf16 bits;
@@ -253,8 +255,9 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
         for (int d = 0; d < D; d++)
           qkv[size_t(slot_start.back() + j) * row + size_t(h) * D + d] =
               qval(e.seq, e.kv_len + j, h, d);
-    for (int j0 = 0; j0 < e.n_new; j0 += spt)
-      tiles.insert(tiles.end(), {s, j0, std::min(spt, e.n_new - j0)});
+    // Decode: every slot its own tile (a short chunk's slots too, as the backend runs them).
+    for (int j0 = 0; j0 < e.n_new; j0 += decode ? 1 : spt)
+      tiles.insert(tiles.end(), {s, j0, decode ? 1 : std::min(spt, e.n_new - j0)});
     kv_len.push_back(e.kv_len);
     slot_start.push_back(slot_start.back() + e.n_new);
     bt.insert(bt.end(), w.tables.begin() + size_t(e.seq) * w.bt_stride,
@@ -373,6 +376,8 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
       for (int i = 0; i < 19; i++) b19.push_back({9 + i, lens[size_t(9 + i)] - 1, 1});
       steps.push_back({"decode batch 19", b19});
       steps.push_back({"prefill from 250 (13 slots)", {{28, 250, 13}}});
+      steps.push_back({"action chunks beside decodes",
+                       {{30, 500, 7}, {7, 599, 1}, {28, 60, 7}, {8, 2000, 16}, {0, 0, 1}}});
       steps.push_back({"prefill from 0 (300 slots)", {{29, 0, 300}}});
       steps.push_back({"mixed prefill", {{30, 500, 70}, {7, 599, 1}, {28, 0, 9}, {8, 2000, 100}}});
       for (const auto& [name, es] : steps) {
@@ -381,7 +386,10 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
         const std::vector<uint16_t> pre = run_step(w, es, false);
         check_close(to_floats(pre), want, sh.heads, sh.head_dim,
                     (name + ", prefill kernel").c_str());
-        if (count_slots(es) == int(es.size()))
+        // Decode kernels: every step whose chunks are short (one-slot tiles of a chunk).
+        bool short_chunks = true;
+        for (const Entry& e : es) short_chunks = short_chunks && e.n_new <= 16;
+        if (short_chunks)
           for (const Decoder& d : decoders(w)) {
             CAPTURE(d.name);
             CAPTURE(d.tma_config);

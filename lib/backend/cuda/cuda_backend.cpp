@@ -349,6 +349,16 @@ bool CudaBackend::attention_mma() const {
   return attention_mma_supported(t_, spec_.heads, spec_.kv_heads, spec_.head_dim);
 }
 
+// A short chunk (a frame's last token and its action slots: Terra's 7) runs as one-slot tiles
+// through the decode kernel beside the decoding sequences: the prefill kernel would walk its
+// whole context in one block per kv head (~190 us a layer at 7,000 keys on an H200, after the
+// decode kernel), where one-slot tiles read the chunk's keys a few more times in parallel.
+// Tensor-core path only (the bits are the same either way there).
+bool CudaBackend::one_slot_tiles(int n_new) const {
+  constexpr int kMaxOneSlotChunk = 16;
+  return n_new == 1 || (attention_mma() && n_new <= kMaxOneSlotChunk);
+}
+
 int CudaBackend::pick_splits(int n_tiles) const {
   const int blocks = std::max(1, n_tiles * spec_.kv_heads);
   int splits = std::max(1, (4 * num_sms_ + blocks - 1) / blocks);
@@ -438,8 +448,9 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
     L.bt_stride = b.blocks_per_seq;
     for (int s = 0; s < n_seqs; s++) {
       const int n_new = b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
-      L.n_tiles += (n_new + spt - 1) / spt;
-      L.n_one_tiles += n_new == 1;
+      const bool one = one_slot_tiles(n_new);
+      L.n_tiles += one ? n_new : (n_new + spt - 1) / spt;
+      L.n_one_tiles += one ? n_new : 0;
       if (b.want_logits || b.sample[size_t(s)]) out_seq.push_back(s);
     }
     L.n_out = int(out_seq.size());
@@ -495,11 +506,12 @@ void CudaBackend::step(const StepBatch& b, StepOutput& out) {
       const int c = kv_len[s] + j;
       cache_slot[s0 + j] = src_bt[c / bs] * bs + c % bs;
     }
-    for (int j0 = 0; j0 < n_new; j0 += spt) {
-      int32_t* t = tiles + 3 * (n_new == 1 ? tile++ : chunk_tile++);
+    const bool one = decode || one_slot_tiles(n_new);
+    for (int j0 = 0; j0 < n_new; j0 += one ? 1 : spt) {
+      int32_t* t = tiles + 3 * (one ? tile++ : chunk_tile++);
       t[0] = s;
       t[1] = j0;
-      t[2] = std::min(spt, n_new - j0);
+      t[2] = one ? 1 : std::min(spt, n_new - j0);
     }
   }
   for (int s = n_seqs; s < L.n_seqs; s++) {  // decode padding

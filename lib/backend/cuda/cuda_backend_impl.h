@@ -46,8 +46,8 @@ struct DeviceWeights : WeightSet<DeviceTensor> {
 // the same place.
 struct StepLayout {
   int n_slots = 0, n_seqs = 0, n_out = 0, n_tiles = 0, n_act = 0, bt_stride = 0;
-  // Tiles 0 .. n_one_tiles - 1 are the one-slot tiles of sequences with one new slot (decoding),
-  // the others the chunks of sequences with more (prefill, a frame's action chunk).
+  // Tiles 0 .. n_one_tiles - 1 hold one slot each (decoding sequences, short chunks:
+  // CudaBackend::one_slot_tiles), the others up to a tile's slots of a longer chunk (prefill).
   int n_one_tiles = 0;
   int action_dim = 0;
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
@@ -95,6 +95,7 @@ class CudaBackend : public Backend {
   void free_graphs();
   void set_kv_format(const CacheRequest& request);
   int pick_splits(int n_tiles) const;
+  bool one_slot_tiles(int n_new) const;  // a sequence's n_new slots as one-slot tiles
   void forward(const StepLayout& L, int num_splits);
   bool attention_mma() const;             // bf16 and a shape the tensor-core attention takes
   bool gemv_schedule(int n_slots) const;  // fused GEMVs instead of GEMMs (cuda_forward.cpp)

@@ -198,8 +198,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
 
   // 2. Layers. Decode (one slot a tile): the decode attention kernel (tensor-core for bf16,
   // CUDA-core for fp32), RoPE and the new K/V write fused into it.
-  const bool decode_attn =
-      L.n_tiles == L.n_slots && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
+  const bool decode_attn = L.n_slots == L.n_seqs && L.n_tiles == L.n_slots &&
+                           (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   for (int l = 0; l < s.layers; l++) {
     const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
     if (gemv) {
@@ -271,10 +271,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
       a.inv_freq = inv_freq_;
       a.pdl = true;  // follows rope_kv_write or (decode) the qkv GEMV
       if (!decode_attn && attention_mma() && L.n_one_tiles > 0) {
-        // A mixed step: the decoding sequences' one-slot tiles through the decode kernel, the
-        // chunks through the prefill kernel (the same bits for every row: attention_mma.cu).
-        // With the whole batch on the prefill kernel a step with one frame's action chunk in
-        // it took ~2x a decode step at 256 sequences.
+        // A mixed step: the one-slot tiles (decoding sequences, short chunks) through the
+        // decode kernel, the longer chunks through the prefill kernel (the same bits for every
+        // row: attention_mma.cu). With the whole batch on the prefill kernel a step with one
+        // frame's action chunk in it took ~2x a decode step at 256 sequences.
         AttentionArgs d = a;
         d.n_tiles = L.n_one_tiles;
         d.decode = true;
@@ -282,7 +282,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits) {
         a.tiles += 3 * L.n_one_tiles;
         a.n_tiles -= L.n_one_tiles;
       }
-      LOOM_KERNEL(paged_attention(a, stream_));
+      if (a.n_tiles > 0) LOOM_KERNEL(paged_attention(a, stream_));
       prof_end();
       if (stats_on_) {  // loom calibrate: the rows this step wrote
         KvStatsArgs k;
