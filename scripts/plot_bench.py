@@ -286,7 +286,7 @@ def main():
         fig.subplots_adjust(bottom=0.08 + 0.022 * (len(notes) + 1))
     place_labels(fig, ax, labels)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    fig.savefig(args.out)
+    fig.savefig(args.out, bbox_inches="tight")  # the legend beside the axes, whole
     print("wrote", args.out)
     return 0
 
