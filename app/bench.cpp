@@ -259,9 +259,7 @@ int bench_command(const BenchArgs& a) {
       const double roof_s = roofline(wb + kb);
       // The same with shared blocks read once a step: the bound for sharing (issue 13 §5).
       const double roof_once_s = roofline(wb + kv_bytes(st, spec, kv_elem, true));
-      const double step_ms =
-          1e3 * t /
-          double(std::max<int64_t>(1, st.prefill_steps + st.decode_steps + st.mixed_steps));
+      const double step_ms = 1e3 * t / double(std::max<int64_t>(1, n_steps));
       const DeviceInfo d = be.device_info();
       const double kv_util = double(st.kv_peak_blocks) / double(std::max(1, st.kv_blocks));
       // --profile: the decode steps' attention and rest of the step, from a profiled run of the

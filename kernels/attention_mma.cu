@@ -338,18 +338,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
     const int j = h ? j_hi : j_lo;
     if (j < 0) continue;
     const int r = g + 8 * h;
-    bf16* o = out + size_t(slot0 + j) * a.heads * D + size_t(hkv * G + r % G) * D;
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) {
-      const float x = __fmul_rn(__fdiv_rn(total.acc[i][2 * h], total.l[h]), v_scale);
-      const float y = __fmul_rn(__fdiv_rn(total.acc[i][2 * h + 1], total.l[h]), v_scale);
-      if constexpr (F8) {  // the pair's dims are 2 apart (acc_dim)
-        o[acc_dim<true>(i, tig, 0)] = __float2bfloat16_rn(x);
-        o[acc_dim<true>(i, tig, 1)] = __float2bfloat16_rn(y);
-      } else {
-        *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) = __floats2bfloat162_rn(x, y);
-      }
-    }
+    store_out_row<D, F8>(out + size_t(slot0 + j) * a.heads * D + size_t(hkv * G + r % G) * D, total,
+                         h, tig, v_scale);
   }
 }
 

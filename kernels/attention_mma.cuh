@@ -439,6 +439,24 @@ __device__ __forceinline__ int acc_dim(int i, int tig, int e) {
   return F8 ? 16 * (i >> 1) + 4 * tig + 2 * e + (i & 1) : i * 8 + 2 * tig + e;
 }
 
+// Row half h (row g + 8h) of the row total t as the output row o (D bf16): acc / l · v_scale,
+// each product and quotient rounded on its own; the last step of every kernel's row total.
+template <int D, bool F8>
+__device__ __forceinline__ void store_out_row(bf16* o, const RowState<D>& t, int h, int tig,
+                                              float v_scale) {
+#pragma unroll
+  for (int i = 0; i < D / 8; i++) {
+    const float x = __fmul_rn(__fdiv_rn(t.acc[i][2 * h], t.l[h]), v_scale);
+    const float y = __fmul_rn(__fdiv_rn(t.acc[i][2 * h + 1], t.l[h]), v_scale);
+    if constexpr (F8) {  // the pair's dims are 2 apart (acc_dim)
+      o[acc_dim<true>(i, tig, 0)] = __float2bfloat16_rn(x);
+      o[acc_dim<true>(i, tig, 1)] = __float2bfloat16_rn(y);
+    } else {
+      *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) = __floats2bfloat162_rn(x, y);
+    }
+  }
+}
+
 // Q rows g and g + 8 as f16 A fragments in the permuted dim order above (null: zero row).
 template <int D>
 __device__ __forceinline__ void load_q_f8(const bf16* q_lo, const bf16* q_hi, int lane,

@@ -39,20 +39,13 @@ constexpr int kD = 64;
 
 // Rows of 64 e4m3 (64 bytes, 64-byte swizzle) or 64 bf16 (128 bytes, 128-byte swizzle).
 template <bool F8>
-struct TmaRows;
-template <>
-struct TmaRows<true> {
-  using L = Swizzle64;
-  static constexpr int kBytes = 64;
-  static constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_64B;
-  static constexpr CUtensorMapDataType kType = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-};
-template <>
-struct TmaRows<false> {
-  using L = Swizzle128;
-  static constexpr int kBytes = 128;
-  static constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  static constexpr CUtensorMapDataType kType = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+struct TmaRows {
+  using L = std::conditional_t<F8, Swizzle64, Swizzle128>;
+  static constexpr int kBytes = F8 ? 64 : 128;
+  static constexpr CUtensorMapSwizzle kSwizzle =
+      F8 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+  static constexpr CUtensorMapDataType kType =
+      F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 };
 
 // Shared memory of a block: per warp kStages (K tile, V tile) pairs, then per warp kStages
@@ -245,25 +238,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (whole) {
     bf16* out = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * kD;
 #pragma unroll
-    for (int h = 0; h < (kG8 ? 1 : 2); h++) {
-      const int r = g + 8 * h;
-      if (r >= G) continue;
-      bf16* o = out + size_t(hkv * G + r) * kD;
-      auto val = [&](int i, int e) {
-        return __fmul_rn(__fdiv_rn(total.acc[i][2 * h + e], total.l[h]), v_scale);
-      };
-#pragma unroll
-      for (int i = 0; i < kD / 8; i++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          if (F8 && !(i & 1))  // acc[i], acc[i + 1]: neighbouring dims
-            *reinterpret_cast<__nv_bfloat162*>(o + acc_dim<true>(i, tig, e)) =
-                __floats2bfloat162_rn(val(i, e), val(i + 1, e));
-          if (!F8 && e == 0)
-            *reinterpret_cast<__nv_bfloat162*>(o + i * 8 + tig * 2) =
-                __floats2bfloat162_rn(val(i, 0), val(i, 1));
-        }
-    }
+    for (int h = 0; h < (kG8 ? 1 : 2); h++)
+      if (g + 8 * h < G)
+        store_out_row<kD, F8>(out + size_t(hkv * G + g + 8 * h) * kD, total, h, tig, v_scale);
     return;
   }
   // The last chunk of the (tile, kv head) to finish folds the partitions (threadfence
