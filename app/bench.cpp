@@ -236,13 +236,12 @@ int bench_command(const BenchArgs& a) {
       const StepTiming timing = be.step_timing();
       be.set_step_timing(false);
       const RunStats& st = m.st;
-      // Decode steps replayed from graphs: the device's time a step, and Backend::step's wall
-      // time beyond it (host staging, launch, wait); the rest of the run's wall time outside
-      // the steps (scheduling, sequences, results) a step.
+      // Decode steps replayed from graphs: the device's time a step and the host's time staging
+      // and launching it (behind the previous step's device work unless --no-overlap); the
+      // run's wall time outside the steps (reading jobs, admission) a step.
       const bool timed = timing.steps > 0;
       const double gpu_ms = timed ? 1e3 * timing.gpu_s / double(timing.steps) : 0;
-      const double step_host_ms =
-          timed ? 1e3 * (timing.wall_s - timing.gpu_s) / double(timing.steps) : 0;
+      const double step_host_ms = timed ? 1e3 * timing.host_s / double(timing.steps) : 0;
       const int64_t n_steps = st.prefill_steps + st.decode_steps + st.mixed_steps;
       const double engine_host_ms =
           1e3 * (st.wall_s - st.step_s()) / double(std::max<int64_t>(1, n_steps));
@@ -283,9 +282,11 @@ int bench_command(const BenchArgs& a) {
           (long long)st.scheduler.shared_blocks, (long long)st.scheduler.preemptions);
       if (timed)
         std::fprintf(tab,
-                     "         decode steps: %.2f ms on the device, %.2f ms more in the backend's "
-                     "step call (staging, launch, wait), %.2f ms a step outside it (engine)\n",
-                     gpu_ms, step_host_ms, engine_host_ms);
+                     "         decode steps: %.2f ms on the device, %.2f ms staging on the host "
+                     "(%s), %.2f ms a step outside the steps (engine)\n",
+                     gpu_ms, step_host_ms,
+                     opt.pipeline ? "while the step before runs" : "then waits: --no-overlap",
+                     engine_host_ms);
       if (a.profile) print_profile(tab, prof);
       out["throughput"].push_back(
           {{"jobs", a.num_jobs},
@@ -326,6 +327,7 @@ int bench_command(const BenchArgs& a) {
            {"decode_rest_ms", split ? json(prof.decode_rest_ms) : no_value},
            {"decode_gpu_ms", timed ? json(gpu_ms) : no_value},
            {"decode_step_host_ms", timed ? json(step_host_ms) : no_value},
+           {"overlap", opt.pipeline},
            {"engine_host_ms", engine_host_ms},
            {"kernels", prof.kernels}});
       tps_of.push_back(tokens_per_s(st));

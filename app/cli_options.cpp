@@ -132,6 +132,9 @@ void add_engine_options(CLI::App* cmd, EngineArgs& e) {
       ->check(number_in(0, true))
       ->type_name("GIB");
   cmd->add_flag("--no-prefix-sharing", e.no_prefix_sharing, "compute every prompt block");
+  cmd->add_flag("--no-overlap", e.no_overlap,
+                "wait for each step before scheduling the next (default: the host stages a step "
+                "while the one before runs on the GPU)");
   cmd->add_flag("--batch-invariant", e.batch_invariant,
                 "a job's tokens do not depend on the batch it runs in (cuda: bf16, fixed-order "
                 "linear layers, slower; cpu: always so)");

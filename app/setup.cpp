@@ -147,6 +147,7 @@ EngineOptions engine_options(const EngineArgs& a, const OpenedModel& om) {
   o.scheduler.max_seqs = a.max_seqs;
   o.scheduler.max_batch_slots = a.max_batch_slots;
   o.scheduler.prefix_sharing = !a.no_prefix_sharing;
+  o.pipeline = !a.no_overlap;
   o.cache.block_size = a.block_size;
   o.cache.num_blocks = a.kv_blocks;
   o.cache.gpu_memory_fraction = a.gpu_memory_fraction;
@@ -167,6 +168,7 @@ void add_engine_options(const EngineArgs& e, nlohmann::ordered_json& j) {
   j["gpu_memory_fraction"] = e.gpu_memory_fraction;
   j["kv_cache_gib"] = e.kv_cache_gib;
   j["no_prefix_sharing"] = e.no_prefix_sharing;
+  j["no_overlap"] = e.no_overlap;
   j["batch_invariant"] = e.batch_invariant;
   j["model_table"] = e.model_table;
   j["kv_dtype"] = e.kv_dtype;

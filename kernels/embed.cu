@@ -67,4 +67,21 @@ Status action_input_layer(const ActionInputArgs& a, cudaStream_t stream) {
   });
 }
 
+__global__ void resolve_future_tokens_kernel(int32_t* tokens, int n_slots, const int32_t* drawn,
+                                             int offset) {
+  for (int i = threadIdx.x; i < n_slots; i += blockDim.x) {
+    const int32_t t = tokens[i];
+    if (t <= -2) tokens[i] = drawn[-2 - t] + offset;  // -2 - r: future_token(r)
+  }
+}
+
+Status resolve_future_tokens(int32_t* tokens, int n_slots, const int32_t* drawn, int offset,
+                             cudaStream_t stream) {
+  LOOM_ARG_CHECK(n_slots >= 0 && tokens && drawn, "resolve_future_tokens: n_slots ", n_slots,
+                 " (expected >= 0), null tokens or drawn");
+  if (n_slots == 0) return Status::good();
+  resolve_future_tokens_kernel<<<1, 256, 0, stream>>>(tokens, n_slots, drawn, offset);
+  return launch_status("resolve_future_tokens");
+}
+
 }  // namespace loom::gpu

@@ -10,5 +10,10 @@ namespace loom::gpu {
 
 Status action_input_layer(const ActionInputArgs& a, cudaStream_t stream);
 Status embed_assemble(const EmbedArgs& a, cudaStream_t stream);
+// Pipelined steps: tokens[i] = drawn[r] + offset where tokens[i] is future_token(r)
+// (backend.h; r an out row of the previous step, whose draws `drawn` holds); other slots stay.
+// One block.
+Status resolve_future_tokens(int32_t* tokens, int n_slots, const int32_t* drawn, int offset,
+                             cudaStream_t stream);
 
 }  // namespace loom::gpu

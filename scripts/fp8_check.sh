@@ -6,7 +6,8 @@
 #                                 greedy runs (8 frames) with bf16 and fp8 KV: token agreement
 #   scripts/fp8_check.sh bench    loom bench, 256 jobs x 22 frames: bf16 and fp8 KV (FRAMES, JOBS,
 #                                 KVS override; PROFILE=1 adds --profile: the decode attention /
-#                                 rest split; SHARED=8 adds groups of 8 jobs sharing context)
+#                                 rest split; SHARED=8 adds groups of 8 jobs sharing context;
+#                                 EXTRA adds loom bench options, TAG suffixes the file names)
 set -uo pipefail
 what=${1:-att}
 OUT=${OUT:-$PWD/out-fp8}
@@ -91,7 +92,8 @@ if [ "$what" = bench ]; then
   for k in ${KVS:-bf16 fp8}; do
     "$B/loom" bench --model /tmp/terra --kv-dtype $k --frames "$F" --context-frames 3 \
       --batch-sizes 1 --num-jobs "$J" ${PROFILE:+--profile} ${SHARED:+--shared-group $SHARED} \
-      --json "$OUT/bench_$k.json" 2>&1 | tee "$OUT/bench_$k.log" | tail -8 || rc=1
+      ${EXTRA:-} --json "$OUT/bench_$k${TAG:-}.json" 2>&1 | tee "$OUT/bench_$k${TAG:-}.log" |
+      tail -8 || rc=1
   done
 fi
 exit $rc

@@ -60,6 +60,10 @@ class FakeBackend : public Backend {
     cache_.assign(size_t(r.num_blocks) * size_t(r.block_size), 0);
     return r.num_blocks;
   }
+  void submit(const StepBatch& b) override {
+    for (int32_t t : b.tokens) futures += future_index(t) >= 0;
+    Backend::submit(b);  // resolves the futures from the previous step's draws
+  }
   void step(const StepBatch& b, StepOutput& out) override {
     out.tokens.assign(size_t(b.n_seqs()), -1);
     max_batch = std::max(max_batch, b.n_seqs());
@@ -88,6 +92,7 @@ class FakeBackend : public Backend {
     }
   }
   int max_batch = 0;
+  int64_t futures = 0;  // slots fed a draw of the step before (pipelined steps)
 
  private:
   ModelSpec spec_;
@@ -154,10 +159,11 @@ struct RunOut {
   std::map<std::pair<std::string, uint32_t>, std::vector<std::vector<int32_t>>> frames;
   RunStats stats;
   int max_batch = 0;
+  int64_t futures = 0;
 };
 
 RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool sharing,
-                int block_size = 4, int max_slots = 64) {
+                int block_size = 4, int max_slots = 64, bool pipeline = true) {
   ModelSpec sp = loom::test::tiny_frame_spec();
   FakeBackend be(sp, max_seqs, max_slots);
   EngineOptions opt;
@@ -166,6 +172,7 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
   opt.scheduler.prefix_sharing = sharing;
   opt.cache.block_size = block_size;
   opt.cache.num_blocks = num_blocks;
+  opt.pipeline = pipeline;
   Engine engine(sp, be, opt);
   RunOut out;
   out.stats = engine.run(loom::test::source_of(jobs), [&](const JobResult& r) {
@@ -173,6 +180,7 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
     out.frames[{r.id, r.sample}] = r.frames;
   });
   out.max_batch = be.max_batch;
+  out.futures = be.futures;
   return out;
 }
 
@@ -223,6 +231,43 @@ TEST_CASE("frame layout: action slots, the 7-slot chunk and positions across rou
   CHECK(s.action_at(10) == &job->actions[size_t(9) * 3]);
   CHECK(s.action_at(38) == &job->actions[size_t(17) * 3]);
   CHECK(s.draw_index() == 30);
+}
+
+TEST_CASE("an undrawn token: the sequence goes on, resolve() puts the draw everywhere it went") {
+  ModelSpec sp = loom::test::tiny_frame_spec();  // P = 10, A = 3, T = 6
+  auto job = std::make_shared<Job>(make_job(sp, "a", 3, 8, 1, 0));
+  Sequence s(job, 0, sp), ref(job, 0, sp);
+  CHECK(s.draws_blind());
+  s.advance(39);
+  ref.advance(39);
+  int rounds = 0;
+  for (int t = 0; t < 40; t++) {  // through frame ends (a 4-slot chunk) and a round change
+    const bool new_round = s.on_token(Sequence::kUndrawn);
+    CHECK(s.undrawn());
+    CHECK_THROWS_AS(s.on_token(5), Error);  // one undrawn token at a time
+    CHECK(new_round == ref.on_token(300 + t));
+    rounds += new_round;
+    CHECK(s.pending() == ref.pending());
+    s.resolve(300 + t);
+    CHECK_FALSE(s.undrawn());
+    CHECK(s.round_tokens() == ref.round_tokens());
+    CHECK(s.frames() == ref.frames());
+    s.advance(s.pending());
+    ref.advance(ref.pending());
+  }
+  CHECK(rounds == 1);
+  CHECK_THROWS_AS(s.resolve(7), Error);  // nothing undrawn
+  // A plain model that may stop at EOS cannot go on blind.
+  ModelSpec plain = sp;
+  plain.image_tokens = plain.action_tokens = plain.temporal_rows = 0;
+  plain.eos_id = 3;
+  Job pj;
+  pj.prompt = {1, 2};
+  pj.max_tokens = 4;
+  Sequence p(std::make_shared<Job>(pj), 0, plain);
+  p.advance(2);
+  CHECK_FALSE(p.draws_blind());
+  CHECK_THROWS_AS(p.on_token(Sequence::kUndrawn), Error);
 }
 
 TEST_CASE("engine streams equal the full-recompute reference across two round changes") {
@@ -286,6 +331,23 @@ TEST_CASE("preemption: a pool too small for every job at once, the same tokens")
       CHECK(tight.stats.scheduler.recomputed > 0);
       CHECK(tight.stats.kv_peak_blocks <= p.blocks);
     }
+}
+
+TEST_CASE("pipelined steps: the tokens of waiting for every step, each step fed the last's draws") {
+  // Preemption (small pools), prefix sharing and round changes while the host runs a step
+  // ahead of the device: the same frames as the sync engine, and slots took draws as futures.
+  const std::vector<Job> jobs = twelve_jobs("q", 500);
+  for (int blocks : {45, 400}) {
+    CAPTURE(blocks);
+    RunOut sync = run_jobs(jobs, 64, blocks, true, 4, 20, false);
+    RunOut piped = run_jobs(jobs, 64, blocks, true, 4, 20, true);
+    CHECK(piped.frames == sync.frames);
+    CHECK(sync.futures == 0);
+    CHECK(piped.futures > piped.stats.tokens / 2);  // most draws were fed before they were known
+    CHECK(piped.stats.tokens == sync.stats.tokens);
+    CHECK(piped.stats.frames == sync.stats.frames);
+    CHECK((blocks == 400 || piped.stats.scheduler.preemptions > 0));
+  }
 }
 
 TEST_CASE("prefix sharing of a partial match: the first context frame only") {

@@ -18,9 +18,18 @@ namespace loom {
 
 constexpr int32_t kActionSlot = -1;  // StepBatch::tokens value of a slot fed an action row
 
+// StepBatch::tokens value of a slot fed the token that the previously submitted step draws for
+// its sequence k (Backend::submit): the host stages a step before the one before it has ended.
+constexpr int32_t future_token(int k) {
+  return -2 - k;
+}
+constexpr int future_index(int32_t token) {  // k of a future_token(k); < 0 for other values
+  return -2 - token;
+}
+
 struct StepBatch {
   // Per slot, sequences back to back.
-  std::vector<int32_t> tokens;     // [n_slots] token id, or kActionSlot
+  std::vector<int32_t> tokens;     // [n_slots] token id, kActionSlot or future_token(k)
   std::vector<int32_t> positions;  // [n_slots] flat position p in the round (RoPE, pos tables)
   std::vector<float> actions;      // [n_slots, action_dim] action rows; zeros in token slots
 
@@ -64,12 +73,13 @@ struct KernelTime {
 };
 
 // Where a decode step's time goes (loom bench): the steps that replayed a decode graph, the
-// device's time from the inputs' upload to the tokens' download (events), and the wall time
-// of Backend::step around it (staging on the host, launches, the final wait).
+// device's time from the inputs' upload to the tokens' download (events), and the host's time
+// staging and launching them (Backend::submit; hidden behind the previous step's device work
+// when the engine pipelines steps).
 struct StepTiming {
   int64_t steps = 0;
   double gpu_s = 0;   // device time of those steps
-  double wall_s = 0;  // Backend::step's wall time for them
+  double host_s = 0;  // Backend::submit's wall time for them
 };
 
 struct DeviceInfo {
@@ -97,6 +107,15 @@ class Backend {
   // One forward over the batch and the draws it asks for.
   virtual void step(const StepBatch& batch, StepOutput& out) = 0;
 
+  // Pipelined steps (the engine's overlap of host and device): submit() stages a step and
+  // starts it without waiting; collect() waits for the oldest submitted step and gives its
+  // output. A batch may name future_token(k) only for a sequence k that the step submitted just
+  // before it draws from; at most two steps are submitted and not collected. The defaults run
+  // step() inside submit(), resolving futures from the previous output (the cpu backend, test
+  // backends); a device backend overrides both and resolves futures on the device.
+  virtual void submit(const StepBatch& batch);
+  virtual void collect(StepOutput& out);
+
   // Reporting (loom bench, run reports). Defaults suit a backend with nothing to say.
   virtual DeviceInfo device_info() { return DeviceInfo{}; }
   virtual double measure_copy_bandwidth_gbps() { return 0; }  // runs a timed copy
@@ -114,6 +133,10 @@ class Backend {
   // The default throws: the backend has no such collection.
   virtual void collect_kv_stats(const KvScales* saturation_scales);
   virtual KvStats kv_stats();
+
+ private:
+  std::vector<StepOutput> submitted_;   // the default submit()'s outputs not yet collected
+  std::vector<int32_t> last_draws_;     // [n_seqs] of the last submitted step: its tokens
 };
 
 enum class BackendKind { Cpu, Cuda };

@@ -116,6 +116,53 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   StepBatch batch;
   StepOutput out;
   std::vector<Running> done;
+  // Submitted steps not yet collected (two while the host stages a step during the previous
+  // one's device work): their kind and when they were submitted.
+  struct Submitted {
+    bool prefill = false, decode = false;
+    double t = 0;
+  };
+  std::deque<Submitted> submitted;
+  double t_collected = now_s();
+  // Waits for the oldest submitted step and applies it. Its time is the wall time since it was
+  // submitted or since the step before it was collected, whichever is later.
+  auto collect = [&] {
+    const Submitted sub = submitted.front();
+    submitted.pop_front();
+    backend_.collect(out);
+    const double te = now_s(), dt = te - std::max(sub.t, t_collected);
+    t_collected = te;
+    if (sub.prefill && sub.decode) {
+      st.mixed_s += dt;
+      st.mixed_steps++;
+    } else if (sub.prefill) {
+      st.prefill_s += dt;
+      st.prefill_steps++;
+    } else {
+      st.decode_s += dt;
+      st.decode_steps++;
+    }
+    if (opt_.on_logits) {  // (steps are not pipelined then: the last scheduled is this one)
+      const auto& seqs = sched.last_step_sequences();
+      for (size_t i = 0; i < seqs.size(); i++)
+        if (batch.sample[i])
+          opt_.on_logits(*seqs[i], out.logits.data() + i * size_t(spec_.vocab), spec_.vocab);
+    }
+    done.clear();
+    sched.complete(out, te, done);
+    for (const Running& r : done) {
+      st.samples_done++;
+      st.frames += int64_t(r.seq->frames().size());
+      for (double f : r.frame_s) st.frame_s.add(f);
+      add_latencies(r, frames ? spec_.image_tokens : 0, st);
+      sink(finished_result(r, frames));
+    }
+    if (opt_.on_progress) {
+      st.wall_s = now_s() - t0;
+      st.scheduler = sched.stats();
+      opt_.on_progress(st);
+    }
+  };
   while (true) {
     // Read ahead while there is room in the waiting line.
     while (!input_done && !stopping() && int(waiting.size()) < lookahead) {
@@ -170,6 +217,10 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
     }
     if (stopping()) break;
     if (!sched.schedule(batch)) {
+      if (!submitted.empty()) {  // what the running step draws may make more runnable
+        collect();
+        continue;
+      }
       // Never leave with sequences unfinished: that would lose their records silently.
       LOOM_CHECK(sched.idle(), "engine: ", sched.running(),
                  " sequences running and none can be scheduled");
@@ -178,41 +229,17 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
       continue;
     }
     batch.want_logits = bool(opt_.on_logits);
-    const double ts = now_s();
-    backend_.step(batch, out);
-    const double te = now_s();
-    if (sched.step_has_prefill() && sched.step_has_decode()) {
-      st.mixed_s += te - ts;
-      st.mixed_steps++;
-    } else if (sched.step_has_prefill()) {
-      st.prefill_s += te - ts;
-      st.prefill_steps++;
-    } else {
-      st.decode_s += te - ts;
-      st.decode_steps++;
-    }
-    if (opt_.on_logits) {
-      const auto& seqs = sched.last_step_sequences();
-      for (size_t i = 0; i < seqs.size(); i++)
-        if (batch.sample[i])
-          opt_.on_logits(*seqs[i], out.logits.data() + i * size_t(spec_.vocab), spec_.vocab);
-    }
+    // Pipelined: a blind step's sequences go on as if its draws were known, so the host
+    // schedules and stages the next step while this one runs on the device.
+    const bool pipelined = opt_.pipeline && !opt_.on_logits && sched.step_blind();
     for (uint8_t s : batch.sample) st.tokens += s;
-    done.clear();
-    sched.complete(out, te, done);
-    for (const Running& r : done) {
-      st.samples_done++;
-      st.frames += int64_t(r.seq->frames().size());
-      for (double f : r.frame_s) st.frame_s.add(f);
-      add_latencies(r, frames ? spec_.image_tokens : 0, st);
-      sink(finished_result(r, frames));
-    }
-    if (opt_.on_progress) {
-      st.wall_s = now_s() - t0;
-      st.scheduler = sched.stats();
-      opt_.on_progress(st);
-    }
+    submitted.push_back({sched.step_has_prefill(), sched.step_has_decode(), now_s()});
+    backend_.submit(batch);
+    if (submitted.size() == 2) collect();  // the step before, which ran while this one staged
+    sched.launch(pipelined);
+    if (!pipelined) collect();
   }
+  while (!submitted.empty()) collect();  // (a stop leaves with a step in flight)
   if (stopping()) {
     st.stopped = true;
     done.clear();

@@ -30,6 +30,9 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   CacheRequest cache;
   int lookahead_jobs = 0;  // jobs read ahead of admission (0: 2 × max_seqs)
+  // Stage step N + 1 on the host while step N runs on the device (Scheduler::launch), where
+  // no draw of step N decides what step N + 1 holds (frame models, plain models without EOS).
+  bool pipeline = true;
   LogitsHook on_logits;
   SampleFilter keep_sample;
   const std::atomic<bool>* stop = nullptr;  // set by a signal: stop after the current step

@@ -103,7 +103,8 @@ bool Scheduler::shared_ready(Running& r) const {
 }
 
 bool Scheduler::preemptible(const Running& r) const {
-  if (r.needs_round || r.blocks.empty()) return false;
+  // (A sequence finished by a launched step leaves when that step completes.)
+  if (r.needs_round || r.blocks.empty() || r.seq->finished()) return false;
   // Blocks this sequence writes that others already share must be written first.
   for (size_t b = size_t(r.shared); b < r.blocks.size(); b++)
     if (!cache_.ready(r.blocks[b]) && cache_.ref_count(r.blocks[b]) > 1) return false;
@@ -123,6 +124,7 @@ bool Scheduler::schedule(StepBatch& batch) {
   step_order_.clear();
   step_seqs_.clear();
   has_prefill_ = has_decode_ = false;
+  blind_ = true;
   const int decode_max = spec_.action_tokens + 1;
   const int bs = cache_.block_size();
   int budget = opt_.max_batch_slots;
@@ -154,7 +156,7 @@ bool Scheduler::schedule(StepBatch& batch) {
       Running& r = running_[i];
       const Sequence& s = *r.seq;
       if (r.needs_round) {
-        if (pass == 0) continue;
+        if (pass == 0 || s.undrawn()) continue;  // a new round's prompt hashes its tokens
         if ((s.round_len() + bs - 1) / bs + holders > free_left) continue;
         const int before = cache_.free_blocks();
         begin_round(r);
@@ -194,7 +196,8 @@ bool Scheduler::schedule(StepBatch& batch) {
     const Sequence& s = *r.seq;
     for (int j = 0; j < r.scheduled; j++) {
       const int slot = s.kv_len() + j;
-      batch.tokens.push_back(s.token_at(slot));
+      const int32_t token = s.token_at(slot);  // undrawn: its last step's draw (launch)
+      batch.tokens.push_back(token == Sequence::kUndrawn ? future_token(r.batch_index) : token);
       batch.positions.push_back(slot);
       const float* a = s.action_at(slot);
       for (int d = 0; d < ad; d++) batch.actions.push_back(a ? a[d] : 0.0f);
@@ -216,6 +219,8 @@ bool Scheduler::schedule(StepBatch& batch) {
         stats_.kv_reads_once -= std::min<int64_t>(bs, kv + n - j * bs);
       read_in_step_[size_t(blk)] = stats_.steps;
     }
+    r.batch_index = batch.n_seqs() - 1;
+    if (r.scheduled == s.pending()) blind_ = blind_ && s.draws_blind();
     stats_.sampled += r.scheduled == s.pending() ? 1 : 0;
     const size_t bt0 = batch.block_tables.size();
     batch.block_tables.resize(bt0 + size_t(max_blocks), -1);
@@ -233,42 +238,83 @@ bool Scheduler::schedule(StepBatch& batch) {
   return true;
 }
 
-void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>& done) {
+bool Scheduler::feed(Running& r, int32_t token) {
+  const size_t frames_before = r.seq->frames().size();
+  if (r.seq->on_token(token)) {  // the next schedule() starts the round when its prompt fits
+    release_blocks(r);
+    r.needs_round = true;
+  }
+  return r.seq->frames().size() > frames_before;
+}
+
+void Scheduler::launch(bool blind) {
+  LOOM_CHECK(!blind || blind_, "scheduler: launching a step blind that decides on a draw");
   const int bs = cache_.block_size();
-  for (size_t k = 0; k < step_order_.size(); k++) {
-    Running& r = running_[size_t(step_order_[k])];
+  Launched step;
+  step.blind = blind;
+  for (int i : step_order_) {
+    Running& r = running_[size_t(i)];
     Sequence& s = *r.seq;
     const int before = s.kv_len();
     s.advance(r.scheduled);
+    // Ready for sharing now: a step that reads these blocks runs after this one on the device.
     for (int b = before / bs; b < s.kv_len() / bs; b++) cache_.set_ready(r.blocks[size_t(b)]);
     r.scheduled = 0;
-    if (s.pending() > 0) continue;  // a prefill chunk: no token yet
-    const size_t frames_before = s.frames().size();
+    Launched::Entry e;
+    e.index = i;
+    e.draws = s.pending() == 0;  // (a prefill chunk draws no token)
+    if (e.draws && blind) e.new_frame = feed(r, Sequence::kUndrawn);
+    step.entries.push_back(e);
+  }
+  step_order_.clear();
+  launched_.push_back(std::move(step));
+}
+
+void Scheduler::complete(const StepOutput& out, double now, std::vector<Running>& done) {
+  LOOM_CHECK(!launched_.empty(), "scheduler: complete without a launched step");
+  const Launched step = std::move(launched_.front());
+  launched_.erase(launched_.begin());
+  LOOM_CHECK(out.tokens.size() == step.entries.size(), "scheduler: ", out.tokens.size(),
+             " tokens for a step of ", step.entries.size(), " sequences");
+  for (size_t k = 0; k < step.entries.size(); k++) {
+    const Launched::Entry& e = step.entries[k];
+    if (!e.draws) continue;
+    Running& r = running_[size_t(e.index)];
+    bool new_frame = e.new_frame;
+    if (step.blind)
+      r.seq->resolve(out.tokens[k]);
+    else
+      new_frame = feed(r, out.tokens[k]);
     if (r.t_first < 0) r.t_first = now;
-    const bool new_round = s.on_token(out.tokens[k]);
-    if (s.frames().size() > frames_before) {
+    if (new_frame) {
       r.frame_s.push_back(now - r.t_frame);
       r.t_frame = now;
     }
-    if (s.finished()) r.t_done = now;
-    if (new_round) {  // the next schedule() starts the round when its prompt fits
-      release_blocks(r);
-      r.needs_round = true;
-    }
+    if (r.seq->finished()) r.t_done = now;
   }
-  // Finished sequences leave; the order of the others is kept.
+  // Finished sequences leave; the order of the others is kept, and so are the indices of the
+  // steps built or launched since.
+  std::vector<int> moved_to(running_.size());
   size_t w = 0;
   for (size_t i = 0; i < running_.size(); i++) {
+    moved_to[i] = -1;
     if (running_[i].seq->finished()) {
       release_blocks(running_[i]);
       done.push_back(std::move(running_[i]));
     } else {
       if (w != i) running_[w] = std::move(running_[i]);
-      w++;
+      moved_to[i] = int(w++);
     }
   }
+  if (w == running_.size()) return;
   running_.resize(w);
-  step_order_.clear();
+  auto remap = [&](int& i) {
+    i = moved_to[size_t(i)];
+    LOOM_CHECK(i >= 0, "scheduler: a finished sequence is in a later step");
+  };
+  for (int& i : step_order_) remap(i);
+  for (Launched& l : launched_)
+    for (Launched::Entry& e : l.entries) remap(e.index);
 }
 
 void Scheduler::abandon_all(std::vector<Running>& dropped) {

@@ -39,6 +39,7 @@ struct Running {
   bool preempted = false;        // its next begin_round is a resume (not a new prompt)
   bool waiting_shared = false;   // shares blocks another sequence has not written yet
   int scheduled = 0;             // slots in the step being built
+  int batch_index = -1;          // its sequence index in the last step it was scheduled in
   double t_read = 0, t_admit = 0, t_first = -1, t_frame = 0;  // seconds (steady clock)
   double t_done = 0;                                          // when it finished
   std::vector<double> frame_s;                                // seconds per generated frame
@@ -69,12 +70,19 @@ class Scheduler {
   bool idle() const { return running_.empty(); }
   int running() const { return int(running_.size()); }
 
-  // Builds the next step; false when nothing can run.
-  bool schedule(StepBatch& batch);
+  // A step's life: schedule() builds it, launch() records that it was submitted to the
+  // backend, complete() applies its tokens. Steps may be pipelined (Engine): once a blind step
+  // is launched, its sequences look as if their tokens were drawn (Sequence::kUndrawn, fed to
+  // the next step as future_token), so the next step can be scheduled and submitted before
+  // this one completes. At most one launched step awaits complete() when the next is built.
+  bool schedule(StepBatch& batch);  // false when nothing can run
   bool step_has_prefill() const { return has_prefill_; }
   bool step_has_decode() const { return has_decode_; }
-  // Applies a step's sampled tokens; moves finished sequences to `done`.
+  bool step_blind() const { return blind_; }  // no draw of the step decides what follows
+  void launch(bool blind);  // blind: only when step_blind()
+  // Applies the oldest launched step's tokens; moves finished sequences to `done`.
   void complete(const StepOutput& out, double now, std::vector<Running>& done);
+  bool in_flight() const { return !launched_.empty(); }
   // The sequences of the last scheduled step in batch order (logits hooks).
   const std::vector<const Sequence*>& last_step_sequences() const { return step_seqs_; }
   void abandon_all(std::vector<Running>& dropped);  // releases every running sequence
@@ -87,15 +95,28 @@ class Scheduler {
   bool shared_ready(Running& r) const;
   bool preemptible(const Running& r) const;  // drops no block another sequence waits on
   void preempt(Running& r);
+  bool feed(Running& r, int32_t token);  // on_token; drops a finished round's blocks
+
+  // A launched step: per sequence in batch order, its index in running_, whether it draws,
+  // and (blind steps) whether the provisional draw completed a frame.
+  struct Launched {
+    struct Entry {
+      int index = 0;
+      bool draws = false, new_frame = false;
+    };
+    std::vector<Entry> entries;
+    bool blind = false;
+  };
 
   ModelSpec spec_;
   KvCache& cache_;
   SchedulerOptions opt_;
   std::vector<Running> running_;
-  std::vector<int> step_order_;        // indices into running_ of the step being run
+  std::vector<int> step_order_;        // indices into running_ of the step being built
+  std::vector<Launched> launched_;     // launched and not completed, oldest first
   std::vector<int64_t> read_in_step_;  // [blocks] the last step that read the block (kv_reads_once)
   std::vector<const Sequence*> step_seqs_;
-  bool has_prefill_ = false, has_decode_ = false;
+  bool has_prefill_ = false, has_decode_ = false, blind_ = false;
   SchedulerStats stats_;
 };
 

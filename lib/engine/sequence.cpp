@@ -85,9 +85,16 @@ void Sequence::skip_prompt(int n, bool count) {
   if (count) cached_slots_ += n;
 }
 
+bool Sequence::draws_blind() const {
+  return spec_.has_frames() || spec_.eos_id < 0 || job_->ignore_eos;
+}
+
 bool Sequence::on_token(int32_t token) {
-  LOOM_CHECK(!finished_ && pending() == 0, "sequence: token fed while ",
-             finished_ ? "finished" : "slots are pending");
+  LOOM_CHECK(!finished_ && pending() == 0 && !undrawn_, "sequence: token fed while ",
+             finished_ ? "finished" : undrawn_ ? "the last one is undrawn" : "slots are pending");
+  LOOM_CHECK(token >= 0 || (token == kUndrawn && draws_blind()), "sequence: token ", token,
+             " fed to ", draws_blind() ? "a sequence" : "a sequence that may stop at EOS");
+  undrawn_ = token == kUndrawn;
   draw_index_++;
   if (!spec_.has_frames()) {
     generated_.push_back(token);
@@ -122,6 +129,28 @@ bool Sequence::on_token(int32_t token) {
   push_slot(token, -1);
   push_actions(frame);
   return false;
+}
+
+// The undrawn token is the last of the generated ids (plain models), of the frame being made
+// or of the last frame (frame models); unless the sequence has finished it is also a slot
+// among the round's last A + 1 (fed next, or the last frame's token in a new round's prompt).
+void Sequence::resolve(int32_t token) {
+  LOOM_CHECK(undrawn_ && token >= 0, "sequence: resolving ", token,
+             undrawn_ ? "" : " with no undrawn token");
+  undrawn_ = false;
+  auto fill_last = [&](std::vector<int32_t>& v, size_t within) {
+    for (size_t i = v.size(); i-- > 0 && v.size() - i <= within;)
+      if (v[i] == kUndrawn) {
+        v[i] = token;
+        return true;
+      }
+    return false;
+  };
+  const bool kept = !spec_.has_frames()  ? fill_last(generated_, 1)
+                    : !current_.empty() ? fill_last(current_, 1)
+                                         : fill_last(frames_.back(), 1);
+  const bool fed = fill_last(tokens_, size_t(A_) + 1);
+  LOOM_CHECK(kept && (fed || finished_), "sequence: the undrawn token was not where expected");
 }
 
 }  // namespace loom

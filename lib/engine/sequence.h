@@ -50,7 +50,15 @@ class Sequence {
   void advance(int n);
   // Feed the token drawn from the last slot's logits (only when pending() == 0).
   // Returns true when a new round starts: the caller drops this sequence's KV blocks.
+  // token may be kUndrawn while the step that draws it is still running, when the sequence's
+  // course does not depend on its value (draws_blind); resolve() then gives the value.
   bool on_token(int32_t token);
+  static constexpr int32_t kUndrawn = INT32_MIN;  // (no future_token value, no token id)
+  // True when no token value can change what follows (frames have a fixed length; a plain
+  // model stops at max_tokens only): what the engine's step pipelining needs.
+  bool draws_blind() const;
+  bool undrawn() const { return undrawn_; }  // an on_token(kUndrawn) awaits resolve()
+  void resolve(int32_t token);
   // Skip the first `n` prompt slots, whose KV is shared from identical earlier prompts
   // (counted in cached_slots() unless it is a resume after preemption).
   void skip_prompt(int n, bool count = true);
@@ -88,6 +96,7 @@ class Sequence {
   std::vector<int32_t> generated_;            // plain models: generated ids
   uint64_t draw_index_ = 0;
   bool finished_ = false, eos_ = false;
+  bool undrawn_ = false;
   int prompt_slots_ = 0, cached_slots_ = 0;
 };
 

@@ -72,8 +72,6 @@ double cuda_last_load_seconds(const Backend& backend) {
 
 namespace loom::gpu {
 
-constexpr int kBucketSizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-constexpr int kMaxGraphBatch = 256;
 constexpr size_t kMaxPartBlocks = 8192;  // attention partial buffers: blocks × splits
 
 void StepLayout::compute() {
@@ -115,6 +113,11 @@ CudaBackend::CudaBackend(ComputeDType dtype, int device, bool batch_invariant)
   device_memory_ = prop.totalGlobalMem;
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_.init(stream_);
+  for (int i = 0; i < 2; i++) {
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&in_copied_[size_t(i)], cudaEventDisableTiming));
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_[size_t(i)], cudaEventDisableTiming));
+    for (cudaEvent_t& e : timing_ev_[size_t(i)]) LOOM_CUDA_CHECK(cudaEventCreate(&e));
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -122,11 +125,15 @@ CudaBackend::~CudaBackend() {
   free_graphs();
   for (void* p : workspace_allocs_) cudaFree(p);
   for (void* p : allocs_) cudaFree(p);
-  if (in_host_) cudaFreeHost(in_host_);
-  if (tokens_host_) cudaFreeHost(tokens_host_);
+  if (tokens_) cudaFree(tokens_);
+  for (int i = 0; i < 2; i++) {
+    if (in_host_[size_t(i)]) cudaFreeHost(in_host_[size_t(i)]);
+    if (tokens_host_[size_t(i)]) cudaFreeHost(tokens_host_[size_t(i)]);
+    for (cudaEvent_t e : {in_copied_[size_t(i)], step_done_[size_t(i)], timing_ev_[size_t(i)][0],
+                          timing_ev_[size_t(i)][1]})
+      if (e) cudaEventDestroy(e);
+  }
   for (auto& e : event_pool_) cudaEventDestroy(e);
-  for (auto& e : timing_ev_)
-    if (e) cudaEventDestroy(e);
   for (auto& p : prof_open_) {
     cudaEventDestroy(p.second[0]);
     cudaEventDestroy(p.second[1]);
@@ -185,6 +192,7 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   free_graphs();
   for (void* p : workspace_allocs_) cudaFree(p);
   workspace_allocs_.clear();
+  const int old_out = cap_out_;
   cap_slots_ = std::max(cap_slots_, n_slots);
   cap_out_ = std::max(cap_out_, n_out);
   const size_t ts = dtype_size(t_);
@@ -208,7 +216,26 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   logits_ld_ = vocab_rows(spec_.vocab);
   logits_ = static_cast<float*>(alloc(O * size_t(logits_ld_) * 4));
   logits_t_ = t_ == DType::BF16 ? alloc(O * size_t(logits_ld_) * 2) : nullptr;
-  tokens_ = static_cast<int32_t*>(alloc(O * 4));
+  // The draws outlive the workspace: a step in flight is collected, and the next step takes
+  // its futures, from them.
+  if (cap_out_ > old_out) {
+    int32_t* dev = nullptr;
+    LOOM_CUDA_CHECK(cudaMalloc(&dev, O * 4));
+    if (tokens_) {
+      LOOM_CUDA_CHECK(cudaMemcpy(dev, tokens_, size_t(old_out) * 4, cudaMemcpyDeviceToDevice));
+      cudaFree(tokens_);
+    }
+    tokens_ = dev;
+    for (int32_t*& h : tokens_host_) {
+      int32_t* grown = nullptr;
+      LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&grown), O * 4));
+      if (h) {
+        std::memcpy(grown, h, size_t(old_out) * 4);
+        cudaFreeHost(h);
+      }
+      h = grown;
+    }
+  }
   sample_ws_ = alloc(sample_workspace_bytes(cap_out_));
   // The CUDA-core kernels' split partials (fp32; 67 MB at head_dim 64); the tensor-core path
   // has part_mma_.
@@ -216,8 +243,6 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
                             : static_cast<float*>(alloc(
                                   attention_partial_floats(kMaxPartBlocks, spec_.head_dim) * 4));
   part_ml_ = static_cast<float*>(alloc(kMaxPartBlocks * kAttnRows * 2 * 4));
-  if (tokens_host_) cudaFreeHost(tokens_host_);
-  LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&tokens_host_), O * 4));
 }
 
 size_t CudaBackend::kv_block_bytes(int block_size) const {
@@ -367,249 +392,6 @@ int CudaBackend::pick_splits(int n_tiles) const {
   return std::max(1, splits);
 }
 
-static void check_batch(const StepBatch& b, const ModelSpec& spec, int num_blocks, int block_size) {
-  const int n_seqs = b.n_seqs(), n_slots = b.n_slots();
-  LOOM_CHECK(n_seqs > 0, "step: batch has no sequences");
-  LOOM_CHECK(int(b.positions.size()) == n_slots, "step: ", b.positions.size(), " positions for ",
-             n_slots, " slots");
-  LOOM_CHECK(int(b.slot_start.size()) == n_seqs + 1 && b.slot_start[0] == 0 &&
-                 b.slot_start[size_t(n_seqs)] == n_slots,
-             "step: slot_start must have n_seqs + 1 = ", n_seqs + 1, " entries from 0 to ",
-             n_slots);
-  LOOM_CHECK(b.blocks_per_seq > 0 && b.block_tables.size() == size_t(n_seqs) * b.blocks_per_seq,
-             "step: block_tables has ", b.block_tables.size(), " entries, expected ", n_seqs, " x ",
-             b.blocks_per_seq);
-  LOOM_CHECK(b.sample.size() == size_t(n_seqs) && b.sampling.size() == size_t(n_seqs) &&
-                 b.sample_index.size() == size_t(n_seqs) && b.draw_index.size() == size_t(n_seqs),
-             "step: per-sequence sampling arrays must have ", n_seqs, " entries");
-  bool any_action = false;
-  for (int i = 0; i < n_slots; i++) {
-    const int tok = b.tokens[size_t(i)];
-    LOOM_CHECK(tok == kActionSlot || (tok >= 0 && tok < spec.vocab), "step: slot ", i, " token ",
-               tok, " outside [0, ", spec.vocab, ")");
-    any_action |= tok == kActionSlot;
-    const int p = b.positions[size_t(i)];
-    LOOM_CHECK(p >= 0, "step: slot ", i, " position ", p);
-    if (spec.positions == PositionKind::Absolute)
-      LOOM_CHECK(p < spec.max_positions, "step: slot ", i, " position ", p,
-                 " beyond the learned position table of ", spec.max_positions, " positions");
-    if (spec.has_frames())
-      LOOM_CHECK(p / spec.frame_slots() < spec.temporal_rows, "step: slot ", i, " position ", p,
-                 " past the temporal table (", spec.temporal_rows, " frames of ",
-                 spec.frame_slots(), ")");
-  }
-  if (any_action) {
-    LOOM_CHECK(spec.action_projection != ActionProjection::None,
-               "step: action slot in a model without an action projection");
-    LOOM_CHECK(b.actions.size() == size_t(n_slots) * spec.action_dim, "step: ", b.actions.size(),
-               " action values, expected ", n_slots, " x ", spec.action_dim);
-  }
-  for (int s = 0; s < n_seqs; s++) {
-    const int n_new = b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
-    LOOM_CHECK(n_new >= 1, "step: sequence ", s, " has ", n_new, " new slots");
-    const int total = b.kv_len[size_t(s)] + n_new;
-    LOOM_CHECK(b.kv_len[size_t(s)] >= 0 && total <= b.blocks_per_seq * block_size,
-               "step: sequence ", s, " needs ", total, " cache slots, its table holds ",
-               b.blocks_per_seq * block_size);
-    for (int j = 0; j < (total + block_size - 1) / block_size; j++) {
-      const int blk = b.block_tables[size_t(s) * b.blocks_per_seq + j];
-      LOOM_CHECK(blk >= 0 && blk < num_blocks, "step: sequence ", s, " block table entry ", j,
-                 " = ", blk, " outside [0, ", num_blocks, ")");
-    }
-  }
-}
-
-void CudaBackend::step(const StepBatch& b, StepOutput& out) {
-  const auto t_enter = std::chrono::steady_clock::now();
-  LOOM_CHECK(loaded_, "CUDA backend: step before load");
-  LOOM_CHECK(kv_ != nullptr, "CUDA backend: step before allocate_cache");
-  check_batch(b, spec_, num_blocks_, block_size_);
-  const int n_seqs = b.n_seqs(), n_slots = b.n_slots();
-  const int bs = block_size_;
-
-  bool decode = !profiling_ && !stats_on_ && n_slots == n_seqs && n_seqs <= kMaxGraphBatch &&
-                b.blocks_per_seq <= max_bt_;
-  for (int i = 0; decode && i < n_slots; i++) decode = b.tokens[size_t(i)] >= 0;
-  int bucket = 0;
-  while (decode && kBucketSizes[bucket] < n_seqs) bucket++;
-
-  StepLayout L;
-  L.action_dim = spec_.action_dim;
-  std::vector<int> out_seq;  // out row → sequence
-  const int spt = attention_slots_per_tile(t_, spec_.heads, spec_.kv_heads, spec_.head_dim);
-  if (decode) {
-    const int B = kBucketSizes[bucket];
-    L.n_slots = L.n_seqs = L.n_out = L.n_tiles = L.n_one_tiles = B;
-    L.bt_stride = max_bt_;
-    for (int s = 0; s < n_seqs; s++) out_seq.push_back(s);
-  } else {
-    L.n_slots = n_slots;
-    L.n_seqs = n_seqs;
-    L.bt_stride = b.blocks_per_seq;
-    for (int s = 0; s < n_seqs; s++) {
-      const int n_new = b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)];
-      const bool one = one_slot_tiles(n_new);
-      L.n_tiles += one ? n_new : (n_new + spt - 1) / spt;
-      L.n_one_tiles += one ? n_new : 0;
-      if (b.want_logits || b.sample[size_t(s)]) out_seq.push_back(s);
-    }
-    L.n_out = int(out_seq.size());
-    for (int i = 0; i < n_slots; i++) L.n_act += b.tokens[size_t(i)] == kActionSlot;
-  }
-  L.compute();
-  ensure_workspace(L.n_slots, L.n_out);
-  if (L.bytes > cap_in_) {
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    free_graphs();
-    if (in_host_) cudaFreeHost(in_host_);
-    if (in_dev_) {
-      allocs_.erase(std::find(allocs_.begin(), allocs_.end(), in_dev_));
-      cudaFree(in_dev_);
-    }
-    cap_in_ = std::max(L.bytes * 2, size_t(1) << 20);
-    LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&in_host_), cap_in_));
-    in_dev_ = static_cast<char*>(dev_alloc(cap_in_));
-  }
-
-  // Fill the inputs (padding rows of a decode bucket write to the spare block and draw nothing).
-  char* h = in_host_;
-  auto arr = [&](size_t off) { return reinterpret_cast<int32_t*>(h + off); };
-  int32_t* tokens = arr(L.tokens);
-  int32_t* positions = arr(L.positions);
-  int32_t* cache_slot = arr(L.cache_slot);
-  int32_t* act_row = arr(L.act_row);
-  int32_t* act_slots = arr(L.act_slots);
-  int32_t* slot_start = arr(L.slot_start);
-  int32_t* kv_len = arr(L.kv_len);
-  int32_t* bt = arr(L.block_tables);
-  int32_t* tiles = arr(L.tiles);
-  int32_t* out_rows = arr(L.out_rows);
-  auto* params = reinterpret_cast<SampleParamsDev*>(h + L.params);
-  int n_act = 0;
-  for (int i = 0; i < n_slots; i++) {
-    tokens[i] = b.tokens[size_t(i)];
-    positions[i] = b.positions[size_t(i)];
-    act_row[i] = tokens[i] == kActionSlot ? n_act : -1;
-    if (tokens[i] == kActionSlot) act_slots[n_act++] = i;
-  }
-  if (L.n_act > 0) std::memcpy(h + L.actions, b.actions.data(), b.actions.size() * sizeof(float));
-  int tile = 0, chunk_tile = L.n_one_tiles;  // one-slot tiles first (StepLayout)
-  for (int s = 0; s < n_seqs; s++) {
-    const int s0 = b.slot_start[size_t(s)], n_new = b.slot_start[size_t(s) + 1] - s0;
-    slot_start[s] = s0;
-    kv_len[s] = b.kv_len[size_t(s)];
-    const int32_t* src_bt = b.block_tables.data() + size_t(s) * b.blocks_per_seq;
-    int32_t* dst_bt = bt + size_t(s) * L.bt_stride;
-    std::copy(src_bt, src_bt + b.blocks_per_seq, dst_bt);
-    std::fill(dst_bt + b.blocks_per_seq, dst_bt + L.bt_stride, -1);
-    for (int j = 0; j < n_new; j++) {
-      const int c = kv_len[s] + j;
-      cache_slot[s0 + j] = src_bt[c / bs] * bs + c % bs;
-    }
-    const bool one = decode || one_slot_tiles(n_new);
-    for (int j0 = 0; j0 < n_new; j0 += one ? 1 : spt) {
-      int32_t* t = tiles + 3 * (one ? tile++ : chunk_tile++);
-      t[0] = s;
-      t[1] = j0;
-      t[2] = one ? 1 : std::min(spt, n_new - j0);
-    }
-  }
-  for (int s = n_seqs; s < L.n_seqs; s++) {  // decode padding
-    tokens[s] = 0;
-    positions[s] = 0;
-    act_row[s] = -1;
-    cache_slot[s] = num_blocks_ * bs;
-    slot_start[s] = s;
-    kv_len[s] = 0;
-    bt[size_t(s) * L.bt_stride] = num_blocks_;
-    std::fill(bt + size_t(s) * L.bt_stride + 1, bt + size_t(s + 1) * L.bt_stride, -1);
-    tiles[3 * s] = s;
-    tiles[3 * s + 1] = 0;
-    tiles[3 * s + 2] = 1;
-  }
-  slot_start[L.n_seqs] = L.n_slots;
-  for (int r = 0; r < L.n_out; r++) {
-    SampleParamsDev p{};
-    if (r < int(out_seq.size())) {
-      const int s = out_seq[size_t(r)];
-      out_rows[r] = b.slot_start[size_t(s) + 1] - 1;
-      const SamplingParams& sp = b.sampling[size_t(s)];
-      p.seed = sp.seed;
-      p.draw_index = b.draw_index[size_t(s)];
-      p.temperature = sp.temperature;
-      p.top_p = sp.top_p;
-      p.top_k = sp.top_k;
-      p.sample_index = b.sample_index[size_t(s)];
-      p.active = b.sample[size_t(s)] ? 1 : 0;
-    } else {
-      out_rows[r] = r;
-    }
-    params[r] = p;
-  }
-
-  const bool timed = timing_on_ && decode && graphs_[size_t(bucket)] != nullptr;
-  if (timed) LOOM_CUDA_CHECK(cudaEventRecord(timing_ev_[0], stream_));
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(in_dev_, in_host_, L.bytes, cudaMemcpyHostToDevice, stream_));
-  // The tensor-core path has fixed partitions instead of splits.
-  const int splits = attention_mma() ? 1 : pick_splits(L.n_tiles);
-  if (decode) {
-    cudaGraphExec_t& g = graphs_[size_t(bucket)];
-    if (g != nullptr) {
-      LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
-    } else {
-      forward(L, splits);  // this step, eagerly; then capture the bucket for the next ones
-      cudaGraph_t graph = nullptr;
-      LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        forward(L, splits);
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &graph);
-        if (graph) cudaGraphDestroy(graph);
-        throw;
-      }
-      LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-      LOOM_CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
-      LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
-    }
-  } else {
-    forward(L, splits);
-  }
-
-  out.tokens.assign(size_t(n_seqs), -1);
-  const int n_real_out = int(out_seq.size());
-  if (n_real_out > 0)
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(tokens_host_, tokens_, size_t(n_real_out) * 4,
-                                    cudaMemcpyDeviceToHost, stream_));
-  out.logits.clear();
-  if (b.want_logits) {
-    // want_logits puts every sequence in out_seq, in order: out row s is sequence s.
-    out.logits.resize(size_t(n_seqs) * spec_.vocab);
-    LOOM_CUDA_CHECK(cudaMemcpy2DAsync(out.logits.data(), size_t(spec_.vocab) * 4, logits_,
-                                      size_t(logits_ld_) * 4, size_t(spec_.vocab) * 4,
-                                      size_t(n_seqs), cudaMemcpyDeviceToHost, stream_));
-  }
-  if (timed) LOOM_CUDA_CHECK(cudaEventRecord(timing_ev_[1], stream_));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (timed) {
-    float ms = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_ev_[0], timing_ev_[1]));
-    timing_.steps++;
-    timing_.gpu_s += 1e-3 * double(ms);
-    timing_.wall_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_enter).count();
-  }
-  // The draw's ids are relative to the logit range (forward()); -1: no draw.
-  const int lo = spec_.sample_begin();
-  for (int r = 0; r < n_real_out; r++)
-    out.tokens[size_t(out_seq[size_t(r)])] = tokens_host_[r] >= 0 ? tokens_host_[r] + lo : -1;
-  if (profiling_) {
-    int one = 0;  // sequences with one new slot
-    for (int s = 0; s < n_seqs; s++)
-      one += b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)] == 1;
-    prof_collect(one == n_seqs ? "decode" : one == 0 ? "prefill" : "mixed");
-  }
-}
-
 double CudaBackend::time_graph_replay(int n_seqs, int iters) {
   int bucket = 0;
   while (bucket + 1 < kBuckets && kBucketSizes[bucket] < n_seqs) bucket++;
@@ -708,8 +490,6 @@ double CudaBackend::measure_gemm_tflops() {
 void CudaBackend::set_step_timing(bool on) {
   timing_on_ = on;
   timing_ = StepTiming{};
-  for (auto& e : timing_ev_)
-    if (e == nullptr) LOOM_CUDA_CHECK(cudaEventCreate(&e));
 }
 
 void CudaBackend::set_profiling(bool on) {

@@ -1,5 +1,6 @@
 // CudaBackend's declaration, shared by its three source files:
-//   cuda_backend.cpp  construction, cache, step() (inputs, graphs, outputs), reporting
+//   cuda_backend.cpp  construction, cache, workspace, reporting
+//   cuda_step.cpp     submit() / collect(): a step's inputs, graphs and draws
 //   cuda_weights.cpp  load(): checkpoint tensors to the device through pinned staging
 //   cuda_forward.cpp  the forward pass: the kernel sequence of one step
 // Buffers live in device memory owned here; every pointer carries its shape.
@@ -8,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +34,10 @@ struct DeviceTensor {
 inline int vocab_rows(int vocab) {
   return (vocab + 63) / 64 * 64;
 }
+
+// Decode graphs are captured per bucket of sequences; a larger decode step runs eagerly.
+constexpr int kBucketSizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr int kMaxGraphBatch = 256;
 
 // Every weight on the device under the host Weights' field names (model/weights.h), e.g.
 // layers[l].qkv: T [q_dim + 2 kv_dim, hidden]; embed and lm_head hold vocab_rows(vocab) rows,
@@ -66,6 +72,8 @@ class CudaBackend : public Backend {
   int allocate_cache(const CacheRequest& request) override;
   size_t kv_block_bytes(int block_size) const override;
   void step(const StepBatch& batch, StepOutput& out) override;
+  void submit(const StepBatch& batch) override;
+  void collect(StepOutput& out) override;
   DeviceInfo device_info() override;
   double measure_copy_bandwidth_gbps() override;
   double measure_gemm_tflops() override;
@@ -150,7 +158,7 @@ class CudaBackend : public Backend {
   float* logits_ = nullptr;    // [cap_out, logits_ld_]
   void* logits_t_ = nullptr;   // bf16 [cap_out, logits_ld_]: cuBLAS lm_head output (bf16 only)
   int logits_ld_ = 0;          // vocab rounded up to 64: aligned rows for cuBLAS and sampler
-  int32_t* tokens_ = nullptr;  // [cap_out]
+  int32_t* tokens_ = nullptr;  // [cap_out] the last step's draws (kept when the workspace grows)
   void* sample_ws_ = nullptr;  // sample_workspace_bytes(cap_out)
   float* part_o_ = nullptr;    // attention partials: [kMaxPartBlocks, kAttnRows, head_dim]
   float* part_ml_ = nullptr;   // [kMaxPartBlocks, kAttnRows, 2]
@@ -162,11 +170,27 @@ class CudaBackend : public Backend {
   size_t mma_counters_len_ = 0;
   std::vector<void*> workspace_allocs_;
 
-  // Step inputs: pinned host mirror and device copy, cap_in_ bytes each.
+  // Step inputs: two pinned host buffers (a step is staged while the one before runs) and
+  // one device copy, cap_in_ bytes each; in_copied_[i]: buffer i's last upload has left.
   size_t cap_in_ = 0;
-  char* in_host_ = nullptr;
+  std::array<char*, 2> in_host_{};
   char* in_dev_ = nullptr;
-  int32_t* tokens_host_ = nullptr;  // pinned [cap_out]
+  std::array<cudaEvent_t, 2> in_copied_{};
+  // A submitted step until collect(): its buffers (index buf of the pairs here), the event
+  // after its downloads, and what collect() needs to give its output.
+  struct InFlight {
+    int buf = 0;
+    int n_seqs = 0;
+    std::vector<int> out_seq;   // [n_out rows drawn or kept] out row → sequence
+    std::vector<float> logits;  // [n_seqs, vocab] when want_logits
+    bool timed = false;         // set_step_timing: a decode-graph step between timing_ev_[buf]
+    double host_s = 0;          // submit()'s wall time
+  };
+  std::deque<InFlight> in_flight_;  // oldest first, at most two
+  int next_buf_ = 0;
+  std::array<int32_t*, 2> tokens_host_{};  // pinned [cap_out] draws of the step using buffer i
+  std::array<cudaEvent_t, 2> step_done_{};
+  std::vector<int> prev_row_;  // [n_seqs of the last submitted step] its out row if it drew
 
   // Decode graphs per bucket (1, 2, 4, …, 256), captured on first use.
   static constexpr int kBuckets = 9;
@@ -185,9 +209,9 @@ class CudaBackend : public Backend {
   std::vector<cudaEvent_t> event_pool_;
   std::map<std::string, KernelTime> prof_totals_;  // by phase + '/' + family
   std::map<std::string, int64_t> prof_steps_;      // by phase
-  // set_step_timing: an event pair around each decode-graph step's device work.
+  // set_step_timing: an event pair around each decode-graph step's device work, per buffer.
   bool timing_on_ = false;
-  std::array<cudaEvent_t, 2> timing_ev_{};
+  std::array<std::array<cudaEvent_t, 2>, 2> timing_ev_{};
   StepTiming timing_;
 
   std::vector<void*> allocs_;  // weights, cache, inputs
