@@ -326,6 +326,7 @@ int bench_command(const BenchArgs& a) {
            {"decode_attention_ms", split ? json(prof.decode_attention_ms) : no_value},
            {"decode_rest_ms", split ? json(prof.decode_rest_ms) : no_value},
            {"decode_gpu_ms", timed ? json(gpu_ms) : no_value},
+           {"decode_graph_steps", timing.steps},
            {"decode_step_host_ms", timed ? json(step_host_ms) : no_value},
            {"overlap", opt.pipeline},
            {"engine_host_ms", engine_host_ms},
