@@ -116,12 +116,6 @@ void add_engine_options(CLI::App* cmd, EngineArgs& e) {
                   "most slots (tokens) in one step")
       ->check(integer_in(1))
       ->type_name("N");
-  cmd->add_option("--max-decode-rows", e.max_decode_rows,
-                  "most slots of decoding sequences in one step (default: --max-seqs rounded up "
-                  "to a multiple of 64, so a frame's action chunk never adds a GEMM row tile)")
-      ->check(integer_in(1))
-      ->type_name("N")
-      ->default_str("");
   cmd->add_option("--block-size", e.block_size, "KV slots per block")
       ->check(integer_in(1, 1024))
       ->type_name("N");

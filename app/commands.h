@@ -24,13 +24,12 @@ struct EngineArgs {
   int device = 0;
   int max_seqs = 256;
   int max_batch_slots = 2048;
-  int max_decode_rows = 0;  // 0: --max-seqs rounded up to a multiple of 64
   int block_size = 16;
   int kv_blocks = 0;
   double gpu_memory_fraction = 0.9;
   double kv_cache_gib = 2.0;
   bool no_prefix_sharing = false;
-  bool no_overlap = false;       // run each step to its end before scheduling the next
+  bool no_overlap = false;  // run each step to its end before scheduling the next
   bool batch_invariant = false;  // README "Batch invariance"
   std::string model_table;
   std::string kv_dtype = "auto";  // auto | bf16 | fp8 (README "FP8 KV cache")

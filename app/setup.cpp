@@ -146,7 +146,6 @@ EngineOptions engine_options(const EngineArgs& a, const OpenedModel& om) {
   o.cache.kv_scales = om.kv_cache.kv_scales;
   o.scheduler.max_seqs = a.max_seqs;
   o.scheduler.max_batch_slots = a.max_batch_slots;
-  o.scheduler.max_decode_rows = a.max_decode_rows;
   o.scheduler.prefix_sharing = !a.no_prefix_sharing;
   o.pipeline = !a.no_overlap;
   o.cache.block_size = a.block_size;
@@ -164,7 +163,6 @@ void add_engine_options(const EngineArgs& e, nlohmann::ordered_json& j) {
   j["device"] = e.device;
   j["max_seqs"] = e.max_seqs;
   j["max_batch_slots"] = e.max_batch_slots;
-  j["max_decode_rows"] = e.max_decode_rows;
   j["block_size"] = e.block_size;
   j["kv_blocks"] = e.kv_blocks;
   j["gpu_memory_fraction"] = e.gpu_memory_fraction;

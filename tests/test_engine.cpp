@@ -67,11 +67,6 @@ class FakeBackend : public Backend {
   void step(const StepBatch& b, StepOutput& out) override {
     out.tokens.assign(size_t(b.n_seqs()), -1);
     max_batch = std::max(max_batch, b.n_seqs());
-    bool decode = true;  // every sequence past its prompt, feeding one slot or a frame chunk
-    for (int s = 0; s < b.n_seqs(); s++)
-      decode = decode && b.kv_len[size_t(s)] > 0 &&
-               b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)] <= spec_.action_tokens + 1;
-    if (decode) max_decode_slots = std::max(max_decode_slots, b.n_slots());
     REQUIRE(b.n_seqs() <= max_seqs_);  // the scheduler's limits hold in every step
     REQUIRE(b.n_slots() <= max_slots_);
     REQUIRE(int(b.slot_start.size()) == b.n_seqs() + 1);
@@ -97,8 +92,7 @@ class FakeBackend : public Backend {
     }
   }
   int max_batch = 0;
-  int64_t futures = 0;       // slots fed a draw of the step before (pipelined steps)
-  int max_decode_slots = 0;  // most slots of a step of decoding sequences only
+  int64_t futures = 0;  // slots fed a draw of the step before (pipelined steps)
 
  private:
   ModelSpec spec_;
@@ -166,12 +160,10 @@ struct RunOut {
   RunStats stats;
   int max_batch = 0;
   int64_t futures = 0;
-  int max_decode_slots = 0;
 };
 
 RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool sharing,
-                int block_size = 4, int max_slots = 64, bool pipeline = true,
-                int max_decode_rows = 0) {
+                int block_size = 4, int max_slots = 64, bool pipeline = true) {
   ModelSpec sp = loom::test::tiny_frame_spec();
   FakeBackend be(sp, max_seqs, max_slots);
   EngineOptions opt;
@@ -181,7 +173,6 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
   opt.cache.block_size = block_size;
   opt.cache.num_blocks = num_blocks;
   opt.pipeline = pipeline;
-  opt.scheduler.max_decode_rows = max_decode_rows;
   Engine engine(sp, be, opt);
   RunOut out;
   out.stats = engine.run(loom::test::source_of(jobs), [&](const JobResult& r) {
@@ -190,7 +181,6 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
   });
   out.max_batch = be.max_batch;
   out.futures = be.futures;
-  out.max_decode_slots = be.max_decode_slots;
   return out;
 }
 
@@ -358,23 +348,6 @@ TEST_CASE("pipelined steps: the tokens of waiting for every step, each step fed 
     CHECK(piped.stats.frames == sync.stats.frames);
     CHECK((blocks == 400 || piped.stats.scheduler.preemptions > 0));
   }
-}
-
-TEST_CASE("decode rows: a frame chunk leaves single slots to the next step, none starves") {
-  // 8 sequences decoding together with room for 8 rows: a step in which one feeds a frame's
-  // 4-slot chunk takes 3 single-slot sequences fewer (round robin), the same tokens; uncapped,
-  // such steps hold 11 rows.
-  std::vector<Job> jobs;
-  const ModelSpec sp = loom::test::tiny_frame_spec();
-  for (int i = 0; i < 8; i++)
-    jobs.push_back(make_job(sp, "r" + std::to_string(i), 1, 4, 40 + i, i));
-  RunOut capped = run_jobs(jobs, 8, 200, false, 4, 64, true, 8);
-  RunOut open = run_jobs(jobs, 8, 200, false, 4, 64, true, 2048);
-  CHECK(capped.max_decode_slots == 8);
-  CHECK(open.max_decode_slots > 8);
-  CHECK(capped.frames == open.frames);
-  for (const Job& j : jobs) CHECK(capped.frames.at({j.id, 0}) == reference_frames(j, 0, sp));
-  CHECK(capped.stats.frames == 8 * 4);
 }
 
 TEST_CASE("prefix sharing of a partial match: the first context frame only") {

@@ -8,10 +8,8 @@ namespace loom {
 
 Scheduler::Scheduler(const ModelSpec& spec, KvCache& cache, SchedulerOptions options)
     : spec_(spec), cache_(cache), opt_(options) {
-  LOOM_CHECK(opt_.max_seqs > 0 && opt_.max_batch_slots > 0 && opt_.max_decode_rows >= 0,
-             "scheduler: max_seqs ", opt_.max_seqs, " and max_batch_slots ", opt_.max_batch_slots,
-             " must be positive, max_decode_rows ", opt_.max_decode_rows, " not negative");
-  decode_rows_ = opt_.max_decode_rows > 0 ? opt_.max_decode_rows : (opt_.max_seqs + 63) / 64 * 64;
+  LOOM_CHECK(opt_.max_seqs > 0 && opt_.max_batch_slots > 0, "scheduler: max_seqs ", opt_.max_seqs,
+             " and max_batch_slots ", opt_.max_batch_slots, " must be positive");
 }
 
 int Scheduler::blocks_for(const Sequence& seq) const {
@@ -153,49 +151,33 @@ bool Scheduler::schedule(StepBatch& batch) {
   int free_left = cache_.free_blocks();
   int holders = 0;  // the watermark: running sequences that hold blocks
   for (const Running& r : running_) holders += r.blocks.empty() ? 0 : 1;
-  // Pass 0 takes the decoding sequences, chunks (a frame's last token and its action slots)
-  // before single slots, within decode_rows_; the single slots start at rotate_, so those a
-  // full step leaves out go first next time. Pass 1 takes prefill chunks (and sequences
-  // starting a round or resuming, when their whole round fits with the watermark).
-  const size_t n_run = running_.size();
-  int rows = 0;
-  size_t left_out = n_run;  // the first single-slot decoder the row cap left out
-  auto consider = [&](size_t i, int pass) {
-    Running& r = running_[i];
-    const Sequence& s = *r.seq;
-    if (r.needs_round) {
-      if (pass == 0 || s.undrawn()) return;  // a new round's prompt hashes its tokens
-      if ((s.round_len() + bs - 1) / bs + holders > free_left) return;
-      const int before = cache_.free_blocks();
-      begin_round(r);
-      free_left -= before - cache_.free_blocks();
-      holders += r.blocks.empty() ? 0 : 1;
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < running_.size(); i++) {
+      Running& r = running_[i];
+      const Sequence& s = *r.seq;
+      if (r.needs_round) {
+        if (pass == 0 || s.undrawn()) continue;  // a new round's prompt hashes its tokens
+        if ((s.round_len() + bs - 1) / bs + holders > free_left) continue;
+        const int before = cache_.free_blocks();
+        begin_round(r);
+        free_left -= before - cache_.free_blocks();
+        holders += r.blocks.empty() ? 0 : 1;
+      }
+      if ((pass == 0) != decoding(r) || r.scheduled > 0 || s.pending() == 0) continue;
+      if (int(step_order_.size()) >= opt_.max_seqs || budget == 0) break;
+      if (!shared_ready(r)) continue;
+      int n = std::min(s.pending(), budget);
+      if (pass == 0 && new_blocks(r, n) > free_left) continue;  // decode chunks are never cut
+      if (new_blocks(r, n) > free_left)  // a prefill chunk is cut to the free blocks
+        n = std::min(n, (int(r.blocks.size()) + free_left) * bs - s.kv_len());
+      if (n <= 0) continue;
+      r.scheduled = n;
+      budget -= n;
+      free_left -= new_blocks(r, n);
+      step_order_.push_back(int(i));
+      (pass == 1 ? has_prefill_ : has_decode_) = true;
     }
-    if ((pass == 0) != decoding(r) || r.scheduled > 0 || s.pending() == 0) return;
-    if (int(step_order_.size()) >= opt_.max_seqs || budget == 0) return;
-    if (!shared_ready(r)) return;
-    int n = std::min(s.pending(), budget);
-    if (pass == 0 && rows > 0 && rows + n > decode_rows_) {
-      if (n == 1 && left_out == n_run) left_out = i;
-      return;
-    }
-    if (pass == 0 && new_blocks(r, n) > free_left) return;  // decode chunks are never cut
-    if (new_blocks(r, n) > free_left)  // a prefill chunk is cut to the free blocks
-      n = std::min(n, (int(r.blocks.size()) + free_left) * bs - s.kv_len());
-    if (n <= 0) return;
-    r.scheduled = n;
-    budget -= n;
-    if (pass == 0) rows += n;
-    free_left -= new_blocks(r, n);
-    step_order_.push_back(int(i));
-    (pass == 1 ? has_prefill_ : has_decode_) = true;
-  };
-  for (size_t i = 0; i < n_run; i++)
-    if (decoding(running_[i]) && running_[i].seq->pending() > 1) consider(i, 0);
-  if (rotate_ >= n_run) rotate_ = 0;
-  for (size_t k = 0; k < n_run; k++) consider((rotate_ + k) % n_run, 0);
-  rotate_ = left_out < n_run ? left_out : 0;
-  for (size_t i = 0; i < n_run; i++) consider(i, 1);
+  }
   if (step_order_.empty()) return false;
 
   int max_blocks = 0;

@@ -26,11 +26,6 @@ namespace loom {
 struct SchedulerOptions {
   int max_seqs = 256;          // sequences in one step
   int max_batch_slots = 2048;  // slots in one step (prefill chunks are cut to fit)
-  // Slots of decoding sequences in one step; 0: max_seqs rounded up to a multiple of 64. A
-  // frame's action chunk (A + 1 slots) in a step of max_seqs decoding sequences would take the
-  // layer GEMMs past a row tile for a few rows: with the cap, that step leaves a few single-slot
-  // sequences (round robin) for the next one instead.
-  int max_decode_rows = 0;
   bool prefix_sharing = true;  // share full prompt blocks between identical prefixes
 };
 
@@ -84,7 +79,7 @@ class Scheduler {
   bool step_has_prefill() const { return has_prefill_; }
   bool step_has_decode() const { return has_decode_; }
   bool step_blind() const { return blind_; }  // no draw of the step decides what follows
-  void launch(bool blind);                    // blind: only when step_blind()
+  void launch(bool blind);  // blind: only when step_blind()
   // Applies the oldest launched step's tokens; moves finished sequences to `done`.
   void complete(const StepOutput& out, double now, std::vector<Running>& done);
   bool in_flight() const { return !launched_.empty(); }
@@ -122,8 +117,6 @@ class Scheduler {
   std::vector<int64_t> read_in_step_;  // [blocks] the last step that read the block (kv_reads_once)
   std::vector<const Sequence*> step_seqs_;
   bool has_prefill_ = false, has_decode_ = false, blind_ = false;
-  int decode_rows_ = 0;  // max_decode_rows resolved
-  size_t rotate_ = 0;    // where single-slot decoders start: the first one left out last time
   SchedulerStats stats_;
 };
 
