@@ -29,7 +29,7 @@ struct EngineArgs {
   double gpu_memory_fraction = 0.9;
   double kv_cache_gib = 2.0;
   bool no_prefix_sharing = false;
-  bool no_overlap = false;  // run each step to its end before scheduling the next
+  bool no_overlap = false;       // run each step to its end before scheduling the next
   bool batch_invariant = false;  // README "Batch invariance"
   std::string model_table;
   std::string kv_dtype = "auto";  // auto | bf16 | fp8 (README "FP8 KV cache")

@@ -135,8 +135,8 @@ class Backend {
   virtual KvStats kv_stats();
 
  private:
-  std::vector<StepOutput> submitted_;   // the default submit()'s outputs not yet collected
-  std::vector<int32_t> last_draws_;     // [n_seqs] of the last submitted step: its tokens
+  std::vector<StepOutput> submitted_;  // the default submit()'s outputs not yet collected
+  std::vector<int32_t> last_draws_;    // [n_seqs] of the last submitted step: its tokens
 };
 
 enum class BackendKind { Cpu, Cuda };

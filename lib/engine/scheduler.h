@@ -79,7 +79,7 @@ class Scheduler {
   bool step_has_prefill() const { return has_prefill_; }
   bool step_has_decode() const { return has_decode_; }
   bool step_blind() const { return blind_; }  // no draw of the step decides what follows
-  void launch(bool blind);  // blind: only when step_blind()
+  void launch(bool blind);                    // blind: only when step_blind()
   // Applies the oldest launched step's tokens; moves finished sequences to `done`.
   void complete(const StepOutput& out, double now, std::vector<Running>& done);
   bool in_flight() const { return !launched_.empty(); }

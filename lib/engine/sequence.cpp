@@ -91,7 +91,9 @@ bool Sequence::draws_blind() const {
 
 bool Sequence::on_token(int32_t token) {
   LOOM_CHECK(!finished_ && pending() == 0 && !undrawn_, "sequence: token fed while ",
-             finished_ ? "finished" : undrawn_ ? "the last one is undrawn" : "slots are pending");
+             finished_  ? "finished"
+             : undrawn_ ? "the last one is undrawn"
+                        : "slots are pending");
   LOOM_CHECK(token >= 0 || (token == kUndrawn && draws_blind()), "sequence: token ", token,
              " fed to ", draws_blind() ? "a sequence" : "a sequence that may stop at EOS");
   undrawn_ = token == kUndrawn;
@@ -146,9 +148,9 @@ void Sequence::resolve(int32_t token) {
       }
     return false;
   };
-  const bool kept = !spec_.has_frames()  ? fill_last(generated_, 1)
+  const bool kept = !spec_.has_frames() ? fill_last(generated_, 1)
                     : !current_.empty() ? fill_last(current_, 1)
-                                         : fill_last(frames_.back(), 1);
+                                        : fill_last(frames_.back(), 1);
   const bool fed = fill_last(tokens_, size_t(A_) + 1);
   LOOM_CHECK(kept && (fed || finished_), "sequence: the undrawn token was not where expected");
 }

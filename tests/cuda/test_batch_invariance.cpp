@@ -282,12 +282,9 @@ Job frame_job(const ModelSpec& sp, const std::string& id, int line, uint32_t pro
 }
 
 // Runs the jobs together (up to max_seqs at once); id → frames of sample 0.
-std::map<std::string, std::vector<std::vector<int32_t>>> run_jobs(const ModelSpec& spec,
-                                                                  Backend& backend,
-                                                                  const std::vector<Job>& jobs,
-                                                                  int max_seqs,
-                                                                  bool pipeline = true,
-                                                                  int num_blocks = 0) {
+std::map<std::string, std::vector<std::vector<int32_t>>> run_jobs(
+    const ModelSpec& spec, Backend& backend, const std::vector<Job>& jobs, int max_seqs,
+    bool pipeline = true, int num_blocks = 0) {
   EngineOptions opt;
   opt.scheduler.max_seqs = max_seqs;
   opt.cache.block_size = 16;
@@ -374,8 +371,8 @@ TEST_CASE("tiny_v1 bf16 batch-invariant: pipelined steps give the tokens of wait
   for (int i = 0; i < 24; i++) {
     SamplingParams sp{0.9f, 0, 1.0f, uint64_t(300 + i)};
     if (i % 3 == 1) sp.top_k = 40;
-    jobs.push_back(frame_job(spec, "j" + std::to_string(i), i + 1, uint32_t(900 + i % 8),
-                             1 + i % 3, 3 + i % 4, sp));
+    jobs.push_back(frame_job(spec, "j" + std::to_string(i), i + 1, uint32_t(900 + i % 8), 1 + i % 3,
+                             3 + i % 4, sp));
   }
   const auto piped = run_jobs(spec, *gpu, jobs, 24, true, 60);
   const auto waited = run_jobs(spec, *gpu, jobs, 24, false, 60);

@@ -47,8 +47,8 @@ void check_batch(const StepBatch& b, const ModelSpec& spec, int num_blocks, int 
       LOOM_CHECK(size_t(k) < prev_row.size() && prev_row[size_t(k)] >= 0, "step: slot ", i,
                  " takes the draw of sequence ", k, " of the previous step, which drew none");
     else
-      LOOM_CHECK(tok == kActionSlot || (tok >= 0 && tok < spec.vocab), "step: slot ", i,
-                 " token ", tok, " outside [0, ", spec.vocab, ")");
+      LOOM_CHECK(tok == kActionSlot || (tok >= 0 && tok < spec.vocab), "step: slot ", i, " token ",
+                 tok, " outside [0, ", spec.vocab, ")");
     any_action |= tok == kActionSlot;
     const int p = b.positions[size_t(i)];
     LOOM_CHECK(p >= 0, "step: slot ", i, " position ", p);
@@ -265,8 +265,8 @@ void CudaBackend::submit(const StepBatch& b) {
     forward(L, splits);
   }
   if (!f.out_seq.empty())
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(tokens_host_[size_t(f.buf)], tokens_,
-                                    f.out_seq.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(tokens_host_[size_t(f.buf)], tokens_, f.out_seq.size() * 4,
+                                    cudaMemcpyDeviceToHost, stream_));
   if (b.want_logits) {
     // want_logits puts every sequence in out_seq, in order: out row s is sequence s.
     f.logits.resize(size_t(n_seqs) * spec_.vocab);
