@@ -82,7 +82,6 @@ class Scheduler {
   void launch(bool blind);                    // blind: only when step_blind()
   // Applies the oldest launched step's tokens; moves finished sequences to `done`.
   void complete(const StepOutput& out, double now, std::vector<Running>& done);
-  bool in_flight() const { return !launched_.empty(); }
   // The sequences of the last scheduled step in batch order (logits hooks).
   const std::vector<const Sequence*>& last_step_sequences() const { return step_seqs_; }
   void abandon_all(std::vector<Running>& dropped);  // releases every running sequence
