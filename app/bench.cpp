@@ -282,9 +282,10 @@ int bench_command(const BenchArgs& a) {
           (long long)st.scheduler.shared_blocks, (long long)st.scheduler.preemptions);
       if (timed)
         std::fprintf(tab,
-                     "         decode steps: %.2f ms on the device, %.2f ms staging on the host "
-                     "(%s), %.2f ms a step outside the steps (engine)\n",
-                     gpu_ms, step_host_ms,
+                     "         decode steps replayed from graphs (%lld of %lld): %.2f ms on the "
+                     "device, %.2f ms staging on the host (%s), %.2f ms a "
+                     "step outside the steps (engine)\n",
+                     (long long)timing.steps, (long long)st.decode_steps, gpu_ms, step_host_ms,
                      opt.pipeline ? "while the step before runs" : "then waits: --no-overlap",
                      engine_host_ms);
       if (a.profile) print_profile(tab, prof);
