@@ -7,7 +7,10 @@
 #   scripts/fp8_check.sh bench    loom bench, 256 jobs x 22 frames: bf16 and fp8 KV (FRAMES, JOBS,
 #                                 KVS override; PROFILE=1 adds --profile: the decode attention /
 #                                 rest split; SHARED=8 adds groups of 8 jobs sharing context;
-#                                 EXTRA adds loom bench options, TAG suffixes the file names)
+#                                 EXTRA adds loom bench options, TAG suffixes the file names;
+#                                 HF=1 then times HF transformers eager on the same checkpoint,
+#                                 HF_BATCH sequences (64, its best measured), 1 frame, under
+#                                 HF_TIMEOUT seconds (240): issue 13's same-call comparison)
 set -uo pipefail
 what=${1:-att}
 OUT=${OUT:-$PWD/out-fp8}
@@ -95,5 +98,10 @@ if [ "$what" = bench ]; then
       ${EXTRA:-} --json "$OUT/bench_$k${TAG:-}.json" 2>&1 | tee "$OUT/bench_$k${TAG:-}.log" |
       tail -8 || rc=1
   done
+  if [ -n "${HF:-}" ]; then
+    hb=${HF_BATCH:-64}
+    timeout "${HF_TIMEOUT:-240}" python3 scripts/hf_bench.py --model /tmp/terra --mode eager \
+      --batch "$hb" --frames 1 --json "$OUT/hf_eager_b$hb.json" 2>&1 | tail -3 || rc=1
+  fi
 fi
 exit $rc
