@@ -39,6 +39,7 @@ void Scheduler::admit(std::unique_ptr<Sequence> seq, double now, double read_at)
 
 void Scheduler::begin_round(Running& r) {
   const Sequence& s = *r.seq;
+  LOOM_CHECK(!s.undrawn(), "scheduler: a round's prompt hashed before its last token is drawn");
   const int bs = cache_.block_size(), full = s.prompt_len() / bs;
   const bool resume = r.preempted;
   r.needs_round = r.preempted = false;
