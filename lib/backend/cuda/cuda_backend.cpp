@@ -1,7 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
