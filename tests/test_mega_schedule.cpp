@@ -314,3 +314,19 @@ TEST_CASE("mega schedule: models and options the megakernel cannot run are refus
   CHECK(error_of(tiny_spec("tiny_v2"), 2, 7) == "");
   CHECK(error_of(tiny_spec("tiny_v1"), 2, 7, o) == "");
 }
+
+TEST_CASE("mega schedule: the finest tiling (one row a unit, 16-row lm_head units)") {
+  // Every layer GEMV row its own unit: 16 times the default's units and counts.
+  MegaOptions o;
+  o.rows_per_tile = 1;
+  o.lm_rows_per_tile = 16;
+  for (int batch : {1, 2, 4, 8}) {
+    CAPTURE(batch);
+    const MegaSchedule s = build_mega_schedule(terra_spec(), batch, 132, o);
+    CHECK(mega_units(s.dims, MegaOp::Qkv) == 2560);       // 2048 + 2 · 256
+    CHECK(mega_group_units(s.dims, MegaOp::Qkv) == 640);  // (8 + 2) · 64 rows a KV head
+    CHECK(mega_units(s.dims, MegaOp::GateUp) == 11264);
+    CHECK(mega_units(s.dims, MegaOp::LmHead) == 16385);  // ⌈262145 / 16⌉
+    CHECK(check_mega_schedule(s) == "");
+  }
+}

@@ -43,8 +43,8 @@
 //     logits, draw partials, the KV cache rows written this step) are read only through L2:
 //     `ld.global.cg`, `cp.async.cg`, or TMA after `fence.proxy.async.global`; never
 //     `ld.global.nc` / `__ldg`, whose cache is not coherent with other SMs' stores.
-//   Weights never change during a launch and depend on no counter, so a CTA prefetches the
-//   next instruction's weights (cp.async / TMA) before it waits, keeping HBM busy across phases.
+//   Weights never change during a launch and depend on no counter, so a CTA's warps start the
+//   bulk copies of an instruction's first weight segments before its wait (gemv_ops.cuh).
 //
 // Buffer reuse (write-after-read). Each buffer is rewritten at the next layer only by an op
 // that waits, through a chain of whole-op counters, for every reader of the previous contents:
@@ -61,8 +61,9 @@
 // Reduction order (so bf16 and fp32 results are deterministic and independent of the SM
 // count, the unit → SM map and the batch):
 //   RMSNorm (Qkv, GateUp, FinalNorm prologues): Σ x² in fp32, thread t of kMegaNormThreads
-//     summing elements t, t + T, t + 2T … in order, then a xor-shuffle tree (16, 8, 4, 2, 1)
-//     per warp and the warps' sums in warp order. Every CTA that normalises a row computes the
+//     summing the 4-element groups t, t + T, t + 2T … in order (each group's 4 squares left to
+//     right), then a xor-shuffle tree (16, 8, 4, 2, 1) per warp and the warps' sums in warp
+//     order. Every CTA that normalises a row computes the
 //     same bits, so the redundant per-instruction norms agree with each other.
 //   GEMV row (Qkv, OProj, GateUp, Down, LmHead): one warp per output row, fp32; lane l sums
 //     the 8-element chunks c ≡ l (mod 32) of k in increasing c, each chunk's 8 products left
@@ -70,11 +71,11 @@
 //     the compute dtype; OProj and Down add their fp32 result to x once (x += dot: one writer
 //     per element); LmHead stores fp32 logits.
 //   SiLU·mul (Down prologue): bf16(silu(g) · u) per element, as GemvIn::SiluMul.
-//   Attention: scores and P·V per 256-key partition in the tensor-core tile order of
-//     attention_mma (64-key sub-tiles in key order, online softmax); each partition leaves its
-//     unnormalised (acc, max, sum) in its own slot, whichever split computed it, and
-//     AttnReduce folds partitions 0, 1, … P−1 in order. So the bits depend on kv_len and the
-//     partition size, never on attn_splits.
+//   Attention: scores, softmax pieces and P·V per 256-key partition on CUDA cores, in the
+//     order attention_ops.cuh's header gives; each partition leaves its unnormalised (acc,
+//     max, sum) in its own slot, whichever split computed it, and AttnReduce folds partitions
+//     0, 1, … P−1 in order. So the bits depend on kv_len and the partition size, never on
+//     attn_splits.
 //   Draw: each LmHead tile leaves, per slot, its best (value, id) — greedy: logit; sampled:
 //     Gumbel-max key z/T − log(−log u), u = philox_uniform(...) as sampler.h — with the
 //     lowest id winning ties; Draw folds the tiles in index order with the same total order,
@@ -93,7 +94,7 @@ namespace loom::mega {
 
 constexpr int kMegaMaxBatch = 8;          // slots of one step (one per sequence)
 constexpr int kMegaPartitionKeys = 256;   // keys of one attention partition
-constexpr int kMegaNormThreads = 256;     // threads of the RMSNorm sum (its order)
+constexpr int kMegaNormThreads = 512;     // threads of the RMSNorm sum (its order)
 constexpr uint32_t kMegaNoCounter = ~0u;  // "waits on nothing" / "publishes nothing"
 
 // The ops of a step, in the order of the sequential forward pass (cuda_forward.cpp's GEMV

@@ -123,6 +123,11 @@ class Backend {
   virtual void set_profiling(bool on) { (void)on; }           // per-kernel timing (slower)
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
   virtual void set_step_timing(bool on) { (void)on; }  // decode steps' device time (cheap)
+  // The decode-step megakernel (cuda, issue 15): decode steps of 1-8 sequences as one
+  // persistent launch where the model and the draws allow (off by default), else the graph of
+  // kernels; and how many steps took it. Backends without one ignore the switch.
+  virtual void set_megakernel(bool on) { (void)on; }
+  virtual int64_t megakernel_steps() const { return 0; }
   virtual StepTiming step_timing() const { return {}; }
   // True when a sequence's logits do not depend on the rest of the batch (README "Batch
   // invariance"): always on the cpu backend, on cuda with --batch-invariant.

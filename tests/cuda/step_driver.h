@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <vector>
@@ -22,7 +23,8 @@ struct StepCounts {
 // check(it, batch, outs): outs[i] is backends[i]'s output (logits always filled).
 inline StepCounts drive_steps(
     const ModelSpec& spec, const std::vector<Backend*>& backends, int n_seqs, int num_blocks,
-    const std::function<void(int, const StepBatch&, std::vector<StepOutput>&)>& check) {
+    const std::function<void(int, const StepBatch&, std::vector<StepOutput>&)>& check,
+    int n_modes = 3) {
   struct Seq {
     std::vector<int32_t> blocks;
     int pos = 0;  // slots cached so far (= kv_len)
@@ -40,14 +42,15 @@ inline StepCounts drive_steps(
                                    {0.9f, 0, 1.0f, 11},   // seeded
                                    {1.1f, 20, 0.8f, 3}};  // top-k + top-p
   const int firsts[3] = {spec.has_frames() ? 2 * S : 21, spec.has_frames() ? S : 9, 5};
-  for (int s = 0; s < n_seqs; s++) seqs[size_t(s)].sp = modes[s % 3];
+  // n_modes 2: greedy and seeded only (no filtered draws).
+  for (int s = 0; s < n_seqs; s++) seqs[size_t(s)].sp = modes[s % n_modes];
   int next_block = 0;
   auto is_action = [&](int p) { return S > 0 && p % S >= P; };
 
   StepCounts c;
   for (int it = 0; it < 60; it++) {
     StepBatch b;
-    b.blocks_per_seq = 5;
+    b.blocks_per_seq = std::min(5, (max_pos + 15) / 16);  // within the graphs' table width
     b.want_logits = true;
     std::vector<int> in_batch;
     for (int s = 0; s < n_seqs; s++) {

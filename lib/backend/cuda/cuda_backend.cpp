@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/mega_schedule.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
@@ -61,10 +62,34 @@ void cuda_set_debug_skip(Backend& backend, int mask) {
   as_cuda(backend).set_debug_skip(mask);
 }
 
+void cuda_set_megakernel(Backend& backend, MegakernelMode mode) {
+  as_cuda(backend).set_megakernel_mode(mode);
+}
+
+static const gpu::CudaBackend& as_cuda(const Backend& b) {
+  auto* c = dynamic_cast<const gpu::CudaBackend*>(&b);
+  LOOM_CHECK(c != nullptr, "expected a CUDA backend, found '", b.name(), "'");
+  return *c;
+}
+
+int64_t cuda_megakernel_steps(const Backend& backend) {
+  return as_cuda(backend).megakernel_steps();
+}
+
+MegakernelTrace cuda_megakernel_trace(const Backend& backend) {
+  return as_cuda(backend).megakernel_trace();
+}
+
+std::string cuda_megakernel_refusal(const Backend& backend) {
+  return as_cuda(backend).megakernel_refusal();
+}
+
+void cuda_set_megakernel_debug(Backend& backend, const MegakernelDebug& debug) {
+  as_cuda(backend).set_megakernel_debug(debug);
+}
+
 double cuda_last_load_seconds(const Backend& backend) {
-  auto* c = dynamic_cast<const gpu::CudaBackend*>(&backend);
-  LOOM_CHECK(c != nullptr, "expected a CUDA backend, found '", backend.name(), "'");
-  return c->last_load_seconds();
+  return as_cuda(backend).last_load_seconds();
 }
 
 }  // namespace loom
@@ -128,6 +153,7 @@ CudaBackend::~CudaBackend() {
   for (int i = 0; i < 2; i++) {
     if (in_host_[size_t(i)]) cudaFreeHost(in_host_[size_t(i)]);
     if (tokens_host_[size_t(i)]) cudaFreeHost(tokens_host_[size_t(i)]);
+    if (mega_header_host_[size_t(i)]) cudaFreeHost(mega_header_host_[size_t(i)]);
     for (cudaEvent_t e : {in_copied_[size_t(i)], step_done_[size_t(i)], timing_ev_[size_t(i)][0],
                           timing_ev_[size_t(i)][1]})
       if (e) cudaEventDestroy(e);
@@ -159,6 +185,11 @@ void CudaBackend::free_graphs() {
     if (g != nullptr) cudaGraphExecDestroy(g);
     g = nullptr;
   }
+  for (MegaBucket& m : mega_) {
+    if (m.graph != nullptr) cudaGraphExecDestroy(m.graph);
+    m.graph = nullptr;
+  }
+  last_graph_.fill(nullptr);
 }
 
 void CudaBackend::after_load() {
@@ -182,6 +213,20 @@ void CudaBackend::after_load() {
     LOOM_CUDA_CHECK(cudaMemcpy(norm_ones_, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
   }
   ensure_workspace(2048, kMaxGraphBatch);
+  // Whether decode steps of 1-8 sequences may take the megakernel (cuda_mega.cpp).
+  mega_refusal_.clear();
+  try {
+    const mega::MegaSchedule s = mega::build_mega_schedule(spec_, mega::kMegaMaxBatch, num_sms_);
+    int optin = 0;
+    LOOM_CUDA_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
+    LOOM_CHECK(mega::mega_gemv_stages(s.dims, t_, optin) >= 2,
+               "megakernel: ", mega::mega_smem_bytes(s.dims, t_, 2),
+               " bytes of shared memory needed at 8 sequences, the device offers ", optin);
+    mega_smem_optin_ = optin;
+  } catch (const Error& e) {
+    mega_refusal_ = e.what();
+  }
   loaded_ = true;
 }
 
@@ -394,7 +439,7 @@ int CudaBackend::pick_splits(int n_tiles) const {
 double CudaBackend::time_graph_replay(int n_seqs, int iters) {
   int bucket = 0;
   while (bucket + 1 < kBuckets && kBucketSizes[bucket] < n_seqs) bucket++;
-  cudaGraphExec_t g = graphs_[size_t(bucket)];
+  cudaGraphExec_t g = last_graph_[size_t(bucket)];
   LOOM_CHECK(g != nullptr, "time_graph_replay: no graph captured for ", n_seqs, " sequences");
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));

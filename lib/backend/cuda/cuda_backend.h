@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -37,6 +39,45 @@ double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters);
 // Benchmark decomposition only (results are garbage while set): leave kernel families out of
 // the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw.
 void cuda_set_debug_skip(Backend& backend, int mask);
+
+// The decode-step megakernel (kernels/mega, issue 15) for decode steps of 1-8 sequences:
+// Auto takes it in bf16 where the model, the KV dtype and the draws allow (the graph path
+// otherwise); Off (the default: it is slower than the graph path so far, bench/NOTES-cuda.md)
+// never; Force also in f32 (the exact comparison with the CPU backend).
+enum class MegakernelMode { Auto, Off, Force };
+void cuda_set_megakernel(Backend& backend, MegakernelMode mode);
+// Decode steps that ran the megakernel so far.
+int64_t cuda_megakernel_steps(const Backend& backend);
+// Why the loaded model cannot take the megakernel ("" when it can).
+std::string cuda_megakernel_refusal(const Backend& backend);
+// Tests: jitter_seed != 0 sleeps 0-4 us at every wait and publish; permute_seed != 0 hands the
+// SMs' programs to the CTAs in a random order; timeout_ns bounds every wait; drop_unit drops
+// the last unit of the first multi-unit instruction of the qkv op of layer 0 (a schedule
+// defect: its consumers never start, so the step must fail, not hang).
+struct MegakernelDebug {
+  uint32_t jitter_seed = 0;
+  uint64_t permute_seed = 0;
+  uint64_t timeout_ns = 2000000000ull;
+  bool drop_unit = false;
+  bool trace = false;     // per-phase timing of every megakernel step (each step then synchronises)
+  int rows_per_tile = 0;  // layer GEMV rows a unit (MegaOptions; 0: the backend's choice)
+};
+void cuda_set_megakernel_debug(Backend& backend, const MegakernelDebug& debug);
+
+// Where the traced megakernel steps' time went (MegakernelDebug::trace), per op: the mean over
+// steps and CTAs of the time a CTA spent working on the op's units (busy) and waiting for their
+// inputs (wait); step_us is the mean span of a step (first start to last end over the CTAs).
+struct MegakernelPhase {
+  std::string op;
+  double busy_us = 0, wait_us = 0;
+  double stage_us = 0;  // GEMVs: the part of busy_us staging the input (norm, silu, copy)
+};
+struct MegakernelTrace {
+  int64_t steps = 0;
+  double step_us = 0;
+  std::vector<MegakernelPhase> phases;  // in forward order
+};
+MegakernelTrace cuda_megakernel_trace(const Backend& backend);
 
 // Number of CUDA devices, 0 when none or when the driver is unusable; *reason says why.
 int cuda_device_count(std::string* reason);

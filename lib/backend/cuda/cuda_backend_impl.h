@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
+#include "kernels/mega/megakernel.cuh"
 #include "kernels/sampling.cuh"
 #include "model/weights.h"
 
@@ -93,6 +95,23 @@ class CudaBackend : public Backend {
     free_graphs();
     debug_skip_ = mask;
   }
+  // The decode-step megakernel (cuda_mega.cpp): which decode steps of 1-8 sequences take it.
+  void set_megakernel_mode(MegakernelMode mode) {
+    free_graphs();
+    mega_mode_ = mode;
+  }
+  void set_megakernel(bool on) override {
+    set_megakernel_mode(on ? MegakernelMode::Auto : MegakernelMode::Off);
+  }
+  int64_t megakernel_steps() const override { return mega_steps_; }
+  const std::string& megakernel_refusal() const { return mega_refusal_; }
+  void set_megakernel_debug(const MegakernelDebug& debug) {
+    free_graphs();
+    mega_debug_ = debug;
+    for (MegaBucket& m : mega_) m.built = false;  // rebuilt with the debug permutation/defect
+    mega_trace_sum_ = MegakernelTrace{};
+  }
+  MegakernelTrace megakernel_trace() const;
 
  private:
   friend struct ForwardPass;
@@ -104,7 +123,14 @@ class CudaBackend : public Backend {
   void set_kv_format(const CacheRequest& request);
   int pick_splits(int n_tiles) const;
   bool one_slot_tiles(int n_new) const;  // a sequence's n_new slots as one-slot tiles
-  void forward(const StepLayout& L, int num_splits);
+  void forward(const StepLayout& L, int num_splits, bool mega = false);
+  // cuda_mega.cpp: whether this decode step (n_seqs sequences, bucket of batch B) takes the
+  // megakernel; the bucket's schedule and sync block; the launch; a launch's trap check.
+  bool mega_wanted(const StepBatch& b, int B) const;
+  void ensure_mega(int B);
+  void run_mega(const StepLayout& L);
+  void check_mega_trap(int buf, int B);
+  void add_mega_trace(int B);             // (synchronises) the trace of the step just launched
   bool attention_mma() const;             // bf16 and a shape the tensor-core attention takes
   bool gemv_schedule(int n_slots) const;  // fused GEMVs instead of GEMMs (cuda_forward.cpp)
   // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).
@@ -185,6 +211,7 @@ class CudaBackend : public Backend {
     std::vector<float> logits;  // [n_seqs, vocab] when want_logits
     bool timed = false;         // set_step_timing: a decode-graph step between timing_ev_[buf]
     double host_s = 0;          // submit()'s wall time
+    int mega_batch = 0;         // the megakernel's bucket when it ran the step, else 0
   };
   std::deque<InFlight> in_flight_;  // oldest first, at most two
   int next_buf_ = 0;
@@ -192,9 +219,43 @@ class CudaBackend : public Backend {
   std::array<cudaEvent_t, 2> step_done_{};
   std::vector<int> prev_row_;  // [n_seqs of the last submitted step] its out row if it drew
 
-  // Decode graphs per bucket (1, 2, 4, …, 256), captured on first use.
+  // Decode graphs per bucket (1, 2, 4, …, 256), captured on first use; the last one a bucket
+  // replayed (this or the megakernel's), which time_graph_replay times.
   static constexpr int kBuckets = 9;
   std::array<cudaGraphExec_t, kBuckets> graphs_{};
+  std::array<cudaGraphExec_t, kBuckets> last_graph_{};
+
+  // The megakernel per batch bucket 1, 2, 4, 8 (index log2 B): the schedule on the device, its
+  // sync block (zeroed when allocated and after a trapped launch, never per step) and graph.
+  struct MegaBucket {
+    bool built = false;
+    mega::MegaDims dims;
+    int num_ctas = 0;
+    mega::MegaInstruction* instrs = nullptr;  // all programs back to back
+    int32_t* prog_begin = nullptr;            // [num_ctas + 1]
+    int32_t* cta_program = nullptr;           // [num_ctas] (debug permutation) or null
+    mega::MegaSyncHeader* sync = nullptr;
+    size_t sync_bytes = 0;
+    std::vector<int32_t> prog_begin_host;  // [num_ctas + 1]
+    int max_program = 0;                   // longest program (instructions)
+    cudaGraphExec_t graph = nullptr;
+  };
+  static constexpr int kMegaBuckets = 4;
+  std::array<MegaBucket, kMegaBuckets> mega_{};
+  MegakernelMode mega_mode_ = MegakernelMode::Off;  // until it beats the graph path
+  MegakernelDebug mega_debug_;
+  std::string mega_refusal_;  // why the model cannot take the megakernel ("" when it can)
+  mega::MegaLayer* mega_layers_ = nullptr;  // [layers] device table, rebuilt with the cache
+  const void* mega_layers_kv_ = nullptr;    // the pool mega_layers_ points into
+  float* mega_attn_part_ = nullptr;         // [8, kv_heads, mega_max_parts_, G, head_dim + 2]
+  int mega_max_parts_ = 0;
+  mega::MegaDrawPartial* mega_draw_part_ = nullptr;          // [lm_head tiles, 8]
+  std::array<mega::MegaSyncHeader*, 2> mega_header_host_{};  // pinned, per input buffer
+  int64_t mega_steps_ = 0;
+  int mega_smem_optin_ = 0;                     // shared memory a block may opt in to
+  mega::MegaTraceEntry* mega_trace_ = nullptr;  // [num_sms, mega_trace_stride_] (debug trace)
+  int mega_trace_stride_ = 0;
+  MegakernelTrace mega_trace_sum_;  // sums over the traced steps (megakernel_trace: means)
 
   // Profiling: (family, start, end) events of the current eager step, totals per family.
   bool profiling_ = false;

@@ -71,7 +71,11 @@ bool CudaBackend::gemv_schedule(int n_slots) const {
          s.intermediate % 8 == 0 && s.q_dim() % 8 == 0 && llama_layer(s);
 }
 
-void CudaBackend::forward(const StepLayout& L, int num_splits) {
+void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
+  if (mega) {  // the whole decode step in one launch (cuda_mega.cpp)
+    run_mega(L);
+    return;
+  }
   const ModelSpec& s = spec_;
   const int H = s.hidden, I = s.intermediate;
   const int qkv_dim = s.q_dim() + 2 * s.kv_dim();

@@ -103,6 +103,8 @@ void CudaBackend::submit(const StepBatch& b) {
   for (int i = 0; decode && i < n_slots; i++) decode = b.tokens[size_t(i)] != kActionSlot;
   int bucket = 0;
   while (decode && kBucketSizes[bucket] < n_seqs) bucket++;
+  const bool mega = decode && mega_wanted(b, kBucketSizes[bucket]);
+  if (mega) ensure_mega(kBucketSizes[bucket]);
 
   StepLayout L;
   L.action_dim = spec_.action_dim;
@@ -230,7 +232,10 @@ void CudaBackend::submit(const StepBatch& b) {
     params[r] = p;
   }
 
-  f.timed = timing_on_ && decode && graphs_[size_t(bucket)] != nullptr;
+  cudaGraphExec_t* graph = !decode ? nullptr
+                           : mega  ? &mega_[size_t(bucket)].graph  // buckets 1, 2, 4, 8
+                                   : &graphs_[size_t(bucket)];
+  f.timed = timing_on_ && decode && *graph != nullptr;
   auto& ev = timing_ev_[size_t(f.buf)];
   if (f.timed) LOOM_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
   LOOM_CUDA_CHECK(cudaMemcpyAsync(in_dev_, h, L.bytes, cudaMemcpyHostToDevice, stream_));
@@ -243,23 +248,32 @@ void CudaBackend::submit(const StepBatch& b) {
   // The tensor-core path has fixed partitions instead of splits.
   const int splits = attention_mma() ? 1 : pick_splits(L.n_tiles);
   if (decode) {
-    cudaGraphExec_t& g = graphs_[size_t(bucket)];
+    cudaGraphExec_t& g = *graph;
     if (g != nullptr) {
       LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
     } else {
-      forward(L, splits);  // this step, eagerly; then capture the bucket for the next ones
-      cudaGraph_t graph = nullptr;
+      forward(L, splits, mega);  // this step, eagerly; then capture the bucket for the next ones
+      cudaGraph_t captured = nullptr;
       LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       try {
-        forward(L, splits);
+        forward(L, splits, mega);
       } catch (...) {
-        cudaStreamEndCapture(stream_, &graph);
-        if (graph) cudaGraphDestroy(graph);
+        cudaStreamEndCapture(stream_, &captured);
+        if (captured) cudaGraphDestroy(captured);
         throw;
       }
-      LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-      LOOM_CUDA_CHECK(cudaGraphInstantiate(&g, graph, 0));
-      LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
+      LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
+      LOOM_CUDA_CHECK(cudaGraphInstantiate(&g, captured, 0));
+      LOOM_CUDA_CHECK(cudaGraphDestroy(captured));
+    }
+    last_graph_[size_t(bucket)] = g;
+    if (mega) {  // the sync block's header: collect() checks that no wait gave up
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(mega_header_host_[size_t(f.buf)], mega_[size_t(bucket)].sync,
+                                      sizeof(mega::MegaSyncHeader), cudaMemcpyDeviceToHost,
+                                      stream_));
+      f.mega_batch = kBucketSizes[bucket];
+      mega_steps_++;
+      if (mega_debug_.trace) add_mega_trace(f.mega_batch);
     }
   } else {
     forward(L, splits);
@@ -296,6 +310,7 @@ void CudaBackend::collect(StepOutput& out) {
   InFlight f = std::move(in_flight_.front());
   in_flight_.pop_front();
   LOOM_CUDA_CHECK(cudaEventSynchronize(step_done_[size_t(f.buf)]));
+  if (f.mega_batch > 0) check_mega_trap(f.buf, f.mega_batch);
   if (f.timed) {
     float ms = 0;
     const auto& ev = timing_ev_[size_t(f.buf)];

@@ -639,4 +639,11 @@ std::string check_mega_schedule(const MegaSchedule& s, MegaWaitFn wait) {
   return mega_simulation_error(s, 2, 0, nullptr, wait);
 }
 
+std::string mega_counter_name(const MegaDims& d, uint32_t c) {
+  std::vector<std::string> names;
+  const std::string e = counter_layout_error(d, &names);
+  if (!e.empty()) return e;
+  return c < names.size() ? names[c] : cat("index ", c, ", out of range");
+}
+
 }  // namespace loom::mega

@@ -64,6 +64,9 @@ MegaSchedule build_mega_schedule(const ModelSpec& spec, int batch, int num_sms,
 using MegaWaitFn = MegaWait (*)(const MegaDims&, MegaOp, int layer, int unit);
 std::string check_mega_schedule(const MegaSchedule& s, MegaWaitFn wait = mega_wait);
 
+// "qkv layer 3 group 1" for counter index c ("index c, out of range" past the layout).
+std::string mega_counter_name(const MegaDims& d, uint32_t c);
+
 std::string mega_hazard_error(const MegaSchedule& s, MegaWaitFn wait = mega_wait);
 std::string mega_order_error(const MegaSchedule& s, MegaWaitFn wait = mega_wait);
 

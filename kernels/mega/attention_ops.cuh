@@ -1,0 +1,219 @@
+// The megakernel's attention family (contracts: instructions.h): RopeKv, AttnPartial,
+// AttnReduce. CUDA cores, one partition of 256 keys at a time through shared memory: at batch
+// 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is a small share of
+// the step; what matters is that its units spread over the SMs (attn_splits).
+//   AttnPartial: thread t scores key t % 256 of the partition for the query heads h ≡ t / 256
+//     (mod 2): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp h
+//     takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
+//     tree); output (h, d) sums p · v over the partition's keys in order. Each partition leaves
+//     (acc, max, sum) unnormalised in its own slot, whichever split ran it.
+//   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
+//     / Σ sum·e^(m−M).
+// So the bits depend on kv_len and the 256-key partition, never on attn_splits or the SMs.
+#pragma once
+
+#include "kernels/common.cuh"
+#include "kernels/mega/gemv_ops.cuh"
+
+namespace loom::mega {
+
+// RopeKv, units [begin, end) = KV heads g: for every slot, rotate its G query heads of group g
+// in place in qkv and k head g, and write k and v of head g into the cache at cache_slot
+// (rope_kv_write's arithmetic).
+template <class T, int M>
+__device__ bool run_rope_kv(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
+                            uint32_t end) {
+  const MegaDims& d = a.d;
+  const int G = d.group_size(), hd = d.head_dim, half = hd / 2;
+  T* k_cache = static_cast<T*>(a.layers[layer].k_cache);
+  T* v_cache = static_cast<T*>(a.layers[layer].v_cache);
+  for (uint32_t g = begin; g < end; g++) {
+    if (!cta_wait(c, mega_wait(d, MegaOp::RopeKv, layer, int(g)))) return false;
+    const int pairs = (G + 1) * half;
+    for (int j = threadIdx.x; j < M * (pairs + hd); j += kMegaThreads) {
+      const int b = j / (pairs + hd), r = j % (pairs + hd);
+      T* row = static_cast<T*>(a.qkv) + size_t(b) * d.qkv_rows();
+      const size_t cs = size_t(a.cache_slot[b]) * d.kv_dim() + size_t(g) * hd;
+      if (r >= pairs) {  // v
+        const int e = r - pairs;
+        v_cache[cs + e] = from_f32<T>(ld_cg(row + d.q_dim() + d.kv_dim() + g * hd + e));
+        continue;
+      }
+      const int h = r / half, i = r % half;  // h < G: query head g·G + h; h == G: k head g
+      T* base = h < G ? row + (g * G + h) * hd : row + d.q_dim() + g * hd;
+      float y0, y1;
+      loom::gpu::rope_pair(ld_cg(base + i), ld_cg(base + i + half), float(a.positions[b]),
+                           a.inv_freq[i], y0, y1);
+      if (h < G) {
+        base[i] = from_f32<T>(y0);
+        base[i + half] = from_f32<T>(y1);
+      } else {
+        k_cache[cs + i] = from_f32<T>(y0);
+        k_cache[cs + i + half] = from_f32<T>(y1);
+      }
+    }
+    cta_publish(c, mega_publish(d, MegaOp::RopeKv, layer, int(g)));
+  }
+  return true;
+}
+
+// Shared memory of one attention partition (inside the dynamic buffer).
+template <class T>
+struct AttnSmem {
+  float* q;  // [G, hd] rotated queries
+  float* s;  // [G, 256] scores, then probabilities
+  float* m;  // [G] partition max
+  float* l;  // [G] Σ p
+  T* v;      // [256, hd] values (zero past the last key)
+  __device__ AttnSmem(void* base, int G, int hd) {
+    q = static_cast<float*>(base);
+    s = q + G * hd;
+    m = s + G * kMegaPartitionKeys;
+    l = m + G;
+    v = reinterpret_cast<T*>(l + G + ((2 * G) & 3 ? 4 - ((2 * G) & 3) : 0));
+  }
+};
+
+template <class T>
+__host__ __device__ inline size_t attn_smem_bytes(int G, int hd) {
+  const int floats = G * hd + G * kMegaPartitionKeys + 2 * G;
+  return size_t((floats + 3) / 4 * 4) * 4 + size_t(kMegaPartitionKeys) * hd * sizeof(T);
+}
+
+// Slot of cache index `key` of slot b (the block table's entry, then the offset).
+__device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
+  const int blk = a.block_tables[size_t(b) * a.bt_stride + key / a.block_size];
+  return size_t(blk) * a.block_size + key % a.block_size;
+}
+
+// AttnPartial, units u = (b · kv_heads + g) · splits + j: partitions j, j + splits, … of slot
+// b's keys [0, kv_len[b]] for the G query heads of group g.
+template <class T, int M>
+__device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
+                                 uint32_t end, void* smem) {
+  const MegaDims& d = a.d;
+  const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
+  const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
+  AttnSmem<T> sm(smem, G, hd);
+  constexpr int K = kMegaPartitionKeys;
+  for (uint32_t u = begin; u < end; u++) {
+    if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
+    const int bg = int(u) / S, j = int(u) % S;
+    const int b = bg / d.kv_heads, g = bg % d.kv_heads;
+    const int n_keys = a.kv_len[b] + 1;
+    const int parts = (n_keys + K - 1) / K;
+    const T* q = static_cast<const T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(g) * G * hd;
+    for (int i = tid; i < G * hd; i += kMegaThreads) sm.q[i] = ld_cg(q + i);
+    __syncthreads();
+    for (int p = j; p < parts; p += S) {
+      const int key0 = p * K, nk = min(K, n_keys - key0);
+      // Scores (and the values into shared memory).
+      {
+        const int kk = tid % K;
+        float acc[8];
+#pragma unroll
+        for (int h = 0; h < 8; h++) acc[h] = 0.0f;
+        if (kk < nk) {
+          const uint4* kr = reinterpret_cast<const uint4*>(
+              k_cache + cache_row(a, b, key0 + kk) * d.kv_dim() + size_t(g) * hd);
+          for (int e0 = 0; e0 < hd; e0 += 8) {
+            Chunk8<T> kc;
+#pragma unroll
+            for (int v = 0; v < Chunk8<T>::kVecs; v++)
+              kc.v[v] = __ldcg(kr + e0 / 8 * Chunk8<T>::kVecs + v);
+            float kf[8];
+            chunk_f32<T>(kc, kf);
+#pragma unroll
+            for (int h8 = 0; h8 < 8; h8++) {
+              const int h = tid / K + 2 * h8;
+              if (h < G)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[h8] += sm.q[h * hd + e0 + e] * kf[e];
+            }
+          }
+        }
+#pragma unroll
+        for (int h8 = 0; h8 < 8; h8++) {
+          const int h = tid / K + 2 * h8;
+          if (h < G) sm.s[h * K + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
+        }
+        const int vecs = hd * int(sizeof(T)) / 16;  // 16-byte pieces of a value row
+        for (int i = tid; i < K * vecs; i += kMegaThreads) {
+          const int key = i / vecs, piece = i % vecs;
+          uint4 val = make_uint4(0, 0, 0, 0);
+          if (key < nk)
+            val = __ldcg(reinterpret_cast<const uint4*>(
+                             v_cache + cache_row(a, b, key0 + key) * d.kv_dim() + size_t(g) * hd) +
+                         piece);
+          reinterpret_cast<uint4*>(sm.v + size_t(key) * hd)[piece] = val;
+        }
+      }
+      __syncthreads();
+      // Softmax pieces: warp h, head h.
+      for (int h = warp; h < G; h += kMegaWarps) {
+        float mx = -INFINITY;
+        for (int i = lane; i < K; i += 32) mx = fmaxf(mx, sm.s[h * K + i]);
+        mx = loom::gpu::warp_max(mx);
+        float sum = 0.0f;
+        for (int i = lane; i < K; i += 32) {
+          const float e = i < nk ? expf(sm.s[h * K + i] - mx) : 0.0f;
+          sm.s[h * K + i] = e;
+          sum += e;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) sm.m[h] = mx, sm.l[h] = sum;
+      }
+      __syncthreads();
+      // P · V, then the partition's slot.
+      float* part = a.attn_part + ((size_t(bg) * a.max_parts + p) * G) * (hd + 2);
+      for (int o = tid; o < G * hd; o += kMegaThreads) {
+        const int h = o / hd, e = o % hd;
+        float acc = 0.0f;
+        for (int i = 0; i < nk; i++) acc += sm.s[h * K + i] * to_f32(sm.v[size_t(i) * hd + e]);
+        part[size_t(h) * (hd + 2) + e] = acc;
+        if (e == 0) {
+          part[size_t(h) * (hd + 2) + hd] = sm.m[h];
+          part[size_t(h) * (hd + 2) + hd + 1] = sm.l[h];
+        }
+      }
+      __syncthreads();
+    }
+    cta_publish(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)));
+  }
+  return true;
+}
+
+// AttnReduce, units u = b · kv_heads + g: attn[b, heads of g] from the partitions, in order.
+template <class T, int M>
+__device__ bool run_attn_reduce(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
+                                uint32_t end) {
+  const MegaDims& d = a.d;
+  const int G = d.group_size(), hd = d.head_dim;
+  for (uint32_t u = begin; u < end; u++) {
+    if (!cta_wait(c, mega_wait(d, MegaOp::AttnReduce, layer, int(u)))) return false;
+    const int b = int(u) / d.kv_heads, g = int(u) % d.kv_heads;
+    const int parts = (a.kv_len[b] + 1 + kMegaPartitionKeys - 1) / kMegaPartitionKeys;
+    const float* base = a.attn_part + size_t(u) * a.max_parts * G * (hd + 2);
+    T* out = static_cast<T*>(a.attn) + size_t(b) * d.q_dim() + size_t(g) * G * hd;
+    for (int o = threadIdx.x; o < G * hd; o += kMegaThreads) {
+      const int h = o / hd, e = o % hd;
+      float mx = -INFINITY;
+      for (int p = 0; p < parts; p++)
+        mx = fmaxf(mx, __ldcg(base + (size_t(p) * G + h) * (hd + 2) + hd));
+      float num = 0.0f, den = 0.0f;
+      for (int p = 0; p < parts; p++) {
+        const float* slot = base + (size_t(p) * G + h) * (hd + 2);
+        const float f = expf(__ldcg(slot + hd) - mx);
+        num += __ldcg(slot + e) * f;
+        den += __ldcg(slot + hd + 1) * f;
+      }
+      out[o] = from_f32<T>(num / den);
+    }
+    cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, int(u)));
+  }
+  return true;
+}
+
+}  // namespace loom::mega

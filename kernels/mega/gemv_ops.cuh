@@ -1,0 +1,470 @@
+// The megakernel's GEMV family and the ops around it (contracts: instructions.h):
+//   Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ its draw partials), Draw.
+// A GEMV instruction streams its units' weight rows, one row per warp at a time (a tile of 16
+// rows is one row for each of the 16 warps; LmHead's 64-row tiles four), 16-byte loads, U of
+// them in flight per lane and a second batch loading while the first is used. The first
+// batch is issued before the instruction's wait (weights depend on no counter), so HBM keeps
+// streaming while the CTA waits for its inputs. Inputs are staged in shared memory as T
+// [batch, k] after the wait (RMSNorm, silu·mul or a copy), read from L2 (.cg): other SMs wrote
+// them. Dot order: instructions.h, "GEMV row".
+#pragma once
+
+#include "core/philox.h"
+#include "kernels/common.cuh"
+#include "kernels/mega/sync.cuh"
+#include "kernels/tma.cuh"
+
+namespace loom::mega {
+
+using loom::gpu::bf16;
+using loom::gpu::from_f32;
+using loom::gpu::to_f32;
+using loom::gpu::warp_sum;
+
+// 8 elements of T: one 16-byte load for bf16, two for fp32.
+template <class T>
+struct Chunk8 {
+  static constexpr int kVecs = int(sizeof(T)) / 2;
+  uint4 v[kVecs];
+};
+
+// Weight rows stream through a ring of kGemvSegBytes slots per warp in shared memory, filled
+// by bulk copies (cp.async.bulk: the TMA unit generates the requests, one instruction a 4 KB
+// segment) that complete on the slot's mbarrier; MegaArgs::gemv_stages slots per warp (2-3, as
+// shared memory allows), so 128-192 KB a CTA are in flight. Registers (16-byte loads, 32-64 KB
+// in flight) streamed at ~2.0-2.5 TB/s (bench/NOTES-cuda.md).
+constexpr int kGemvSegBytes = 4096;
+constexpr int kGemvMaxStages = 3;
+
+// One bulk copy global → shared of `bytes` (multiple of 16, both addresses 16-aligned).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+      "[%3];" ::"r"(loom::gpu::smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(loom::gpu::smem_u32(bar))
+      : "memory");
+}
+
+template <class T>
+__device__ __forceinline__ void chunk_f32(const Chunk8<T>& c, float (&f)[8]) {
+  if constexpr (sizeof(T) == 2) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&c.v[0]);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 t = __bfloat1622float2(h[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  } else {
+    const float* p = reinterpret_cast<const float*>(&c.v[0]);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = p[i];
+  }
+}
+
+// Element loads through L2 only (activations other SMs wrote).
+__device__ __forceinline__ float ld_cg(const float* p) {
+  return __ldcg(p);
+}
+__device__ __forceinline__ float ld_cg(const bf16* p) {
+  return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(p))));
+}
+
+// Shared memory of a CTA besides the dynamic buffer.
+struct MegaShared {
+  float red[kMegaWarps * kMegaMaxBatch];             // per-warp partial sums
+  MegaDrawPartial best[kMegaWarps * kMegaMaxBatch];  // per-warp draw partials
+  uint64_t bar[kMegaWarps][kGemvMaxStages];          // the weight ring's slots (gemv_ops.cuh)
+};
+
+// dst[i, :k] = T(x[i] · rsqrt(mean(x[i]²) + eps) · w) for i < M; x fp32 [M, k] (row stride k,
+// k a multiple of 4). Σ x² order: instructions.h, "RMSNorm". Two passes over x in L2, 16-byte
+// loads, every slot's load issued before any is used: a pass costs one L2 round trip (~1 µs
+// while HBM streams), where scalar loads in a loop paid one an element group. Ends with a
+// barrier.
+template <class T, int M>
+__device__ void stage_rms_norm(const float* x, int k, const float* w, float eps, T* dst,
+                               MegaShared& sh) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int k4 = k / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float ss[M];
+#pragma unroll
+  for (int i = 0; i < M; i++) ss[i] = 0.0f;
+  for (int j = tid; j < k4; j += kMegaThreads) {
+    float4 v[M];
+#pragma unroll
+    for (int i = 0; i < M; i++) v[i] = __ldcg(x4 + size_t(i) * k4 + j);
+#pragma unroll
+    for (int i = 0; i < M; i++)
+      ss[i] += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  }
+#pragma unroll
+  for (int i = 0; i < M; i++) {
+    ss[i] = warp_sum(ss[i]);
+    if (lane == 0) sh.red[warp * M + i] = ss[i];
+  }
+  __syncthreads();
+  float inv[M];
+#pragma unroll
+  for (int i = 0; i < M; i++) {
+    float t = 0.0f;
+    for (int v = 0; v < kMegaWarps; v++) t += sh.red[v * M + i];
+    inv[i] = rsqrtf(t / float(k) + eps);
+  }
+  for (int j = tid; j < k4; j += kMegaThreads) {
+    float4 v[M];
+#pragma unroll
+    for (int i = 0; i < M; i++) v[i] = __ldcg(x4 + size_t(i) * k4 + j);
+    const float4 wj = reinterpret_cast<const float4*>(w)[j];
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+      T* o = dst + size_t(i) * k + 4 * j;
+      o[0] = from_f32<T>(v[i].x * inv[i] * wj.x);
+      o[1] = from_f32<T>(v[i].y * inv[i] * wj.y);
+      o[2] = from_f32<T>(v[i].z * inv[i] * wj.z);
+      o[3] = from_f32<T>(v[i].w * inv[i] * wj.w);
+    }
+  }
+  __syncthreads();
+}
+
+// dst[i, :k] = src[i * stride, :k] (T), 16 bytes at a time (k · sizeof(T) a multiple of 16).
+template <class T, int M>
+__device__ void stage_copy(const T* src, int stride, int k, T* dst) {
+  const int v = k * int(sizeof(T)) / 16, sv = stride * int(sizeof(T)) / 16;
+  const uint4* s = reinterpret_cast<const uint4*>(src);
+  uint4* o = reinterpret_cast<uint4*>(dst);
+  for (int j = threadIdx.x; j < M * v; j += kMegaThreads)
+    o[j] = __ldcg(s + size_t(j / v) * sv + j % v);
+  __syncthreads();
+}
+
+// dst[i, :k] = T(silu(g) · u), g = gu[i, :k], u = gu[i, k:2k] (GemvIn::SiluMul's arithmetic),
+// 8 elements a thread at a time with both loads issued first (k a multiple of 8).
+template <class T, int M>
+__device__ void stage_silu_mul(const T* gu, int k, T* dst) {
+  const int k8 = k / 8;
+  const Chunk8<T>* src = reinterpret_cast<const Chunk8<T>*>(gu);
+  for (int j = threadIdx.x; j < M * k8; j += kMegaThreads) {
+    const int i = j / k8, c = j % k8;
+    Chunk8<T> gc, uc;
+#pragma unroll
+    for (int v = 0; v < Chunk8<T>::kVecs; v++) {
+      gc.v[v] = __ldcg(&src[size_t(i) * 2 * k8 + c].v[v]);
+      uc.v[v] = __ldcg(&src[size_t(i) * 2 * k8 + k8 + c].v[v]);
+    }
+    float g[8], u[8];
+    chunk_f32<T>(gc, g);
+    chunk_f32<T>(uc, u);
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+      dst[size_t(i) * k + 8 * c + e] = from_f32<T>(g[e] / (1.0f + expf(-g[e])) * u[e]);
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ bool draw_better(float v, int i, float bv, int bi) {
+  return bi < 0 || v > bv || (v == bv && i < bi);
+}
+
+// A row's draw key (sampler.h: the logit when greedy, else z + gumbel_noise(u), z = logit / T)
+// folded into the running best (bv, bi) of its slot. The exact key costs two fp64 logarithms,
+// so it is computed only where it can win: the float estimate v̂ = logit · (1/T) +
+// gumbel_noise_estimate(u) is within d = kGumbelEstimateErr + 2^-22 (|z| + 17) of the key
+// (kernels/sampling.cu), so a row whose v̂ is below bv − slack (slack ≥ 2d near the top, the
+// device draw's draw_slack) cannot beat bv; the exact winner always passes the test. Typically
+// a few exact keys a slot over a whole vocabulary.
+__device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::SampleParamsDev& p,
+                                          float& bv, int& bi) {
+  if (p.temperature <= 0.0f) {
+    if (draw_better(logit, id, bv, bi)) bv = logit, bi = id;
+    return;
+  }
+  const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(id));
+  if (bi >= 0) {
+    const float est = logit * (1.0f / p.temperature) + gumbel_noise_estimate(u);
+    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(bv) + 32.0f) * (1.0f / 524288.0f);
+    if (isfinite(est) && est < bv - slack) return;
+  }
+  const float key = logit / p.temperature + gumbel_noise(u);
+  if (draw_better(key, id, bv, bi)) bv = key, bi = id;
+}
+
+enum class GemvOut { Store, AddX, Logits };
+
+// The weight matrix of a GEMV op: [rows ≥ n, k] elements of `elt` bytes; R rows a unit.
+struct GemvWeights {
+  const void* w = nullptr;
+  int n = 0, k = 0, R = 0;
+};
+__device__ __forceinline__ GemvWeights gemv_weights(const MegaArgs& a, MegaOp op, int layer) {
+  const MegaDims& d = a.d;
+  const MegaLayer* L = a.layers + layer;
+  switch (op) {
+    case MegaOp::Qkv:
+      return {L->qkv, d.qkv_rows(), d.hidden, d.rows_per_tile};
+    case MegaOp::OProj:
+      return {L->o, d.hidden, d.q_dim(), d.rows_per_tile};
+    case MegaOp::GateUp:
+      return {L->gate_up, 2 * d.intermediate, d.hidden, d.rows_per_tile};
+    case MegaOp::Down:
+      return {L->down, d.hidden, d.intermediate, d.rows_per_tile};
+    case MegaOp::LmHead:
+      return {a.lm_head, d.vocab, d.hidden, d.lm_rows_per_tile};
+    default:
+      return {};
+  }
+}
+
+// Runs units [begin, end) of a GEMV op (Qkv, OProj, GateUp, Down, LmHead). A unit is a tile of
+// R rows (rows_per_tile; LmHead lm_rows_per_tile), row r of a tile on warp r mod 16; U 16-byte
+// loads a lane in flight and the next batch loading while one is used; the tile is published
+// after a CTA barrier (cta_publish). false: abandoned.
+template <class T, int M>
+__device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int layer, uint32_t begin,
+                         uint32_t end, T* xs, char* ring_base, uint32_t& seq, MegaShared& sh) {
+  constexpr int U = kGemvSegBytes / int(sizeof(Chunk8<T>)) / 32;  // chunks a segment per lane
+  const MegaDims& d = a.d;
+  const MegaLayer* L = op == MegaOp::LmHead ? nullptr : a.layers + layer;
+  const T* w = nullptr;
+  int n = 0, k = 0, y_stride = 0;
+  GemvOut out = GemvOut::Store;
+  T* y = nullptr;
+  switch (op) {
+    case MegaOp::Qkv:
+      w = static_cast<const T*>(L->qkv), n = d.qkv_rows(), k = d.hidden;
+      y = static_cast<T*>(a.qkv), y_stride = d.qkv_rows();
+      break;
+    case MegaOp::OProj:
+      w = static_cast<const T*>(L->o), n = d.hidden, k = d.q_dim(), out = GemvOut::AddX;
+      break;
+    case MegaOp::GateUp:
+      w = static_cast<const T*>(L->gate_up), n = 2 * d.intermediate, k = d.hidden;
+      y = static_cast<T*>(a.gu), y_stride = 2 * d.intermediate;
+      break;
+    case MegaOp::Down:
+      w = static_cast<const T*>(L->down), n = d.hidden, k = d.intermediate, out = GemvOut::AddX;
+      break;
+    default:  // LmHead
+      w = static_cast<const T*>(a.lm_head), n = d.vocab, k = d.hidden, out = GemvOut::Logits;
+      break;
+  }
+  const int R = op == MegaOp::LmHead ? d.lm_rows_per_tile : d.rows_per_tile;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rpw = (R + kMegaWarps - 1) / kMegaWarps;  // rows of a unit per warp
+  const int k8 = k / 8;
+  const int nb = (k8 + 32 * U - 1) / (32 * U);  // segments per row
+  const int iters = int(end - begin) * rpw * nb;
+  const int S = a.gemv_stages;
+
+  // Iteration it: batch it % nb of item it / nb; item → (unit, row of the unit).
+  auto row_of = [&](int it, uint32_t& unit) {
+    const int item = it / nb;
+    unit = begin + uint32_t(item / rpw);
+    const int r = warp + (item % rpw) * kMegaWarps;
+    const int row = int(unit) * R + r;
+    return r < R && row < n ? row : -1;
+  };
+  // This warp's ring; iteration it uses slot (seq + it) mod S, whose mbarrier completes its
+  // phase ((seq + it) / S) mod 2. A row past n (a short last lm_head tile) still copies 16
+  // bytes, so every slot's phases stay in step.
+  Chunk8<T>* ring = reinterpret_cast<Chunk8<T>*>(ring_base + size_t(warp) * S * kGemvSegBytes);
+  auto slot = [&](int it) { return ring + size_t((seq + uint32_t(it)) % uint32_t(S)) * 32 * U; };
+  auto issue = [&](int it) {  // lane 0
+    uint32_t unit;
+    const int row = row_of(it, unit);
+    const size_t off = size_t(it % nb) * kGemvSegBytes;
+    const size_t row_bytes = size_t(k) * sizeof(T);
+    const uint32_t bytes = row >= 0 ? uint32_t(min(size_t(kGemvSegBytes), row_bytes - off)) : 16u;
+    uint64_t* bar = &sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)];
+    loom::gpu::fence_proxy_async();  // the slot's earlier reads before the copy's writes
+    loom::gpu::mbar_expect_tx(bar, bytes);
+    bulk_load(slot(it),
+              reinterpret_cast<const char*>(w) + (row >= 0 ? size_t(row) * row_bytes + off : 0),
+              bytes, bar);
+  };
+
+  float acc[M];
+  float bv = -INFINITY;  // LmHead: lane i < M's best draw key of slot i in this unit
+  int bi = -1;
+  const int lo = a.sample_lo, hi = a.sample_hi;
+  auto consume = [&](int it) {
+    const Chunk8<T>* wv = slot(it) + lane;  // this lane's chunks: wv[u * 32]
+    loom::gpu::mbar_wait(&sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)],
+                         ((seq + uint32_t(it)) / uint32_t(S)) & 1u);
+    uint32_t unit;
+    const int row = row_of(it, unit);
+    const int b = it % nb;
+    if (b == 0)
+#pragma unroll
+      for (int i = 0; i < M; i++) acc[i] = 0.0f;
+    const int c0 = b * 32 * U;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int ck = c0 + u * 32 + lane;
+      if (ck < k8) {
+        float wf[8];
+        chunk_f32<T>(wv[u * 32], wf);
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+          Chunk8<T> xc;
+#pragma unroll
+          for (int v = 0; v < Chunk8<T>::kVecs; v++)
+            xc.v[v] = reinterpret_cast<const uint4*>(xs + size_t(i) * k)[ck * Chunk8<T>::kVecs + v];
+          float xf[8];
+          chunk_f32<T>(xc, xf);
+#pragma unroll
+          for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
+        }
+      }
+    }
+    if (b != nb - 1) return;
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
+    if (row >= 0 && lane < M) {
+      float val = 0.0f;
+#pragma unroll
+      for (int i = 0; i < M; i++)
+        if (i == lane) val = acc[i];
+      if (out == GemvOut::Store) {
+        y[size_t(lane) * y_stride + row] = from_f32<T>(val);
+      } else if (out == GemvOut::AddX) {
+        float* px = a.x + size_t(lane) * d.hidden + row;
+        *px = __ldcg(px) + val;
+      } else {
+        a.logits[size_t(lane) * a.logits_ld + row] = val;
+        const loom::gpu::SampleParamsDev& p = a.params[lane];
+        if (p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, bv, bi);
+      }
+    }
+    if ((it / nb) % rpw != rpw - 1) return;  // the unit goes on for this warp
+    // End of a unit (the same iteration on every warp).
+    if (out == GemvOut::Logits) {
+      if (lane < M) sh.best[warp * M + lane] = MegaDrawPartial{bv, bi};
+      bv = -INFINITY, bi = -1;
+      __syncthreads();
+      if (threadIdx.x < M) {
+        MegaDrawPartial r{-INFINITY, -1};
+        for (int v = 0; v < kMegaWarps; v++) {
+          const MegaDrawPartial q = sh.best[v * M + threadIdx.x];
+          if (q.id >= 0 && draw_better(q.v, q.id, r.v, r.id)) r = q;
+        }
+        a.draw_part[size_t(unit) * M + threadIdx.x] = r;
+      }
+    }
+    cta_publish(c, mega_publish(d, op, layer, int(unit)));
+  };
+
+  // The first segments stream while the CTA waits for its input.
+  if (lane == 0)
+    for (int it = 0; it < min(S, iters); it++) issue(it);
+  if (!cta_wait(c, mega_wait(d, op, layer, int(begin)))) {
+    for (int it = 0; it < min(S, iters); it++)  // no copy may land after the CTA left
+      loom::gpu::mbar_wait(&sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)],
+                           ((seq + uint32_t(it)) / uint32_t(S)) & 1u);
+    return false;
+  }
+  switch (op) {
+    case MegaOp::Qkv:
+      stage_rms_norm<T, M>(a.x, k, L->attn_norm, a.eps, xs, sh);
+      break;
+    case MegaOp::GateUp:
+      stage_rms_norm<T, M>(a.x, k, L->mlp_norm, a.eps, xs, sh);
+      break;
+    case MegaOp::OProj:
+      stage_copy<T, M>(static_cast<const T*>(a.attn), k, k, xs);
+      break;
+    case MegaOp::Down:
+      stage_silu_mul<T, M>(static_cast<const T*>(a.gu), k, xs);
+      break;
+    default:
+      stage_copy<T, M>(static_cast<const T*>(a.h_last), k, k, xs);
+      break;
+  }
+  if (c.trace && threadIdx.x == 0) c.staged = global_ns();
+  for (int it = 0; it < iters; it++) {
+    consume(it);
+    __syncwarp();  // every lane is done with the slot before it is refilled
+    if (lane == 0 && it + S < iters) issue(it + S);
+  }
+  seq += uint32_t(iters);
+  return true;
+}
+
+// Embed: x[i, cols of unit u] for every slot (embed_assemble's arithmetic).
+template <class T, int M>
+__device__ void run_embed(const MegaArgs& a, const MegaCtx& c, uint32_t begin, uint32_t end) {
+  const MegaDims& d = a.d;
+  const T* embed = static_cast<const T*>(a.embed);
+  for (uint32_t u = begin; u < end; u++) {
+    const int c0 = int(u) * d.embed_cols, c1 = min(d.hidden, c0 + d.embed_cols);
+    for (int j = threadIdx.x; j < M * (c1 - c0); j += kMegaThreads) {
+      const int i = j / (c1 - c0), col = c0 + j % (c1 - c0);
+      float v = to_f32(embed[size_t(a.tokens[i]) * d.hidden + col]);
+      if (a.pos_spatial != nullptr) {
+        const int p = a.positions[i];
+        v += a.pos_spatial[size_t(p % a.frame_slots) * d.hidden + col] +
+             a.pos_temporal[size_t(p / a.frame_slots) * d.hidden + col];
+      }
+      a.x[size_t(i) * d.hidden + col] = v;
+    }
+    jitter(c.jitter_seed, 3, u, c.epoch);
+    cta_publish(c, mega_publish(d, MegaOp::Embed, 0, int(u)));
+  }
+}
+
+// FinalNorm: h_last[b] = T(RMSNorm(x[b]) · final_norm).
+template <class T, int M>
+__device__ bool run_final_norm(const MegaArgs& a, const MegaCtx& c, uint32_t begin, uint32_t end,
+                               MegaShared& sh) {
+  const MegaDims& d = a.d;
+  for (uint32_t b = begin; b < end; b++) {
+    if (!cta_wait(c, mega_wait(d, MegaOp::FinalNorm, 0, int(b)))) return false;
+    stage_rms_norm<T, 1>(a.x + size_t(b) * d.hidden, d.hidden, a.final_norm, a.eps,
+                         static_cast<T*>(a.h_last) + size_t(b) * d.hidden, sh);
+    cta_publish(c, mega_publish(d, MegaOp::FinalNorm, 0, int(b)));
+  }
+  return true;
+}
+
+// Draw: slot b's token from the LmHead tiles' partials (a max over a total order: the same
+// token whatever the fold order).
+template <int M>
+__device__ bool run_draw(const MegaArgs& a, const MegaCtx& c, uint32_t begin, uint32_t end,
+                         MegaShared& sh) {
+  const MegaDims& d = a.d;
+  const int tiles = mega_units(d, MegaOp::LmHead);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (uint32_t b = begin; b < end; b++) {
+    if (!cta_wait(c, mega_wait(d, MegaOp::Draw, 0, int(b)))) return false;
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int t = threadIdx.x; t < tiles; t += kMegaThreads) {
+      const MegaDrawPartial* p = a.draw_part + size_t(t) * M + b;
+      const float v = __ldcg(&p->v);
+      const int i = __ldcg(&p->id);
+      if (i >= 0 && draw_better(v, i, bv, bi)) bv = v, bi = i;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi >= 0 && draw_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    if (lane == 0) sh.best[warp] = MegaDrawPartial{bv, bi};
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int v = 1; v < kMegaWarps; v++) {
+        const MegaDrawPartial q = sh.best[v];
+        if (q.id >= 0 && draw_better(q.v, q.id, bv, bi)) bv = q.v, bi = q.id;
+      }
+      a.tokens_out[b] = a.params[b].active ? bi : -1;
+    }
+    __syncthreads();
+  }
+  return true;
+}
+
+}  // namespace loom::mega

@@ -1,0 +1,158 @@
+// The decode-step megakernel: the interpreter of the per-SM instruction lists and its launch.
+// Contracts, counters and reduction orders: instructions.h; the families: gemv_ops.cuh and
+// attention_ops.cuh; synchronisation: sync.cuh.
+//
+// One launch is one step (steps never overlap: the next launch is an ordinary stream/graph
+// dependency). Every CTA reads MegaSyncHeader::step once at its start and works for epoch
+// step + 1; the last CTA to finish stores step = epoch (after every CTA has read it). A CTA
+// whose wait gives up leaves the kernel; then step is not advanced and the host, which finds
+// trap_counter set, zeroes the block before any further launch.
+#include <algorithm>
+
+#include "kernels/mega/attention_ops.cuh"
+#include "kernels/mega/gemv_ops.cuh"
+#include "kernels/mega/megakernel.cuh"
+
+namespace loom::mega {
+
+template <class T, int M>
+__global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) {
+  extern __shared__ uint4 mega_smem[];
+  __shared__ MegaShared sh;
+  MegaCtx c;
+  c.sync = a.sync;
+  c.counters = reinterpret_cast<uint32_t*>(a.sync + 1);
+  c.epoch = ld_relaxed_gpu(&a.sync->step) + 1;
+  c.timeout_ns = a.timeout_ns;
+  c.jitter_seed = a.jitter_seed;
+  c.trace = a.trace != nullptr;
+  c.waited = 0;
+  const int prog = a.cta_program != nullptr ? a.cta_program[blockIdx.x] : int(blockIdx.x);
+  T* xs = reinterpret_cast<T*>(mega_smem);  // staged GEMV input, then the weight ring
+  char* ring = reinterpret_cast<char*>(mega_smem) + mega_xs_bytes(a.d, sizeof(T));
+  uint32_t seq = 0;  // this warp's ring segments so far
+  if ((threadIdx.x & 31) == 0)
+    for (int s = 0; s < a.gemv_stages; s++) loom::gpu::mbar_init(&sh.bar[threadIdx.x >> 5][s], 1);
+  loom::gpu::fence_mbar_init();
+  __syncthreads();
+  bool ok = true;
+  for (int i = a.prog_begin[prog]; ok && i < a.prog_begin[prog + 1]; i++) {
+    const MegaInstruction in = a.instrs[i];
+    const MegaOp op = MegaOp(in.op);
+    const uint64_t t0 = c.trace && threadIdx.x == 0 ? global_ns() : 0;
+    c.waited = 0;
+    c.staged = 0;
+    switch (op) {
+      case MegaOp::Embed:
+        run_embed<T, M>(a, c, in.begin, in.end);
+        break;
+      case MegaOp::RopeKv:
+        ok = run_rope_kv<T, M>(a, c, in.layer, in.begin, in.end);
+        break;
+      case MegaOp::AttnPartial:
+        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, mega_smem);
+        break;
+      case MegaOp::AttnReduce:
+        ok = run_attn_reduce<T, M>(a, c, in.layer, in.begin, in.end);
+        break;
+      case MegaOp::FinalNorm:
+        ok = run_final_norm<T, M>(a, c, in.begin, in.end, sh);
+        break;
+      case MegaOp::Draw:
+        ok = run_draw<M>(a, c, in.begin, in.end, sh);
+        break;
+      default:  // Qkv, OProj, GateUp, Down, LmHead
+        ok = run_gemv<T, M>(a, c, op, in.layer, in.begin, in.end, xs, ring, seq, sh);
+        break;
+    }
+    if (c.trace && threadIdx.x == 0) {
+      MegaTraceEntry& e = a.trace[size_t(prog) * a.trace_stride + (i - a.prog_begin[prog])];
+      e.start = t0;
+      e.end = global_ns();
+      e.waited = c.waited;
+      e.staged = c.staged;
+      e.op = in.op;
+      e.layer = in.layer;
+    }
+  }
+  if (!ok) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t before = atomicAdd(&a.sync->done, 1u);
+    if (before + 1 == c.epoch * uint32_t(gridDim.x)) st_release_gpu(&a.sync->step, c.epoch);
+  }
+}
+
+size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages) {
+  const size_t elt = t == DType::BF16 ? 2 : 4;
+  const size_t gemv =
+      mega_xs_bytes(d, elt) + size_t(kMegaWarps) * size_t(gemv_stages) * kGemvSegBytes;
+  const size_t attn = t == DType::BF16 ? attn_smem_bytes<bf16>(d.group_size(), d.head_dim)
+                                       : attn_smem_bytes<float>(d.group_size(), d.head_dim);
+  return std::max(gemv, attn);
+}
+
+int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin) {
+  for (int s = kGemvMaxStages; s >= 2; s--)
+    if (mega_smem_bytes(d, t, s) + sizeof(MegaShared) + 1024 <= size_t(smem_optin)) return s;
+  return 0;
+}
+
+template <class T, int M>
+static loom::gpu::Status launch(const MegaArgs& a, cudaStream_t stream) {
+  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages);
+  static size_t configured = 48 * 1024;
+  if (smem > configured) {
+    const cudaError_t e = cudaFuncSetAttribute(
+        megakernel<T, M>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess)
+      return loom::gpu::Status::bad(
+          loom::cat("megakernel: ", smem, " bytes of shared memory: ", cudaGetErrorString(e)));
+    configured = smem;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(a.num_ctas));
+  cfg.blockDim = dim3(kMegaThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA resident: the waits need it
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, megakernel<T, M>, a);
+  if (e != cudaSuccess)
+    return loom::gpu::Status::bad(loom::cat("megakernel: launch: ", cudaGetErrorString(e)));
+  return loom::gpu::launch_status("megakernel");
+}
+
+template <class T>
+static loom::gpu::Status dispatch_batch(const MegaArgs& a, cudaStream_t stream) {
+  switch (a.d.batch) {
+    case 1:
+      return launch<T, 1>(a, stream);
+    case 2:
+      return launch<T, 2>(a, stream);
+    case 4:
+      return launch<T, 4>(a, stream);
+    case 8:
+      return launch<T, 8>(a, stream);
+  }
+  return loom::gpu::Status::bad(
+      loom::cat("megakernel: batch ", a.d.batch, " is not a graph bucket (1, 2, 4 or 8)"));
+}
+
+loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
+  LOOM_ARG_CHECK(a.instrs && a.prog_begin && a.sync && a.layers && a.num_ctas > 0,
+                 "megakernel: null schedule, sync block or layers");
+  LOOM_ARG_CHECK(a.t == DType::BF16 || a.t == DType::F32, "megakernel: dtype ", dtype_name(a.t),
+                 " (expected bf16 or f32)");
+  LOOM_ARG_CHECK(a.gemv_stages >= 2 && a.gemv_stages <= kGemvMaxStages,
+                 "megakernel: ", a.gemv_stages, " weight ring stages (expected 2..", kGemvMaxStages,
+                 ")");
+  if (a.t == DType::BF16) return dispatch_batch<bf16>(a, stream);
+  return dispatch_batch<float>(a, stream);
+}
+
+}  // namespace loom::mega

@@ -1,0 +1,123 @@
+// The decode-step megakernel's launcher (kernels/mega/megakernel.cu): one persistent launch
+// runs a whole decode step for 1–8 sequences — embed, every layer, final norm, lm_head, the
+// draw — by interpreting per-SM instruction lists (instructions.h) built on the host
+// (backend/cuda/mega_schedule.h). The instruction families live one file each:
+//   sync.cuh            counters: waits (acquire, bounded), publishes (release), jitter
+//   gemv_ops.cuh        Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ draw partials), Draw
+//   attention_ops.cuh   RopeKv, AttnPartial, AttnReduce
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cuda_check.cuh"
+#include "kernels/mega/instructions.h"
+#include "kernels/sampling.cuh"
+
+namespace loom::mega {
+
+constexpr int kMegaThreads = 512;  // one CTA per SM: 16 warps, one GEMV row each a tile
+constexpr int kMegaWarps = kMegaThreads / 32;
+
+// One layer's weights and caches (device pointers, in a device array of `layers` entries).
+struct MegaLayer {
+  const void* qkv = nullptr;         // T [q_dim + 2 kv_dim, hidden]
+  const void* o = nullptr;           // T [hidden, q_dim]
+  const void* gate_up = nullptr;     // T [2 intermediate, hidden]
+  const void* down = nullptr;        // T [hidden, intermediate]
+  const float* attn_norm = nullptr;  // [hidden]
+  const float* mlp_norm = nullptr;   // [hidden]
+  void* k_cache = nullptr;           // T [cache slots, kv_heads, head_dim]
+  void* v_cache = nullptr;           // same
+};
+
+// Per LmHead tile and slot: the tile's best draw key and its id (relative to the logit range's
+// first column; -1: none in range or inactive).
+struct MegaDrawPartial {
+  float v;
+  int32_t id;
+};
+
+struct MegaArgs {
+  DType t = DType::BF16;  // weights, activations and KV cache: BF16 or F32
+  MegaDims d;
+  // The schedule: CTA c runs instrs[prog_begin[p] .. prog_begin[p + 1]), p = cta_program[c]
+  // (null: p = c; the tests permute it).
+  const MegaInstruction* instrs = nullptr;
+  const int32_t* prog_begin = nullptr;  // [num_ctas + 1]
+  const int32_t* cta_program = nullptr;
+  int num_ctas = 0;
+  MegaSyncHeader* sync = nullptr;  // the sync block: header, then mega_num_counters(d) counters
+
+  // Weights.
+  const MegaLayer* layers = nullptr;    // [layers]
+  const void* embed = nullptr;          // T [vocab rows, hidden]
+  const float* pos_spatial = nullptr;   // [spatial_rows, hidden] (frame models; null: none)
+  const float* pos_temporal = nullptr;  // [temporal_rows, hidden]
+  int frame_slots = 0;
+  const float* final_norm = nullptr;  // [hidden]
+  const void* lm_head = nullptr;      // T [vocab rows, hidden]
+  const float* inv_freq = nullptr;    // [head_dim / 2]
+  float eps = 1e-6f;
+  float attn_scale = 1.0f;  // 1 / sqrt(head_dim)
+
+  // The step's inputs (one slot per sequence; slot b is sequence b).
+  const int32_t* tokens = nullptr;        // [batch]
+  const int32_t* positions = nullptr;     // [batch]
+  const int32_t* cache_slot = nullptr;    // [batch]
+  const int32_t* kv_len = nullptr;        // [batch] cached keys before this step's slot
+  const int32_t* block_tables = nullptr;  // [batch, bt_stride]
+  int bt_stride = 0, block_size = 0;
+  const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
+  int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
+  int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
+
+  // Workspace.
+  float* x = nullptr;       // [batch, hidden] residual stream
+  void* qkv = nullptr;      // T [batch, qkv_rows]
+  void* attn = nullptr;     // T [batch, q_dim]
+  void* gu = nullptr;       // T [batch, 2 intermediate]
+  void* h_last = nullptr;   // T [batch, hidden]
+  float* logits = nullptr;  // [batch, logits_ld]
+  int logits_ld = 0;
+  float* attn_part = nullptr;  // [batch, kv_heads, max_parts, G, head_dim + 2]
+  int max_parts = 0;
+  MegaDrawPartial* draw_part = nullptr;  // [lm_head tiles, batch]
+  int32_t* tokens_out = nullptr;         // [batch] the draws (-1: inactive)
+
+  // Debugging and faults: a wait gives up after timeout_ns (the step is then abandoned by
+  // every CTA and MegaSyncHeader::trap_* say where); jitter_seed != 0 sleeps a pseudo-random
+  // 0–4 µs at every wait and publish.
+  uint64_t timeout_ns = 2000000000ull;
+  uint32_t jitter_seed = 0;
+  // Per-phase timing (null: off): thread 0 of each CTA records, for the i-th instruction of
+  // its program, MegaTraceEntry trace[program · trace_stride + i] (globaltimer ns).
+  struct MegaTraceEntry* trace = nullptr;
+  int trace_stride = 0;
+};
+
+struct MegaTraceEntry {
+  uint64_t start = 0;   // before the instruction's first wait
+  uint64_t end = 0;     // after its last publish
+  uint64_t waited = 0;  // spent spinning in its waits
+  uint64_t staged = 0;  // GEMVs: when the input was staged (0: not a GEMV)
+  uint32_t op = 0, layer = 0;
+};
+
+// Bytes of the staged GEMV input, T [batch, max(hidden, q_dim, intermediate)], 16-aligned.
+__host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
+  const int k = d.hidden > d.q_dim() ? d.hidden : d.q_dim();
+  return (size_t(d.batch) * size_t(k > d.intermediate ? k : d.intermediate) * elt + 15) / 16 * 16;
+}
+
+// Dynamic shared memory the kernel needs for these dimensions, dtype and weight ring stages.
+size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages);
+// The deepest weight ring (stages per warp, 2-3) that fits `smem_optin` bytes a block; 0: none.
+int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin);
+
+// Launches one step (cooperative: every CTA resident, one per SM). Capturable into a graph.
+loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream);
+
+}  // namespace loom::mega

@@ -1,0 +1,114 @@
+// The megakernel's synchronisation (contracts: instructions.h, "Counters and epochs" and
+// "Memory ordering"). Every wait and publish is a CTA-wide call.
+//   wait     thread 0 spins on ld.acquire.gpu with __nanosleep back-off until the counter
+//            reaches epoch · count (wrap-around compare), then a CTA barrier. It gives up after
+//            MegaArgs::timeout_ns, or as soon as another CTA gave up: the first to time out
+//            records the counter and its value in MegaSyncHeader::trap_*; every CTA then
+//            leaves the step, so a deadlock fails the launch's check on the host instead of
+//            hanging it (and leaves no sticky CUDA error behind).
+//   publish  a CTA barrier (every thread's stores of the unit are before it), then thread 1
+//            adds 1 with red.release.gpu — the pattern of CUTLASS's GenericBarrier.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/mega/megakernel.cuh"
+
+namespace loom::mega {
+
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void red_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The debug jitter: a pseudo-random 0–4 µs sleep keyed by (seed, CTA, site, a, b).
+__device__ __forceinline__ void jitter(uint32_t seed, uint32_t site, uint32_t a, uint32_t b) {
+  if (seed == 0) return;
+  uint32_t h = seed ^ (blockIdx.x * 0x9E3779B9u) ^ (site * 0x7FEB352Du) ^ (a * 0x846CA68Bu) ^
+               (b * 0x2C1B3C6Du);
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  __nanosleep(h & 4095u);
+}
+
+// The per-launch context every instruction gets.
+struct MegaCtx {
+  uint32_t* counters;
+  MegaSyncHeader* sync;
+  uint32_t epoch;  // this launch's step: 1, 2, … since the block was zeroed
+  uint64_t timeout_ns;
+  uint32_t jitter_seed;
+  bool trace;               // MegaArgs::trace set: thread 0 sums its spin time in waited
+  mutable uint64_t waited;  // (thread 0) ns spent in waits since the instruction started
+  mutable uint64_t staged;  // (thread 0) when a GEMV's input was staged
+};
+
+// Waits until counter w reached its target of this epoch. false: the step was abandoned
+// (this CTA timed out, or another did); the caller returns from the kernel.
+__device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
+  int ok = 1;
+  if (threadIdx.x == 0 && w.counter != kMegaNoCounter) {
+    jitter(c.jitter_seed, 1, w.counter, c.epoch);
+    const uint32_t target = mega_target(w, c.epoch);
+    const uint32_t* p = c.counters + w.counter;
+    uint32_t v = ld_acquire_gpu(p);
+    if (!mega_reached(v, target)) {
+      const uint64_t t0 = global_ns(), deadline = t0 + c.timeout_ns;
+      unsigned ns = 32;
+      while (!mega_reached(v = ld_acquire_gpu(p), target)) {
+        if (ld_relaxed_gpu(&c.sync->trap_counter) != 0) {
+          ok = 0;
+          break;
+        }
+        if (global_ns() > deadline) {
+          if (atomicCAS(&c.sync->trap_counter, 0u, w.counter + 1) == 0u)
+            atomicExch(&c.sync->trap_value, v);
+          ok = 0;
+          break;
+        }
+        __nanosleep(ns);
+        ns = ns < 256 ? 2 * ns : 256;
+      }
+      if (c.trace) c.waited += global_ns() - t0;
+    }
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+// Adds 1 to `counter` once every thread's stores of the unit are done (kMegaNoCounter: only
+// the barrier).
+__device__ __forceinline__ void cta_publish(const MegaCtx& c, uint32_t counter) {
+  __syncthreads();
+  // Thread 1: it issues no weight copies (lane 0 of each warp does), so its release has no
+  // loads of its own in flight to wait for.
+  if (threadIdx.x == 1 && counter != kMegaNoCounter) {
+    jitter(c.jitter_seed, 2, counter, c.epoch);
+    red_release_gpu(c.counters + counter, 1u);
+  }
+}
+
+}  // namespace loom::mega
