@@ -174,8 +174,9 @@ int bench_command(const BenchArgs& a) {
                have_copy ? cat(int64_t(copy_gbps + 0.5), " GB/s").c_str() : "n/a",
                have_gemm ? cat(int64_t(gemm_tflops + 0.5), " TFLOP/s").c_str() : "n/a",
                double(step_bytes) / 1e9, have_copy ? fixed(floor_s, 3, " s/frame").c_str() : "n/a");
-  std::fprintf(tab, "%6s %10s %10s %10s %12s %10s %9s\n", "batch", "s/frame", "x floor", "ttft s",
-               "tokens/s", "GB/s", "% copy");
+  // mega: the share of decode steps that ran the megakernel (one launch a step, issue 15).
+  std::fprintf(tab, "%6s %10s %10s %10s %12s %10s %9s %6s\n", "batch", "s/frame", "x floor",
+               "ttft s", "tokens/s", "GB/s", "% copy", "mega");
 
   // Warm-up: graphs, handles, caches.
   {
@@ -187,9 +188,12 @@ int bench_command(const BenchArgs& a) {
     opt.scheduler.max_seqs = std::max(opt.scheduler.max_seqs, batch);
     std::vector<double> sf, tps, gbps, ttft;
     Measured last;
+    const int64_t mega0 = be.megakernel_steps();
+    int64_t decode_steps = 0;
     for (int r = 0; r < std::max(1, a.repeats); r++) {
       last = run_synthetic(be, spec, opt, batch, 0, a.context_frames, a.frames);
       const RunStats& st = last.st;
+      decode_steps += st.decode_steps;
       sf.push_back(st.frame_s.percentile(0.5));
       tps.push_back(tokens_per_s(st));
       gbps.push_back(
@@ -197,9 +201,14 @@ int bench_command(const BenchArgs& a) {
       ttft.push_back(median(last.ttft));
     }
     const double s = median(sf), g = median(gbps);
-    std::fprintf(tab, "%6d %10.4f %10s %10.4f %12.0f %10.0f %9s\n", batch, s,
-                 have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps),
-                 g, have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a");
+    const int64_t mega = be.megakernel_steps() - mega0;
+    std::fprintf(
+        tab, "%6d %10.4f %10s %10.4f %12.0f %10.0f %9s %6s\n", batch, s,
+        have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps), g,
+        have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a",
+        mega > 0 ? fixed(100.0 * double(mega) / double(std::max<int64_t>(1, decode_steps)), 0, "%")
+                       .c_str()
+                 : "-");
     json row = {{"batch", batch},
                 {"s_per_frame", s},
                 {"x_floor", have_copy ? json(s / floor_s) : no_value},
@@ -207,6 +216,8 @@ int bench_command(const BenchArgs& a) {
                 {"tokens_per_s", median(tps)},
                 {"decode_weight_gbps", g},
                 {"decode_steps", last.st.decode_steps},
+                {"megakernel_steps", mega},
+                {"decode_steps_all_repeats", decode_steps},
                 {"prefill_s", last.st.prefill_s},
                 {"decode_s", last.st.decode_s},
                 {"mixed_s", last.st.mixed_s},

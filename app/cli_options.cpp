@@ -135,6 +135,9 @@ void add_engine_options(CLI::App* cmd, EngineArgs& e) {
   cmd->add_flag("--no-overlap", e.no_overlap,
                 "wait for each step before scheduling the next (default: the host stages a step "
                 "while the one before runs on the GPU)");
+  cmd->add_flag("--megakernel", e.megakernel,
+                "cuda, experimental: decode steps of 1-8 sequences as one persistent kernel "
+                "launch (bf16; slower than the default graph of kernels so far, README)");
   cmd->add_flag("--batch-invariant", e.batch_invariant,
                 "a job's tokens do not depend on the batch it runs in (cuda: bf16, fixed-order "
                 "linear layers, slower; cpu: always so)");

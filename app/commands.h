@@ -30,6 +30,7 @@ struct EngineArgs {
   double kv_cache_gib = 2.0;
   bool no_prefix_sharing = false;
   bool no_overlap = false;       // run each step to its end before scheduling the next
+  bool megakernel = false;       // decode steps of 1-8 sequences as one persistent launch
   bool batch_invariant = false;  // README "Batch invariance"
   std::string model_table;
   std::string kv_dtype = "auto";  // auto | bf16 | fp8 (README "FP8 KV cache")

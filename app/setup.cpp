@@ -106,6 +106,7 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
     for (const std::string& w : om.model.warnings) log_warning(w);
   try {
     om.backend = make_backend(choice.kind, choice.dtype, args.device, args.batch_invariant);
+    om.backend->set_megakernel(args.megakernel);
     om.backend->load(om.model.spec, om.model.weights);
   } catch (const Error& e) {
     if (args.backend != "auto" || choice.kind != BackendKind::Cuda) throw;
@@ -169,6 +170,7 @@ void add_engine_options(const EngineArgs& e, nlohmann::ordered_json& j) {
   j["kv_cache_gib"] = e.kv_cache_gib;
   j["no_prefix_sharing"] = e.no_prefix_sharing;
   j["no_overlap"] = e.no_overlap;
+  j["megakernel"] = e.megakernel;
   j["batch_invariant"] = e.batch_invariant;
   j["model_table"] = e.model_table;
   j["kv_dtype"] = e.kv_dtype;

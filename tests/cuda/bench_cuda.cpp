@@ -13,6 +13,8 @@
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 // `cuda_bench OUT.json --only KEY[,KEY…]` runs those microbenchmarks alone (no backend part).
+// `cuda_bench OUT.json --megakernel` compares the decode-step megakernel with the graph path
+// (tests/cuda/bench/mega.cpp) and prints its per-op trace.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +69,12 @@ int main(int argc, char** argv) {
     std::printf("device %s, copy bandwidth %.0f GB/s (read + write)\n",
                 r["device"].get<std::string>().c_str(), bw);
 
+    if (mode == "--megakernel") {
+      bench::bench_megakernel(*be, bw, r);
+      std::ofstream(out_path) << r.dump(2) << "\n";
+      std::printf("\nwrote %s\n", out_path.c_str());
+      return 0;
+    }
     gpu::Gemm gemm;
     gemm.init(stream);
     const bench::Context ctx{stream, sms, bw, &gemm};

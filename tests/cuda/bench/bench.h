@@ -48,6 +48,8 @@ nlohmann::json bench_gemm_algos(const Context& c);     // gemm_algos.cpp: cuBLAS
 // kv_blocks, weight_bytes, streamed_bytes, floor_step_s, floor_s_per_frame, decode,
 // graph_decomposition, draw_cost, prefill_1746_s, prefill_kernels.
 void bench_backend(Backend& be, double copy_gbps, nlohmann::json& r);
+// The decode-step megakernel against the graph path, and its per-op trace (mega.cpp).
+void bench_megakernel(Backend& be, double copy_gbps, nlohmann::json& r);
 
 inline const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The decode-step megakernel on the GPU machine (issue 15), after `scripts/pack_device.sh tests`:
+#   scripts/mega_check.sh tests   its CUDA suite, then every CUDA suite (ctest -L cuda)
+#   scripts/mega_check.sh trace   cuda_bench --megakernel: megakernel vs graph path, per-op trace
+#   scripts/mega_check.sh bench   loom bench on a Terra-size v1 checkpoint (/tmp/terra, made on
+#                                 the fly), 8 frames after 3 context frames, batches 1 and 8:
+#                                 the graph path and the megakernel (--megakernel) in one call
+# Writes logs and JSON under $OUT. BUILD: the build folder (default build).
+set -uo pipefail
+what=${1:-tests}
+OUT=${OUT:-$PWD/out-mega}
+B=${BUILD:-build}/bin
+mkdir -p "$OUT"
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+w=$(find / -name 'libcublas.so.13' 2>/dev/null | head -1)
+[ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
+rc=0
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if [ "$what" = tests ]; then
+  timeout 300 "$B/cuda_test_megakernel" 2>&1 | tee "$OUT/test_megakernel.log" | tail -5 || rc=1
+  (cd "${BUILD:-build}" && timeout 500 ctest -L cuda --output-on-failure) 2>&1 |
+    tee "$OUT/ctest_cuda.log" | tail -25 || rc=1
+fi
+
+if [ "$what" = trace ]; then
+  timeout 300 "$B/cuda_bench" "$OUT/cuda_bench_megakernel.json" --megakernel 2>&1 |
+    tee "$OUT/cuda_bench_megakernel.log" | tail -60 || rc=1
+fi
+
+if [ "$what" = bench ]; then
+  [ -d /tmp/terra ] || python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
+  for mode in graph mega; do
+    extra=""
+    [ $mode = mega ] && extra=--megakernel
+    "$B/loom" bench --model /tmp/terra --frames "${FRAMES:-8}" --context-frames 3 \
+      --batch-sizes "${BATCHES:-1,8}" ${PROFILE:+--profile} $extra \
+      --json "$OUT/bench_$mode.json" 2>&1 | tee "$OUT/bench_$mode.log" | tail -6 || rc=1
+  done
+fi
+exit $rc
