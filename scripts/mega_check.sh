@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The decode-step megakernel on the GPU machine (issue 15), after `scripts/pack_device.sh tests`:
 #   scripts/mega_check.sh tests   its CUDA suite, then every CUDA suite (ctest -L cuda)
+#   scripts/mega_check.sh sanitize  compute-sanitizer memcheck, synccheck, initcheck (tiny models)
 #   scripts/mega_check.sh trace   cuda_bench --megakernel: megakernel vs graph path, per-op trace
 #   scripts/mega_check.sh bench   loom bench on a Terra-size v1 checkpoint (/tmp/terra, made on
 #                                 the fly), 8 frames after 3 context frames, batches 1 and 8:
@@ -21,6 +22,20 @@ if [ "$what" = tests ]; then
   timeout 300 "$B/cuda_test_megakernel" 2>&1 | tee "$OUT/test_megakernel.log" | tail -5 || rc=1
   (cd "${BUILD:-build}" && timeout 500 ctest -L cuda --output-on-failure) 2>&1 |
     tee "$OUT/ctest_cuda.log" | tail -25 || rc=1
+fi
+
+if [ "$what" = sanitize ]; then
+  # compute-sanitizer's memcheck, synccheck and initcheck on the tiny checkpoints (racecheck
+  # sees shared memory only); where the toolkit has no sanitizer, say so.
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$cs" ]; then
+    echo "no compute-sanitizer on this machine" | tee "$OUT/sanitize.log"
+  else
+    for tool in memcheck synccheck initcheck; do
+      timeout 300 "$cs" --tool $tool --error-exitcode 3 "$B/cuda_test_megakernel" \
+        -tc="bf16 megakernel stays*" 2>&1 | tee "$OUT/sanitize_$tool.log" | tail -4 || rc=1
+    done
+  fi
 fi
 
 if [ "$what" = trace ]; then
