@@ -10,6 +10,9 @@
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
 //     / Σ sum·e^(m−M).
 // So the bits depend on kv_len and the 256-key partition, never on attn_splits or the SMs.
+// RopeKv and AttnReduce run inside the unit that completes their input (cta_publish_last: the
+// last Qkv tile of a KV head, the last AttnPartial split of a (slot, KV head)), saving a
+// counter hop each a layer; their scheduled instructions are no-ops.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -17,44 +20,66 @@
 
 namespace loom::mega {
 
-// RopeKv, units [begin, end) = KV heads g: for every slot, rotate its G query heads of group g
-// in place in qkv and k head g, and write k and v of head g into the cache at cache_slot
-// (rope_kv_write's arithmetic).
+// RopeKv's work for KV head g: for every slot, rotate its G query heads of group g in place in
+// qkv and k head g, and write k and v of head g into the cache at cache_slot (rope_kv_write's
+// arithmetic). Run by the Qkv tile that completes group g (gemv_ops.cuh), which then publishes
+// RopeKv(layer, g); the scheduled RopeKv instructions are skipped.
 template <class T, int M>
-__device__ bool run_rope_kv(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
-                            uint32_t end) {
+__device__ void rope_kv_group(const MegaArgs& a, int layer, int g) {
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, half = hd / 2;
   T* k_cache = static_cast<T*>(a.layers[layer].k_cache);
   T* v_cache = static_cast<T*>(a.layers[layer].v_cache);
-  for (uint32_t g = begin; g < end; g++) {
-    if (!cta_wait(c, mega_wait(d, MegaOp::RopeKv, layer, int(g)))) return false;
-    const int pairs = (G + 1) * half;
-    for (int j = threadIdx.x; j < M * (pairs + hd); j += kMegaThreads) {
-      const int b = j / (pairs + hd), r = j % (pairs + hd);
-      T* row = static_cast<T*>(a.qkv) + size_t(b) * d.qkv_rows();
-      const size_t cs = size_t(a.cache_slot[b]) * d.kv_dim() + size_t(g) * hd;
-      if (r >= pairs) {  // v
-        const int e = r - pairs;
-        v_cache[cs + e] = from_f32<T>(ld_cg(row + d.q_dim() + d.kv_dim() + g * hd + e));
-        continue;
-      }
-      const int h = r / half, i = r % half;  // h < G: query head g·G + h; h == G: k head g
-      T* base = h < G ? row + (g * G + h) * hd : row + d.q_dim() + g * hd;
-      float y0, y1;
-      loom::gpu::rope_pair(ld_cg(base + i), ld_cg(base + i + half), float(a.positions[b]),
-                           a.inv_freq[i], y0, y1);
-      if (h < G) {
-        base[i] = from_f32<T>(y0);
-        base[i + half] = from_f32<T>(y1);
-      } else {
-        k_cache[cs + i] = from_f32<T>(y0);
-        k_cache[cs + i + half] = from_f32<T>(y1);
-      }
+  const int pairs = (G + 1) * half;
+  for (int j = threadIdx.x; j < M * (pairs + hd); j += kMegaThreads) {
+    const int b = j / (pairs + hd), r = j % (pairs + hd);
+    T* row = static_cast<T*>(a.qkv) + size_t(b) * d.qkv_rows();
+    const size_t cs = size_t(a.cache_slot[b]) * d.kv_dim() + size_t(g) * hd;
+    if (r >= pairs) {  // v
+      const int e = r - pairs;
+      v_cache[cs + e] = from_f32<T>(ld_cg(row + d.q_dim() + d.kv_dim() + g * hd + e));
+      continue;
     }
-    cta_publish(c, mega_publish(d, MegaOp::RopeKv, layer, int(g)));
+    const int h = r / half, i = r % half;  // h < G: query head g·G + h; h == G: k head g
+    T* base = h < G ? row + (g * G + h) * hd : row + d.q_dim() + g * hd;
+    float y0, y1;
+    loom::gpu::rope_pair(ld_cg(base + i), ld_cg(base + i + half), float(a.positions[b]),
+                         a.inv_freq[i], y0, y1);
+    if (h < G) {
+      base[i] = from_f32<T>(y0);
+      base[i + half] = from_f32<T>(y1);
+    } else {
+      k_cache[cs + i] = from_f32<T>(y0);
+      k_cache[cs + i + half] = from_f32<T>(y1);
+    }
   }
-  return true;
+}
+
+// AttnReduce's work for u = b · kv_heads + g: attn[b, heads of g] from the partitions, in
+// order. Run by the AttnPartial split that completes (b, g) (run_attn_partial), which then
+// publishes AttnReduce; the scheduled AttnReduce instructions are skipped.
+template <class T>
+__device__ void attn_reduce_unit(const MegaArgs& a, int u) {
+  const MegaDims& d = a.d;
+  const int G = d.group_size(), hd = d.head_dim;
+  const int b = u / d.kv_heads, g = u % d.kv_heads;
+  const int parts = (a.kv_len[b] + 1 + kMegaPartitionKeys - 1) / kMegaPartitionKeys;
+  const float* base = a.attn_part + size_t(u) * a.max_parts * G * (hd + 2);
+  T* out = static_cast<T*>(a.attn) + size_t(b) * d.q_dim() + size_t(g) * G * hd;
+  for (int o = threadIdx.x; o < G * hd; o += kMegaThreads) {
+    const int h = o / hd, e = o % hd;
+    float mx = -INFINITY;
+    for (int p = 0; p < parts; p++)
+      mx = fmaxf(mx, __ldcg(base + (size_t(p) * G + h) * (hd + 2) + hd));
+    float num = 0.0f, den = 0.0f;
+    for (int p = 0; p < parts; p++) {
+      const float* slot = base + (size_t(p) * G + h) * (hd + 2);
+      const float f = expf(__ldcg(slot + hd) - mx);
+      num += __ldcg(slot + e) * f;
+      den += __ldcg(slot + hd + 1) * f;
+    }
+    out[o] = from_f32<T>(num / den);
+  }
 }
 
 // Shared memory of one attention partition (inside the dynamic buffer).
@@ -65,19 +90,21 @@ struct AttnSmem {
   float* m;  // [G] partition max
   float* l;  // [G] Σ p
   T* v;      // [256, hd] values (zero past the last key)
+  T* k;      // [256, hd] keys (zero past the last key)
   __device__ AttnSmem(void* base, int G, int hd) {
     q = static_cast<float*>(base);
     s = q + G * hd;
     m = s + G * kMegaPartitionKeys;
     l = m + G;
     v = reinterpret_cast<T*>(l + G + ((2 * G) & 3 ? 4 - ((2 * G) & 3) : 0));
+    k = v + size_t(kMegaPartitionKeys) * hd;
   }
 };
 
 template <class T>
 __host__ __device__ inline size_t attn_smem_bytes(int G, int hd) {
   const int floats = G * hd + G * kMegaPartitionKeys + 2 * G;
-  return size_t((floats + 3) / 4 * 4) * 4 + size_t(kMegaPartitionKeys) * hd * sizeof(T);
+  return size_t((floats + 3) / 4 * 4) * 4 + 2 * size_t(kMegaPartitionKeys) * hd * sizeof(T);
 }
 
 // Slot of cache index `key` of slot b (the block table's entry, then the offset).
@@ -87,68 +114,95 @@ __device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
 }
 
 // AttnPartial, units u = (b · kv_heads + g) · splits + j: partitions j, j + splits, … of slot
-// b's keys [0, kv_len[b]] for the G query heads of group g.
+// b's keys [0, kv_len[b]] for the G query heads of group g. The keys cached before this step
+// depend on no counter: a unit's first partition loads their k and v rows into shared memory
+// before the wait on RopeKv, and only q and the new key after it — the cache is read from HBM
+// (~1-2 µs a round trip while the weights stream), every load of a thread issued before any
+// is used.
 template <class T, int M>
 __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
-                                 uint32_t end, void* smem) {
+                                 uint32_t end, void* smem, int& sh_last) {
+  constexpr int K = kMegaPartitionKeys;
+  constexpr int kVPer = 4;  // 16-byte pieces a thread loads at once
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kk = tid % K;                     // this thread's key of a partition
+  const int vecs = hd * int(sizeof(T)) / 16;  // 16-byte pieces of a key or value row
   const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
   AttnSmem<T> sm(smem, G, hd);
-  constexpr int K = kMegaPartitionKeys;
+  auto row_of = [&](int b, int g, int key, const T* cache) {
+    return reinterpret_cast<const uint4*>(cache + cache_row(a, b, key) * d.kv_dim() +
+                                          size_t(g) * hd);
+  };
+  // k and v rows of keys [key0, key0 + nk) into shared memory: those with `take(key)` (rows
+  // past nk zero, the others left alone).
+  auto stage = [&](int b, int g, int key0, int nk, auto take) {
+    for (int i0 = tid; i0 < 2 * K * vecs; i0 += kVPer * kMegaThreads) {
+      uint4 val[kVPer];
+#pragma unroll
+      for (int q = 0; q < kVPer; q++) {
+        const int i = i0 + q * kMegaThreads, key = i / vecs % K;
+        val[q] = i < 2 * K * vecs && key < nk && take(key)
+                     ? __ldcg(row_of(b, g, key0 + key, i < K * vecs ? v_cache : k_cache) + i % vecs)
+                     : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int q = 0; q < kVPer; q++) {
+        const int i = i0 + q * kMegaThreads, key = i / vecs % K;
+        if (i < 2 * K * vecs && (key >= nk || take(key)))
+          reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * hd)[i % vecs] =
+              val[q];
+      }
+    }
+  };
   for (uint32_t u = begin; u < end; u++) {
-    if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
     const int bg = int(u) / S, j = int(u) % S;
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
-    const int n_keys = a.kv_len[b] + 1;
+    const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
     const int parts = (n_keys + K - 1) / K;
-    const T* q = static_cast<const T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(g) * G * hd;
-    for (int i = tid; i < G * hd; i += kMegaThreads) sm.q[i] = ld_cg(q + i);
-    __syncthreads();
-    for (int p = j; p < parts; p += S) {
-      const int key0 = p * K, nk = min(K, n_keys - key0);
-      // Scores (and the values into shared memory).
-      {
-        const int kk = tid % K;
-        float acc[8];
+    bool waited = false;
+    for (int p = j;; p += S) {
+      const bool has = p < parts;
+      if (!has && waited) break;
+      const int key0 = p * K, nk = has ? min(K, n_keys - key0) : 0;
+      const int fresh = n_keys - 1 - key0;  // the new key's index in the partition
+      if (has) stage(b, g, key0, nk, [&](int key) { return waited || key != fresh; });
+      if (!waited) {
+        if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
+        waited = true;
+        const T* q = static_cast<const T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(g) * G * hd;
+        for (int i = tid; i < G * hd; i += kMegaThreads) sm.q[i] = ld_cg(q + i);
+        if (has && fresh < nk)  // the new key, in the cache now
+          stage(b, g, key0, nk, [&](int key) { return key == fresh; });
+        __syncthreads();
+        if (!has) break;
+      }
+      // Scores: q·k over d in order.
+      float acc[8];
 #pragma unroll
-        for (int h = 0; h < 8; h++) acc[h] = 0.0f;
-        if (kk < nk) {
-          const uint4* kr = reinterpret_cast<const uint4*>(
-              k_cache + cache_row(a, b, key0 + kk) * d.kv_dim() + size_t(g) * hd);
-          for (int e0 = 0; e0 < hd; e0 += 8) {
-            Chunk8<T> kc;
+      for (int h = 0; h < 8; h++) acc[h] = 0.0f;
+      if (kk < nk)
+        for (int e0 = 0; e0 < hd; e0 += 8) {
+          Chunk8<T> kc;
 #pragma unroll
-            for (int v = 0; v < Chunk8<T>::kVecs; v++)
-              kc.v[v] = __ldcg(kr + e0 / 8 * Chunk8<T>::kVecs + v);
-            float kf[8];
-            chunk_f32<T>(kc, kf);
+          for (int v = 0; v < Chunk8<T>::kVecs; v++)
+            kc.v[v] = reinterpret_cast<const uint4*>(sm.k + size_t(kk) * hd + e0)[v];
+          float kf[8];
+          chunk_f32<T>(kc, kf);
 #pragma unroll
-            for (int h8 = 0; h8 < 8; h8++) {
-              const int h = tid / K + 2 * h8;
-              if (h < G)
+          for (int h8 = 0; h8 < 8; h8++) {
+            const int h = tid / K + 2 * h8;
+            if (h < G)
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[h8] += sm.q[h * hd + e0 + e] * kf[e];
-            }
+              for (int e = 0; e < 8; e++) acc[h8] += sm.q[h * hd + e0 + e] * kf[e];
           }
         }
 #pragma unroll
-        for (int h8 = 0; h8 < 8; h8++) {
-          const int h = tid / K + 2 * h8;
-          if (h < G) sm.s[h * K + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
-        }
-        const int vecs = hd * int(sizeof(T)) / 16;  // 16-byte pieces of a value row
-        for (int i = tid; i < K * vecs; i += kMegaThreads) {
-          const int key = i / vecs, piece = i % vecs;
-          uint4 val = make_uint4(0, 0, 0, 0);
-          if (key < nk)
-            val = __ldcg(reinterpret_cast<const uint4*>(
-                             v_cache + cache_row(a, b, key0 + key) * d.kv_dim() + size_t(g) * hd) +
-                         piece);
-          reinterpret_cast<uint4*>(sm.v + size_t(key) * hd)[piece] = val;
-        }
+      for (int h8 = 0; h8 < 8; h8++) {
+        const int h = tid / K + 2 * h8;
+        if (h < G) sm.s[h * K + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
       }
       __syncthreads();
       // Softmax pieces: warp h, head h.
@@ -178,40 +232,14 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           part[size_t(h) * (hd + 2) + hd + 1] = sm.l[h];
         }
       }
-      __syncthreads();
+      __syncthreads();  // shared memory is refilled by the next partition
     }
-    cta_publish(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)));
-  }
-  return true;
-}
-
-// AttnReduce, units u = b · kv_heads + g: attn[b, heads of g] from the partitions, in order.
-template <class T, int M>
-__device__ bool run_attn_reduce(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
-                                uint32_t end) {
-  const MegaDims& d = a.d;
-  const int G = d.group_size(), hd = d.head_dim;
-  for (uint32_t u = begin; u < end; u++) {
-    if (!cta_wait(c, mega_wait(d, MegaOp::AttnReduce, layer, int(u)))) return false;
-    const int b = int(u) / d.kv_heads, g = int(u) % d.kv_heads;
-    const int parts = (a.kv_len[b] + 1 + kMegaPartitionKeys - 1) / kMegaPartitionKeys;
-    const float* base = a.attn_part + size_t(u) * a.max_parts * G * (hd + 2);
-    T* out = static_cast<T*>(a.attn) + size_t(b) * d.q_dim() + size_t(g) * G * hd;
-    for (int o = threadIdx.x; o < G * hd; o += kMegaThreads) {
-      const int h = o / hd, e = o % hd;
-      float mx = -INFINITY;
-      for (int p = 0; p < parts; p++)
-        mx = fmaxf(mx, __ldcg(base + (size_t(p) * G + h) * (hd + 2) + hd));
-      float num = 0.0f, den = 0.0f;
-      for (int p = 0; p < parts; p++) {
-        const float* slot = base + (size_t(p) * G + h) * (hd + 2);
-        const float f = expf(__ldcg(slot + hd) - mx);
-        num += __ldcg(slot + e) * f;
-        den += __ldcg(slot + hd + 1) * f;
-      }
-      out[o] = from_f32<T>(num / den);
+    // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
+    if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
+                         mega_group_units(d, MegaOp::AttnPartial), &sh_last)) {
+      attn_reduce_unit<T>(a, bg);
+      cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }
-    cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, int(u)));
   }
   return true;
 }

@@ -76,20 +76,28 @@ struct MegaShared {
   float red[kMegaWarps * kMegaMaxBatch];             // per-warp partial sums
   MegaDrawPartial best[kMegaWarps * kMegaMaxBatch];  // per-warp draw partials
   uint64_t bar[kMegaWarps][kGemvMaxStages];          // the weight ring's slots (gemv_ops.cuh)
+  int last;                                          // cta_publish_last's answer
 };
 
-// dst[i, :k] = T(x[i] · rsqrt(mean(x[i]²) + eps) · w) for i < M; x fp32 [M, k] (row stride k,
-// k a multiple of 4). Σ x² order: instructions.h, "RMSNorm". Two passes over x in L2, 16-byte
-// loads, every slot's load issued before any is used: a pass costs one L2 round trip (~1 µs
-// while HBM streams), where scalar loads in a loop paid one an element group. Ends with a
-// barrier.
+// attention_ops.cuh: RopeKv's work for KV head g (run by the Qkv unit completing group g).
 template <class T, int M>
-__device__ void stage_rms_norm(const float* x, int k, const float* w, float eps, T* dst,
+__device__ void rope_kv_group(const MegaArgs& a, int layer, int g);
+
+// dst[i, :k] = T(x[i] · rsqrt(mean(x[i]²) + eps) · w) for i < M; x fp32 [M, k] (row stride k,
+// k a multiple of 4). Σ x² order: instructions.h, "RMSNorm". 16-byte loads, every slot's load
+// issued before any is used: a pass over x costs one L2 round trip (~1 µs while HBM streams).
+// w0: the thread's first 4 weights, w[4 tid …], which the caller loads before its wait (the
+// weights depend on no counter and come from HBM); at batch 1 the thread's first x group stays
+// in registers for the second pass. Ends with a barrier.
+template <class T, int M>
+__device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0, float eps, T* dst,
                                MegaShared& sh) {
+  constexpr bool kKeep = M == 1;  // the first x group stays in registers (more slots spill)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k4 = k / 4;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   float ss[M];
+  float4 x0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
   for (int i = 0; i < M; i++) ss[i] = 0.0f;
   for (int j = tid; j < k4; j += kMegaThreads) {
@@ -99,6 +107,7 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float eps,
 #pragma unroll
     for (int i = 0; i < M; i++)
       ss[i] += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+    if (kKeep && j == tid) x0 = v[0];
   }
 #pragma unroll
   for (int i = 0; i < M; i++) {
@@ -116,8 +125,8 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float eps,
   for (int j = tid; j < k4; j += kMegaThreads) {
     float4 v[M];
 #pragma unroll
-    for (int i = 0; i < M; i++) v[i] = __ldcg(x4 + size_t(i) * k4 + j);
-    const float4 wj = reinterpret_cast<const float4*>(w)[j];
+    for (int i = 0; i < M; i++) v[i] = kKeep && j == tid ? x0 : __ldcg(x4 + size_t(i) * k4 + j);
+    const float4 wj = j == tid ? w0 : reinterpret_cast<const float4*>(w)[j];
 #pragma unroll
     for (int i = 0; i < M; i++) {
       T* o = dst + size_t(i) * k + 4 * j;
@@ -354,24 +363,39 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         a.draw_part[size_t(unit) * M + threadIdx.x] = r;
       }
     }
-    cta_publish(c, mega_publish(d, op, layer, int(unit)));
+    const uint32_t counter = mega_publish(d, op, layer, int(unit));
+    if (op != MegaOp::Qkv) {
+      cta_publish(c, counter);
+    } else if (cta_publish_last(c, counter, mega_group_units(d, op), &sh.last)) {
+      // This tile completed its KV head's group: RopeKv(layer, g) here, no hop to another CTA.
+      const int g = mega_group_of(d, op, int(unit));
+      rope_kv_group<T, M>(a, layer, g);
+      cta_publish(c, mega_publish(d, MegaOp::RopeKv, layer, g));
+    }
   };
 
-  // The first segments stream while the CTA waits for its input.
+  // The first a.gemv_early segments a warp stream while the CTA waits for its input, the rest
+  // of the ring's after the input is staged (the staging's L2 reads would queue behind them).
+  const int early = min(min(a.gemv_early, S), iters);
+  // The norm's weights are loaded before the wait too (stage_rms_norm's w0).
+  const float* norm_w = op == MegaOp::Qkv      ? L->attn_norm
+                        : op == MegaOp::GateUp ? L->mlp_norm
+                                               : nullptr;
+  const float4 w0 = norm_w != nullptr && int(threadIdx.x) < k / 4
+                        ? reinterpret_cast<const float4*>(norm_w)[threadIdx.x]
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (lane == 0)
-    for (int it = 0; it < min(S, iters); it++) issue(it);
+    for (int it = 0; it < early; it++) issue(it);
   if (!cta_wait(c, mega_wait(d, op, layer, int(begin)))) {
-    for (int it = 0; it < min(S, iters); it++)  // no copy may land after the CTA left
+    for (int it = 0; it < early; it++)  // no copy may land after the CTA left
       loom::gpu::mbar_wait(&sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)],
                            ((seq + uint32_t(it)) / uint32_t(S)) & 1u);
     return false;
   }
   switch (op) {
     case MegaOp::Qkv:
-      stage_rms_norm<T, M>(a.x, k, L->attn_norm, a.eps, xs, sh);
-      break;
     case MegaOp::GateUp:
-      stage_rms_norm<T, M>(a.x, k, L->mlp_norm, a.eps, xs, sh);
+      stage_rms_norm<T, M>(a.x, k, norm_w, w0, a.eps, xs, sh);
       break;
     case MegaOp::OProj:
       stage_copy<T, M>(static_cast<const T*>(a.attn), k, k, xs);
@@ -384,6 +408,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       break;
   }
   if (c.trace && threadIdx.x == 0) c.staged = global_ns();
+  if (lane == 0)
+    for (int it = early; it < min(S, iters); it++) issue(it);
   for (int it = 0; it < iters; it++) {
     consume(it);
     __syncwarp();  // every lane is done with the slot before it is refilled
@@ -422,7 +448,10 @@ __device__ bool run_final_norm(const MegaArgs& a, const MegaCtx& c, uint32_t beg
   const MegaDims& d = a.d;
   for (uint32_t b = begin; b < end; b++) {
     if (!cta_wait(c, mega_wait(d, MegaOp::FinalNorm, 0, int(b)))) return false;
-    stage_rms_norm<T, 1>(a.x + size_t(b) * d.hidden, d.hidden, a.final_norm, a.eps,
+    const float4 w0 = int(threadIdx.x) < d.hidden / 4
+                          ? reinterpret_cast<const float4*>(a.final_norm)[threadIdx.x]
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    stage_rms_norm<T, 1>(a.x + size_t(b) * d.hidden, d.hidden, a.final_norm, w0, a.eps,
                          static_cast<T*>(a.h_last) + size_t(b) * d.hidden, sh);
     cta_publish(c, mega_publish(d, MegaOp::FinalNorm, 0, int(b)));
   }

@@ -116,7 +116,8 @@ enum class MegaOp : uint8_t {
   // RopeKv(l) — units: KV heads g. For every slot: rotate its G query heads of group g in
   //   place in qkv and its k head g, write k and v of head g into the layer's cache at
   //   cache_slot[b]. Waits: Qkv(l, g), all (G + 2) · head_dim / rows tiles.
-  //   Publishes: RopeKv(l, g), n = 1.
+  //   Publishes: RopeKv(l, g), n = 1. The kernel runs unit g inside the Qkv tile whose publish
+  //   completes Qkv(l, g) (sync.cuh, cta_publish_last); the scheduled instruction is a no-op.
   RopeKv,
   // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
@@ -128,6 +129,8 @@ enum class MegaOp : uint8_t {
   // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order
   //   and writes attn[b, G heads of g] (compute dtype).
   //   Waits: AttnPartial(l, u), all splits. Publishes: AttnReduce(l), n = batch · kv_heads.
+  //   The kernel runs unit u inside the AttnPartial split whose publish completes
+  //   AttnPartial(l, u); the scheduled instruction is a no-op.
   AttnReduce,
   // OProj(l) — units: tiles of rows_per_tile rows of o ([hidden] rows). Reads attn (every
   //   head of every slot). x[b, tile rows] += o · attn[b] (fp32).

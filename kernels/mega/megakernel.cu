@@ -46,14 +46,11 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
       case MegaOp::Embed:
         run_embed<T, M>(a, c, in.begin, in.end);
         break;
-      case MegaOp::RopeKv:
-        ok = run_rope_kv<T, M>(a, c, in.layer, in.begin, in.end);
+      case MegaOp::RopeKv:      // run by the Qkv tile completing the group (a ticket)
+      case MegaOp::AttnReduce:  // run by the AttnPartial split completing (b, g)
         break;
       case MegaOp::AttnPartial:
-        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, mega_smem);
-        break;
-      case MegaOp::AttnReduce:
-        ok = run_attn_reduce<T, M>(a, c, in.layer, in.begin, in.end);
+        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, mega_smem, sh.last);
         break;
       case MegaOp::FinalNorm:
         ok = run_final_norm<T, M>(a, c, in.begin, in.end, sh);

@@ -72,6 +72,7 @@ struct MegaArgs {
   int bt_stride = 0, block_size = 0;
   const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
   int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
+  int gemv_early = 2;                // of them, copies started before the instruction's wait
   int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
 
   // Workspace.

@@ -7,7 +7,8 @@
 //            leaves the step, so a deadlock fails the launch's check on the host instead of
 //            hanging it (and leaves no sticky CUDA error behind).
 //   publish  a CTA barrier (every thread's stores of the unit are before it), then thread 1
-//            adds 1 with red.release.gpu — the pattern of CUTLASS's GenericBarrier.
+//            adds 1 with red.release.gpu — the pattern of CUTLASS's GenericBarrier; where the
+//            completing unit goes on with the consumer's work (a ticket), the add is acq_rel.
 #pragma once
 
 #include <cstdint>
@@ -109,6 +110,26 @@ __device__ __forceinline__ void cta_publish(const MegaCtx& c, uint32_t counter) 
     jitter(c.jitter_seed, 2, counter, c.epoch);
     red_release_gpu(c.counters + counter, 1u);
   }
+}
+
+// cta_publish that also says whether this unit completed its group this step (its add took the
+// counter to epoch · count): thread 1's add is acq_rel, so the CTA that completes a group sees
+// every other unit's stores (after the barrier, through L2) and may consume them at once.
+// `flag` is shared memory.
+__device__ __forceinline__ bool cta_publish_last(const MegaCtx& c, uint32_t counter, uint32_t count,
+                                                 int* flag) {
+  __syncthreads();
+  if (threadIdx.x == 1) {
+    jitter(c.jitter_seed, 5, counter, c.epoch);
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(old)
+                 : "l"(c.counters + counter)
+                 : "memory");
+    *flag = old + 1 == c.epoch * count;
+  }
+  __syncthreads();
+  return *flag != 0;
 }
 
 }  // namespace loom::mega

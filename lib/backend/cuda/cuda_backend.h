@@ -61,6 +61,7 @@ struct MegakernelDebug {
   bool drop_unit = false;
   bool trace = false;     // per-phase timing of every megakernel step (each step then synchronises)
   int rows_per_tile = 0;  // layer GEMV rows a unit (MegaOptions; 0: the backend's choice)
+  int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
 };
 void cuda_set_megakernel_debug(Backend& backend, const MegakernelDebug& debug);
 

@@ -189,6 +189,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.block_size = block_size_;
   a.params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
   a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_);
+  if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
   a.x = x_;

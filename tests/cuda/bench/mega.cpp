@@ -112,6 +112,21 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   cuda_set_megakernel_debug(be, MegakernelDebug{});
   r["rows_per_tile_sweep"] = tiles;
 
+  // Weight segments a warp starts before an instruction's wait (the rest after its staging).
+  json early = json::array();
+  std::printf("\nweight segments a warp starts before the wait (batch 1, ctx 600):\n");
+  for (int e : {1, 2, 3}) {
+    MegakernelDebug dbg;
+    dbg.gemv_early = e;
+    cuda_set_megakernel_debug(be, dbg);
+    const double gpu =
+        (median_step_s(be, decode_batch(1, 600), 5, 20), cuda_time_graph_replay(be, 1, 50) * 1e-3);
+    early.push_back({{"gemv_early", e}, {"graph_gpu_s", gpu}});
+    std::printf("  %d: graph %.1f us = %.3f x floor\n", e, gpu * 1e6, gpu * 1e6 / floor_us);
+  }
+  cuda_set_megakernel_debug(be, MegakernelDebug{});
+  r["gemv_early_sweep"] = early;
+
   // Where a megakernel step goes.
   json phases = json::array();
   for (auto [n, ctx] : std::vector<std::pair<int, int>>{{1, 600}, {1, 7000}, {8, 600}}) {
