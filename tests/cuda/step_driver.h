@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "cuda_test_util.h"
+#include "model/mapping.h"
 
 namespace loom::test {
 
@@ -117,6 +120,48 @@ inline StepCounts drive_steps(
     }
     c.steps++;
   }
+  return c;
+}
+
+// The CPU backend and `gpu` (m's weights loaded into both here) on drive_steps' batches, checked
+// at every step: each sequence's last-slot logits within `tol` of the CPU's (relative), the
+// tokens equal where tol < 1e-3, -1 exactly where a sequence draws nothing. Also checks that the
+// run had ≥ 20 steps, ≥ 10 decode steps and, for frame models, ≥ 3 chunk steps.
+inline StepCounts compare_with_cpu(const LoadedModel& m, Backend& gpu, double tol, int n_seqs,
+                                   int n_modes = 3) {
+  const ModelSpec& spec = m.spec;
+  auto cpu = make_cpu_backend();
+  cpu->load(spec, m.weights);
+  gpu.load(spec, m.weights);
+  CacheRequest cr;
+  cr.block_size = 16;
+  cr.num_blocks = 5 * n_seqs + 8;
+  REQUIRE(cpu->allocate_cache(cr) >= cr.num_blocks);
+  REQUIRE(gpu.allocate_cache(cr) == cr.num_blocks);
+  const StepCounts c = drive_steps(
+      spec, {cpu.get(), &gpu}, n_seqs, cr.num_blocks,
+      [&](int, const StepBatch& b, std::vector<StepOutput>& outs) {
+        const StepOutput &want = outs[0], &got = outs[1];
+        REQUIRE(got.tokens.size() == want.tokens.size());
+        REQUIRE(got.logits.size() == want.logits.size());
+        for (int r = 0; r < b.n_seqs(); r++) {
+          CAPTURE(r);
+          const auto row = [&](const StepOutput& o) {
+            return std::vector<float>(o.logits.begin() + long(r) * spec.vocab,
+                                      o.logits.begin() + long(r + 1) * spec.vocab);
+          };
+          CHECK(rel_err(row(got), row(want)) < tol);
+          if (tol < 1e-3) CHECK(got.tokens[size_t(r)] == want.tokens[size_t(r)]);
+          if (b.sample[size_t(r)])
+            CHECK(got.tokens[size_t(r)] >= 0);
+          else
+            CHECK(got.tokens[size_t(r)] == -1);
+        }
+      },
+      n_modes);
+  CHECK(c.steps >= 20);
+  CHECK(c.decode_steps >= 10);
+  if (spec.has_frames()) CHECK(c.chunk_steps >= 3);
   return c;
 }
 

@@ -31,42 +31,10 @@ namespace {
 
 const char* const kModels[] = {"tiny_v1", "tiny_v2", "tiny_llama"};
 
-// Drives the CPU backend and `gpu` with identical batches; checks every step.
 void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs = 3,
                       bool batch_invariant = false) {
-  const ModelSpec& spec = m.spec;
-  auto cpu = make_cpu_backend();
-  cpu->load(spec, m.weights);
   auto gpu = make_cuda_backend(dtype, 0, batch_invariant);
-  gpu->load(spec, m.weights);
-  CacheRequest cr;
-  cr.block_size = 16;
-  cr.num_blocks = 5 * n_seqs + 8;
-  REQUIRE(cpu->allocate_cache(cr) >= cr.num_blocks);
-  REQUIRE(gpu->allocate_cache(cr) == cr.num_blocks);
-  const StepCounts c =
-      drive_steps(spec, {cpu.get(), gpu.get()}, n_seqs, cr.num_blocks,
-                  [&](int, const StepBatch& b, std::vector<StepOutput>& outs) {
-                    const StepOutput &want = outs[0], &got = outs[1];
-                    REQUIRE(got.tokens.size() == want.tokens.size());
-                    REQUIRE(got.logits.size() == want.logits.size());
-                    for (int r = 0; r < b.n_seqs(); r++) {
-                      CAPTURE(r);
-                      const auto row = [&](const StepOutput& o) {
-                        return std::vector<float>(o.logits.begin() + long(r) * spec.vocab,
-                                                  o.logits.begin() + long(r + 1) * spec.vocab);
-                      };
-                      CHECK(rel_err(row(got), row(want)) < tol);
-                      if (tol < 1e-3) CHECK(got.tokens[size_t(r)] == want.tokens[size_t(r)]);
-                      if (b.sample[size_t(r)])
-                        CHECK(got.tokens[size_t(r)] >= 0);
-                      else
-                        CHECK(got.tokens[size_t(r)] == -1);
-                    }
-                  });
-  CHECK(c.steps >= 20);
-  CHECK(c.decode_steps >= 10);
-  if (spec.has_frames()) CHECK(c.chunk_steps >= 3);
+  loom::test::compare_with_cpu(m, *gpu, tol, n_seqs);
 }
 
 }  // namespace

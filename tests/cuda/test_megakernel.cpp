@@ -29,39 +29,11 @@ namespace {
 
 const char* const kModels[] = {"tiny_v1", "tiny_v2", "tiny_llama"};
 
+// The step driver's batches with greedy and seeded draws (no filter: the megakernel's draws).
 void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs) {
-  const ModelSpec& spec = m.spec;
-  auto cpu = make_cpu_backend();
-  cpu->load(spec, m.weights);
   auto gpu = make_cuda_backend(dtype, 0);
   cuda_set_megakernel(*gpu, MegakernelMode::Force);
-  gpu->load(spec, m.weights);
-  CacheRequest cr;
-  cr.block_size = 16;
-  cr.num_blocks = 5 * n_seqs + 8;
-  REQUIRE(cpu->allocate_cache(cr) >= cr.num_blocks);
-  REQUIRE(gpu->allocate_cache(cr) == cr.num_blocks);
-  const StepCounts c = drive_steps(
-      spec, {cpu.get(), gpu.get()}, n_seqs, cr.num_blocks,
-      [&](int, const StepBatch& b, std::vector<StepOutput>& outs) {
-        const StepOutput &want = outs[0], &got = outs[1];
-        REQUIRE(got.logits.size() == want.logits.size());
-        for (int r = 0; r < b.n_seqs(); r++) {
-          CAPTURE(r);
-          const auto row = [&](const StepOutput& o) {
-            return std::vector<float>(o.logits.begin() + long(r) * spec.vocab,
-                                      o.logits.begin() + long(r + 1) * spec.vocab);
-          };
-          CHECK(rel_err(row(got), row(want)) < tol);
-          if (tol < 1e-3) CHECK(got.tokens[size_t(r)] == want.tokens[size_t(r)]);
-          if (b.sample[size_t(r)])
-            CHECK(got.tokens[size_t(r)] >= 0);
-          else
-            CHECK(got.tokens[size_t(r)] == -1);
-        }
-      },
-      2);
-  CHECK(c.decode_steps >= 10);
+  const StepCounts c = loom::test::compare_with_cpu(m, *gpu, tol, n_seqs, 2);
   // Every decode step (one slot per sequence) took the megakernel, nothing else did.
   CAPTURE(cuda_megakernel_refusal(*gpu));
   CHECK(cuda_megakernel_steps(*gpu) == c.decode_steps);

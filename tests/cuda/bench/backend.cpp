@@ -66,40 +66,6 @@ Weights terra_weights(const ModelSpec& s) {
   return w;
 }
 
-// One decode batch: n sequences, each with `ctx` cached slots, one new token.
-StepBatch decode_batch(int n, int ctx, int block_size, float temperature, int top_k, float top_p) {
-  StepBatch b;
-  const int per_seq = (ctx + 1 + block_size - 1) / block_size;
-  b.blocks_per_seq = per_seq;
-  for (int s = 0; s < n; s++) {
-    b.slot_start.push_back(s);
-    b.tokens.push_back((s * 7919 + 13) % 262144);
-    b.positions.push_back(ctx);
-    b.kv_len.push_back(ctx);
-    for (int j = 0; j < per_seq; j++) b.block_tables.push_back(s * per_seq + j);
-    b.sample.push_back(1);
-    b.sampling.push_back(SamplingParams{temperature, top_k, top_p, uint64_t(s)});
-    b.sample_index.push_back(0);
-    b.draw_index.push_back(0);
-  }
-  b.slot_start.push_back(n);
-  return b;
-}
-
-// Median seconds of `iters` steps after `warm` warm-up steps (the draw index moves on).
-double time_steps(Backend& be, StepBatch b, int warm, int iters) {
-  StepOutput out;
-  std::vector<double> t;
-  for (int i = 0; i < warm + iters; i++) {
-    for (auto& d : b.draw_index) d++;
-    const double t0 = now_s();
-    be.step(b, out);
-    if (i >= warm) t.push_back(now_s() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 json profile(Backend& be, const StepBatch& b, int iters) {
   be.set_profiling(true);
   StepOutput out;

@@ -72,6 +72,11 @@ inline const std::vector<Family>& families() {
 // ---- helpers shared by the family files (bench_util.cpp)
 
 double now_s();
+// One decode batch: n sequences, each with `ctx` cached slots (block tables of block_size
+// slots, sequence s on blocks s · per_seq …), one new token, every sequence drawing.
+StepBatch decode_batch(int n, int ctx, int block_size, float temperature, int top_k, float top_p);
+// Median seconds of Backend::step over `iters` steps after `warm` (the draw index moves on).
+double time_steps(Backend& be, StepBatch b, int warm, int iters);
 
 // Median microseconds of one launch(), each after an L2-sized memset so that it reads from HBM
 // (the first `warm` launches are not counted).

@@ -3,8 +3,6 @@
 // median step time through Backend::step and the device time of a graph replay, each path in
 // turn on the same backend; then where a megakernel step's time goes (MegakernelDebug::trace:
 // per op, the mean time a CTA works on its units and waits for their inputs).
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
@@ -16,40 +14,9 @@ namespace {
 
 using json = nlohmann::json;
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-StepBatch decode_batch(int n, int ctx) {
-  StepBatch b;
-  const int per_seq = (ctx + 1 + 15) / 16;
-  b.blocks_per_seq = per_seq;
-  for (int s = 0; s < n; s++) {
-    b.slot_start.push_back(s);
-    b.tokens.push_back((s * 7919 + 13) % 262144);
-    b.positions.push_back(ctx);
-    b.kv_len.push_back(ctx);
-    for (int j = 0; j < per_seq; j++) b.block_tables.push_back(s * per_seq + j);
-    b.sample.push_back(1);
-    b.sampling.push_back(SamplingParams{1.0f, 0, 1.0f, uint64_t(s)});  // the benchmark sampler
-    b.sample_index.push_back(0);
-    b.draw_index.push_back(0);
-  }
-  b.slot_start.push_back(n);
-  return b;
-}
-
-double median_step_s(Backend& be, StepBatch b, int warm, int iters) {
-  StepOutput out;
-  std::vector<double> t;
-  for (int i = 0; i < warm + iters; i++) {
-    for (auto& d : b.draw_index) d++;
-    const double t0 = now_s();
-    be.step(b, out);
-    if (i >= warm) t.push_back(now_s() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+// The benchmark sampler's decode batch (temperature 1, no filter).
+StepBatch bench_batch(int n, int ctx) {
+  return decode_batch(n, ctx, 16, 1.0f, 0, 1.0f);
 }
 
 }  // namespace
@@ -75,11 +42,11 @@ void bench_megakernel(Backend& be, double bw, json& r) {
               "graph us", "x floor", "GB/s");
   json rows = json::array();
   for (auto [n, ctx] : std::vector<std::pair<int, int>>{{1, 600}, {1, 7000}, {8, 600}}) {
-    const StepBatch b = decode_batch(n, ctx);
+    const StepBatch b = bench_batch(n, ctx);
     for (bool mega : {false, true}) {
       be.set_megakernel(mega);
       const int64_t m0 = be.megakernel_steps();
-      const double st = median_step_s(be, b, 5, 40);
+      const double st = time_steps(be, b, 5, 40);
       const bool took = be.megakernel_steps() > m0;
       const double gpu = cuda_time_graph_replay(be, n, 50) * 1e-3;
       rows.push_back({{"batch", n},
@@ -95,37 +62,29 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   }
   r["steps"] = rows;
 
-  // Rows of a layer GEMV unit (each unit ends with a CTA barrier and a release), batch 1.
-  json tiles = json::array();
-  std::printf("\nlayer GEMV rows a unit (batch 1, ctx 600):\n");
+  // Sweeps of a MegakernelDebug knob at batch 1, ctx 600: graph replay µs for each value.
   be.set_megakernel(true);
-  for (int rows : {16, 32, 64}) {
-    MegakernelDebug dbg;
-    dbg.rows_per_tile = rows;
-    cuda_set_megakernel_debug(be, dbg);
-    const double gpu =
-        (median_step_s(be, decode_batch(1, 600), 5, 20), cuda_time_graph_replay(be, 1, 50) * 1e-3);
-    tiles.push_back({{"rows_per_tile", rows}, {"graph_gpu_s", gpu}});
-    std::printf("  %2d rows: graph %.1f us = %.3f x floor\n", rows, gpu * 1e6,
-                gpu * 1e6 / floor_us);
-  }
-  cuda_set_megakernel_debug(be, MegakernelDebug{});
-  r["rows_per_tile_sweep"] = tiles;
-
-  // Weight segments a warp starts before an instruction's wait (the rest after its staging).
-  json early = json::array();
-  std::printf("\nweight segments a warp starts before the wait (batch 1, ctx 600):\n");
-  for (int e : {1, 2, 3}) {
-    MegakernelDebug dbg;
-    dbg.gemv_early = e;
-    cuda_set_megakernel_debug(be, dbg);
-    const double gpu =
-        (median_step_s(be, decode_batch(1, 600), 5, 20), cuda_time_graph_replay(be, 1, 50) * 1e-3);
-    early.push_back({{"gemv_early", e}, {"graph_gpu_s", gpu}});
-    std::printf("  %d: graph %.1f us = %.3f x floor\n", e, gpu * 1e6, gpu * 1e6 / floor_us);
-  }
-  cuda_set_megakernel_debug(be, MegakernelDebug{});
-  r["gemv_early_sweep"] = early;
+  auto sweep = [&](const char* key, const char* what, std::vector<int> values,
+                   int MegakernelDebug::*knob) {
+    json rows = json::array();
+    std::printf("\n%s (batch 1, ctx 600):\n", what);
+    for (int v : values) {
+      MegakernelDebug dbg;
+      dbg.*knob = v;
+      cuda_set_megakernel_debug(be, dbg);
+      time_steps(be, bench_batch(1, 600), 5, 20);
+      const double gpu = cuda_time_graph_replay(be, 1, 50) * 1e-3;
+      rows.push_back({{key, v}, {"graph_gpu_s", gpu}});
+      std::printf("  %3d: graph %.1f us = %.3f x floor\n", v, gpu * 1e6, gpu * 1e6 / floor_us);
+    }
+    cuda_set_megakernel_debug(be, MegakernelDebug{});
+    r[std::string(key) + "_sweep"] = rows;
+  };
+  // Each unit ends with a CTA barrier and a release; the ring's copies started before a wait
+  // queue the input's L2 reads behind them.
+  sweep("rows_per_tile", "layer GEMV rows a unit", {16, 32, 64}, &MegakernelDebug::rows_per_tile);
+  sweep("gemv_early", "weight segments a warp starts before the wait", {1, 2, 3},
+        &MegakernelDebug::gemv_early);
 
   // Where a megakernel step goes.
   json phases = json::array();
@@ -134,7 +93,7 @@ void bench_megakernel(Backend& be, double bw, json& r) {
     MegakernelDebug dbg;
     dbg.trace = true;
     cuda_set_megakernel_debug(be, dbg);
-    median_step_s(be, decode_batch(n, ctx), 3, 20);
+    time_steps(be, bench_batch(n, ctx), 3, 20);
     const MegakernelTrace t = cuda_megakernel_trace(be);
     cuda_set_megakernel_debug(be, MegakernelDebug{});
     std::printf(
