@@ -1,12 +1,12 @@
 // The megakernel's GEMV family and the ops around it (contracts: instructions.h):
 //   Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ its draw partials), Draw.
 // A GEMV instruction streams its units' weight rows, one row per warp at a time (a tile of 16
-// rows is one row for each of the 16 warps; LmHead's 64-row tiles four), 16-byte loads, U of
-// them in flight per lane and a second batch loading while the first is used. The first
-// batch is issued before the instruction's wait (weights depend on no counter), so HBM keeps
-// streaming while the CTA waits for its inputs. Inputs are staged in shared memory as T
-// [batch, k] after the wait (RMSNorm, silu·mul or a copy), read from L2 (.cg): other SMs wrote
-// them. Dot order: instructions.h, "GEMV row".
+// rows is one row for each of the 16 warps; LmHead's 64-row tiles four), in 4 KB segments
+// bulk-copied into a per-warp ring in shared memory. The first segments are started before the
+// instruction's wait (weights depend on no counter), so HBM keeps streaming while the CTA waits
+// for its inputs. Inputs are staged in shared memory as T [batch, k] after the wait (RMSNorm,
+// silu·mul or a copy), read from L2 (.cg): other SMs wrote them. Dot order: instructions.h,
+// "GEMV row".
 #pragma once
 
 #include "core/philox.h"
@@ -228,9 +228,9 @@ __device__ __forceinline__ GemvWeights gemv_weights(const MegaArgs& a, MegaOp op
 }
 
 // Runs units [begin, end) of a GEMV op (Qkv, OProj, GateUp, Down, LmHead). A unit is a tile of
-// R rows (rows_per_tile; LmHead lm_rows_per_tile), row r of a tile on warp r mod 16; U 16-byte
-// loads a lane in flight and the next batch loading while one is used; the tile is published
-// after a CTA barrier (cta_publish). false: abandoned.
+// R rows (rows_per_tile; LmHead lm_rows_per_tile), row r of a tile on warp r mod 16, each row in
+// segments through the warp's ring; the tile is published after a CTA barrier (cta_publish; a
+// Qkv tile completing its KV head's group goes on with RopeKv). false: abandoned.
 template <class T, int M>
 __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int layer, uint32_t begin,
                          uint32_t end, T* xs, char* ring_base, uint32_t& seq, MegaShared& sh) {
