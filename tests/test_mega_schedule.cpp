@@ -140,6 +140,12 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
   CHECK(mega_counter(d, MegaOp::OProj, 0, 0) == 14);  // 1 + 4 + 4 + 4 + 1
   CHECK(mega_counter(d, MegaOp::Qkv, 1, 2) == 19);    // 1 + 16 + 2
   CHECK(mega_counter(d, MegaOp::LmHead, 0, 0) == 354);
+  // The names a trapped wait's message gives (cuda_mega.cpp).
+  CHECK(mega_counter_name(d, 0) == "embed");
+  CHECK(mega_counter_name(d, 19) == "qkv layer 1 group 2");
+  CHECK(mega_counter_name(d, 14) == "o_proj layer 0");
+  CHECK(mega_counter_name(d, 354) == "lm_head");
+  CHECK(mega_counter_name(d, 355) == "index 355, out of range");
   // A KV group's qkv tiles: 8 query heads, k and v, 64 rows each, 16 rows a tile.
   CHECK(s.expected[mega_counter(d, MegaOp::Qkv, 0, 3)] == 40);
   CHECK(mega_group_of(d, MegaOp::Qkv, 39) == 1);   // rows 624..639: query head 9, group 1

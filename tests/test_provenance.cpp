@@ -117,8 +117,10 @@ TEST_CASE("run: the report, dataset.json, a dataset file and the side file carry
 
 TEST_CASE("bench --json carries the provenance of its run") {
   const std::string dir = temp_dir("prov_bench");
+  // --megakernel: recorded, and on the cpu backend (which has none) no step takes it.
   const std::string args = " bench --model " + kData +
-                           "/tiny_v1 --frames 1 --batch-sizes 1,2 --json " + dir + "/bench.json";
+                           "/tiny_v1 --frames 1 --batch-sizes 1,2 --megakernel --json " + dir +
+                           "/bench.json";
   const auto [code, text] = shell(kLoom + args, dir);
   INFO(text);
   REQUIRE(code == 0);
@@ -127,7 +129,13 @@ TEST_CASE("bench --json carries the provenance of its run") {
   CHECK(p["command_line"] == kLoom + args);
   CHECK(p["host"] == host());
   CHECK(p["options"]["batch_sizes"] == json{1, 2});
+  CHECK(p["options"]["megakernel"] == true);
   CHECK(p["backend"] == "cpu");
+  for (const json& row : b["latency"]) {
+    CHECK(row["megakernel_steps"] == 0);
+    CHECK(row["decode_steps_all_repeats"].get<int64_t>() >= row["decode_steps"].get<int64_t>());
+    CHECK(row["decode_steps"].get<int64_t>() > 0);
+  }
   CHECK(p["model"]["architecture"] == "LlamaActionForCausalLM");
   // The table's tokens/s is the JSON's (one definition, engine/report.h).
   for (const json& row : b["latency"]) {
