@@ -307,6 +307,7 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
     kv_ = nullptr;
   }
   block_size_ = request.block_size;
+  mega_layers_kv_ = nullptr;  // the megakernel's layer table points into the pool (cuda_mega.cpp)
   max_bt_ = std::max(1, (std::max(spec_.max_positions, 1) + block_size_ - 1) / block_size_);
   set_kv_format(request);
   // The tensor-core decode partitions follow max_bt_: allocated here, before the pool takes

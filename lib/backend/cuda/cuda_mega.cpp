@@ -48,7 +48,7 @@ bool CudaBackend::mega_wanted(const StepBatch& b, int B) const {
 void CudaBackend::ensure_mega(int B) {
   mega::MegaOptions opts = mega_options(t_);
   if (mega_debug_.rows_per_tile > 0) opts.rows_per_tile = mega_debug_.rows_per_tile;
-  // The layer table points into the KV pool: rebuilt when the pool moved.
+  // The layer table points into the KV pool: rebuilt for each pool (allocate_cache resets it).
   if (mega_layers_kv_ != kv_) {
     const size_t kv_layer =
         size_t(num_blocks_ + 1) * block_size_ * spec_.kv_dim() * dtype_size(kv_t_);
