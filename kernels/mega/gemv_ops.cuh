@@ -203,30 +203,6 @@ __device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::
 
 enum class GemvOut { Store, AddX, Logits };
 
-// The weight matrix of a GEMV op: [rows ≥ n, k] elements of `elt` bytes; R rows a unit.
-struct GemvWeights {
-  const void* w = nullptr;
-  int n = 0, k = 0, R = 0;
-};
-__device__ __forceinline__ GemvWeights gemv_weights(const MegaArgs& a, MegaOp op, int layer) {
-  const MegaDims& d = a.d;
-  const MegaLayer* L = a.layers + layer;
-  switch (op) {
-    case MegaOp::Qkv:
-      return {L->qkv, d.qkv_rows(), d.hidden, d.rows_per_tile};
-    case MegaOp::OProj:
-      return {L->o, d.hidden, d.q_dim(), d.rows_per_tile};
-    case MegaOp::GateUp:
-      return {L->gate_up, 2 * d.intermediate, d.hidden, d.rows_per_tile};
-    case MegaOp::Down:
-      return {L->down, d.hidden, d.intermediate, d.rows_per_tile};
-    case MegaOp::LmHead:
-      return {a.lm_head, d.vocab, d.hidden, d.lm_rows_per_tile};
-    default:
-      return {};
-  }
-}
-
 // Runs units [begin, end) of a GEMV op (Qkv, OProj, GateUp, Down, LmHead). A unit is a tile of
 // R rows (rows_per_tile; LmHead lm_rows_per_tile), row r of a tile on warp r mod 16, each row in
 // segments through the warp's ring; the tile is published after a CTA barrier (cta_publish; a

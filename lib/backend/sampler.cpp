@@ -24,8 +24,8 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& param
   for (int i = 0; i < vocab; i++) z[size_t(i)] = logits[i] / params.temperature;
 
   std::vector<int32_t> kept;  // candidate ids; all of the vocabulary when no filter is on
-  const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
-  const bool top_p_on = params.top_p < 1.0f;
+  const bool top_k_on = params.top_k_on(vocab);
+  const bool top_p_on = params.top_p_on();
   if (top_k_on || top_p_on) {
     const float zmax = *std::max_element(z.begin(), z.end());
     std::vector<double> p(static_cast<size_t>(vocab));  // [vocab] unnormalised probabilities

@@ -12,6 +12,10 @@ struct SamplingParams {
   int top_k = 0;             // 0 = off
   float top_p = 1.0f;        // 1 = off
   uint64_t seed = 0;
+
+  // Whether each filter keeps fewer than all `vocab` ids (otherwise it is off).
+  bool top_k_on(int vocab) const { return top_k > 0 && top_k < vocab; }
+  bool top_p_on() const { return top_p < 1.0f; }
 };
 
 }  // namespace loom

@@ -302,9 +302,7 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
   if (kv_ != nullptr) {
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     free_graphs();
-    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), kv_));
-    LOOM_CUDA_CHECK(cudaFree(kv_));
-    kv_ = nullptr;
+    dev_free(kv_);
   }
   block_size_ = request.block_size;
   mega_layers_kv_ = nullptr;  // the megakernel's layer table points into the pool (cuda_mega.cpp)
@@ -312,13 +310,8 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
   set_kv_format(request);
   // The tensor-core decode partitions follow max_bt_: allocated here, before the pool takes
   // what is left (~123 MB for Terra: 256 x 4 x 57 x 8 x 66 floats).
-  for (void* p : {static_cast<void*>(part_mma_), static_cast<void*>(mma_counters_)}) {
-    if (p == nullptr) continue;
-    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), p));
-    LOOM_CUDA_CHECK(cudaFree(p));
-  }
-  part_mma_ = nullptr;
-  mma_counters_ = nullptr;
+  dev_free(part_mma_);
+  dev_free(mma_counters_);
   part_mma_floats_ = 0;
   mma_counters_len_ = 0;
   if (attention_mma()) {
@@ -359,11 +352,7 @@ void CudaBackend::set_kv_format(const CacheRequest& request) {
   LOOM_CHECK(k != KvDType::BF16 || t_ == DType::BF16, "--kv-dtype bf16 with --dtype ",
              dtype_name(t_), " on the cuda backend: its KV cache is f32 or fp8 under f32 compute");
   kv_t_ = k == KvDType::FP8 ? DType::F8E4M3 : t_;
-  if (kv_scale_ != nullptr) {
-    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), static_cast<void*>(kv_scale_)));
-    LOOM_CUDA_CHECK(cudaFree(kv_scale_));
-    kv_scale_ = nullptr;
-  }
+  dev_free(kv_scale_);
   if (k != KvDType::FP8) return;
   const KvScales ks =
       request.kv_scales.empty() ? KvScales::ones(spec_.layers, spec_.kv_heads) : request.kv_scales;

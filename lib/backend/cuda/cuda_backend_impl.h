@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <deque>
 #include <map>
@@ -17,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
+#include "kernels/cuda_check.cuh"
 #include "kernels/mega/megakernel.cuh"
 #include "kernels/sampling.cuh"
 #include "model/weights.h"
@@ -116,6 +118,14 @@ class CudaBackend : public Backend {
  private:
   friend struct ForwardPass;
   void* dev_alloc(size_t bytes);  // tracked, freed in the destructor
+  // Frees a dev_alloc allocation now (null: nothing) and nulls the pointer.
+  template <class T>
+  void dev_free(T*& p) {
+    if (p == nullptr) return;
+    allocs_.erase(std::find(allocs_.begin(), allocs_.end(), static_cast<void*>(p)));
+    LOOM_CUDA_CHECK(cudaFree(p));
+    p = nullptr;
+  }
   void alloc_weight_arena(const ModelSpec& spec);
   void after_load();
   void ensure_workspace(int n_slots, int n_out);
@@ -237,7 +247,6 @@ class CudaBackend : public Backend {
     mega::MegaSyncHeader* sync = nullptr;
     size_t sync_bytes = 0;
     std::vector<int32_t> prog_begin_host;  // [num_ctas + 1]
-    int max_program = 0;                   // longest program (instructions)
     cudaGraphExec_t graph = nullptr;
   };
   static constexpr int kMegaBuckets = 4;

@@ -39,8 +39,7 @@ bool CudaBackend::mega_wanted(const StepBatch& b, int B) const {
   const int range = spec_.sample_end() - spec_.sample_begin();
   for (size_t s = 0; s < b.sampling.size(); s++) {
     const SamplingParams& p = b.sampling[s];
-    if (b.sample[s] && p.temperature > 0.0f && ((p.top_k > 0 && p.top_k < range) || p.top_p < 1.0f))
-      return false;
+    if (b.sample[s] && p.temperature > 0.0f && (p.top_k_on(range) || p.top_p_on())) return false;
   }
   return true;
 }
@@ -74,10 +73,7 @@ void CudaBackend::ensure_mega(int B) {
   // Attention partitions follow the block-table width (the longest context).
   const int max_parts = attention_mma_max_parts(max_bt_, block_size_);
   if (max_parts != mega_max_parts_) {
-    if (mega_attn_part_ != nullptr) {
-      allocs_.erase(std::find(allocs_.begin(), allocs_.end(), mega_attn_part_));
-      LOOM_CUDA_CHECK(cudaFree(mega_attn_part_));
-    }
+    dev_free(mega_attn_part_);
     const size_t floats = size_t(mega::kMegaMaxBatch) * spec_.kv_heads * max_parts *
                           (spec_.heads / spec_.kv_heads) * (spec_.head_dim + 2);
     mega_attn_part_ = static_cast<float*>(dev_alloc(floats * 4));
@@ -112,26 +108,23 @@ void CudaBackend::ensure_mega(int B) {
     instrs.insert(instrs.end(), prog.begin(), prog.end());
     begin.push_back(int32_t(instrs.size()));
   }
-  auto upload = [&](void*& dst, const void* src, size_t bytes) {
-    if (dst != nullptr) {
-      allocs_.erase(std::find(allocs_.begin(), allocs_.end(), dst));
-      LOOM_CUDA_CHECK(cudaFree(dst));
-      dst = nullptr;
-    }
-    if (src == nullptr) return;
-    dst = dev_alloc(bytes);
-    LOOM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // The bucket's lists replace its previous ones (a debug rebuild); empty: none.
+  auto upload = [&](auto*& dst, const auto& src) {
+    dev_free(dst);
+    if (src.empty()) return;
+    const size_t bytes = src.size() * sizeof(src[0]);
+    dst = static_cast<std::remove_reference_t<decltype(dst)>>(dev_alloc(bytes));
+    LOOM_CUDA_CHECK(cudaMemcpy(dst, src.data(), bytes, cudaMemcpyHostToDevice));
   };
-  upload(reinterpret_cast<void*&>(m.instrs), instrs.data(), instrs.size() * sizeof(instrs[0]));
-  upload(reinterpret_cast<void*&>(m.prog_begin), begin.data(), begin.size() * 4);
+  upload(m.instrs, instrs);
+  upload(m.prog_begin, begin);
   std::vector<int32_t> perm;
   if (mega_debug_.permute_seed != 0) {
     perm.resize(size_t(num_sms_));
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937_64(mega_debug_.permute_seed));
   }
-  upload(reinterpret_cast<void*&>(m.cta_program), perm.empty() ? nullptr : perm.data(),
-         perm.size() * 4);
+  upload(m.cta_program, perm);
   // A new list counts other units into the counters: the block starts again from zero (after
   // the bucket's launches in flight, which count with the old list).
   if (m.sync == nullptr) {
@@ -143,14 +136,14 @@ void CudaBackend::ensure_mega(int B) {
   m.dims = s.dims;
   m.num_ctas = s.num_sms;
   m.prog_begin_host = begin;
-  m.max_program = 0;
-  for (const auto& prog : s.programs) m.max_program = std::max(m.max_program, int(prog.size()));
-  if (mega_debug_.trace && m.max_program > mega_trace_stride_) {
+  int longest = 0;  // instructions of the longest program
+  for (const auto& prog : s.programs) longest = std::max(longest, int(prog.size()));
+  if (mega_debug_.trace && longest > mega_trace_stride_) {
     // Other buckets' graphs hold the old buffer: they are captured again.
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     free_graphs();
-    upload(reinterpret_cast<void*&>(mega_trace_), nullptr, 0);
-    mega_trace_stride_ = m.max_program;
+    dev_free(mega_trace_);
+    mega_trace_stride_ = longest;
     mega_trace_ = static_cast<mega::MegaTraceEntry*>(
         dev_alloc(size_t(num_sms_) * mega_trace_stride_ * sizeof(mega::MegaTraceEntry)));
   }

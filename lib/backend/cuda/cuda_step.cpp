@@ -137,10 +137,7 @@ void CudaBackend::submit(const StepBatch& b) {
     free_graphs();
     for (char*& h : in_host_)
       if (h) cudaFreeHost(h), h = nullptr;
-    if (in_dev_) {
-      allocs_.erase(std::find(allocs_.begin(), allocs_.end(), in_dev_));
-      cudaFree(in_dev_);
-    }
+    dev_free(in_dev_);
     cap_in_ = std::max(L.bytes * 2, size_t(1) << 20);
     for (char*& h : in_host_)
       LOOM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h), cap_in_));
