@@ -71,12 +71,59 @@ __device__ __forceinline__ float ld_cg(const bf16* p) {
   return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(p))));
 }
 
+// One GEMV instruction's weight stream as a warp walks it: iteration it is segment it % nb of
+// item it / nb; item → (unit, row r of the unit), row r on warp r mod 16. Every warp has the
+// same number of iterations (a row past n — a short last lm_head tile — still copies 16 bytes,
+// so every ring slot's phases stay in step).
+struct GemvJob {
+  const char* w;       // the weight's row 0
+  uint32_t row_bytes;  // k · sizeof(T)
+  int n, R, rpw, nb, iters;
+  uint32_t begin;
+
+  // Row of iteration `it` for `warp` (-1: past the tile or the weight), and its unit.
+  __device__ __forceinline__ int row(int it, int warp, uint32_t& unit) const {
+    const int item = it / nb;
+    unit = begin + uint32_t(item / rpw);
+    const int r = warp + (item % rpw) * kMegaWarps;
+    const int rw = int(unit) * R + r;
+    return r < R && rw < n ? rw : -1;
+  }
+};
+
+// A warp's weight stream over its CTA's whole program: the segments of every GEMV instruction
+// in program order through the warp's ring of S = MegaArgs::gemv_stages slots; segment number
+// q (counted from the launch) lives in slot q mod S, whose mbarrier completes its phase
+// (q / S) mod 2. `consumed` is every lane's; the issue cursor (WeightCursor) is lane 0's, which
+// alone issues. The cursor runs ahead of the consumer by at most S segments and,
+// with MegaArgs::gemv_ahead, past the instruction being consumed into the next GEMVs (skipping
+// the ops that use no shared memory), so the next instruction's weights stream while this
+// one's last rows are computed, published and waited on; it stops at an AttnPartial that has
+// not run yet, whose shared memory overlaps the ring.
+// The cursor lives in shared memory (MegaShared::cursor[warp]): it is touched once a segment,
+// and in registers it would push the GEMV loop into spills.
+struct WeightCursor {
+  uint32_t issued;  // segments issued
+  int pc;           // program index of the instruction being issued
+  int it;           // its next iteration; -1: not opened yet
+  GemvJob job;      // its stream
+};
+struct WeightStream {
+  uint32_t consumed = 0;  // segments consumed by this warp
+
+  __device__ __forceinline__ static uint32_t slot(uint32_t q, int S) { return q % uint32_t(S); }
+  __device__ __forceinline__ static uint32_t parity(uint32_t q, int S) {
+    return (q / uint32_t(S)) & 1u;
+  }
+};
+
 // Shared memory of a CTA besides the dynamic buffer.
 struct MegaShared {
   float red[kMegaWarps * kMegaMaxBatch];             // per-warp partial sums
   MegaDrawPartial best[kMegaWarps * kMegaMaxBatch];  // per-warp draw partials
   uint64_t bar[kMegaWarps][kGemvMaxStages];          // the weight ring's slots (gemv_ops.cuh)
   int last;                                          // cta_publish_last's answer
+  WeightCursor cursor[kMegaWarps];                   // each warp's weight stream's issue side
 };
 
 // attention_ops.cuh: RopeKv's work for KV head g (run by the Qkv unit completing group g).
@@ -203,84 +250,130 @@ __device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::
 
 enum class GemvOut { Store, AddX, Logits };
 
-// Runs units [begin, end) of a GEMV op (Qkv, OProj, GateUp, Down, LmHead). A unit is a tile of
-// R rows (rows_per_tile; LmHead lm_rows_per_tile), row r of a tile on warp r mod 16, each row in
-// segments through the warp's ring; the tile is published after a CTA barrier (cta_publish; a
-// Qkv tile completing its KV head's group goes on with RopeKv). false: abandoned.
+__device__ __forceinline__ bool mega_is_gemv(MegaOp op) {
+  return op == MegaOp::Qkv || op == MegaOp::OProj || op == MegaOp::GateUp || op == MegaOp::Down ||
+         op == MegaOp::LmHead;
+}
+
+// A GEMV op's weight [n, k] (T, row-major) and its input length k.
+template <class T>
+__device__ __forceinline__ const T* gemv_weight(const MegaArgs& a, MegaOp op, int layer, int& n,
+                                                int& k) {
+  const MegaDims& d = a.d;
+  const MegaLayer* L = a.layers + (op == MegaOp::LmHead ? 0 : layer);
+  switch (op) {
+    case MegaOp::Qkv:
+      return n = d.qkv_rows(), k = d.hidden, static_cast<const T*>(L->qkv);
+    case MegaOp::OProj:
+      return n = d.hidden, k = d.q_dim(), static_cast<const T*>(L->o);
+    case MegaOp::GateUp:
+      return n = 2 * d.intermediate, k = d.hidden, static_cast<const T*>(L->gate_up);
+    case MegaOp::Down:
+      return n = d.hidden, k = d.intermediate, static_cast<const T*>(L->down);
+    default:  // LmHead
+      return n = d.vocab, k = d.hidden, static_cast<const T*>(a.lm_head);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int layer, uint32_t begin,
+                                            uint32_t end) {
+  GemvJob j;
+  int k = 0;
+  j.w = reinterpret_cast<const char*>(gemv_weight<T>(a, op, layer, j.n, k));
+  j.row_bytes = uint32_t(k) * uint32_t(sizeof(T));
+  j.R = op == MegaOp::LmHead ? a.d.lm_rows_per_tile : a.d.rows_per_tile;
+  j.rpw = (j.R + kMegaWarps - 1) / kMegaWarps;
+  j.nb = int((j.row_bytes + kGemvSegBytes - 1) / kGemvSegBytes);
+  j.iters = int(end - begin) * j.rpw * j.nb;
+  j.begin = begin;
+  return j;
+}
+
+// Lane 0: issues the stream's next segments until `limit` are in flight beyond `consumed`
+// (consumer_pc: the instruction being run; prog_end: the program's end).
+template <class T>
+__device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int prog_end, int limit,
+                     char* ring, MegaShared& sh) {
+  const int warp = threadIdx.x >> 5, S = a.gemv_stages;
+  WeightCursor& cur = sh.cursor[warp];
+  while (cur.issued - ws.consumed < uint32_t(limit)) {
+    if (cur.it < 0 || cur.it >= cur.job.iters) {  // open the next GEMV instruction
+      if (cur.it >= 0) cur.pc++, cur.it = -1;
+      if (cur.pc >= prog_end || (cur.pc > consumer_pc && !a.gemv_ahead)) return;
+      const MegaInstruction in = a.instrs[cur.pc];
+      const MegaOp op = MegaOp(in.op);
+      if (mega_is_gemv(op)) {
+        cur.job = gemv_job<T>(a, op, in.layer, in.begin, in.end);
+        cur.it = 0;
+      } else if (op == MegaOp::AttnPartial && cur.pc >= consumer_pc) {
+        return;  // its shared memory overlaps the ring: nothing may land there before it ran
+      } else {
+        cur.pc++;  // no shared memory of the ring's (embed, no-ops, final norm, draw)
+      }
+      continue;
+    }
+    uint32_t unit;
+    const int row = cur.job.row(cur.it, warp, unit);
+    const uint32_t off = uint32_t(cur.it % cur.job.nb) * kGemvSegBytes;
+    const uint32_t bytes = row >= 0 ? min(uint32_t(kGemvSegBytes), cur.job.row_bytes - off) : 16u;
+    const uint32_t s = WeightStream::slot(cur.issued, S);
+    uint64_t* bar = &sh.bar[warp][s];
+    loom::gpu::fence_proxy_async();  // the slot's earlier reads before the copy's writes
+    loom::gpu::mbar_expect_tx(bar, bytes);
+    bulk_load(ring + (size_t(warp) * S + s) * kGemvSegBytes,
+              cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0), bytes, bar);
+    cur.it++;
+    cur.issued++;
+  }
+}
+
+// A CTA leaving an abandoned step first waits for every copy its warps issued (none may land
+// after the CTA left).
+__device__ __forceinline__ void drain(const MegaArgs& a, const WeightStream& ws, MegaShared& sh) {
+  const int warp = threadIdx.x >> 5, S = a.gemv_stages;
+  const uint32_t issued = sh.cursor[warp].issued;
+  for (uint32_t q = ws.consumed; q != issued; q++)
+    loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
+}
+
+// Runs units [begin, end) of a GEMV op (Qkv, OProj, GateUp, Down, LmHead), instruction `pc` of
+// a program ending at `prog_end`. A unit is a tile of R rows (rows_per_tile; LmHead
+// lm_rows_per_tile), row r of a tile on warp r mod 16, each row in segments through the warp's
+// ring (WeightStream); the tile is published after a CTA barrier (cta_publish; a Qkv tile
+// completing its KV head's group goes on with RopeKv). false: abandoned.
 template <class T, int M>
 __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int layer, uint32_t begin,
-                         uint32_t end, T* xs, char* ring_base, uint32_t& seq, MegaShared& sh) {
+                         uint32_t end, int pc, int prog_end, T* xs, char* ring, WeightStream& ws,
+                         MegaShared& sh) {
   constexpr int U = kGemvSegBytes / int(sizeof(Chunk8<T>)) / 32;  // chunks a segment per lane
   const MegaDims& d = a.d;
   const MegaLayer* L = op == MegaOp::LmHead ? nullptr : a.layers + layer;
-  const T* w = nullptr;
   int n = 0, k = 0, y_stride = 0;
+  gemv_weight<T>(a, op, layer, n, k);
+  const GemvJob job = gemv_job<T>(a, op, layer, begin, end);
   GemvOut out = GemvOut::Store;
   T* y = nullptr;
-  switch (op) {
-    case MegaOp::Qkv:
-      w = static_cast<const T*>(L->qkv), n = d.qkv_rows(), k = d.hidden;
-      y = static_cast<T*>(a.qkv), y_stride = d.qkv_rows();
-      break;
-    case MegaOp::OProj:
-      w = static_cast<const T*>(L->o), n = d.hidden, k = d.q_dim(), out = GemvOut::AddX;
-      break;
-    case MegaOp::GateUp:
-      w = static_cast<const T*>(L->gate_up), n = 2 * d.intermediate, k = d.hidden;
-      y = static_cast<T*>(a.gu), y_stride = 2 * d.intermediate;
-      break;
-    case MegaOp::Down:
-      w = static_cast<const T*>(L->down), n = d.hidden, k = d.intermediate, out = GemvOut::AddX;
-      break;
-    default:  // LmHead
-      w = static_cast<const T*>(a.lm_head), n = d.vocab, k = d.hidden, out = GemvOut::Logits;
-      break;
-  }
-  const int R = op == MegaOp::LmHead ? d.lm_rows_per_tile : d.rows_per_tile;
+  if (op == MegaOp::Qkv) y = static_cast<T*>(a.qkv), y_stride = n;
+  if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = n;
+  if (op == MegaOp::OProj || op == MegaOp::Down) out = GemvOut::AddX;
+  if (op == MegaOp::LmHead) out = GemvOut::Logits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int rpw = (R + kMegaWarps - 1) / kMegaWarps;  // rows of a unit per warp
-  const int k8 = k / 8;
-  const int nb = (k8 + 32 * U - 1) / (32 * U);  // segments per row
-  const int iters = int(end - begin) * rpw * nb;
+  const int k8 = k / 8, nb = job.nb, rpw = job.rpw, iters = job.iters;
   const int S = a.gemv_stages;
-
-  // Iteration it: batch it % nb of item it / nb; item → (unit, row of the unit).
-  auto row_of = [&](int it, uint32_t& unit) {
-    const int item = it / nb;
-    unit = begin + uint32_t(item / rpw);
-    const int r = warp + (item % rpw) * kMegaWarps;
-    const int row = int(unit) * R + r;
-    return r < R && row < n ? row : -1;
-  };
-  // This warp's ring; iteration it uses slot (seq + it) mod S, whose mbarrier completes its
-  // phase ((seq + it) / S) mod 2. A row past n (a short last lm_head tile) still copies 16
-  // bytes, so every slot's phases stay in step.
-  Chunk8<T>* ring = reinterpret_cast<Chunk8<T>*>(ring_base + size_t(warp) * S * kGemvSegBytes);
-  auto slot = [&](int it) { return ring + size_t((seq + uint32_t(it)) % uint32_t(S)) * 32 * U; };
-  auto issue = [&](int it) {  // lane 0
-    uint32_t unit;
-    const int row = row_of(it, unit);
-    const size_t off = size_t(it % nb) * kGemvSegBytes;
-    const size_t row_bytes = size_t(k) * sizeof(T);
-    const uint32_t bytes = row >= 0 ? uint32_t(min(size_t(kGemvSegBytes), row_bytes - off)) : 16u;
-    uint64_t* bar = &sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)];
-    loom::gpu::fence_proxy_async();  // the slot's earlier reads before the copy's writes
-    loom::gpu::mbar_expect_tx(bar, bytes);
-    bulk_load(slot(it),
-              reinterpret_cast<const char*>(w) + (row >= 0 ? size_t(row) * row_bytes + off : 0),
-              bytes, bar);
-  };
+  const uint32_t seq = ws.consumed;  // this instruction's iteration it is segment seq + it
+  Chunk8<T>* wring = reinterpret_cast<Chunk8<T>*>(ring + size_t(warp) * S * kGemvSegBytes);
 
   float acc[M];
   float bv = -INFINITY;  // LmHead: lane i < M's best draw key of slot i in this unit
   int bi = -1;
   const int lo = a.sample_lo, hi = a.sample_hi;
   auto consume = [&](int it) {
-    const Chunk8<T>* wv = slot(it) + lane;  // this lane's chunks: wv[u * 32]
-    loom::gpu::mbar_wait(&sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)],
-                         ((seq + uint32_t(it)) / uint32_t(S)) & 1u);
+    const uint32_t q = seq + uint32_t(it);
+    const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
+    loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
     uint32_t unit;
-    const int row = row_of(it, unit);
+    const int row = job.row(it, warp, unit);
     const int b = it % nb;
     if (b == 0)
 #pragma unroll
@@ -350,9 +443,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
     }
   };
 
-  // The first a.gemv_early segments a warp stream while the CTA waits for its input, the rest
-  // of the ring's after the input is staged (the staging's L2 reads would queue behind them).
-  const int early = min(min(a.gemv_early, S), iters);
+  // While the CTA waits for its input at most gemv_early segments a warp are in flight (those
+  // the stream started earlier included), the rest of the ring's after the input is staged:
+  // the staging's L2 reads queue behind the copies in flight.
   // The norm's weights are loaded before the wait too (stage_rms_norm's w0).
   const float* norm_w = op == MegaOp::Qkv      ? L->attn_norm
                         : op == MegaOp::GateUp ? L->mlp_norm
@@ -360,14 +453,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const float4 w0 = norm_w != nullptr && int(threadIdx.x) < k / 4
                         ? reinterpret_cast<const float4*>(norm_w)[threadIdx.x]
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (lane == 0)
-    for (int it = 0; it < early; it++) issue(it);
-  if (!cta_wait(c, mega_wait(d, op, layer, int(begin)))) {
-    for (int it = 0; it < early; it++)  // no copy may land after the CTA left
-      loom::gpu::mbar_wait(&sh.bar[warp][(seq + uint32_t(it)) % uint32_t(S)],
-                           ((seq + uint32_t(it)) / uint32_t(S)) & 1u);
-    return false;
-  }
+  if (lane == 0) pump<T>(a, ws, pc, prog_end, min(a.gemv_early, S), ring, sh);
+  if (!cta_wait(c, mega_wait(d, op, layer, int(begin)))) return false;  // the caller drains
   switch (op) {
     case MegaOp::Qkv:
     case MegaOp::GateUp:
@@ -384,14 +471,14 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       break;
   }
   if (c.trace && threadIdx.x == 0) c.staged = global_ns();
-  if (lane == 0)
-    for (int it = early; it < min(S, iters); it++) issue(it);
+  const int F = a.gemv_inflight > 0 ? min(a.gemv_inflight, S) : S;
+  if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);
   for (int it = 0; it < iters; it++) {
     consume(it);
     __syncwarp();  // every lane is done with the slot before it is refilled
-    if (lane == 0 && it + S < iters) issue(it + S);
+    ws.consumed = seq + uint32_t(it) + 1;
+    if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);
   }
-  seq += uint32_t(iters);
   return true;
 }
 

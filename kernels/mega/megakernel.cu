@@ -30,13 +30,17 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   const int prog = a.cta_program != nullptr ? a.cta_program[blockIdx.x] : int(blockIdx.x);
   T* xs = reinterpret_cast<T*>(mega_smem);  // staged GEMV input, then the weight ring
   char* ring = reinterpret_cast<char*>(mega_smem) + mega_xs_bytes(a.d, sizeof(T));
-  uint32_t seq = 0;  // this warp's ring segments so far
-  if ((threadIdx.x & 31) == 0)
+  const int prog_end = a.prog_begin[prog + 1];
+  WeightStream ws;  // this warp's weight segments (gemv_ops.cuh)
+  if ((threadIdx.x & 31) == 0) {
     for (int s = 0; s < a.gemv_stages; s++) loom::gpu::mbar_init(&sh.bar[threadIdx.x >> 5][s], 1);
+    WeightCursor& cur = sh.cursor[threadIdx.x >> 5];
+    cur.issued = 0, cur.pc = a.prog_begin[prog], cur.it = -1;
+  }
   loom::gpu::fence_mbar_init();
   __syncthreads();
   bool ok = true;
-  for (int i = a.prog_begin[prog]; ok && i < a.prog_begin[prog + 1]; i++) {
+  for (int i = a.prog_begin[prog]; ok && i < prog_end; i++) {
     const MegaInstruction in = a.instrs[i];
     const MegaOp op = MegaOp(in.op);
     const uint64_t t0 = c.trace && threadIdx.x == 0 ? global_ns() : 0;
@@ -59,7 +63,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
         ok = run_draw<M>(a, c, in.begin, in.end, sh);
         break;
       default:  // Qkv, OProj, GateUp, Down, LmHead
-        ok = run_gemv<T, M>(a, c, op, in.layer, in.begin, in.end, xs, ring, seq, sh);
+        ok = run_gemv<T, M>(a, c, op, in.layer, in.begin, in.end, i, prog_end, xs, ring, ws, sh);
         break;
     }
     if (c.trace && threadIdx.x == 0) {
@@ -72,7 +76,10 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
       e.layer = in.layer;
     }
   }
-  if (!ok) return;
+  if (!ok) {
+    drain(a, ws, sh);  // no copy may land after the CTA left
+    return;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();

@@ -72,7 +72,9 @@ struct MegaArgs {
   int bt_stride = 0, block_size = 0;
   const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
   int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
-  int gemv_early = 2;                // of them, copies started before the instruction's wait
+  int gemv_early = 2;                // of them, in flight while an instruction waits
+  bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
+  int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
   int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
 
   // Workspace.

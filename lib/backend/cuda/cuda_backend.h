@@ -62,6 +62,8 @@ struct MegakernelDebug {
   bool trace = false;     // per-phase timing of every megakernel step (each step then synchronises)
   int rows_per_tile = 0;  // layer GEMV rows a unit (MegaOptions; 0: the backend's choice)
   int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
+  int gemv_ahead = 0;     // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)
+  int gemv_inflight = 0;  // MegaArgs::gemv_inflight (0: the backend's choice)
 };
 void cuda_set_megakernel_debug(Backend& backend, const MegakernelDebug& debug);
 
@@ -72,6 +74,12 @@ struct MegakernelPhase {
   std::string op;
   double busy_us = 0, wait_us = 0;
   double stage_us = 0;  // GEMVs: the part of busy_us staging the input (norm, silu, copy)
+  // Along the step's chain of ops (embed, per layer qkv → attn_partial (+ its reduce) → o_proj →
+  // gate_up → down, final_norm, lm_head, draw), means over layers: span, from the previous op's
+  // last unit to this op's last unit (the spans add up to the step); lag, from the previous
+  // op's last unit to the first CTA that has this op's input staged (GEMVs; the hop and the
+  // staging on the critical path).
+  double span_us = 0, lag_us = 0;
 };
 struct MegakernelTrace {
   int64_t steps = 0;

@@ -183,6 +183,8 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
   a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_);
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
+  a.gemv_inflight = mega_debug_.gemv_inflight;
+  if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
   a.x = x_;
@@ -214,7 +216,11 @@ void CudaBackend::add_mega_trace(int B) {
   MegakernelTrace& sum = mega_trace_sum_;
   if (sum.phases.empty())
     for (int op = 0; op < mega::kMegaOps; op++)
-      sum.phases.push_back({mega::mega_op_name(mega::MegaOp(op)), 0.0, 0.0, 0.0});
+      sum.phases.push_back({mega::mega_op_name(mega::MegaOp(op))});
+  // Per (op, layer): the last end and the first staging over the CTAs.
+  const int layers = m.dims.layers;
+  std::vector<uint64_t> last_end(size_t(mega::kMegaOps) * layers, 0);
+  std::vector<uint64_t> first_staged(last_end.size(), ~0ull);
   uint64_t first = ~0ull, last = 0;
   for (int p = 0; p < m.num_ctas; p++)
     for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
@@ -225,7 +231,27 @@ void CudaBackend::add_mega_trace(int B) {
       ph.wait_us += 1e-3 * double(e.waited) / m.num_ctas;
       ph.busy_us += 1e-3 * double(e.end - e.start - e.waited) / m.num_ctas;
       if (e.staged != 0) ph.stage_us += 1e-3 * double(e.staged - e.start - e.waited) / m.num_ctas;
+      const size_t k = size_t(e.op % mega::kMegaOps) * layers + e.layer % layers;
+      last_end[k] = std::max(last_end[k], e.end);
+      if (e.staged != 0) first_staged[k] = std::min(first_staged[k], e.staged);
     }
+  // The chain: ops that run once count once, per-layer ops averaged over the layers.
+  using mega::MegaOp;
+  uint64_t prev = first;
+  auto link = [&](MegaOp op, int l, double share) {
+    const size_t k = size_t(op) * layers + l;
+    MegakernelPhase& ph = sum.phases[size_t(op)];
+    ph.span_us += 1e-3 * double(last_end[k] - prev) * share;
+    if (first_staged[k] != ~0ull)
+      ph.lag_us += 1e-3 * (double(first_staged[k]) - double(prev)) * share;
+    prev = last_end[k];
+  };
+  link(MegaOp::Embed, 0, 1.0);
+  for (int l = 0; l < layers; l++)
+    for (MegaOp op :
+         {MegaOp::Qkv, MegaOp::AttnPartial, MegaOp::OProj, MegaOp::GateUp, MegaOp::Down})
+      link(op, l, 1.0 / layers);
+  for (MegaOp op : {MegaOp::FinalNorm, MegaOp::LmHead, MegaOp::Draw}) link(op, 0, 1.0);
   sum.steps++;
   sum.step_us += 1e-3 * double(last - first);
 }
@@ -234,7 +260,8 @@ MegakernelTrace CudaBackend::megakernel_trace() const {
   MegakernelTrace r = mega_trace_sum_;
   const double n = double(std::max<int64_t>(1, r.steps));
   r.step_us /= n;
-  for (MegakernelPhase& p : r.phases) p.busy_us /= n, p.wait_us /= n, p.stage_us /= n;
+  for (MegakernelPhase& p : r.phases)
+    p.busy_us /= n, p.wait_us /= n, p.stage_us /= n, p.span_us /= n, p.lag_us /= n;
   return r;
 }
 

@@ -83,7 +83,11 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   // Each unit ends with a CTA barrier and a release; the ring's copies started before a wait
   // queue the input's L2 reads behind them.
   sweep("rows_per_tile", "layer GEMV rows a unit", {16, 32, 64}, &MegakernelDebug::rows_per_tile);
-  sweep("gemv_early", "weight segments a warp starts before the wait", {1, 2, 3},
+  sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
+        &MegakernelDebug::gemv_ahead);
+  sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
+        &MegakernelDebug::gemv_inflight);
+  sweep("gemv_early", "weight segments a warp has in flight while it waits", {1, 2, 3},
         &MegakernelDebug::gemv_early);
 
   // Where a megakernel step goes.
@@ -98,13 +102,18 @@ void bench_megakernel(Backend& be, double bw, json& r) {
     cuda_set_megakernel_debug(be, MegakernelDebug{});
     std::printf(
         "\nmegakernel batch %d ctx %d: %lld traced steps, %.1f us a step (first start to "
-        "last end); per op, mean us a CTA works / waits:\n",
+        "last end); per op, mean us a CTA works / waits (staging), then along the chain a "
+        "layer's span and lag (last input unit to the first CTA staged):\n",
         n, ctx, (long long)t.steps, t.step_us);
     json row = {{"batch", n}, {"ctx", ctx}, {"steps", t.steps}, {"step_us", t.step_us}};
     for (const MegakernelPhase& p : t.phases) {
-      std::printf("  %-13s %8.1f %8.1f   (staging %.1f)\n", p.op.c_str(), p.busy_us, p.wait_us,
-                  p.stage_us);
-      row["ops"][p.op] = {{"busy_us", p.busy_us}, {"wait_us", p.wait_us}, {"stage_us", p.stage_us}};
+      std::printf("  %-13s %8.1f %8.1f   (staging %5.1f)   span %6.2f lag %6.2f\n", p.op.c_str(),
+                  p.busy_us, p.wait_us, p.stage_us, p.span_us, p.lag_us);
+      row["ops"][p.op] = {{"busy_us", p.busy_us},
+                          {"wait_us", p.wait_us},
+                          {"stage_us", p.stage_us},
+                          {"span_us", p.span_us},
+                          {"lag_us", p.lag_us}};
     }
     phases.push_back(row);
   }
