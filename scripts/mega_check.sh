@@ -3,6 +3,8 @@
 #   scripts/mega_check.sh tests   its CUDA suite, then every CUDA suite (ctest -L cuda)
 #   scripts/mega_check.sh sanitize  compute-sanitizer memcheck, synccheck, initcheck (tiny models)
 #   scripts/mega_check.sh trace   cuda_bench --megakernel: megakernel vs graph path, per-op trace
+#   scripts/mega_check.sh ncu     Nsight Compute on one batch-1 megakernel step of cuda_bench
+#                                 (throughput, memory, warp stalls, source counters)
 #   scripts/mega_check.sh bench   loom bench on a Terra-size v1 checkpoint (/tmp/terra, made on
 #                                 the fly), 8 frames after 3 context frames, batches 1 and 8:
 #                                 the graph path and the megakernel (--megakernel) in one call
@@ -41,6 +43,19 @@ fi
 if [ "$what" = trace ]; then
   timeout 300 "$B/cuda_bench" "$OUT/cuda_bench_megakernel.json" --megakernel 2>&1 |
     tee "$OUT/cuda_bench_megakernel.log" | tail -60 || rc=1
+fi
+
+if [ "$what" = ncu ]; then
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  if [ -z "$ncu" ]; then
+    echo "no ncu on this machine" | tee "$OUT/ncu.log"
+  else
+    timeout 500 "$ncu" --kernel-name regex:megakernel --launch-skip 20 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats --section LaunchStats \
+      "$B/cuda_bench" "$OUT/ncu_bench.json" --megakernel 2>&1 | grep -v "^==PROF==" |
+      tee "$OUT/ncu.log" | tail -150 || rc=1
+  fi
 fi
 
 if [ "$what" = bench ]; then

@@ -97,7 +97,7 @@ TEST_CASE("mega schedule: every tile once, a global order and a full persistent 
         // (a) coverage, counted here from the lists: every op instance present, every unit
         // once; and each SM holds ⌊n / sms⌋ or ⌈n / sms⌉ units of every op instance.
         const auto hits = coverage(s);
-        CHECK(hits.size() == size_t(4 + 7 * m.spec.layers));
+        CHECK(hits.size() == size_t(4 + 6 * m.spec.layers));  // embed, final norm, lm_head, draw
         for (const auto& [key, v] : hits) {
           CAPTURE(mega_op_name(MegaOp(key.first)));
           CAPTURE(key.second);
@@ -134,18 +134,18 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
   CHECK(mega_units(d, MegaOp::OProj) == 128);
   CHECK(mega_units(d, MegaOp::GateUp) == 704);   // 2 · 5632 / 16
   CHECK(mega_units(d, MegaOp::LmHead) == 4097);  // ⌈262145 / 64⌉
-  // Counters: embed, 22 × (4 qkv + 4 rope + 4 partial groups + 4), final norm, lm_head.
-  CHECK(s.num_counters() == 355);
-  CHECK(s.sync_bytes() == 16 + 4 * 355);
-  CHECK(mega_counter(d, MegaOp::OProj, 0, 0) == 14);  // 1 + 4 + 4 + 4 + 1
-  CHECK(mega_counter(d, MegaOp::Qkv, 1, 2) == 19);    // 1 + 16 + 2
-  CHECK(mega_counter(d, MegaOp::LmHead, 0, 0) == 354);
+  // Counters: embed, 22 × (4 qkv + 4 partial groups + 4), final norm, lm_head.
+  CHECK(s.num_counters() == 267);
+  CHECK(s.sync_bytes() == 16 + 4 * 267);
+  CHECK(mega_counter(d, MegaOp::OProj, 0, 0) == 10);  // 1 + 4 + 4 + 1
+  CHECK(mega_counter(d, MegaOp::Qkv, 1, 2) == 15);    // 1 + 12 + 2
+  CHECK(mega_counter(d, MegaOp::LmHead, 0, 0) == 266);
   // The names a trapped wait's message gives (cuda_mega.cpp).
   CHECK(mega_counter_name(d, 0) == "embed");
-  CHECK(mega_counter_name(d, 19) == "qkv layer 1 group 2");
-  CHECK(mega_counter_name(d, 14) == "o_proj layer 0");
-  CHECK(mega_counter_name(d, 354) == "lm_head");
-  CHECK(mega_counter_name(d, 355) == "index 355, out of range");
+  CHECK(mega_counter_name(d, 15) == "qkv layer 1 group 2");
+  CHECK(mega_counter_name(d, 10) == "o_proj layer 0");
+  CHECK(mega_counter_name(d, 266) == "lm_head");
+  CHECK(mega_counter_name(d, 267) == "index 267, out of range");
   // A KV group's qkv tiles: 8 query heads, k and v, 64 rows each, 16 rows a tile.
   CHECK(s.expected[mega_counter(d, MegaOp::Qkv, 0, 3)] == 40);
   CHECK(mega_group_of(d, MegaOp::Qkv, 39) == 1);   // rows 624..639: query head 9, group 1
@@ -153,8 +153,20 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
   CHECK(mega_group_of(d, MegaOp::Qkv, 159) == 3);  // rows 2544..2559: v head 3
   CHECK(s.expected[mega_counter(d, MegaOp::AttnPartial, 0, 2)] == 32);
   const MegaWait w = mega_wait(d, MegaOp::AttnPartial, 5, 70);  // unit 70: head 2, split 6
-  CHECK(w.counter == mega_counter(d, MegaOp::RopeKv, 5, 2));
-  CHECK(w.count == 1);
+  CHECK(w.counter == mega_counter(d, MegaOp::Qkv, 5, 2));
+  CHECK(w.count == 40);
+  // Qkv tiles hold RoPE pairs: tile 5 (query head 1, its second of 4 tiles) has rows 8..15 and
+  // their partners 40..47 of the head; a v head's tile the same pattern.
+  CHECK(mega_qkv_row(d, 5, 0) == 64 + 8);
+  CHECK(mega_qkv_row(d, 5, 7) == 64 + 15);
+  CHECK(mega_qkv_row(d, 5, 8) == 64 + 40);
+  CHECK(mega_qkv_row(d, 5, 15) == 64 + 47);
+  CHECK(mega_qkv_row(d, 159, 15) == 2496 + 63);
+  // Every row of the fused weight is some tile's row exactly once.
+  std::vector<int> seen(size_t(d.qkv_rows()), 0);
+  for (int u = 0; u < mega_units(d, MegaOp::Qkv); u++)
+    for (int r = 0; r < d.rows_per_tile; r++) seen[size_t(mega_qkv_row(d, u, r))]++;
+  CHECK(std::count(seen.begin(), seen.end(), 1) == d.qkv_rows());
   // Embed's 8 tiles go to SMs 0–7; the 28 extra qkv tiles to SMs 8–35, which streamed
   // nothing yet: SM 0 has qkv unit 0, SM 8 units 8..9, SM 36 unit 64.
   const MegaInstruction e = s.programs[0][0];
@@ -307,7 +319,13 @@ TEST_CASE("mega schedule: models and options the megakernel cannot run are refus
   CHECK(error_of(terra, 1, 0) == "megakernel: num_sms 0 must be at least 1");
   MegaOptions o;
   o.rows_per_tile = 24;
-  CHECK(error_of(terra, 1, 132, o) == "megakernel: rows_per_tile 24 must divide head_dim 64");
+  CHECK(error_of(terra, 1, 132, o) ==
+        "megakernel: rows_per_tile 24 must be even, at most 64 and divide head_dim 64 (a tile "
+        "holds RoPE pairs)");
+  o.rows_per_tile = 1;
+  CHECK(error_of(terra, 1, 132, o) ==
+        "megakernel: rows_per_tile 1 must be even, at most 64 and divide head_dim 64 (a tile "
+        "holds RoPE pairs)");
   o = {};
   o.weight_t = DType::F16;
   CHECK(error_of(terra, 1, 132, o) == "megakernel: weights of f16 are not supported (bf16 or f32)");
@@ -321,17 +339,17 @@ TEST_CASE("mega schedule: models and options the megakernel cannot run are refus
   CHECK(error_of(tiny_spec("tiny_v1"), 2, 7, o) == "");
 }
 
-TEST_CASE("mega schedule: the finest tiling (one row a unit, 16-row lm_head units)") {
-  // Every layer GEMV row its own unit: 16 times the default's units and counts.
+TEST_CASE("mega schedule: the finest tiling (one RoPE pair a unit, 16-row lm_head units)") {
+  // Every pair of layer GEMV rows its own unit: 8 times the default's units and counts.
   MegaOptions o;
-  o.rows_per_tile = 1;
+  o.rows_per_tile = 2;
   o.lm_rows_per_tile = 16;
   for (int batch : {1, 2, 4, 8}) {
     CAPTURE(batch);
     const MegaSchedule s = build_mega_schedule(terra_spec(), batch, 132, o);
-    CHECK(mega_units(s.dims, MegaOp::Qkv) == 2560);       // 2048 + 2 · 256
-    CHECK(mega_group_units(s.dims, MegaOp::Qkv) == 640);  // (8 + 2) · 64 rows a KV head
-    CHECK(mega_units(s.dims, MegaOp::GateUp) == 11264);
+    CHECK(mega_units(s.dims, MegaOp::Qkv) == 1280);       // (2048 + 2 · 256) / 2
+    CHECK(mega_group_units(s.dims, MegaOp::Qkv) == 320);  // (8 + 2) · 64 rows a KV head / 2
+    CHECK(mega_units(s.dims, MegaOp::GateUp) == 5632);
     CHECK(mega_units(s.dims, MegaOp::LmHead) == 16385);  // ⌈262145 / 16⌉
     CHECK(check_mega_schedule(s) == "");
   }

@@ -1,7 +1,7 @@
-// The megakernel's attention family (contracts: instructions.h): RopeKv, AttnPartial,
-// AttnReduce. CUDA cores, one partition of 256 keys at a time through shared memory: at batch
-// 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is a small share of
-// the step; what matters is that its units spread over the SMs (attn_splits).
+// The megakernel's attention family (contracts: instructions.h): a Qkv tile's RoPE and cache
+// write, AttnPartial, AttnReduce. CUDA cores, one partition of 256 keys at a time through shared
+// memory: at batch 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is a small
+// share of the step; what matters is that its units spread over the SMs (attn_splits).
 //   AttnPartial: thread t scores key t % 256 of the partition for the query heads h ≡ t / 256
 //     (mod 2): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp h
 //     takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
@@ -10,9 +10,9 @@
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
 //     / Σ sum·e^(m−M).
 // So the bits depend on kv_len and the 256-key partition, never on attn_splits or the SMs.
-// RopeKv and AttnReduce run inside the unit that completes their input (cta_publish_last: the
-// last Qkv tile of a KV head, the last AttnPartial split of a (slot, KV head)), saving a
-// counter hop each a layer; their scheduled instructions are no-ops.
+// RoPE runs in every Qkv tile (its rows are RoPE pairs) and AttnReduce inside the AttnPartial
+// split that completes a (slot, KV head) (cta_publish_last), saving a counter hop each a layer;
+// the scheduled AttnReduce instructions are no-ops.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -20,38 +20,36 @@
 
 namespace loom::mega {
 
-// RopeKv's work for KV head g: for every slot, rotate its G query heads of group g in place in
-// qkv and k head g, and write k and v of head g into the cache at cache_slot (rope_kv_write's
-// arithmetic). Run by the Qkv tile that completes group g (gemv_ops.cuh), which then publishes
-// RopeKv(layer, g); the scheduled RopeKv instructions are skipped.
+// A Qkv tile's outputs (run by the tile's CTA after its rows' dots, before its publish): tile
+// `unit` holds R / 2 RoPE pairs of one head (mega_qkv_row), dots tile[r · M + b] for row r and
+// slot b. A query head's pairs are rotated into qkv, a k head's rotated and a v head's copied
+// into the layer's cache at cache_slot[b] (rope_kv_write's arithmetic, on the fp32 dots).
 template <class T, int M>
-__device__ void rope_kv_group(const MegaArgs& a, int layer, int g) {
+__device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float* tile) {
   const MegaDims& d = a.d;
-  const int G = d.group_size(), hd = d.head_dim, half = hd / 2;
-  T* k_cache = static_cast<T*>(a.layers[layer].k_cache);
-  T* v_cache = static_cast<T*>(a.layers[layer].v_cache);
-  const int pairs = (G + 1) * half;
-  for (int j = threadIdx.x; j < M * (pairs + hd); j += kMegaThreads) {
-    const int b = j / (pairs + hd), r = j % (pairs + hd);
-    T* row = static_cast<T*>(a.qkv) + size_t(b) * d.qkv_rows();
-    const size_t cs = size_t(a.cache_slot[b]) * d.kv_dim() + size_t(g) * hd;
-    if (r >= pairs) {  // v
-      const int e = r - pairs;
-      v_cache[cs + e] = from_f32<T>(ld_cg(row + d.q_dim() + d.kv_dim() + g * hd + e));
-      continue;
-    }
-    const int h = r / half, i = r % half;  // h < G: query head g·G + h; h == G: k head g
-    T* base = h < G ? row + (g * G + h) * hd : row + d.q_dim() + g * hd;
-    float y0, y1;
-    loom::gpu::rope_pair(ld_cg(base + i), ld_cg(base + i + half), float(a.positions[b]),
-                         a.inv_freq[i], y0, y1);
-    if (h < G) {
-      base[i] = from_f32<T>(y0);
-      base[i + half] = from_f32<T>(y1);
+  const int R = d.rows_per_tile, half = R / 2, hd = d.head_dim;
+  const int head = unit / (hd / R);  // of the heads + 2 kv_heads heads of the fused weight
+  const int i0 = (unit % (hd / R)) * half;
+  for (int j = threadIdx.x; j < half * M; j += kMegaThreads) {
+    const int p = j / M, b = j % M, i = i0 + p;
+    float y0 = tile[p * M + b], y1 = tile[(p + half) * M + b];
+    T* dst;
+    if (head < d.heads) {
+      dst = static_cast<T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(head) * hd;
     } else {
-      k_cache[cs + i] = from_f32<T>(y0);
-      k_cache[cs + i + half] = from_f32<T>(y1);
+      const bool is_k = head < d.heads + d.kv_heads;
+      const int g = head - d.heads - (is_k ? 0 : d.kv_heads);
+      dst = static_cast<T*>(is_k ? a.layers[layer].k_cache : a.layers[layer].v_cache) +
+            size_t(a.cache_slot[b]) * d.kv_dim() + size_t(g) * hd;
+      if (!is_k) {
+        dst[i] = from_f32<T>(y0);
+        dst[i + hd / 2] = from_f32<T>(y1);
+        continue;
+      }
     }
+    loom::gpu::rope_pair(y0, y1, float(a.positions[b]), a.inv_freq[i], y0, y1);
+    dst[i] = from_f32<T>(y0);
+    dst[i + hd / 2] = from_f32<T>(y1);
   }
 }
 
@@ -66,17 +64,35 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u) {
   const int parts = (a.kv_len[b] + 1 + kMegaPartitionKeys - 1) / kMegaPartitionKeys;
   const float* base = a.attn_part + size_t(u) * a.max_parts * G * (hd + 2);
   T* out = static_cast<T*>(a.attn) + size_t(b) * d.q_dim() + size_t(g) * G * hd;
+  constexpr int kHeld = 4;  // up to this many partitions (1,024 keys) in one L2 round trip
   for (int o = threadIdx.x; o < G * hd; o += kMegaThreads) {
     const int h = o / hd, e = o % hd;
-    float mx = -INFINITY;
-    for (int p = 0; p < parts; p++)
-      mx = fmaxf(mx, __ldcg(base + (size_t(p) * G + h) * (hd + 2) + hd));
-    float num = 0.0f, den = 0.0f;
-    for (int p = 0; p < parts; p++) {
-      const float* slot = base + (size_t(p) * G + h) * (hd + 2);
-      const float f = expf(__ldcg(slot + hd) - mx);
-      num += __ldcg(slot + e) * f;
-      den += __ldcg(slot + hd + 1) * f;
+    auto slot = [&](int p) { return base + (size_t(p) * G + h) * (hd + 2); };
+    float mx = -INFINITY, num = 0.0f, den = 0.0f;
+    if (parts <= kHeld) {  // every load issued before any is used
+      float m[kHeld], acc[kHeld], l[kHeld];
+#pragma unroll
+      for (int p = 0; p < kHeld; p++)
+        if (p < parts)
+          m[p] = __ldcg(slot(p) + hd), acc[p] = __ldcg(slot(p) + e),
+          l[p] = __ldcg(slot(p) + hd + 1);
+#pragma unroll
+      for (int p = 0; p < kHeld; p++)
+        if (p < parts) mx = fmaxf(mx, m[p]);
+#pragma unroll
+      for (int p = 0; p < kHeld; p++)
+        if (p < parts) {
+          const float f = expf(m[p] - mx);
+          num += acc[p] * f;
+          den += l[p] * f;
+        }
+    } else {
+      for (int p = 0; p < parts; p++) mx = fmaxf(mx, __ldcg(slot(p) + hd));
+      for (int p = 0; p < parts; p++) {
+        const float f = expf(__ldcg(slot(p) + hd) - mx);
+        num += __ldcg(slot(p) + e) * f;
+        den += __ldcg(slot(p) + hd + 1) * f;
+      }
     }
     out[o] = from_f32<T>(num / den);
   }
@@ -116,7 +132,8 @@ __device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
 // AttnPartial, units u = (b · kv_heads + g) · splits + j: partitions j, j + splits, … of slot
 // b's keys [0, kv_len[b]] for the G query heads of group g. The keys cached before this step
 // depend on no counter: a unit's first partition loads their k and v rows into shared memory
-// before the wait on RopeKv, and only q and the new key after it — the cache is read from HBM
+// before the wait on the group's Qkv tiles, and only q and the new key after it — the cache is read
+// from HBM
 // (~1-2 µs a round trip while the weights stream), every load of a thread issued before any
 // is used.
 template <class T, int M>
@@ -172,10 +189,28 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       if (!waited) {
         if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
         waited = true;
-        const T* q = static_cast<const T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(g) * G * hd;
-        for (int i = tid; i < G * hd; i += kMegaThreads) sm.q[i] = ld_cg(q + i);
-        if (has && fresh < nk)  // the new key, in the cache now
-          stage(b, g, key0, nk, [&](int key) { return key == fresh; });
+        // q's G heads (chunks of 8 elements) and, when this partition holds it, the new key's
+        // k and v rows (16-byte pieces), in one L2 round trip.
+        const uint4* q = reinterpret_cast<const uint4*>(
+            static_cast<const T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(g) * G * hd);
+        const int qv = G * hd / 8, kv = has && fresh < nk ? 2 * vecs : 0;
+        for (int i = tid; i < qv + kv; i += kMegaThreads) {
+          if (i < qv) {
+            Chunk8<T> qc;
+#pragma unroll
+            for (int v = 0; v < Chunk8<T>::kVecs; v++)
+              qc.v[v] = __ldcg(q + i * Chunk8<T>::kVecs + v);
+            float qf[8];
+            chunk_f32<T>(qc, qf);
+#pragma unroll
+            for (int e = 0; e < 8; e++) sm.q[i * 8 + e] = qf[e];
+          } else {
+            const int j = i - qv;  // j < vecs: v's pieces, then k's
+            const T* cache = j < vecs ? v_cache : k_cache;
+            reinterpret_cast<uint4*>((j < vecs ? sm.v : sm.k) + size_t(fresh) * hd)[j % vecs] =
+                __ldcg(row_of(b, g, key0 + fresh, cache) + j % vecs);
+          }
+        }
         __syncthreads();
         if (!has) break;
       }

@@ -80,14 +80,22 @@ struct GemvJob {
   uint32_t row_bytes;  // k · sizeof(T)
   int n, R, rpw, nb, iters;
   uint32_t begin;
+  int head_dim;  // Qkv: tiles of RoPE pairs (mega_qkv_row); 0: row u · R + r
 
-  // Row of iteration `it` for `warp` (-1: past the tile or the weight), and its unit.
-  __device__ __forceinline__ int row(int it, int warp, uint32_t& unit) const {
+  // Row of iteration `it` for `warp` (-1: past the tile or the weight), its unit and its row r
+  // of the unit.
+  __device__ __forceinline__ int row(int it, int warp, uint32_t& unit, int& r) const {
     const int item = it / nb;
     unit = begin + uint32_t(item / rpw);
-    const int r = warp + (item % rpw) * kMegaWarps;
+    r = warp + (item % rpw) * kMegaWarps;
+    if (r >= R) return -1;
+    if (head_dim > 0) {  // mega_qkv_row
+      const int tiles = head_dim / R, half = R / 2, u = int(unit);
+      const int i = (u % tiles) * half + (r < half ? r : r - half);
+      return (u / tiles) * head_dim + (r < half ? i : i + head_dim / 2);
+    }
     const int rw = int(unit) * R + r;
-    return r < R && rw < n ? rw : -1;
+    return rw < n ? rw : -1;
   }
 };
 
@@ -123,12 +131,13 @@ struct MegaShared {
   MegaDrawPartial best[kMegaWarps * kMegaMaxBatch];  // per-warp draw partials
   uint64_t bar[kMegaWarps][kGemvMaxStages];          // the weight ring's slots (gemv_ops.cuh)
   int last;                                          // cta_publish_last's answer
+  float tile[kMegaMaxTileRows * kMegaMaxBatch];      // a Qkv tile's dots [R, M], for RoPE
   WeightCursor cursor[kMegaWarps];                   // each warp's weight stream's issue side
 };
 
-// attention_ops.cuh: RopeKv's work for KV head g (run by the Qkv unit completing group g).
+// attention_ops.cuh: a Qkv tile's outputs from its dots in MegaShared::tile (RoPE, the cache).
 template <class T, int M>
-__device__ void rope_kv_group(const MegaArgs& a, int layer, int g);
+__device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float* tile);
 
 // dst[i, :k] = T(x[i] · rsqrt(mean(x[i]²) + eps) · w) for i < M; x fp32 [M, k] (row stride k,
 // k a multiple of 4). Σ x² order: instructions.h, "RMSNorm". 16-byte loads, every slot's load
@@ -287,6 +296,7 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   j.nb = int((j.row_bytes + kGemvSegBytes - 1) / kGemvSegBytes);
   j.iters = int(end - begin) * j.rpw * j.nb;
   j.begin = begin;
+  j.head_dim = op == MegaOp::Qkv ? a.d.head_dim : 0;
   return j;
 }
 
@@ -314,7 +324,8 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       continue;
     }
     uint32_t unit;
-    const int row = cur.job.row(cur.it, warp, unit);
+    int r;
+    const int row = cur.job.row(cur.it, warp, unit, r);
     const uint32_t off = uint32_t(cur.it % cur.job.nb) * kGemvSegBytes;
     const uint32_t bytes = row >= 0 ? min(uint32_t(kGemvSegBytes), cur.job.row_bytes - off) : 16u;
     const uint32_t s = WeightStream::slot(cur.issued, S);
@@ -341,7 +352,7 @@ __device__ __forceinline__ void drain(const MegaArgs& a, const WeightStream& ws,
 // a program ending at `prog_end`. A unit is a tile of R rows (rows_per_tile; LmHead
 // lm_rows_per_tile), row r of a tile on warp r mod 16, each row in segments through the warp's
 // ring (WeightStream); the tile is published after a CTA barrier (cta_publish; a Qkv tile
-// completing its KV head's group goes on with RopeKv). false: abandoned.
+// first rotates its RoPE pairs and writes k and v into the cache). false: abandoned.
 template <class T, int M>
 __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int layer, uint32_t begin,
                          uint32_t end, int pc, int prog_end, T* xs, char* ring, WeightStream& ws,
@@ -354,7 +365,6 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const GemvJob job = gemv_job<T>(a, op, layer, begin, end);
   GemvOut out = GemvOut::Store;
   T* y = nullptr;
-  if (op == MegaOp::Qkv) y = static_cast<T*>(a.qkv), y_stride = n;
   if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = n;
   if (op == MegaOp::OProj || op == MegaOp::Down) out = GemvOut::AddX;
   if (op == MegaOp::LmHead) out = GemvOut::Logits;
@@ -373,7 +383,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
     const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
     loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
     uint32_t unit;
-    const int row = job.row(it, warp, unit);
+    int r;
+    const int row = job.row(it, warp, unit, r);
     const int b = it % nb;
     if (b == 0)
 #pragma unroll
@@ -406,7 +417,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
 #pragma unroll
       for (int i = 0; i < M; i++)
         if (i == lane) val = acc[i];
-      if (out == GemvOut::Store) {
+      if (op == MegaOp::Qkv) {
+        sh.tile[r * M + lane] = val;  // rotated and stored by qkv_tile_out
+      } else if (out == GemvOut::Store) {
         y[size_t(lane) * y_stride + row] = from_f32<T>(val);
       } else if (out == GemvOut::AddX) {
         float* px = a.x + size_t(lane) * d.hidden + row;
@@ -432,15 +445,11 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         a.draw_part[size_t(unit) * M + threadIdx.x] = r;
       }
     }
-    const uint32_t counter = mega_publish(d, op, layer, int(unit));
-    if (op != MegaOp::Qkv) {
-      cta_publish(c, counter);
-    } else if (cta_publish_last(c, counter, mega_group_units(d, op), &sh.last)) {
-      // This tile completed its KV head's group: RopeKv(layer, g) here, no hop to another CTA.
-      const int g = mega_group_of(d, op, int(unit));
-      rope_kv_group<T, M>(a, layer, g);
-      cta_publish(c, mega_publish(d, MegaOp::RopeKv, layer, g));
+    if (op == MegaOp::Qkv) {
+      __syncthreads();
+      qkv_tile_out<T, M>(a, layer, int(unit), sh.tile);
     }
+    cta_publish(c, mega_publish(d, op, layer, int(unit)));
   };
 
   // While the CTA waits for its input at most gemv_early segments a warp are in flight (those

@@ -49,7 +49,7 @@
 // Buffer reuse (write-after-read). Each buffer is rewritten at the next layer only by an op
 // that waits, through a chain of whole-op counters, for every reader of the previous contents:
 //   qkv   written by Qkv(l+1), which waits Down(l) ← GateUp(l) ← OProj(l) ← AttnReduce(l) ←
-//         AttnPartial(l) (the readers of q) and ← RopeKv(l);
+//         AttnPartial(l) (the readers of q);
 //   attn  written by AttnReduce(l+1) ← … ← OProj(l+1)'s wait chain ← Down(l) ← … ← OProj(l);
 //   gu    written by GateUp(l+1) ← OProj(l+1) ← … ← Qkv(l+1) ← Down(l) (its reader);
 //   x     rewritten in place (columns) by OProj(l) and Down(l): OProj(l) runs after every
@@ -67,9 +67,10 @@
 //     same bits, so the redundant per-instruction norms agree with each other.
 //   GEMV row (Qkv, OProj, GateUp, Down, LmHead): one warp per output row, fp32; lane l sums
 //     the 8-element chunks c ≡ l (mod 32) of k in increasing c, each chunk's 8 products left
-//     to right, then the xor-shuffle tree. Depends on k only. Outputs: Qkv and GateUp round to
-//     the compute dtype; OProj and Down add their fp32 result to x once (x += dot: one writer
-//     per element); LmHead stores fp32 logits.
+//     to right, then the xor-shuffle tree. Depends on k only. Outputs: GateUp rounds to the
+//     compute dtype; Qkv rotates a pair's two fp32 dots (rope_pair) and rounds once; OProj and Down
+//     add their fp32 result to x once (x += dot: one writer per element); LmHead stores fp32
+//     logits.
 //   SiLU·mul (Down prologue): bf16(silu(g) · u) per element, as GemvIn::SiluMul.
 //   Attention: scores, softmax pieces and P·V per 256-key partition on CUDA cores, in the
 //     order attention_ops.cuh's header gives; each partition leaves its unnormalised (acc,
@@ -94,6 +95,7 @@ namespace loom::mega {
 
 constexpr int kMegaMaxBatch = 8;          // slots of one step (one per sequence)
 constexpr int kMegaPartitionKeys = 256;   // keys of one attention partition
+constexpr int kMegaMaxTileRows = 64;      // rows of a layer GEMV tile, at most
 constexpr int kMegaNormThreads = 512;     // threads of the RMSNorm sum (its order)
 constexpr uint32_t kMegaNoCounter = ~0u;  // "waits on nothing" / "publishes nothing"
 
@@ -105,26 +107,24 @@ enum class MegaOp : uint8_t {
   //   models; an action slot of a Linear action projection: w · action + b instead of the
   //   embedding row). Waits: nothing. Publishes: Embed, +1 per tile (n = embed tiles).
   Embed,
-  // Qkv(l) — units: tiles of rows_per_tile rows of the fused [q; k; v] weight
-  //   ([heads + 2 kv_heads] · head_dim rows, rows_per_tile divides head_dim, so a tile never
-  //   straddles heads). Reads x (all of every slot's row, RMSNorm with attn_norm in the
-  //   prologue). Writes qkv[b, tile rows] (compute dtype).
+  // Qkv(l) — units: tiles of R = rows_per_tile rows of the fused [q; k; v] weight
+  //   ([heads + 2 kv_heads] · head_dim rows; R is even and divides head_dim, so a tile never
+  //   straddles heads). The rows of a tile are RoPE pairs: tile j of a head holds its rows i
+  //   and i + head_dim/2 for i in [j·R/2, (j+1)·R/2) (mega_qkv_row), so the tile rotates its
+  //   own outputs. Reads x (all of every slot's row, RMSNorm with attn_norm in the prologue).
+  //   Writes, per slot b: a query head's rows rotated into qkv[b, rows]; k head g's rows
+  //   rotated and v head g's rows into the layer's cache at cache_slot[b] (compute dtype,
+  //   rope_kv_write's arithmetic on the fp32 dots).
   //   Waits: l = 0: Embed, all tiles; l > 0: Down(l−1), all tiles.
   //   Publishes: Qkv(l, g), g = the KV head whose group the tile's rows serve (query head h
-  //   serves g = h / G; k and v rows of head g serve g); n = (G + 2) · head_dim / rows.
+  //   serves g = h / G; k and v rows of head g serve g); n = (G + 2) · head_dim / R.
   Qkv,
-  // RopeKv(l) — units: KV heads g. For every slot: rotate its G query heads of group g in
-  //   place in qkv and its k head g, write k and v of head g into the layer's cache at
-  //   cache_slot[b]. Waits: Qkv(l, g), all (G + 2) · head_dim / rows tiles.
-  //   Publishes: RopeKv(l, g), n = 1. The kernel runs unit g inside the Qkv tile whose publish
-  //   completes Qkv(l, g) (sync.cuh, cta_publish_last); the scheduled instruction is a no-op.
-  RopeKv,
   // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
   //   / 256) of slot b's keys for the G query heads of group g, writing each partition's
   //   unnormalised (acc, max, sum) to partials[b, g, p]. A split with no partition publishes
   //   anyway. Neither the list nor the graph depends on the context length.
-  //   Waits: RopeKv(l, g), n = 1. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
+  //   Waits: Qkv(l, g), all its tiles. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
   AttnPartial,
   // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order
   //   and writes attn[b, G heads of g] (compute dtype).
@@ -157,7 +157,7 @@ enum class MegaOp : uint8_t {
   //   after the launch (the CTA's `done` increment orders the store before the next step).
   Draw,
 };
-constexpr int kMegaOps = 11;
+constexpr int kMegaOps = 10;
 
 LOOM_MEGA_HD const char* mega_op_name(MegaOp op) {
   switch (op) {
@@ -165,8 +165,6 @@ LOOM_MEGA_HD const char* mega_op_name(MegaOp op) {
       return "embed";
     case MegaOp::Qkv:
       return "qkv";
-    case MegaOp::RopeKv:
-      return "rope_kv";
     case MegaOp::AttnPartial:
       return "attn_partial";
     case MegaOp::AttnReduce:
@@ -240,8 +238,6 @@ LOOM_MEGA_HD int mega_units(const MegaDims& d, MegaOp op) {
       return mega_ceil_div(d.hidden, d.embed_cols);
     case MegaOp::Qkv:
       return d.qkv_rows() / d.rows_per_tile;
-    case MegaOp::RopeKv:
-      return d.kv_heads;
     case MegaOp::AttnPartial:
       return d.batch * d.kv_heads * d.attn_splits;
     case MegaOp::AttnReduce:
@@ -266,7 +262,6 @@ LOOM_MEGA_HD int mega_units(const MegaDims& d, MegaOp op) {
 LOOM_MEGA_HD int mega_groups(const MegaDims& d, MegaOp op) {
   switch (op) {
     case MegaOp::Qkv:
-    case MegaOp::RopeKv:
       return d.kv_heads;
     case MegaOp::AttnPartial:
       return d.batch * d.kv_heads;
@@ -286,8 +281,6 @@ LOOM_MEGA_HD int mega_group_of(const MegaDims& d, MegaOp op, int u) {
       if (row < d.q_dim() + d.kv_dim()) return (row - d.q_dim()) / d.head_dim;
       return (row - d.q_dim() - d.kv_dim()) / d.head_dim;
     }
-    case MegaOp::RopeKv:
-      return u;
     case MegaOp::AttnPartial:
       return u / d.attn_splits;
     default:
@@ -300,8 +293,6 @@ LOOM_MEGA_HD uint32_t mega_group_units(const MegaDims& d, MegaOp op) {
   switch (op) {
     case MegaOp::Qkv:
       return uint32_t((d.group_size() + 2) * d.head_dim / d.rows_per_tile);
-    case MegaOp::RopeKv:
-      return 1;
     case MegaOp::AttnPartial:
       return uint32_t(d.attn_splits);
     case MegaOp::Draw:
@@ -311,10 +302,10 @@ LOOM_MEGA_HD uint32_t mega_group_units(const MegaDims& d, MegaOp op) {
   }
 }
 
-// Counter layout: [Embed] [layer 0: Qkv × kv_heads, RopeKv × kv_heads, AttnPartial × batch ·
-// kv_heads, AttnReduce, OProj, GateUp, Down] … [layer L−1 …] [FinalNorm] [LmHead].
+// Counter layout: [Embed] [layer 0: Qkv × kv_heads, AttnPartial × batch · kv_heads,
+// AttnReduce, OProj, GateUp, Down] … [layer L−1 …] [FinalNorm] [LmHead].
 LOOM_MEGA_HD int mega_layer_counters(const MegaDims& d) {
-  return 2 * d.kv_heads + d.batch * d.kv_heads + 4;
+  return d.kv_heads + d.batch * d.kv_heads + 4;
 }
 LOOM_MEGA_HD int mega_num_counters(const MegaDims& d) {
   return 1 + d.layers * mega_layer_counters(d) + 2;
@@ -329,18 +320,16 @@ LOOM_MEGA_HD uint32_t mega_counter(const MegaDims& d, MegaOp op, int layer, int 
       return 0;
     case MegaOp::Qkv:
       return uint32_t(base + group);
-    case MegaOp::RopeKv:
-      return uint32_t(base + kv + group);
     case MegaOp::AttnPartial:
-      return uint32_t(base + 2 * kv + group);
+      return uint32_t(base + kv + group);
     case MegaOp::AttnReduce:
-      return uint32_t(base + 2 * kv + d.batch * kv);
+      return uint32_t(base + kv + d.batch * kv);
     case MegaOp::OProj:
-      return uint32_t(base + 2 * kv + d.batch * kv + 1);
+      return uint32_t(base + kv + d.batch * kv + 1);
     case MegaOp::GateUp:
-      return uint32_t(base + 2 * kv + d.batch * kv + 2);
+      return uint32_t(base + kv + d.batch * kv + 2);
     case MegaOp::Down:
-      return uint32_t(base + 2 * kv + d.batch * kv + 3);
+      return uint32_t(base + kv + d.batch * kv + 3);
     case MegaOp::FinalNorm:
       return uint32_t(1 + d.layers * mega_layer_counters(d));
     case MegaOp::LmHead:
@@ -355,6 +344,15 @@ LOOM_MEGA_HD uint32_t mega_counter(const MegaDims& d, MegaOp op, int layer, int 
 LOOM_MEGA_HD uint32_t mega_publish(const MegaDims& d, MegaOp op, int layer, int u) {
   if (op == MegaOp::Draw) return kMegaNoCounter;
   return mega_counter(d, op, mega_per_layer(op) ? layer : 0, mega_group_of(d, op, u));
+}
+
+// Weight row of row r (0 ≤ r < R) of Qkv tile u: tile j = u mod (head_dim / R) of head
+// h = u / (head_dim / R) holds the RoPE pairs (i, i + head_dim/2), i in [j·R/2, (j+1)·R/2):
+// rows r < R/2 are the first halves, rows R/2 + r' their partners.
+LOOM_MEGA_HD int mega_qkv_row(const MegaDims& d, int u, int r) {
+  const int R = d.rows_per_tile, tiles = d.head_dim / R, half = R / 2;
+  const int i = (u % tiles) * half + (r < half ? r : r - half);
+  return (u / tiles) * d.head_dim + (r < half ? i : i + d.head_dim / 2);
 }
 
 // A wait: counter index and the count it reaches once per step (target e · count at step e).
@@ -375,10 +373,8 @@ LOOM_MEGA_HD MegaWait mega_wait(const MegaDims& d, MegaOp op, int layer, int u) 
     case MegaOp::Qkv:
       return layer == 0 ? mega_wait_on(d, MegaOp::Embed, 0, 0)
                         : mega_wait_on(d, MegaOp::Down, layer - 1, 0);
-    case MegaOp::RopeKv:
-      return mega_wait_on(d, MegaOp::Qkv, layer, u);
     case MegaOp::AttnPartial:
-      return mega_wait_on(d, MegaOp::RopeKv, layer, (u / d.attn_splits) % d.kv_heads);
+      return mega_wait_on(d, MegaOp::Qkv, layer, (u / d.attn_splits) % d.kv_heads);
     case MegaOp::AttnReduce:
       return mega_wait_on(d, MegaOp::AttnPartial, layer, u);
     case MegaOp::OProj:

@@ -50,7 +50,6 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
       case MegaOp::Embed:
         run_embed<T, M>(a, c, in.begin, in.end);
         break;
-      case MegaOp::RopeKv:      // run by the Qkv tile completing the group (a ticket)
       case MegaOp::AttnReduce:  // run by the AttnPartial split completing (b, g)
         break;
       case MegaOp::AttnPartial:

@@ -4,7 +4,7 @@
 // (backend/cuda/mega_schedule.h). The instruction families live one file each:
 //   sync.cuh            counters: waits (acquire, bounded), publishes (release), jitter
 //   gemv_ops.cuh        Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ draw partials), Draw
-//   attention_ops.cuh   RopeKv, AttnPartial, AttnReduce
+//   attention_ops.cuh   a Qkv tile's RoPE and cache write, AttnPartial, AttnReduce
 #pragma once
 
 #include <cuda_runtime.h>

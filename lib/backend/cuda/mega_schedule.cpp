@@ -11,7 +11,7 @@
 namespace loom::mega {
 namespace {
 
-constexpr int kLayerOps = 7;  // Qkv, RopeKv, AttnPartial, AttnReduce, OProj, GateUp, Down
+constexpr int kLayerOps = 6;  // Qkv, AttnPartial, AttnReduce, OProj, GateUp, Down
 
 struct OpInstance {
   MegaOp op;
@@ -54,8 +54,6 @@ double unit_bytes(const MegaDims& d, MegaOp op, double elt) {
       return double(d.rows_per_tile) * d.intermediate * elt;
     case MegaOp::LmHead:
       return double(d.lm_rows_per_tile) * d.hidden * elt;
-    case MegaOp::RopeKv:
-      return d.batch * (G + 2) * hd * elt;
     case MegaOp::AttnPartial:
       return 2.0 * kMegaPartitionKeys * hd * elt;
     case MegaOp::AttnReduce:
@@ -100,8 +98,10 @@ void check_model(const ModelSpec& s, int batch, int num_sms, const MegaOptions& 
              s.action_mlp_layers, " layers); the graph path runs those steps", who);
   LOOM_CHECK(o.weight_t == DType::BF16 || o.weight_t == DType::F32, "megakernel: weights of ",
              dtype_name(o.weight_t), " are not supported (bf16 or f32)");
-  LOOM_CHECK(o.rows_per_tile > 0 && s.head_dim % o.rows_per_tile == 0, "megakernel: rows_per_tile ",
-             o.rows_per_tile, " must divide head_dim ", s.head_dim);
+  LOOM_CHECK(o.rows_per_tile > 0 && o.rows_per_tile % 2 == 0 &&
+                 o.rows_per_tile <= kMegaMaxTileRows && s.head_dim % o.rows_per_tile == 0,
+             "megakernel: rows_per_tile ", o.rows_per_tile, " must be even, at most ",
+             kMegaMaxTileRows, " and divide head_dim ", s.head_dim, " (a tile holds RoPE pairs)");
   LOOM_CHECK(o.lm_rows_per_tile > 0 && o.embed_cols > 0 && o.attn_splits >= 0,
              "megakernel: lm_rows_per_tile ", o.lm_rows_per_tile, ", embed_cols ", o.embed_cols,
              " must be positive and attn_splits ", o.attn_splits, " not negative");
@@ -392,13 +392,9 @@ std::vector<Access> accesses(const MegaDims& d, OpInstance i, int instance, Mega
       break;
     case MegaOp::Qkv:
       add(kX, 0, false, 0, n);
-      for (int g = 0; g < kv; g++) add(kQkv, g, true, 0, n, g);
-      break;
-    case MegaOp::RopeKv:
       for (int g = 0; g < kv; g++) {
-        add(kQkv, g, false, g, g + 1);
-        add(kQkv, g, true, g, g + 1);
-        add(kCache, i.layer * kv + g, true, g, g + 1);
+        add(kQkv, g, true, 0, n, g);
+        add(kCache, i.layer * kv + g, true, 0, n, g);
       }
       break;
     case MegaOp::AttnPartial:
