@@ -51,8 +51,10 @@ if [ "$what" = ncu ]; then
     echo "no ncu on this machine" | tee "$OUT/ncu.log"
   else
     timeout 500 "$ncu" --kernel-name regex:megakernel --launch-skip 20 --launch-count 1 \
-      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section SchedulerStats --section LaunchStats \
+      --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section SchedulerStats --section InstructionStats \
+      --section SourceCounters \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
       "$B/cuda_bench" "$OUT/ncu_bench.json" --megakernel 2>&1 | grep -v "^==PROF==" |
       tee "$OUT/ncu.log" | tail -150 || rc=1
   fi

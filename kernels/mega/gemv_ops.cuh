@@ -235,25 +235,28 @@ __device__ __forceinline__ bool draw_better(float v, int i, float bv, int bi) {
 }
 
 // A row's draw key (sampler.h: the logit when greedy, else z + gumbel_noise(u), z = logit / T)
-// folded into the running best (bv, bi) of its slot. The exact key costs two fp64 logarithms,
-// so it is computed only where it can win: the float estimate v̂ = logit · (1/T) +
+// folded into the running best (bv, bi) of its slot's tile. The exact key costs two fp64
+// logarithms, so it is computed only where it can win: the float estimate v̂ = logit · (1/T) +
 // gumbel_noise_estimate(u) is within d = kGumbelEstimateErr + 2^-22 (|z| + 17) of the key
-// (kernels/sampling.cu), so a row whose v̂ is below bv − slack (slack ≥ 2d near the top, the
-// device draw's draw_slack) cannot beat bv; the exact winner always passes the test. Typically
-// a few exact keys a slot over a whole vocabulary.
+// (kernels/sampling.cu), so a row whose v̂ is below `seen` − slack (slack ≥ 2d near the top, the
+// device draw's draw_slack), `seen` being the largest exact key this lane computed in the
+// instruction (any tile), has a key below another row's and cannot be the draw; the exact
+// winner always passes the test. A tile whose rows were all filtered leaves no partial (id -1),
+// which the Draw fold skips: the token is the same. Typically ~ln(rows) exact keys a lane.
 __device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::SampleParamsDev& p,
-                                          float& bv, int& bi) {
+                                          float& seen, float& bv, int& bi) {
   if (p.temperature <= 0.0f) {
     if (draw_better(logit, id, bv, bi)) bv = logit, bi = id;
     return;
   }
   const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(id));
-  if (bi >= 0) {
+  if (seen > -INFINITY) {
     const float est = logit * (1.0f / p.temperature) + gumbel_noise_estimate(u);
-    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(bv) + 32.0f) * (1.0f / 524288.0f);
-    if (isfinite(est) && est < bv - slack) return;
+    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(seen) + 32.0f) * (1.0f / 524288.0f);
+    if (isfinite(est) && est < seen - slack) return;
   }
   const float key = logit / p.temperature + gumbel_noise(u);
+  seen = fmaxf(seen, key);
   if (draw_better(key, id, bv, bi)) bv = key, bi = id;
 }
 
@@ -377,6 +380,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   float acc[M];
   float bv = -INFINITY;  // LmHead: lane i < M's best draw key of slot i in this unit
   int bi = -1;
+  float seen = -INFINITY;  // and the largest exact key it computed (draw_fold)
+  uint32_t run = 0;        // units done since the last publish
   const int lo = a.sample_lo, hi = a.sample_hi;
   auto consume = [&](int it) {
     const uint32_t q = seq + uint32_t(it);
@@ -393,7 +398,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
 #pragma unroll
     for (int u = 0; u < U; u++) {
       const int ck = c0 + u * 32 + lane;
-      if (ck < k8) {
+      if (ck < k8 && !a.skip_math) {
         float wf[8];
         chunk_f32<T>(wv[u * 32], wf);
 #pragma unroll
@@ -427,7 +432,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       } else {
         a.logits[size_t(lane) * a.logits_ld + row] = val;
         const loom::gpu::SampleParamsDev& p = a.params[lane];
-        if (p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, bv, bi);
+        if (p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, seen, bv, bi);
       }
     }
     if ((it / nb) % rpw != rpw - 1) return;  // the unit goes on for this warp
@@ -449,7 +454,17 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       __syncthreads();
       qkv_tile_out<T, M>(a, layer, int(unit), sh.tile);
     }
-    cta_publish(c, mega_publish(d, op, layer, int(unit)));
+    // Consecutive units of one counter publish together, with one barrier and one release:
+    // OProj, GateUp and Down are waited on as a whole, so a CTA publishes each once. A Qkv tile
+    // (sh.tile) and an LmHead tile (sh.best) reuse shared memory: their units keep a barrier.
+    const uint32_t counter = mega_publish(d, op, layer, int(unit));
+    run++;
+    if (unit + 1 == end || mega_publish(d, op, layer, int(unit) + 1) != counter) {
+      cta_publish(c, counter, run);
+      run = 0;
+    } else if (op == MegaOp::Qkv || op == MegaOp::LmHead) {
+      __syncthreads();
+    }
   };
 
   // While the CTA waits for its input at most gemv_early segments a warp are in flight (those

@@ -10,7 +10,8 @@
 // CTA s walks its own list `programs[s]` in order. Every op is cut into *units* (a GEMV tile
 // of output rows, an attention split, a norm row …); an instruction is (op, layer, units
 // [begin, end)) and the CTA runs its units in increasing order. Before a unit it waits on one
-// counter; after a unit's stores it publishes +1 on one counter. No grid barrier exists.
+// counter; after a unit's stores it publishes +1 on one counter — consecutive units of one
+// counter together, +k once after the k units' stores. No grid barrier exists.
 //
 // Counters and epochs (the Mirage choice: counters are never reset between steps).
 //   The sync block in device memory is MegaSyncHeader followed by mega_num_counters() uint32
@@ -79,8 +80,10 @@
 //     attn_splits.
 //   Draw: each LmHead tile leaves, per slot, its best (value, id) — greedy: logit; sampled:
 //     Gumbel-max key z/T − log(−log u), u = philox_uniform(...) as sampler.h — with the
-//     lowest id winning ties; Draw folds the tiles in index order with the same total order,
-//     so the token is the graph path's token.
+//     lowest id winning ties, over the tile's rows that can still be the draw (sampled: a row
+//     whose key is provably below a key the same lane computed earlier is left out, so a tile
+//     may leave none); Draw folds the tiles in index order with the same total order, so the
+//     token is the graph path's token.
 #pragma once
 
 #include <cstdint>
@@ -149,7 +152,8 @@ enum class MegaOp : uint8_t {
   FinalNorm,
   // LmHead — units: tiles of lm_rows_per_tile vocabulary rows (the last may be short).
   //   Reads h_last (every slot). Writes logits[b, tile rows] (fp32) and the tile's draw
-  //   partial per slot (best key and id over the tile's ids inside the sampled range).
+  //   partial per slot (best key and id over the tile's ids inside the sampled range that
+  //   can still be the draw; "Reduction order", Draw).
   //   Waits: FinalNorm, all. Publishes: LmHead, n = lm_head tiles.
   LmHead,
   // Draw — units: slots b. Folds slot b's draw partials of every tile in index order and

@@ -100,15 +100,17 @@ __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
   return __syncthreads_and(ok) != 0;
 }
 
-// Adds 1 to `counter` once every thread's stores of the unit are done (kMegaNoCounter: only
-// the barrier).
-__device__ __forceinline__ void cta_publish(const MegaCtx& c, uint32_t counter) {
+// Adds `units` to `counter` once every thread's stores of those units are done (kMegaNoCounter:
+// only the barrier).
+// units: how many units of the counter's group this CTA completes with the one add.
+__device__ __forceinline__ void cta_publish(const MegaCtx& c, uint32_t counter,
+                                            uint32_t units = 1) {
   __syncthreads();
   // Thread 1: it issues no weight copies (lane 0 of each warp does), so its release has no
   // loads of its own in flight to wait for.
   if (threadIdx.x == 1 && counter != kMegaNoCounter) {
     jitter(c.jitter_seed, 2, counter, c.epoch);
-    red_release_gpu(c.counters + counter, 1u);
+    red_release_gpu(c.counters + counter, units);
   }
 }
 
