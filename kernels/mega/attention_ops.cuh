@@ -179,13 +179,13 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
     const int parts = (n_keys + K - 1) / K;
+    // A split without a partition (j ≥ parts) reads and writes nothing and publishes at once:
+    // split 0 always has one, so the fold still runs after a split that waited.
     bool waited = false;
-    for (int p = j;; p += S) {
-      const bool has = p < parts;
-      if (!has && waited) break;
-      const int key0 = p * K, nk = has ? min(K, n_keys - key0) : 0;
+    for (int p = j; p < parts; p += S) {
+      const int key0 = p * K, nk = min(K, n_keys - key0);
       const int fresh = n_keys - 1 - key0;  // the new key's index in the partition
-      if (has) stage(b, g, key0, nk, [&](int key) { return waited || key != fresh; });
+      stage(b, g, key0, nk, [&](int key) { return waited || key != fresh; });
       if (!waited) {
         if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
         waited = true;
@@ -193,7 +193,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         // k and v rows (16-byte pieces), in one L2 round trip.
         const uint4* q = reinterpret_cast<const uint4*>(
             static_cast<const T*>(a.qkv) + size_t(b) * d.qkv_rows() + size_t(g) * G * hd);
-        const int qv = G * hd / 8, kv = has && fresh < nk ? 2 * vecs : 0;
+        const int qv = G * hd / 8, kv = fresh < nk ? 2 * vecs : 0;
         for (int i = tid; i < qv + kv; i += kMegaThreads) {
           if (i < qv) {
             Chunk8<T> qc;
@@ -212,7 +212,6 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           }
         }
         __syncthreads();
-        if (!has) break;
       }
       // Scores: q·k over d in order.
       float acc[8];

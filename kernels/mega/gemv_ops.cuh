@@ -235,28 +235,25 @@ __device__ __forceinline__ bool draw_better(float v, int i, float bv, int bi) {
 }
 
 // A row's draw key (sampler.h: the logit when greedy, else z + gumbel_noise(u), z = logit / T)
-// folded into the running best (bv, bi) of its slot's tile. The exact key costs two fp64
-// logarithms, so it is computed only where it can win: the float estimate v̂ = logit · (1/T) +
-// gumbel_noise_estimate(u) is within d = kGumbelEstimateErr + 2^-22 (|z| + 17) of the key
-// (kernels/sampling.cu), so a row whose v̂ is below `seen` − slack (slack ≥ 2d near the top, the
-// device draw's draw_slack), `seen` being the largest exact key this lane computed in the
-// instruction (any tile), has a key below another row's and cannot be the draw; the exact
-// winner always passes the test. A tile whose rows were all filtered leaves no partial (id -1),
-// which the Draw fold skips: the token is the same. Typically ~ln(rows) exact keys a lane.
+// folded into the running best (bv, bi) of its slot over the LmHead instruction's rows this
+// lane computes. The exact key costs two fp64 logarithms, so it is computed only where it can
+// win: the float estimate v̂ = logit · (1/T) + gumbel_noise_estimate(u) is within d =
+// kGumbelEstimateErr + 2^-22 (|z| + 17) of the key (kernels/sampling.cu), so a row whose v̂ is
+// below bv − slack (slack ≥ 2d near the top, the device draw's draw_slack) cannot beat bv; the
+// exact winner always passes the test. Typically ~ln(rows) exact keys a lane.
 __device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::SampleParamsDev& p,
-                                          float& seen, float& bv, int& bi) {
+                                          float& bv, int& bi) {
   if (p.temperature <= 0.0f) {
     if (draw_better(logit, id, bv, bi)) bv = logit, bi = id;
     return;
   }
   const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(id));
-  if (seen > -INFINITY) {
+  if (bi >= 0) {
     const float est = logit * (1.0f / p.temperature) + gumbel_noise_estimate(u);
-    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(seen) + 32.0f) * (1.0f / 524288.0f);
-    if (isfinite(est) && est < seen - slack) return;
+    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(bv) + 32.0f) * (1.0f / 524288.0f);
+    if (isfinite(est) && est < bv - slack) return;
   }
   const float key = logit / p.temperature + gumbel_noise(u);
-  seen = fmaxf(seen, key);
   if (draw_better(key, id, bv, bi)) bv = key, bi = id;
 }
 
@@ -303,6 +300,17 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   return j;
 }
 
+// Whether AttnPartial units [begin, end) have a partition to compute this step (kv_len on the
+// device); idle splits touch no shared memory (attention_ops.cuh), so the stream runs past them.
+__device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t begin, uint32_t end) {
+  const int S = a.d.attn_splits;
+  for (uint32_t u = begin; u < end; u++) {
+    const int b = int(u) / S / a.d.kv_heads, j = int(u) % S;
+    if (j * kMegaPartitionKeys < a.kv_len[b] + 1) return true;
+  }
+  return false;
+}
+
 // Lane 0: issues the stream's next segments until `limit` are in flight beyond `consumed`
 // (consumer_pc: the instruction being run; prog_end: the program's end).
 template <class T>
@@ -319,7 +327,8 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       if (mega_is_gemv(op)) {
         cur.job = gemv_job<T>(a, op, in.layer, in.begin, in.end);
         cur.it = 0;
-      } else if (op == MegaOp::AttnPartial && cur.pc >= consumer_pc) {
+      } else if (op == MegaOp::AttnPartial && cur.pc >= consumer_pc &&
+                 attn_partial_busy(a, in.begin, in.end)) {
         return;  // its shared memory overlaps the ring: nothing may land there before it ran
       } else {
         cur.pc++;  // no shared memory of the ring's (embed, no-ops, final norm, draw)
@@ -378,10 +387,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   Chunk8<T>* wring = reinterpret_cast<Chunk8<T>*>(ring + size_t(warp) * S * kGemvSegBytes);
 
   float acc[M];
-  float bv = -INFINITY;  // LmHead: lane i < M's best draw key of slot i in this unit
+  float bv = -INFINITY;  // LmHead: lane i < M's best draw key of slot i in this instruction
   int bi = -1;
-  float seen = -INFINITY;  // and the largest exact key it computed (draw_fold)
-  uint32_t run = 0;        // units done since the last publish
+  uint32_t run = 0;  // units done since the last publish
   const int lo = a.sample_lo, hi = a.sample_hi;
   auto consume = [&](int it) {
     const uint32_t q = seq + uint32_t(it);
@@ -432,22 +440,23 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       } else {
         a.logits[size_t(lane) * a.logits_ld + row] = val;
         const loom::gpu::SampleParamsDev& p = a.params[lane];
-        if (p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, seen, bv, bi);
+        if (p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, bv, bi);
       }
     }
     if ((it / nb) % rpw != rpw - 1) return;  // the unit goes on for this warp
     // End of a unit (the same iteration on every warp).
-    if (out == GemvOut::Logits) {
+    if (out == GemvOut::Logits && unit + 1 == end) {
+      // The instruction's best per slot goes to its first tile's partial, none to the others.
       if (lane < M) sh.best[warp * M + lane] = MegaDrawPartial{bv, bi};
-      bv = -INFINITY, bi = -1;
       __syncthreads();
-      if (threadIdx.x < M) {
+      for (int j = threadIdx.x; j < int(end - begin) * M; j += kMegaThreads) {
         MegaDrawPartial r{-INFINITY, -1};
-        for (int v = 0; v < kMegaWarps; v++) {
-          const MegaDrawPartial q = sh.best[v * M + threadIdx.x];
-          if (q.id >= 0 && draw_better(q.v, q.id, r.v, r.id)) r = q;
-        }
-        a.draw_part[size_t(unit) * M + threadIdx.x] = r;
+        if (j < M)
+          for (int v = 0; v < kMegaWarps; v++) {
+            const MegaDrawPartial q = sh.best[v * M + j];
+            if (q.id >= 0 && draw_better(q.v, q.id, r.v, r.id)) r = q;
+          }
+        a.draw_part[size_t(begin) * M + j] = r;
       }
     }
     if (op == MegaOp::Qkv) {
@@ -455,14 +464,14 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       qkv_tile_out<T, M>(a, layer, int(unit), sh.tile);
     }
     // Consecutive units of one counter publish together, with one barrier and one release:
-    // OProj, GateUp and Down are waited on as a whole, so a CTA publishes each once. A Qkv tile
-    // (sh.tile) and an LmHead tile (sh.best) reuse shared memory: their units keep a barrier.
+    // OProj, GateUp, Down and LmHead are waited on as a whole, so a CTA publishes each once. Qkv
+    // tiles reuse shared memory (sh.tile): theirs keep a barrier.
     const uint32_t counter = mega_publish(d, op, layer, int(unit));
     run++;
     if (unit + 1 == end || mega_publish(d, op, layer, int(unit) + 1) != counter) {
       cta_publish(c, counter, run);
       run = 0;
-    } else if (op == MegaOp::Qkv || op == MegaOp::LmHead) {
+    } else if (op == MegaOp::Qkv) {
       __syncthreads();
     }
   };

@@ -78,12 +78,11 @@
 //     max, sum) in its own slot, whichever split computed it, and AttnReduce folds partitions
 //     0, 1, … P−1 in order. So the bits depend on kv_len and the partition size, never on
 //     attn_splits.
-//   Draw: each LmHead tile leaves, per slot, its best (value, id) — greedy: logit; sampled:
-//     Gumbel-max key z/T − log(−log u), u = philox_uniform(...) as sampler.h — with the
-//     lowest id winning ties, over the tile's rows that can still be the draw (sampled: a row
-//     whose key is provably below a key the same lane computed earlier is left out, so a tile
-//     may leave none); Draw folds the tiles in index order with the same total order, so the
-//     token is the graph path's token.
+//   Draw: each LmHead instruction leaves, per slot, its best (value, id) over its tiles —
+//     greedy: logit; sampled: Gumbel-max key z/T − log(−log u), u = philox_uniform(...) as
+//     sampler.h — with the lowest id winning ties, in its first tile's partial (its other
+//     tiles' say none, id −1); Draw folds the tiles in index order with the same total order,
+//     so the token is the graph path's token whatever the tiles' split over the SMs.
 #pragma once
 
 #include <cstdint>
@@ -125,8 +124,10 @@ enum class MegaOp : uint8_t {
   // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
   //   / 256) of slot b's keys for the G query heads of group g, writing each partition's
-  //   unnormalised (acc, max, sum) to partials[b, g, p]. A split with no partition publishes
-  //   anyway. Neither the list nor the graph depends on the context length.
+  //   unnormalised (acc, max, sum) to partials[b, g, p]. A split with no partition reads and
+  //   writes nothing and publishes without waiting (split 0 always has partition 0, so
+  //   AttnReduce still follows a split that waited). Neither the list nor the graph depends on
+  //   the context length.
   //   Waits: Qkv(l, g), all its tiles. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
   AttnPartial,
   // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order
@@ -152,8 +153,8 @@ enum class MegaOp : uint8_t {
   FinalNorm,
   // LmHead — units: tiles of lm_rows_per_tile vocabulary rows (the last may be short).
   //   Reads h_last (every slot). Writes logits[b, tile rows] (fp32) and the tile's draw
-  //   partial per slot (best key and id over the tile's ids inside the sampled range that
-  //   can still be the draw; "Reduction order", Draw).
+  //   partial per slot (the instruction's best key and id inside the sampled range in its
+  //   first tile's, none in the others'; "Reduction order", Draw).
   //   Waits: FinalNorm, all. Publishes: LmHead, n = lm_head tiles.
   LmHead,
   // Draw — units: slots b. Folds slot b's draw partials of every tile in index order and

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   c.timeout_ns = a.timeout_ns;
   c.jitter_seed = a.jitter_seed;
   c.trace = a.trace != nullptr;
+  c.skip_waits = a.skip_waits;
   c.waited = 0;
   const int prog = a.cta_program != nullptr ? a.cta_program[blockIdx.x] : int(blockIdx.x);
   T* xs = reinterpret_cast<T*>(mega_smem);  // staged GEMV input, then the weight ring

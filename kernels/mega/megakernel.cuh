@@ -96,6 +96,8 @@ struct MegaArgs {
   // Benchmarks only: GEMV rows skip their dot products (wrong results; the step's time without
   // the weights' arithmetic, everything else — copies, waits, staging, publishes — kept).
   bool skip_math = false;
+  // Benchmarks only: waits return at once (wrong results; the streaming without the dataflow).
+  bool skip_waits = false;
   uint64_t timeout_ns = 2000000000ull;
   uint32_t jitter_seed = 0;
   // Per-phase timing (null: off): thread 0 of each CTA records, for the i-th instruction of

@@ -64,6 +64,7 @@ struct MegaCtx {
   uint64_t timeout_ns;
   uint32_t jitter_seed;
   bool trace;               // MegaArgs::trace set: thread 0 sums its spin time in waited
+  bool skip_waits;          // MegaArgs::skip_waits (benchmarks only)
   mutable uint64_t waited;  // (thread 0) ns spent in waits since the instruction started
   mutable uint64_t staged;  // (thread 0) when a GEMV's input was staged
 };
@@ -72,7 +73,7 @@ struct MegaCtx {
 // (this CTA timed out, or another did); the caller returns from the kernel.
 __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
   int ok = 1;
-  if (threadIdx.x == 0 && w.counter != kMegaNoCounter) {
+  if (threadIdx.x == 0 && w.counter != kMegaNoCounter && !c.skip_waits) {
     jitter(c.jitter_seed, 1, w.counter, c.epoch);
     const uint32_t target = mega_target(w, c.epoch);
     const uint32_t* p = c.counters + w.counter;

@@ -184,7 +184,8 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_);
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   a.gemv_inflight = mega_debug_.gemv_inflight;
-  a.skip_math = mega_debug_.skip_math != 0;
+  a.skip_math = (mega_debug_.skip_math & 1) != 0;
+  a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();

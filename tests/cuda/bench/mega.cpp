@@ -83,8 +83,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   // Each unit ends with a CTA barrier and a release; the ring's copies started before a wait
   // queue the input's L2 reads behind them.
   sweep("rows_per_tile", "layer GEMV rows a unit", {16, 32, 64}, &MegakernelDebug::rows_per_tile);
-  sweep("skip_math", "GEMV rows without their dot products (1: skipped; wrong tokens)", {0, 1},
-        &MegakernelDebug::skip_math);
+  sweep("skip_math",
+        "wrong tokens: 1 GEMV rows without their dot products, 2 waits that return at once, 3 both",
+        {0, 1, 2, 3}, &MegakernelDebug::skip_math);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
