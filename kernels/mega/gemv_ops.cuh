@@ -2,11 +2,11 @@
 //   Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ its draw partials), Draw.
 // A GEMV instruction streams its units' weight rows, one row per warp at a time (a tile of 16
 // rows is one row for each of the 16 warps; LmHead's 64-row tiles four), in 4 KB segments
-// bulk-copied into a per-warp ring in shared memory. The first segments are started before the
-// instruction's wait (weights depend on no counter), so HBM keeps streaming while the CTA waits
-// for its inputs. Inputs are staged in shared memory as T [batch, k] after the wait (RMSNorm,
-// silu·mul or a copy), read from L2 (.cg): other SMs wrote them. Dot order: instructions.h,
-// "GEMV row".
+// bulk-copied into a per-warp ring in shared memory by one stream over the CTA's whole list
+// (WeightStream): weights depend on no counter, so the next instructions' segments are in
+// flight while the CTA computes, publishes and waits for its inputs. Inputs are staged in shared
+// memory as T [batch, k] after the wait (RMSNorm, silu·mul or a copy), read from L2 (.cg): other
+// SMs wrote them. Dot order: instructions.h, "GEMV row".
 #pragma once
 
 #include "core/philox.h"
@@ -89,11 +89,7 @@ struct GemvJob {
     unit = begin + uint32_t(item / rpw);
     r = warp + (item % rpw) * kMegaWarps;
     if (r >= R) return -1;
-    if (head_dim > 0) {  // mega_qkv_row
-      const int tiles = head_dim / R, half = R / 2, u = int(unit);
-      const int i = (u % tiles) * half + (r < half ? r : r - half);
-      return (u / tiles) * head_dim + (r < half ? i : i + head_dim / 2);
-    }
+    if (head_dim > 0) return mega_pair_row(R, head_dim, int(unit), r);
     const int rw = int(unit) * R + r;
     return rw < n ? rw : -1;
   }
@@ -105,9 +101,10 @@ struct GemvJob {
 // (q / S) mod 2. `consumed` is every lane's; the issue cursor (WeightCursor) is lane 0's, which
 // alone issues. The cursor runs ahead of the consumer by at most S segments and,
 // with MegaArgs::gemv_ahead, past the instruction being consumed into the next GEMVs (skipping
-// the ops that use no shared memory), so the next instruction's weights stream while this
-// one's last rows are computed, published and waited on; it stops at an AttnPartial that has
-// not run yet, whose shared memory overlaps the ring.
+// the ops that use no shared memory, idle attention splits included), so the next
+// instruction's weights stream while this one's last rows are computed, published and waited
+// on; it stops at an AttnPartial with work that has not run yet, whose shared memory overlaps
+// the ring.
 // The cursor lives in shared memory (MegaShared::cursor[warp]): it is touched once a segment,
 // and in registers it would push the GEMV loop into spills.
 struct WeightCursor {

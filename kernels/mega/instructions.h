@@ -354,10 +354,13 @@ LOOM_MEGA_HD uint32_t mega_publish(const MegaDims& d, MegaOp op, int layer, int 
 // Weight row of row r (0 ≤ r < R) of Qkv tile u: tile j = u mod (head_dim / R) of head
 // h = u / (head_dim / R) holds the RoPE pairs (i, i + head_dim/2), i in [j·R/2, (j+1)·R/2):
 // rows r < R/2 are the first halves, rows R/2 + r' their partners.
-LOOM_MEGA_HD int mega_qkv_row(const MegaDims& d, int u, int r) {
-  const int R = d.rows_per_tile, tiles = d.head_dim / R, half = R / 2;
+LOOM_MEGA_HD int mega_pair_row(int R, int head_dim, int u, int r) {
+  const int tiles = head_dim / R, half = R / 2;
   const int i = (u % tiles) * half + (r < half ? r : r - half);
-  return (u / tiles) * d.head_dim + (r < half ? i : i + d.head_dim / 2);
+  return (u / tiles) * head_dim + (r < half ? i : i + head_dim / 2);
+}
+LOOM_MEGA_HD int mega_qkv_row(const MegaDims& d, int u, int r) {
+  return mega_pair_row(d.rows_per_tile, d.head_dim, u, r);
 }
 
 // A wait: counter index and the count it reaches once per step (target e · count at step e).
