@@ -176,7 +176,7 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
   CHECK((q8.op == uint8_t(MegaOp::Qkv) && q8.begin == 8 && q8.end == 10));
   CHECK((q36.op == uint8_t(MegaOp::Qkv) && q36.begin == 64 && q36.end == 65));
   // Bytes: the step streams every layer weight and the (tile-padded) lm_head once, and no SM
-  // streams more than 1% above the mean.
+  // streams more than one tile above the mean.
   const double layer = (2560.0 * 2048 + 2048.0 * 2048 + 11264.0 * 2048 + 2048.0 * 5632) * 2;
   const double weights = 22 * layer + 4097.0 * 64 * 2048 * 2;
   double sum = 0, most = 0, gemv = 0;
@@ -191,7 +191,9 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
         gemv += (in.end - in.begin) * rows * k * 2;
     }
   CHECK(gemv == weights);
-  CHECK(most / (sum / 132) < 1.01);
+  // The extra units go to the least loaded SMs, so no SM is above the mean by more than the
+  // largest unit, an lm_head tile (~1.1% of an SM's 22.8 MB).
+  CHECK(most - sum / 132 <= 64.0 * 2048 * 2);
 }
 
 TEST_CASE("mega schedule: counters wrap around uint32 without a reset") {

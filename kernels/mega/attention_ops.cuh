@@ -1,15 +1,15 @@
 // The megakernel's attention family (contracts: instructions.h): a Qkv tile's RoPE and cache
-// write, AttnPartial, AttnReduce. CUDA cores, one partition of 256 keys at a time through shared
-// memory: at batch 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is a small
-// share of the step; what matters is that its units spread over the SMs (attn_splits).
-//   AttnPartial: thread t scores key t % 256 of the partition for the query heads h ≡ t / 256
-//     (mod 2): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp h
-//     takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
+// write, AttnPartial, AttnReduce. CUDA cores, one partition of K = 256 keys at a time through
+// shared memory: at batch 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is
+// a small share of the step; what matters is that its units spread over the SMs (attn_splits).
+//   AttnPartial: thread t scores key t % K of the partition for the query heads h ≡ t / K
+//     (mod 512 / K): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp
+//     h takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
 //     tree); output (h, d) sums p · v over the partition's keys in order. Each partition leaves
 //     (acc, max, sum) unnormalised in its own slot, whichever split ran it.
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
 //     / Σ sum·e^(m−M).
-// So the bits depend on kv_len and the 256-key partition, never on attn_splits or the SMs.
+// So the bits depend on kv_len and the K-key partition, never on attn_splits or the SMs.
 // RoPE runs in every Qkv tile (its rows are RoPE pairs) and AttnReduce inside the AttnPartial
 // split that completes a (slot, KV head) (cta_publish_last), saving a counter hop each a layer;
 // the scheduled AttnReduce instructions are no-ops.
@@ -102,11 +102,11 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u) {
 template <class T>
 struct AttnSmem {
   float* q;  // [G, hd] rotated queries
-  float* s;  // [G, 256] scores, then probabilities
+  float* s;  // [G, K] scores, then probabilities
   float* m;  // [G] partition max
   float* l;  // [G] Σ p
-  T* v;      // [256, hd] values (zero past the last key)
-  T* k;      // [256, hd] keys (zero past the last key)
+  T* v;      // [K, hd] values (zero past the last key)
+  T* k;      // [K, hd] keys (zero past the last key)
   __device__ AttnSmem(void* base, int G, int hd) {
     q = static_cast<float*>(base);
     s = q + G * hd;
@@ -140,6 +140,7 @@ template <class T, int M>
 __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
                                  uint32_t end, void* smem, int& sh_last) {
   constexpr int K = kMegaPartitionKeys;
+  static_assert(kMegaThreads % K == 0 && K % 32 == 0, "a partition is whole warps of the CTA");
   constexpr int kVPer = 4;  // 16-byte pieces a thread loads at once
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
@@ -211,8 +212,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
                 __ldcg(row_of(b, g, key0 + fresh, cache) + j % vecs);
           }
         }
-        __syncthreads();
       }
+      __syncthreads();  // every thread's k and v rows (and q) staged
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
@@ -227,7 +228,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           chunk_f32<T>(kc, kf);
 #pragma unroll
           for (int h8 = 0; h8 < 8; h8++) {
-            const int h = tid / K + 2 * h8;
+            const int h = tid / K + (kMegaThreads / K) * h8;
             if (h < G)
 #pragma unroll
               for (int e = 0; e < 8; e++) acc[h8] += sm.q[h * hd + e0 + e] * kf[e];
@@ -235,7 +236,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         }
 #pragma unroll
       for (int h8 = 0; h8 < 8; h8++) {
-        const int h = tid / K + 2 * h8;
+        const int h = tid / K + (kMegaThreads / K) * h8;
         if (h < G) sm.s[h * K + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
       }
       __syncthreads();

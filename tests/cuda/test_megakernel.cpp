@@ -117,18 +117,27 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
     const int blocks = int(ctx.size()) * per_seq;
     auto graph = random_backend(ComputeDType::F32, MegakernelMode::Off, blocks);
     auto mega = random_backend(ComputeDType::F32, MegakernelMode::Force, blocks);
-    for (int step = 0; step < 3; step++) {  // each step appends a key: the next one reads it
-      std::vector<int> at = ctx;
-      for (int& c : at) c += step;
-      const StepBatch b = decode_batch(at, per_seq, uint64_t(step));
-      StepOutput want, got;
-      graph->step(b, want);
-      mega->step(b, got);
-      CAPTURE(step);
-      CHECK(rel_err(got.logits, want.logits) < 2e-5);
-      CHECK(got.tokens == want.tokens);
+    // The default splits (a split takes one partition or none at these contexts), then one
+    // split a (slot, KV head): every partition of a sequence in turn through one CTA's shared
+    // memory (what long contexts and batch 8 do).
+    for (int splits : {0, 1}) {
+      CAPTURE(splits);
+      MegakernelDebug dbg;
+      dbg.attn_splits = splits;
+      cuda_set_megakernel_debug(*mega, dbg);
+      for (int step = 0; step < 3; step++) {  // each step appends a key: the next one reads it
+        std::vector<int> at = ctx;
+        for (int& c : at) c += step;
+        const StepBatch b = decode_batch(at, per_seq, uint64_t(step));
+        StepOutput want, got;
+        graph->step(b, want);
+        mega->step(b, got);
+        CAPTURE(step);
+        CHECK(rel_err(got.logits, want.logits) < 2e-5);
+        CHECK(got.tokens == want.tokens);
+      }
     }
-    CHECK(cuda_megakernel_steps(*mega) == 3);
+    CHECK(cuda_megakernel_steps(*mega) == 6);
     CHECK(cuda_megakernel_steps(*graph) == 0);
   }
 }

@@ -61,6 +61,7 @@ struct MegakernelDebug {
   bool drop_unit = false;
   bool trace = false;     // per-phase timing of every megakernel step (each step then synchronises)
   int rows_per_tile = 0;  // layer GEMV rows a unit (MegaOptions; 0: the backend's choice)
+  int attn_splits = 0;    // attention splits a (slot, KV head) (MegaOptions; 0: the backend's)
   int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
   int gemv_ahead = 0;     // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)
   int gemv_inflight = 0;  // MegaArgs::gemv_inflight (0: the backend's choice)
@@ -85,6 +86,9 @@ struct MegakernelPhase {
 struct MegakernelTrace {
   int64_t steps = 0;
   double step_us = 0;
+  // A CTA's program: its instructions' time less its waits, the mean over the CTAs and the
+  // longest (means over steps); the longest bounds the step when nothing waits.
+  double cta_mean_us = 0, cta_max_us = 0;
   std::vector<MegakernelPhase> phases;  // in forward order
 };
 MegakernelTrace cuda_megakernel_trace(const Backend& backend);

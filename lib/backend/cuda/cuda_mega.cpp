@@ -47,6 +47,7 @@ bool CudaBackend::mega_wanted(const StepBatch& b, int B) const {
 void CudaBackend::ensure_mega(int B) {
   mega::MegaOptions opts = mega_options(t_);
   if (mega_debug_.rows_per_tile > 0) opts.rows_per_tile = mega_debug_.rows_per_tile;
+  if (mega_debug_.attn_splits > 0) opts.attn_splits = mega_debug_.attn_splits;
   // The layer table points into the KV pool: rebuilt for each pool (allocate_cache resets it).
   if (mega_layers_kv_ != kv_) {
     const size_t kv_layer =
@@ -71,7 +72,8 @@ void CudaBackend::ensure_mega(int B) {
     mega_layers_kv_ = kv_;
   }
   // Attention partitions follow the block-table width (the longest context).
-  const int max_parts = attention_mma_max_parts(max_bt_, block_size_);
+  const int max_parts =
+      (max_bt_ * block_size_ + mega::kMegaPartitionKeys - 1) / mega::kMegaPartitionKeys;
   if (max_parts != mega_max_parts_) {
     dev_free(mega_attn_part_);
     const size_t floats = size_t(mega::kMegaMaxBatch) * spec_.kv_heads * max_parts *
@@ -224,9 +226,12 @@ void CudaBackend::add_mega_trace(int B) {
   std::vector<uint64_t> last_end(size_t(mega::kMegaOps) * layers, 0);
   std::vector<uint64_t> first_staged(last_end.size(), ~0ull);
   uint64_t first = ~0ull, last = 0;
-  for (int p = 0; p < m.num_ctas; p++)
+  double cta_sum = 0, cta_max = 0;
+  for (int p = 0; p < m.num_ctas; p++) {
+    double cta = 0;
     for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
       const mega::MegaTraceEntry& e = t[size_t(p) * mega_trace_stride_ + i];
+      cta += 1e-3 * double(e.end - e.start - e.waited);
       first = std::min(first, e.start);
       last = std::max(last, e.end);
       MegakernelPhase& ph = sum.phases[e.op % mega::kMegaOps];
@@ -237,13 +242,18 @@ void CudaBackend::add_mega_trace(int B) {
       last_end[k] = std::max(last_end[k], e.end);
       if (e.staged != 0) first_staged[k] = std::min(first_staged[k], e.staged);
     }
+    cta_sum += cta;
+    cta_max = std::max(cta_max, cta);
+  }
+  sum.cta_mean_us += cta_sum / m.num_ctas;
+  sum.cta_max_us += cta_max;
   // The chain: ops that run once count once, per-layer ops averaged over the layers.
   using mega::MegaOp;
   uint64_t prev = first;
   auto link = [&](MegaOp op, int l, double share) {
     const size_t k = size_t(op) * layers + l;
     MegakernelPhase& ph = sum.phases[size_t(op)];
-    ph.span_us += 1e-3 * double(last_end[k] - prev) * share;
+    ph.span_us += 1e-3 * (double(last_end[k]) - double(prev)) * share;
     if (first_staged[k] != ~0ull)
       ph.lag_us += 1e-3 * (double(first_staged[k]) - double(prev)) * share;
     prev = last_end[k];
@@ -261,7 +271,7 @@ void CudaBackend::add_mega_trace(int B) {
 MegakernelTrace CudaBackend::megakernel_trace() const {
   MegakernelTrace r = mega_trace_sum_;
   const double n = double(std::max<int64_t>(1, r.steps));
-  r.step_us /= n;
+  r.step_us /= n, r.cta_mean_us /= n, r.cta_max_us /= n;
   for (MegakernelPhase& p : r.phases)
     p.busy_us /= n, p.wait_us /= n, p.stage_us /= n, p.span_us /= n, p.lag_us /= n;
   return r;

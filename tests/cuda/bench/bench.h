@@ -43,6 +43,7 @@ nlohmann::json bench_attention_decode(const Context& c);  // attention_decode.cp
 nlohmann::json bench_attention_mma(const Context& c);  // attention_decode.cpp → bench_attention.cpp
 nlohmann::json bench_sampling(const Context& c);       // sampling.cpp: the device draw
 nlohmann::json bench_gemm_algos(const Context& c);     // gemm_algos.cpp: cuBLASLt candidates
+nlohmann::json bench_weight_stream(const Context& c);  // weight_stream.cu: one CTA an SM streaming
 
 // The CUDA backend end to end on a Terra-size model (backend.cpp): fills r's keys load,
 // kv_blocks, weight_bytes, streamed_bytes, floor_step_s, floor_s_per_frame, decode,
@@ -65,6 +66,7 @@ inline const std::vector<Family>& families() {
       {"ops_mlp_activation", bench_mlp_activation},
       {"ops_convert", bench_convert},
       {"ops_embed", bench_embed},
+      {"weight_stream", bench_weight_stream},
   };
   return kFamilies;
 }

@@ -3,6 +3,7 @@
 // median step time through Backend::step and the device time of a graph replay, each path in
 // turn on the same backend; then where a megakernel step's time goes (MegakernelDebug::trace:
 // per op, the mean time a CTA works on its units and waits for their inputs).
+#include <array>
 #include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
@@ -95,20 +96,34 @@ void bench_megakernel(Backend& be, double bw, json& r) {
 
   // Where a megakernel step goes.
   json phases = json::array();
-  for (auto [n, ctx] : std::vector<std::pair<int, int>>{{1, 600}, {1, 7000}, {8, 600}}) {
+  // The last row: batch 1 with neither dot products nor waits (skip_math 3), the streaming's
+  // own costs per op.
+  const std::vector<std::array<int, 3>> traced = {
+      {1, 600, 0}, {1, 7000, 0}, {8, 600, 0}, {1, 600, 3}};
+  for (const std::array<int, 3>& tr : traced) {
+    const int n = tr[0], ctx = tr[1];
     be.set_megakernel(true);
     MegakernelDebug dbg;
     dbg.trace = true;
+    dbg.skip_math = tr[2];
     cuda_set_megakernel_debug(be, dbg);
     time_steps(be, bench_batch(n, ctx), 3, 20);
     const MegakernelTrace t = cuda_megakernel_trace(be);
     cuda_set_megakernel_debug(be, MegakernelDebug{});
     std::printf(
-        "\nmegakernel batch %d ctx %d: %lld traced steps, %.1f us a step (first start to "
+        "\nmegakernel batch %d ctx %d%s: %lld traced steps, %.1f us a step (first start to "
         "last end); per op, mean us a CTA works / waits (staging), then along the chain a "
         "layer's span and lag (last input unit to the first CTA staged):\n",
-        n, ctx, (long long)t.steps, t.step_us);
-    json row = {{"batch", n}, {"ctx", ctx}, {"steps", t.steps}, {"step_us", t.step_us}};
+        n, ctx, tr[2] ? " (no math, no waits)" : "", (long long)t.steps, t.step_us);
+    json row = {{"batch", n},
+                {"ctx", ctx},
+                {"skip_math", tr[2]},
+                {"steps", t.steps},
+                {"step_us", t.step_us},
+                {"cta_mean_us", t.cta_mean_us},
+                {"cta_max_us", t.cta_max_us}};
+    std::printf("  a CTA's program less its waits: mean %.1f us, longest %.1f us\n", t.cta_mean_us,
+                t.cta_max_us);
     for (const MegakernelPhase& p : t.phases) {
       std::printf("  %-13s %8.1f %8.1f   (staging %5.1f)   span %6.2f lag %6.2f\n", p.op.c_str(),
                   p.busy_us, p.wait_us, p.stage_us, p.span_us, p.lag_us);
