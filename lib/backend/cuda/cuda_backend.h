@@ -82,6 +82,7 @@ struct MegakernelPhase {
   // op's last unit to the first CTA that has this op's input staged (GEMVs; the hop and the
   // staging on the critical path).
   double span_us = 0, lag_us = 0;
+  double slowest_us = 0;  // busy_us of the CTA whose program took longest (each step's)
 };
 struct MegakernelTrace {
   int64_t steps = 0;

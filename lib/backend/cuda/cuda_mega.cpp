@@ -227,11 +227,14 @@ void CudaBackend::add_mega_trace(int B) {
   std::vector<uint64_t> first_staged(last_end.size(), ~0ull);
   uint64_t first = ~0ull, last = 0;
   double cta_sum = 0, cta_max = 0;
+  std::vector<double> ops(mega::kMegaOps), slowest(mega::kMegaOps);  // a CTA's busy µs per op
   for (int p = 0; p < m.num_ctas; p++) {
     double cta = 0;
+    std::fill(ops.begin(), ops.end(), 0.0);
     for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
       const mega::MegaTraceEntry& e = t[size_t(p) * mega_trace_stride_ + i];
       cta += 1e-3 * double(e.end - e.start - e.waited);
+      ops[e.op % mega::kMegaOps] += 1e-3 * double(e.end - e.start - e.waited);
       first = std::min(first, e.start);
       last = std::max(last, e.end);
       MegakernelPhase& ph = sum.phases[e.op % mega::kMegaOps];
@@ -243,8 +246,10 @@ void CudaBackend::add_mega_trace(int B) {
       if (e.staged != 0) first_staged[k] = std::min(first_staged[k], e.staged);
     }
     cta_sum += cta;
-    cta_max = std::max(cta_max, cta);
+    if (cta > cta_max) cta_max = cta, slowest = ops;
   }
+  for (int op = 0; op < mega::kMegaOps; op++)
+    sum.phases[size_t(op)].slowest_us += slowest[size_t(op)];
   sum.cta_mean_us += cta_sum / m.num_ctas;
   sum.cta_max_us += cta_max;
   // The chain: ops that run once count once, per-layer ops averaged over the layers.
@@ -273,7 +278,8 @@ MegakernelTrace CudaBackend::megakernel_trace() const {
   const double n = double(std::max<int64_t>(1, r.steps));
   r.step_us /= n, r.cta_mean_us /= n, r.cta_max_us /= n;
   for (MegakernelPhase& p : r.phases)
-    p.busy_us /= n, p.wait_us /= n, p.stage_us /= n, p.span_us /= n, p.lag_us /= n;
+    p.busy_us /= n, p.wait_us /= n, p.stage_us /= n, p.span_us /= n, p.lag_us /= n,
+        p.slowest_us /= n;
   return r;
 }
 
