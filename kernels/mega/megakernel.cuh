@@ -93,13 +93,13 @@ struct MegaArgs {
   // Debugging and faults: a wait gives up after timeout_ns (the step is then abandoned by
   // every CTA and MegaSyncHeader::trap_* say where); jitter_seed != 0 sleeps a pseudo-random
   // 0–4 µs at every wait and publish.
-  // Benchmarks only: GEMV rows skip their dot products (wrong results; the step's time without
-  // the weights' arithmetic, everything else — copies, waits, staging, publishes — kept).
-  bool skip_math = false;
-  // Benchmarks only: waits return at once (wrong results; the streaming without the dataflow).
-  bool skip_waits = false;
   uint64_t timeout_ns = 2000000000ull;
   uint32_t jitter_seed = 0;
+  // Benchmarks only (wrong results): GEMV rows skip their dot products (everything else —
+  // copies, waits, staging, publishes — kept); waits return at once (the streaming without
+  // the dataflow).
+  bool skip_math = false;
+  bool skip_waits = false;
   // Per-phase timing (null: off): thread 0 of each CTA records, for the i-th instruction of
   // its program, MegaTraceEntry trace[program · trace_stride + i] (globaltimer ns).
   struct MegaTraceEntry* trace = nullptr;

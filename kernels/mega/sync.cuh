@@ -101,9 +101,8 @@ __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
   return __syncthreads_and(ok) != 0;
 }
 
-// Adds `units` to `counter` once every thread's stores of those units are done (kMegaNoCounter:
-// only the barrier).
-// units: how many units of the counter's group this CTA completes with the one add.
+// Adds `units` (the units of the counter's group this CTA completes with the one add) to
+// `counter` once every thread's stores of those units are done (kMegaNoCounter: the barrier).
 __device__ __forceinline__ void cta_publish(const MegaCtx& c, uint32_t counter,
                                             uint32_t units = 1) {
   __syncthreads();

@@ -233,13 +233,14 @@ void CudaBackend::add_mega_trace(int B) {
     std::fill(ops.begin(), ops.end(), 0.0);
     for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
       const mega::MegaTraceEntry& e = t[size_t(p) * mega_trace_stride_ + i];
-      cta += 1e-3 * double(e.end - e.start - e.waited);
-      ops[e.op % mega::kMegaOps] += 1e-3 * double(e.end - e.start - e.waited);
+      const double busy = 1e-3 * double(e.end - e.start - e.waited);
+      cta += busy;
+      ops[e.op % mega::kMegaOps] += busy;
       first = std::min(first, e.start);
       last = std::max(last, e.end);
       MegakernelPhase& ph = sum.phases[e.op % mega::kMegaOps];
       ph.wait_us += 1e-3 * double(e.waited) / m.num_ctas;
-      ph.busy_us += 1e-3 * double(e.end - e.start - e.waited) / m.num_ctas;
+      ph.busy_us += busy / m.num_ctas;
       if (e.staged != 0) ph.stage_us += 1e-3 * double(e.staged - e.start - e.waited) / m.num_ctas;
       const size_t k = size_t(e.op % mega::kMegaOps) * layers + e.layer % layers;
       last_end[k] = std::max(last_end[k], e.end);
