@@ -7,7 +7,10 @@
 #                                 (throughput, memory, warp stalls, source counters)
 #   scripts/mega_check.sh bench   loom bench on a Terra-size v1 checkpoint (/tmp/terra, made on
 #                                 the fly), 8 frames after 3 context frames, batches 1 and 8:
-#                                 the graph path and the megakernel (--megakernel) in one call
+#                                 the graph path and the megakernel (--megakernel) in one call;
+#                                 with HF=1 also HF transformers on the same checkpoint, eager
+#                                 at batch 1 and 8 and torch.compile (static cache) at batch 1
+#                                 (scripts/hf_bench.py; ~4-5 minutes more)
 # Writes logs and JSON under $OUT. BUILD: the build folder (default build).
 set -uo pipefail
 what=${1:-tests}
@@ -69,5 +72,13 @@ if [ "$what" = bench ]; then
       --batch-sizes "${BATCHES:-1,8}" ${PROFILE:+--profile} $extra \
       --json "$OUT/bench_$mode.json" 2>&1 | tee "$OUT/bench_$mode.log" | tail -6 || rc=1
   done
+  if [ "${HF:-0}" = 1 ]; then
+    for run in "eager 1 2" "eager 8 1" "compile 1 3"; do
+      set -- $run
+      timeout 300 python3 scripts/hf_bench.py --model /tmp/terra --mode "$1" --batch "$2" \
+        --frames "$3" --json "$OUT/hf_$1_b$2.json" 2>&1 | tee "$OUT/hf_$1_b$2.log" | tail -3 ||
+        rc=1
+    done
+  fi
 fi
 exit $rc
