@@ -76,8 +76,7 @@ if [ "$what" = bench ]; then
     for run in "eager 1 2" "eager 8 1" "compile 1 3"; do
       set -- $run
       timeout 300 python3 scripts/hf_bench.py --model /tmp/terra --mode "$1" --batch "$2" \
-        --frames "$3" --json "$OUT/hf_$1_b$2.json" 2>&1 | tee "$OUT/hf_$1_b$2.log" | tail -3 ||
-        rc=1
+        --frames "$3" --json "$OUT/hf_$1_b$2.json" 2>&1 | tail -3 || rc=1  # (8 files come back)
     done
   fi
 fi
