@@ -36,16 +36,6 @@ struct Chunk8 {
 constexpr int kGemvSegBytes = 4096;
 constexpr int kGemvMaxStages = 3;
 
-// One bulk copy global → shared of `bytes` (multiple of 16, both addresses 16-aligned).
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-      "[%3];" ::"r"(loom::gpu::smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(loom::gpu::smem_u32(bar))
-      : "memory");
-}
-
 template <class T>
 __device__ __forceinline__ void chunk_f32(const Chunk8<T>& c, float (&f)[8]) {
   if constexpr (sizeof(T) == 2) {
@@ -341,8 +331,9 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
     uint64_t* bar = &sh.bar[warp][s];
     loom::gpu::fence_proxy_async();  // the slot's earlier reads before the copy's writes
     loom::gpu::mbar_expect_tx(bar, bytes);
-    bulk_load(ring + (size_t(warp) * S + s) * kGemvSegBytes,
-              cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0), bytes, bar);
+    loom::gpu::bulk_load(ring + (size_t(warp) * S + s) * kGemvSegBytes,
+                         cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0), bytes,
+                         bar);
     cur.it++;
     cur.issued++;
   }

@@ -72,8 +72,7 @@ void CudaBackend::ensure_mega(int B) {
     mega_layers_kv_ = kv_;
   }
   // Attention partitions follow the block-table width (the longest context).
-  const int max_parts =
-      (max_bt_ * block_size_ + mega::kMegaPartitionKeys - 1) / mega::kMegaPartitionKeys;
+  const int max_parts = mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaPartitionKeys);
   if (max_parts != mega_max_parts_) {
     dev_free(mega_attn_part_);
     const size_t floats = size_t(mega::kMegaMaxBatch) * spec_.kv_heads * max_parts *

@@ -29,26 +29,14 @@
 namespace loom::bench {
 namespace {
 
+using loom::gpu::bulk_load;
 using loom::gpu::fence_proxy_async;
+using loom::gpu::mbar_arrive;
 using loom::gpu::mbar_expect_tx;
 using loom::gpu::mbar_init;
 using loom::gpu::mbar_wait;
-using loom::gpu::smem_u32;
 
 constexpr int kThreads = 512;
-
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-      "[%3];" ::"r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
 
 __device__ __forceinline__ uint32_t sum4(uint4 v) {
   return v.x + v.y + v.z + v.w;
@@ -89,7 +77,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int mine = (segs - warp + W - 1) / W;  // segments warp, warp + W, …
     auto issue = [&](int i) {
       mbar_expect_tx(&bar[warp][i % S], uint32_t(seg));
-      bulk_copy(ring + size_t(i % S) * seg, base + size_t(warp + i * W) * seg, uint32_t(seg),
+      bulk_load(ring + size_t(i % S) * seg, base + size_t(warp + i * W) * seg, uint32_t(seg),
                 &bar[warp][i % S]);
     };
     if (lane == 0)
@@ -129,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < pages; i++) {
         if (i >= N) mbar_wait(&empty[i % N], uint32_t(i / N - 1) & 1u);
         mbar_expect_tx(&full[i % N], uint32_t(P));
-        bulk_copy(smem + size_t(i % N) * P, base + size_t(i) * P, uint32_t(P), &full[i % N]);
+        bulk_load(smem + size_t(i % N) * P, base + size_t(i) * P, uint32_t(P), &full[i % N]);
       }
   } else {
     const int c = warp - 1;
