@@ -129,6 +129,46 @@ __device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
   return size_t(blk) * a.block_size + key % a.block_size;
 }
 
+// 16 bytes global → shared by cp.async (valid false: 16 zero bytes, nothing read).
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(loom::gpu::smem_u32(dst)),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+// AttnPartial unit u's first partition, its cached keys' k and v rows (all but the new key,
+// written this step; zero rows past the partition's keys), by cp.async into the attention
+// buffers, one commit group: started with the instruction before the AttnPartial (the keys
+// depend on no counter) when the buffers do not overlap the ring. false: the unit has no
+// partition (nothing issued).
+template <class T>
+__device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* smem) {
+  constexpr int K = kMegaPartitionKeys;
+  const MegaDims& d = a.d;
+  const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
+  const int bg = int(u) / S, j = int(u) % S, b = bg / d.kv_heads, g = bg % d.kv_heads;
+  const int n_keys = a.kv_len[b] + 1;
+  if (j * K >= n_keys) return false;
+  const int key0 = j * K, nk = min(K, n_keys - key0), fresh = n_keys - 1 - key0;
+  const int vecs = hd * int(sizeof(T)) / 16;
+  const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
+  const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
+  AttnSmem<T> sm(smem, G, hd);
+  for (int i = threadIdx.x; i < 2 * K * vecs; i += kMegaThreads) {
+    const int key = i / vecs % K;
+    if (key == fresh) continue;  // after the wait (run_attn_partial)
+    const T* cache = i < K * vecs ? v_cache : k_cache;
+    const bool valid = key < nk;
+    const T* src =
+        valid ? cache + cache_row(a, b, key0 + key) * d.kv_dim() + size_t(g) * hd : cache;
+    cp_async16_zfill(
+        reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * hd) + i % vecs,
+        reinterpret_cast<const uint4*>(src) + (valid ? i % vecs : 0), valid);
+  }
+  loom::gpu::cp_async_commit();
+  return true;
+}
+
 // AttnPartial, units u = (b · kv_heads + g) · splits + j: partitions j, j + splits, … of slot
 // b's keys [0, kv_len[b]] for the G query heads of group g. The keys cached before this step
 // depend on no counter: a unit's first partition loads their k and v rows into shared memory
@@ -138,7 +178,7 @@ __device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
 // is used.
 template <class T, int M>
 __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
-                                 uint32_t end, void* smem, int& sh_last) {
+                                 uint32_t end, void* smem, bool prefetched, int& sh_last) {
   constexpr int K = kMegaPartitionKeys;
   static_assert(kMegaThreads % K == 0 && K % 32 == 0, "a partition is whole warps of the CTA");
   constexpr int kVPer = 4;  // 16-byte pieces a thread loads at once
@@ -183,10 +223,12 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     // A split without a partition (j ≥ parts) reads and writes nothing and publishes at once:
     // split 0 always has one, so the fold still runs after a split that waited.
     bool waited = false;
+    // The first unit's first partition may be in flight already (attn_prefetch).
+    const bool pre = prefetched && u == begin;
     for (int p = j; p < parts; p += S) {
       const int key0 = p * K, nk = min(K, n_keys - key0);
       const int fresh = n_keys - 1 - key0;  // the new key's index in the partition
-      stage(b, g, key0, nk, [&](int key) { return waited || key != fresh; });
+      if (!(pre && p == j)) stage(b, g, key0, nk, [&](int key) { return waited || key != fresh; });
       if (!waited) {
         if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
         waited = true;
@@ -213,6 +255,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           }
         }
       }
+      if (pre && p == j) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       // Scores: q·k over d in order.
       float acc[8];

@@ -314,7 +314,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       if (mega_is_gemv(op)) {
         cur.job = gemv_job<T>(a, op, in.layer, in.begin, in.end);
         cur.it = 0;
-      } else if (op == MegaOp::AttnPartial && cur.pc >= consumer_pc &&
+      } else if (op == MegaOp::AttnPartial && !a.attn_apart && cur.pc >= consumer_pc &&
                  attn_partial_busy(a, in.begin, in.end)) {
         return;  // its shared memory overlaps the ring: nothing may land there before it ran
       } else {
@@ -391,13 +391,14 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
 #pragma unroll
       for (int i = 0; i < M; i++) acc[i] = 0.0f;
     const int c0 = b * 32 * U;
-#pragma unroll
+    // f32 (the exactness tests' build) unrolls less: its 32-byte chunks would spill at 4-8 slots.
+#pragma unroll(sizeof(T) == 2 ? U : 1)
     for (int u = 0; u < U; u++) {
       const int ck = c0 + u * 32 + lane;
       if (ck < k8 && !a.skip_math) {
         float wf[8];
         chunk_f32<T>(wv[u * 32], wf);
-#pragma unroll
+#pragma unroll(sizeof(T) == 2 ? M : 2)
         for (int i = 0; i < M; i++) {
           Chunk8<T> xc;
 #pragma unroll

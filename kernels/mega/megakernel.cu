@@ -41,12 +41,25 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   loom::gpu::fence_mbar_init();
   __syncthreads();
   bool ok = true;
+  // With attention's buffers apart from the ring (1-2 slots), an AttnPartial's first partition
+  // is staged by cp.async started with the instruction before it (attn_prefetch).
+  const bool apart = M <= 2 && a.attn_apart;
+  char* attn_smem = apart ? ring + size_t(kMegaWarps) * a.gemv_stages * kGemvSegBytes
+                          : reinterpret_cast<char*>(mega_smem);
+  bool prefetched = false;
   for (int i = a.prog_begin[prog]; ok && i < prog_end; i++) {
     const MegaInstruction in = a.instrs[i];
     const MegaOp op = MegaOp(in.op);
     const uint64_t t0 = c.trace && threadIdx.x == 0 ? global_ns() : 0;
     c.waited = 0;
     c.staged = 0;
+    // The next instruction's prefetch starts with this one, unless this one is an AttnPartial
+    // too: its buffers are free only once it ran (its last barrier), so it starts after it.
+    auto prefetch_next = [&] {
+      if (apart && i + 1 < prog_end && a.instrs[i + 1].op == uint8_t(MegaOp::AttnPartial))
+        prefetched = attn_prefetch<T>(a, a.instrs[i + 1].layer, a.instrs[i + 1].begin, attn_smem);
+    };
+    if (op != MegaOp::AttnPartial) prefetch_next();
     switch (op) {
       case MegaOp::Embed:
         run_embed<T, M>(a, c, in.begin, in.end);
@@ -54,7 +67,10 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
       case MegaOp::AttnReduce:  // run by the AttnPartial split completing (b, g)
         break;
       case MegaOp::AttnPartial:
-        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, mega_smem, sh.last);
+        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, prefetched,
+                                    sh.last);
+        prefetched = false;
+        if (ok) prefetch_next();
         break;
       case MegaOp::FinalNorm:
         ok = run_final_norm<T, M>(a, c, in.begin, in.end, sh);
@@ -78,6 +94,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   }
   if (!ok) {
     drain(a, ws, sh);  // no copy may land after the CTA left
+    loom::gpu::cp_async_wait<0>();
     return;
   }
   __syncthreads();
@@ -88,24 +105,27 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   }
 }
 
-size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages) {
-  const size_t elt = t == DType::BF16 ? 2 : 4;
-  const size_t gemv =
-      mega_xs_bytes(d, elt) + size_t(kMegaWarps) * size_t(gemv_stages) * kGemvSegBytes;
-  const size_t attn = t == DType::BF16 ? attn_smem_bytes<bf16>(d.group_size(), d.head_dim)
-                                       : attn_smem_bytes<float>(d.group_size(), d.head_dim);
-  return std::max(gemv, attn);
+static size_t attn_bytes(const MegaDims& d, DType t) {
+  return t == DType::BF16 ? attn_smem_bytes<bf16>(d.group_size(), d.head_dim)
+                          : attn_smem_bytes<float>(d.group_size(), d.head_dim);
 }
 
-int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin) {
+size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart) {
+  const size_t elt = t == DType::BF16 ? 2 : 4;
+  const size_t gemv = mega_xs_bytes(d, elt) + size_t(kMegaWarps) * gemv_stages * kGemvSegBytes;
+  return attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t));
+}
+
+int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart) {
   for (int s = kGemvMaxStages; s >= 2; s--)
-    if (mega_smem_bytes(d, t, s) + sizeof(MegaShared) + 1024 <= size_t(smem_optin)) return s;
+    if (mega_smem_bytes(d, t, s, attn_apart) + sizeof(MegaShared) + 1024 <= size_t(smem_optin))
+      return s;
   return 0;
 }
 
 template <class T, int M>
 static loom::gpu::Status launch(const MegaArgs& a, cudaStream_t stream) {
-  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages);
+  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages, a.attn_apart);
   static size_t configured = 48 * 1024;
   if (smem > configured) {
     const cudaError_t e = cudaFuncSetAttribute(

@@ -74,6 +74,7 @@ struct MegaArgs {
   int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
   int gemv_early = 2;                // of them, in flight while an instruction waits
   bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
+  bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
   int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
 
@@ -120,10 +121,13 @@ __host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
   return (size_t(d.batch) * size_t(k > d.intermediate ? k : d.intermediate) * elt + 15) / 16 * 16;
 }
 
-// Dynamic shared memory the kernel needs for these dimensions, dtype and weight ring stages.
-size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages);
+// Dynamic shared memory: the staged GEMV input, the weight ring (gemv_stages slots a warp), and
+// AttnPartial's buffers — over the first two (attn_apart false: the weight stream stops at an
+// AttnPartial with work) or after them (true: the stream runs on through attention and the
+// partition's K and V are staged an instruction early; the kernel takes it at 1-2 slots).
+size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart);
 // The deepest weight ring (stages per warp, 2-3) that fits `smem_optin` bytes a block; 0: none.
-int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin);
+int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart);
 
 // Launches one step (cooperative: every CTA resident, one per SM). Capturable into a graph.
 loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream);

@@ -119,11 +119,14 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
     auto mega = random_backend(ComputeDType::F32, MegakernelMode::Force, blocks);
     // The default splits (a split takes one partition or none at these contexts), then one
     // split a (slot, KV head): every partition of a sequence in turn through one CTA's shared
-    // memory (what long contexts and batch 8 do).
-    for (int splits : {0, 1}) {
+    // memory (what long contexts and batch 8 do); then attention's buffers over the ring
+    // (the default at 1-2 slots puts them beside it and stages K/V an instruction early).
+    for (auto [splits, apart] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{0, 1}}) {
       CAPTURE(splits);
+      CAPTURE(apart);
       MegakernelDebug dbg;
       dbg.attn_splits = splits;
+      dbg.attn_apart = apart;
       cuda_set_megakernel_debug(*mega, dbg);
       for (int step = 0; step < 3; step++) {  // each step appends a key: the next one reads it
         std::vector<int> at = ctx;
@@ -137,7 +140,7 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
         CHECK(got.tokens == want.tokens);
       }
     }
-    CHECK(cuda_megakernel_steps(*mega) == 6);
+    CHECK(cuda_megakernel_steps(*mega) == 9);
     CHECK(cuda_megakernel_steps(*graph) == 0);
   }
 }

@@ -87,6 +87,8 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   sweep("skip_math",
         "wrong tokens: 1 GEMV rows without their dot products, 2 waits that return at once, 3 both",
         {0, 1, 2, 3}, &MegakernelDebug::skip_math);
+  sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
+        &MegakernelDebug::attn_apart);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
