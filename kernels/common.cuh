@@ -164,7 +164,15 @@ __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;");
 }
 
-// cp.async groups (the copies themselves differ per kernel: cache hints, address forms).
+// 16 bytes global → shared by cp.async, cached in L2 only (.cg: coherent with what other SMs
+// wrote and published); valid false: nothing read, 16 zero bytes written.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+// cp.async groups (the copies themselves may differ per kernel: cache hints, address forms).
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }

@@ -5,8 +5,9 @@
 //   AttnPartial: thread t scores key t % K of the partition for the query heads h ≡ t / K
 //     (mod 512 / K): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp
 //     h takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
-//     tree); output (h, d) sums p · v over the partition's keys in order. Each partition leaves
-//     (acc, max, sum) unnormalised in its own slot, whichever split ran it.
+//     tree); output (h, d) sums p · v over the keys ≡ q (mod 4) of the partition in order, for
+//     q = 0 … 3, then folds those as (s0 + s1) + (s2 + s3). Each partition leaves (acc, max, sum)
+//     unnormalised in its own slot, whichever split ran it.
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
 //     / Σ sum·e^(m−M).
 // So the bits depend on kv_len and the K-key partition, never on attn_splits or the SMs.
@@ -123,17 +124,38 @@ __host__ __device__ inline size_t attn_smem_bytes(int G, int hd) {
   return size_t((floats + 3) / 4 * 4) * 4 + 2 * size_t(kMegaPartitionKeys) * hd * sizeof(T);
 }
 
+// P·V's key slices a partition (lanes 4j .. 4j + 3 of a warp; folded by xor shuffles): slice
+// q holds keys q, q + 4, q + 8, … so the four lanes read four neighbouring scores.
+constexpr int kPvSlices = 4;
+static_assert(kMegaPartitionKeys % kPvSlices == 0, "whole key slices");
+
+// Where chunk c (16 bytes) of k or v row `key` is kept in shared memory at 1-2 slots (kSwz;
+// at 4-8 the swizzle's index arithmetic spills), for rows of a multiple of 8 chunks (others:
+// in place): k rows at c ^ (key mod 8), so the scores' 32 lanes (32 neighbouring keys, the same
+// chunk) spread over all banks; v rows at c ^ 2 (key mod 4), so P·V's four lanes of a group (the
+// same dims of four neighbouring keys) hit both bank halves.
+template <bool kSwz>
+__device__ __forceinline__ int kv_chunk(bool v, int key, int c, int vecs) {
+  if (!kSwz || vecs % 8 != 0) return c;
+  return c ^ (v ? (key & 3) << 1 : key & 7);
+}
+
+// v[0..3] = p[0..3] as fp32 (8 bytes of bf16 or 16 of fp32, aligned).
+__device__ __forceinline__ void load4_f32(const bf16* p, float (&v)[4]) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+}
+__device__ __forceinline__ void load4_f32(const float* p, float (&v)[4]) {
+  const float4 f = *reinterpret_cast<const float4*>(p);
+  v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+}
+
 // Slot of cache index `key` of slot b (the block table's entry, then the offset).
 __device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
   const int blk = a.block_tables[size_t(b) * a.bt_stride + key / a.block_size];
   return size_t(blk) * a.block_size + key % a.block_size;
-}
-
-// 16 bytes global → shared by cp.async (valid false: 16 zero bytes, nothing read).
-__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(loom::gpu::smem_u32(dst)),
-               "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
 }
 
 // AttnPartial unit u's first partition, its cached keys' k and v rows (all but the new key,
@@ -161,8 +183,9 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
     const bool valid = key < nk;
     const T* src =
         valid ? cache + cache_row(a, b, key0 + key) * d.kv_dim() + size_t(g) * hd : cache;
-    cp_async16_zfill(
-        reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * hd) + i % vecs,
+    loom::gpu::cp_async16(
+        reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * hd) +
+            kv_chunk<true>(i < K * vecs, key, i % vecs, vecs),
         reinterpret_cast<const uint4*>(src) + (valid ? i % vecs : 0), valid);
   }
   loom::gpu::cp_async_commit();
@@ -182,6 +205,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   constexpr int K = kMegaPartitionKeys;
   static_assert(kMegaThreads % K == 0 && K % 32 == 0, "a partition is whole warps of the CTA");
   constexpr int kVPer = 4;  // 16-byte pieces a thread loads at once
+  constexpr bool kSwz =
+      M <= 2;  // kv_chunk (attn_prefetch, used at 1-2 slots only, always swizzles)
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -210,8 +235,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       for (int q = 0; q < kVPer; q++) {
         const int i = i0 + q * kMegaThreads, key = i / vecs % K;
         if (i < 2 * K * vecs && (key >= nk || take(key)))
-          reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * hd)[i % vecs] =
-              val[q];
+          reinterpret_cast<uint4*>(
+              (i < K * vecs ? sm.v : sm.k) +
+              size_t(key) * hd)[kv_chunk<kSwz>(i < K * vecs, key, i % vecs, vecs)] = val[q];
       }
     }
   };
@@ -250,7 +276,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           } else {
             const int j = i - qv;  // j < vecs: v's pieces, then k's
             const T* cache = j < vecs ? v_cache : k_cache;
-            reinterpret_cast<uint4*>((j < vecs ? sm.v : sm.k) + size_t(fresh) * hd)[j % vecs] =
+            reinterpret_cast<uint4*>((j < vecs ? sm.v : sm.k) +
+                                     size_t(fresh) *
+                                         hd)[kv_chunk<kSwz>(j < vecs, fresh, j % vecs, vecs)] =
                 __ldcg(row_of(b, g, key0 + fresh, cache) + j % vecs);
           }
         }
@@ -266,7 +294,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           Chunk8<T> kc;
 #pragma unroll
           for (int v = 0; v < Chunk8<T>::kVecs; v++)
-            kc.v[v] = reinterpret_cast<const uint4*>(sm.k + size_t(kk) * hd + e0)[v];
+            kc.v[v] = reinterpret_cast<const uint4*>(
+                sm.k +
+                size_t(kk) * hd)[kv_chunk<kSwz>(false, kk, e0 * int(sizeof(T)) / 16 + v, vecs)];
           float kf[8];
           chunk_f32<T>(kc, kf);
 #pragma unroll
@@ -298,16 +328,42 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         if (lane == 0) sm.m[h] = mx, sm.l[h] = sum;
       }
       __syncthreads();
-      // P · V, then the partition's slot.
+      // P · V, then the partition's slot: lanes 4j .. 4j + 3 take 4 dims of one head over the
+      // partition's key slices 0 .. 3 (each in order), folded (s0 + s1) + (s2 + s3) by xor
+      // shuffles. A warp reads 4 neighbouring scores and 4 v rows (swizzled: kv_chunk) a step:
+      // 3 shared-memory wavefronts for 4 keys, where an output a thread over all K keys took 8
+      // (which bound this phase at ~4 µs a partition).
       float* part = a.attn_part + ((size_t(bg) * a.max_parts + p) * G) * (hd + 2);
-      for (int o = tid; o < G * hd; o += kMegaThreads) {
-        const int h = o / hd, e = o % hd;
-        float acc = 0.0f;
-        for (int i = 0; i < nk; i++) acc += sm.s[h * K + i] * to_f32(sm.v[size_t(i) * hd + e]);
-        part[size_t(h) * (hd + 2) + e] = acc;
-        if (e == 0) {
-          part[size_t(h) * (hd + 2) + hd] = sm.m[h];
-          part[size_t(h) * (hd + 2) + hd + 1] = sm.l[h];
+      const int items = G * (hd / 4) * kPvSlices;
+      for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
+        const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;
+        const int h = o / (hd / 4), e0 = (o % (hd / 4)) * 4;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (it < items) {
+          // (keys i ≡ q mod 4 all keep chunk c at kv_chunk(true, q, c, vecs))
+          const int vo =
+              kv_chunk<kSwz>(true, q, e0 * int(sizeof(T)) / 16, vecs) * (16 / int(sizeof(T))) +
+              e0 % (16 / int(sizeof(T)));
+          const float* sp = sm.s + h * K;
+          const T* vp = sm.v + vo;
+#pragma unroll 1
+          for (int i = q; i < nk; i += kPvSlices) {
+            float v4[4];
+            load4_f32(vp + i * hd, v4);
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[e] += sp[i] * v4[e];
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], 1);
+          acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], 2);
+        }
+        if (it < items && q == 0) {
+          float* row = part + size_t(h) * (hd + 2);
+#pragma unroll
+          for (int e = 0; e < 4; e++) row[e0 + e] = acc[e];
+          if (e0 == 0) row[hd] = sm.m[h], row[hd + 1] = sm.l[h];
         }
       }
       __syncthreads();  // shared memory is refilled by the next partition

@@ -145,6 +145,35 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
   }
 }
 
+// bf16 at head_dim 64: attention's k and v rows sit swizzled in shared memory at 1-2 slots
+// (attention_ops.cuh, kv_chunk), which the tiny checkpoints' head_dim 16 leaves in place.
+TEST_CASE("bf16 megakernel near the graph path (6e-2) at contexts of 300-3,000 keys") {
+  const int per_seq = 4096 / 16;
+  for (const std::vector<int>& ctx : {std::vector<int>{3000}, std::vector<int>{300, 2999}}) {
+    CAPTURE(ctx.size());
+    const int blocks = int(ctx.size()) * per_seq;
+    auto graph = random_backend(ComputeDType::BF16, MegakernelMode::Off, blocks);
+    auto mega = random_backend(ComputeDType::BF16, MegakernelMode::Force, blocks);
+    for (int apart : {0, 1}) {  // attention's buffers beside the ring (default), then over it
+      CAPTURE(apart);
+      MegakernelDebug dbg;
+      dbg.attn_apart = apart;
+      cuda_set_megakernel_debug(*mega, dbg);
+      for (int step = 0; step < 2; step++) {
+        std::vector<int> at = ctx;
+        for (int& c : at) c += step;
+        const StepBatch b = decode_batch(at, per_seq, uint64_t(step));
+        StepOutput want, got;
+        graph->step(b, want);
+        mega->step(b, got);
+        CAPTURE(step);
+        CHECK(rel_err(got.logits, want.logits) < 6e-2);
+      }
+    }
+    CHECK(cuda_megakernel_steps(*mega) == 4);
+  }
+}
+
 TEST_CASE("bf16 megakernel: the same bits over 1,000 replays with jitter and permuted SM lists") {
   const int per_seq = 4096 / 16;
   const std::vector<int> ctx{700, 1, 2500, 300, 64, 1025, 3000, 17};
