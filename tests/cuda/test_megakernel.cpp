@@ -86,6 +86,16 @@ std::unique_ptr<Backend> random_backend(ComputeDType dtype, MegakernelMode mode,
   return be;
 }
 
+// Step `step` of both backends at contexts ctx + step (each step appends a key: the next one
+// reads it).
+void step_both(Backend& graph, Backend& mega, std::vector<int> ctx, int per_seq, int step,
+               StepOutput& want, StepOutput& got) {
+  for (int& c : ctx) c += step;
+  const StepBatch b = decode_batch(ctx, per_seq, uint64_t(step));
+  graph.step(b, want);
+  mega.step(b, got);
+}
+
 }  // namespace
 
 TEST_CASE("f32 megakernel equals the CPU backend step by step") {
@@ -128,13 +138,9 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
       dbg.attn_splits = splits;
       dbg.attn_apart = apart;
       cuda_set_megakernel_debug(*mega, dbg);
-      for (int step = 0; step < 3; step++) {  // each step appends a key: the next one reads it
-        std::vector<int> at = ctx;
-        for (int& c : at) c += step;
-        const StepBatch b = decode_batch(at, per_seq, uint64_t(step));
+      for (int step = 0; step < 3; step++) {
         StepOutput want, got;
-        graph->step(b, want);
-        mega->step(b, got);
+        step_both(*graph, *mega, ctx, per_seq, step, want, got);
         CAPTURE(step);
         CHECK(rel_err(got.logits, want.logits) < 2e-5);
         CHECK(got.tokens == want.tokens);
@@ -160,12 +166,8 @@ TEST_CASE("bf16 megakernel near the graph path (6e-2) at contexts of 300-3,000 k
       dbg.attn_apart = apart;
       cuda_set_megakernel_debug(*mega, dbg);
       for (int step = 0; step < 2; step++) {
-        std::vector<int> at = ctx;
-        for (int& c : at) c += step;
-        const StepBatch b = decode_batch(at, per_seq, uint64_t(step));
         StepOutput want, got;
-        graph->step(b, want);
-        mega->step(b, got);
+        step_both(*graph, *mega, ctx, per_seq, step, want, got);
         CAPTURE(step);
         CHECK(rel_err(got.logits, want.logits) < 6e-2);
       }
