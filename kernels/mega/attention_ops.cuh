@@ -205,8 +205,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   constexpr int K = kMegaPartitionKeys;
   static_assert(kMegaThreads % K == 0 && K % 32 == 0, "a partition is whole warps of the CTA");
   constexpr int kVPer = 4;  // 16-byte pieces a thread loads at once
-  constexpr bool kSwz =
-      M <= 2;  // kv_chunk (attn_prefetch, used at 1-2 slots only, always swizzles)
+  // k/v rows swizzled (kv_chunk) at 1-2 slots, the only ones attn_prefetch runs at.
+  constexpr bool kSwz = M <= 2;
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
