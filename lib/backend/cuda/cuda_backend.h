@@ -84,6 +84,9 @@ struct MegakernelPhase {
   // staging on the critical path).
   double span_us = 0, lag_us = 0;
   double slowest_us = 0;  // busy_us of the CTA whose program took longest (each step's)
+  // A layer's most loaded CTA for this op (its busy µs on the op's instructions of one layer,
+  // the max over CTAs, a mean over layers): against busy_us / layers, the op's imbalance.
+  double busiest_us = 0;
 };
 struct MegakernelTrace {
   int64_t steps = 0;

@@ -232,9 +232,12 @@ void CudaBackend::add_mega_trace(int B) {
   uint64_t first = ~0ull, last = 0;
   double cta_sum = 0, cta_max = 0;
   std::vector<double> ops(mega::kMegaOps), slowest(mega::kMegaOps);  // a CTA's busy µs per op
+  // A CTA's busy µs per (op, layer), and their max over the CTAs.
+  std::vector<double> op_layer(last_end.size()), busiest(last_end.size(), 0.0);
   for (int p = 0; p < m.num_ctas; p++) {
     double cta = 0;
     std::fill(ops.begin(), ops.end(), 0.0);
+    std::fill(op_layer.begin(), op_layer.end(), 0.0);
     for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
       const mega::MegaTraceEntry& e = t[size_t(p) * mega_trace_stride_ + i];
       const double busy = 1e-3 * double(e.end - e.start - e.waited);
@@ -247,14 +250,20 @@ void CudaBackend::add_mega_trace(int B) {
       ph.busy_us += busy / m.num_ctas;
       if (e.staged != 0) ph.stage_us += 1e-3 * double(e.staged - e.start - e.waited) / m.num_ctas;
       const size_t k = size_t(e.op % mega::kMegaOps) * layers + e.layer % layers;
+      op_layer[k] += busy;
       last_end[k] = std::max(last_end[k], e.end);
       if (e.staged != 0) first_staged[k] = std::min(first_staged[k], e.staged);
     }
     cta_sum += cta;
     if (cta > cta_max) cta_max = cta, slowest = ops;
+    for (size_t k = 0; k < busiest.size(); k++) busiest[k] = std::max(busiest[k], op_layer[k]);
   }
-  for (int op = 0; op < mega::kMegaOps; op++)
-    sum.phases[size_t(op)].slowest_us += slowest[size_t(op)];
+  for (int op = 0; op < mega::kMegaOps; op++) {
+    MegakernelPhase& ph = sum.phases[size_t(op)];
+    ph.slowest_us += slowest[size_t(op)];
+    const int n_l = mega::mega_per_layer(mega::MegaOp(op)) ? layers : 1;
+    for (int l = 0; l < n_l; l++) ph.busiest_us += busiest[size_t(op) * layers + l] / n_l;
+  }
   sum.cta_mean_us += cta_sum / m.num_ctas;
   sum.cta_max_us += cta_max;
   // The chain: ops that run once count once, per-layer ops averaged over the layers.
@@ -284,7 +293,7 @@ MegakernelTrace CudaBackend::megakernel_trace() const {
   r.step_us /= n, r.cta_mean_us /= n, r.cta_max_us /= n;
   for (MegakernelPhase& p : r.phases)
     p.busy_us /= n, p.wait_us /= n, p.stage_us /= n, p.span_us /= n, p.lag_us /= n,
-        p.slowest_us /= n;
+        p.slowest_us /= n, p.busiest_us /= n;
   return r;
 }
 

@@ -115,7 +115,8 @@ void bench_megakernel(Backend& be, double bw, json& r) {
     std::printf(
         "\nmegakernel batch %d ctx %d%s: %lld traced steps, %.1f us a step (first start to "
         "last end); per op, mean us a CTA works / waits (staging), then along the chain a "
-        "layer's span and lag (last input unit to the first CTA staged):\n",
+        "layer's span and lag (last input unit to the first CTA staged), the busiest CTA's us on "
+        "a layer's units of the op, the CTA with the longest program's us on the op:\n",
         n, ctx, tr[2] ? " (no math, no waits)" : "", (long long)t.steps, t.step_us);
     json row = {{"batch", n},
                 {"ctx", ctx},
@@ -128,11 +129,17 @@ void bench_megakernel(Backend& be, double bw, json& r) {
                 t.cta_max_us);
     for (const MegakernelPhase& p : t.phases) {
       std::printf(
-          "  %-13s %8.1f %8.1f   (staging %5.1f)   span %6.2f lag %6.2f   slowest CTA %6.1f\n",
-          p.op.c_str(), p.busy_us, p.wait_us, p.stage_us, p.span_us, p.lag_us, p.slowest_us);
-      row["ops"][p.op] = {{"busy_us", p.busy_us},   {"wait_us", p.wait_us},
-                          {"stage_us", p.stage_us}, {"span_us", p.span_us},
-                          {"lag_us", p.lag_us},     {"slowest_cta_busy_us", p.slowest_us}};
+          "  %-13s %8.1f %8.1f   (staging %5.1f)   span %6.2f lag %6.2f   busiest %6.2f   "
+          "slowest CTA %6.1f\n",
+          p.op.c_str(), p.busy_us, p.wait_us, p.stage_us, p.span_us, p.lag_us, p.busiest_us,
+          p.slowest_us);
+      row["ops"][p.op] = {{"busy_us", p.busy_us},
+                          {"wait_us", p.wait_us},
+                          {"stage_us", p.stage_us},
+                          {"span_us", p.span_us},
+                          {"lag_us", p.lag_us},
+                          {"busiest_cta_layer_us", p.busiest_us},
+                          {"slowest_cta_busy_us", p.slowest_us}};
     }
     phases.push_back(row);
   }
