@@ -152,10 +152,14 @@ __device__ __forceinline__ void load4_f32(const float* p, float (&v)[4]) {
   v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
 }
 
-// Slot of cache index `key` of slot b (the block table's entry, then the offset).
-__device__ __forceinline__ size_t cache_row(const MegaArgs& a, int b, int key) {
+// KV head g's row of slot b's cache index `key` in the pool `cache` (the block table's entry,
+// then the offset), as 16-byte pieces.
+template <class T>
+__device__ __forceinline__ const uint4* kv_row(const MegaArgs& a, const T* cache, int b, int g,
+                                               int key) {
   const int blk = a.block_tables[size_t(b) * a.bt_stride + key / a.block_size];
-  return size_t(blk) * a.block_size + key % a.block_size;
+  const size_t slot = size_t(blk) * a.block_size + key % a.block_size;
+  return reinterpret_cast<const uint4*>(cache + slot * a.d.kv_dim() + size_t(g) * a.d.head_dim);
 }
 
 // AttnPartial unit u's first partition, its cached keys' k and v rows (all but the new key,
@@ -181,12 +185,12 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
     if (key == fresh) continue;  // after the wait (run_attn_partial)
     const T* cache = i < K * vecs ? v_cache : k_cache;
     const bool valid = key < nk;
-    const T* src =
-        valid ? cache + cache_row(a, b, key0 + key) * d.kv_dim() + size_t(g) * hd : cache;
+    const uint4* src = valid ? kv_row(a, cache, b, g, key0 + key) + i % vecs
+                             : reinterpret_cast<const uint4*>(cache);
     loom::gpu::cp_async16(
         reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * hd) +
             kv_chunk<true>(i < K * vecs, key, i % vecs, vecs),
-        reinterpret_cast<const uint4*>(src) + (valid ? i % vecs : 0), valid);
+        src, valid);
   }
   loom::gpu::cp_async_commit();
   return true;
@@ -215,10 +219,6 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
   AttnSmem<T> sm(smem, G, hd);
-  auto row_of = [&](int b, int g, int key, const T* cache) {
-    return reinterpret_cast<const uint4*>(cache + cache_row(a, b, key) * d.kv_dim() +
-                                          size_t(g) * hd);
-  };
   // k and v rows of keys [key0, key0 + nk) into shared memory: those with `take(key)` (rows
   // past nk zero, the others left alone).
   auto stage = [&](int b, int g, int key0, int nk, auto take) {
@@ -227,9 +227,10 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
 #pragma unroll
       for (int q = 0; q < kVPer; q++) {
         const int i = i0 + q * kMegaThreads, key = i / vecs % K;
-        val[q] = i < 2 * K * vecs && key < nk && take(key)
-                     ? __ldcg(row_of(b, g, key0 + key, i < K * vecs ? v_cache : k_cache) + i % vecs)
-                     : make_uint4(0, 0, 0, 0);
+        val[q] =
+            i < 2 * K * vecs && key < nk && take(key)
+                ? __ldcg(kv_row(a, i < K * vecs ? v_cache : k_cache, b, g, key0 + key) + i % vecs)
+                : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int q = 0; q < kVPer; q++) {
@@ -279,7 +280,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
             reinterpret_cast<uint4*>((j < vecs ? sm.v : sm.k) +
                                      size_t(fresh) *
                                          hd)[kv_chunk<kSwz>(j < vecs, fresh, j % vecs, vecs)] =
-                __ldcg(row_of(b, g, key0 + fresh, cache) + j % vecs);
+                __ldcg(kv_row(a, cache, b, g, key0 + fresh) + j % vecs);
           }
         }
       }

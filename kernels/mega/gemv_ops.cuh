@@ -360,12 +360,12 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   constexpr int U = kGemvSegBytes / int(sizeof(Chunk8<T>)) / 32;  // chunks a segment per lane
   const MegaDims& d = a.d;
   const MegaLayer* L = op == MegaOp::LmHead ? nullptr : a.layers + layer;
-  int n = 0, k = 0, y_stride = 0;
-  gemv_weight<T>(a, op, layer, n, k);
   const GemvJob job = gemv_job<T>(a, op, layer, begin, end);
+  const int k = int(job.row_bytes / sizeof(T));
   GemvOut out = GemvOut::Store;
   T* y = nullptr;
-  if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = n;
+  int y_stride = 0;
+  if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = job.n;
   if (op == MegaOp::OProj || op == MegaOp::Down) out = GemvOut::AddX;
   if (op == MegaOp::LmHead) out = GemvOut::Logits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

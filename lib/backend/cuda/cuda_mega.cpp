@@ -231,18 +231,17 @@ void CudaBackend::add_mega_trace(int B) {
   std::vector<uint64_t> first_staged(last_end.size(), ~0ull);
   uint64_t first = ~0ull, last = 0;
   double cta_sum = 0, cta_max = 0;
-  std::vector<double> ops(mega::kMegaOps), slowest(mega::kMegaOps);  // a CTA's busy µs per op
-  // A CTA's busy µs per (op, layer), and their max over the CTAs.
-  std::vector<double> op_layer(last_end.size()), busiest(last_end.size(), 0.0);
+  // A CTA's busy µs per (op, layer); those of the CTA with the longest program, and their max
+  // over the CTAs.
+  std::vector<double> op_layer(last_end.size()), slowest(last_end.size());
+  std::vector<double> busiest(last_end.size(), 0.0);
   for (int p = 0; p < m.num_ctas; p++) {
     double cta = 0;
-    std::fill(ops.begin(), ops.end(), 0.0);
     std::fill(op_layer.begin(), op_layer.end(), 0.0);
     for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
       const mega::MegaTraceEntry& e = t[size_t(p) * mega_trace_stride_ + i];
       const double busy = 1e-3 * double(e.end - e.start - e.waited);
       cta += busy;
-      ops[e.op % mega::kMegaOps] += busy;
       first = std::min(first, e.start);
       last = std::max(last, e.end);
       MegakernelPhase& ph = sum.phases[e.op % mega::kMegaOps];
@@ -255,14 +254,19 @@ void CudaBackend::add_mega_trace(int B) {
       if (e.staged != 0) first_staged[k] = std::min(first_staged[k], e.staged);
     }
     cta_sum += cta;
-    if (cta > cta_max) cta_max = cta, slowest = ops;
+    if (cta > cta_max) {
+      cta_max = cta;
+      std::copy(op_layer.begin(), op_layer.end(), slowest.begin());
+    }
     for (size_t k = 0; k < busiest.size(); k++) busiest[k] = std::max(busiest[k], op_layer[k]);
   }
   for (int op = 0; op < mega::kMegaOps; op++) {
     MegakernelPhase& ph = sum.phases[size_t(op)];
-    ph.slowest_us += slowest[size_t(op)];
     const int n_l = mega::mega_per_layer(mega::MegaOp(op)) ? layers : 1;
-    for (int l = 0; l < n_l; l++) ph.busiest_us += busiest[size_t(op) * layers + l] / n_l;
+    for (int l = 0; l < layers; l++) {
+      ph.slowest_us += slowest[size_t(op) * layers + l];
+      if (l < n_l) ph.busiest_us += busiest[size_t(op) * layers + l] / n_l;
+    }
   }
   sum.cta_mean_us += cta_sum / m.num_ctas;
   sum.cta_max_us += cta_max;
