@@ -1,7 +1,8 @@
 // The megakernel's attention family (contracts: instructions.h): a Qkv tile's RoPE and cache
-// write, AttnPartial, AttnReduce. CUDA cores, one partition of K = 256 keys at a time through
-// shared memory: at batch 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is
-// a small share of the step; what matters is that its units spread over the SMs (attn_splits).
+// write, AttnPartial, AttnReduce. CUDA cores, one partition of K = mega_partition_keys(n_keys,
+// attn_splits) keys (32-256: a short context spreads over every split) at a time through shared
+// memory: at batch 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is a
+// small share of the step; what matters is that its units spread over the SMs (attn_splits).
 //   AttnPartial: thread t scores key t % K of the partition for the query heads h ≡ t / K
 //     (mod 512 / K): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp
 //     h takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
@@ -10,7 +11,7 @@
 //     unnormalised in its own slot, whichever split ran it.
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
 //     / Σ sum·e^(m−M).
-// So the bits depend on kv_len and the K-key partition, never on attn_splits or the SMs.
+// So the bits depend on kv_len and K (kv_len and attn_splits), never on the SMs.
 // RoPE runs in every Qkv tile (its rows are RoPE pairs) and AttnReduce inside the AttnPartial
 // split that completes a (slot, KV head) (cta_publish_last), saving a counter hop each a layer;
 // the scheduled AttnReduce instructions are no-ops.
@@ -55,48 +56,82 @@ __device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float
 }
 
 // AttnReduce's work for u = b · kv_heads + g: attn[b, heads of g] from the partitions, in
-// order. Run by the AttnPartial split that completes (b, g) (run_attn_partial), which then
-// publishes AttnReduce; the scheduled AttnReduce instructions are skipped.
+// order, through the attention buffers (`smem`, `smem_floats`): the partials come in by
+// cp.async, as many partitions as fit at once (~35 at bf16 on Terra: one L2 round trip up to
+// ~9,000 keys; MegaArgs::reduce_chunk caps it for the tests), the maxima of any others by loads
+// issued beside them. Run by the AttnPartial split that completes (b, g) (run_attn_partial),
+// which then publishes AttnReduce; the scheduled AttnReduce instructions are skipped.
 template <class T>
-__device__ void attn_reduce_unit(const MegaArgs& a, int u) {
+__device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_floats) {
   const MegaDims& d = a.d;
-  const int G = d.group_size(), hd = d.head_dim;
-  const int b = u / d.kv_heads, g = u % d.kv_heads;
-  const int parts = (a.kv_len[b] + 1 + kMegaPartitionKeys - 1) / kMegaPartitionKeys;
-  const float* base = a.attn_part + size_t(u) * a.max_parts * G * (hd + 2);
+  const int G = d.group_size(), hd = d.head_dim, per = mega_partial_floats(G, hd);
+  const int b = u / d.kv_heads, g = u % d.kv_heads, tid = threadIdx.x;
+  const int n_keys = a.kv_len[b] + 1;
+  const int parts =
+      mega_ceil_div(n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys));
+  const float* base = a.attn_part + size_t(u) * a.max_parts * per;
   T* out = static_cast<T*>(a.attn) + size_t(b) * d.q_dim() + size_t(g) * G * hd;
-  constexpr int kHeld = 4;  // up to this many partitions (1,024 keys) in one L2 round trip
-  for (int o = threadIdx.x; o < G * hd; o += kMegaThreads) {
-    const int h = o / hd, e = o % hd;
-    auto slot = [&](int p) { return base + (size_t(p) * G + h) * (hd + 2); };
-    float mx = -INFINITY, num = 0.0f, den = 0.0f;
-    if (parts <= kHeld) {  // every load issued before any is used
-      float m[kHeld], acc[kHeld], l[kHeld];
-#pragma unroll
-      for (int p = 0; p < kHeld; p++)
-        if (p < parts)
-          m[p] = __ldcg(slot(p) + hd), acc[p] = __ldcg(slot(p) + e),
-          l[p] = __ldcg(slot(p) + hd + 1);
-#pragma unroll
-      for (int p = 0; p < kHeld; p++)
-        if (p < parts) mx = fmaxf(mx, m[p]);
-#pragma unroll
-      for (int p = 0; p < kHeld; p++)
-        if (p < parts) {
-          const float f = expf(m[p] - mx);
-          num += acc[p] * f;
-          den += l[p] * f;
-        }
-    } else {
-      for (int p = 0; p < parts; p++) mx = fmaxf(mx, __ldcg(slot(p) + hd));
-      for (int p = 0; p < parts; p++) {
-        const float f = expf(__ldcg(slot(p) + hd) - mx);
-        num += __ldcg(slot(p) + e) * f;
-        den += __ldcg(slot(p) + hd + 1) * f;
-      }
-    }
-    out[o] = from_f32<T>(num / den);
+  // Shared memory: the partials' chunk [cap, per]; with more than one chunk, first the maxima
+  // [parts, G] (those of partitions ≥ cap filled).
+  float* far_max = static_cast<float*>(smem);
+  int off = 0, cap = smem_floats / per;
+  if (cap < parts || (a.reduce_chunk > 0 && a.reduce_chunk < parts)) {
+    off = (parts * G + 3) / 4 * 4;    // the chunk 16-byte aligned
+    cap = (smem_floats - off) / per;  // ≥ 1: mega_step checks it
+    if (a.reduce_chunk > 0) cap = min(cap, a.reduce_chunk);
   }
+  cap = min(cap, parts);
+  float* chunk = far_max + off;
+  auto load_chunk = [&](int p0) {  // partitions [p0, p0 + cap) ∩ [0, parts)
+    const int n4 = (min(parts, p0 + cap) - p0) * per / 4;
+    for (int i = tid; i < n4; i += kMegaThreads)
+      loom::gpu::cp_async16(reinterpret_cast<uint4*>(chunk) + i,
+                            reinterpret_cast<const uint4*>(base + size_t(p0) * per) + i, true);
+    loom::gpu::cp_async_commit();
+  };
+  load_chunk(0);
+  for (int i = cap * G + tid; i < parts * G; i += kMegaThreads)
+    far_max[i] = __ldcg(base + size_t(i / G) * per + (i % G) * (hd + 2) + hd);
+  loom::gpu::cp_async_wait<0>();
+  __syncthreads();
+  // Output o = (h, e) of thread o, o + 512 …: M = the maxima's max, then Σ acc·e^(m−M) and
+  // Σ sum·e^(m−M) over the partitions in order.
+  constexpr int kOuts = 16 * 128 / kMegaThreads;  // G · head_dim ≤ 16 · 128
+  float mx[kOuts], num[kOuts], den[kOuts];
+#pragma unroll
+  for (int j = 0; j < kOuts; j++) {
+    const int h = (tid + j * kMegaThreads) / hd;
+    mx[j] = -INFINITY, num[j] = 0.0f, den[j] = 0.0f;
+    if (h < G) {
+      for (int p = 0; p < cap; p++) mx[j] = fmaxf(mx[j], chunk[p * per + h * (hd + 2) + hd]);
+      for (int p = cap; p < parts; p++) mx[j] = fmaxf(mx[j], far_max[p * G + h]);
+    }
+  }
+  for (int p0 = 0; p0 < parts; p0 += cap) {
+    if (p0 > 0) {
+      __syncthreads();  // every thread done with the last chunk
+      load_chunk(p0);
+      loom::gpu::cp_async_wait<0>();
+      __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < kOuts; j++) {
+      const int o = tid + j * kMegaThreads, h = o / hd, e = o % hd;
+      if (h < G)
+        for (int p = p0; p < min(parts, p0 + cap); p++) {
+          const float* s = chunk + (p - p0) * per + h * (hd + 2);
+          const float f = expf(s[hd] - mx[j]);
+          num[j] += s[e] * f;
+          den[j] += s[hd + 1] * f;
+        }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kOuts; j++) {
+    const int o = tid + j * kMegaThreads;
+    if (o < G * hd) out[o] = from_f32<T>(num[j] / den[j]);
+  }
+  __syncthreads();  // shared memory is the next unit's
 }
 
 // Shared memory of one attention partition (inside the dynamic buffer).
@@ -169,11 +204,10 @@ __device__ __forceinline__ const uint4* kv_row(const MegaArgs& a, const T* cache
 // partition (nothing issued).
 template <class T>
 __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* smem) {
-  constexpr int K = kMegaPartitionKeys;
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int bg = int(u) / S, j = int(u) % S, b = bg / d.kv_heads, g = bg % d.kv_heads;
-  const int n_keys = a.kv_len[b] + 1;
+  const int n_keys = a.kv_len[b] + 1, K = mega_partition_keys(n_keys, S, a.attn_min_keys);
   if (j * K >= n_keys) return false;
   const int key0 = j * K, nk = min(K, n_keys - key0), fresh = n_keys - 1 - key0;
   const int vecs = hd * int(sizeof(T)) / 16;
@@ -206,22 +240,22 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
 template <class T, int M>
 __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
                                  uint32_t end, void* smem, bool prefetched, int& sh_last) {
-  constexpr int K = kMegaPartitionKeys;
-  static_assert(kMegaThreads % K == 0 && K % 32 == 0, "a partition is whole warps of the CTA");
+  constexpr int KS = kMegaPartitionKeys;  // a head's stride in the scores
+  static_assert(kMegaThreads % KS == 0 && kMegaMinPartitionKeys % 32 == 0,
+                "a partition is whole warps of the CTA");
   constexpr int kVPer = 4;  // 16-byte pieces a thread loads at once
   // k/v rows swizzled (kv_chunk) at 1-2 slots, the only ones attn_prefetch runs at.
   constexpr bool kSwz = M <= 2;
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int kk = tid % K;                     // this thread's key of a partition
   const int vecs = hd * int(sizeof(T)) / 16;  // 16-byte pieces of a key or value row
   const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
   AttnSmem<T> sm(smem, G, hd);
-  // k and v rows of keys [key0, key0 + nk) into shared memory: those with `take(key)` (rows
-  // past nk zero, the others left alone).
-  auto stage = [&](int b, int g, int key0, int nk, auto take) {
+  // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
+  // `take(key)` (rows past nk zero, the others left alone).
+  auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
     for (int i0 = tid; i0 < 2 * K * vecs; i0 += kVPer * kMegaThreads) {
       uint4 val[kVPer];
 #pragma unroll
@@ -246,7 +280,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     const int bg = int(u) / S, j = int(u) % S;
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
-    const int parts = (n_keys + K - 1) / K;
+    const int K = mega_partition_keys(n_keys, S, a.attn_min_keys), parts = (n_keys + K - 1) / K;
+    const int kk = tid % K;  // this thread's key of a partition
     // A split without a partition (j ≥ parts) reads and writes nothing and publishes at once:
     // split 0 always has one, so the fold still runs after a split that waited.
     bool waited = false;
@@ -255,7 +290,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     for (int p = j; p < parts; p += S) {
       const int key0 = p * K, nk = min(K, n_keys - key0);
       const int fresh = n_keys - 1 - key0;  // the new key's index in the partition
-      if (!(pre && p == j)) stage(b, g, key0, nk, [&](int key) { return waited || key != fresh; });
+      if (!(pre && p == j))
+        stage(b, g, K, key0, nk, [&](int key) { return waited || key != fresh; });
       if (!waited) {
         if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
         waited = true;
@@ -311,18 +347,18 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
 #pragma unroll
       for (int h8 = 0; h8 < 8; h8++) {
         const int h = tid / K + (kMegaThreads / K) * h8;
-        if (h < G) sm.s[h * K + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
+        if (h < G) sm.s[h * KS + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
       }
       __syncthreads();
       // Softmax pieces: warp h, head h.
       for (int h = warp; h < G; h += kMegaWarps) {
         float mx = -INFINITY;
-        for (int i = lane; i < K; i += 32) mx = fmaxf(mx, sm.s[h * K + i]);
+        for (int i = lane; i < K; i += 32) mx = fmaxf(mx, sm.s[h * KS + i]);
         mx = loom::gpu::warp_max(mx);
         float sum = 0.0f;
         for (int i = lane; i < K; i += 32) {
-          const float e = i < nk ? expf(sm.s[h * K + i] - mx) : 0.0f;
-          sm.s[h * K + i] = e;
+          const float e = i < nk ? expf(sm.s[h * KS + i] - mx) : 0.0f;
+          sm.s[h * KS + i] = e;
           sum += e;
         }
         sum = warp_sum(sum);
@@ -334,7 +370,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       // shuffles. A warp reads 4 neighbouring scores and 4 v rows (swizzled: kv_chunk) a step:
       // 3 shared-memory wavefronts for 4 keys, where an output a thread over all K keys took 8
       // (which bound this phase at ~4 µs a partition).
-      float* part = a.attn_part + ((size_t(bg) * a.max_parts + p) * G) * (hd + 2);
+      float* part = a.attn_part + (size_t(bg) * a.max_parts + p) * mega_partial_floats(G, hd);
       const int items = G * (hd / 4) * kPvSlices;
       for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
         const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;
@@ -345,7 +381,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           const int vo =
               kv_chunk<kSwz>(true, q, e0 * int(sizeof(T)) / 16, vecs) * (16 / int(sizeof(T))) +
               e0 % (16 / int(sizeof(T)));
-          const float* sp = sm.s + h * K;
+          const float* sp = sm.s + h * KS;
           const T* vp = sm.v + vo;
 #pragma unroll 1
           for (int i = q; i < nk; i += kPvSlices) {
@@ -372,7 +408,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
                          mega_group_units(d, MegaOp::AttnPartial), &sh_last)) {
-      attn_reduce_unit<T>(a, bg);
+      attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd) / 4));
       cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }
   }

@@ -226,19 +226,20 @@ __device__ __forceinline__ bool draw_better(float v, int i, float bv, int bi) {
 // lane computes. The exact key costs two fp64 logarithms, so it is computed only where it can
 // win: the float estimate v̂ = logit · (1/T) + gumbel_noise_estimate(u) is within d =
 // kGumbelEstimateErr + 2^-22 (|z| + 17) of the key (kernels/sampling.cu), so a row whose v̂ is
-// below bv − slack (slack ≥ 2d near the top, the device draw's draw_slack) cannot beat bv; the
-// exact winner always passes the test. Typically ~ln(rows) exact keys a lane.
+// below thr − slack (slack ≥ 2d near the top, the device draw's draw_slack) cannot beat thr, a
+// key some row of the slot reached (−∞: none yet); the exact winner always passes the test.
+// With thr the best over the warp's lanes of the slot, typically ~ln(rows) exact keys a warp.
 __device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::SampleParamsDev& p,
-                                          float& bv, int& bi) {
+                                          float thr, float& bv, int& bi) {
   if (p.temperature <= 0.0f) {
     if (draw_better(logit, id, bv, bi)) bv = logit, bi = id;
     return;
   }
   const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(id));
-  if (bi >= 0) {
+  if (thr > -INFINITY) {
     const float est = logit * (1.0f / p.temperature) + gumbel_noise_estimate(u);
-    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(bv) + 32.0f) * (1.0f / 524288.0f);
-    if (isfinite(est) && est < bv - slack) return;
+    const float slack = 4.0f * kGumbelEstimateErr + (fabsf(thr) + 32.0f) * (1.0f / 524288.0f);
+    if (isfinite(est) && est < thr - slack) return;
   }
   const float key = logit / p.temperature + gumbel_noise(u);
   if (draw_better(key, id, bv, bi)) bv = key, bi = id;
@@ -292,8 +293,8 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
 __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t begin, uint32_t end) {
   const int S = a.d.attn_splits;
   for (uint32_t u = begin; u < end; u++) {
-    const int b = int(u) / S / a.d.kv_heads, j = int(u) % S;
-    if (j * kMegaPartitionKeys < a.kv_len[b] + 1) return true;
+    const int b = int(u) / S / a.d.kv_heads, j = int(u) % S, n_keys = a.kv_len[b] + 1;
+    if (j * mega_partition_keys(n_keys, S, a.attn_min_keys) < n_keys) return true;
   }
   return false;
 }
@@ -352,8 +353,10 @@ __device__ __forceinline__ void drain(const MegaArgs& a, const WeightStream& ws,
 // a program ending at `prog_end`. A unit is a tile of R rows (rows_per_tile; LmHead
 // lm_rows_per_tile), row r of a tile on warp r mod 16, each row in segments through the warp's
 // ring (WeightStream); the tile is published after a CTA barrier (cta_publish; a Qkv tile
-// first rotates its RoPE pairs and writes k and v into the cache). false: abandoned.
-template <class T, int M>
+// first rotates its RoPE pairs and writes k and v into the cache). kLm: op is LmHead at 1-2
+// slots (its draw's state stays out of the layer GEMVs' loop; at 4-8 slots LmHead runs the
+// layers' instantiation, which measured faster there). false: abandoned.
+template <class T, int M, bool kLm>
 __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int layer, uint32_t begin,
                          uint32_t end, int pc, int prog_end, T* xs, char* ring, WeightStream& ws,
                          MegaShared& sh) {
@@ -367,7 +370,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   int y_stride = 0;
   if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = job.n;
   if (op == MegaOp::OProj || op == MegaOp::Down) out = GemvOut::AddX;
-  if (op == MegaOp::LmHead) out = GemvOut::Logits;
+  if (kLm || op == MegaOp::LmHead) out = GemvOut::Logits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int k8 = k / 8, nb = job.nb, rpw = job.rpw, iters = job.iters;
   const int S = a.gemv_stages;
@@ -375,17 +378,22 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   Chunk8<T>* wring = reinterpret_cast<Chunk8<T>*>(ring + size_t(warp) * S * kGemvSegBytes);
 
   float acc[M];
-  float bv = -INFINITY;  // LmHead: lane i < M's best draw key of slot i in this instruction
-  int bi = -1;
+  // LmHead's draw at 1-2 slots runs on every lane: a warp's row t, slot i is pending on lane
+  // (t · M + i) mod 32 (so lane l keeps slot l mod M) until 32 / M rows are pending, then each
+  // lane folds its own (pv, pr) into its running best (bv, bi) of slot l mod M, filtered by the
+  // slot's best on the warp; one lane folding every row spent ~45 µs a batch-1 step of the
+  // lm_head's weight stream in the draw's dependent chain. At 4-8 slots (compute-bound, lanes
+  // 0 … M−1 each drawing a row's slot) lane i < M folds slot i's row at once, which measured
+  // faster there.
+  float bv = -INFINITY, pv = 0.0f;
+  int bi = -1, pr = -1;
   uint32_t run = 0;  // units done since the last publish
   const int lo = a.sample_lo, hi = a.sample_hi;
-  auto consume = [&](int it) {
+  // The dots of iteration `it` from its segment in the ring (every lane's loads issued here).
+  auto dots = [&](int it) {
     const uint32_t q = seq + uint32_t(it);
     const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
     loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
-    uint32_t unit;
-    int r;
-    const int row = job.row(it, warp, unit, r);
     const int b = it % nb;
     if (b == 0)
 #pragma unroll
@@ -411,7 +419,13 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         }
       }
     }
-    if (b != nb - 1) return;
+  };
+  // The rest of iteration `it` once its slot is refilled: a row's sum and store, a unit's end.
+  auto finish = [&](int it) {
+    if (it % nb != nb - 1) return;
+    uint32_t unit;
+    int r;
+    const int row = job.row(it, warp, unit, r);
 #pragma unroll
     for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
     if (row >= 0 && lane < M) {
@@ -429,13 +443,36 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       } else {
         a.logits[size_t(lane) * a.logits_ld + row] = val;
         const loom::gpu::SampleParamsDev& p = a.params[lane];
-        if (p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, bv, bi);
+        if (M > 2 && p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, bv, bv, bi);
+      }
+    }
+    if constexpr (kLm && M <= 2) {
+      const int t = it / nb, batch = 32 / M, i = lane % M;  // this warp's row t of the instruction
+      if (lane / M == t % batch) {
+#pragma unroll
+        for (int s = 0; s < M; s++)
+          if (s == i) pv = acc[s];
+        pr = row >= 0 && a.params[i].active && row >= lo && row < hi ? row - lo : -1;
+      }
+      if (t % batch == batch - 1 || it == iters - 1) {
+        float thr = bv;  // the best key of slot i on the warp's lanes so far
+#pragma unroll
+        for (int o = 16; o >= M; o >>= 1) thr = fmaxf(thr, __shfl_xor_sync(0xffffffffu, thr, o));
+        if (pr >= 0) draw_fold(pv, pr, a.params[i], thr, bv, bi);
+        pr = -1;
       }
     }
     if ((it / nb) % rpw != rpw - 1) return;  // the unit goes on for this warp
     // End of a unit (the same iteration on every warp).
     if (out == GemvOut::Logits && unit + 1 == end) {
-      // The instruction's best per slot goes to its first tile's partial, none to the others.
+      // Lanes of one slot fold into lane i < M; the instruction's best per slot goes to its first
+      // tile's partial, none to the others.
+#pragma unroll
+      for (int o = 16; o >= M; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && draw_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+      }
       if (lane < M) sh.best[warp * M + lane] = MegaDrawPartial{bv, bi};
       __syncthreads();
       for (int j = threadIdx.x; j < int(end - begin) * M; j += kMegaThreads) {
@@ -496,7 +533,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const int F = a.gemv_inflight > 0 ? min(a.gemv_inflight, S) : S;
   if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);
   for (int it = 0; it < iters; it++) {
-    consume(it);
+    dots(it);
+    finish(it);
     __syncwarp();  // every lane is done with the slot before it is refilled
     ws.consumed = seq + uint32_t(it) + 1;
     if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);

@@ -73,11 +73,11 @@
 //     add their fp32 result to x once (x += dot: one writer per element); LmHead stores fp32
 //     logits.
 //   SiLU·mul (Down prologue): bf16(silu(g) · u) per element, as GemvIn::SiluMul.
-//   Attention: scores, softmax pieces and P·V per 256-key partition on CUDA cores, in the
-//     order attention_ops.cuh's header gives; each partition leaves its unnormalised (acc,
-//     max, sum) in its own slot, whichever split computed it, and AttnReduce folds partitions
-//     0, 1, … P−1 in order. So the bits depend on kv_len and the partition size, never on
-//     attn_splits.
+//   Attention: scores, softmax pieces and P·V per partition of mega_partition_keys keys on
+//     CUDA cores, in the order attention_ops.cuh's header gives; each partition leaves its
+//     unnormalised (acc, max, sum) in its own slot, whichever split computed it, and
+//     AttnReduce folds partitions 0, 1, … P−1 in order. So the bits depend on kv_len and the
+//     partition size (kv_len and attn_splits), never on the SMs or the unit → SM map.
 //   Draw: each LmHead instruction leaves, per slot, its best (value, id) over its tiles —
 //     greedy: logit; sampled: Gumbel-max key z/T − log(−log u), u = philox_uniform(...) as
 //     sampler.h — with the lowest id winning ties, in its first tile's partial (its other
@@ -95,11 +95,30 @@
 
 namespace loom::mega {
 
-constexpr int kMegaMaxBatch = 8;          // slots of one step (one per sequence)
-constexpr int kMegaPartitionKeys = 256;   // keys of one attention partition
-constexpr int kMegaMaxTileRows = 64;      // rows of a layer GEMV tile, at most
-constexpr int kMegaNormThreads = 512;     // threads of the RMSNorm sum (its order)
-constexpr uint32_t kMegaNoCounter = ~0u;  // "waits on nothing" / "publishes nothing"
+constexpr int kMegaMaxBatch = 8;           // slots of one step (one per sequence)
+constexpr int kMegaPartitionKeys = 256;    // keys of one attention partition, at most
+constexpr int kMegaMinPartitionKeys = 32;  // and at least (a warp's keys)
+constexpr int kMegaMaxSplits = 32;         // AttnPartial units per (slot, KV head) by default
+constexpr int kMegaMaxTileRows = 64;       // rows of a layer GEMV tile, at most
+constexpr int kMegaNormThreads = 512;      // threads of the RMSNorm sum (its order)
+constexpr uint32_t kMegaNoCounter = ~0u;   // "waits on nothing" / "publishes nothing"
+
+// Keys of an attention partition when a (slot, KV head) has n_keys keys over `splits` splits:
+// the smallest power of two in [min_keys, 256] (min_keys a power of two ≥ 32; the default
+// MegaArgs::attn_min_keys) with splits · keys ≥ n_keys, so a short context spreads over more
+// splits (at batch 1 on Terra, 600 keys take 10 splits of 64 keys, not 3 of 256) and a long one
+// keeps 256-key partitions. Partitions a (slot, KV head): ≤ max(splits, n_keys / 256).
+LOOM_MEGA_HD int mega_partition_keys(int n_keys, int splits, int min_keys) {
+  int k = min_keys;
+  while (k < kMegaPartitionKeys && k * splits < n_keys) k *= 2;
+  return k;
+}
+
+// Floats of one partition's partial of a (slot, KV head): acc [G, head_dim + 2] with each
+// head's max and sum after its acc, padded to 16 bytes (AttnReduce copies them by cp.async).
+LOOM_MEGA_HD int mega_partial_floats(int G, int head_dim) {
+  return (G * (head_dim + 2) + 3) / 4 * 4;
+}
 
 // The ops of a step, in the order of the sequential forward pass (cuda_forward.cpp's GEMV
 // schedule). Unit u of each op and its contract:
@@ -123,8 +142,9 @@ enum class MegaOp : uint8_t {
   Qkv,
   // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
-  //   / 256) of slot b's keys for the G query heads of group g, writing each partition's
-  //   unnormalised (acc, max, sum) to partials[b, g, p]. A split with no partition reads and
+  //   / K), K = mega_partition_keys(kv_len[b] + 1, splits, MegaArgs::attn_min_keys), of slot
+  //   b's keys for the G query heads of group g, writing each partition's unnormalised (acc,
+  //   max, sum) to partials[b, g, p]. A split with no partition reads and
   //   writes nothing and publishes without waiting (split 0 always has partition 0, so
   //   AttnReduce still follows a split that waited). Neither the list nor the graph depends on
   //   the context length.

@@ -78,8 +78,12 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
       case MegaOp::Draw:
         ok = run_draw<M>(a, c, in.begin, in.end, sh);
         break;
-      default:  // Qkv, OProj, GateUp, Down, LmHead
-        ok = run_gemv<T, M>(a, c, op, in.layer, in.begin, in.end, i, prog_end, xs, ring, ws, sh);
+      case MegaOp::LmHead:  // its own instantiation at 1-2 slots (run_gemv's kLm)
+        ok = run_gemv<T, M, (M <= 2)>(a, c, op, 0, in.begin, in.end, i, prog_end, xs, ring, ws, sh);
+        break;
+      default:  // Qkv, OProj, GateUp, Down
+        ok = run_gemv<T, M, false>(a, c, op, in.layer, in.begin, in.end, i, prog_end, xs, ring, ws,
+                                   sh);
         break;
     }
     if (c.trace && threadIdx.x == 0) {
@@ -175,6 +179,16 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.gemv_stages >= 2 && a.gemv_stages <= kGemvMaxStages,
                  "megakernel: ", a.gemv_stages, " weight ring stages (expected 2..", kGemvMaxStages,
                  ")");
+  LOOM_ARG_CHECK(a.attn_min_keys >= kMegaMinPartitionKeys &&
+                     a.attn_min_keys <= kMegaPartitionKeys &&
+                     (a.attn_min_keys & (a.attn_min_keys - 1)) == 0,
+                 "megakernel: attn_min_keys ", a.attn_min_keys, " (expected a power of two in ",
+                 kMegaMinPartitionKeys, "..", kMegaPartitionKeys, ")");
+  const int G = a.d.group_size(),
+            reduce_floats = (a.max_parts * G + 3) / 4 * 4 + mega_partial_floats(G, a.d.head_dim);
+  LOOM_ARG_CHECK(reduce_floats <= int(attn_bytes(a.d, a.t) / 4), "megakernel: ", a.max_parts,
+                 " attention partitions a (slot, KV head) need ", 4 * reduce_floats,
+                 " bytes of AttnReduce's shared memory (", attn_bytes(a.d, a.t), " there)");
   if (a.t == DType::BF16) return dispatch_batch<bf16>(a, stream);
   return dispatch_batch<float>(a, stream);
 }

@@ -75,6 +75,8 @@ struct MegaArgs {
   int gemv_early = 2;                // of them, in flight while an instruction waits
   bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
   bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)
+  int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)
+  int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
   int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
 
@@ -86,7 +88,7 @@ struct MegaArgs {
   void* h_last = nullptr;   // T [batch, hidden]
   float* logits = nullptr;  // [batch, logits_ld]
   int logits_ld = 0;
-  float* attn_part = nullptr;  // [batch, kv_heads, max_parts, G, head_dim + 2]
+  float* attn_part = nullptr;  // [batch, kv_heads, max_parts, mega_partial_floats(G, head_dim)]
   int max_parts = 0;
   MegaDrawPartial* draw_part = nullptr;  // [lm_head tiles, batch]
   int32_t* tokens_out = nullptr;         // [batch] the draws (-1: inactive)

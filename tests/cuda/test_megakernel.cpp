@@ -3,9 +3,9 @@
 //      batches (1, 2 and 8 sequences, greedy and seeded draws, frame chunks and prompt chunks
 //      on the graph path between): every decode step ran the megakernel, tokens identical,
 //      logits within 1e-4; in bf16 within the backend's bf16 bound of 6e-2;
-//   2. on a random model with contexts of 300–3,000 keys (many 256-key partitions, several
-//      per split), f32: the megakernel's logits equal the graph path's within 2e-5 and its
-//      tokens are the same;
+//   2. on a random model with contexts of 300–3,000 keys (partitions of 32-256 keys, several
+//      per split, the fold in chunks), f32: the megakernel's logits equal the graph path's
+//      within 2e-5 and its tokens are the same;
 //   3. a bf16 step replayed 1,000 times with random sleeps at every wait and publish and the
 //      SMs' programs handed out in random orders gives the same logit bits every time;
 //   4. a schedule defect (a qkv unit dropped) fails the step with the counter's name after the
@@ -127,15 +127,17 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
     const int blocks = int(ctx.size()) * per_seq;
     auto graph = random_backend(ComputeDType::F32, MegakernelMode::Off, blocks);
     auto mega = random_backend(ComputeDType::F32, MegakernelMode::Force, blocks);
-    // The default splits (a split takes one partition or none at these contexts), then one
-    // split a (slot, KV head): every partition of a sequence in turn through one CTA's shared
-    // memory (what long contexts and batch 8 do); then attention's buffers over the ring
+    // The default splits (a split takes one partition of 32-256 keys or none at these
+    // contexts), then one split a (slot, KV head): every 256-key partition of a sequence in
+    // turn through one CTA's shared memory (what long contexts and batch 8 do), folded 3
+    // partitions a chunk (what past ~9,000 keys does); then attention's buffers over the ring
     // (the default at 1-2 slots puts them beside it and stages K/V an instruction early).
     for (auto [splits, apart] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{0, 1}}) {
       CAPTURE(splits);
       CAPTURE(apart);
       MegakernelDebug dbg;
       dbg.attn_splits = splits;
+      dbg.reduce_chunk = splits == 1 ? 3 : 0;
       dbg.attn_apart = apart;
       cuda_set_megakernel_debug(*mega, dbg);
       for (int step = 0; step < 3; step++) {

@@ -62,6 +62,8 @@ struct MegakernelDebug {
   bool trace = false;     // per-phase timing of every megakernel step (each step then synchronises)
   int rows_per_tile = 0;  // layer GEMV rows a unit (MegaOptions; 0: the backend's choice)
   int attn_splits = 0;    // attention splits a (slot, KV head) (MegaOptions; 0: the backend's)
+  int reduce_chunk = 0;   // MegaArgs::reduce_chunk (0: as many partitions as fit)
+  int attn_min_keys = 0;  // MegaArgs::attn_min_keys, 32-256 (0: the backend's choice)
   int attn_apart = 0;     // MegaArgs::attn_apart: 1 off, 2 on where it fits (0: the backend's)
   int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
   int gemv_ahead = 0;     // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)

@@ -71,12 +71,16 @@ void CudaBackend::ensure_mega(int B) {
                                cudaMemcpyHostToDevice));
     mega_layers_kv_ = kv_;
   }
-  // Attention partitions follow the block-table width (the longest context).
-  const int max_parts = mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaPartitionKeys);
+  // Attention partitions a (slot, KV head): at most the splits or the longest context (the
+  // block-table width) in 256-key partitions (mega_partition_keys).
+  const int max_parts =
+      std::max(opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits,
+               mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaPartitionKeys));
   if (max_parts != mega_max_parts_) {
     dev_free(mega_attn_part_);
-    const size_t floats = size_t(mega::kMegaMaxBatch) * spec_.kv_heads * max_parts *
-                          (spec_.heads / spec_.kv_heads) * (spec_.head_dim + 2);
+    const size_t floats =
+        size_t(mega::kMegaMaxBatch) * spec_.kv_heads * max_parts *
+        size_t(mega::mega_partial_floats(spec_.heads / spec_.kv_heads, spec_.head_dim));
     mega_attn_part_ = static_cast<float*>(dev_alloc(floats * 4));
     mega_max_parts_ = max_parts;
   }
@@ -190,6 +194,8 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, a.attn_apart);
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   a.gemv_inflight = mega_debug_.gemv_inflight;
+  a.reduce_chunk = mega_debug_.reduce_chunk;
+  if (mega_debug_.attn_min_keys > 0) a.attn_min_keys = mega_debug_.attn_min_keys;
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;

@@ -126,9 +126,10 @@ MegaSchedule build_mega_schedule(const ModelSpec& spec, int batch, int num_sms,
   d.lm_rows_per_tile = o.lm_rows_per_tile;
   d.embed_cols = o.embed_cols;
   // Enough splits that the attention units of a layer cover the SMs once; at batch 1 on
-  // Terra, 33 splits of 57 partitions at the longest context (14,550 keys).
-  d.attn_splits =
-      o.attn_splits > 0 ? o.attn_splits : std::clamp(num_sms / (batch * spec.kv_heads), 1, 32);
+  // Terra, 32 splits of 57 partitions at the longest context (14,550 keys).
+  d.attn_splits = o.attn_splits > 0
+                      ? o.attn_splits
+                      : std::clamp(num_sms / (batch * spec.kv_heads), 1, kMegaMaxSplits);
   s.num_sms = num_sms;
   s.programs.resize(size_t(num_sms));
   s.sm_bytes.assign(size_t(num_sms), 0.0);

@@ -66,20 +66,20 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   // Sweeps of a MegakernelDebug knob at batch 1, ctx 600: graph replay µs for each value.
   be.set_megakernel(true);
   auto sweep = [&](const char* key, const char* what, std::vector<int> values,
-                   int MegakernelDebug::*knob) {
+                   int MegakernelDebug::*knob, int ctx = 600) {
     json rows = json::array();
-    std::printf("\n%s (batch 1, ctx 600):\n", what);
+    std::printf("\n%s (batch 1, ctx %d):\n", what, ctx);
     for (int v : values) {
       MegakernelDebug dbg;
       dbg.*knob = v;
       cuda_set_megakernel_debug(be, dbg);
-      time_steps(be, bench_batch(1, 600), 5, 20);
+      time_steps(be, bench_batch(1, ctx), 5, 20);
       const double gpu = cuda_time_graph_replay(be, 1, 50) * 1e-3;
       rows.push_back({{key, v}, {"graph_gpu_s", gpu}});
       std::printf("  %3d: graph %.1f us = %.3f x floor\n", v, gpu * 1e6, gpu * 1e6 / floor_us);
     }
     cuda_set_megakernel_debug(be, MegakernelDebug{});
-    r[std::string(key) + "_sweep"] = rows;
+    r[std::string(key) + "_sweep" + (ctx == 600 ? "" : "_ctx" + std::to_string(ctx))] = rows;
   };
   // Each unit ends with a CTA barrier and a release; the ring's copies started before a wait
   // queue the input's L2 reads behind them.
@@ -95,6 +95,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::gemv_inflight);
   sweep("gemv_early", "weight segments a warp has in flight while it waits", {1, 2, 3},
         &MegakernelDebug::gemv_early);
+  for (int ctx : {600, 3000})
+    sweep("attn_min_keys", "an attention partition's keys, at least", {32, 64, 256},
+          &MegakernelDebug::attn_min_keys, ctx);
 
   // Where a megakernel step goes.
   json phases = json::array();
