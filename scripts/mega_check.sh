@@ -38,11 +38,18 @@ if [ "$what" = sanitize ]; then
   if [ -z "$cs" ]; then
     echo "no compute-sanitizer on this machine" | tee "$OUT/sanitize.log"
   else
-    for tool in memcheck synccheck initcheck; do
-      timeout 300 "$cs" --tool $tool --kernel-name kns=megakernel --error-exitcode 3 \
-        "$B/cuda_test_megakernel" \
+    # The bounded wait is lengthened (LOOM_TEST_MEGA_TIMEOUT_S): instrumented steps are slow.
+    for tool in memcheck synccheck; do
+      LOOM_TEST_MEGA_TIMEOUT_S=120 timeout 300 "$cs" --tool $tool --kernel-name kns=megakernel \
+        --error-exitcode 3 "$B/cuda_test_megakernel" \
         -tc="bf16 megakernel stays*" 2>&1 | tee "$OUT/sanitize_$tool.log" | tail -4 || rc=1
     done
+    # initcheck instruments every kernel (what the graph path's prompt steps write into the KV
+    # cache is then seen as written) on the f32 case, leaving out host API copies (-api: the
+    # logits' download); restricted to the megakernel it reads the cache as uninitialised.
+    LOOM_TEST_MEGA_TIMEOUT_S=120 timeout 400 "$cs" --tool initcheck \
+      --check-api-memory-access no --error-exitcode 3 "$B/cuda_test_megakernel" \
+      -tc="f32 megakernel equals the CPU*" 2>&1 | tee "$OUT/sanitize_initcheck.log" | tail -4 || rc=1
   fi
 fi
 

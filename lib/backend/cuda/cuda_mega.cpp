@@ -82,6 +82,8 @@ void CudaBackend::ensure_mega(int B) {
         size_t(mega::kMegaMaxBatch) * spec_.kv_heads * max_parts *
         size_t(mega::mega_partial_floats(spec_.heads / spec_.kv_heads, spec_.head_dim));
     mega_attn_part_ = static_cast<float*>(dev_alloc(floats * 4));
+    // Zeroed once: AttnReduce copies each partial's 16-byte padding, which no step writes.
+    LOOM_CUDA_CHECK(cudaMemset(mega_attn_part_, 0, floats * 4));
     mega_max_parts_ = max_parts;
   }
   if (mega_draw_part_ == nullptr) {
