@@ -370,7 +370,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   int y_stride = 0;
   if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = job.n;
   if (op == MegaOp::OProj || op == MegaOp::Down) out = GemvOut::AddX;
-  if (kLm || op == MegaOp::LmHead) out = GemvOut::Logits;
+  if (kLm || op == MegaOp::LmHead) out = GemvOut::Logits;  // (kLm: known at compile time)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int k8 = k / 8, nb = job.nb, rpw = job.rpw, iters = job.iters;
   const int S = a.gemv_stages;
@@ -420,7 +420,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       }
     }
   };
-  // The rest of iteration `it` once its slot is refilled: a row's sum and store, a unit's end.
+  // The rest of iteration `it` (before its slot is refilled): a row's sum and store, LmHead's
+  // draw, a unit's end.
   auto finish = [&](int it) {
     if (it % nb != nb - 1) return;
     uint32_t unit;
