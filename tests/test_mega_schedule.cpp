@@ -194,6 +194,19 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
   // The extra units go to the least loaded SMs, so no SM is above the mean by more than the
   // largest unit, an lm_head tile (~1.1% of an SM's 22.8 MB).
   CHECK(most - sum / 132 <= 64.0 * 2048 * 2);
+  // Attention: splits 0–9 of each KV head (a 600-key context's, 64 keys each) sit on SMs with
+  // one qkv tile in their layer, not on the 28 with two, which reach attention last.
+  int busy_on_two = 0, busy = 0;
+  for (const auto& prog : s.programs)
+    for (const MegaInstruction& in : prog) {
+      if (MegaOp(in.op) != MegaOp::AttnPartial || int(in.begin) % d.attn_splits >= 10) continue;
+      busy++;
+      for (const MegaInstruction& q : prog)
+        if (MegaOp(q.op) == MegaOp::Qkv && q.layer == in.layer && q.end - q.begin == 2)
+          busy_on_two++;
+    }
+  CHECK(busy == 22 * 4 * 10);
+  CHECK(busy_on_two == 0);
 }
 
 TEST_CASE("mega schedule: counters wrap around uint32 without a reset") {

@@ -282,8 +282,12 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
     const int K = mega_partition_keys(n_keys, S, a.attn_min_keys), parts = (n_keys + K - 1) / K;
     const int kk = tid % K;  // this thread's key of a partition
-    // A split without a partition (j ≥ parts) reads and writes nothing and publishes at once:
-    // split 0 always has one, so the fold still runs after a split that waited.
+    // A split without a partition (j ≥ parts) reads, writes and publishes nothing: split 0
+    // (which always has one) publishes for it, so the fold waits only for the busy splits, not
+    // for the CTAs of idle ones still at earlier instructions (at 600 keys 10 of a KV head's 32
+    // splits are busy).
+    if (j >= parts) continue;
+    const uint32_t arrivals = j == 0 ? 1 + uint32_t(S - min(S, parts)) : 1;
     bool waited = false;
     // The first unit's first partition may be in flight already (attn_prefetch).
     const bool pre = prefetched && u == begin;
@@ -407,7 +411,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     }
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
-                         mega_group_units(d, MegaOp::AttnPartial), &sh_last)) {
+                         mega_group_units(d, MegaOp::AttnPartial), &sh_last, arrivals)) {
       attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd) / 4));
       cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }

@@ -144,10 +144,10 @@ enum class MegaOp : uint8_t {
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
   //   / K), K = mega_partition_keys(kv_len[b] + 1, splits, MegaArgs::attn_min_keys), of slot
   //   b's keys for the G query heads of group g, writing each partition's unnormalised (acc,
-  //   max, sum) to partials[b, g, p]. A split with no partition reads and
-  //   writes nothing and publishes without waiting (split 0 always has partition 0, so
-  //   AttnReduce still follows a split that waited). Neither the list nor the graph depends on
-  //   the context length.
+  //   max, sum) to partials[b, g, p]. A split with no partition reads, writes and publishes
+  //   nothing; split 0 (which always has partition 0) publishes 1 + the idle splits' count, so
+  //   the group still reaches n = splits, once every busy split arrived. Neither the list nor
+  //   the graph depends on the context length.
   //   Waits: Qkv(l, g), all its tiles. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
   AttnPartial,
   // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order

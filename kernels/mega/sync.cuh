@@ -114,21 +114,21 @@ __device__ __forceinline__ void cta_publish(const MegaCtx& c, uint32_t counter,
   }
 }
 
-// cta_publish that also says whether this unit completed its group this step (its add took the
-// counter to epoch · count): thread 1's add is acq_rel, so the CTA that completes a group sees
-// every other unit's stores (after the barrier, through L2) and may consume them at once.
-// `flag` is shared memory.
+// cta_publish of `units` that also says whether they completed their group this step (the add
+// took the counter to epoch · count): thread 1's add is acq_rel, so the CTA that completes a
+// group sees every other unit's stores (after the barrier, through L2) and may consume them at
+// once. `flag` is shared memory.
 __device__ __forceinline__ bool cta_publish_last(const MegaCtx& c, uint32_t counter, uint32_t count,
-                                                 int* flag) {
+                                                 int* flag, uint32_t units = 1) {
   __syncthreads();
   if (threadIdx.x == 1) {
     jitter(c.jitter_seed, 5, counter, c.epoch);
     uint32_t old;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;"
                  : "=r"(old)
-                 : "l"(c.counters + counter)
+                 : "l"(c.counters + counter), "r"(units)
                  : "memory");
-    *flag = old + 1 == c.epoch * count;
+    *flag = old + units == c.epoch * count;
   }
   __syncthreads();
   return *flag != 0;

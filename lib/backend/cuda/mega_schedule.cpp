@@ -147,6 +147,34 @@ MegaSchedule build_mega_schedule(const ModelSpec& spec, int batch, int num_sms,
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int a, int b) { return s.sm_bytes[size_t(a)] < s.sm_bytes[size_t(b)]; });
+    if (inst.op == MegaOp::AttnPartial && base == 0) {
+      // One split an SM: the splits likeliest to have a partition (a context fills splits 0,
+      // 1, … first) go to the SMs that reach their attention first: one qkv tile this layer
+      // (not two), then the least loaded.
+      auto qkv_tiles = [&](int sm) {
+        const auto& prog = s.programs[size_t(sm)];
+        const bool own = !prog.empty() && MegaOp(prog.back().op) == MegaOp::Qkv &&
+                         prog.back().layer == inst.layer;
+        return own ? int(prog.back().end - prog.back().begin) : 0;
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return qkv_tiles(a) < qkv_tiles(b); });
+      std::vector<int> units(static_cast<size_t>(n));
+      std::iota(units.begin(), units.end(), 0);
+      std::stable_sort(units.begin(), units.end(),
+                       [&](int a, int b) { return a % d.attn_splits < b % d.attn_splits; });
+      for (int i = 0; i < n; i++) {
+        const int sm = order[size_t(i)];
+        MegaInstruction in;
+        in.op = uint8_t(inst.op);
+        in.layer = uint16_t(inst.layer);
+        in.begin = uint32_t(units[size_t(i)]);
+        in.end = in.begin + 1;
+        s.programs[size_t(sm)].push_back(in);
+        s.sm_bytes[size_t(sm)] += bytes;
+      }
+      continue;
+    }
     for (int i = 0; i < extra; i++) extra_unit[size_t(order[size_t(i)])] = 1;
     uint32_t next = 0;
     for (int sm = 0; sm < num_sms; sm++) {

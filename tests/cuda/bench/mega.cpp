@@ -95,6 +95,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::gemv_inflight);
   sweep("gemv_early", "weight segments a warp has in flight while it waits", {1, 2, 3},
         &MegakernelDebug::gemv_early);
+  for (int ctx : {600, 3000, 7000})
+    sweep("attn_splits", "attention splits a (slot, KV head)", {8, 16, 24, 32},
+          &MegakernelDebug::attn_splits, ctx);
   for (int ctx : {600, 3000})
     sweep("attn_min_keys", "an attention partition's keys, at least", {32, 64, 256},
           &MegakernelDebug::attn_min_keys, ctx);
