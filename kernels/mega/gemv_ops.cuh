@@ -389,8 +389,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   int bi = -1, pr = -1;
   uint32_t run = 0;  // units done since the last publish
   const int lo = a.sample_lo, hi = a.sample_hi;
-  // The dots of iteration `it` from its segment in the ring (every lane's loads issued here).
-  auto dots = [&](int it) {
+  // Iteration `it`: the dots of its segment in the ring (every lane's loads issued here), then,
+  // at a row's last segment, the rest of the row before its slot is refilled.
+  auto consume = [&](int it) {
     const uint32_t q = seq + uint32_t(it);
     const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
     loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
@@ -419,11 +420,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         }
       }
     }
-  };
-  // The rest of iteration `it` (before its slot is refilled): a row's sum and store, LmHead's
-  // draw, a unit's end.
-  auto finish = [&](int it) {
-    if (it % nb != nb - 1) return;
+    // The row's last segment: its sum and store, LmHead's draw, a unit's end.
+    if (b != nb - 1) return;
     uint32_t unit;
     int r;
     const int row = job.row(it, warp, unit, r);
@@ -534,8 +532,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const int F = a.gemv_inflight > 0 ? min(a.gemv_inflight, S) : S;
   if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);
   for (int it = 0; it < iters; it++) {
-    dots(it);
-    finish(it);
+    consume(it);
     __syncwarp();  // every lane is done with the slot before it is refilled
     ws.consumed = seq + uint32_t(it) + 1;
     if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);

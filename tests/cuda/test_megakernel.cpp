@@ -93,14 +93,35 @@ std::unique_ptr<Backend> random_backend(ComputeDType dtype, MegakernelMode mode,
   return be;
 }
 
-// Step `step` of both backends at contexts ctx + step (each step appends a key: the next one
-// reads it).
-void step_both(Backend& graph, Backend& mega, std::vector<int> ctx, int per_seq, int step,
-               StepOutput& want, StepOutput& got) {
-  for (int& c : ctx) c += step;
-  const StepBatch b = decode_batch(ctx, per_seq, uint64_t(step));
-  graph.step(b, want);
-  mega.step(b, got);
+// The megakernel (forced) against the graph path on long_spec's random weights, for each
+// context list and each debug setting in turn, `steps` steps at contexts ctx + step (each step
+// appends a key: the next one reads it): logits within tol and, in f32, the same tokens.
+void compare_with_graph(ComputeDType dtype, const std::vector<std::vector<int>>& ctxs,
+                        const std::vector<MegakernelDebug>& settings, int steps, double tol) {
+  const int per_seq = 4096 / 16;
+  for (const std::vector<int>& ctx : ctxs) {
+    CAPTURE(ctx.size());
+    const int blocks = int(ctx.size()) * per_seq;
+    auto graph = random_backend(dtype, MegakernelMode::Off, blocks);
+    auto mega = random_backend(dtype, MegakernelMode::Force, blocks);
+    for (size_t k = 0; k < settings.size(); k++) {
+      CAPTURE(k);
+      cuda_set_megakernel_debug(*mega, settings[k]);
+      for (int step = 0; step < steps; step++) {
+        CAPTURE(step);
+        std::vector<int> at = ctx;
+        for (int& c : at) c += step;
+        const StepBatch b = decode_batch(at, per_seq, uint64_t(step));
+        StepOutput want, got;
+        graph->step(b, want);
+        mega->step(b, got);
+        CHECK(rel_err(got.logits, want.logits) < tol);
+        if (dtype == ComputeDType::F32) CHECK(got.tokens == want.tokens);
+      }
+    }
+    CHECK(cuda_megakernel_steps(*mega) == int(settings.size()) * steps);
+    CHECK(cuda_megakernel_steps(*graph) == 0);
+  }
 }
 
 }  // namespace
@@ -126,63 +147,26 @@ TEST_CASE("bf16 megakernel stays within 6e-2 of the CPU backend step by step") {
 }
 
 TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") {
-  const int per_seq = 4096 / 16;
-  for (const std::vector<int>& ctx :
-       {std::vector<int>{3000}, std::vector<int>{300, 2999},
-        std::vector<int>{255, 256, 257, 511, 512, 1300, 2048, 3071}}) {
-    CAPTURE(ctx.size());
-    const int blocks = int(ctx.size()) * per_seq;
-    auto graph = random_backend(ComputeDType::F32, MegakernelMode::Off, blocks);
-    auto mega = random_backend(ComputeDType::F32, MegakernelMode::Force, blocks);
-    // The default splits (a split takes one partition of 32-256 keys or none at these
-    // contexts), then one split a (slot, KV head): every 256-key partition of a sequence in
-    // turn through one CTA's shared memory (what long contexts and batch 8 do), folded 3
-    // partitions a chunk (what past ~9,000 keys does); then attention's buffers over the ring
-    // (the default at 1-2 slots puts them beside it and stages K/V an instruction early).
-    for (auto [splits, apart] : {std::pair{0, 0}, std::pair{1, 0}, std::pair{0, 1}}) {
-      CAPTURE(splits);
-      CAPTURE(apart);
-      MegakernelDebug dbg;
-      dbg.attn_splits = splits;
-      dbg.reduce_chunk = splits == 1 ? 3 : 0;
-      dbg.attn_apart = apart;
-      cuda_set_megakernel_debug(*mega, dbg);
-      for (int step = 0; step < 3; step++) {
-        StepOutput want, got;
-        step_both(*graph, *mega, ctx, per_seq, step, want, got);
-        CAPTURE(step);
-        CHECK(rel_err(got.logits, want.logits) < 2e-5);
-        CHECK(got.tokens == want.tokens);
-      }
-    }
-    CHECK(cuda_megakernel_steps(*mega) == 9);
-    CHECK(cuda_megakernel_steps(*graph) == 0);
-  }
+  // The default splits (a split takes one partition of 64-256 keys or none at these
+  // contexts), then one split a (slot, KV head): every 256-key partition of a sequence in
+  // turn through one CTA's shared memory (what long contexts and batch 8 do), folded 3
+  // partitions a chunk (what past ~9,000 keys does); then attention's buffers over the ring
+  // (the default at 1-2 slots puts them beside it and stages K/V an instruction early).
+  std::vector<MegakernelDebug> settings(3);
+  settings[1].attn_splits = 1;
+  settings[1].reduce_chunk = 3;
+  settings[2].attn_apart = 1;
+  compare_with_graph(ComputeDType::F32,
+                     {{3000}, {300, 2999}, {255, 256, 257, 511, 512, 1300, 2048, 3071}}, settings,
+                     3, 2e-5);
 }
 
 // bf16 at head_dim 64: attention's k and v rows sit swizzled in shared memory at 1-2 slots
 // (attention_ops.cuh, kv_chunk), which the tiny checkpoints' head_dim 16 leaves in place.
 TEST_CASE("bf16 megakernel near the graph path (6e-2) at contexts of 300-3,000 keys") {
-  const int per_seq = 4096 / 16;
-  for (const std::vector<int>& ctx : {std::vector<int>{3000}, std::vector<int>{300, 2999}}) {
-    CAPTURE(ctx.size());
-    const int blocks = int(ctx.size()) * per_seq;
-    auto graph = random_backend(ComputeDType::BF16, MegakernelMode::Off, blocks);
-    auto mega = random_backend(ComputeDType::BF16, MegakernelMode::Force, blocks);
-    for (int apart : {0, 1}) {  // attention's buffers beside the ring (default), then over it
-      CAPTURE(apart);
-      MegakernelDebug dbg;
-      dbg.attn_apart = apart;
-      cuda_set_megakernel_debug(*mega, dbg);
-      for (int step = 0; step < 2; step++) {
-        StepOutput want, got;
-        step_both(*graph, *mega, ctx, per_seq, step, want, got);
-        CAPTURE(step);
-        CHECK(rel_err(got.logits, want.logits) < 6e-2);
-      }
-    }
-    CHECK(cuda_megakernel_steps(*mega) == 4);
-  }
+  std::vector<MegakernelDebug> settings(2);  // attention's buffers beside the ring, then over it
+  settings[1].attn_apart = 1;
+  compare_with_graph(ComputeDType::BF16, {{3000}, {300, 2999}}, settings, 2, 6e-2);
 }
 
 TEST_CASE("bf16 megakernel: the same bits over 1,000 replays with jitter and permuted SM lists") {
