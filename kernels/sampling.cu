@@ -1,3 +1,5 @@
+#include <cuda_bf16.h>
+
 #include <cfloat>
 #include <climits>
 
@@ -25,6 +27,14 @@ struct SamplePartial {
 __device__ __forceinline__ uint32_t float_key(float f) {
   const uint32_t u = __float_as_uint(f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Logits come as fp32, or as the bf16 the lm_head GEMM writes (widened exactly on load).
+__device__ __forceinline__ float logit_at(const float* lg, int i) {
+  return __ldg(lg + i);
+}
+__device__ __forceinline__ float logit_at(const __nv_bfloat16* lg, int i) {
+  return __bfloat162float(lg[i]);
 }
 
 __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
@@ -94,7 +104,8 @@ struct SelectWeight {
 // Over the elements with in_filter(key, i, thr0, cut0), finds the largest key v with
 // W(key >= v) >= target and the id cut among ties at v at which the prefix (order: key desc,
 // id asc) first reaches target. z = logit / temperature, as the CPU computes it.
-__device__ void radix_select(const float* logits, int vocab, float temperature, SelectWeight wfn,
+template <class T>
+__device__ void radix_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
                              uint32_t thr0, int cut0, double target, uint32_t* out_thr,
                              int* out_cut, double* hist, double* scratch) {
   __shared__ uint32_t prefix_s;
@@ -114,7 +125,7 @@ __device__ void radix_select(const float* logits, int vocab, float temperature, 
 #pragma unroll
       for (int u = 0; u < kBatch; u++) {
         const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        x[u] = i < vocab ? logits[i] : 0.0f;
+        x[u] = i < vocab ? logit_at(logits, i) : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < kBatch; u++) {
@@ -171,7 +182,7 @@ __device__ void radix_select(const float* logits, int vocab, float temperature, 
       double w = 0.0;
       bool tie = false;
       if (i < vocab) {
-        const float z = logits[i] / temperature;
+        const float z = logit_at(logits, i) / temperature;
         const uint32_t key = float_key(z);
         if (key == v && in_filter(key, i, thr0, cut0)) {
           tie = true;
@@ -194,8 +205,9 @@ __device__ void radix_select(const float* logits, int vocab, float temperature, 
   *out_cut = cut;
 }
 
+template <class T>
 __global__ void __launch_bounds__(kFilterThreads)
-    sample_filter_kernel(const float* logits, int vocab, int ld, const SampleParamsDev* params,
+    sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
                          SampleFilter* filters) {
   __shared__ double hist[256];
   __shared__ double scratch[32];
@@ -210,10 +222,10 @@ __global__ void __launch_bounds__(kFilterThreads)
     if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, {0, 0}};
     return;
   }
-  const float* lg = logits + size_t(row) * ld;
+  const T* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
   float zmax = -INFINITY;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) zmax = fmaxf(zmax, lg[i] / t);
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x) zmax = fmaxf(zmax, logit_at(lg, i) / t);
   {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     zmax = warp_max(zmax);
@@ -230,7 +242,7 @@ __global__ void __launch_bounds__(kFilterThreads)
     const SelectWeight mass{true, zmax};
     double m = 0.0;
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-      const float z = lg[i] / t;
+      const float z = logit_at(lg, i) / t;
       if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
     }
     m = block_sum_d(m, scratch);
@@ -265,17 +277,18 @@ __device__ __forceinline__ float draw_slack(float m) {
 constexpr int kDrawBatch = 8;  // logits a thread loads before using any
 
 // x[u] = lg[base + u * kDrawThreads] for those below end.
-__device__ __forceinline__ void load_batch(const float* lg, int base, int end,
-                                           float (&x)[kDrawBatch]) {
+template <class T>
+__device__ __forceinline__ void load_batch(const T* lg, int base, int end, float (&x)[kDrawBatch]) {
 #pragma unroll
   for (int u = 0; u < kDrawBatch; u++) {
     const int i = base + u * kDrawThreads;
-    x[u] = i < end ? __ldg(lg + i) : 0.0f;
+    x[u] = i < end ? logit_at(lg, i) : 0.0f;
   }
 }
 
+template <class T>
 __global__ void __launch_bounds__(kDrawThreads)
-    sample_draw_kernel(const float* logits, int vocab, int ld, const SampleParamsDev* params,
+    sample_draw_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
                        const SampleFilter* filters, SamplePartial* partials) {
   extern __shared__ float vhat[];  // [per] v̂ of the chunk's logits, -inf where not kept
   __shared__ float sv[kDrawThreads / 32];
@@ -285,7 +298,7 @@ __global__ void __launch_bounds__(kDrawThreads)
   pdl_wait();
   const int row = blockIdx.y, chunk = blockIdx.x;
   const SampleParamsDev p = params[row];
-  const float* lg = logits + size_t(row) * ld;
+  const T* lg = logits + size_t(row) * ld;
   const int per = (vocab + kSampleChunks - 1) / kSampleChunks;
   const int begin = chunk * per, end = min(vocab, begin + per);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -339,7 +352,7 @@ __global__ void __launch_bounds__(kDrawThreads)
     if (exact_all || m > -INFINITY) {
       for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
         if (!exact_all && !(vhat[i - begin] >= thr)) continue;
-        const float z = lg[i] / t;
+        const float z = logit_at(lg, i) / t;
         if (exact_all && !in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
         const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
         const float v = z + gumbel_noise(u);  // philox.h: double log, rounded once
@@ -383,9 +396,10 @@ __global__ void sample_final_kernel(const SampleParamsDev* params, const SampleP
   if (lane == 0) tokens[row] = params[row].active ? bi : -1;
 }
 
-Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
-                     const SampleParamsDev* params, void* workspace, int32_t* tokens,
-                     cudaStream_t stream, bool pdl) {
+template <class T>
+static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
+                              const SampleParamsDev* params, void* workspace, int32_t* tokens,
+                              cudaStream_t stream, bool pdl) {
   LOOM_ARG_CHECK(n_rows >= 0 && vocab > 0 && ld >= vocab, "sample_tokens: n_rows ", n_rows,
                  ", vocab ", vocab, ", ld ", ld);
   LOOM_ARG_CHECK(logits && params && workspace && tokens, "sample_tokens: null pointer");
@@ -396,8 +410,8 @@ Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
   // Each kernel waits (pdl_wait) before it reads anything, so all three may be launched with
   // programmatic dependent launch; the filter only when the caller says its predecessor is a
   // kernel (pdl), the other two always follow this function's own kernels.
-  cudaError_t e = launch_kernel(sample_filter_kernel, dim3(n_rows), dim3(kFilterThreads), 0, stream,
-                                pdl, logits, vocab, ld, params, filters);
+  cudaError_t e = launch_kernel(sample_filter_kernel<T>, dim3(n_rows), dim3(kFilterThreads), 0,
+                                stream, pdl, logits, vocab, ld, params, filters);
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
@@ -405,11 +419,11 @@ Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
   LOOM_ARG_CHECK(vhat_bytes <= kDrawMaxSmem, "sample_tokens: vocab ", vocab,
                  " is above the device draw's limit of ", kDrawMaxSmem / 4 * kSampleChunks);
   static const cudaError_t smem_set = cudaFuncSetAttribute(
-      sample_draw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDrawMaxSmem));
+      sample_draw_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDrawMaxSmem));
   if (smem_set != cudaSuccess)
     return Status::bad(cat("sample_draw: shared memory: ", cudaGetErrorString(smem_set)));
-  e = launch_kernel(sample_draw_kernel, dim3(kSampleChunks, n_rows), dim3(kDrawThreads), vhat_bytes,
-                    stream, true, logits, vocab, ld, params,
+  e = launch_kernel(sample_draw_kernel<T>, dim3(kSampleChunks, n_rows), dim3(kDrawThreads),
+                    vhat_bytes, stream, true, logits, vocab, ld, params,
                     static_cast<const SampleFilter*>(filters), partials);
   if (e != cudaSuccess) return Status::bad(cat("sample_draw: launch: ", cudaGetErrorString(e)));
   st = launch_status("sample_draw");
@@ -418,6 +432,18 @@ Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
                     static_cast<const SamplePartial*>(partials), tokens);
   if (e != cudaSuccess) return Status::bad(cat("sample_final: launch: ", cudaGetErrorString(e)));
   return launch_status("sample_final");
+}
+
+Status sample_tokens(DType t, const void* logits, int n_rows, int vocab, int ld,
+                     const SampleParamsDev* params, void* workspace, int32_t* tokens,
+                     cudaStream_t stream, bool pdl) {
+  if (t == DType::BF16)
+    return sample_tokens_t(static_cast<const __nv_bfloat16*>(logits), n_rows, vocab, ld, params,
+                           workspace, tokens, stream, pdl);
+  LOOM_ARG_CHECK(t == DType::F32, "sample_tokens: logits in ", dtype_name(t),
+                 " (expected f32 or bf16)");
+  return sample_tokens_t(static_cast<const float*>(logits), n_rows, vocab, ld, params, workspace,
+                         tokens, stream, pdl);
 }
 
 }  // namespace loom::gpu

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "kernels/cuda_check.cuh"
 
 namespace loom::gpu {
@@ -37,10 +38,11 @@ inline size_t sample_workspace_bytes(int n_rows) {
   return size_t(n_rows) * (16 + kSampleChunks * 8);
 }
 
-// tokens[r] = the draw for logits row r (fp32 [n_rows, ld], the first vocab entries of a row),
-// -1 where params[r].active == 0. pdl: the first kernel may start while the previous kernel on
-// the stream (which must be a kernel, e.g. the lm_head GEMV) finishes; it waits before reading.
-Status sample_tokens(const float* logits, int n_rows, int vocab, int ld,
+// tokens[r] = the draw for logits row r (t = F32 or BF16, [n_rows, ld], the first vocab entries
+// of a row), -1 where params[r].active == 0. bf16 logits are widened exactly, so they draw what
+// their fp32 copies would. pdl: the first kernel may start while the previous kernel on the
+// stream (which must be a kernel, e.g. the lm_head GEMV) finishes; it waits before reading.
+Status sample_tokens(DType t, const void* logits, int n_rows, int vocab, int ld,
                      const SampleParamsDev* params, void* workspace, int32_t* tokens,
                      cudaStream_t stream, bool pdl = false);
 

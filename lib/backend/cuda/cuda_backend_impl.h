@@ -143,6 +143,8 @@ class CudaBackend : public Backend {
   void add_mega_trace(int B);             // (synchronises) the trace of the step just launched
   bool attention_mma() const;             // bf16 and a shape the tensor-core attention takes
   bool gemv_schedule(int n_slots) const;  // fused GEMVs instead of GEMMs (cuda_forward.cpp)
+  // forward() leaves the step's logits in logits_t_ (bf16) rather than logits_ (cuda_forward.cpp).
+  bool logits_bf16(const StepLayout& L) const;
   // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).
   void linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k, int ldy = 0);
   void prof_begin(const char* family);

@@ -335,29 +335,26 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // One row: the fused GEMV (final norm in its prologue) streams lm_head at ~4.1 TB/s. More
   // rows: cuBLAS on the padded (aligned) lm_head, ~4.1 TB/s at 4 and 8 rows where the GEMV,
   // which re-reads its input rows per weight vector, falls to 2.9 and 1.7 (H200, 2026-11-22).
+  const bool bf16_logits = logits_bf16(L);
   if (gemv && L.n_out == 1) {
     gemv_run("gemv_lm_head", w_.lm_head.data, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm.f32(),
              out_rows, L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
     norm_run(gemv ? nullptr : delta_, w_.final_norm, w_.final_norm_bias, out_rows, L.n_out,
              h_last_);
-    if (invariant_) {
-      // fp32 logits of the vocab rows only (the sampler reads no further); no bf16 rounding
-      // step, so no convert kernel.
-      gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::F32, logits_, L.n_out, s.vocab, H,
-               logits_ld_);
-    } else if (t_ == DType::BF16) {
-      // bf16 logits (as HF computes them in bf16), then fp32 for the draw: cuBLAS picks a
-      // ~5x slower kernel for an fp32 output of bf16 operands at this shape (measured 2.7 ms
-      // at 256 rows on an H200).
+    if (bf16_logits) {
+      // bf16 logits (as HF computes them in bf16), drawn from as they are (widened exactly on
+      // load; submit() widens them to logits_ only when a step asks for logits): cuBLAS picks a
+      // ~5x slower kernel for an fp32 output of bf16 operands at this shape (measured 2.7 ms at
+      // 256 rows on an H200), and the fp32 copy cost ~0.1 ms a step at 256 rows.
       gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::BF16, logits_t_, L.n_out,
                logits_ld_, H,
                logits_ld_);  // all padded rows: aligned shapes
-      LOOM_KERNEL(convert(DType::BF16, logits_t_, DType::F32, logits_, size_t(L.n_out) * logits_ld_,
-                          stream_));
     } else {
-      gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::F32, logits_, L.n_out, logits_ld_,
-               H, logits_ld_);
+      // fp32 logits of the vocab rows only (the sampler reads no further); with
+      // --batch-invariant no bf16 rounding step.
+      gemm_run("gemm_lm_head", h_last_, w_.lm_head.data, DType::F32, logits_, L.n_out,
+               invariant_ ? s.vocab : logits_ld_, H, logits_ld_);
     }
   }
   if (debug_skip_ & 4) return;
@@ -366,9 +363,17 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // A logit range draws from its columns only, ids relative to sample_begin() as
   // cpu_backend's sample_token(logits + lo, hi - lo) does (step() adds lo back on the host).
   const int lo = s.sample_begin(), hi = s.sample_end();
-  LOOM_KERNEL(sample_tokens(logits_ + lo, L.n_out, hi - lo, logits_ld_, params, sample_ws_, tokens_,
-                            stream_, gemv && L.n_out == 1));
+  const void* lg = bf16_logits
+                       ? static_cast<const void*>(static_cast<const uint16_t*>(logits_t_) + lo)
+                       : static_cast<const void*>(logits_ + lo);
+  LOOM_KERNEL(sample_tokens(bf16_logits ? DType::BF16 : DType::F32, lg, L.n_out, hi - lo,
+                            logits_ld_, params, sample_ws_, tokens_, stream_,
+                            gemv && L.n_out == 1));
   prof_end();
+}
+
+bool CudaBackend::logits_bf16(const StepLayout& L) const {
+  return t_ == DType::BF16 && !invariant_ && !(gemv_schedule(L.n_slots) && L.n_out == 1);
 }
 
 }  // namespace loom::gpu

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "kernels/activation.cuh"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/embed.cuh"
@@ -279,7 +280,11 @@ void CudaBackend::submit(const StepBatch& b) {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(tokens_host_[size_t(f.buf)], tokens_, f.out_seq.size() * 4,
                                     cudaMemcpyDeviceToHost, stream_));
   if (b.want_logits) {
-    // want_logits puts every sequence in out_seq, in order: out row s is sequence s.
+    // want_logits puts every sequence in out_seq, in order: out row s is sequence s. The draw
+    // read bf16 logits where the lm_head GEMM wrote them (forward()): widened here, exactly.
+    if (!mega && logits_bf16(L))
+      LOOM_KERNEL(convert(DType::BF16, logits_t_, DType::F32, logits_, size_t(L.n_out) * logits_ld_,
+                          stream_));
     f.logits.resize(size_t(n_seqs) * spec_.vocab);
     LOOM_CUDA_CHECK(cudaMemcpy2DAsync(f.logits.data(), size_t(spec_.vocab) * 4, logits_,
                                       size_t(logits_ld_) * 4, size_t(spec_.vocab) * 4,

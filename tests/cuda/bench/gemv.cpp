@@ -128,7 +128,7 @@ json lm_head_bench(cudaStream_t stream, int sms) {
       for (int i = 0; i < 20; i++) {
         if (what == 0) LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
         if (what == 1)
-          LOOM_KERNEL(gpu::sample_tokens(static_cast<const float*>(y), 1, n, ld,
+          LOOM_KERNEL(gpu::sample_tokens(DType::F32, y, 1, n, ld,
                                          static_cast<const gpu::SampleParamsDev*>(par), ws,
                                          static_cast<int32_t*>(tok), stream));
       }

@@ -1,7 +1,7 @@
 // The sampling family (kernels/sampling.cuh): sample_tokens against the host sampler
 // (backend/sampler.h, pinned by tests/test_sampler.cpp) over the full 262,145-entry vocabulary,
-// greedy, temperature, top-k and top-p, on continuous and quantised (tied) logits; an inactive
-// row writes -1.
+// greedy, temperature, top-k and top-p, on continuous and quantised (tied) logits, as fp32 and
+// as the bf16 the lm_head GEMM writes; an inactive row writes -1.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -27,61 +27,74 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
                                    {0.8f, 0, 0.9f}, {1.0f, 1000, 0.5f}, {0.7f, 0, 0.05f},
                                    {1.3f, 1, 1.0f}};
   // Two logit sets: continuous (no ties) and quantised (many exact ties, which exercise the
-  // lowest-id tie rules of argmax, top-k and top-p).
-  for (int quantised = 0; quantised < 2; quantised++) {
-    CAPTURE(quantised);
-    std::mt19937_64 g(31 + quantised);
-    std::normal_distribution<float> nd(0.0f, 3.0f);
-    const int rows = int(modes.size());
-    std::vector<float> logits(size_t(rows) * vocab);
-    for (float& v : logits) {
-      v = nd(g);
-      if (quantised) v = std::round(v * 2.0f) / 2.0f;
-    }
-    DevBuf dl = upload(logits, DType::F32);
-    DevBuf ws(sample_workspace_bytes(rows)), tok(size_t(rows) * 4);
-    int checked = 0;
-    for (uint64_t seed : {0ull, 7ull, 123456789ull})
-      for (uint64_t draw : {0ull, 1ull, 5000000000ull}) {
-        std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
-        for (int r = 0; r < rows; r++) {
-          p[size_t(r)].seed = seed;
-          p[size_t(r)].draw_index = draw;
-          p[size_t(r)].temperature = modes[size_t(r)].temperature;
-          p[size_t(r)].top_k = modes[size_t(r)].top_k;
-          p[size_t(r)].top_p = modes[size_t(r)].top_p;
-          p[size_t(r)].sample_index = uint32_t(r % 3);
-          p[size_t(r)].active = 1;
-        }
-        DevBuf dp = upload_ints(p);
-        tok.poison();
-        LOOM_KERNEL(sample_tokens(dl.as<float>(), rows, vocab, vocab, dp.as<SampleParamsDev>(),
-                                  ws.get(), tok.as<int32_t>(), nullptr));
-        std::vector<int32_t> got(static_cast<size_t>(rows));
-        LOOM_CUDA_CHECK(cudaMemcpy(got.data(), tok.get(), got.size() * 4, cudaMemcpyDeviceToHost));
-        for (int r = 0; r < rows; r++) {
-          SamplingParams sp;
-          sp.temperature = modes[size_t(r)].temperature;
-          sp.top_k = modes[size_t(r)].top_k;
-          sp.top_p = modes[size_t(r)].top_p;
-          sp.seed = seed;
-          const int32_t want =
-              sample_token(logits.data() + size_t(r) * vocab, vocab, sp, uint32_t(r % 3), draw);
-          CAPTURE(r);
-          CAPTURE(seed);
-          CAPTURE(draw);
-          CHECK(got[size_t(r)] == want);
-          checked++;
-        }
+  // lowest-id tie rules of argmax, top-k and top-p); bf16 logits (continuous ones round to many
+  // ties) against the host sampler on their exact fp32 values.
+  for (const DType lt : {DType::F32, DType::BF16})
+    for (int quantised = 0; quantised < 2; quantised++) {
+      CAPTURE(quantised);
+      CAPTURE(dtype_name(lt));
+      std::mt19937_64 g(31 + quantised);
+      std::normal_distribution<float> nd(0.0f, 3.0f);
+      const int rows = int(modes.size());
+      std::vector<float> logits(size_t(rows) * vocab);
+      for (float& v : logits) {
+        v = nd(g);
+        if (quantised) v = std::round(v * 2.0f) / 2.0f;
       }
-    CHECK(checked == 9 * int(modes.size()));
+      if (lt == DType::BF16) logits = round_bf16(logits);
+      DevBuf dl = upload(logits, lt);
+      DevBuf ws(sample_workspace_bytes(rows)), tok(size_t(rows) * 4);
+      int checked = 0;
+      for (uint64_t seed : {0ull, 7ull, 123456789ull})
+        for (uint64_t draw : {0ull, 1ull, 5000000000ull}) {
+          std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
+          for (int r = 0; r < rows; r++) {
+            p[size_t(r)].seed = seed;
+            p[size_t(r)].draw_index = draw;
+            p[size_t(r)].temperature = modes[size_t(r)].temperature;
+            p[size_t(r)].top_k = modes[size_t(r)].top_k;
+            p[size_t(r)].top_p = modes[size_t(r)].top_p;
+            p[size_t(r)].sample_index = uint32_t(r % 3);
+            p[size_t(r)].active = 1;
+          }
+          DevBuf dp = upload_ints(p);
+          tok.poison();
+          LOOM_KERNEL(sample_tokens(lt, dl.get(), rows, vocab, vocab, dp.as<SampleParamsDev>(),
+                                    ws.get(), tok.as<int32_t>(), nullptr));
+          std::vector<int32_t> got(static_cast<size_t>(rows));
+          LOOM_CUDA_CHECK(
+              cudaMemcpy(got.data(), tok.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+          for (int r = 0; r < rows; r++) {
+            SamplingParams sp;
+            sp.temperature = modes[size_t(r)].temperature;
+            sp.top_k = modes[size_t(r)].top_k;
+            sp.top_p = modes[size_t(r)].top_p;
+            sp.seed = seed;
+            const int32_t want =
+                sample_token(logits.data() + size_t(r) * vocab, vocab, sp, uint32_t(r % 3), draw);
+            CAPTURE(r);
+            CAPTURE(seed);
+            CAPTURE(draw);
+            CHECK(got[size_t(r)] == want);
+            checked++;
+          }
+        }
+      CHECK(checked == 9 * int(modes.size()));
+    }
+  // An unsupported logits dtype is refused, naming it.
+  {
+    DevBuf dl(64), ws(sample_workspace_bytes(1)), tok(4), dp(sizeof(SampleParamsDev));
+    const Status st = sample_tokens(DType::F16, dl.get(), 1, 16, 16, dp.as<SampleParamsDev>(),
+                                    ws.get(), tok.as<int32_t>(), nullptr);
+    CHECK(!st.ok);
+    CHECK(st.message.find("f16") != std::string::npos);
   }
   // An inactive row writes -1.
   std::vector<float> l(1000, 0.5f);
   DevBuf dl = upload(l, DType::F32), ws(sample_workspace_bytes(1)), tok(4);
   SampleParamsDev off{};
   DevBuf dp = upload_ints(std::vector<SampleParamsDev>{off});
-  LOOM_KERNEL(sample_tokens(dl.as<float>(), 1, 1000, 1000, dp.as<SampleParamsDev>(), ws.get(),
+  LOOM_KERNEL(sample_tokens(DType::F32, dl.get(), 1, 1000, 1000, dp.as<SampleParamsDev>(), ws.get(),
                             tok.as<int32_t>(), nullptr));
   int32_t got = 0;
   LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));
@@ -133,8 +146,8 @@ TEST_CASE("device draw stays exact where the noise decides between near-equal lo
     DevBuf dl = upload(logits, DType::F32), ws(sample_workspace_bytes(1)), tok(4);
     DevBuf dp = upload_ints(std::vector<SampleParamsDev>{p});
     tok.poison();
-    LOOM_KERNEL(sample_tokens(dl.as<float>(), 1, vocab, vocab, dp.as<SampleParamsDev>(), ws.get(),
-                              tok.as<int32_t>(), nullptr));
+    LOOM_KERNEL(sample_tokens(DType::F32, dl.get(), 1, vocab, vocab, dp.as<SampleParamsDev>(),
+                              ws.get(), tok.as<int32_t>(), nullptr));
     int32_t got = -2;
     LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));
     SamplingParams sp;
