@@ -61,6 +61,40 @@ TEST_CASE("bf16 CUDA backend with 12 sequences (cuBLAS layers, bf16 lm_head) vs 
   compare_with_cpu(m, ComputeDType::BF16, 6e-2, 12);
 }
 
+// Steps holding a frame's action chunk (its slots as one-slot tiles beside the decoding
+// sequences) replay a graph per (bucket, extra slots, action slots); the same steps run eagerly
+// (profiling: no graphs) must give the same bits, 3 sequences and 12 (bucket 16: padding
+// sequences after the chunks' extra slots).
+TEST_CASE("bf16 chunk steps from graphs equal the same steps run eagerly, bit for bit") {
+  const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_v1");
+  for (int n_seqs : {3, 12}) {
+    CAPTURE(n_seqs);
+    auto eager = make_cuda_backend(ComputeDType::BF16, 0);
+    auto graphs = make_cuda_backend(ComputeDType::BF16, 0);
+    eager->set_profiling(true);
+    CacheRequest cr;
+    cr.block_size = 16;
+    cr.num_blocks = 5 * n_seqs + 8;
+    for (Backend* be : {eager.get(), graphs.get()}) {
+      be->load(m.spec, m.weights);
+      REQUIRE(be->allocate_cache(cr) == cr.num_blocks);
+    }
+    int compared = 0;
+    const StepCounts c = drive_steps(
+        m.spec, {eager.get(), graphs.get()}, n_seqs, cr.num_blocks,
+        [&](int, const StepBatch&, std::vector<StepOutput>& outs) {
+          CHECK(outs[1].tokens == outs[0].tokens);
+          CHECK(outs[1].logits == outs[0].logits);
+          compared++;
+        });
+    CHECK(c.chunk_steps >= 3);
+    CHECK(compared == c.steps);
+    // Every chunk step after the first of its shape replayed a graph (the first captures it).
+    CHECK(cuda_chunk_graph_steps(*graphs) >= 2);
+    CHECK(cuda_chunk_graph_steps(*eager) == 0);
+  }
+}
+
 TEST_CASE("bf16 batch-invariant CUDA backend (linear_fixed layers) stays within 6e-2 of the CPU") {
   // Every model (V2: the action MLP layers too), 3 and 12 sequences: decode graphs, frame
   // chunks and prefill through linear_fixed, lm_head to fp32 logits.

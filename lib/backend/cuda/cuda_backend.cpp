@@ -76,6 +76,10 @@ int64_t cuda_megakernel_steps(const Backend& backend) {
   return as_cuda(backend).megakernel_steps();
 }
 
+int64_t cuda_chunk_graph_steps(const Backend& backend) {
+  return as_cuda(backend).chunk_graph_steps();
+}
+
 MegakernelTrace cuda_megakernel_trace(const Backend& backend) {
   return as_cuda(backend).megakernel_trace();
 }
@@ -185,6 +189,9 @@ void CudaBackend::free_graphs() {
     if (g != nullptr) cudaGraphExecDestroy(g);
     g = nullptr;
   }
+  for (auto& [key, g] : chunk_graphs_)
+    if (g != nullptr) cudaGraphExecDestroy(g);
+  chunk_graphs_.clear();
   for (MegaBucket& m : mega_) {
     if (m.graph != nullptr) cudaGraphExecDestroy(m.graph);
     m.graph = nullptr;

@@ -48,6 +48,8 @@ enum class MegakernelMode { Auto, Off, Force };
 void cuda_set_megakernel(Backend& backend, MegakernelMode mode);
 // Decode steps that ran the megakernel so far.
 int64_t cuda_megakernel_steps(const Backend& backend);
+// Steps with short chunks (a frame's action chunk) that ran from a graph so far.
+int64_t cuda_chunk_graph_steps(const Backend& backend);
 // Why the loaded model cannot take the megakernel ("" when it can).
 std::string cuda_megakernel_refusal(const Backend& backend);
 // Tests: jitter_seed != 0 sleeps 0-4 us at every wait and publish; permute_seed != 0 hands the

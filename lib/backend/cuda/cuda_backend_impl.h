@@ -106,6 +106,7 @@ class CudaBackend : public Backend {
     set_megakernel_mode(on ? MegakernelMode::Auto : MegakernelMode::Off);
   }
   int64_t megakernel_steps() const override { return mega_steps_; }
+  int64_t chunk_graph_steps() const { return chunk_graph_steps_; }
   const std::string& megakernel_refusal() const { return mega_refusal_; }
   void set_megakernel_debug(const MegakernelDebug& debug) {
     free_graphs();
@@ -236,6 +237,11 @@ class CudaBackend : public Backend {
   static constexpr int kBuckets = 9;
   std::array<cudaGraphExec_t, kBuckets> graphs_{};
   std::array<cudaGraphExec_t, kBuckets> last_graph_{};
+  // Graphs of steps whose short chunks run as one-slot tiles beside decoding sequences (a
+  // frame's action chunk), keyed by (bucket, slots beyond one a sequence, action slots); at
+  // most kMaxChunkGraphs, further shapes run eagerly.
+  static constexpr size_t kMaxChunkGraphs = 32;
+  std::map<std::array<int, 3>, cudaGraphExec_t> chunk_graphs_;
 
   // The megakernel per batch bucket 1, 2, 4, 8 (index log2 B): the schedule on the device, its
   // sync block (zeroed when allocated and after a trapped launch, never per step) and graph.
@@ -263,6 +269,7 @@ class CudaBackend : public Backend {
   mega::MegaDrawPartial* mega_draw_part_ = nullptr;          // [lm_head tiles, 8]
   std::array<mega::MegaSyncHeader*, 2> mega_header_host_{};  // pinned, per input buffer
   int64_t mega_steps_ = 0;
+  int64_t chunk_graph_steps_ = 0;  // steps that ran a chunk_graphs_ entry
   int mega_smem_optin_ = 0;                     // shared memory a block may opt in to
   mega::MegaTraceEntry* mega_trace_ = nullptr;  // [num_sms, mega_trace_stride_] (debug trace)
   int mega_trace_stride_ = 0;

@@ -99,11 +99,19 @@ void CudaBackend::submit(const StepBatch& b) {
   const int n_seqs = b.n_seqs(), n_slots = b.n_slots();
   const int bs = block_size_;
 
-  bool decode = !profiling_ && !stats_on_ && n_slots == n_seqs && n_seqs <= kMaxGraphBatch &&
-                b.blocks_per_seq <= max_bt_;
-  for (int i = 0; decode && i < n_slots; i++) decode = b.tokens[size_t(i)] != kActionSlot;
+  // A graph step: every sequence's new slots run as one-slot tiles (decoding sequences, short
+  // chunks), so the layout depends only on the sequence bucket, the slots beyond one a sequence
+  // and the action slots, and the step replays that shape's graph. A decode step is one with
+  // one slot a sequence and no action slot.
+  int n_act = 0;
+  for (int i = 0; i < n_slots; i++) n_act += b.tokens[size_t(i)] == kActionSlot;
+  bool graph_step =
+      !profiling_ && !stats_on_ && n_seqs <= kMaxGraphBatch && b.blocks_per_seq <= max_bt_;
+  for (int s = 0; graph_step && s < n_seqs; s++)
+    graph_step = one_slot_tiles(b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)]);
+  const bool decode = graph_step && n_slots == n_seqs && n_act == 0;
   int bucket = 0;
-  while (decode && kBucketSizes[bucket] < n_seqs) bucket++;
+  while (graph_step && kBucketSizes[bucket] < n_seqs) bucket++;
   const bool mega = decode && mega_wanted(b, kBucketSizes[bucket]);
   if (mega) ensure_mega(kBucketSizes[bucket]);
 
@@ -112,9 +120,11 @@ void CudaBackend::submit(const StepBatch& b) {
   InFlight f;  // f.out_seq: out row → sequence
   f.n_seqs = n_seqs;
   const int spt = attention_slots_per_tile(t_, spec_.heads, spec_.kv_heads, spec_.head_dim);
-  if (decode) {
+  if (graph_step) {  // padded to the bucket: sequence s >= n_seqs has one slot, no draw
     const int B = kBucketSizes[bucket];
-    L.n_slots = L.n_seqs = L.n_out = L.n_tiles = L.n_one_tiles = B;
+    L.n_seqs = L.n_out = B;
+    L.n_slots = L.n_tiles = L.n_one_tiles = n_slots + B - n_seqs;
+    L.n_act = n_act;
     L.bt_stride = max_bt_;
     for (int s = 0; s < n_seqs; s++) f.out_seq.push_back(s);
   } else {
@@ -129,7 +139,7 @@ void CudaBackend::submit(const StepBatch& b) {
       if (b.want_logits || b.sample[size_t(s)]) f.out_seq.push_back(s);
     }
     L.n_out = int(f.out_seq.size());
-    for (int i = 0; i < n_slots; i++) L.n_act += b.tokens[size_t(i)] == kActionSlot;
+    L.n_act = n_act;
   }
   L.compute();
   ensure_workspace(L.n_slots, L.n_out);  // (keeps the draws of a step in flight)
@@ -163,15 +173,15 @@ void CudaBackend::submit(const StepBatch& b) {
   int32_t* tiles = arr(L.tiles);
   int32_t* out_rows = arr(L.out_rows);
   auto* params = reinterpret_cast<SampleParamsDev*>(h + L.params);
-  int n_act = 0, n_future = 0;
-  for (int i = 0; i < n_slots; i++) {
+  int n_future = 0;
+  for (int i = 0, j = 0; i < n_slots; i++) {
     const int32_t tok = b.tokens[size_t(i)], k = future_index(tok);
     // A future names the previous step's out row; resolve_future_tokens reads its draw there.
     tokens[i] = k >= 0 ? future_token(prev_row_[size_t(k)]) : tok;
     n_future += k >= 0;
     positions[i] = b.positions[size_t(i)];
-    act_row[i] = tok == kActionSlot ? n_act : -1;
-    if (tok == kActionSlot) act_slots[n_act++] = i;
+    act_row[i] = tok == kActionSlot ? j : -1;
+    if (tok == kActionSlot) act_slots[j++] = i;
   }
   if (L.n_act > 0) std::memcpy(h + L.actions, b.actions.data(), b.actions.size() * sizeof(float));
   int tile = 0, chunk_tile = L.n_one_tiles;  // one-slot tiles first (StepLayout)
@@ -187,7 +197,7 @@ void CudaBackend::submit(const StepBatch& b) {
       const int c = kv_len[s] + j;
       cache_slot[s0 + j] = src_bt[c / bs] * bs + c % bs;
     }
-    const bool one = decode || one_slot_tiles(n_new);
+    const bool one = graph_step || one_slot_tiles(n_new);
     for (int j0 = 0; j0 < n_new; j0 += one ? 1 : spt) {
       int32_t* t = tiles + 3 * (one ? tile++ : chunk_tile++);
       t[0] = s;
@@ -195,18 +205,19 @@ void CudaBackend::submit(const StepBatch& b) {
       t[2] = one ? 1 : std::min(spt, n_new - j0);
     }
   }
-  for (int s = n_seqs; s < L.n_seqs; s++) {  // decode padding
-    tokens[s] = 0;
-    positions[s] = 0;
-    act_row[s] = -1;
-    cache_slot[s] = num_blocks_ * bs;
-    slot_start[s] = s;
+  for (int s = n_seqs; s < L.n_seqs; s++) {  // bucket padding: slot and tile i, spare block
+    const int i = n_slots + s - n_seqs;
+    tokens[i] = 0;
+    positions[i] = 0;
+    act_row[i] = -1;
+    cache_slot[i] = num_blocks_ * bs;
+    slot_start[s] = i;
     kv_len[s] = 0;
     bt[size_t(s) * L.bt_stride] = num_blocks_;
     std::fill(bt + size_t(s) * L.bt_stride + 1, bt + size_t(s + 1) * L.bt_stride, -1);
-    tiles[3 * s] = s;
-    tiles[3 * s + 1] = 0;
-    tiles[3 * s + 2] = 1;
+    tiles[3 * i] = s;
+    tiles[3 * i + 1] = 0;
+    tiles[3 * i + 2] = 1;
   }
   slot_start[L.n_seqs] = L.n_slots;
   prev_row_.assign(size_t(n_seqs), -1);
@@ -230,9 +241,20 @@ void CudaBackend::submit(const StepBatch& b) {
     params[r] = p;
   }
 
-  cudaGraphExec_t* graph = !decode ? nullptr
-                           : mega  ? &mega_[size_t(bucket)].graph  // buckets 1, 2, 4, 8
-                                   : &graphs_[size_t(bucket)];
+  cudaGraphExec_t* graph = nullptr;
+  if (mega) {
+    graph = &mega_[size_t(bucket)].graph;  // buckets 1, 2, 4, 8
+  } else if (decode) {
+    graph = &graphs_[size_t(bucket)];
+  } else if (graph_step) {
+    const std::array<int, 3> key{bucket, n_slots - n_seqs, n_act};
+    auto it = chunk_graphs_.find(key);
+    if (it != chunk_graphs_.end())
+      graph = &it->second;
+    else if (chunk_graphs_.size() < kMaxChunkGraphs)
+      graph = &chunk_graphs_[key];  // captured below
+  }
+  // Timed: decode graph steps only (loom bench's "gpu ms" column).
   f.timed = timing_on_ && decode && *graph != nullptr;
   auto& ev = timing_ev_[size_t(f.buf)];
   if (f.timed) LOOM_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
@@ -245,7 +267,7 @@ void CudaBackend::submit(const StepBatch& b) {
                                       tokens_, lo, stream_));
   // The tensor-core path has fixed partitions instead of splits.
   const int splits = attention_mma() ? 1 : pick_splits(L.n_tiles);
-  if (decode) {
+  if (graph != nullptr) {
     cudaGraphExec_t& g = *graph;
     if (g != nullptr) {
       LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
@@ -264,7 +286,8 @@ void CudaBackend::submit(const StepBatch& b) {
       LOOM_CUDA_CHECK(cudaGraphInstantiate(&g, captured, 0));
       LOOM_CUDA_CHECK(cudaGraphDestroy(captured));
     }
-    last_graph_[size_t(bucket)] = g;
+    if (decode) last_graph_[size_t(bucket)] = g;
+    if (!decode) chunk_graph_steps_++;
     if (mega) {  // the sync block's header: collect() checks that no wait gave up
       LOOM_CUDA_CHECK(cudaMemcpyAsync(mega_header_host_[size_t(f.buf)], mega_[size_t(bucket)].sync,
                                       sizeof(mega::MegaSyncHeader), cudaMemcpyDeviceToHost,
