@@ -205,6 +205,175 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
   *out_cut = cut;
 }
 
+// The filter's select in a few passes over the row (radix_select takes up to six, each weighing
+// every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
+// and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
+// boundary bin holds at most kBinCand elements they are gathered, sorted by (key desc, id asc)
+// and summed in that order, which gives the cut exactly as radix_select's ordered scan does.
+// A mass is computed once for every filtered element (the first pass) and again only for those
+// in a boundary bin. Returns false (the caller runs radix_select) when the ties at one key
+// outnumber kBinCand or the weights are not finite.
+constexpr int kBins = 4096, kBinCand = 4096;
+constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
+struct BinSmem {  // dynamic shared memory of sample_filter_kernel
+  uint32_t count[kBins];
+  double mass[kBins];
+  double incl[kFilterThreads];        // inclusive prefix sums, thread order
+  unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
+};
+
+__device__ __forceinline__ float key_float(uint32_t key) {  // float_key's inverse
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// Thread t holds w (the weight of its bins, or candidates, in order); returns the first thread
+// whose inclusive sum reaches target (kFilterThreads if none) and its exclusive sum.
+__device__ int first_reaching(double w, double target, double* scratch, BinSmem& sm,
+                              double* before) {
+  __shared__ int first_s;
+  double total;
+  const double inc = block_scan_d(w, scratch, &total);
+  sm.incl[threadIdx.x] = inc;
+  if (threadIdx.x == 0) first_s = kFilterThreads;
+  __syncthreads();
+  if (inc >= target) atomicMin(&first_s, int(threadIdx.x));
+  __syncthreads();
+  const int f = first_s;
+  *before = f > 0 && f < kFilterThreads ? sm.incl[f - 1] : 0.0;
+  __syncthreads();
+  return f;
+}
+
+template <class T>
+__device__ bool bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                           uint32_t thr0, int cut0, double target, float frac, uint32_t* out_thr,
+                           int* out_cut, double* scratch, BinSmem& sm) {
+  __shared__ unsigned n_cand_s;
+  constexpr int kBatch = 4;  // logits a thread loads before using any (bytes in flight)
+  uint32_t prefix = 0u;
+  double above = 0.0;
+  const int shifts[3] = {24, 12, 0};  // digits of 8, 12 and 12 bits
+  for (int level = 0; level < 3; level++) {
+    const int shift = shifts[level];
+    const uint32_t high_mask = level == 0 ? 0u : 0xffffffffu << shifts[level - 1];
+    const uint32_t bin_mask = (level == 0 ? 0xffffffffu : ~high_mask) >> shift;
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
+    __syncthreads();
+    double m = 0.0;
+    // The trip count is the block's: hist_add is a warp collective.
+    for (int base = 0; base < vocab; base += kBatch * int(blockDim.x)) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+        x[u] = i < vocab ? logit_at(logits, i) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+        int bin = -1;
+        double w = 0.0;
+        if (i < vocab) {
+          const float z = x[u] / temperature;
+          const uint32_t key = float_key(z);
+          if (in_filter(key, i, thr0, cut0) && (key & high_mask) == prefix) {
+            bin = int((key >> shift) & bin_mask);
+            if (wfn.mass) w = wfn(z), m += w;
+          }
+        }
+        if (bin >= 0) atomicAdd(&sm.count[bin], 1u);
+        if (wfn.mass) hist_add(sm.mass, bin, w);
+      }
+    }
+    if (level == 0 && wfn.mass) {
+      m = block_sum_d(m, scratch);
+      if (!isfinite(m)) return false;
+      target = double(frac) * m;
+    }
+    __syncthreads();
+    // The boundary bin: bins in descending order, kBinsPerThread a thread.
+    auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
+    const int top = kBins - 1 - kBinsPerThread * int(threadIdx.x);
+    double w = 0.0;
+    for (int b = top; b > top - kBinsPerThread; b--) w += weight(b);
+    double before;
+    const int f = first_reaching(w, target - above, scratch, sm, &before);
+    if (f == kFilterThreads) return false;  // rounding left the total short of the target
+    int bin = kBins - 1 - kBinsPerThread * f;
+    for (int k = 1; k < kBinsPerThread && before + weight(bin) < target - above; k++)
+      before += weight(bin--);
+    above += before;
+    prefix |= uint32_t(bin) << shift;
+    const unsigned n = sm.count[bin];
+    __syncthreads();
+    if (n == 0u) return false;
+    if (n > unsigned(kBinCand)) continue;  // refine the bin with the next bits
+
+    // Gather the bin's elements, sort them, sum them in order.
+    const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
+    if (threadIdx.x == 0) n_cand_s = 0u;
+    __syncthreads();
+    for (int base = 0; base < vocab; base += kBatch * int(blockDim.x)) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+        x[u] = i < vocab ? logit_at(logits, i) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+        const uint32_t key = float_key(x[u] / temperature);
+        if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
+          sm.cand[atomicAdd(&n_cand_s, 1u)] =
+              (static_cast<unsigned long long>(~key) << 32) | uint32_t(i);
+      }
+    }
+    int n_pad = 1;
+    while (n_pad < int(n)) n_pad <<= 1;
+    for (int j = int(n) + int(threadIdx.x); j < n_pad; j += blockDim.x) sm.cand[j] = ~0ull;
+    __syncthreads();
+    for (int k = 2; k <= n_pad; k <<= 1)  // bitonic sort, ascending
+      for (int j = k >> 1; j > 0; j >>= 1) {
+        for (int i = threadIdx.x; i < n_pad; i += blockDim.x) {
+          const int ij = i ^ j;
+          if (ij > i) {
+            const unsigned long long a = sm.cand[i], c = sm.cand[ij];
+            if ((a > c) == ((i & k) == 0)) sm.cand[i] = c, sm.cand[ij] = a;
+          }
+        }
+        __syncthreads();
+      }
+    // Thread t takes candidates [t * per, (t + 1) * per) in order.
+    const int per = (n_pad + kFilterThreads - 1) / kFilterThreads;
+    auto cand_w = [&](int j) {
+      if (j >= int(n)) return 0.0;
+      return wfn.mass ? wfn(key_float(~uint32_t(sm.cand[j] >> 32))) : 1.0;
+    };
+    double mine = 0.0;
+    for (int j = int(threadIdx.x) * per; j < (int(threadIdx.x) + 1) * per; j++) mine += cand_w(j);
+    const int g = first_reaching(mine, target - above, scratch, sm, &before);
+    int cut_j = int(n) - 1;  // rounding short of the target: the whole bin
+    if (g < kFilterThreads) {
+      cut_j = min(int(n), (g + 1) * per) - 1;
+      double cum = before;
+      for (int j = g * per; j < (g + 1) * per && j < int(n); j++) {
+        cum += cand_w(j);
+        if (cum >= target - above) {
+          cut_j = j;
+          break;
+        }
+      }
+    }
+    const unsigned long long c = sm.cand[cut_j];
+    *out_thr = ~uint32_t(c >> 32);
+    *out_cut = int(uint32_t(c));
+    __syncthreads();
+    return true;
+  }
+  return false;  // more than kBinCand ties at one key
+}
+
 template <class T>
 __global__ void __launch_bounds__(kFilterThreads)
     sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
@@ -212,6 +381,8 @@ __global__ void __launch_bounds__(kFilterThreads)
   __shared__ double hist[256];
   __shared__ double scratch[32];
   __shared__ float fscratch[32];
+  extern __shared__ __align__(16) unsigned char filter_smem[];
+  BinSmem& sm = *reinterpret_cast<BinSmem*>(filter_smem);
   pdl_trigger();
   pdl_wait();  // the logits come from the kernel before (see sample_tokens' pdl)
   const int row = blockIdx.x;
@@ -224,8 +395,9 @@ __global__ void __launch_bounds__(kFilterThreads)
   }
   const T* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
-  float zmax = -INFINITY;
-  for (int i = threadIdx.x; i < vocab; i += blockDim.x) zmax = fmaxf(zmax, logit_at(lg, i) / t);
+  float zmax = -INFINITY;  // (top-p's weights only)
+  for (int i = threadIdx.x; top_p_on && i < vocab; i += blockDim.x)
+    zmax = fmaxf(zmax, logit_at(lg, i) / t);
   {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     zmax = warp_max(zmax);
@@ -235,20 +407,23 @@ __global__ void __launch_bounds__(kFilterThreads)
   }
   uint32_t thr = 0u;
   int cut = INT_MAX;
-  if (top_k_on)
-    radix_select(lg, vocab, t, SelectWeight{false, zmax}, 0u, INT_MAX, double(p.top_k), &thr, &cut,
-                 hist, scratch);
+  const SelectWeight count{false, zmax};
+  if (top_k_on &&
+      !bin_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), 0.0f, &thr, &cut, scratch, sm))
+    radix_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), &thr, &cut, hist, scratch);
   if (top_p_on) {
     const SelectWeight mass{true, zmax};
-    double m = 0.0;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-      const float z = logit_at(lg, i) / t;
-      if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
-    }
-    m = block_sum_d(m, scratch);
     uint32_t thr2;
     int cut2;
-    radix_select(lg, vocab, t, mass, thr, cut, double(p.top_p) * m, &thr2, &cut2, hist, scratch);
+    if (!bin_select(lg, vocab, t, mass, thr, cut, 0.0, p.top_p, &thr2, &cut2, scratch, sm)) {
+      double m = 0.0;
+      for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        const float z = logit_at(lg, i) / t;
+        if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
+      }
+      m = block_sum_d(m, scratch);
+      radix_select(lg, vocab, t, mass, thr, cut, double(p.top_p) * m, &thr2, &cut2, hist, scratch);
+    }
     thr = thr2;
     cut = cut2;
   }
@@ -410,8 +585,12 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
   // Each kernel waits (pdl_wait) before it reads anything, so all three may be launched with
   // programmatic dependent launch; the filter only when the caller says its predecessor is a
   // kernel (pdl), the other two always follow this function's own kernels.
-  cudaError_t e = launch_kernel(sample_filter_kernel<T>, dim3(n_rows), dim3(kFilterThreads), 0,
-                                stream, pdl, logits, vocab, ld, params, filters);
+  static const cudaError_t filter_smem_set = cudaFuncSetAttribute(
+      sample_filter_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(BinSmem)));
+  if (filter_smem_set != cudaSuccess)
+    return Status::bad(cat("sample_filter: shared memory: ", cudaGetErrorString(filter_smem_set)));
+  cudaError_t e = launch_kernel(sample_filter_kernel<T>, dim3(n_rows), dim3(kFilterThreads),
+                                sizeof(BinSmem), stream, pdl, logits, vocab, ld, params, filters);
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;

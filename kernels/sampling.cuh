@@ -5,10 +5,11 @@
 //   u[i] = philox_uniform(seed, sample_index, draw_index, i).
 // The kept set of top-k / top-p is a prefix of the order (p descending, id ascending), so it is
 // described by a key threshold and a tie cut: kept(i) = key(i) > thr || (key(i) == thr && i <=
-// id_cut), key = the order-preserving bits of z. The threshold is found by a 4-pass radix select
-// (8 bits a pass) with count (top-k) or probability-mass (top-p) histograms, never a full sort;
-// ties at the threshold are resolved by an ordered scan in id order. Masses are summed in fp64
-// like the CPU definition (only the summation order differs).
+// id_cut), key = the order-preserving bits of z. The cut is found from count (top-k) or
+// probability-mass (top-p) histograms of the keys' digits (8, then 12 and 12 bits), refined only
+// until the boundary bin holds at most 4,096 elements, which are then sorted and summed in order;
+// a 4-pass radix select with an ordered tie scan in id order where more ties share one key.
+// Masses are summed in fp64 like the CPU definition (only the summation order differs).
 #pragma once
 
 #include <cstdint>

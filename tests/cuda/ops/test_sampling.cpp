@@ -23,9 +23,11 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
     int top_k;
     float top_p;
   };
-  const std::vector<Mode> modes = {{0.0f, 0, 1.0f}, {0.9f, 0, 1.0f},    {1.0f, 50, 1.0f},
-                                   {0.8f, 0, 0.9f}, {1.0f, 1000, 0.5f}, {0.7f, 0, 0.05f},
-                                   {1.3f, 1, 1.0f}};
+  // Top-k and top-p cuts that fall in the tails and in the bulk of the logits (a boundary bin
+  // of thousands: the filter's refinement and its fallback to the radix select; sampling.cu).
+  const std::vector<Mode> modes = {
+      {0.0f, 0, 1.0f},  {0.9f, 0, 1.0f}, {1.0f, 50, 1.0f}, {0.8f, 0, 0.9f},    {1.0f, 1000, 0.5f},
+      {0.7f, 0, 0.05f}, {1.3f, 1, 1.0f}, {2.0f, 0, 0.5f},  {1.0f, 5000, 1.0f}, {1.0f, 0, 0.999f}};
   // Two logit sets: continuous (no ties) and quantised (many exact ties, which exercise the
   // lowest-id tie rules of argmax, top-k and top-p); bf16 logits (continuous ones round to many
   // ties) against the host sampler on their exact fp32 values.
