@@ -37,6 +37,19 @@ __device__ __forceinline__ float logit_at(const __nv_bfloat16* lg, int i) {
   return __bfloat162float(lg[i]);
 }
 
+// x[u] = logit base + u * stride for those below end (0 beyond): all of a thread's loads issued
+// before any is used (bytes in flight; one load a thread left the passes latency-bound).
+template <int N, class T>
+__device__ __forceinline__ void load_strided(const T* lg, int base, int stride, int end,
+                                             float (&x)[N]) {
+#pragma unroll
+  for (int u = 0; u < N; u++) {
+    const int i = base + u * stride;
+    x[u] = i < end ? logit_at(lg, i) : 0.0f;
+  }
+}
+constexpr int kFilterBatch = 4;  // logits a filter thread loads at a time
+
 __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
   return key > thr || (key == thr && i <= id_cut);
 }
@@ -118,17 +131,12 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0.0, counts[b] = 0u;
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    constexpr int kBatch = 4;  // logits loaded before any is used (bytes in flight)
     // The trip count is the block's, not the thread's: hist_add is a warp collective.
-    for (int base = 0; base < vocab; base += kBatch * int(blockDim.x)) {
-      float x[kBatch];
+    for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
+      float x[kFilterBatch];
+      load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
 #pragma unroll
-      for (int u = 0; u < kBatch; u++) {
-        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        x[u] = i < vocab ? logit_at(logits, i) : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; u++) {
+      for (int u = 0; u < kFilterBatch; u++) {
         const int i = base + u * int(blockDim.x) + int(threadIdx.x);
         int bin = -1;
         double w = 0.0;
@@ -249,7 +257,6 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
                            uint32_t thr0, int cut0, double target, float frac, uint32_t* out_thr,
                            int* out_cut, double* scratch, BinSmem& sm) {
   __shared__ unsigned n_cand_s;
-  constexpr int kBatch = 4;  // logits a thread loads before using any (bytes in flight)
   uint32_t prefix = 0u;
   double above = 0.0;
   const int shifts[3] = {24, 12, 0};  // digits of 8, 12 and 12 bits
@@ -261,15 +268,11 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     __syncthreads();
     double m = 0.0;
     // The trip count is the block's: hist_add is a warp collective.
-    for (int base = 0; base < vocab; base += kBatch * int(blockDim.x)) {
-      float x[kBatch];
+    for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
+      float x[kFilterBatch];
+      load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
 #pragma unroll
-      for (int u = 0; u < kBatch; u++) {
-        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        x[u] = i < vocab ? logit_at(logits, i) : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; u++) {
+      for (int u = 0; u < kFilterBatch; u++) {
         const int i = base + u * int(blockDim.x) + int(threadIdx.x);
         int bin = -1;
         double w = 0.0;
@@ -313,15 +316,11 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
     if (threadIdx.x == 0) n_cand_s = 0u;
     __syncthreads();
-    for (int base = 0; base < vocab; base += kBatch * int(blockDim.x)) {
-      float x[kBatch];
+    for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
+      float x[kFilterBatch];
+      load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
 #pragma unroll
-      for (int u = 0; u < kBatch; u++) {
-        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        x[u] = i < vocab ? logit_at(logits, i) : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; u++) {
+      for (int u = 0; u < kFilterBatch; u++) {
         const int i = base + u * int(blockDim.x) + int(threadIdx.x);
         const uint32_t key = float_key(x[u] / temperature);
         if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
@@ -451,16 +450,6 @@ __device__ __forceinline__ float draw_slack(float m) {
 
 constexpr int kDrawBatch = 8;  // logits a thread loads before using any
 
-// x[u] = lg[base + u * kDrawThreads] for those below end.
-template <class T>
-__device__ __forceinline__ void load_batch(const T* lg, int base, int end, float (&x)[kDrawBatch]) {
-#pragma unroll
-  for (int u = 0; u < kDrawBatch; u++) {
-    const int i = base + u * kDrawThreads;
-    x[u] = i < end ? logit_at(lg, i) : 0.0f;
-  }
-}
-
 template <class T>
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
@@ -484,7 +473,7 @@ __global__ void __launch_bounds__(kDrawThreads)
   float x[kDrawBatch];
   if (p.active && p.temperature <= 0.0f) {
     for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
-      load_batch(lg, base, end, x);
+      load_strided(lg, base, kDrawThreads, end, x);
 #pragma unroll
       for (int u = 0; u < kDrawBatch; u++) {
         const int i = base + u * kDrawThreads;
@@ -500,7 +489,7 @@ __global__ void __launch_bounds__(kDrawThreads)
     float m = -INFINITY;
     bool odd = false;
     for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
-      load_batch(lg, base, end, x);
+      load_strided(lg, base, kDrawThreads, end, x);
 #pragma unroll
       for (int u = 0; u < kDrawBatch; u++) {
         const int i = base + u * kDrawThreads;
