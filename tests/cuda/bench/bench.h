@@ -5,6 +5,7 @@
 // entry's JSON goes under its key in cuda_bench's output.
 #pragma once
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <functional>
@@ -90,6 +91,18 @@ double time_us(const Context& c, const std::function<void()>& launch, int iters 
 // as JSON ({op, dtype, shape, us, bytes, gbps, x_copy, max_rel_err}).
 nlohmann::json report(const Context& c, const char* op, DType t, const std::string& shape,
                       double us, double bytes, double rel_err);
+
+// y[m, n] = x[m, k] · w[n, k]ᵀ as cuBLASLt takes it, column-major yᵀ[n, m] = w (op T) · xᵀ:
+// the operation (fp32 accumulation) and the layouts of w, x (bf16) and y (y_type, ldy), for
+// the GEMM families' searches (gemm_algos.cpp, gemm_tiles.cpp). Destroyed with the object.
+struct LtGemm {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+  LtGemm(int m, int n, int k, int ldy, cudaDataType_t y_type);
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+};
 
 // Random host values and device buffers (cudaMalloc'd, freed by the Buffers destructor).
 std::vector<float> random_host(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);

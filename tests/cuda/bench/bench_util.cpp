@@ -171,4 +171,21 @@ double time_steps(Backend& be, StepBatch b, int warm, int iters) {
   return t[t.size() / 2];
 }
 
+LtGemm::LtGemm(int m, int n, int k, int ldy, cudaDataType_t y_type) {
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t tr = CUBLAS_OP_T;
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&w, CUDA_R_16BF, k, n, k));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x, CUDA_R_16BF, k, m, k));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&y, y_type, n, m, ldy));
+}
+
+LtGemm::~LtGemm() {
+  cublasLtMatrixLayoutDestroy(w);
+  cublasLtMatrixLayoutDestroy(x);
+  cublasLtMatrixLayoutDestroy(y);
+  cublasLtMatmulDescDestroy(op);
+}
+
 }  // namespace loom::bench

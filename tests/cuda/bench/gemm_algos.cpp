@@ -50,15 +50,9 @@ json bench_gemm_algos(const Context& c) {
 
       // The same product through cuBLASLt, column-major: y^T[n, m] = w[n, k] (k x n, op T) . x^T.
       const cudaDataType_t yt = s.out == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
-      cublasLtMatmulDesc_t op = nullptr;
-      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ly = nullptr;
-      LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      const cublasOperation_t tr = CUBLAS_OP_T;
-      LOOM_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, s.k, s.n, s.k));
-      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, s.k, m, s.k));
-      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ly, yt, s.n, m, s.ldy));
+      const LtGemm g(m, s.n, s.k, s.ldy, yt);
+      const cublasLtMatmulDesc_t op = g.op;
+      const cublasLtMatrixLayout_t la = g.w, lb = g.x, ly = g.y;
       cublasLtMatmulPreference_t pref = nullptr;
       LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -157,10 +151,6 @@ json bench_gemm_algos(const Context& c) {
         split_k = {{"best_us", sk_us}, {"best", sk_desc}, {"tried", tried}};
       }
       cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(la);
-      cublasLtMatrixLayoutDestroy(lb);
-      cublasLtMatrixLayoutDestroy(ly);
-      cublasLtMatmulDescDestroy(op);
       std::printf("%-8s %5d %12.1f %12.1f %8.2f %6d  %s\n", s.name, m, def_us, best_us,
                   def_us / best_us, n_res, err < 1e-2 ? "valid" : "INVALID");
       out.push_back({{"gemm", s.name},

@@ -76,15 +76,9 @@ json bench_gemm_tiles(const Context& c) {
         c, [&] { c.gemm->run(DType::BF16, x, w, DType::BF16, y_ref, s.m, s.n, s.k, 0.0f, s.ldy); });
 
     // Column-major: y^T[n, m] = w[n, k] (k x n, op T) . x^T[k, m].
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ly = nullptr;
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t tr = CUBLAS_OP_T;
-    LOOM_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-    LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, s.k, s.n, s.k));
-    LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, s.k, s.m, s.k));
-    LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_16BF, s.n, s.m, s.ldy));
+    const LtGemm g(s.m, s.n, s.k, s.ldy, CUDA_R_16BF);
+    const cublasLtMatmulDesc_t op = g.op;
+    const cublasLtMatrixLayout_t la = g.w, lb = g.x, ly = g.y;
     const float alpha = 1.0f, beta = 0.0f;
 
     // A configuration starts from one of the heuristic's results for its algorithm (the sm90
@@ -235,10 +229,6 @@ json bench_gemm_tiles(const Context& c) {
                    {"default_us", def_us},
                    {"tried", tried},
                    {"top", top}});
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(ly);
-    cublasLtMatmulDescDestroy(op);
   }
   cublasLtDestroy(lt);
   return out;
