@@ -71,7 +71,15 @@ LOOM_HD float gumbel_noise(float u) {
 constexpr float kGumbelEstimateErr = 1e-5f;
 LOOM_HD float gumbel_noise_estimate(float u) {
 #if defined(__CUDA_ARCH__)
-  return -__logf(-logf(u));  // inner log exact to 1 ulp (u near 1), outer to 2^-21 absolute
+  // -log(u): near 1 (u > 15/16) the series of -log1p(-w), w = 1 - u exact in float, to five
+  // terms (relative error < w^5 / 6 < 2e-7), else the fast log (absolute 2^-21.4 on |log u| >=
+  // 0.0645); then the fast log of that. Cheaper than logf's range reduction, a third of the
+  // sampled draw's non-Philox work.
+  const float w = 1.0f - u;
+  const float l =
+      w < 0.0625f ? w * (1.0f + w * (0.5f + w * (1.0f / 3.0f + w * (0.25f + w * 0.2f))))
+                  : -__logf(u);
+  return -__logf(l);
 #else
   return -std::log(-std::log(u));
 #endif
