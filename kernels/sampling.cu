@@ -114,6 +114,45 @@ struct SelectWeight {
   __device__ double operator()(float z) const { return mass ? exp(double(z) - double(zmax)) : 1.0; }
 };
 
+// f(i, x) for every logit x = logits[i] of the row in block-strided order, kFilterBatch loads in
+// flight a thread; i >= vocab passes x = 0. The trip count is the block's, so f may hold a warp
+// collective.
+template <class T, class F>
+__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, F&& f) {
+  for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
+    float x[kFilterBatch];
+    load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
+#pragma unroll
+    for (int u = 0; u < kFilterBatch; u++) f(base + u * int(blockDim.x) + int(threadIdx.x), x[u]);
+  }
+}
+
+// One digit's histogram over the elements with in_filter(key, i, thr0, cut0) whose key equals
+// prefix under high_mask: counts[(key >> shift) & bin_mask] += 1 and, for a mass select,
+// mass[...] += the weight (warp-aggregated). Returns the thread's sum of those weights (0 for
+// counts).
+template <class T>
+__device__ double digit_histogram(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                                  uint32_t thr0, int cut0, uint32_t high_mask, uint32_t prefix,
+                                  int shift, uint32_t bin_mask, uint32_t* counts, double* mass) {
+  double m = 0.0;
+  for_each_logit(logits, vocab, [&](int i, float x) {
+    int bin = -1;
+    double w = 0.0;
+    if (i < vocab) {
+      const float z = x / temperature;
+      const uint32_t key = float_key(z);
+      if (in_filter(key, i, thr0, cut0) && (key & high_mask) == prefix) {
+        bin = int((key >> shift) & bin_mask);
+        if (wfn.mass) w = wfn(z), m += w;
+      }
+    }
+    if (bin >= 0) atomicAdd(&counts[bin], 1u);
+    if (wfn.mass) hist_add(mass, bin, w);  // warp-uniform: every lane calls it
+  });
+  return m;
+}
+
 // Over the elements with in_filter(key, i, thr0, cut0), finds the largest key v with
 // W(key >= v) >= target and the id cut among ties at v at which the prefix (order: key desc,
 // id asc) first reaches target. z = logit / temperature, as the CPU computes it.
@@ -131,30 +170,8 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0.0, counts[b] = 0u;
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    // The trip count is the block's, not the thread's: hist_add is a warp collective.
-    for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
-      float x[kFilterBatch];
-      load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
-#pragma unroll
-      for (int u = 0; u < kFilterBatch; u++) {
-        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        int bin = -1;
-        double w = 0.0;
-        if (i < vocab) {
-          const float z = x[u] / temperature;
-          const uint32_t key = float_key(z);
-          if (in_filter(key, i, thr0, cut0) && (key & high_mask) == (prefix & high_mask)) {
-            bin = int((key >> shift) & 255u);
-            if (wfn.mass) w = wfn(z);
-          }
-        }
-        if (!wfn.mass) {
-          if (bin >= 0) atomicAdd(&counts[bin], 1u);
-        } else {
-          hist_add(hist, bin, w);  // warp-uniform: every lane calls it
-        }
-      }
-    }
+    digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix & high_mask,
+                    shift, 255u, counts, hist);  // (a mass select ignores its counts)
     __syncthreads();
     if (!wfn.mass)
       for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = double(counts[b]);
@@ -266,28 +283,8 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     const uint32_t bin_mask = (level == 0 ? 0xffffffffu : ~high_mask) >> shift;
     for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
     __syncthreads();
-    double m = 0.0;
-    // The trip count is the block's: hist_add is a warp collective.
-    for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
-      float x[kFilterBatch];
-      load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
-#pragma unroll
-      for (int u = 0; u < kFilterBatch; u++) {
-        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        int bin = -1;
-        double w = 0.0;
-        if (i < vocab) {
-          const float z = x[u] / temperature;
-          const uint32_t key = float_key(z);
-          if (in_filter(key, i, thr0, cut0) && (key & high_mask) == prefix) {
-            bin = int((key >> shift) & bin_mask);
-            if (wfn.mass) w = wfn(z), m += w;
-          }
-        }
-        if (bin >= 0) atomicAdd(&sm.count[bin], 1u);
-        if (wfn.mass) hist_add(sm.mass, bin, w);
-      }
-    }
+    double m = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
+                               shift, bin_mask, sm.count, sm.mass);
     if (level == 0 && wfn.mass) {
       m = block_sum_d(m, scratch);
       if (!isfinite(m)) return false;
@@ -316,18 +313,12 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
     if (threadIdx.x == 0) n_cand_s = 0u;
     __syncthreads();
-    for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
-      float x[kFilterBatch];
-      load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
-#pragma unroll
-      for (int u = 0; u < kFilterBatch; u++) {
-        const int i = base + u * int(blockDim.x) + int(threadIdx.x);
-        const uint32_t key = float_key(x[u] / temperature);
-        if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
-          sm.cand[atomicAdd(&n_cand_s, 1u)] =
-              (static_cast<unsigned long long>(~key) << 32) | uint32_t(i);
-      }
-    }
+    for_each_logit(logits, vocab, [&](int i, float x) {
+      const uint32_t key = float_key(x / temperature);
+      if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
+        sm.cand[atomicAdd(&n_cand_s, 1u)] =
+            (static_cast<unsigned long long>(~key) << 32) | uint32_t(i);
+    });
     int n_pad = 1;
     while (n_pad < int(n)) n_pad <<= 1;
     for (int j = int(n) + int(threadIdx.x); j < n_pad; j += blockDim.x) sm.cand[j] = ~0ull;

@@ -363,12 +363,11 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // A logit range draws from its columns only, ids relative to sample_begin() as
   // cpu_backend's sample_token(logits + lo, hi - lo) does (step() adds lo back on the host).
   const int lo = s.sample_begin(), hi = s.sample_end();
-  const void* lg = bf16_logits
-                       ? static_cast<const void*>(static_cast<const uint16_t*>(logits_t_) + lo)
-                       : static_cast<const void*>(logits_ + lo);
-  LOOM_KERNEL(sample_tokens(bf16_logits ? DType::BF16 : DType::F32, lg, L.n_out, hi - lo,
-                            logits_ld_, params, sample_ws_, tokens_, stream_,
-                            gemv && L.n_out == 1));
+  const DType lt = bf16_logits ? DType::BF16 : DType::F32;
+  const char* lg =
+      static_cast<const char*>(bf16_logits ? logits_t_ : logits_) + size_t(lo) * dtype_size(lt);
+  LOOM_KERNEL(sample_tokens(lt, lg, L.n_out, hi - lo, logits_ld_, params, sample_ws_, tokens_,
+                            stream_, gemv && L.n_out == 1));
   prof_end();
 }
 

@@ -248,11 +248,8 @@ void CudaBackend::submit(const StepBatch& b) {
     graph = &graphs_[size_t(bucket)];
   } else if (graph_step) {
     const std::array<int, 3> key{bucket, n_slots - n_seqs, n_act};
-    auto it = chunk_graphs_.find(key);
-    if (it != chunk_graphs_.end())
-      graph = &it->second;
-    else if (chunk_graphs_.size() < kMaxChunkGraphs)
-      graph = &chunk_graphs_[key];  // captured below
+    if (chunk_graphs_.count(key) != 0 || chunk_graphs_.size() < kMaxChunkGraphs)
+      graph = &chunk_graphs_[key];  // a new shape is captured below
   }
   // Timed: decode graph steps only (loom bench's "gpu ms" column).
   f.timed = timing_on_ && decode && *graph != nullptr;
