@@ -10,6 +10,7 @@
 #include "app/log.h"
 #include "app/setup.h"
 #include "core/error.h"
+#include "core/philox.h"
 #include "io/kv_scales.h"
 #include "io/sidecar.h"
 #include "model/fingerprint.h"
@@ -119,7 +120,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                 {"overlap", a.overlap},
                 {"shard", cat(o.shard.index, "/", o.shard.count)},
                 {"tokens_out", a.tokens_out.empty() ? "" : absolute(a.tokens_out)},
-                {"tokens_in_results", !a.no_tokens_in_results}};
+                {"tokens_in_results", !a.no_tokens_in_results},
+                {"draw_stream", kDrawStream}};
   // An FP8 KV cache changes tokens: its scales are part of the identity (absent otherwise,
   // so runs without one resume as before).
   if (a.engine.kv_dtype == "fp8") {

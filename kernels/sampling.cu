@@ -60,22 +60,6 @@ __device__ __forceinline__ double warp_sum_d(double v) {
   return v;
 }
 
-// Adds w to hist[bin] for every lane with bin >= 0, one shared atomic per distinct bin of the
-// warp (the high digits of real logits fall into few bins, so plain atomics would serialise).
-__device__ __forceinline__ void hist_add(double* hist, int bin, double w) {
-  const int lane = threadIdx.x & 31;
-  unsigned active = __ballot_sync(0xffffffffu, bin >= 0);
-  while (active) {
-    const int leader = __ffs(active) - 1;
-    const int b = __shfl_sync(0xffffffffu, bin, leader);
-    const bool mine = bin == b;
-    const unsigned group = __ballot_sync(0xffffffffu, mine);
-    const double s = warp_sum_d(mine ? w : 0.0);
-    if (lane == leader) atomicAdd(&hist[b], s);
-    active &= ~group;
-  }
-}
-
 __device__ double block_sum_d(double v, double* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warp_sum_d(v);
@@ -128,29 +112,69 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, F&& f
 }
 
 // One digit's histogram over the elements with in_filter(key, i, thr0, cut0) whose key equals
-// prefix under high_mask: counts[(key >> shift) & bin_mask] += 1 and, for a mass select,
-// mass[...] += the weight (warp-aggregated). Returns the thread's sum of those weights (0 for
-// counts).
+// prefix under high_mask: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
+// slot = (((key >> shift) & bin_mask) << spread) + (spread ? lane : 0). With spread 5 each lane
+// has its own slot of a bin (fold_lanes sums them): the top digits of real logits fall into a
+// few bins, and a warp's lanes adding to one shared address serialise, fp64 ones as
+// compare-and-swap loops. Returns the thread's sum of those weights (0 for counts).
 template <class T>
 __device__ double digit_histogram(const T* logits, int vocab, float temperature, SelectWeight wfn,
                                   uint32_t thr0, int cut0, uint32_t high_mask, uint32_t prefix,
-                                  int shift, uint32_t bin_mask, uint32_t* counts, double* mass) {
+                                  int shift, uint32_t bin_mask, int spread, uint32_t* counts,
+                                  double* mass) {
+  const int lane = spread ? int(threadIdx.x & 31) : 0;
   double m = 0.0;
   for_each_logit(logits, vocab, [&](int i, float x) {
-    int bin = -1;
-    double w = 0.0;
-    if (i < vocab) {
-      const float z = x / temperature;
-      const uint32_t key = float_key(z);
-      if (in_filter(key, i, thr0, cut0) && (key & high_mask) == prefix) {
-        bin = int((key >> shift) & bin_mask);
-        if (wfn.mass) w = wfn(z), m += w;
-      }
+    if (i >= vocab) return;
+    const float z = x / temperature;
+    const uint32_t key = float_key(z);
+    if (!in_filter(key, i, thr0, cut0) || (key & high_mask) != prefix) return;
+    const int slot = (int((key >> shift) & bin_mask) << spread) + lane;
+    atomicAdd(&counts[slot], 1u);
+    if (wfn.mass) {
+      const double w = wfn(z);
+      m += w;
+      atomicAdd(&mass[slot], w);
     }
-    if (bin >= 0) atomicAdd(&counts[bin], 1u);
-    if (wfn.mass) hist_add(mass, bin, w);  // warp-uniform: every lane calls it
   });
   return m;
+}
+
+constexpr int kBins = 4096, kBinCand = 4096;
+constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
+constexpr int kLaneBins = 256;                          // bins of an 8-bit digit
+struct BinSmem {  // dynamic shared memory of sample_filter_kernel
+  uint32_t count[kBins];
+  double mass[kBins];
+  double incl[kFilterThreads];  // inclusive prefix sums, thread order
+  union {
+    unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
+    struct {                            // an 8-bit digit's histogram, a slot a lane (spread 5)
+      uint32_t count[kLaneBins * 32];
+      double mass[kLaneBins * 32];
+    } lanes;
+  };
+};
+
+__device__ void zero_lanes(BinSmem& sm) {
+  for (int j = threadIdx.x; j < kLaneBins * 32; j += blockDim.x)
+    sm.lanes.count[j] = 0u, sm.lanes.mass[j] = 0.0;
+}
+
+// count[b], mass[b] for b < kLaneBins: the sums of bin b's 32 lane slots, in lane order from a
+// rotated start (bin b starts at lane b % 32: no bank conflicts; a fixed order a bin).
+__device__ void fold_lanes(BinSmem& sm, uint32_t* count, double* mass) {
+  for (int b = threadIdx.x; b < kLaneBins; b += blockDim.x) {
+    uint32_t c = 0u;
+    double m = 0.0;
+    for (int j = 0; j < 32; j++) {
+      const int slot = b * 32 + ((b + j) & 31);
+      c += sm.lanes.count[slot];
+      m += sm.lanes.mass[slot];
+    }
+    count[b] = c;
+    mass[b] = m;
+  }
 }
 
 // Over the elements with in_filter(key, i, thr0, cut0), finds the largest key v with
@@ -159,36 +183,35 @@ __device__ double digit_histogram(const T* logits, int vocab, float temperature,
 template <class T>
 __device__ void radix_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
                              uint32_t thr0, int cut0, double target, uint32_t* out_thr,
-                             int* out_cut, double* hist, double* scratch) {
+                             int* out_cut, double* scratch, BinSmem& sm) {
   __shared__ uint32_t prefix_s;
   __shared__ double above_s, tie_w_s;
   __shared__ int cut_s;
   uint32_t prefix = 0;
   double above = 0.0;
-  __shared__ uint32_t counts[256];  // count selects: integer shared atomics, exact in any order
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0.0, counts[b] = 0u;
+    zero_lanes(sm);
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
     digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix & high_mask,
-                    shift, 255u, counts, hist);  // (a mass select ignores its counts)
+                    shift, 255u, 5, sm.lanes.count, sm.lanes.mass);
     __syncthreads();
-    if (!wfn.mass)
-      for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = double(counts[b]);
+    fold_lanes(sm, sm.count, sm.mass);
     __syncthreads();
     if (threadIdx.x == 0) {
+      auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
       double cum = above;
       int chosen = 0;
-      for (int b = 255; b >= 0; b--) {
-        if (cum + hist[b] >= target) {
+      for (int b = kLaneBins - 1; b >= 0; b--) {
+        if (cum + weight(b) >= target) {
           chosen = b;
           break;
         }
-        cum += hist[b];
+        cum += weight(b);
       }
       prefix_s = prefix | (uint32_t(chosen) << shift);
       above_s = cum;
-      tie_w_s = hist[chosen];
+      tie_w_s = weight(chosen);
     }
     __syncthreads();
     prefix = prefix_s;
@@ -230,23 +253,6 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
   *out_cut = cut;
 }
 
-// The filter's select in a few passes over the row (radix_select takes up to six, each weighing
-// every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
-// and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
-// boundary bin holds at most kBinCand elements they are gathered, sorted by (key desc, id asc)
-// and summed in that order, which gives the cut exactly as radix_select's ordered scan does.
-// A mass is computed once for every filtered element (the first pass) and again only for those
-// in a boundary bin. Returns false (the caller runs radix_select) when the ties at one key
-// outnumber kBinCand or the weights are not finite.
-constexpr int kBins = 4096, kBinCand = 4096;
-constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
-struct BinSmem {  // dynamic shared memory of sample_filter_kernel
-  uint32_t count[kBins];
-  double mass[kBins];
-  double incl[kFilterThreads];        // inclusive prefix sums, thread order
-  unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
-};
-
 __device__ __forceinline__ float key_float(uint32_t key) {  // float_key's inverse
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
@@ -269,6 +275,14 @@ __device__ int first_reaching(double w, double target, double* scratch, BinSmem&
   return f;
 }
 
+// The filter's select in a few passes over the row (radix_select takes up to six, each weighing
+// every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
+// and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
+// boundary bin holds at most kBinCand elements they are gathered, sorted by (key desc, id asc)
+// and summed in that order, which gives the cut exactly as radix_select's ordered scan does.
+// A mass is computed once for every filtered element (the first pass) and again only for those
+// in a boundary bin. Returns false (the caller runs radix_select) when the ties at one key
+// outnumber kBinCand or the weights are not finite.
 template <class T>
 __device__ bool bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
                            uint32_t thr0, int cut0, double target, float frac, uint32_t* out_thr,
@@ -282,9 +296,19 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     const uint32_t high_mask = level == 0 ? 0u : 0xffffffffu << shifts[level - 1];
     const uint32_t bin_mask = (level == 0 ? 0xffffffffu : ~high_mask) >> shift;
     for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
+    if (level == 0) zero_lanes(sm);
     __syncthreads();
-    double m = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
-                               shift, bin_mask, sm.count, sm.mass);
+    // The first digit's 256 bins through lane slots; the next digits' elements are spread over
+    // 4,096 bins, so they add to the bins directly.
+    double m = level == 0
+                   ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
+                                     shift, bin_mask, 5, sm.lanes.count, sm.lanes.mass)
+                   : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
+                                     shift, bin_mask, 0, sm.count, sm.mass);
+    if (level == 0) {
+      __syncthreads();
+      fold_lanes(sm, sm.count, sm.mass);
+    }
     if (level == 0 && wfn.mass) {
       m = block_sum_d(m, scratch);
       if (!isfinite(m)) return false;
@@ -368,7 +392,6 @@ template <class T>
 __global__ void __launch_bounds__(kFilterThreads)
     sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
                          SampleFilter* filters) {
-  __shared__ double hist[256];
   __shared__ double scratch[32];
   __shared__ float fscratch[32];
   extern __shared__ __align__(16) unsigned char filter_smem[];
@@ -400,7 +423,7 @@ __global__ void __launch_bounds__(kFilterThreads)
   const SelectWeight count{false, zmax};
   if (top_k_on &&
       !bin_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), 0.0f, &thr, &cut, scratch, sm))
-    radix_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), &thr, &cut, hist, scratch);
+    radix_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), &thr, &cut, scratch, sm);
   if (top_p_on) {
     const SelectWeight mass{true, zmax};
     uint32_t thr2;
@@ -412,7 +435,7 @@ __global__ void __launch_bounds__(kFilterThreads)
         if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
       }
       m = block_sum_d(m, scratch);
-      radix_select(lg, vocab, t, mass, thr, cut, double(p.top_p) * m, &thr2, &cut2, hist, scratch);
+      radix_select(lg, vocab, t, mass, thr, cut, double(p.top_p) * m, &thr2, &cut2, scratch, sm);
     }
     thr = thr2;
     cut = cut2;
@@ -425,27 +448,35 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 }
 
 // Partial argmax over one chunk of a row: of the logits (greedy), or of v = z + g over the kept
-// set, z = logit / T, g = gumbel_noise(u) (two fp64 logarithms). The fp64 noise is computed only
-// where it can matter: pass 1 stores v̂ = ẑ + gumbel_noise_estimate(u) (float logs; ẑ = logit ·
-// (1/T) where no filter needs the exact z, else z) of every kept logit of the chunk in shared
-// memory and takes the chunk's max M̂; pass 2 computes the exact v only where v̂ >= M̂ - slack and
-// takes the argmax of those. |v̂ - v| <= d = kGumbelEstimateErr + 2^-22 (|z| + 17) (the noise
-// estimate's bound, ẑ's 1.5 ulp and one rounding of each sum), so the chunk's exact winner w has
-// v̂_w >= v_w - d >= v_k - d >= M̂ - 2d for the k with v̂_k = M̂; near the top |z| <= |M̂| + 20,
-// slack is more than 2d, and the token is the exact definition's. Non-finite v̂ (infinite or NaN
-// logits) make pass 2 exact for every kept logit of the chunk. Typically pass 2 runs one fp64
-// noise a chunk, not 4,097; pass 1 is bound by Philox's 20 wide multiplies a logit.
+// set, z = logit / T, g = gumbel_noise(u) (two fp64 logarithms). Draw stream 2 gives tokens
+// 4 j .. 4 j + 3 the four words of one Philox call, so a thread takes such groups whole and
+// runs one Philox for the group's kept logits (none where a filter keeps none of the four).
+// The fp64 noise is computed only where it can matter: pass 1 stores v̂ = ẑ +
+// gumbel_noise_estimate(u) (float logs; ẑ = logit · (1/T) where no filter needs the exact z,
+// else z) of every kept logit of the chunk in shared memory and takes the chunk's max M̂; pass 2
+// computes the exact v only where v̂ >= M̂ - slack and takes the argmax of those. |v̂ - v| <= d =
+// kGumbelEstimateErr + 2^-22 (|z| + 17) (the noise estimate's bound, ẑ's 1.5 ulp and one
+// rounding of each sum), so the chunk's exact winner w has v̂_w >= v_w - d >= v_k - d >= M̂ - 2d
+// for the k with v̂_k = M̂; near the top |z| <= |M̂| + 20, slack is more than 2d, and the token
+// is the exact definition's. Non-finite v̂ (infinite or NaN logits) make pass 2 exact for every
+// kept logit of the chunk. Typically pass 2 runs one fp64 noise a chunk, not 4,100.
 __device__ __forceinline__ float draw_slack(float m) {
   return 4.0f * kGumbelEstimateErr + (fabsf(m) + 32.0f) * (1.0f / 524288.0f);
 }
 
-constexpr int kDrawBatch = 8;  // logits a thread loads before using any
+constexpr int kDrawBatch = 8;   // logits a thread loads before using any (greedy)
+constexpr int kDrawGroups = 2;  // groups of 4 logits a thread loads before using any (sampled)
+
+// Logits a draw block takes: a multiple of 4, so its chunk holds whole Philox groups.
+__host__ __device__ inline int draw_chunk(int vocab) {
+  return ((vocab + kSampleChunks - 1) / kSampleChunks + 3) / 4 * 4;
+}
 
 template <class T>
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
                        const SampleFilter* filters, SamplePartial* partials) {
-  extern __shared__ float vhat[];  // [per] v̂ of the chunk's logits, -inf where not kept
+  extern __shared__ float4 vhat[];  // [per / 4] v̂ of the chunk's groups, -inf where not kept
   __shared__ float sv[kDrawThreads / 32];
   __shared__ int si[kDrawThreads / 32];
   __shared__ int irregular;
@@ -454,15 +485,15 @@ __global__ void __launch_bounds__(kDrawThreads)
   const int row = blockIdx.y, chunk = blockIdx.x;
   const SampleParamsDev p = params[row];
   const T* lg = logits + size_t(row) * ld;
-  const int per = (vocab + kSampleChunks - 1) / kSampleChunks;
+  const int per = draw_chunk(vocab);
   const int begin = chunk * per, end = min(vocab, begin + per);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float bv = -INFINITY;
   int bi = -1;
   // Each thread reads its logits kDrawBatch at a time, all loads issued before any is used: one
   // load in flight per thread left the draw at ~1.2 TB/s, latency-bound.
-  float x[kDrawBatch];
   if (p.active && p.temperature <= 0.0f) {
+    float x[kDrawBatch];
     for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
       load_strided(lg, base, kDrawThreads, end, x);
 #pragma unroll
@@ -477,23 +508,40 @@ __global__ void __launch_bounds__(kDrawThreads)
     const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
     if (threadIdx.x == 0) irregular = 0;
     __syncthreads();
+    const int g_begin = begin / 4, g_end = (end + 3) / 4;  // the chunk's groups
     float m = -INFINITY;
     bool odd = false;
-    for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
-      load_strided(lg, base, kDrawThreads, end, x);
+    for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
+      float x[kDrawGroups][4];
 #pragma unroll
-      for (int u = 0; u < kDrawBatch; u++) {
-        const int i = base + u * kDrawThreads;
-        if (i >= end) break;
-        const float z = filtered ? x[u] / t : x[u] * inv_t;
-        float vh = -INFINITY;
-        if (!filtered || in_filter(float_key(z), i, f.thr, f.id_cut)) {
-          vh = z + gumbel_noise_estimate(
-                       philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i)));
-          odd |= !isfinite(vh);
-          m = fmaxf(m, vh);
+      for (int k = 0; k < kDrawGroups; k++)
+        load_strided(lg, 4 * (g0 + k * kDrawThreads), 1, end, x[k]);
+#pragma unroll
+      for (int k = 0; k < kDrawGroups; k++) {
+        const int g = g0 + k * kDrawThreads;
+        if (g >= g_end) break;
+        float vh[4], z[4];
+        bool any = false;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int i = 4 * g + j;
+          z[j] = filtered ? x[k][j] / t : x[k][j] * inv_t;
+          const bool kept =
+              i < end && (!filtered || in_filter(float_key(z[j]), i, f.thr, f.id_cut));
+          vh[j] = kept ? 0.0f : -INFINITY;
+          any |= kept;
         }
-        vhat[i - begin] = vh;
+        if (any) {
+          const Philox4 r = philox_group(p.seed, p.sample_index, p.draw_index, uint32_t(g));
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            if (vh[j] == -INFINITY) continue;
+            vh[j] = z[j] + gumbel_noise_estimate(uniform_from_bits(r.v[j]));
+            odd |= !isfinite(vh[j]);
+            m = fmaxf(m, vh[j]);
+          }
+        }
+        vhat[g - g_begin] = make_float4(vh[0], vh[1], vh[2], vh[3]);
       }
     }
     if (odd) irregular = 1;
@@ -505,13 +553,20 @@ __global__ void __launch_bounds__(kDrawThreads)
     const bool exact_all = irregular != 0;
     const float thr = m - draw_slack(m);
     if (exact_all || m > -INFINITY) {
-      for (int i = begin + threadIdx.x; i < end; i += blockDim.x) {
-        if (!exact_all && !(vhat[i - begin] >= thr)) continue;
-        const float z = logit_at(lg, i) / t;
-        if (exact_all && !in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
-        const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
-        const float v = z + gumbel_noise(u);  // philox.h: double log, rounded once
-        if (better(v, i, bv, bi)) bv = v, bi = i;
+      for (int g = g_begin + threadIdx.x; g < g_end; g += blockDim.x) {
+        const float4 q = vhat[g - g_begin];
+        const float vh[4] = {q.x, q.y, q.z, q.w};
+        if (!exact_all && !(vh[0] >= thr || vh[1] >= thr || vh[2] >= thr || vh[3] >= thr)) continue;
+        const Philox4 r = philox_group(p.seed, p.sample_index, p.draw_index, uint32_t(g));
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int i = 4 * g + j;
+          if (i >= end || (!exact_all && !(vh[j] >= thr))) continue;
+          const float z = logit_at(lg, i) / t;
+          if (exact_all && !in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
+          const float v = z + gumbel_noise(uniform_from_bits(r.v[j]));  // fp64 logs, one rounding
+          if (better(v, i, bv, bi)) bv = v, bi = i;
+        }
       }
     }
     __syncthreads();  // sv is reused below
@@ -574,7 +629,7 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
-  const size_t vhat_bytes = size_t((vocab + kSampleChunks - 1) / kSampleChunks) * sizeof(float);
+  const size_t vhat_bytes = size_t(draw_chunk(vocab)) * sizeof(float);
   LOOM_ARG_CHECK(vhat_bytes <= kDrawMaxSmem, "sample_tokens: vocab ", vocab,
                  " is above the device draw's limit of ", kDrawMaxSmem / 4 * kSampleChunks);
   static const cudaError_t smem_set = cudaFuncSetAttribute(

@@ -4,8 +4,9 @@
 The golden token streams in testdata/ are drawn with this file, so a C++ backend that samples
 from the same logits must pick the same tokens. Every step copies the C++ arithmetic exactly:
 
-  * Philox4x32-10, key = (seed lo32, seed hi32), counter = (token, draw lo32, draw hi32, sample);
-    u = (float32(r0 >> 9) + 0.5f) * 2^-23 in float32, exact (vectorised over the vocabulary).
+  * Philox4x32-10, key = (seed lo32, seed hi32), counter = (token // 4, draw lo32, draw hi32,
+    sample); word token % 4 of the output is token's (draw stream 2: one call for four tokens);
+    u = (float32(r >> 9) + 0.5f) * 2^-23 in float32, exact (vectorised over the vocabulary).
   * z = float32(logits) / float32(temperature) in float32.
   * top-k / top-p on p = exp(double(z) - double(zmax)) (float64), ordered by (p desc, id asc);
     the top-p mass and the running sum are the same sequential float64 sums as the C++ loop;
@@ -50,21 +51,22 @@ def philox4x32_10(c0, c1, c2, c3, k0, k1):
     return tuple(np.asarray(c, dtype=np.uint32) for c in (c0, c1, c2, c3))
 
 
-def philox_uniform_from_bits(r0):
-    return ((np.asarray(r0, np.uint32) >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) * \
-        np.float32(1.0 / 8388608.0)
+def philox_uniform_from_bits(r):
+    """philox.h uniform_from_bits: (float32(r >> 9) + 0.5f) * 2^-23, float32."""
+    return (((np.asarray(r, np.uint32) >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) *
+            np.float32(1.0 / 8388608.0)).astype(np.float32)
 
 
 def philox_uniform(seed, sample, draw_index, tokens):
-    """float32 uniforms, one per id in `tokens` (philox.h philox_uniform)."""
+    """float32 uniforms, one per id in `tokens` (philox.h philox_uniform, draw stream 2)."""
     tokens = np.asarray(tokens, dtype=np.uint64)
     seed, draw_index = int(seed), int(draw_index)
-    r0, _, _, _ = philox4x32_10(tokens, draw_index & 0xFFFFFFFF, (draw_index >> 32) & 0xFFFFFFFF,
-                                int(sample) & 0xFFFFFFFF, seed & 0xFFFFFFFF,
-                                (seed >> 32) & 0xFFFFFFFF)
+    words = philox4x32_10(tokens >> np.uint64(2), draw_index & 0xFFFFFFFF,
+                          (draw_index >> 32) & 0xFFFFFFFF, int(sample) & 0xFFFFFFFF,
+                          seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+    r = np.choose((tokens & np.uint64(3)).astype(np.int64), words).astype(np.uint32)
     # float(r >> 9) + 0.5f is exact (24 bits), so u < 1 always, as in C++.
-    return (((r0 >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) *
-            np.float32(1.0 / 8388608.0)).astype(np.float32)
+    return philox_uniform_from_bits(r)
 
 
 def gumbel_noise(u):
@@ -151,6 +153,11 @@ def selftest():
     for t in range(5):
         one = philox4x32_10(t, 7, 0, 3, 1234, 0)
         ok &= all(int(lanes[j][t]) == int(one[j]) for j in range(4))
+
+    # Draw stream 2: tokens 4 g .. 4 g + 3 take the four words of counter g (here the first
+    # known answer: seed, sample and draw 0).
+    ok &= bool(np.array_equal(philox_uniform(0, 0, 0, [0, 1, 2, 3]),
+                              philox_uniform_from_bits(np.uint32(_PHILOX_KAT[0][2]))))
 
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 3, 1000).astype(np.float32)

@@ -243,6 +243,21 @@ TEST_CASE("finished results are never replaced or continued by accident") {
         std::string::npos);
   CHECK(slurp(dir + "/out/r.jsonl") == before);
 
+  // Results of an older loom (draw stream 1: no draw_stream in the side file) draw other tokens
+  // for the same seeds: resuming them would mix two streams in one dataset.
+  const std::string side = slurp(dir + "/out/r.jsonl.loom.json");
+  json old_side = json::parse(side);
+  REQUIRE(old_side["identity"]["draw_stream"] == 2);
+  old_side["identity"].erase("draw_stream");
+  std::ofstream(dir + "/out/r.jsonl.loom.json") << old_side.dump();
+  Exit stream1 = run(run_args(dir, "--resume"), dir);
+  CHECK(stream1.code == 2);
+  CHECK(
+      stream1.err.find("was made with draw_stream = \"(absent)\", this run has draw_stream = 2") !=
+      std::string::npos);
+  std::ofstream(dir + "/out/r.jsonl.loom.json") << side;
+  CHECK(slurp(dir + "/out/r.jsonl") == before);
+
   // Without its side file the records cannot be vouched for.
   fs::rename(dir + "/out/r.jsonl.loom.json", dir + "/out/side.json");
   Exit orphan = run(run_args(dir, "--resume"), dir);

@@ -25,6 +25,29 @@ TEST_CASE("philox4x32-10 matches the Random123 known answers") {
   CHECK(b.v[3] == 0x6d5451fdu);
 }
 
+// Draw stream 2: token t's uniform is word t % 4 of the Philox call for counter t / 4; the Python
+// mirror (scripts/loom_sampler.py) gives these same uniforms.
+TEST_CASE("philox_uniform takes word token % 4 of the call for counter token / 4") {
+  const uint64_t seed = 0x123456789abcull, draw = 0x500000007ull;
+  for (uint32_t g : {0u, 1u, 65536u, 0x3fffffffu}) {
+    const Philox4 r = philox4x32_10(g, uint32_t(draw), uint32_t(draw >> 32), 3u, uint32_t(seed),
+                                    uint32_t(seed >> 32));
+    for (uint32_t j = 0; j < 4; j++) {
+      CAPTURE(g);
+      CAPTURE(j);
+      CHECK(philox_uniform(seed, 3, draw, 4 * g + j) == uniform_from_bits(r.v[j]));
+    }
+  }
+  // Four different words: the neighbours of a group do not share a uniform.
+  std::set<float> four;
+  for (uint32_t t = 8; t < 12; t++) four.insert(philox_uniform(seed, 3, draw, t));
+  CHECK(four.size() == 4);
+  // With seed, sample and draw 0, tokens 0..3 are the words of the Random123 known answer.
+  CHECK(philox_uniform(0, 0, 0, 1) == uniform_from_bits(0xe169c58du));
+  CHECK(philox_uniform(0, 0, 0, 3) == uniform_from_bits(0x9b00dbd8u));
+  CHECK(uniform_from_bits(0x9b00dbd8u) == (float(0x9b00dbd8u >> 9) + 0.5f) / 8388608.0f);
+}
+
 TEST_CASE("philox_uniform stays strictly inside (0, 1)") {
   for (uint32_t t = 0; t < 10000; t++) {
     const float u = philox_uniform(42, 1, 7, t);

@@ -47,14 +47,38 @@ LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3
   return Philox4{{c0, c1, c2, c3}};
 }
 
-// The uniform in (0, 1) that token `token` gets for the draw at `draw_index` of sample
-// `sample` of a job seeded with `seed`: key = seed, counter = (token, draw lo, draw hi, sample).
-// 23 random bits offset by half a step: every value is exact in float, the largest is
-// 1 - 2^-24, so -log(-log(u)) is always finite (with 24 bits, 2^24 - 1 + 0.5 rounds up to 2^24).
+// The uniform in (0, 1) of a Philox output word: its top 23 bits offset by half a step, so every
+// value is exact in float and the largest is 1 - 2^-24, so -log(-log(u)) is always finite (with
+// 24 bits, 2^24 - 1 + 0.5 rounds up to 2^24).
+LOOM_HD float uniform_from_bits(uint32_t r) {
+#if defined(__CUDA_ARCH__)
+  // The same value from the bits: 1 + k 2^-23 minus (1 - 2^-24) is (k + 0.5) 2^-23, exact in
+  // float; two integer/float ops instead of a quarter-rate int-to-float conversion.
+  return __uint_as_float(0x3f800000u | (r >> 9)) - 0.99999994f;
+#else
+  return (float(r >> 9) + 0.5f) * (1.0f / 8388608.0f);
+#endif
+}
+
+// The Philox output for tokens 4 g .. 4 g + 3 of the draw at `draw_index` of sample `sample` of a
+// job seeded with `seed`: key = seed, counter = (g, draw lo, draw hi, sample); word j belongs to
+// token 4 g + j. One call draws four consecutive tokens (curand's layout), so the device draw
+// runs one Philox a four logits (draw stream 2; stream 1 took word 0 of counter token).
+LOOM_HD Philox4 philox_group(uint64_t seed, uint32_t sample, uint64_t draw_index, uint32_t g) {
+  return philox4x32_10(g, uint32_t(draw_index), uint32_t(draw_index >> 32), sample, uint32_t(seed),
+                       uint32_t(seed >> 32));
+}
+constexpr int kDrawStream = 2;  // recorded with results: tokens of another stream differ
+
+// Word j of r, by selects (no local-memory array on the device).
+LOOM_HD uint32_t philox_word(const Philox4& r, uint32_t j) {
+  return (j & 2u) ? ((j & 1u) ? r.v[3] : r.v[2]) : ((j & 1u) ? r.v[1] : r.v[0]);
+}
+
+// The uniform that token `token` gets for that draw.
 LOOM_HD float philox_uniform(uint64_t seed, uint32_t sample, uint64_t draw_index, uint32_t token) {
-  const Philox4 r = philox4x32_10(token, uint32_t(draw_index), uint32_t(draw_index >> 32), sample,
-                                  uint32_t(seed), uint32_t(seed >> 32));
-  return (float(r.v[0] >> 9) + 0.5f) * (1.0f / 8388608.0f);
+  return uniform_from_bits(
+      philox_word(philox_group(seed, sample, draw_index, token >> 2), token & 3u));
 }
 
 // The Gumbel noise -log(-log(u)) of that uniform, computed in double and rounded once to
@@ -76,9 +100,8 @@ LOOM_HD float gumbel_noise_estimate(float u) {
   // 0.0645); then the fast log of that. Cheaper than logf's range reduction, a third of the
   // sampled draw's non-Philox work.
   const float w = 1.0f - u;
-  const float l =
-      w < 0.0625f ? w * (1.0f + w * (0.5f + w * (1.0f / 3.0f + w * (0.25f + w * 0.2f))))
-                  : -__logf(u);
+  const float l = w < 0.0625f ? w * (1.0f + w * (0.5f + w * (1.0f / 3.0f + w * (0.25f + w * 0.2f))))
+                              : -__logf(u);
   return -__logf(l);
 #else
   return -std::log(-std::log(u));

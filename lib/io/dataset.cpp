@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/philox.h"
 #include "core/version.h"
 #include "io/jobs.h"
 #include "io/outputs.h"
@@ -273,6 +274,7 @@ std::vector<JobResult> DatasetWriter::commit() {
       {"model", model_.name},
       {"config_hash", model_.config_hash},
       {"loom_version", kLoomVersion},
+      {"draw_stream", std::to_string(kDrawStream)},
       {"manifest", manifest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
   // safetensors metadata values are strings: the block goes in as its JSON text.
   if (!run_provenance().is_null())

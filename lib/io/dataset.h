@@ -14,7 +14,8 @@
 //     action_ids / context_action_ids  I32 [rows, A] / [crows, A]   in place of actions /
 //                                      context_actions for models whose actions are vocab
 //                                      ids (-1 where the job gave none: last frame)
-//     __metadata__     format "loom-dataset", schema, shard, model, and "manifest": the
+//     __metadata__     format "loom-dataset", schema, shard, model, loom_version, draw_stream
+//                      (core/philox.h kDrawStream), and "manifest": the
 //                      manifest lines of its samples as a JSON array (a file describes itself);
 //                      "provenance": the run's provenance block as JSON text (io/provenance.h)
 //   DIR/manifest[.shard-K-of-N].jsonl   one line per sample: id, sample, line, file, rows,

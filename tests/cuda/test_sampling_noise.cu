@@ -1,6 +1,7 @@
-// The device draw's noise estimate (core/philox.h, gumbel_noise_estimate as the device compiles
-// it: float logf and __logf) against the exact fp64 noise, over all 2^23 uniforms the Philox
-// stream produces: the bound kGumbelEstimateErr that kernels/sampling.cu's pruning relies on.
+// Over all 2^23 uniforms the Philox stream produces (core/philox.h as the device compiles it):
+// the device's uniform_from_bits equals the host's, and the device draw's noise estimate
+// (gumbel_noise_estimate: a series and __logf) is within kGumbelEstimateErr of the exact fp64
+// noise, the bound kernels/sampling.cu's pruning relies on.
 #include <doctest/doctest.h>
 
 #include "core/philox.h"
@@ -31,4 +32,24 @@ TEST_CASE("device gumbel_noise_estimate is within kGumbelEstimateErr for every u
   MESSAGE("largest |estimate - exact| on the device: ", err[worst]);
   CHECK(err[worst] <= kGumbelEstimateErr);
   CHECK(err[worst] > 0.0f);
+}
+
+// u[k] = the device's uniform_from_bits of a word whose top 23 bits are k.
+__global__ void uniform_kernel(float* u) {
+  const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < (1u << 23)) u[k] = uniform_from_bits((k << 9) | (k & 511u));
+}
+
+TEST_CASE("the device's uniform from Philox bits equals the host's for every 23-bit value") {
+  const size_t n = size_t(1) << 23;
+  DevBuf d(n * 4);
+  uniform_kernel<<<unsigned(n / 256), 256>>>(d.as<float>());
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  std::vector<float> u(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(u.data(), d.get(), n * 4, cudaMemcpyDeviceToHost));
+  size_t differ = 0;
+  for (uint32_t k = 0; k < n; k++) differ += u[k] != uniform_from_bits((k << 9) | (k & 511u));
+  CHECK(differ == 0);
+  CHECK(u[0] == 0.5f / 8388608.0f);
+  CHECK(u[n - 1] == 1.0f - 1.0f / 16777216.0f);
 }
