@@ -275,6 +275,112 @@ __device__ int first_reaching(double w, double target, double* scratch, BinSmem&
   return f;
 }
 
+// The bin (of kBins, from the top) at which the weight summed from the top first reaches target,
+// and *above, the weight of the bins above it; -1 when the total stays short of target.
+template <class W>
+__device__ int boundary_bin(W weight, double target, double* scratch, BinSmem& sm, double* above) {
+  const int top = kBins - 1 - kBinsPerThread * int(threadIdx.x);  // kBinsPerThread a thread
+  double w = 0.0;
+  for (int b = top; b > top - kBinsPerThread; b--) w += weight(b);
+  const int f = first_reaching(w, target, scratch, sm, above);
+  if (f == kFilterThreads) return -1;
+  int bin = kBins - 1 - kBinsPerThread * f;
+  for (int k = 1; k < kBinsPerThread && *above + weight(bin) < target; k++) *above += weight(bin--);
+  return bin;
+}
+
+// Sorts sm.cand[0, n) ascending (key desc, id asc) by a bitonic sort over the next power of two.
+__device__ void sort_cand(BinSmem& sm, int n) {
+  int n_pad = 1;
+  while (n_pad < n) n_pad <<= 1;
+  for (int j = n + int(threadIdx.x); j < n_pad; j += blockDim.x) sm.cand[j] = ~0ull;
+  __syncthreads();
+  for (int k = 2; k <= n_pad; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n_pad; i += blockDim.x) {
+        const int ij = i ^ j;
+        if (ij > i) {
+          const unsigned long long a = sm.cand[i], c = sm.cand[ij];
+          if ((a > c) == ((i & k) == 0)) sm.cand[i] = c, sm.cand[ij] = a;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+__device__ __forceinline__ unsigned long long cand_of(uint32_t key, int i) {
+  return (static_cast<unsigned long long>(~key) << 32) | uint32_t(i);
+}
+
+// Top-k in one pass over the row, for k <= kSampledTopK: the keys of kSampleKeys logits spread
+// over the row give a threshold that about 2 k logits pass (their top 12 bits' histogram),
+// the pass gathers every logit at or above it, and the k-th of those sorted is the cut. Leaves
+// sm.cand[0, k) sorted (key desc, id asc). Returns false (the caller runs bin_select) when
+// fewer than k or more than kBinCand logits pass.
+constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = 1024;
+template <class T>
+__device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int k,
+                              uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
+  __shared__ unsigned n_cand_s;
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u;
+  if (threadIdx.x == 0) n_cand_s = 0u;
+  __syncthreads();
+  for (int j = threadIdx.x; j < kSampleKeys; j += blockDim.x) {
+    const int i = int(int64_t(j) * vocab / kSampleKeys);
+    atomicAdd(&sm.count[float_key(logit_at(logits, i) / temperature) >> 20], 1u);
+  }
+  __syncthreads();
+  const double want = ceil(2.0 * k * kSampleKeys / vocab);  // samples at or above the threshold
+  double above;
+  const int bin =
+      boundary_bin([&](int b) { return double(sm.count[b]); }, want, scratch, sm, &above);
+  const uint32_t thr = uint32_t(max(bin, 0)) << 20;
+  for_each_logit(logits, vocab, [&](int i, float x) {
+    const uint32_t key = float_key(x / temperature);
+    const bool take = i < vocab && key >= thr;
+    const unsigned takers = __ballot_sync(0xffffffffu, take);
+    if (takers == 0u) return;
+    const int lane = threadIdx.x & 31, leader = __ffs(takers) - 1;
+    unsigned base = 0u;
+    if (lane == leader) base = atomicAdd(&n_cand_s, unsigned(__popc(takers)));
+    base = __shfl_sync(0xffffffffu, base, leader) + __popc(takers & ((1u << lane) - 1u));
+    if (take && base < unsigned(kBinCand)) sm.cand[base] = cand_of(key, i);
+  });
+  __syncthreads();
+  const int n = int(n_cand_s);
+  if (n < k || n > kBinCand) return false;
+  sort_cand(sm, n);
+  const unsigned long long c = sm.cand[k - 1];
+  *out_thr = ~uint32_t(c >> 32);
+  *out_cut = int(uint32_t(c));
+  return true;
+}
+
+// Top-p over the top-k set sm.cand[0, k) sorted (key desc, id asc): the CPU's sums, in its order
+// (one thread: k <= kSampledTopK). Returns the cut's (key, id).
+__device__ void top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_thr, int* out_cut) {
+  __shared__ int m_s;
+  if (threadIdx.x == 0) {
+    auto z = [&](int j) { return key_float(~uint32_t(sm.cand[j] >> 32)); };
+    const double zmax = double(z(0));
+    double mass = 0.0;
+    for (int j = 0; j < k; j++) mass += exp(double(z(j)) - zmax);
+    double cum = 0.0;
+    int m = 0;
+    while (m < k) {
+      cum += exp(double(z(m)) - zmax);
+      m++;
+      if (cum >= double(top_p) * mass) break;
+    }
+    m_s = m;
+  }
+  __syncthreads();
+  const unsigned long long c = sm.cand[m_s - 1];
+  *out_thr = ~uint32_t(c >> 32);
+  *out_cut = int(uint32_t(c));
+  __syncthreads();
+}
+
 // The filter's select in a few passes over the row (radix_select takes up to six, each weighing
 // every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
 // and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
@@ -315,17 +421,10 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
       target = double(frac) * m;
     }
     __syncthreads();
-    // The boundary bin: bins in descending order, kBinsPerThread a thread.
     auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
-    const int top = kBins - 1 - kBinsPerThread * int(threadIdx.x);
-    double w = 0.0;
-    for (int b = top; b > top - kBinsPerThread; b--) w += weight(b);
     double before;
-    const int f = first_reaching(w, target - above, scratch, sm, &before);
-    if (f == kFilterThreads) return false;  // rounding left the total short of the target
-    int bin = kBins - 1 - kBinsPerThread * f;
-    for (int k = 1; k < kBinsPerThread && before + weight(bin) < target - above; k++)
-      before += weight(bin--);
+    const int bin = boundary_bin(weight, target - above, scratch, sm, &before);
+    if (bin < 0) return false;  // rounding left the total short of the target
     above += before;
     prefix |= uint32_t(bin) << shift;
     const unsigned n = sm.count[bin];
@@ -340,26 +439,11 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     for_each_logit(logits, vocab, [&](int i, float x) {
       const uint32_t key = float_key(x / temperature);
       if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
-        sm.cand[atomicAdd(&n_cand_s, 1u)] =
-            (static_cast<unsigned long long>(~key) << 32) | uint32_t(i);
+        sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
     });
-    int n_pad = 1;
-    while (n_pad < int(n)) n_pad <<= 1;
-    for (int j = int(n) + int(threadIdx.x); j < n_pad; j += blockDim.x) sm.cand[j] = ~0ull;
-    __syncthreads();
-    for (int k = 2; k <= n_pad; k <<= 1)  // bitonic sort, ascending
-      for (int j = k >> 1; j > 0; j >>= 1) {
-        for (int i = threadIdx.x; i < n_pad; i += blockDim.x) {
-          const int ij = i ^ j;
-          if (ij > i) {
-            const unsigned long long a = sm.cand[i], c = sm.cand[ij];
-            if ((a > c) == ((i & k) == 0)) sm.cand[i] = c, sm.cand[ij] = a;
-          }
-        }
-        __syncthreads();
-      }
+    sort_cand(sm, int(n));
     // Thread t takes candidates [t * per, (t + 1) * per) in order.
-    const int per = (n_pad + kFilterThreads - 1) / kFilterThreads;
+    const int per = (int(n) + kFilterThreads - 1) / kFilterThreads;
     auto cand_w = [&](int j) {
       if (j >= int(n)) return 0.0;
       return wfn.mass ? wfn(key_float(~uint32_t(sm.cand[j] >> 32))) : 1.0;
@@ -408,6 +492,14 @@ __global__ void __launch_bounds__(kFilterThreads)
   }
   const T* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
+  uint32_t thr = 0u;
+  int cut = INT_MAX;
+  if (top_k_on && p.top_k <= kSampledTopK && vocab >= 16 * kSampleKeys &&
+      sampled_top_k(lg, vocab, t, p.top_k, &thr, &cut, scratch, sm)) {
+    if (top_p_on) top_p_of_sorted(sm, p.top_k, p.top_p, &thr, &cut);
+    if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, {0, 0}};
+    return;
+  }
   float zmax = -INFINITY;  // (top-p's weights only)
   for (int i = threadIdx.x; top_p_on && i < vocab; i += blockDim.x)
     zmax = fmaxf(zmax, logit_at(lg, i) / t);
@@ -418,8 +510,6 @@ __global__ void __launch_bounds__(kFilterThreads)
     __syncthreads();
     zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY);
   }
-  uint32_t thr = 0u;
-  int cut = INT_MAX;
   const SelectWeight count{false, zmax};
   if (top_k_on &&
       !bin_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), 0.0f, &thr, &cut, scratch, sm))
@@ -464,19 +554,45 @@ __device__ __forceinline__ float draw_slack(float m) {
   return 4.0f * kGumbelEstimateErr + (fabsf(m) + 32.0f) * (1.0f / 524288.0f);
 }
 
-constexpr int kDrawBatch = 8;   // logits a thread loads before using any (greedy)
-constexpr int kDrawGroups = 2;  // groups of 4 logits a thread loads before using any (sampled)
+constexpr int kDrawGroups = 4;  // groups of 4 logits a thread loads before using any
 
-// Logits a draw block takes: a multiple of 4, so its chunk holds whole Philox groups.
-__host__ __device__ inline int draw_chunk(int vocab) {
-  return ((vocab + kSampleChunks - 1) / kSampleChunks + 3) / 4 * 4;
+// x = logits i .. i + 3 (i a multiple of 4; 0 at or past end): one 16-byte (f32) or 8-byte
+// (bf16) load where all four are in range and the row is aligned to that, else four.
+__device__ __forceinline__ void load4(const float* lg, int i, int end, bool aligned,
+                                      float (&x)[4]) {
+  if (aligned && i + 3 < end) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(lg + i));
+    x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+  } else {
+    load_strided(lg, i, 1, end, x);
+  }
+}
+__device__ __forceinline__ void load4(const __nv_bfloat16* lg, int i, int end, bool aligned,
+                                      float (&x)[4]) {
+  if (aligned && i + 3 < end) {
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(lg + i));
+    x[0] = __uint_as_float(q.x << 16), x[1] = __uint_as_float(q.x & 0xffff0000u);
+    x[2] = __uint_as_float(q.y << 16), x[3] = __uint_as_float(q.y & 0xffff0000u);
+  } else {
+    load_strided(lg, i, 1, end, x);
+  }
+}
+
+// A row's groups of 4 logits (one Philox call's): draw block c takes groups [c per, (c + 1) per),
+// per = groups / kSampleChunks, and the last block also the remainder (Terra: 63 blocks of
+// 1,024 groups, one of 1,025). draw_max_groups is the largest block's count.
+__host__ __device__ inline int draw_groups(int vocab) {
+  return (vocab + 3) / 4;
+}
+__host__ __device__ inline int draw_max_groups(int vocab) {
+  return draw_groups(vocab) - (kSampleChunks - 1) * (draw_groups(vocab) / kSampleChunks);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
                        const SampleFilter* filters, SamplePartial* partials) {
-  extern __shared__ float4 vhat[];  // [per / 4] v̂ of the chunk's groups, -inf where not kept
+  extern __shared__ float4 vhat[];  // [g_end - g_begin] v̂ of the block's groups, -inf: not kept
   __shared__ float sv[kDrawThreads / 32];
   __shared__ int si[kDrawThreads / 32];
   __shared__ int irregular;
@@ -485,22 +601,29 @@ __global__ void __launch_bounds__(kDrawThreads)
   const int row = blockIdx.y, chunk = blockIdx.x;
   const SampleParamsDev p = params[row];
   const T* lg = logits + size_t(row) * ld;
-  const int per = draw_chunk(vocab);
-  const int begin = chunk * per, end = min(vocab, begin + per);
+  const int per = draw_groups(vocab) / kSampleChunks;
+  const int g_begin = chunk * per;  // the block's groups
+  const int g_end = chunk == kSampleChunks - 1 ? draw_groups(vocab) : g_begin + per;
+  const int end = min(vocab, 4 * g_end);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float bv = -INFINITY;
   int bi = -1;
-  // Each thread reads its logits kDrawBatch at a time, all loads issued before any is used: one
-  // load in flight per thread left the draw at ~1.2 TB/s, latency-bound.
+  // A thread takes groups of 4 logits (one Philox call's), kDrawGroups at a time, all loads
+  // issued before any is used: one load in flight per thread left the draw latency-bound.
+  const bool aligned = reinterpret_cast<uintptr_t>(lg) % (4 * sizeof(T)) == 0;
   if (p.active && p.temperature <= 0.0f) {
-    float x[kDrawBatch];
-    for (int base = begin + threadIdx.x; base < end; base += kDrawBatch * kDrawThreads) {
-      load_strided(lg, base, kDrawThreads, end, x);
+    for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
+      float x[kDrawGroups][4];
 #pragma unroll
-      for (int u = 0; u < kDrawBatch; u++) {
-        const int i = base + u * kDrawThreads;
-        if (i < end && better(x[u], i, bv, bi)) bv = x[u], bi = i;
-      }
+      for (int k = 0; k < kDrawGroups; k++)
+        load4(lg, 4 * (g0 + k * kDrawThreads), end, aligned, x[k]);
+#pragma unroll
+      for (int k = 0; k < kDrawGroups; k++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int i = 4 * (g0 + k * kDrawThreads) + j;
+          if (i < end && better(x[k][j], i, bv, bi)) bv = x[k][j], bi = i;
+        }
     }
   } else if (p.active) {
     const SampleFilter f = filters[row];
@@ -508,43 +631,43 @@ __global__ void __launch_bounds__(kDrawThreads)
     const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
     if (threadIdx.x == 0) irregular = 0;
     __syncthreads();
-    const int g_begin = begin / 4, g_end = (end + 3) / 4;  // the chunk's groups
     float m = -INFINITY;
-    bool odd = false;
+    float odd = 0.0f;  // NaN once a kept v̂ is infinite or NaN: fma(v̂, 0, odd), one op a logit
     for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
       float x[kDrawGroups][4];
 #pragma unroll
       for (int k = 0; k < kDrawGroups; k++)
-        load_strided(lg, 4 * (g0 + k * kDrawThreads), 1, end, x[k]);
+        load4(lg, 4 * (g0 + k * kDrawThreads), end, aligned, x[k]);
 #pragma unroll
       for (int k = 0; k < kDrawGroups; k++) {
         const int g = g0 + k * kDrawThreads;
         if (g >= g_end) break;
-        float vh[4], z[4];
-        bool any = false;
+        float z[4];
+        bool kept[4], any = false;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const int i = 4 * g + j;
           z[j] = filtered ? x[k][j] / t : x[k][j] * inv_t;
-          const bool kept =
-              i < end && (!filtered || in_filter(float_key(z[j]), i, f.thr, f.id_cut));
-          vh[j] = kept ? 0.0f : -INFINITY;
-          any |= kept;
+          kept[j] = i < end && (!filtered || in_filter(float_key(z[j]), i, f.thr, f.id_cut));
+          any |= kept[j];
         }
-        if (any) {
+        float4 out = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        if (any) {  // the group's noise computed whole, then masked: no branch a logit
           const Philox4 r = philox_group(p.seed, p.sample_index, p.draw_index, uint32_t(g));
+          float vh[4];
 #pragma unroll
           for (int j = 0; j < 4; j++) {
-            if (vh[j] == -INFINITY) continue;
-            vh[j] = z[j] + gumbel_noise_estimate(uniform_from_bits(r.v[j]));
-            odd |= !isfinite(vh[j]);
+            const float v = z[j] + gumbel_noise_estimate(uniform_from_bits(r.v[j]));
+            vh[j] = kept[j] ? v : -INFINITY;
+            odd = fmaf(kept[j] ? v : 0.0f, 0.0f, odd);
             m = fmaxf(m, vh[j]);
           }
+          out = make_float4(vh[0], vh[1], vh[2], vh[3]);
         }
-        vhat[g - g_begin] = make_float4(vh[0], vh[1], vh[2], vh[3]);
+        vhat[g - g_begin] = out;
       }
     }
-    if (odd) irregular = 1;
+    if (odd != odd) irregular = 1;
     m = warp_max(m);
     if (lane == 0) sv[warp] = m;
     __syncthreads();
@@ -629,7 +752,7 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
-  const size_t vhat_bytes = size_t(draw_chunk(vocab)) * sizeof(float);
+  const size_t vhat_bytes = size_t(draw_max_groups(vocab)) * sizeof(float4);
   LOOM_ARG_CHECK(vhat_bytes <= kDrawMaxSmem, "sample_tokens: vocab ", vocab,
                  " is above the device draw's limit of ", kDrawMaxSmem / 4 * kSampleChunks);
   static const cudaError_t smem_set = cudaFuncSetAttribute(

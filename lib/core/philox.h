@@ -98,11 +98,17 @@ LOOM_HD float gumbel_noise_estimate(float u) {
   // -log(u): near 1 (u > 15/16) the series of -log1p(-w), w = 1 - u exact in float, to five
   // terms (relative error < w^5 / 6 < 2e-7), else the fast log (absolute 2^-21.4 on |log u| >=
   // 0.0645); then the fast log of that. Cheaper than logf's range reduction, a third of the
-  // sampled draw's non-Philox work.
+  // sampled draw's non-Philox work. The fast log is __logf without its subnormal scaling
+  // (lg2.approx.ftz): u >= 2^-24 and -log u >= 2^-24 are never subnormal.
+  auto fast_log = [](float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y * 0.693147180559945f;
+  };
   const float w = 1.0f - u;
   const float l = w < 0.0625f ? w * (1.0f + w * (0.5f + w * (1.0f / 3.0f + w * (0.25f + w * 0.2f))))
-                              : -__logf(u);
-  return -__logf(l);
+                              : -fast_log(u);
+  return -fast_log(l);
 #else
   return -std::log(-std::log(u));
 #endif

@@ -24,10 +24,14 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
     float top_p;
   };
   // Top-k and top-p cuts that fall in the tails and in the bulk of the logits (a boundary bin
-  // of thousands: the filter's refinement and its fallback to the radix select; sampling.cu).
-  const std::vector<Mode> modes = {
-      {0.0f, 0, 1.0f},  {0.9f, 0, 1.0f}, {1.0f, 50, 1.0f}, {0.8f, 0, 0.9f},    {1.0f, 1000, 0.5f},
-      {0.7f, 0, 0.05f}, {1.3f, 1, 1.0f}, {2.0f, 0, 0.5f},  {1.0f, 5000, 1.0f}, {1.0f, 0, 0.999f}};
+  // of thousands: the filter's refinement and its fallback to the radix select; sampling.cu);
+  // top-k up to 1,024 by the sampled threshold (and top-p over its sorted set), 1,025 and 5,000
+  // by the digit histograms; quantised logits' ties overflow the sampled path's candidates.
+  const std::vector<Mode> modes = {{0.0f, 0, 1.0f},   {0.9f, 0, 1.0f},    {1.0f, 50, 1.0f},
+                                   {0.8f, 0, 0.9f},   {1.0f, 1000, 0.5f}, {0.7f, 0, 0.05f},
+                                   {1.3f, 1, 1.0f},   {2.0f, 0, 0.5f},    {1.0f, 5000, 1.0f},
+                                   {1.0f, 0, 0.999f}, {0.9f, 200, 0.95f}, {1.0f, 1024, 1.0f},
+                                   {1.0f, 1025, 0.9f}};
   // Two logit sets: continuous (no ties) and quantised (many exact ties, which exercise the
   // lowest-id tie rules of argmax, top-k and top-p); bf16 logits (continuous ones round to many
   // ties) against the host sampler on their exact fp32 values.
