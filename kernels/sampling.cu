@@ -588,6 +588,14 @@ __host__ __device__ inline int draw_max_groups(int vocab) {
   return draw_groups(vocab) - (kSampleChunks - 1) * (draw_groups(vocab) / kSampleChunks);
 }
 
+// x[k] = the groups g0 + k kDrawThreads of a thread's batch (load4 each).
+template <class T>
+__device__ __forceinline__ void load_groups(const T* lg, int g0, int end, bool aligned,
+                                            float (&x)[kDrawGroups][4]) {
+#pragma unroll
+  for (int k = 0; k < kDrawGroups; k++) load4(lg, 4 * (g0 + k * kDrawThreads), end, aligned, x[k]);
+}
+
 template <class T>
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
@@ -614,9 +622,7 @@ __global__ void __launch_bounds__(kDrawThreads)
   if (p.active && p.temperature <= 0.0f) {
     for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
       float x[kDrawGroups][4];
-#pragma unroll
-      for (int k = 0; k < kDrawGroups; k++)
-        load4(lg, 4 * (g0 + k * kDrawThreads), end, aligned, x[k]);
+      load_groups(lg, g0, end, aligned, x);
 #pragma unroll
       for (int k = 0; k < kDrawGroups; k++)
 #pragma unroll
@@ -635,9 +641,7 @@ __global__ void __launch_bounds__(kDrawThreads)
     float odd = 0.0f;  // NaN once a kept v̂ is infinite or NaN: fma(v̂, 0, odd), one op a logit
     for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
       float x[kDrawGroups][4];
-#pragma unroll
-      for (int k = 0; k < kDrawGroups; k++)
-        load4(lg, 4 * (g0 + k * kDrawThreads), end, aligned, x[k]);
+      load_groups(lg, g0, end, aligned, x);
 #pragma unroll
       for (int k = 0; k < kDrawGroups; k++) {
         const int g = g0 + k * kDrawThreads;
