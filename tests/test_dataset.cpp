@@ -181,6 +181,22 @@ TEST_CASE("shards share one folder; merge --dataset joins them, refusing gaps") 
     CHECK(keys.insert({id_text(m["id"]), m["sample"].get<int>()}).second);
   CHECK(keys.size() == one.size());
 
+  // A shard drawn with another Philox stream (an older loom's: no draw_stream) is refused.
+  const std::string shard1 = dir + "/ds/dataset.shard-1-of-3.json";
+  const std::string kept = slurp(shard1);
+  json older = json::parse(kept);
+  REQUIRE(older["draw_stream"] == 2);
+  older.erase("draw_stream");
+  older["loom_version"] = "0.2.0";
+  std::ofstream(shard1) << older.dump();
+  Exit mixed = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(mixed.code == 2);
+  CHECK(mixed.err.find(shard1 + " was drawn with draw stream 1 (loom 0.2.0), ") !=
+        std::string::npos);
+  CHECK(mixed.err.find("with draw stream 2 (loom 0.3.0); expected one stream") !=
+        std::string::npos);
+  std::ofstream(shard1) << kept;
+
   // An unsharded run must not take over the merged folder's index.
   Exit over = run(base + " --out " + dir + "/u.jsonl --tokens-out " + dir + "/ds", dir);
   CHECK(over.code == 2);

@@ -348,6 +348,7 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["totals"] = {{"files", files}, {"samples", samples}, {"rows", rows}};
   j["state"] = state;
   j["loom_version"] = kLoomVersion;
+  j["draw_stream"] = kDrawStream;
   j["updated_utc"] = utc_now_iso();
   if (!run_provenance().is_null()) j["provenance"] = run_provenance();
   write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");

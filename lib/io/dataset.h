@@ -22,7 +22,8 @@
 //                                       num_frames, context_frames, seed, sampling, model,
 //                                       config_hash, loom_version
 //   DIR/dataset[.shard-K-of-N].json     schema, model, vocabulary, P, A, action_dim, shard,
-//                                       totals (files, samples, rows), state, provenance
+//                                       totals (files, samples, rows), state, loom_version,
+//                                       draw_stream, provenance
 // `loom merge --dataset DIR` (merge_dataset) joins the shards' manifests into manifest.jsonl
 // and dataset.json once every shard is complete; the data files stay where they are.
 //

@@ -98,6 +98,15 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
                " (", s.info["model"]["config_hash"].dump(), "), ", first.info_path, " by ",
                first.info["model"]["name"].dump(), " (", first.info["model"]["config_hash"].dump(),
                "); expected one model");
+    // Shards drawn with different Philox streams (core/philox.h; before loom 0.3.0 a file has
+    // no draw_stream: stream 1) give other tokens for the same seeds: not one dataset.
+    const int stream = s.info.value("draw_stream", 1),
+              first_stream = first.info.value("draw_stream", 1);
+    LOOM_CHECK(stream == first_stream, "merge --dataset: ", s.info_path,
+               " was drawn with draw stream ", stream, " (loom ", s.info.value("loom_version", "?"),
+               "), ", first.info_path, " with draw stream ", first_stream, " (loom ",
+               first.info.value("loom_version", "?"),
+               "); expected one stream: rerun the other shards with one loom");
     if (s.info.value("state", "") != "complete") {
       if (m.unfinished.empty()) unfinished_state = s.info.value("state", "(none)");
       m.unfinished.push_back(s.index);
