@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The device sampler on the GPU machine (issue 13 §4), from the repository root with a packed
+# build (scripts/pack_device.sh, unpacked): its CUDA tests (test_sampling: every mode against
+# the host sampler over 262,145 logits; test_sampling_noise: the uniform and noise-estimate
+# bounds over all 2^23 uniforms), then `cuda_bench --only sampling` for BUILD and, where BASE is
+# set, for BASE's build (another commit's cuda_bench, e.g. unpacked as base/bin), alternated
+# REPEATS times (2), and a table: one row a case, µs a step for each run. Logs go to $OUT.
+#   BUILD=build BASE=base REPEATS=2 scripts/sampling_check.sh
+set -uo pipefail
+OUT=${OUT:-$PWD/out-sampling}
+BUILD=${BUILD:-build}
+BASE=${BASE:-}
+REPEATS=${REPEATS:-2}
+mkdir -p "$OUT"
+w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
+[ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
+rc=0
+for t in cuda_test_sampling cuda_test_sampling_noise; do
+  "$BUILD/bin/$t" > "$OUT/$t.log" 2>&1 || rc=1
+  echo "$t: $(grep -E 'test cases:' "$OUT/$t.log" | tail -1)"
+done
+runs=()
+for r in $(seq 1 "$REPEATS"); do
+  if [ -n "$BASE" ]; then
+    "$BASE/bin/cuda_bench" "$OUT/base$r.json" --only sampling > "$OUT/base$r.log" 2>&1 || rc=1
+    runs+=("base$r")
+  fi
+  "$BUILD/bin/cuda_bench" "$OUT/new$r.json" --only sampling > "$OUT/new$r.log" 2>&1 || rc=1
+  runs+=("new$r")
+done
+# One row a case: the case's name, then each run's microseconds a step.
+python3 - "$OUT" "${runs[@]}" <<'PY'
+import re, sys
+out, runs = sys.argv[1], sys.argv[2:]
+cols = {}
+for r in runs:
+    for line in open(f"{out}/{r}.log"):
+        m = re.match(r"sample (.+?rows):\s+([\d.]+) us a step.*?(INVALID)?$", line.rstrip())
+        if m:
+            cols.setdefault(m.group(1), {})[r] = m.group(2) + (" INVALID" if m.group(3) else "")
+print("case".ljust(46) + "".join(r.rjust(12) for r in runs))
+for case, v in cols.items():
+    print(case.ljust(46) + "".join(v.get(r, "-").rjust(12) for r in runs))
+PY
+grep -l INVALID "$OUT"/*.log && rc=1
+exit $rc
