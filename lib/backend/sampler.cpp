@@ -59,18 +59,22 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& param
 
   int32_t best = -1;
   float best_v = -INFINITY;
-  auto consider = [&](int32_t i) {
-    const float u = philox_uniform(params.seed, sample_index, draw_index, uint32_t(i));
+  auto consider = [&](int32_t i, float u) {
     const float v = z[size_t(i)] + gumbel_noise(u);
     if (best < 0 || v > best_v || (v == best_v && i < best)) {
       best = i;
       best_v = v;
     }
   };
-  if (kept.empty()) {
-    for (int32_t i = 0; i < vocab; i++) consider(i);
+  if (kept.empty()) {  // every id: one Philox call for each group of four (draw stream 2)
+    for (int32_t g = 0; 4 * g < vocab; g++) {
+      const Philox4 r = philox_group(params.seed, sample_index, draw_index, uint32_t(g));
+      for (int32_t j = 0; j < 4 && 4 * g + j < vocab; j++)
+        consider(4 * g + j, uniform_from_bits(r.v[j]));
+    }
   } else {
-    for (int32_t i : kept) consider(i);
+    for (int32_t i : kept)
+      consider(i, philox_uniform(params.seed, sample_index, draw_index, uint32_t(i)));
   }
   return best;
 }
