@@ -90,6 +90,9 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   DatasetMerge m;
   m.shard_count = first.count;
   std::string unfinished_state;
+  // Shards drawn with different Philox streams (core/philox.h; before loom 0.3.0 a file has no
+  // draw_stream: stream 1) give other tokens for the same seeds: not one dataset.
+  const int first_stream = first.info.value("draw_stream", 1);
   for (const ShardInfo& s : shards) {
     LOOM_CHECK(s.count == first.count, "merge --dataset: ", s.info_path, " is a shard of ", s.count,
                ", ", first.info_path, " of ", first.count, "; expected the shards of one run");
@@ -98,10 +101,7 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
                " (", s.info["model"]["config_hash"].dump(), "), ", first.info_path, " by ",
                first.info["model"]["name"].dump(), " (", first.info["model"]["config_hash"].dump(),
                "); expected one model");
-    // Shards drawn with different Philox streams (core/philox.h; before loom 0.3.0 a file has
-    // no draw_stream: stream 1) give other tokens for the same seeds: not one dataset.
-    const int stream = s.info.value("draw_stream", 1),
-              first_stream = first.info.value("draw_stream", 1);
+    const int stream = s.info.value("draw_stream", 1);
     LOOM_CHECK(stream == first_stream, "merge --dataset: ", s.info_path,
                " was drawn with draw stream ", stream, " (loom ", s.info.value("loom_version", "?"),
                "), ", first.info_path, " with draw stream ", first_stream, " (loom ",

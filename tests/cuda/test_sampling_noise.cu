@@ -1,6 +1,6 @@
 // Over all 2^23 uniforms the Philox stream produces (core/philox.h as the device compiles it):
 // the device's uniform_from_bits equals the host's, and the device draw's noise estimate
-// (gumbel_noise_estimate: a series and __logf) is within kGumbelEstimateErr of the exact fp64
+// (gumbel_noise_estimate: a series and the fast log) is within kGumbelEstimateErr of the exact fp64
 // noise, the bound kernels/sampling.cu's pruning relies on.
 #include <doctest/doctest.h>
 
@@ -18,13 +18,21 @@ __global__ void noise_error_kernel(float* err) {
   err[k] = float(fabs(double(gumbel_noise_estimate(u)) - double(gumbel_noise(u))));
 }
 
-TEST_CASE("device gumbel_noise_estimate is within kGumbelEstimateErr for every uniform") {
-  const size_t n = size_t(1) << 23;
-  DevBuf d(n * 4);
-  noise_error_kernel<<<unsigned(n / 256), 256>>>(d.as<float>());
+constexpr size_t kUniforms = size_t(1) << 23;
+
+// kernel's output for k < 2^23 (one thread a k), on the host.
+static std::vector<float> over_all_uniforms(void (*kernel)(float*)) {
+  DevBuf d(kUniforms * 4);
+  kernel<<<unsigned(kUniforms / 256), 256>>>(d.as<float>());
   LOOM_CUDA_CHECK(cudaGetLastError());
-  std::vector<float> err(n);
-  LOOM_CUDA_CHECK(cudaMemcpy(err.data(), d.get(), n * 4, cudaMemcpyDeviceToHost));
+  std::vector<float> out(kUniforms);
+  LOOM_CUDA_CHECK(cudaMemcpy(out.data(), d.get(), kUniforms * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+TEST_CASE("device gumbel_noise_estimate is within kGumbelEstimateErr for every uniform") {
+  const size_t n = kUniforms;
+  const std::vector<float> err = over_all_uniforms(noise_error_kernel);
   size_t worst = 0;
   for (size_t k = 1; k < n; k++)
     if (err[k] > err[worst]) worst = k;
@@ -41,12 +49,8 @@ __global__ void uniform_kernel(float* u) {
 }
 
 TEST_CASE("the device's uniform from Philox bits equals the host's for every 23-bit value") {
-  const size_t n = size_t(1) << 23;
-  DevBuf d(n * 4);
-  uniform_kernel<<<unsigned(n / 256), 256>>>(d.as<float>());
-  LOOM_CUDA_CHECK(cudaGetLastError());
-  std::vector<float> u(n);
-  LOOM_CUDA_CHECK(cudaMemcpy(u.data(), d.get(), n * 4, cudaMemcpyDeviceToHost));
+  const size_t n = kUniforms;
+  const std::vector<float> u = over_all_uniforms(uniform_kernel);
   size_t differ = 0;
   for (uint32_t k = 0; k < n; k++) differ += u[k] != uniform_from_bits((k << 9) | (k & 511u));
   CHECK(differ == 0);
