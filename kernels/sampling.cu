@@ -16,7 +16,8 @@ constexpr size_t kDrawMaxSmem = 160 * 1024;  // v̂ of one chunk: vocab up to 2,
 struct SampleFilter {
   uint32_t thr;    // key threshold
   int32_t id_cut;  // ties at thr kept up to this id
-  int32_t pad[2];
+  int32_t listed;  // > 0: the kept set is these ids of the row's list (top-k <= kSampleList)
+  int32_t pad;
 };
 struct SamplePartial {
   float v;
@@ -317,7 +318,7 @@ __device__ __forceinline__ unsigned long long cand_of(uint32_t key, int i) {
 // the pass gathers every logit at or above it, and the k-th of those sorted is the cut. Leaves
 // sm.cand[0, k) sorted (key desc, id asc). Returns false (the caller runs bin_select) when
 // fewer than k or more than kBinCand logits pass.
-constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = 1024;
+constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = kSampleList;
 template <class T>
 __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int k,
                               uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
@@ -357,8 +358,8 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
 }
 
 // Top-p over the top-k set sm.cand[0, k) sorted (key desc, id asc): the CPU's sums, in its order
-// (one thread: k <= kSampledTopK). Returns the cut's (key, id).
-__device__ void top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_thr, int* out_cut) {
+// (one thread: k <= kSampledTopK). Returns the cut's (key, id) and the kept count.
+__device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_thr, int* out_cut) {
   __shared__ int m_s;
   if (threadIdx.x == 0) {
     auto z = [&](int j) { return key_float(~uint32_t(sm.cand[j] >> 32)); };
@@ -375,10 +376,12 @@ __device__ void top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_t
     m_s = m;
   }
   __syncthreads();
-  const unsigned long long c = sm.cand[m_s - 1];
+  const int m = m_s;
+  const unsigned long long c = sm.cand[m - 1];
   *out_thr = ~uint32_t(c >> 32);
   *out_cut = int(uint32_t(c));
   __syncthreads();
+  return m;
 }
 
 // The filter's select in a few passes over the row (radix_select takes up to six, each weighing
@@ -475,7 +478,7 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
 template <class T>
 __global__ void __launch_bounds__(kFilterThreads)
     sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
-                         SampleFilter* filters) {
+                         SampleFilter* filters, int32_t* lists) {
   __shared__ double scratch[32];
   __shared__ float fscratch[32];
   extern __shared__ __align__(16) unsigned char filter_smem[];
@@ -487,7 +490,7 @@ __global__ void __launch_bounds__(kFilterThreads)
   const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
   const bool top_p_on = p.top_p < 1.0f;
   if (!p.active || p.temperature <= 0.0f || (!top_k_on && !top_p_on)) {
-    if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, {0, 0}};
+    if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, 0, 0};
     return;
   }
   const T* lg = logits + size_t(row) * ld;
@@ -496,8 +499,10 @@ __global__ void __launch_bounds__(kFilterThreads)
   int cut = INT_MAX;
   if (top_k_on && p.top_k <= kSampledTopK && vocab >= 16 * kSampleKeys &&
       sampled_top_k(lg, vocab, t, p.top_k, &thr, &cut, scratch, sm)) {
-    if (top_p_on) top_p_of_sorted(sm, p.top_k, p.top_p, &thr, &cut);
-    if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, {0, 0}};
+    const int kept = top_p_on ? top_p_of_sorted(sm, p.top_k, p.top_p, &thr, &cut) : p.top_k;
+    for (int j = threadIdx.x; j < kept; j += blockDim.x)  // the draw reads these, not the row
+      lists[size_t(row) * kSampleList + j] = int32_t(uint32_t(sm.cand[j]));
+    if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, kept, 0};
     return;
   }
   float zmax = -INFINITY;  // (top-p's weights only)
@@ -530,7 +535,7 @@ __global__ void __launch_bounds__(kFilterThreads)
     thr = thr2;
     cut = cut2;
   }
-  if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, {0, 0}};
+  if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, 0, 0};
 }
 
 __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
@@ -599,7 +604,7 @@ __device__ __forceinline__ void load_groups(const T* lg, int g0, int end, bool a
 template <class T>
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
-                       const SampleFilter* filters, SamplePartial* partials) {
+                       const SampleFilter* filters, const int32_t* lists, SamplePartial* partials) {
   extern __shared__ float4 vhat[];  // [g_end - g_begin] v̂ of the block's groups, -inf: not kept
   __shared__ float sv[kDrawThreads / 32];
   __shared__ int si[kDrawThreads / 32];
@@ -630,6 +635,16 @@ __global__ void __launch_bounds__(kDrawThreads)
           const int i = 4 * (g0 + k * kDrawThreads) + j;
           if (i < end && better(x[k][j], i, bv, bi)) bv = x[k][j], bi = i;
         }
+    }
+  } else if (p.active && filters[row].listed > 0) {
+    // The filter listed the kept ids (at most kSampleList): block 0 draws them with the exact
+    // noise, the other blocks of the row have nothing to do.
+    const int n = filters[row].listed;
+    for (int j = threadIdx.x; chunk == 0 && j < n; j += blockDim.x) {
+      const int i = lists[size_t(row) * kSampleList + j];
+      const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
+      const float v = logit_at(lg, i) / p.temperature + gumbel_noise(u);
+      if (better(v, i, bv, bi)) bv = v, bi = i;
     }
   } else if (p.active) {
     const SampleFilter f = filters[row];
@@ -744,6 +759,7 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
   auto* filters = static_cast<SampleFilter*>(workspace);
   auto* partials = reinterpret_cast<SamplePartial*>(static_cast<char*>(workspace) +
                                                     size_t(n_rows) * sizeof(SampleFilter));
+  auto* lists = reinterpret_cast<int32_t*>(partials + size_t(n_rows) * kSampleChunks);
   // Each kernel waits (pdl_wait) before it reads anything, so all three may be launched with
   // programmatic dependent launch; the filter only when the caller says its predecessor is a
   // kernel (pdl), the other two always follow this function's own kernels.
@@ -751,8 +767,9 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
       sample_filter_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(BinSmem)));
   if (filter_smem_set != cudaSuccess)
     return Status::bad(cat("sample_filter: shared memory: ", cudaGetErrorString(filter_smem_set)));
-  cudaError_t e = launch_kernel(sample_filter_kernel<T>, dim3(n_rows), dim3(kFilterThreads),
-                                sizeof(BinSmem), stream, pdl, logits, vocab, ld, params, filters);
+  cudaError_t e =
+      launch_kernel(sample_filter_kernel<T>, dim3(n_rows), dim3(kFilterThreads), sizeof(BinSmem),
+                    stream, pdl, logits, vocab, ld, params, filters, lists);
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
@@ -765,7 +782,8 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
     return Status::bad(cat("sample_draw: shared memory: ", cudaGetErrorString(smem_set)));
   e = launch_kernel(sample_draw_kernel<T>, dim3(kSampleChunks, n_rows), dim3(kDrawThreads),
                     vhat_bytes, stream, true, logits, vocab, ld, params,
-                    static_cast<const SampleFilter*>(filters), partials);
+                    static_cast<const SampleFilter*>(filters), static_cast<const int32_t*>(lists),
+                    partials);
   if (e != cudaSuccess) return Status::bad(cat("sample_draw: launch: ", cudaGetErrorString(e)));
   st = launch_status("sample_draw");
   if (!st.ok) return st;

@@ -33,10 +33,12 @@ struct SampleParamsDev {
 static_assert(sizeof(SampleParamsDev) == 40, "SampleParamsDev layout is shared with the host");
 
 constexpr int kSampleChunks = 64;  // blocks per row in the draw
+constexpr int kSampleList = 1024;  // kept ids a row's filter may list (top-k <= this)
 
-// Bytes of device workspace for n_rows rows.
+// Bytes of device workspace for n_rows rows: a filter, kSampleChunks partials and a kept-id list
+// a row.
 inline size_t sample_workspace_bytes(int n_rows) {
-  return size_t(n_rows) * (16 + kSampleChunks * 8);
+  return size_t(n_rows) * (16 + kSampleChunks * 8 + kSampleList * 4);
 }
 
 // tokens[r] = the draw for logits row r (t = F32 or BF16, [n_rows, ld], the first vocab entries
