@@ -18,12 +18,12 @@ namespace loom::gpu {
 // ---- host ------------------------------------------------------------------------------------
 
 // A rank-3 tiled tensor map over `base`: dims[0] contiguous, strides (bytes) of dims 1 and 2,
-// one box of box[0..2] elements a copy, the given swizzle. An error names the map and the
-// driver's code.
+// one box of box[0..2] elements a copy, the given swizzle and L2 promotion. An error names the
+// map and the driver's code.
 inline Status encode_tensor_map_3d(CUtensorMap& map, const void* base, CUtensorMapDataType type,
                                    const uint64_t (&dims)[3], const uint64_t (&strides)[2],
                                    const uint32_t (&box)[3], CUtensorMapSwizzle swizzle,
-                                   const char* what) {
+                                   CUtensorMapL2promotion promotion, const char* what) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   if (encode == nullptr) {
     void* fn = nullptr;
@@ -36,9 +36,9 @@ inline Status encode_tensor_map_3d(CUtensorMap& map, const void* base, CUtensorM
     encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }
   const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(&map, type, 3, const_cast<void*>(base), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode(&map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status::bad(cat(what, ": cuTensorMapEncodeTiled failed (CUresult ", int(r), ")"));
   return Status::good();
