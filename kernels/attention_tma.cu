@@ -38,10 +38,10 @@ namespace {
 constexpr int kD = 64;
 
 // Rows of 64 e4m3 (64 bytes, 64-byte swizzle) or 64 bf16 (128 bytes, 128-byte swizzle). L2
-// promotion: a bf16 box (whole 128-byte rows) gains nothing from it and reads at copy bandwidth
-// without (b256 ctx 8000 on an H200: 528 → 497 us, 4.22 TB/s); an e4m3 row is half a line of a
-// slot row whose other half is another kv head's, read by the block's next warp, and promotion
-// to 256 bytes is 1.5% faster there than none (304 vs 309 us).
+// promotion: a bf16 box (whole 128-byte rows) reads faster without it (b256 ctx 8000: H200 527
+// → 489 us, 4.29 TB/s; the H100's 712 us either way); an e4m3 row is half a line of a slot row
+// whose other half is another kv head's, read by the block's next warp, and 256-byte promotion
+// wins there (H200 304 against 309 us without, H100 397 against 476).
 template <bool F8>
 struct TmaRows {
   using L = std::conditional_t<F8, Swizzle64, Swizzle128>;
