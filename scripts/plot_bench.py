@@ -142,6 +142,10 @@ def visible(ys, ylim, ref, tol=0.05):
     return any(lo <= y <= hi and abs(y - r) > tol * r for y, r in zip(ys, ref))
 
 
+# Labels on a white ground, so that a roofline crossing one does not cover its digits.
+LABEL_BOX = dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85)
+
+
 def place_labels(fig, ax, labels):
     """Annotates (x, y, text, color) points; each label takes the first offset at which its box
     overlaps no label placed before and no point."""
@@ -154,9 +158,11 @@ def place_labels(fig, ax, labels):
     for x, y, text, color in labels:
         for dx, dy in offsets:
             a = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy),
-                            fontsize=8, color=color, ha="left" if dx > 0 else "right")
+                            fontsize=8, color=color, ha="left" if dx > 0 else "right",
+                            bbox=LABEL_BOX)
             box = a.get_window_extent(renderer).expanded(1.05, 1.15)
-            hits_point = any(box.x0 - 3 <= px <= box.x1 + 3 and box.y0 - 3 <= py <= box.y1 + 3
+            # (a point's marker reaches ~7 px from its centre at the figure's resolution)
+            hits_point = any(box.x0 - 7 <= px <= box.x1 + 7 and box.y0 - 7 <= py <= box.y1 + 7
                              for px, py in points)
             if not hits_point and not any(box.overlaps(b) for b in taken):
                 taken.append(box)
@@ -164,7 +170,7 @@ def place_labels(fig, ax, labels):
             a.remove()
         else:  # every offset collides: keep the first, rather than drop the value
             a = ax.annotate(text, (x, y), textcoords="offset points", xytext=offsets[0],
-                            fontsize=8, color=color)
+                            fontsize=8, color=color, bbox=LABEL_BOX)
             taken.append(a.get_window_extent(renderer))
 
 
