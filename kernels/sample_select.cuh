@@ -1,0 +1,486 @@
+// The sampling filter's selects (kernels/sampling.cu's sample_filter_kernel): the cut of a row's
+// top-k / top-p set as a key threshold and an id cut among ties at it, found by one block of
+// kFilterThreads a row. The sampled top-k (one gathering pass), the digit histograms refined
+// until the boundary bin is small (bin_select) and the radix select with an ordered tie scan
+// (radix_select, the fallback); the helpers the draw shares (float_key, logit_at, in_filter,
+// load_strided). Device code, included by sampling.cu only.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <climits>
+
+#include "kernels/common.cuh"
+#include "kernels/sampling.cuh"
+
+namespace loom::gpu {
+
+constexpr int kFilterThreads = 1024;
+
+// Monotone map of a float to uint32: a < b  ⇔  key(a) < key(b).
+__device__ __forceinline__ uint32_t float_key(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Logits come as fp32, or as the bf16 the lm_head GEMM writes (widened exactly on load).
+__device__ __forceinline__ float logit_at(const float* lg, int i) {
+  return __ldg(lg + i);
+}
+__device__ __forceinline__ float logit_at(const __nv_bfloat16* lg, int i) {
+  return __bfloat162float(lg[i]);
+}
+
+// x[u] = logit base + u * stride for those below end (0 beyond): all of a thread's loads issued
+// before any is used (bytes in flight; one load a thread left the passes latency-bound).
+template <int N, class T>
+__device__ __forceinline__ void load_strided(const T* lg, int base, int stride, int end,
+                                             float (&x)[N]) {
+#pragma unroll
+  for (int u = 0; u < N; u++) {
+    const int i = base + u * stride;
+    x[u] = i < end ? logit_at(lg, i) : 0.0f;
+  }
+}
+constexpr int kFilterBatch = 4;  // logits a filter thread loads at a time
+
+__device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
+  return key > thr || (key == thr && i <= id_cut);
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ double block_sum_d(double v, double* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum_d(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double t = lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0;
+  return warp_sum_d(t);
+}
+
+// Inclusive prefix sum over the block (thread order); scratch holds 32 doubles.
+__device__ double block_scan_d(double v, double* scratch, double* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double x = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  __syncthreads();
+  if (lane == 31) scratch[warp] = x;
+  __syncthreads();
+  double before = 0.0, all = 0.0;
+  for (int w = 0; w < int(blockDim.x >> 5); w++) {
+    if (w < warp) before += scratch[w];
+    all += scratch[w];
+  }
+  *total = all;
+  return before + x;
+}
+
+// Weight of element i in a select: 1 (count) or its unnormalised probability (mass).
+struct SelectWeight {
+  bool mass;
+  float zmax;
+  __device__ double operator()(float z) const { return mass ? exp(double(z) - double(zmax)) : 1.0; }
+};
+
+// f(i, x) for every logit x = logits[i] of the row in block-strided order, kFilterBatch loads in
+// flight a thread; i >= vocab passes x = 0. The trip count is the block's, so f may hold a warp
+// collective.
+template <class T, class F>
+__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, F&& f) {
+  for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
+    float x[kFilterBatch];
+    load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
+#pragma unroll
+    for (int u = 0; u < kFilterBatch; u++) f(base + u * int(blockDim.x) + int(threadIdx.x), x[u]);
+  }
+}
+
+// One digit's histogram over the elements with in_filter(key, i, thr0, cut0) whose key equals
+// prefix under high_mask: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
+// slot = (((key >> shift) & bin_mask) << spread) + (spread ? lane : 0). With spread 5 each lane
+// has its own slot of a bin (fold_lanes sums them): the top digits of real logits fall into a
+// few bins, and a warp's lanes adding to one shared address serialise, fp64 ones as
+// compare-and-swap loops. Returns the thread's sum of those weights (0 for counts).
+template <class T>
+__device__ double digit_histogram(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                                  uint32_t thr0, int cut0, uint32_t high_mask, uint32_t prefix,
+                                  int shift, uint32_t bin_mask, int spread, uint32_t* counts,
+                                  double* mass) {
+  const int lane = spread ? int(threadIdx.x & 31) : 0;
+  double m = 0.0;
+  for_each_logit(logits, vocab, [&](int i, float x) {
+    if (i >= vocab) return;
+    const float z = x / temperature;
+    const uint32_t key = float_key(z);
+    if (!in_filter(key, i, thr0, cut0) || (key & high_mask) != prefix) return;
+    const int slot = (int((key >> shift) & bin_mask) << spread) + lane;
+    atomicAdd(&counts[slot], 1u);
+    if (wfn.mass) {
+      const double w = wfn(z);
+      m += w;
+      atomicAdd(&mass[slot], w);
+    }
+  });
+  return m;
+}
+
+constexpr int kBins = 4096, kBinCand = 4096;
+constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
+constexpr int kLaneBins = 256;                          // bins of an 8-bit digit
+struct BinSmem {  // dynamic shared memory of sample_filter_kernel
+  uint32_t count[kBins];
+  double mass[kBins];
+  double incl[kFilterThreads];  // inclusive prefix sums, thread order
+  union {
+    unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
+    struct {                            // an 8-bit digit's histogram, a slot a lane (spread 5)
+      uint32_t count[kLaneBins * 32];
+      double mass[kLaneBins * 32];
+    } lanes;
+  };
+};
+
+__device__ void zero_lanes(BinSmem& sm) {
+  for (int j = threadIdx.x; j < kLaneBins * 32; j += blockDim.x)
+    sm.lanes.count[j] = 0u, sm.lanes.mass[j] = 0.0;
+}
+
+// count[b], mass[b] for b < kLaneBins: the sums of bin b's 32 lane slots, in lane order from a
+// rotated start (bin b starts at lane b % 32: no bank conflicts; a fixed order a bin).
+__device__ void fold_lanes(BinSmem& sm, uint32_t* count, double* mass) {
+  for (int b = threadIdx.x; b < kLaneBins; b += blockDim.x) {
+    uint32_t c = 0u;
+    double m = 0.0;
+    for (int j = 0; j < 32; j++) {
+      const int slot = b * 32 + ((b + j) & 31);
+      c += sm.lanes.count[slot];
+      m += sm.lanes.mass[slot];
+    }
+    count[b] = c;
+    mass[b] = m;
+  }
+}
+
+// Over the elements with in_filter(key, i, thr0, cut0), finds the largest key v with
+// W(key >= v) >= target and the id cut among ties at v at which the prefix (order: key desc,
+// id asc) first reaches target. z = logit / temperature, as the CPU computes it.
+template <class T>
+__device__ void radix_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                             uint32_t thr0, int cut0, double target, uint32_t* out_thr,
+                             int* out_cut, double* scratch, BinSmem& sm) {
+  __shared__ uint32_t prefix_s;
+  __shared__ double above_s, tie_w_s;
+  __shared__ int cut_s;
+  uint32_t prefix = 0;
+  double above = 0.0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    zero_lanes(sm);
+    __syncthreads();
+    const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
+    digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix & high_mask,
+                    shift, 255u, 5, sm.lanes.count, sm.lanes.mass);
+    __syncthreads();
+    fold_lanes(sm, sm.count, sm.mass);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
+      double cum = above;
+      int chosen = 0;
+      for (int b = kLaneBins - 1; b >= 0; b--) {
+        if (cum + weight(b) >= target) {
+          chosen = b;
+          break;
+        }
+        cum += weight(b);
+      }
+      prefix_s = prefix | (uint32_t(chosen) << shift);
+      above_s = cum;
+      tie_w_s = weight(chosen);
+    }
+    __syncthreads();
+    prefix = prefix_s;
+    above = above_s;
+  }
+  const uint32_t v = prefix;
+  int cut = INT_MAX;
+  // Ties at v: with one tie, or a count select whose ties all fit, every tie is kept.
+  const bool scan = wfn.mass ? true : (above + tie_w_s > target + 0.5);
+  if (scan) {
+    if (threadIdx.x == 0) cut_s = INT_MAX;
+    __syncthreads();
+    double cum = above;
+    for (int base = 0; base < vocab; base += blockDim.x) {
+      const int i = base + threadIdx.x;
+      double w = 0.0;
+      bool tie = false;
+      if (i < vocab) {
+        const float z = logit_at(logits, i) / temperature;
+        const uint32_t key = float_key(z);
+        if (key == v && in_filter(key, i, thr0, cut0)) {
+          tie = true;
+          w = wfn(z);
+        }
+      }
+      double total;
+      const double inc = block_scan_d(w, scratch, &total);
+      // The first tie (in id order) at which the running weight reaches the target.
+      if (tie && cum + inc >= target) atomicMin(&cut_s, i);
+      __syncthreads();
+      const int c = cut_s;
+      __syncthreads();
+      if (c != INT_MAX) break;
+      cum += total;
+    }
+    cut = cut_s;
+  }
+  *out_thr = v;
+  *out_cut = cut;
+}
+
+__device__ __forceinline__ float key_float(uint32_t key) {  // float_key's inverse
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// Thread t holds w (the weight of its bins, or candidates, in order); returns the first thread
+// whose inclusive sum reaches target (kFilterThreads if none) and its exclusive sum.
+__device__ int first_reaching(double w, double target, double* scratch, BinSmem& sm,
+                              double* before) {
+  __shared__ int first_s;
+  double total;
+  const double inc = block_scan_d(w, scratch, &total);
+  sm.incl[threadIdx.x] = inc;
+  if (threadIdx.x == 0) first_s = kFilterThreads;
+  __syncthreads();
+  if (inc >= target) atomicMin(&first_s, int(threadIdx.x));
+  __syncthreads();
+  const int f = first_s;
+  *before = f > 0 && f < kFilterThreads ? sm.incl[f - 1] : 0.0;
+  __syncthreads();
+  return f;
+}
+
+// The bin (of kBins, from the top) at which the weight summed from the top first reaches target,
+// and *above, the weight of the bins above it; -1 when the total stays short of target.
+template <class W>
+__device__ int boundary_bin(W weight, double target, double* scratch, BinSmem& sm, double* above) {
+  const int top = kBins - 1 - kBinsPerThread * int(threadIdx.x);  // kBinsPerThread a thread
+  double w = 0.0;
+  for (int b = top; b > top - kBinsPerThread; b--) w += weight(b);
+  const int f = first_reaching(w, target, scratch, sm, above);
+  if (f == kFilterThreads) return -1;
+  int bin = kBins - 1 - kBinsPerThread * f;
+  for (int k = 1; k < kBinsPerThread && *above + weight(bin) < target; k++) *above += weight(bin--);
+  return bin;
+}
+
+// Sorts sm.cand[0, n) ascending (key desc, id asc) by a bitonic sort over the next power of two.
+__device__ void sort_cand(BinSmem& sm, int n) {
+  int n_pad = 1;
+  while (n_pad < n) n_pad <<= 1;
+  for (int j = n + int(threadIdx.x); j < n_pad; j += blockDim.x) sm.cand[j] = ~0ull;
+  __syncthreads();
+  for (int k = 2; k <= n_pad; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n_pad; i += blockDim.x) {
+        const int ij = i ^ j;
+        if (ij > i) {
+          const unsigned long long a = sm.cand[i], c = sm.cand[ij];
+          if ((a > c) == ((i & k) == 0)) sm.cand[i] = c, sm.cand[ij] = a;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+// A candidate (key, id) as one sortable word: ascending = (key desc, id asc); and back.
+__device__ __forceinline__ unsigned long long cand_of(uint32_t key, int i) {
+  return (static_cast<unsigned long long>(~key) << 32) | uint32_t(i);
+}
+__device__ __forceinline__ uint32_t cand_key(unsigned long long c) {
+  return ~uint32_t(c >> 32);
+}
+__device__ __forceinline__ int cand_id(unsigned long long c) {
+  return int(uint32_t(c));
+}
+__device__ __forceinline__ void cut_at(unsigned long long c, uint32_t* out_thr, int* out_cut) {
+  *out_thr = cand_key(c);
+  *out_cut = cand_id(c);
+}
+
+// Top-k in one pass over the row, for k <= kSampledTopK: the keys of kSampleKeys logits spread
+// over the row give a threshold that k and a margin pass (their top 12 bits' histogram),
+// the pass gathers every logit at or above it, and the k-th of those sorted is the cut. Leaves
+// sm.cand[0, k) sorted (key desc, id asc). Returns false (the caller runs bin_select) when
+// fewer than k or more than kBinCand logits pass.
+constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = kSampleList;
+template <class T>
+__device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int k,
+                              uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
+  __shared__ unsigned n_cand_s;
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u;
+  if (threadIdx.x == 0) n_cand_s = 0u;
+  __syncthreads();
+  for (int j = threadIdx.x; j < kSampleKeys; j += blockDim.x) {
+    const int i = int(int64_t(j) * vocab / kSampleKeys);
+    atomicAdd(&sm.count[float_key(logit_at(logits, i) / temperature) >> 20], 1u);
+  }
+  __syncthreads();
+  // Samples at or above the threshold: twice k's share of them, and at least the share plus two
+  // of its standard deviations plus 8, so that fewer than k logits pass (then the histograms'
+  // passes, several times slower) in well under 1 row in 1,000 for any k. With twice the share
+  // alone (2 samples at k = 50) ~5% of top-k 50 rows fell short, and at 256 rows nearly every
+  // wave of the filter waited on one of them (simulated on N(0, 1) and N(0, 4) rows).
+  const double share = double(k) * kSampleKeys / vocab;
+  const double want = fmax(ceil(2.0 * share), ceil(share + 2.0 * sqrt(share)) + 8.0);
+  double above;
+  const int bin =
+      boundary_bin([&](int b) { return double(sm.count[b]); }, want, scratch, sm, &above);
+  const uint32_t thr = uint32_t(max(bin, 0)) << 20;
+  for_each_logit(logits, vocab, [&](int i, float x) {
+    const uint32_t key = float_key(x / temperature);
+    const bool take = i < vocab && key >= thr;
+    const unsigned takers = __ballot_sync(0xffffffffu, take);
+    if (takers == 0u) return;
+    const int lane = threadIdx.x & 31, leader = __ffs(takers) - 1;
+    unsigned base = 0u;
+    if (lane == leader) base = atomicAdd(&n_cand_s, unsigned(__popc(takers)));
+    base = __shfl_sync(0xffffffffu, base, leader) + __popc(takers & ((1u << lane) - 1u));
+    if (take && base < unsigned(kBinCand)) sm.cand[base] = cand_of(key, i);
+  });
+  __syncthreads();
+  const int n = int(n_cand_s);
+  if (n < k || n > kBinCand) return false;
+  sort_cand(sm, n);
+  cut_at(sm.cand[k - 1], out_thr, out_cut);
+  return true;
+}
+
+// Top-p over the top-k set sm.cand[0, k) sorted (key desc, id asc): the CPU's weights (one fp64
+// exp each, computed in parallel into sm.mass) summed by one thread in the CPU's order (k <=
+// kSampledTopK; a thread computing the 2 k exps itself took ~240 us a row at k = 1,000).
+// Returns the cut's (key, id) and the kept count.
+__device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_thr, int* out_cut) {
+  __shared__ int m_s;
+  auto z = [&](int j) { return double(key_float(cand_key(sm.cand[j]))); };
+  const double zmax = z(0);
+  for (int j = threadIdx.x; j < k; j += blockDim.x) sm.mass[j] = exp(z(j) - zmax);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double mass = 0.0;
+    for (int j = 0; j < k; j++) mass += sm.mass[j];
+    const double target = double(top_p) * mass;
+    double cum = 0.0;
+    int m = 0;
+    while (m < k) {
+      cum += sm.mass[m++];
+      if (cum >= target) break;
+    }
+    m_s = m;
+  }
+  __syncthreads();
+  const int m = m_s;
+  cut_at(sm.cand[m - 1], out_thr, out_cut);
+  __syncthreads();
+  return m;
+}
+
+// The filter's select in a few passes over the row (radix_select takes up to six, each weighing
+// every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
+// and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
+// boundary bin holds at most kBinCand elements they are gathered, sorted by (key desc, id asc)
+// and summed in that order, which gives the cut exactly as radix_select's ordered scan does.
+// A mass is computed once for every filtered element (the first pass) and again only for those
+// in a boundary bin. Returns false (the caller runs radix_select) when the ties at one key
+// outnumber kBinCand or the weights are not finite.
+template <class T>
+__device__ bool bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                           uint32_t thr0, int cut0, double target, float frac, uint32_t* out_thr,
+                           int* out_cut, double* scratch, BinSmem& sm) {
+  __shared__ unsigned n_cand_s;
+  uint32_t prefix = 0u;
+  double above = 0.0;
+  const int shifts[3] = {24, 12, 0};  // digits of 8, 12 and 12 bits
+  for (int level = 0; level < 3; level++) {
+    const int shift = shifts[level];
+    const uint32_t high_mask = level == 0 ? 0u : 0xffffffffu << shifts[level - 1];
+    const uint32_t bin_mask = (level == 0 ? 0xffffffffu : ~high_mask) >> shift;
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
+    if (level == 0) zero_lanes(sm);
+    __syncthreads();
+    // The first digit's 256 bins through lane slots; the next digits' elements are spread over
+    // 4,096 bins, so they add to the bins directly.
+    double m = level == 0
+                   ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
+                                     shift, bin_mask, 5, sm.lanes.count, sm.lanes.mass)
+                   : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
+                                     shift, bin_mask, 0, sm.count, sm.mass);
+    if (level == 0) {
+      __syncthreads();
+      fold_lanes(sm, sm.count, sm.mass);
+    }
+    if (level == 0 && wfn.mass) {
+      m = block_sum_d(m, scratch);
+      if (!isfinite(m)) return false;
+      target = double(frac) * m;
+    }
+    __syncthreads();
+    auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
+    double before;
+    const int bin = boundary_bin(weight, target - above, scratch, sm, &before);
+    if (bin < 0) return false;  // rounding left the total short of the target
+    above += before;
+    prefix |= uint32_t(bin) << shift;
+    const unsigned n = sm.count[bin];
+    __syncthreads();
+    if (n == 0u) return false;
+    if (n > unsigned(kBinCand)) continue;  // refine the bin with the next bits
+
+    // Gather the bin's elements, sort them, sum them in order.
+    const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
+    if (threadIdx.x == 0) n_cand_s = 0u;
+    __syncthreads();
+    for_each_logit(logits, vocab, [&](int i, float x) {
+      const uint32_t key = float_key(x / temperature);
+      if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
+        sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
+    });
+    sort_cand(sm, int(n));
+    // Thread t takes candidates [t * per, (t + 1) * per) in order.
+    const int per = (int(n) + kFilterThreads - 1) / kFilterThreads;
+    auto cand_w = [&](int j) {
+      if (j >= int(n)) return 0.0;
+      return wfn.mass ? wfn(key_float(cand_key(sm.cand[j]))) : 1.0;
+    };
+    double mine = 0.0;
+    for (int j = int(threadIdx.x) * per; j < (int(threadIdx.x) + 1) * per; j++) mine += cand_w(j);
+    const int g = first_reaching(mine, target - above, scratch, sm, &before);
+    int cut_j = int(n) - 1;  // rounding short of the target: the whole bin
+    if (g < kFilterThreads) {
+      cut_j = min(int(n), (g + 1) * per) - 1;
+      double cum = before;
+      for (int j = g * per; j < (g + 1) * per && j < int(n); j++) {
+        cum += cand_w(j);
+        if (cum >= target - above) {
+          cut_j = j;
+          break;
+        }
+      }
+    }
+    cut_at(sm.cand[cut_j], out_thr, out_cut);
+    __syncthreads();
+    return true;
+  }
+  return false;  // more than kBinCand ties at one key
+}
+
+}  // namespace loom::gpu
