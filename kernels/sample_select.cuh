@@ -326,26 +326,53 @@ constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = kSampleList;
 template <class T>
 __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int k,
                               uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
-  __shared__ unsigned n_cand_s;
+  __shared__ unsigned n_cand_s, n_bin_s;
+  __shared__ uint32_t thr_s;
+  constexpr int kPer = kSampleKeys / kFilterThreads;  // samples a thread
+  static_assert(kSampleKeys % kFilterThreads == 0, "samples a thread");
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u;
-  if (threadIdx.x == 0) n_cand_s = 0u;
+  if (threadIdx.x == 0) n_cand_s = 0u, n_bin_s = 0u;
   __syncthreads();
-  for (int j = threadIdx.x; j < kSampleKeys; j += blockDim.x) {
-    const int i = int(int64_t(j) * vocab / kSampleKeys);
-    atomicAdd(&sm.count[float_key(logit_at(logits, i) / temperature) >> 20], 1u);
+  uint32_t keys[kPer];  // this thread's samples j = threadIdx.x + s · blockDim.x
+#pragma unroll
+  for (int s = 0; s < kPer; s++) {
+    const int i = int(int64_t(threadIdx.x + s * kFilterThreads) * vocab / kSampleKeys);
+    keys[s] = float_key(logit_at(logits, i) / temperature);
+    atomicAdd(&sm.count[keys[s] >> 20], 1u);
   }
   __syncthreads();
-  // Samples at or above the threshold: twice k's share of them, and at least the share plus two
-  // of its standard deviations plus 8, so that fewer than k logits pass (then the histograms'
-  // passes, several times slower) in well under 1 row in 1,000 for any k. With twice the share
-  // alone (2 samples at k = 50) ~5% of top-k 50 rows fell short, and at 256 rows nearly every
-  // wave of the filter waited on one of them (simulated on N(0, 1) and N(0, 4) rows).
+  // The threshold: the want-th largest sampled key, so that about want · vocab / kSampleKeys
+  // logits pass. want is k's share of the samples plus 2.5 of its standard deviations plus 8 (at
+  // least twice the share): fewer than k passing (then the histograms' passes, several times
+  // slower) or more than kBinCand stays under ~1 row in 10,000 for k up to 1,024 (simulated on
+  // N(0, 1) rows). The 12-bit histogram finds the sample's bin; the samples in it are then
+  // ranked, unless more than kBinRank share it (then the bin's lower edge: more pass). The bin's
+  // edge alone overshot: a boundary bin holds up to ~1,500 logits at k = 1,000, and 2 of the 256
+  // sigma-4 rows of cuda_bench passed more than kBinCand.
   const double share = double(k) * kSampleKeys / vocab;
-  const double want = fmax(ceil(2.0 * share), ceil(share + 2.0 * sqrt(share)) + 8.0);
+  const double want = fmax(ceil(2.0 * share), ceil(share + 2.5 * sqrt(share)) + 8.0);
   double above;
   const int bin =
       boundary_bin([&](int b) { return double(sm.count[b]); }, want, scratch, sm, &above);
-  const uint32_t thr = uint32_t(max(bin, 0)) << 20;
+  constexpr int kBinRank = 256;
+  const int in_bin = bin >= 0 ? int(sm.count[bin]) : 0;
+  if (threadIdx.x == 0) thr_s = uint32_t(max(bin, 0)) << 20;
+  uint32_t* ranked = reinterpret_cast<uint32_t*>(sm.cand);  // [in_bin] the bin's sampled keys
+  if (in_bin > 0 && in_bin <= kBinRank) {
+#pragma unroll
+    for (int s = 0; s < kPer; s++)
+      if (int(keys[s] >> 20) == bin) ranked[atomicAdd(&n_bin_s, 1u)] = keys[s];
+    __syncthreads();
+    const int need = int(want - above);  // the need-th largest of the bin's samples, from 1
+    for (int e = threadIdx.x; e < in_bin; e += blockDim.x) {
+      const uint32_t key = ranked[e];
+      int greater = 0, equal = 0;
+      for (int f = 0; f < in_bin; f++) greater += ranked[f] > key, equal += ranked[f] == key;
+      if (greater < need && need <= greater + equal) thr_s = key;  // (equal keys write alike)
+    }
+  }
+  __syncthreads();
+  const uint32_t thr = thr_s;
   for_each_logit(logits, vocab, [&](int i, float x) {
     const uint32_t key = float_key(x / temperature);
     const bool take = i < vocab && key >= thr;
