@@ -394,8 +394,12 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
 
 // Top-p over the top-k set sm.cand[0, k) sorted (key desc, id asc): the CPU's weights (one fp64
 // exp each, computed in parallel into sm.mass) summed by one thread in the CPU's order (k <=
-// kSampledTopK; a thread computing the 2 k exps itself took ~240 us a row at k = 1,000).
-// Returns the cut's (key, id) and the kept count.
+// kSampledTopK; a thread computing the 2 k exps itself took ~240 us a row at k = 1,000). The
+// CPU's running sum passes through exactly the partial sums of its total, so one sequential pass
+// writes them in place (sm.mass[j] = weights 0..j summed in order) and the cut, the first partial
+// sum reaching top_p times the last, is found in parallel (partial sums never decrease; a NaN
+// one stays NaN and reaches nothing, as in the CPU's loop). Returns the cut's (key, id) and the
+// kept count.
 __device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_thr, int* out_cut) {
   __shared__ int m_s;
   auto z = [&](int j) { return double(key_float(cand_key(sm.cand[j]))); };
@@ -403,17 +407,15 @@ __device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_th
   for (int j = threadIdx.x; j < k; j += blockDim.x) sm.mass[j] = exp(z(j) - zmax);
   __syncthreads();
   if (threadIdx.x == 0) {
-    double mass = 0.0;
-    for (int j = 0; j < k; j++) mass += sm.mass[j];
-    const double target = double(top_p) * mass;
+    m_s = k;  // no partial sum reaches the target: all k kept
     double cum = 0.0;
-    int m = 0;
-    while (m < k) {
-      cum += sm.mass[m++];
-      if (cum >= target) break;
-    }
-    m_s = m;
+#pragma unroll 8
+    for (int j = 0; j < k; j++) sm.mass[j] = cum += sm.mass[j];
   }
+  __syncthreads();
+  const double target = double(top_p) * sm.mass[k - 1];
+  for (int j = threadIdx.x; j < k; j += blockDim.x)
+    if (sm.mass[j] >= target && (j == 0 || !(sm.mass[j - 1] >= target))) m_s = j + 1;
   __syncthreads();
   const int m = m_s;
   cut_at(sm.cand[m - 1], out_thr, out_cut);
