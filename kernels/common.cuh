@@ -172,6 +172,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
                "r"(valid ? 16 : 0)
                : "memory");
 }
+// The same with only the first `bytes` (0..16) read from gmem, the rest of the 16 zero-filled.
+__device__ __forceinline__ void cp_async16_bytes(void* smem, const void* gmem, int bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes)
+               : "memory");
+}
 // cp.async groups (the copies themselves may differ per kernel: cache hints, address forms).
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");

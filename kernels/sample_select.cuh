@@ -42,7 +42,6 @@ __device__ __forceinline__ void load_strided(const T* lg, int base, int stride, 
     x[u] = i < end ? logit_at(lg, i) : 0.0f;
   }
 }
-constexpr int kFilterBatch = 4;  // logits a filter thread loads at a time
 
 __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
   return key > thr || (key == thr && i <= id_cut);
@@ -92,16 +91,50 @@ struct SelectWeight {
   __device__ double operator()(float z) const { return mass ? exp(double(z) - double(zmax)) : 1.0; }
 };
 
-// f(i, x) for every logit x = logits[i] of the row in block-strided order, kFilterBatch loads in
-// flight a thread; i >= vocab passes x = 0. The trip count is the block's, so f may hold a warp
-// collective.
+// f(i, x) for every logit x = logits[i] of the row, in no particular order. The row streams
+// through shared memory by cp.async: thread t copies 16-byte chunks t, t + blockDim.x, ... of it
+// into its own kRing slots of `ring` and reads back only those, so the copies need no barrier and
+// kRing - 1 of them stay in flight a thread without holding registers (register loads, four a
+// thread at 64 registers, left every pass waiting on memory latency: ~100 us a row for a pass,
+// 256 rows in two waves). Chunks are counted from the 16-byte boundary at or below the row's
+// start (an odd vocabulary's rows start anywhere; the bytes before a row's start are the row
+// before's, or the aligned start of the buffer), and the last chunk reads only up to the row's
+// end. Ids outside the row, and a last round's missing chunks, pass i = vocab. The trip count is
+// the block's, so f may hold a warp collective.
+constexpr int kRing = 4;  // 16-byte chunks a filter thread's ring holds
 template <class T, class F>
-__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, F&& f) {
-  for (int base = 0; base < vocab; base += kFilterBatch * int(blockDim.x)) {
-    float x[kFilterBatch];
-    load_strided(logits, base + int(threadIdx.x), int(blockDim.x), vocab, x);
+__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f) {
+  constexpr int kPer = 16 / int(sizeof(T));  // logits a chunk
+  const int lead = int(reinterpret_cast<uintptr_t>(logits) % 16) / int(sizeof(T));
+  const T* aligned = logits - lead;
+  const int chunks = (lead + vocab + kPer - 1) / kPer, nt = int(blockDim.x);
+  const int rounds = (chunks + nt - 1) / nt;
+  auto issue = [&](int r) {  // round r's chunk of this thread into slot r % kRing
+    const int c = r * nt + int(threadIdx.x);
+    if (r < rounds && c < chunks)
+      cp_async16_bytes(&ring[(r % kRing) * nt + int(threadIdx.x)], aligned + size_t(c) * kPer,
+                       min(kPer, lead + vocab - c * kPer) * int(sizeof(T)));
+    cp_async_commit();  // one group a round, empty or not: wait_group counts rounds
+  };
 #pragma unroll
-    for (int u = 0; u < kFilterBatch; u++) f(base + u * int(blockDim.x) + int(threadIdx.x), x[u]);
+  for (int r = 0; r < kRing - 1; r++) issue(r);
+#pragma unroll 1
+  for (int r = 0; r < rounds; r++) {
+    issue(r + kRing - 1);  // into the slot round r - 1 read (its values are used by now)
+    cp_async_wait<kRing - 1>();
+    const int c = r * nt + int(threadIdx.x);
+    const uint4 q = ring[(r % kRing) * nt + int(threadIdx.x)];
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    float x[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; j++)
+      x[j] = sizeof(T) == 4 ? __uint_as_float(w[j])
+                            : __uint_as_float(j % 2 ? w[j / 2] & 0xffff0000u : w[j / 2] << 16);
+#pragma unroll
+    for (int j = 0; j < kPer; j++) {
+      const int i = c * kPer + j - lead;
+      f(c < chunks && i >= 0 && i < vocab ? i : vocab, x[j]);
+    }
   }
 }
 
@@ -115,10 +148,10 @@ template <class T>
 __device__ double digit_histogram(const T* logits, int vocab, float temperature, SelectWeight wfn,
                                   uint32_t thr0, int cut0, uint32_t high_mask, uint32_t prefix,
                                   int shift, uint32_t bin_mask, int spread, uint32_t* counts,
-                                  double* mass) {
+                                  double* mass, uint4* ring) {
   const int lane = spread ? int(threadIdx.x & 31) : 0;
   double m = 0.0;
-  for_each_logit(logits, vocab, [&](int i, float x) {
+  for_each_logit(logits, vocab, ring, [&](int i, float x) {
     if (i >= vocab) return;
     const float z = x / temperature;
     const uint32_t key = float_key(z);
@@ -148,6 +181,7 @@ struct BinSmem {  // dynamic shared memory of sample_filter_kernel
       double mass[kLaneBins * 32];
     } lanes;
   };
+  uint4 ring[kRing * kFilterThreads];  // for_each_logit's chunks, kRing slots a thread
 };
 
 __device__ void zero_lanes(BinSmem& sm) {
@@ -188,7 +222,7 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
     digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix & high_mask,
-                    shift, 255u, 5, sm.lanes.count, sm.lanes.mass);
+                    shift, 255u, 5, sm.lanes.count, sm.lanes.mass, sm.ring);
     __syncthreads();
     fold_lanes(sm, sm.count, sm.mass);
     __syncthreads();
@@ -373,7 +407,7 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
   }
   __syncthreads();
   const uint32_t thr = thr_s;
-  for_each_logit(logits, vocab, [&](int i, float x) {
+  for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
     const uint32_t key = float_key(x / temperature);
     const bool take = i < vocab && key >= thr;
     const unsigned takers = __ballot_sync(0xffffffffu, take);
@@ -450,9 +484,9 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     // 4,096 bins, so they add to the bins directly.
     double m = level == 0
                    ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
-                                     shift, bin_mask, 5, sm.lanes.count, sm.lanes.mass)
+                                     shift, bin_mask, 5, sm.lanes.count, sm.lanes.mass, sm.ring)
                    : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
-                                     shift, bin_mask, 0, sm.count, sm.mass);
+                                     shift, bin_mask, 0, sm.count, sm.mass, sm.ring);
     if (level == 0) {
       __syncthreads();
       fold_lanes(sm, sm.count, sm.mass);
@@ -478,7 +512,7 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
     if (threadIdx.x == 0) n_cand_s = 0u;
     __syncthreads();
-    for_each_logit(logits, vocab, [&](int i, float x) {
+    for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
       const uint32_t key = float_key(x / temperature);
       if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
         sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);

@@ -54,8 +54,10 @@ __global__ void __launch_bounds__(kFilterThreads)
     return;
   }
   float zmax = -INFINITY;  // (top-p's weights only)
-  for (int i = threadIdx.x; top_p_on && i < vocab; i += blockDim.x)
-    zmax = fmaxf(zmax, logit_at(lg, i) / t);
+  if (top_p_on)
+    for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
+      if (i < vocab) zmax = fmaxf(zmax, x / t);
+    });
   {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     zmax = warp_max(zmax);
