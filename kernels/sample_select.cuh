@@ -317,7 +317,8 @@ __device__ int boundary_bin(W weight, double target, double* scratch, BinSmem& s
   return bin;
 }
 
-// Sorts sm.cand[0, n) ascending (key desc, id asc) by a bitonic sort over the next power of two.
+// Sorts sm.cand[0, n) ascending (key desc, id asc) by a bitonic sort over the next power of two,
+// thread t comparing the pairs (i, i ^ j) of i = t, t + blockDim.x, ...
 __device__ void sort_cand(BinSmem& sm, int n) {
   int n_pad = 1;
   while (n_pad < n) n_pad <<= 1;
@@ -332,7 +333,12 @@ __device__ void sort_cand(BinSmem& sm, int n) {
           if ((a > c) == ((i & k) == 0)) sm.cand[i] = c, sm.cand[ij] = a;
         }
       }
-      __syncthreads();
+      // A stage of stride j < 32 pairs elements of one warp (i and i ^ j share i / 32), and so
+      // does the next one of the same k: a warp barrier suffices between them.
+      if (j > 1 && j < 32)
+        __syncwarp();
+      else
+        __syncthreads();
     }
 }
 
