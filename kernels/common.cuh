@@ -165,18 +165,15 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 
 // 16 bytes global → shared by cp.async, cached in L2 only (.cg: coherent with what other SMs
-// wrote and published); valid false: nothing read, 16 zero bytes written.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-// The same with only the first `bytes` (0..16) read from gmem, the rest of the 16 zero-filled.
+// wrote and published), of which only the first `bytes` (0..16) are read, the rest zero-filled.
 __device__ __forceinline__ void cp_async16_bytes(void* smem, const void* gmem, int bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes)
                : "memory");
+}
+// All 16 bytes, or (valid false) nothing read and 16 zero bytes written.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  cp_async16_bytes(smem, gmem, valid ? 16 : 0);
 }
 // cp.async groups (the copies themselves may differ per kernel: cache hints, address forms).
 __device__ __forceinline__ void cp_async_commit() {
