@@ -2,8 +2,8 @@
 // top-k / top-p set as a key threshold and an id cut among ties at it, found by one block of
 // kFilterThreads a row. The sampled top-k (one gathering pass), the digit histograms refined
 // until the boundary bin is small (bin_select) and the radix select with an ordered tie scan
-// (radix_select, the fallback); the helpers the draw shares (float_key, logit_at, in_filter,
-// load_strided). Device code, included by sampling.cu only.
+// (radix_select, the fallback); the helpers the draw shares (float_key, logit_at, word_logit,
+// in_filter). Device code, included by sampling.cu only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,16 +31,14 @@ __device__ __forceinline__ float logit_at(const __nv_bfloat16* lg, int i) {
   return __bfloat162float(lg[i]);
 }
 
-// x[u] = logit base + u * stride for those below end (0 beyond): all of a thread's loads issued
-// before any is used (bytes in flight; one load a thread left the passes latency-bound).
-template <int N, class T>
-__device__ __forceinline__ void load_strided(const T* lg, int base, int stride, int end,
-                                             float (&x)[N]) {
-#pragma unroll
-  for (int u = 0; u < N; u++) {
-    const int i = base + u * stride;
-    x[u] = i < end ? logit_at(lg, i) : 0.0f;
-  }
+// Logit j of words w as a vector load left them (an fp32 logit a word, or two bf16 logits a
+// word, the lower id in the low half), widened exactly.
+template <class T>
+__device__ __forceinline__ float word_logit(const uint32_t* w, int j) {
+  if constexpr (sizeof(T) == 4)
+    return __uint_as_float(w[j]);
+  else
+    return __uint_as_float(j % 2 ? w[j / 2] & 0xffff0000u : w[j / 2] << 16);
 }
 
 __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
@@ -125,15 +123,10 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
     const int c = r * nt + int(threadIdx.x);
     const uint4 q = ring[(r % kRing) * nt + int(threadIdx.x)];
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    float x[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; j++)
-      x[j] = sizeof(T) == 4 ? __uint_as_float(w[j])
-                            : __uint_as_float(j % 2 ? w[j / 2] & 0xffff0000u : w[j / 2] << 16);
 #pragma unroll
     for (int j = 0; j < kPer; j++) {
       const int i = c * kPer + j - lead;
-      f(c < chunks && i >= 0 && i < vocab ? i : vocab, x[j]);
+      f(c < chunks && i >= 0 && i < vocab ? i : vocab, word_logit<T>(w, j));
     }
   }
 }

@@ -53,17 +53,18 @@ __global__ void __launch_bounds__(kFilterThreads)
     if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, kept, 0};
     return;
   }
-  float zmax = -INFINITY;  // (top-p's weights only)
-  if (top_p_on)
+  // Top-p's weights are relative to zmax, the largest logit / t (the quotient is monotone in
+  // the logit, so one division a row; fmaxf passes over NaN either way).
+  float zmax = -INFINITY;
+  if (top_p_on) {
     for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
-      if (i < vocab) zmax = fmaxf(zmax, x / t);
+      if (i < vocab) zmax = fmaxf(zmax, x);
     });
-  {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     zmax = warp_max(zmax);
     if (lane == 0) fscratch[warp] = zmax;
     __syncthreads();
-    zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY);
+    zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY) / t;
   }
   const SelectWeight count{false, zmax};
   if (top_k_on &&
@@ -113,23 +114,22 @@ constexpr int kDrawGroups = 4;  // groups of 4 logits a thread loads before usin
 
 // x = logits i .. i + 3 (i a multiple of 4; 0 at or past end): one 16-byte (f32) or 8-byte
 // (bf16) load where all four are in range and the row is aligned to that, else four.
-__device__ __forceinline__ void load4(const float* lg, int i, int end, bool aligned,
-                                      float (&x)[4]) {
+template <class T>
+__device__ __forceinline__ void load4(const T* lg, int i, int end, bool aligned, float (&x)[4]) {
   if (aligned && i + 3 < end) {
-    const float4 q = __ldg(reinterpret_cast<const float4*>(lg + i));
-    x[0] = q.x, x[1] = q.y, x[2] = q.z, x[3] = q.w;
+    uint32_t w[4];
+    if constexpr (sizeof(T) == 4) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(lg + i));
+      w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    } else {
+      const uint2 q = __ldg(reinterpret_cast<const uint2*>(lg + i));
+      w[0] = q.x, w[1] = q.y;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) x[j] = word_logit<T>(w, j);
   } else {
-    load_strided(lg, i, 1, end, x);
-  }
-}
-__device__ __forceinline__ void load4(const __nv_bfloat16* lg, int i, int end, bool aligned,
-                                      float (&x)[4]) {
-  if (aligned && i + 3 < end) {
-    const uint2 q = __ldg(reinterpret_cast<const uint2*>(lg + i));
-    x[0] = __uint_as_float(q.x << 16), x[1] = __uint_as_float(q.x & 0xffff0000u);
-    x[2] = __uint_as_float(q.y << 16), x[3] = __uint_as_float(q.y & 0xffff0000u);
-  } else {
-    load_strided(lg, i, 1, end, x);
+#pragma unroll
+    for (int j = 0; j < 4; j++) x[j] = i + j < end ? logit_at(lg, i + j) : 0.0f;
   }
 }
 
