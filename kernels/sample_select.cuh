@@ -120,13 +120,20 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
   for (int r = 0; r < rounds; r++) {
     issue(r + kRing - 1);  // into the slot round r - 1 read (its values are used by now)
     cp_async_wait<kRing - 1>();
-    const int c = r * nt + int(threadIdx.x);
+    const int c = r * nt + int(threadIdx.x), i0 = c * kPer - lead;
     const uint4 q = ring[(r % kRing) * nt + int(threadIdx.x)];
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    // A warp whose chunks all lie inside the row (all but the first and last few) passes ids
+    // unchecked; f sees the same ids either way, and its collectives the whole warp on one side.
+    if (__all_sync(0xffffffffu, c < chunks && i0 >= 0 && i0 + kPer <= vocab)) {
 #pragma unroll
-    for (int j = 0; j < kPer; j++) {
-      const int i = c * kPer + j - lead;
-      f(c < chunks && i >= 0 && i < vocab ? i : vocab, word_logit<T>(w, j));
+      for (int j = 0; j < kPer; j++) f(i0 + j, word_logit<T>(w, j));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPer; j++) {
+        const int i = i0 + j;
+        f(c < chunks && i >= 0 && i < vocab ? i : vocab, word_logit<T>(w, j));
+      }
     }
   }
 }
