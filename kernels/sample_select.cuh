@@ -138,25 +138,25 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
   }
 }
 
-// One digit's histogram over the elements with in_filter(key, i, thr0, cut0) whose key equals
-// prefix under high_mask: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
-// slot = (((key >> shift) & bin_mask) << spread) + (spread ? lane : 0). With spread 5 each lane
-// has its own slot of a bin (fold_lanes sums them): the top digits of real logits fall into a
-// few bins, and a warp's lanes adding to one shared address serialise, fp64 ones as
-// compare-and-swap loops. Returns the thread's sum of those weights (0 for counts).
-template <class T>
+// One digit's histogram over the elements with in_filter(key, i, thr0, cut0) and a digit
+// d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
+// slot = (d << spread) + (spread ? lane : 0). With spread 5 each lane has its own slot of a bin
+// (fold_lanes sums them): the top digits of real logits fall into a few bins, and a warp's lanes
+// adding to one shared address serialise, fp64 ones as compare-and-swap loops. Returns the
+// thread's sum of those weights (0 for counts).
+template <class T, class Digit>
 __device__ double digit_histogram(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                                  uint32_t thr0, int cut0, uint32_t high_mask, uint32_t prefix,
-                                  int shift, uint32_t bin_mask, int spread, uint32_t* counts,
-                                  double* mass, uint4* ring) {
+                                  uint32_t thr0, int cut0, Digit digit, int spread,
+                                  uint32_t* counts, double* mass, uint4* ring) {
   const int lane = spread ? int(threadIdx.x & 31) : 0;
   double m = 0.0;
   for_each_logit(logits, vocab, ring, [&](int i, float x) {
     if (i >= vocab) return;
     const float z = x / temperature;
     const uint32_t key = float_key(z);
-    if (!in_filter(key, i, thr0, cut0) || (key & high_mask) != prefix) return;
-    const int slot = (int((key >> shift) & bin_mask) << spread) + lane;
+    const int d = in_filter(key, i, thr0, cut0) ? digit(key, z) : -1;
+    if (d < 0) return;
+    const int slot = (d << spread) + lane;
     atomicAdd(&counts[slot], 1u);
     if (wfn.mass) {
       const double w = wfn(z);
@@ -166,6 +166,28 @@ __device__ double digit_histogram(const T* logits, int vocab, float temperature,
   });
   return m;
 }
+
+// The key's digit (key >> shift) & bin_mask where its bits under high_mask equal prefix, else -1.
+struct KeyDigit {
+  uint32_t high_mask, prefix, bin_mask;
+  int shift;
+  __device__ int operator()(uint32_t key, float) const {
+    return (key & high_mask) == prefix ? int((key >> shift) & bin_mask) : -1;
+  }
+};
+
+// Top-p's first digit: bins 1/32 of a unit of z wide from zmax down (255 - floor(32 (zmax -
+// z)), the 8 units below zmax; everything lower in bin 0, a NaN z in 255). It is non-decreasing
+// in z, so bins are ranges of keys, as the key's own digits are; but a row's logits spread over
+// all 256 (the key's top 8 bits put most of a sigma-1 row into 2-4 bins, every warp's lane l
+// then adding to the same slot), and a boundary bin holds ~3,000 logits or fewer, so the cut is
+// gathered after one pass.
+struct ZDigit {
+  float zmax;
+  __device__ int operator()(uint32_t, float z) const {
+    return z != z ? 255 : 255 - int(fminf((zmax - z) * 32.0f, 255.0f));
+  }
+};
 
 constexpr int kBins = 4096, kBinCand = 4096;
 constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
@@ -221,8 +243,9 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     zero_lanes(sm);
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix & high_mask,
-                    shift, 255u, 5, sm.lanes.count, sm.lanes.mass, sm.ring);
+    digit_histogram(logits, vocab, temperature, wfn, thr0, cut0,
+                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, 5, sm.lanes.count,
+                    sm.lanes.mass, sm.ring);
     __syncthreads();
     fold_lanes(sm, sm.count, sm.mass);
     __syncthreads();
@@ -528,19 +551,89 @@ __device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_th
   return m;
 }
 
+// The cut inside a boundary bin of n elements (those in the filter with in_bin(key, z)): they
+// are gathered, sorted by (key desc, id asc) and summed in that order until `need`, which gives
+// the cut exactly as radix_select's ordered scan does.
+template <class T, class InBin>
+__device__ void cut_in_bin(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                           uint32_t thr0, int cut0, int n, double need, InBin in_bin,
+                           uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
+  __shared__ unsigned n_cand_s;
+  if (threadIdx.x == 0) n_cand_s = 0u;
+  __syncthreads();
+  for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
+    const float z = x / temperature;
+    const uint32_t key = float_key(z);
+    if (i < vocab && in_filter(key, i, thr0, cut0) && in_bin(key, z))
+      sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
+  });
+  sort_cand(sm, n);
+  // Thread t takes candidates [t * per, (t + 1) * per) in order.
+  const int per = (n + kFilterThreads - 1) / kFilterThreads;
+  auto cand_w = [&](int j) {
+    if (j >= n) return 0.0;
+    return wfn.mass ? wfn(key_float(cand_key(sm.cand[j]))) : 1.0;
+  };
+  double mine = 0.0, before;
+  for (int j = int(threadIdx.x) * per; j < (int(threadIdx.x) + 1) * per; j++) mine += cand_w(j);
+  const int g = first_reaching(mine, need, scratch, sm, &before);
+  int cut_j = n - 1;  // rounding short of the target: the whole bin
+  if (g < kFilterThreads) {
+    cut_j = min(n, (g + 1) * per) - 1;
+    double cum = before;
+    for (int j = g * per; j < (g + 1) * per && j < n; j++) {
+      cum += cand_w(j);
+      if (cum >= need) {
+        cut_j = j;
+        break;
+      }
+    }
+  }
+  cut_at(sm.cand[cut_j], out_thr, out_cut);
+  __syncthreads();
+}
+
+// Top-p's select by ZDigit: one histogram pass (lane slots, fp64 masses), the boundary bin's
+// cut by cut_in_bin. Returns false, having changed nothing the caller reads, where the weights
+// are not finite or the boundary bin holds more than kBinCand elements (bin_select then).
+template <class T>
+__device__ bool z_bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
+                             uint32_t thr0, int cut0, float frac, uint32_t* out_thr,
+                             int* out_cut, double* scratch, BinSmem& sm) {
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
+  zero_lanes(sm);
+  __syncthreads();
+  const ZDigit digit{wfn.zmax};
+  double m = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 5,
+                             sm.lanes.count, sm.lanes.mass, sm.ring);
+  __syncthreads();
+  fold_lanes(sm, sm.count, sm.mass);
+  m = block_sum_d(m, scratch);
+  if (!isfinite(m)) return false;
+  const double target = double(frac) * m;
+  __syncthreads();
+  double above;
+  const int bin = boundary_bin([&](int b) { return sm.mass[b]; }, target, scratch, sm, &above);
+  const int n = bin >= 0 ? int(sm.count[bin]) : 0;
+  __syncthreads();
+  if (n == 0 || n > kBinCand) return false;
+  cut_in_bin(logits, vocab, temperature, wfn, thr0, cut0, n, target - above,
+             [&](uint32_t, float z) { return digit(0u, z) == bin; }, out_thr, out_cut, scratch,
+             sm);
+  return true;
+}
+
 // The filter's select in a few passes over the row (radix_select takes up to six, each weighing
 // every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
 // and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
-// boundary bin holds at most kBinCand elements they are gathered, sorted by (key desc, id asc)
-// and summed in that order, which gives the cut exactly as radix_select's ordered scan does.
-// A mass is computed once for every filtered element (the first pass) and again only for those
-// in a boundary bin. Returns false (the caller runs radix_select) when the ties at one key
-// outnumber kBinCand or the weights are not finite.
+// boundary bin holds at most kBinCand elements, cut_in_bin. A mass is computed once for every
+// filtered element (the first pass) and again only for those in a boundary bin. Returns false
+// (the caller runs radix_select) when the ties at one key outnumber kBinCand or the weights are
+// not finite.
 template <class T>
 __device__ bool bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
                            uint32_t thr0, int cut0, double target, float frac, uint32_t* out_thr,
                            int* out_cut, double* scratch, BinSmem& sm) {
-  __shared__ unsigned n_cand_s;
   uint32_t prefix = 0u;
   double above = 0.0;
   const int shifts[3] = {24, 12, 0};  // digits of 8, 12 and 12 bits
@@ -553,11 +646,11 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     __syncthreads();
     // The first digit's 256 bins through lane slots; the next digits' elements are spread over
     // 4,096 bins, so they add to the bins directly.
-    double m = level == 0
-                   ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
-                                     shift, bin_mask, 5, sm.lanes.count, sm.lanes.mass, sm.ring)
-                   : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, high_mask, prefix,
-                                     shift, bin_mask, 0, sm.count, sm.mass, sm.ring);
+    const KeyDigit digit{high_mask, prefix, bin_mask, shift};
+    double m = level == 0 ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 5,
+                                            sm.lanes.count, sm.lanes.mass, sm.ring)
+                          : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0,
+                                            sm.count, sm.mass, sm.ring);
     if (level == 0) {
       __syncthreads();
       fold_lanes(sm, sm.count, sm.mass);
@@ -578,40 +671,10 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     __syncthreads();
     if (n == 0u) return false;
     if (n > unsigned(kBinCand)) continue;  // refine the bin with the next bits
-
-    // Gather the bin's elements, sort them, sum them in order.
     const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
-    if (threadIdx.x == 0) n_cand_s = 0u;
-    __syncthreads();
-    for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
-      const uint32_t key = float_key(x / temperature);
-      if (i < vocab && in_filter(key, i, thr0, cut0) && (key & mask) == prefix)
-        sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
-    });
-    sort_cand(sm, int(n));
-    // Thread t takes candidates [t * per, (t + 1) * per) in order.
-    const int per = (int(n) + kFilterThreads - 1) / kFilterThreads;
-    auto cand_w = [&](int j) {
-      if (j >= int(n)) return 0.0;
-      return wfn.mass ? wfn(key_float(cand_key(sm.cand[j]))) : 1.0;
-    };
-    double mine = 0.0;
-    for (int j = int(threadIdx.x) * per; j < (int(threadIdx.x) + 1) * per; j++) mine += cand_w(j);
-    const int g = first_reaching(mine, target - above, scratch, sm, &before);
-    int cut_j = int(n) - 1;  // rounding short of the target: the whole bin
-    if (g < kFilterThreads) {
-      cut_j = min(int(n), (g + 1) * per) - 1;
-      double cum = before;
-      for (int j = g * per; j < (g + 1) * per && j < int(n); j++) {
-        cum += cand_w(j);
-        if (cum >= target - above) {
-          cut_j = j;
-          break;
-        }
-      }
-    }
-    cut_at(sm.cand[cut_j], out_thr, out_cut);
-    __syncthreads();
+    cut_in_bin(logits, vocab, temperature, wfn, thr0, cut0, int(n), target - above,
+               [&](uint32_t key, float) { return (key & mask) == prefix; }, out_thr, out_cut,
+               scratch, sm);
     return true;
   }
   return false;  // more than kBinCand ties at one key

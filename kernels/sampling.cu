@@ -74,7 +74,8 @@ __global__ void __launch_bounds__(kFilterThreads)
     const SelectWeight mass{true, zmax};
     uint32_t thr2;
     int cut2;
-    if (!bin_select(lg, vocab, t, mass, thr, cut, 0.0, p.top_p, &thr2, &cut2, scratch, sm)) {
+    if (!z_bin_select(lg, vocab, t, mass, thr, cut, p.top_p, &thr2, &cut2, scratch, sm) &&
+        !bin_select(lg, vocab, t, mass, thr, cut, 0.0, p.top_p, &thr2, &cut2, scratch, sm)) {
       double m = 0.0;
       for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
         const float z = logit_at(lg, i) / t;
