@@ -142,29 +142,39 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
 // d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
 // slot = (d << spread) + (spread ? lane : 0). With spread 5 each lane has its own slot of a bin
 // (fold_lanes sums them): the top digits of real logits fall into a few bins, and a warp's lanes
-// adding to one shared address serialise, fp64 ones as compare-and-swap loops. Returns the
-// thread's sum of those weights (0 for counts).
+// adding to one shared address serialise, fp64 ones as compare-and-swap loops. The digit's
+// bin `skip` (a catch-all that would take most of a wide row's elements) stays out of shared
+// memory: the thread counts and weighs its elements itself. Returns the thread's sums.
+struct DigitSums {
+  double mass = 0.0;       // weights of every element with a digit (0 for counts)
+  double skip_mass = 0.0;  // of those in bin `skip`
+  uint32_t skip_count = 0u;
+};
 template <class T, class Digit>
-__device__ double digit_histogram(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                                  uint32_t thr0, int cut0, Digit digit, int spread,
-                                  uint32_t* counts, double* mass, uint4* ring) {
+__device__ DigitSums digit_histogram(const T* logits, int vocab, float temperature,
+                                     SelectWeight wfn, uint32_t thr0, int cut0, Digit digit,
+                                     int skip, int spread, uint32_t* counts, double* mass,
+                                     uint4* ring) {
   const int lane = spread ? int(threadIdx.x & 31) : 0;
-  double m = 0.0;
+  DigitSums s;
   for_each_logit(logits, vocab, ring, [&](int i, float x) {
     if (i >= vocab) return;
     const float z = x / temperature;
     const uint32_t key = float_key(z);
     const int d = in_filter(key, i, thr0, cut0) ? digit(key, z) : -1;
     if (d < 0) return;
+    const double w = wfn.mass ? wfn(z) : 0.0;
+    s.mass += w;
+    if (d == skip) {
+      s.skip_count++;
+      s.skip_mass += w;
+      return;
+    }
     const int slot = (d << spread) + lane;
     atomicAdd(&counts[slot], 1u);
-    if (wfn.mass) {
-      const double w = wfn(z);
-      m += w;
-      atomicAdd(&mass[slot], w);
-    }
+    if (wfn.mass) atomicAdd(&mass[slot], w);
   });
-  return m;
+  return s;
 }
 
 // The key's digit (key >> shift) & bin_mask where its bits under high_mask equal prefix, else -1.
@@ -181,7 +191,9 @@ struct KeyDigit {
 // in z, so bins are ranges of keys, as the key's own digits are; but a row's logits spread over
 // all 256 (the key's top 8 bits put most of a sigma-1 row into 2-4 bins, every warp's lane l
 // then adding to the same slot), and a boundary bin holds ~3,000 logits or fewer, so the cut is
-// gathered after one pass.
+// gathered after one pass. Bin 0 is digit_histogram's skipped bin: a wide row (sigma 4: ~99% of
+// it more than 8 units below zmax) would otherwise have every warp's lanes contend for its 32
+// slots in fp64 compare-and-swap loops.
 struct ZDigit {
   float zmax;
   __device__ int operator()(uint32_t, float z) const {
@@ -244,7 +256,7 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
     digit_histogram(logits, vocab, temperature, wfn, thr0, cut0,
-                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, 5, sm.lanes.count,
+                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, -1, 5, sm.lanes.count,
                     sm.lanes.mass, sm.ring);
     __syncthreads();
     fold_lanes(sm, sm.count, sm.mass);
@@ -433,7 +445,7 @@ __device__ int keep_top_k(BinSmem& sm, int n, int k) {
     }
     __syncthreads();
   }
-  const uint32_t v = prefix_s;  // the k-th largest key
+  const uint32_t v = prefix_s;                                  // the k-th largest key
   auto* kept = reinterpret_cast<unsigned long long*>(sm.mass);  // [m] (kBins >= kBinCand words)
   static_assert(kBins >= kBinCand, "sm.mass holds the candidates");
   for (int e = threadIdx.x; e < n; e += blockDim.x) {
@@ -598,17 +610,19 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
 // are not finite or the boundary bin holds more than kBinCand elements (bin_select then).
 template <class T>
 __device__ bool z_bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                             uint32_t thr0, int cut0, float frac, uint32_t* out_thr,
-                             int* out_cut, double* scratch, BinSmem& sm) {
+                             uint32_t thr0, int cut0, float frac, uint32_t* out_thr, int* out_cut,
+                             double* scratch, BinSmem& sm) {
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
   zero_lanes(sm);
   __syncthreads();
   const ZDigit digit{wfn.zmax};
-  double m = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 5,
-                             sm.lanes.count, sm.lanes.mass, sm.ring);
+  const DigitSums s = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0, 5,
+                                      sm.lanes.count, sm.lanes.mass, sm.ring);
   __syncthreads();
   fold_lanes(sm, sm.count, sm.mass);
-  m = block_sum_d(m, scratch);
+  const double m = block_sum_d(s.mass, scratch), skip_mass = block_sum_d(s.skip_mass, scratch),
+               skip_count = block_sum_d(double(s.skip_count), scratch);
+  if (threadIdx.x == 0) sm.count[0] = uint32_t(skip_count), sm.mass[0] = skip_mass;
   if (!isfinite(m)) return false;
   const double target = double(frac) * m;
   __syncthreads();
@@ -617,9 +631,9 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
   const int n = bin >= 0 ? int(sm.count[bin]) : 0;
   __syncthreads();
   if (n == 0 || n > kBinCand) return false;
-  cut_in_bin(logits, vocab, temperature, wfn, thr0, cut0, n, target - above,
-             [&](uint32_t, float z) { return digit(0u, z) == bin; }, out_thr, out_cut, scratch,
-             sm);
+  cut_in_bin(
+      logits, vocab, temperature, wfn, thr0, cut0, n, target - above,
+      [&](uint32_t, float z) { return digit(0u, z) == bin; }, out_thr, out_cut, scratch, sm);
   return true;
 }
 
@@ -647,10 +661,12 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     // The first digit's 256 bins through lane slots; the next digits' elements are spread over
     // 4,096 bins, so they add to the bins directly.
     const KeyDigit digit{high_mask, prefix, bin_mask, shift};
-    double m = level == 0 ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 5,
-                                            sm.lanes.count, sm.lanes.mass, sm.ring)
-                          : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0,
-                                            sm.count, sm.mass, sm.ring);
+    double m = level == 0 ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1,
+                                            5, sm.lanes.count, sm.lanes.mass, sm.ring)
+                                .mass
+                          : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1,
+                                            0, sm.count, sm.mass, sm.ring)
+                                .mass;
     if (level == 0) {
       __syncthreads();
       fold_lanes(sm, sm.count, sm.mass);
@@ -672,9 +688,9 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     if (n == 0u) return false;
     if (n > unsigned(kBinCand)) continue;  // refine the bin with the next bits
     const uint32_t mask = shift == 0 ? 0xffffffffu : 0xffffffffu << shift;
-    cut_in_bin(logits, vocab, temperature, wfn, thr0, cut0, int(n), target - above,
-               [&](uint32_t key, float) { return (key & mask) == prefix; }, out_thr, out_cut,
-               scratch, sm);
+    cut_in_bin(
+        logits, vocab, temperature, wfn, thr0, cut0, int(n), target - above,
+        [&](uint32_t key, float) { return (key & mask) == prefix; }, out_thr, out_cut, scratch, sm);
     return true;
   }
   return false;  // more than kBinCand ties at one key
