@@ -140,11 +140,11 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
 
 // One digit's histogram over the elements with in_filter(key, i, thr0, cut0) and a digit
 // d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
-// slot = (d << spread) + (spread ? lane : 0). With spread 5 each lane has its own slot of a bin
-// (fold_lanes sums them): the top digits of real logits fall into a few bins, and a warp's lanes
-// adding to one shared address serialise, fp64 ones as compare-and-swap loops. The digit's
-// bin `skip` (a catch-all that would take most of a wide row's elements) stays out of shared
-// memory: the thread counts and weighs its elements itself. Returns the thread's sums.
+// slot = (d << spread) + lane % 2^spread. With spread 5 each lane has its own slot of a bin, with
+// 4 two lanes share one (fold_lanes sums them): the top digits of real logits fall into a few bins,
+// and a warp's lanes adding to one shared address serialise, fp64 ones as compare-and-swap loops.
+// The digit's bin `skip` (a catch-all that would take most of a wide row's elements) stays out of
+// shared memory: the thread counts and weighs its elements itself. Returns the thread's sums.
 struct DigitSums {
   double mass = 0.0;       // weights of every element with a digit (0 for counts)
   double skip_mass = 0.0;  // of those in bin `skip`
@@ -155,7 +155,7 @@ __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperatu
                                      SelectWeight wfn, uint32_t thr0, int cut0, Digit digit,
                                      int skip, int spread, uint32_t* counts, double* mass,
                                      uint4* ring) {
-  const int lane = spread ? int(threadIdx.x & 31) : 0;
+  const int lane = int(threadIdx.x & ((1u << spread) - 1u));
   DigitSums s;
   for_each_logit(logits, vocab, ring, [&](int i, float x) {
     if (i >= vocab) return;
@@ -186,18 +186,21 @@ struct KeyDigit {
   }
 };
 
-// Top-p's first digit: bins 1/32 of a unit of z wide from zmax down (255 - floor(32 (zmax -
-// z)), the 8 units below zmax; everything lower in bin 0, a NaN z in 255). It is non-decreasing
-// in z, so bins are ranges of keys, as the key's own digits are; but a row's logits spread over
-// all 256 (the key's top 8 bits put most of a sigma-1 row into 2-4 bins, every warp's lane l
-// then adding to the same slot), and a boundary bin holds ~3,000 logits or fewer, so the cut is
-// gathered after one pass. Bin 0 is digit_histogram's skipped bin: a wide row (sigma 4: ~99% of
-// it more than 8 units below zmax) would otherwise have every warp's lanes contend for its 32
-// slots in fp64 compare-and-swap loops.
+// Top-p's first digit: kZBins bins 1/32 of a unit of z wide from zmax down (kZBins - 1 -
+// floor(32 (zmax - z)), the 16 units below zmax; everything lower in bin 0, a NaN z in the top
+// bin). It is non-decreasing in z, so bins are ranges of keys, as the key's own digits are; but
+// a row's logits spread over hundreds of bins (the key's top 8 bits put most of a sigma-1 row
+// into 2-4 bins, every warp's lane l then adding to the same slot), and a boundary bin holds
+// ~3,000 logits or fewer, so the cut is gathered after one pass. 16 units: top-p 0.9's cut lies
+// ~5 units below zmax at sigma 1, ~8 (up to ~10 in some rows) at sigma 2-4; an 8-unit window
+// sent those rows to bin 0 and the full bin_select. Bin 0 is digit_histogram's skipped bin: a
+// wide row (sigma 4: ~70% of it more than 16 units below zmax) would otherwise have every
+// warp's lanes contend for its slots in fp64 compare-and-swap loops.
+constexpr int kZBins = 512, kZSpread = 4;  // 512 bins x 16 lane slots: the lanes' 8,192 slots
 struct ZDigit {
   float zmax;
   __device__ int operator()(uint32_t, float z) const {
-    return z != z ? 255 : 255 - int(fminf((zmax - z) * 32.0f, 255.0f));
+    return z != z ? kZBins - 1 : kZBins - 1 - int(fminf((zmax - z) * 32.0f, float(kZBins - 1)));
   }
 };
 
@@ -223,14 +226,16 @@ __device__ void zero_lanes(BinSmem& sm) {
     sm.lanes.count[j] = 0u, sm.lanes.mass[j] = 0.0;
 }
 
-// count[b], mass[b] for b < kLaneBins: the sums of bin b's 32 lane slots, in lane order from a
-// rotated start (bin b starts at lane b % 32: no bank conflicts; a fixed order a bin).
-__device__ void fold_lanes(BinSmem& sm, uint32_t* count, double* mass) {
-  for (int b = threadIdx.x; b < kLaneBins; b += blockDim.x) {
+// count[b], mass[b] for b < kLaneBins << (5 - spread): the sums of bin b's 2^spread lane slots,
+// in lane order from a rotated start (bin b starts at slot b % 2^spread: no bank conflicts; a
+// fixed order a bin).
+__device__ void fold_lanes(BinSmem& sm, uint32_t* count, double* mass, int spread = 5) {
+  const int lanes = 1 << spread;
+  for (int b = threadIdx.x; b < kLaneBins << (5 - spread); b += blockDim.x) {
     uint32_t c = 0u;
     double m = 0.0;
-    for (int j = 0; j < 32; j++) {
-      const int slot = b * 32 + ((b + j) & 31);
+    for (int j = 0; j < lanes; j++) {
+      const int slot = b * lanes + ((b + j) & (lanes - 1));
       c += sm.lanes.count[slot];
       m += sm.lanes.mass[slot];
     }
@@ -616,10 +621,11 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
   zero_lanes(sm);
   __syncthreads();
   const ZDigit digit{wfn.zmax};
-  const DigitSums s = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0, 5,
-                                      sm.lanes.count, sm.lanes.mass, sm.ring);
+  static_assert(kZBins << kZSpread == kLaneBins * 32, "ZDigit's slots are the lanes' slots");
+  const DigitSums s = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0,
+                                      kZSpread, sm.lanes.count, sm.lanes.mass, sm.ring);
   __syncthreads();
-  fold_lanes(sm, sm.count, sm.mass);
+  fold_lanes(sm, sm.count, sm.mass, kZSpread);
   const double m = block_sum_d(s.mass, scratch), skip_mass = block_sum_d(s.skip_mass, scratch),
                skip_count = block_sum_d(double(s.skip_count), scratch);
   if (threadIdx.x == 0) sm.count[0] = uint32_t(skip_count), sm.mass[0] = skip_mass;

@@ -12,12 +12,6 @@ namespace loom::gpu {
 constexpr int kDrawThreads = 256;
 constexpr size_t kDrawMaxSmem = 160 * 1024;  // v̂ of one chunk: vocab up to 2,621,440
 
-struct SampleFilter {
-  uint32_t thr;    // key threshold
-  int32_t id_cut;  // ties at thr kept up to this id
-  int32_t listed;  // > 0: the kept set is these ids of the row's list (top-k <= kSampleList)
-  int32_t pad;
-};
 struct SamplePartial {
   float v;
   int32_t i;

@@ -35,8 +35,20 @@ static_assert(sizeof(SampleParamsDev) == 40, "SampleParamsDev layout is shared w
 constexpr int kSampleChunks = 64;  // blocks per row in the draw
 constexpr int kSampleList = 1024;  // kept ids a row's filter may list (top-k <= this)
 
-// Bytes of device workspace for n_rows rows: a filter, kSampleChunks partials and a kept-id list
-// a row.
+// A row's kept set as the filter leaves it, the first n_rows entries of the workspace: id i
+// with key(z_i) > thr, or key(z_i) == thr and i <= id_cut (key: z's bits mapped monotonically to
+// uint32, negative floats inverted, positive ones with the sign bit set); {0, INT_MAX} keeps
+// every id. Read by the draw, and by the tests.
+struct SampleFilter {
+  uint32_t thr;    // key threshold
+  int32_t id_cut;  // ties at thr kept up to this id
+  int32_t listed;  // > 0: the kept set is these ids of the row's list (top-k <= kSampleList)
+  int32_t pad;
+};
+static_assert(sizeof(SampleFilter) == 16, "sample_workspace_bytes counts 16 bytes a filter");
+
+// Bytes of device workspace for n_rows rows, in this order: n_rows filters, kSampleChunks partials
+// (8 bytes) a row, a list of kSampleList kept ids (int32) a row.
 inline size_t sample_workspace_bytes(int n_rows) {
   return size_t(n_rows) * (16 + kSampleChunks * 8 + kSampleList * 4);
 }

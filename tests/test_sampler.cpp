@@ -159,6 +159,20 @@ TEST_CASE("top-p keeps the shortest prefix reaching the mass, ties broken by id"
   CHECK(seen == std::set<int>{0, 1});
 }
 
+TEST_CASE("sample_kept lists the kept set in order, empty when every id is a candidate") {
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 1.0f, 2.0f};
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  CHECK(sample_kept(logits.data(), 7, sp).empty());  // no filter
+  sp.top_k = 4;
+  CHECK(sample_kept(logits.data(), 7, sp) == std::vector<int32_t>{1, 6, 3, 5});  // ties: lower id
+  sp.top_k = 0;
+  sp.top_p = 0.5f;  // p(1) = p(6) ≈ 0.28 each: the two reach 0.5
+  CHECK(sample_kept(logits.data(), 7, sp) == std::vector<int32_t>{1, 6});
+  sp.temperature = 0.0f;
+  CHECK(sample_kept(logits.data(), 7, sp).empty());  // greedy
+}
+
 TEST_CASE("greedy is argmax with the lowest id on ties") {
   const std::vector<float> logits = {0.0f, 5.0f, 2.0f, 5.0f};
   SamplingParams sp;

@@ -16,46 +16,59 @@ static int32_t argmax(const float* x, int n) {
   return best;
 }
 
+// z = logits / temperature, [vocab].
+static std::vector<float> scaled(const float* logits, int vocab, float temperature) {
+  std::vector<float> z(size_t(vocab), 0.0f);
+  for (int i = 0; i < vocab; i++) z[size_t(i)] = logits[i] / temperature;
+  return z;
+}
+
+static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingParams& params) {
+  const int vocab = int(z.size());
+  const bool top_k_on = params.top_k_on(vocab);
+  const bool top_p_on = params.top_p_on();
+  if (!top_k_on && !top_p_on) return {};
+  const float zmax = *std::max_element(z.begin(), z.end());
+  std::vector<double> p(static_cast<size_t>(vocab));  // [vocab] unnormalised probabilities
+  for (int i = 0; i < vocab; i++) p[size_t(i)] = std::exp(double(z[size_t(i)]) - zmax);
+  std::vector<int32_t> kept(static_cast<size_t>(vocab));
+  std::iota(kept.begin(), kept.end(), 0);
+  auto before = [&](int32_t a, int32_t b) {
+    return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
+  };
+  size_t n = size_t(vocab);
+  if (top_k_on) {
+    n = size_t(params.top_k);
+    std::partial_sort(kept.begin(), kept.begin() + long(n), kept.end(), before);
+  } else {
+    std::sort(kept.begin(), kept.end(), before);
+  }
+  if (top_p_on) {
+    double mass = 0;
+    for (size_t j = 0; j < n; j++) mass += p[size_t(kept[j])];
+    double cum = 0;
+    size_t m = 0;
+    while (m < n) {
+      cum += p[size_t(kept[m])];
+      m++;
+      if (cum >= double(params.top_p) * mass) break;
+    }
+    n = m;
+  }
+  kept.resize(n);
+  return kept;
+}
+
+std::vector<int32_t> sample_kept(const float* logits, int vocab, const SamplingParams& params) {
+  if (params.temperature <= 0.0f) return {};
+  return kept_of(scaled(logits, vocab, params.temperature), params);
+}
+
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& params,
                      uint32_t sample_index, uint64_t draw_index) {
   if (params.temperature <= 0.0f) return argmax(logits, vocab);
-
-  std::vector<float> z(size_t(vocab), 0.0f);  // [vocab] logits / temperature
-  for (int i = 0; i < vocab; i++) z[size_t(i)] = logits[i] / params.temperature;
-
-  std::vector<int32_t> kept;  // candidate ids; all of the vocabulary when no filter is on
-  const bool top_k_on = params.top_k_on(vocab);
-  const bool top_p_on = params.top_p_on();
-  if (top_k_on || top_p_on) {
-    const float zmax = *std::max_element(z.begin(), z.end());
-    std::vector<double> p(static_cast<size_t>(vocab));  // [vocab] unnormalised probabilities
-    for (int i = 0; i < vocab; i++) p[size_t(i)] = std::exp(double(z[size_t(i)]) - zmax);
-    kept.resize(size_t(vocab));
-    std::iota(kept.begin(), kept.end(), 0);
-    auto before = [&](int32_t a, int32_t b) {
-      return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
-    };
-    size_t n = size_t(vocab);
-    if (top_k_on) {
-      n = size_t(params.top_k);
-      std::partial_sort(kept.begin(), kept.begin() + long(n), kept.end(), before);
-    } else {
-      std::sort(kept.begin(), kept.end(), before);
-    }
-    if (top_p_on) {
-      double mass = 0;
-      for (size_t j = 0; j < n; j++) mass += p[size_t(kept[j])];
-      double cum = 0;
-      size_t m = 0;
-      while (m < n) {
-        cum += p[size_t(kept[m])];
-        m++;
-        if (cum >= double(params.top_p) * mass) break;
-      }
-      n = m;
-    }
-    kept.resize(n);
-  }
+  const std::vector<float> z = scaled(logits, vocab, params.temperature);
+  const std::vector<int32_t> kept = kept_of(z, params);  // empty: every id is a candidate
 
   int32_t best = -1;
   float best_v = -INFINITY;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -19,5 +20,9 @@ namespace loom {
 
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& params,
                      uint32_t sample_index, uint64_t draw_index);
+
+// Steps 3-4's kept set in order (p descending, lower id first); empty when neither filter is on
+// or the temperature is 0 (every id is a candidate).
+std::vector<int32_t> sample_kept(const float* logits, int vocab, const SamplingParams& params);
 
 }  // namespace loom

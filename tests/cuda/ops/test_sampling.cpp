@@ -4,7 +4,9 @@
 // as the bf16 the lm_head GEMM writes; an inactive row writes -1.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backend/sampler.h"
@@ -105,6 +107,83 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
   int32_t got = 0;
   LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));
   CHECK(got == -1);
+}
+
+// The filter's kept set itself (the draw tests above see it only through the tokens, which a cut
+// one element off rarely changes): sample_kept's set, id for id, for top-p cuts over logit
+// spreads from 0.5 to 16 (the cut 3 to 10 units of z below zmax: top-p's z bins, their
+// catch-all bin, and where a boundary bin overflows the fallbacks), with top-k before it, and
+// top-k's listed ids.
+TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
+  const int vocab = 262145;
+  const float temperature = 0.9f;
+  struct Mode {
+    int top_k;
+    float top_p;
+  };
+  const std::vector<Mode> modes = {{0, 0.5f}, {0, 0.9f}, {0, 0.99f}, {1000, 0.9f}, {50, 1.0f}};
+  const std::vector<float> sigmas = {0.5f, 1.0f, 2.0f, 3.0f, 4.0f, 8.0f, 16.0f};
+  const int rows = int(modes.size() * sigmas.size());
+  auto key_of = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  };
+  for (const DType lt : {DType::F32, DType::BF16}) {
+    CAPTURE(dtype_name(lt));
+    std::mt19937_64 g(77);
+    std::vector<float> logits(size_t(rows) * vocab);
+    for (int r = 0; r < rows; r++) {
+      std::normal_distribution<float> nd(0.0f, sigmas[size_t(r) / modes.size()]);
+      for (int i = 0; i < vocab; i++) logits[size_t(r) * vocab + i] = nd(g);
+    }
+    if (lt == DType::BF16) logits = round_bf16(logits);
+    std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; r++) {
+      p[size_t(r)].temperature = temperature;
+      p[size_t(r)].top_k = modes[size_t(r) % modes.size()].top_k;
+      p[size_t(r)].top_p = modes[size_t(r) % modes.size()].top_p;
+      p[size_t(r)].active = 1;
+    }
+    DevBuf dl = upload(logits, lt), dp = upload_ints(p);
+    DevBuf ws(sample_workspace_bytes(rows)), tok(size_t(rows) * 4);
+    LOOM_KERNEL(sample_tokens(lt, dl.get(), rows, vocab, vocab, dp.as<SampleParamsDev>(), ws.get(),
+                              tok.as<int32_t>(), nullptr));
+    std::vector<SampleFilter> filters(static_cast<size_t>(rows));
+    std::vector<int32_t> lists(size_t(rows) * kSampleList);
+    const size_t lists_at = size_t(rows) * (sizeof(SampleFilter) + kSampleChunks * 8);
+    LOOM_CUDA_CHECK(cudaMemcpy(filters.data(), ws.get(), filters.size() * sizeof(SampleFilter),
+                               cudaMemcpyDeviceToHost));
+    LOOM_CUDA_CHECK(cudaMemcpy(lists.data(), static_cast<char*>(ws.get()) + lists_at,
+                               lists.size() * 4, cudaMemcpyDeviceToHost));
+    for (int r = 0; r < rows; r++) {
+      CAPTURE(sigmas[size_t(r) / modes.size()]);
+      CAPTURE(p[size_t(r)].top_k);
+      CAPTURE(p[size_t(r)].top_p);
+      const float* row = logits.data() + size_t(r) * vocab;
+      SamplingParams sp;
+      sp.temperature = temperature;
+      sp.top_k = p[size_t(r)].top_k;
+      sp.top_p = p[size_t(r)].top_p;
+      std::vector<int32_t> want = sample_kept(row, vocab, sp);
+      REQUIRE(!want.empty());
+      const SampleFilter f = filters[size_t(r)];
+      std::vector<int32_t> got;
+      if (f.listed > 0) {
+        got.assign(lists.begin() + long(r) * kSampleList,
+                   lists.begin() + long(r) * kSampleList + f.listed);
+      } else {
+        for (int i = 0; i < vocab; i++) {
+          const uint32_t k = key_of(row[i] / temperature);
+          if (k > f.thr || (k == f.thr && i <= f.id_cut)) got.push_back(i);
+        }
+      }
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      CHECK(got.size() == want.size());
+      CHECK(got == want);
+    }
+  }
 }
 
 // The draw computes the exact fp64 noise only for logits whose float estimate is near the
