@@ -10,6 +10,7 @@
 
 #include <climits>
 
+#include "core/top_p_weight.h"
 #include "kernels/common.cuh"
 #include "kernels/sampling.cuh"
 
@@ -45,35 +46,38 @@ __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int
   return key > thr || (key == thr && i <= id_cut);
 }
 
-__device__ __forceinline__ double warp_sum_d(double v) {
+// A select's weights and their sums: counts, or top-p's fixed-point masses (core/top_p_weight.h),
+// integers either way, so every sum is exact in any order.
+using Mass = unsigned long long;
+
+__device__ __forceinline__ Mass warp_sum(Mass v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-__device__ double block_sum_d(double v, double* scratch) {
+__device__ Mass block_sum(Mass v, Mass* scratch) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum_d(v);
+  v = warp_sum(v);
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  double t = lane < int(blockDim.x >> 5) ? scratch[lane] : 0.0;
-  return warp_sum_d(t);
+  return warp_sum(lane < int(blockDim.x >> 5) ? scratch[lane] : 0u);
 }
 
-// Inclusive prefix sum over the block (thread order); scratch holds 32 doubles.
-__device__ double block_scan_d(double v, double* scratch, double* total) {
+// Inclusive prefix sum over the block (thread order); scratch holds 32 words.
+__device__ Mass block_scan(Mass v, Mass* scratch, Mass* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  double x = v;
+  Mass x = v;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const double y = __shfl_up_sync(0xffffffffu, x, o);
+    const Mass y = __shfl_up_sync(0xffffffffu, x, o);
     if (lane >= o) x += y;
   }
   __syncthreads();
   if (lane == 31) scratch[warp] = x;
   __syncthreads();
-  double before = 0.0, all = 0.0;
+  Mass before = 0u, all = 0u;
   for (int w = 0; w < int(blockDim.x >> 5); w++) {
     if (w < warp) before += scratch[w];
     all += scratch[w];
@@ -82,12 +86,25 @@ __device__ double block_scan_d(double v, double* scratch, double* total) {
   return before + x;
 }
 
-// Weight of element i in a select: 1 (count) or its unnormalised probability (mass).
+// core/top_p_weight.h's tables, copied by the filter into BinSmem::top_p_tables (a warp's lanes
+// index them apart, which constant memory would serialise).
+__constant__ uint32_t kTopPTablesDev[128] = {LOOM_TOP_P_COARSE, LOOM_TOP_P_FINE};
+
+// Weight of element i in a select: 1 (count) or top-p's fixed-point mass relative to zmax
+// (tables: BinSmem::top_p_tables).
 struct SelectWeight {
   bool mass;
   float zmax;
-  __device__ double operator()(float z) const { return mass ? exp(double(z) - double(zmax)) : 1.0; }
+  const uint32_t* tables;
+  __device__ Mass operator()(float z) const {
+    return mass ? top_p_weight_of(top_p_quantum(z, zmax), tables, tables + 64) : 1u;
+  }
 };
+
+// The least total weight top-p's kept prefix reaches (at least its first element's).
+__device__ __forceinline__ Mass mass_target(float top_p, Mass total) {
+  return max(Mass(top_p_target(top_p, total)), Mass(1));
+}
 
 // f(i, x) for every logit x = logits[i] of the row, in no particular order. The row streams
 // through shared memory by cp.async: thread t copies 16-byte chunks t, t + blockDim.x, ... of it
@@ -142,18 +159,18 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
 // d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
 // slot = (d << spread) + lane % 2^spread. With spread 5 each lane has its own slot of a bin, with
 // 4 two lanes share one (fold_lanes sums them): the top digits of real logits fall into a few bins,
-// and a warp's lanes adding to one shared address serialise, fp64 ones as compare-and-swap loops.
+// and a warp's lanes adding to one shared address serialise.
 // The digit's bin `skip` (a catch-all that would take most of a wide row's elements) stays out of
 // shared memory: the thread counts and weighs its elements itself. Returns the thread's sums.
 struct DigitSums {
-  double mass = 0.0;       // weights of every element with a digit (0 for counts)
-  double skip_mass = 0.0;  // of those in bin `skip`
+  Mass mass = 0u;       // weights of every element with a digit (0 for counts)
+  Mass skip_mass = 0u;  // of those in bin `skip`
   uint32_t skip_count = 0u;
 };
 template <class T, class Digit>
 __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperature,
                                      SelectWeight wfn, uint32_t thr0, int cut0, Digit digit,
-                                     int skip, int spread, uint32_t* counts, double* mass,
+                                     int skip, int spread, uint32_t* counts, Mass* mass,
                                      uint4* ring) {
   const int lane = int(threadIdx.x & ((1u << spread) - 1u));
   DigitSums s;
@@ -163,7 +180,7 @@ __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperatu
     const uint32_t key = float_key(z);
     const int d = in_filter(key, i, thr0, cut0) ? digit(key, z) : -1;
     if (d < 0) return;
-    const double w = wfn.mass ? wfn(z) : 0.0;
+    const Mass w = wfn.mass ? wfn(z) : 0u;
     s.mass += w;
     if (d == skip) {
       s.skip_count++;
@@ -195,7 +212,7 @@ struct KeyDigit {
 // ~5 units below zmax at sigma 1, ~8 (up to ~10 in some rows) at sigma 2-4; an 8-unit window
 // sent those rows to bin 0 and the full bin_select. Bin 0 is digit_histogram's skipped bin: a
 // wide row (sigma 4: ~70% of it more than 16 units below zmax) would otherwise have every
-// warp's lanes contend for its slots in fp64 compare-and-swap loops.
+// warp's lanes contend for its slots.
 constexpr int kZBins = 512, kZSpread = 4;  // 512 bins x 16 lane slots: the lanes' 8,192 slots
 struct ZDigit {
   float zmax;
@@ -209,31 +226,32 @@ constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's
 constexpr int kLaneBins = 256;                          // bins of an 8-bit digit
 struct BinSmem {  // dynamic shared memory of sample_filter_kernel
   uint32_t count[kBins];
-  double mass[kBins];
-  double incl[kFilterThreads];  // inclusive prefix sums, thread order
+  Mass mass[kBins];
+  Mass incl[kFilterThreads];  // inclusive prefix sums, thread order
   union {
     unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
     struct {                            // an 8-bit digit's histogram, a slot a lane (spread 5)
       uint32_t count[kLaneBins * 32];
-      double mass[kLaneBins * 32];
+      Mass mass[kLaneBins * 32];
     } lanes;
   };
   uint4 ring[kRing * kFilterThreads];  // for_each_logit's chunks, kRing slots a thread
+  uint32_t top_p_tables[128];          // kTopPTablesDev
 };
 
 __device__ void zero_lanes(BinSmem& sm) {
   for (int j = threadIdx.x; j < kLaneBins * 32; j += blockDim.x)
-    sm.lanes.count[j] = 0u, sm.lanes.mass[j] = 0.0;
+    sm.lanes.count[j] = 0u, sm.lanes.mass[j] = 0u;
 }
 
 // count[b], mass[b] for b < kLaneBins << (5 - spread): the sums of bin b's 2^spread lane slots,
 // in lane order from a rotated start (bin b starts at slot b % 2^spread: no bank conflicts; a
 // fixed order a bin).
-__device__ void fold_lanes(BinSmem& sm, uint32_t* count, double* mass, int spread = 5) {
+__device__ void fold_lanes(BinSmem& sm, uint32_t* count, Mass* mass, int spread = 5) {
   const int lanes = 1 << spread;
   for (int b = threadIdx.x; b < kLaneBins << (5 - spread); b += blockDim.x) {
     uint32_t c = 0u;
-    double m = 0.0;
+    Mass m = 0u;
     for (int j = 0; j < lanes; j++) {
       const int slot = b * lanes + ((b + j) & (lanes - 1));
       c += sm.lanes.count[slot];
@@ -249,13 +267,13 @@ __device__ void fold_lanes(BinSmem& sm, uint32_t* count, double* mass, int sprea
 // id asc) first reaches target. z = logit / temperature, as the CPU computes it.
 template <class T>
 __device__ void radix_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                             uint32_t thr0, int cut0, double target, uint32_t* out_thr,
-                             int* out_cut, double* scratch, BinSmem& sm) {
+                             uint32_t thr0, int cut0, Mass target, uint32_t* out_thr, int* out_cut,
+                             Mass* scratch, BinSmem& sm) {
   __shared__ uint32_t prefix_s;
-  __shared__ double above_s, tie_w_s;
+  __shared__ Mass above_s, tie_w_s;
   __shared__ int cut_s;
   uint32_t prefix = 0;
-  double above = 0.0;
+  Mass above = 0u;
   for (int shift = 24; shift >= 0; shift -= 8) {
     zero_lanes(sm);
     __syncthreads();
@@ -267,8 +285,8 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     fold_lanes(sm, sm.count, sm.mass);
     __syncthreads();
     if (threadIdx.x == 0) {
-      auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
-      double cum = above;
+      auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : Mass(sm.count[b]); };
+      Mass cum = above;
       int chosen = 0;
       for (int b = kLaneBins - 1; b >= 0; b--) {
         if (cum + weight(b) >= target) {
@@ -288,14 +306,14 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
   const uint32_t v = prefix;
   int cut = INT_MAX;
   // Ties at v: with one tie, or a count select whose ties all fit, every tie is kept.
-  const bool scan = wfn.mass ? true : (above + tie_w_s > target + 0.5);
+  const bool scan = wfn.mass ? true : (above + tie_w_s > target);
   if (scan) {
     if (threadIdx.x == 0) cut_s = INT_MAX;
     __syncthreads();
-    double cum = above;
+    Mass cum = above;
     for (int base = 0; base < vocab; base += blockDim.x) {
       const int i = base + threadIdx.x;
-      double w = 0.0;
+      Mass w = 0u;
       bool tie = false;
       if (i < vocab) {
         const float z = logit_at(logits, i) / temperature;
@@ -305,8 +323,8 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
           w = wfn(z);
         }
       }
-      double total;
-      const double inc = block_scan_d(w, scratch, &total);
+      Mass total;
+      const Mass inc = block_scan(w, scratch, &total);
       // The first tie (in id order) at which the running weight reaches the target.
       if (tie && cum + inc >= target) atomicMin(&cut_s, i);
       __syncthreads();
@@ -327,18 +345,17 @@ __device__ __forceinline__ float key_float(uint32_t key) {  // float_key's inver
 
 // Thread t holds w (the weight of its bins, or candidates, in order); returns the first thread
 // whose inclusive sum reaches target (kFilterThreads if none) and its exclusive sum.
-__device__ int first_reaching(double w, double target, double* scratch, BinSmem& sm,
-                              double* before) {
+__device__ int first_reaching(Mass w, Mass target, Mass* scratch, BinSmem& sm, Mass* before) {
   __shared__ int first_s;
-  double total;
-  const double inc = block_scan_d(w, scratch, &total);
+  Mass total;
+  const Mass inc = block_scan(w, scratch, &total);
   sm.incl[threadIdx.x] = inc;
   if (threadIdx.x == 0) first_s = kFilterThreads;
   __syncthreads();
   if (inc >= target) atomicMin(&first_s, int(threadIdx.x));
   __syncthreads();
   const int f = first_s;
-  *before = f > 0 && f < kFilterThreads ? sm.incl[f - 1] : 0.0;
+  *before = f > 0 && f < kFilterThreads ? sm.incl[f - 1] : 0u;
   __syncthreads();
   return f;
 }
@@ -346,9 +363,9 @@ __device__ int first_reaching(double w, double target, double* scratch, BinSmem&
 // The bin (of kBins, from the top) at which the weight summed from the top first reaches target,
 // and *above, the weight of the bins above it; -1 when the total stays short of target.
 template <class W>
-__device__ int boundary_bin(W weight, double target, double* scratch, BinSmem& sm, double* above) {
+__device__ int boundary_bin(W weight, Mass target, Mass* scratch, BinSmem& sm, Mass* above) {
   const int top = kBins - 1 - kBinsPerThread * int(threadIdx.x);  // kBinsPerThread a thread
-  double w = 0.0;
+  Mass w = 0u;
   for (int b = top; b > top - kBinsPerThread; b--) w += weight(b);
   const int f = first_reaching(w, target, scratch, sm, above);
   if (f == kFilterThreads) return -1;
@@ -467,7 +484,7 @@ __device__ int keep_top_k(BinSmem& sm, int n, int k) {
 constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = kSampleList;
 template <class T>
 __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int k,
-                              uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
+                              uint32_t* out_thr, int* out_cut, Mass* scratch, BinSmem& sm) {
   __shared__ unsigned n_cand_s, n_bin_s;
   __shared__ uint32_t thr_s;
   constexpr int kPer = kSampleKeys / kFilterThreads;  // samples a thread
@@ -492,10 +509,9 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
   // edge alone overshot: a boundary bin holds up to ~1,500 logits at k = 1,000, and 2 of the 256
   // sigma-4 rows of cuda_bench passed more than kBinCand.
   const double share = double(k) * kSampleKeys / vocab;
-  const double want = fmax(ceil(2.0 * share), ceil(share + 2.5 * sqrt(share)) + 8.0);
-  double above;
-  const int bin =
-      boundary_bin([&](int b) { return double(sm.count[b]); }, want, scratch, sm, &above);
+  const Mass want = Mass(fmax(ceil(2.0 * share), ceil(share + 2.5 * sqrt(share)) + 8.0));
+  Mass above;
+  const int bin = boundary_bin([&](int b) { return Mass(sm.count[b]); }, want, scratch, sm, &above);
   constexpr int kBinRank = 256;
   const int in_bin = bin >= 0 ? int(sm.count[bin]) : 0;
   if (threadIdx.x == 0) thr_s = uint32_t(max(bin, 0)) << 20;
@@ -537,32 +553,28 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
   return true;
 }
 
-// Top-p over the top-k set sm.cand[0, k) sorted (key desc, id asc): the CPU's weights (one fp64
-// exp each, computed in parallel into sm.mass) summed by one thread in the CPU's order (k <=
-// kSampledTopK; a thread computing the 2 k exps itself took ~240 us a row at k = 1,000). The
-// CPU's running sum passes through exactly the partial sums of its total, so one sequential pass
-// writes them in place (sm.mass[j] = weights 0..j summed in order) and the cut, the first partial
-// sum reaching top_p times the last, is found in parallel (partial sums never decrease; a NaN
-// one stays NaN and reaches nothing, as in the CPU's loop). Returns the cut's (key, id) and the
-// kept count.
-__device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_thr, int* out_cut) {
-  __shared__ int m_s;
-  auto z = [&](int j) { return double(key_float(cand_key(sm.cand[j]))); };
-  const double zmax = z(0);
-  for (int j = threadIdx.x; j < k; j += blockDim.x) sm.mass[j] = exp(z(j) - zmax);
-  __syncthreads();
+// Top-p over the top-k set sm.cand[0, k) sorted (key desc, id asc), k <= kFilterThreads: thread
+// j weighs candidate j, one block scan gives every prefix's mass, and the kept prefix ends at the
+// first reaching mass_target of the total; all weights 0 (an infinite zmax) keep the first. zmax
+// is the first candidate that is not NaN (a NaN's key sorts at the top; the CPU's zmax skips
+// NaN, and the k largest hold the largest number). Returns the kept count; the cut's (key, id).
+__device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, Mass* scratch, uint32_t* out_thr,
+                               int* out_cut) {
+  __shared__ float zmax_s;
+  auto z = [&](int j) { return key_float(cand_key(sm.cand[j])); };
   if (threadIdx.x == 0) {
-    m_s = k;  // no partial sum reaches the target: all k kept
-    double cum = 0.0;
-#pragma unroll 8
-    for (int j = 0; j < k; j++) sm.mass[j] = cum += sm.mass[j];
+    int j = 0;
+    while (j < k - 1 && isnan(z(j))) j++;
+    zmax_s = z(j);
   }
   __syncthreads();
-  const double target = double(top_p) * sm.mass[k - 1];
-  for (int j = threadIdx.x; j < k; j += blockDim.x)
-    if (sm.mass[j] >= target && (j == 0 || !(sm.mass[j - 1] >= target))) m_s = j + 1;
-  __syncthreads();
-  const int m = m_s;
+  const SelectWeight mass{true, zmax_s, sm.top_p_tables};
+  const int j = int(threadIdx.x);
+  const Mass w = j < k ? mass(z(j)) : 0u;
+  const Mass total = block_sum(w, scratch);
+  Mass before;
+  const int f = first_reaching(w, total ? mass_target(top_p, total) : ~0ull, scratch, sm, &before);
+  const int m = f < k ? f + 1 : 1;
   cut_at(sm.cand[m - 1], out_thr, out_cut);
   __syncthreads();
   return m;
@@ -573,8 +585,8 @@ __device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, uint32_t* out_th
 // the cut exactly as radix_select's ordered scan does.
 template <class T, class InBin>
 __device__ void cut_in_bin(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                           uint32_t thr0, int cut0, int n, double need, InBin in_bin,
-                           uint32_t* out_thr, int* out_cut, double* scratch, BinSmem& sm) {
+                           uint32_t thr0, int cut0, int n, Mass need, InBin in_bin,
+                           uint32_t* out_thr, int* out_cut, Mass* scratch, BinSmem& sm) {
   __shared__ unsigned n_cand_s;
   if (threadIdx.x == 0) n_cand_s = 0u;
   __syncthreads();
@@ -587,17 +599,17 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
   sort_cand(sm, n);
   // Thread t takes candidates [t * per, (t + 1) * per) in order.
   const int per = (n + kFilterThreads - 1) / kFilterThreads;
-  auto cand_w = [&](int j) {
-    if (j >= n) return 0.0;
-    return wfn.mass ? wfn(key_float(cand_key(sm.cand[j]))) : 1.0;
+  auto cand_w = [&](int j) -> Mass {
+    if (j >= n) return 0u;
+    return wfn.mass ? wfn(key_float(cand_key(sm.cand[j]))) : 1u;
   };
-  double mine = 0.0, before;
+  Mass mine = 0u, before;
   for (int j = int(threadIdx.x) * per; j < (int(threadIdx.x) + 1) * per; j++) mine += cand_w(j);
   const int g = first_reaching(mine, need, scratch, sm, &before);
-  int cut_j = n - 1;  // rounding short of the target: the whole bin
+  int cut_j = n - 1;  // (the bin's weight reaches need: never taken)
   if (g < kFilterThreads) {
     cut_j = min(n, (g + 1) * per) - 1;
-    double cum = before;
+    Mass cum = before;
     for (int j = g * per; j < (g + 1) * per && j < n; j++) {
       cum += cand_w(j);
       if (cum >= need) {
@@ -610,14 +622,14 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
   __syncthreads();
 }
 
-// Top-p's select by ZDigit: one histogram pass (lane slots, fp64 masses), the boundary bin's
-// cut by cut_in_bin. Returns false, having changed nothing the caller reads, where the weights
-// are not finite or the boundary bin holds more than kBinCand elements (bin_select then).
+// Top-p's select by ZDigit: one histogram pass (lane slots, integer masses), the boundary bin's
+// cut by cut_in_bin. Returns false, having changed nothing the caller reads, where every weight
+// is 0 or the boundary bin holds more than kBinCand elements (bin_select then).
 template <class T>
 __device__ bool z_bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                             uint32_t thr0, int cut0, float frac, uint32_t* out_thr, int* out_cut,
-                             double* scratch, BinSmem& sm) {
-  for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
+                             uint32_t thr0, int cut0, float top_p, uint32_t* out_thr, int* out_cut,
+                             Mass* scratch, BinSmem& sm) {
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0u;
   zero_lanes(sm);
   __syncthreads();
   const ZDigit digit{wfn.zmax};
@@ -626,13 +638,13 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
                                       kZSpread, sm.lanes.count, sm.lanes.mass, sm.ring);
   __syncthreads();
   fold_lanes(sm, sm.count, sm.mass, kZSpread);
-  const double m = block_sum_d(s.mass, scratch), skip_mass = block_sum_d(s.skip_mass, scratch),
-               skip_count = block_sum_d(double(s.skip_count), scratch);
-  if (threadIdx.x == 0) sm.count[0] = uint32_t(skip_count), sm.mass[0] = skip_mass;
-  if (!isfinite(m)) return false;
-  const double target = double(frac) * m;
+  const Mass m = block_sum(s.mass, scratch), skip_mass = block_sum(s.skip_mass, scratch);
+  const uint32_t skip_count = uint32_t(block_sum(s.skip_count, scratch));
+  if (threadIdx.x == 0) sm.count[0] = skip_count, sm.mass[0] = skip_mass;
+  if (m == 0u) return false;
+  const Mass target = mass_target(top_p, m);
   __syncthreads();
-  double above;
+  Mass above;
   const int bin = boundary_bin([&](int b) { return sm.mass[b]; }, target, scratch, sm, &above);
   const int n = bin >= 0 ? int(sm.count[bin]) : 0;
   __syncthreads();
@@ -645,48 +657,48 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
 
 // The filter's select in a few passes over the row (radix_select takes up to six, each weighing
 // every element again): histograms of the keys' top 8 bits, then of the boundary bin's next 12
-// and 12, each with the count and (mass) the fp64 weight of the elements in it; as soon as the
+// and 12, each with the count and (mass) the weight of the elements in it; as soon as the
 // boundary bin holds at most kBinCand elements, cut_in_bin. A mass is computed once for every
 // filtered element (the first pass) and again only for those in a boundary bin. Returns false
-// (the caller runs radix_select) when the ties at one key outnumber kBinCand or the weights are
-// not finite.
+// (the caller runs radix_select) when the ties at one key outnumber kBinCand or every weight is
+// 0. A mass select's target comes from the first pass's total (top_p); a count's is given.
 template <class T>
 __device__ bool bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                           uint32_t thr0, int cut0, double target, float frac, uint32_t* out_thr,
-                           int* out_cut, double* scratch, BinSmem& sm) {
+                           uint32_t thr0, int cut0, Mass target, float top_p, uint32_t* out_thr,
+                           int* out_cut, Mass* scratch, BinSmem& sm) {
   uint32_t prefix = 0u;
-  double above = 0.0;
+  Mass above = 0u;
   const int shifts[3] = {24, 12, 0};  // digits of 8, 12 and 12 bits
   for (int level = 0; level < 3; level++) {
     const int shift = shifts[level];
     const uint32_t high_mask = level == 0 ? 0u : 0xffffffffu << shifts[level - 1];
     const uint32_t bin_mask = (level == 0 ? 0xffffffffu : ~high_mask) >> shift;
-    for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0.0;
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0u;
     if (level == 0) zero_lanes(sm);
     __syncthreads();
     // The first digit's 256 bins through lane slots; the next digits' elements are spread over
     // 4,096 bins, so they add to the bins directly.
     const KeyDigit digit{high_mask, prefix, bin_mask, shift};
-    double m = level == 0 ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1,
-                                            5, sm.lanes.count, sm.lanes.mass, sm.ring)
-                                .mass
-                          : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1,
-                                            0, sm.count, sm.mass, sm.ring)
-                                .mass;
+    Mass m = level == 0 ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, 5,
+                                          sm.lanes.count, sm.lanes.mass, sm.ring)
+                              .mass
+                        : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, 0,
+                                          sm.count, sm.mass, sm.ring)
+                              .mass;
     if (level == 0) {
       __syncthreads();
       fold_lanes(sm, sm.count, sm.mass);
     }
     if (level == 0 && wfn.mass) {
-      m = block_sum_d(m, scratch);
-      if (!isfinite(m)) return false;
-      target = double(frac) * m;
+      m = block_sum(m, scratch);
+      if (m == 0u) return false;
+      target = mass_target(top_p, m);
     }
     __syncthreads();
-    auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : double(sm.count[b]); };
-    double before;
+    auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : Mass(sm.count[b]); };
+    Mass before;
     const int bin = boundary_bin(weight, target - above, scratch, sm, &before);
-    if (bin < 0) return false;  // rounding left the total short of the target
+    if (bin < 0) return false;  // (the total reaches the target: never taken)
     above += before;
     prefix |= uint32_t(bin) << shift;
     const unsigned n = sm.count[bin];

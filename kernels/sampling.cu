@@ -21,7 +21,7 @@ template <class T>
 __global__ void __launch_bounds__(kFilterThreads)
     sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
                          SampleFilter* filters, int32_t* lists) {
-  __shared__ double scratch[32];
+  __shared__ Mass scratch[32];
   __shared__ float fscratch[32];
   extern __shared__ __align__(16) unsigned char filter_smem[];
   BinSmem& sm = *reinterpret_cast<BinSmem*>(filter_smem);
@@ -35,13 +35,15 @@ __global__ void __launch_bounds__(kFilterThreads)
     if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, 0, 0};
     return;
   }
+  for (int j = threadIdx.x; j < 128; j += blockDim.x) sm.top_p_tables[j] = kTopPTablesDev[j];
   const T* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
   uint32_t thr = 0u;
   int cut = INT_MAX;
   if (top_k_on && p.top_k <= kSampledTopK && vocab >= 16 * kSampleKeys &&
       sampled_top_k(lg, vocab, t, p.top_k, &thr, &cut, scratch, sm)) {
-    const int kept = top_p_on ? top_p_of_sorted(sm, p.top_k, p.top_p, &thr, &cut) : p.top_k;
+    const int kept =
+        top_p_on ? top_p_of_sorted(sm, p.top_k, p.top_p, scratch, &thr, &cut) : p.top_k;
     for (int j = threadIdx.x; j < kept; j += blockDim.x)  // the draw reads these, not the row
       lists[size_t(row) * kSampleList + j] = cand_id(sm.cand[j]);
     if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, kept, 0};
@@ -60,23 +62,28 @@ __global__ void __launch_bounds__(kFilterThreads)
     __syncthreads();
     zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY) / t;
   }
-  const SelectWeight count{false, zmax};
-  if (top_k_on &&
-      !bin_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), 0.0f, &thr, &cut, scratch, sm))
-    radix_select(lg, vocab, t, count, 0u, INT_MAX, double(p.top_k), &thr, &cut, scratch, sm);
+  const SelectWeight count{false, zmax, sm.top_p_tables};
+  const Mass k = Mass(p.top_k);
+  if (top_k_on && !bin_select(lg, vocab, t, count, 0u, INT_MAX, k, 1.0f, &thr, &cut, scratch, sm))
+    radix_select(lg, vocab, t, count, 0u, INT_MAX, k, &thr, &cut, scratch, sm);
   if (top_p_on) {
-    const SelectWeight mass{true, zmax};
+    const SelectWeight mass{true, zmax, sm.top_p_tables};
     uint32_t thr2;
     int cut2;
     if (!z_bin_select(lg, vocab, t, mass, thr, cut, p.top_p, &thr2, &cut2, scratch, sm) &&
-        !bin_select(lg, vocab, t, mass, thr, cut, 0.0, p.top_p, &thr2, &cut2, scratch, sm)) {
-      double m = 0.0;
+        !bin_select(lg, vocab, t, mass, thr, cut, 0u, p.top_p, &thr2, &cut2, scratch, sm)) {
+      Mass m = 0u;
       for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
         const float z = logit_at(lg, i) / t;
         if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
       }
-      m = block_sum_d(m, scratch);
-      radix_select(lg, vocab, t, mass, thr, cut, double(p.top_p) * m, &thr2, &cut2, scratch, sm);
+      m = block_sum(m, scratch);
+      // Every kept weight 0 (an infinite zmax, or the top-k set all NaN): the first in order.
+      if (m == 0u)
+        radix_select(lg, vocab, t, count, thr, cut, 1u, &thr2, &cut2, scratch, sm);
+      else
+        radix_select(lg, vocab, t, mass, thr, cut, mass_target(p.top_p, m), &thr2, &cut2, scratch,
+                     sm);
     }
     thr = thr2;
     cut = cut2;

@@ -8,9 +8,9 @@ from the same logits must pick the same tokens. Every step copies the C++ arithm
     sample); word token % 4 of the output is token's (draw stream 2: one call for four tokens);
     u = (float32(r >> 9) + 0.5f) * 2^-23 in float32, exact (vectorised over the vocabulary).
   * z = float32(logits) / float32(temperature) in float32.
-  * top-k / top-p on p = exp(double(z) - double(zmax)) (float64), ordered by (p desc, id asc);
-    the top-p mass and the running sum are the same sequential float64 sums as the C++ loop;
-    exp is libm's (math.exp), the function std::exp calls.
+  * top-k / top-p ordered by (z desc by the device's key, id asc); the top-p masses are the
+    integer weights of lib/core/top_p_weight.h (fp32 u, its tables, read from the header),
+    summed exactly ("top-p mass 2").
   * v = z + float32(-log(-log(double(u)))) in float32: the noise is computed in float64 with
     libm's log (math.log, what the C++ log(double) calls) and rounded once to float32, so
     implementations whose logs differ in the last bit agree on all but ~2^-29 of draws.
@@ -75,9 +75,43 @@ def gumbel_noise(u):
                        dtype=np.float64, count=np.size(u)).astype(np.float32)
 
 
-def _libm_exp(x):
-    """std::exp(double) element by element (Python's math.exp is the same libm exp)."""
-    return np.fromiter((math.exp(v) for v in x.tolist()), dtype=np.float64, count=x.size)
+def _order_key(z):
+    """The device's float key: order-preserving uint32 bits of float32 z (+0 above -0)."""
+    u = np.asarray(z, dtype=np.float32).view(np.uint32)
+    return np.where(u & np.uint32(0x80000000), ~u, u | np.uint32(0x80000000)).astype(np.uint32)
+
+
+def _top_p_tables():
+    """lib/core/top_p_weight.h's LOOM_TOP_P_COARSE and LOOM_TOP_P_FINE, read from the header."""
+    import os
+    import re
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib", "core",
+                          "top_p_weight.h")
+    text = open(header).read()
+    tables = []
+    for name in ("LOOM_TOP_P_COARSE", "LOOM_TOP_P_FINE"):
+        body = re.search(r"#define " + name + r"((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+        tables.append(np.array([int(v) for v in re.findall(r"(\d+)u", body)], dtype=np.uint64))
+    return tables
+
+
+_TOP_P_COARSE, _TOP_P_FINE = _top_p_tables()
+
+
+def top_p_weights(z, zmax):
+    """core/top_p_weight.h's integer weights (uint64), vectorised: fp32 u, q, the tables."""
+    u = (np.float32(zmax) - np.asarray(z, dtype=np.float32)) * np.float32(1.44269504088896341)
+    live = u < np.float32(40.0)  # False for NaN
+    q = np.where(live, u * np.float32(4096.0), 0).astype(np.uint64)
+    f = (_TOP_P_COARSE[(q >> np.uint64(6)) & np.uint64(63)] * _TOP_P_FINE[q & np.uint64(63)]) \
+        >> np.uint64(31)
+    return np.where(live, (f << np.uint64(9)) >> (q >> np.uint64(12)), np.uint64(0))
+
+
+def top_p_target(top_p, total):
+    """ceil(P total / 2^40), P = floor(p 2^40): the kept prefix's least mass."""
+    big_p = int(float(np.float32(top_p)) * 2.0 ** 40)
+    return (big_p * int(total) + (1 << 40) - 1) >> 40
 
 
 def kept_ids(z, top_k, top_p):
@@ -88,16 +122,15 @@ def kept_ids(z, top_k, top_p):
     top_p_on = top_p32 < np.float32(1.0)
     if not (top_k_on or top_p_on):
         return None
-    zmax = float(z.max())
-    p = _libm_exp(z.astype(np.float64) - zmax)  # [vocab] unnormalised probabilities
     ids = np.arange(vocab)
-    order = np.lexsort((ids, -p))  # p descending, then lower id first
+    order = np.lexsort((ids, -_order_key(z).astype(np.int64)))  # z descending, lower id first
     n = top_k if top_k_on else vocab
     if top_p_on:
-        cum = np.cumsum(p[order[:n]])  # sequential float64 sums, as the C++ loop adds
-        mass = cum[-1]
-        reached = np.flatnonzero(cum >= float(top_p32) * mass)
-        n = int(reached[0]) + 1 if reached.size else n
+        zmax = np.float32(np.nanmax(z)) if not np.all(np.isnan(z)) else np.float32(-np.inf)
+        w = top_p_weights(z[order[:n]], zmax)
+        cum = np.cumsum(w, dtype=np.uint64)  # exact: below 2^64 for vocabularies under 2^24
+        reached = np.flatnonzero(cum >= np.uint64(top_p_target(top_p32, cum[-1])))
+        n = int(reached[0]) + 1
     return order[:n]
 
 

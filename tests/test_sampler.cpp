@@ -8,6 +8,7 @@
 
 #include "backend/sampler.h"
 #include "core/philox.h"
+#include "core/top_p_weight.h"
 
 using namespace loom;
 
@@ -157,6 +158,23 @@ TEST_CASE("top-p keeps the shortest prefix reaching the mass, ties broken by id"
   std::set<int> seen;
   for (int i = 0; i < 2000; i++) seen.insert(sample_token(flat.data(), 4, sp, 0, uint64_t(i)));
   CHECK(seen == std::set<int>{0, 1});
+}
+
+TEST_CASE("top-p weights: the fixed-point definition's known answers") {
+  // 2^40 · 2^-u, u = (zmax - z) · log2(e) in fp32 rounded down to 1/4096 (core/top_p_weight.h);
+  // the values are scripts/loom_sampler.py's, which reads the same tables.
+  CHECK(top_p_weight(2.0f, 2.0f) == (uint64_t(1) << 40));
+  CHECK(top_p_weight(1.9f, 2.0f) == 995035492864ull);
+  CHECK(top_p_weight(0.1f, 2.0f) == 164469966336ull);
+  CHECK(top_p_weight(2.0f - 27.0f, 2.0f) > 0u);   // u = 38.95: the smallest weights
+  CHECK(top_p_weight(2.0f - 27.8f, 2.0f) == 0u);  // u >= 40
+  CHECK(top_p_weight(std::nanf(""), 2.0f) == 0u);
+  CHECK(top_p_weight(INFINITY, INFINITY) == 0u);  // inf - inf: NaN
+  // ceil(floor(p 2^40) M / 2^40): 0.9f is 0.89999997615814208984375.
+  CHECK(top_p_target(0.9f, 3) == 3u);
+  CHECK(top_p_target(0.5f, 100) == 50u);
+  CHECK(top_p_target(0.95f, 0xffffffffffffull) == 267401224519680ull);
+  CHECK(top_p_target(0.5f, 0) == 0u);
 }
 
 TEST_CASE("sample_kept lists the kept set in order, empty when every id is a candidate") {

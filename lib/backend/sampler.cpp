@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "core/philox.h"
+#include "core/top_p_weight.h"
 
 namespace loom {
 
@@ -23,18 +25,25 @@ static std::vector<float> scaled(const float* logits, int vocab, float temperatu
   return z;
 }
 
+// The order of the kept prefix: z descending by its order-preserving bits (the device's key:
+// +0 above -0, a NaN by its sign bit above or below every number), lower id first.
+static uint32_t order_key(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
 static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingParams& params) {
   const int vocab = int(z.size());
   const bool top_k_on = params.top_k_on(vocab);
   const bool top_p_on = params.top_p_on();
   if (!top_k_on && !top_p_on) return {};
-  const float zmax = *std::max_element(z.begin(), z.end());
-  std::vector<double> p(static_cast<size_t>(vocab));  // [vocab] unnormalised probabilities
-  for (int i = 0; i < vocab; i++) p[size_t(i)] = std::exp(double(z[size_t(i)]) - zmax);
+  std::vector<uint32_t> key(static_cast<size_t>(vocab));  // [vocab]
+  for (int i = 0; i < vocab; i++) key[size_t(i)] = order_key(z[size_t(i)]);
   std::vector<int32_t> kept(static_cast<size_t>(vocab));
   std::iota(kept.begin(), kept.end(), 0);
   auto before = [&](int32_t a, int32_t b) {
-    return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
+    return key[size_t(a)] > key[size_t(b)] || (key[size_t(a)] == key[size_t(b)] && a < b);
   };
   size_t n = size_t(vocab);
   if (top_k_on) {
@@ -43,15 +52,18 @@ static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingP
   } else {
     std::sort(kept.begin(), kept.end(), before);
   }
-  if (top_p_on) {
-    double mass = 0;
-    for (size_t j = 0; j < n; j++) mass += p[size_t(kept[j])];
-    double cum = 0;
+  if (top_p_on) {  // masses in fixed point (core/top_p_weight.h), exact in any order
+    float zmax = -INFINITY;
+    for (float v : z) zmax = std::fmax(zmax, v);
+    uint64_t mass = 0;
+    for (size_t j = 0; j < n; j++) mass += top_p_weight(z[size_t(kept[j])], zmax);
+    const uint64_t target = top_p_target(params.top_p, mass);
+    uint64_t cum = 0;
     size_t m = 0;
     while (m < n) {
-      cum += p[size_t(kept[m])];
+      cum += top_p_weight(z[size_t(kept[m])], zmax);
       m++;
-      if (cum >= double(params.top_p) * mass) break;
+      if (cum >= target) break;
     }
     n = m;
   }

@@ -2,9 +2,12 @@
 //
 //   1. temperature 0 → argmax (lowest id on ties); nothing random is drawn.
 //   2. z = logits / temperature; p = softmax(z).
-//   3. top-k (k > 0): keep the k largest p (ties broken by lower id).
-//   4. top-p (< 1): over the kept tokens sorted by p descending (ties: lower id first), keep
-//      the shortest prefix whose renormalised mass reaches top_p (at least one token).
+//   3. top-k (k > 0): keep the k largest z (ties broken by lower id; z ordered by its bits as
+//      the device orders it: +0 above -0).
+//   4. top-p (< 1): over the kept tokens in that order, keep the shortest prefix whose mass
+//      reaches top_p of theirs (at least one token), masses in fixed point: integer weights of
+//      2^-((zmax - z) log2 e) quantised to 1/4096 (core/top_p_weight.h, "top-p mass 2"), summed
+//      exactly, so that every backend keeps the same set.
 //   5. draw: argmax over kept tokens of z[i] + g[i] (float), g[i] = gumbel_noise(u[i]) (the
 //      double -log(-log(u)) rounded to float), u[i] = philox_uniform(seed, sample, draw_index,
 //      i) — the Gumbel-max trick, an exact draw

@@ -123,7 +123,11 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
   };
   const std::vector<Mode> modes = {{0, 0.5f}, {0, 0.9f}, {0, 0.99f}, {1000, 0.9f}, {50, 1.0f}};
   const std::vector<float> sigmas = {0.5f, 1.0f, 2.0f, 3.0f, 4.0f, 8.0f, 16.0f};
-  const int rows = int(modes.size() * sigmas.size());
+  // Then three sigma-1 rows with non-finite logits: a +inf (every weight 0: the first kept),
+  // NaN at ids 7, 99, 1000 under top-k 50 + top-p (their keys sort first, their weights are 0,
+  // zmax skips them) and the same under top-p alone.
+  const int grid = int(modes.size() * sigmas.size()), rows = grid + 3;
+  const std::vector<Mode> special = {{0, 0.9f}, {50, 0.9f}, {0, 0.9f}};
   auto key_of = [](float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -134,15 +138,19 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
     std::mt19937_64 g(77);
     std::vector<float> logits(size_t(rows) * vocab);
     for (int r = 0; r < rows; r++) {
-      std::normal_distribution<float> nd(0.0f, sigmas[size_t(r) / modes.size()]);
+      std::normal_distribution<float> nd(0.0f, r < grid ? sigmas[size_t(r) / modes.size()] : 1.0f);
       for (int i = 0; i < vocab; i++) logits[size_t(r) * vocab + i] = nd(g);
     }
+    logits[size_t(grid) * vocab + 123] = INFINITY;
+    for (int r = grid + 1; r < rows; r++)
+      for (int i : {7, 99, 1000}) logits[size_t(r) * vocab + i] = std::nanf("");
     if (lt == DType::BF16) logits = round_bf16(logits);
     std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
     for (int r = 0; r < rows; r++) {
+      const Mode m = r < grid ? modes[size_t(r) % modes.size()] : special[size_t(r - grid)];
       p[size_t(r)].temperature = temperature;
-      p[size_t(r)].top_k = modes[size_t(r) % modes.size()].top_k;
-      p[size_t(r)].top_p = modes[size_t(r) % modes.size()].top_p;
+      p[size_t(r)].top_k = m.top_k;
+      p[size_t(r)].top_p = m.top_p;
       p[size_t(r)].active = 1;
     }
     DevBuf dl = upload(logits, lt), dp = upload_ints(p);
@@ -157,7 +165,7 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
     LOOM_CUDA_CHECK(cudaMemcpy(lists.data(), static_cast<char*>(ws.get()) + lists_at,
                                lists.size() * 4, cudaMemcpyDeviceToHost));
     for (int r = 0; r < rows; r++) {
-      CAPTURE(sigmas[size_t(r) / modes.size()]);
+      CAPTURE(r);
       CAPTURE(p[size_t(r)].top_k);
       CAPTURE(p[size_t(r)].top_p);
       const float* row = logits.data() + size_t(r) * vocab;
@@ -182,6 +190,7 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
       std::sort(got.begin(), got.end());
       CHECK(got.size() == want.size());
       CHECK(got == want);
+      if (r == grid) CHECK(want == std::vector<int32_t>{123});
     }
   }
 }

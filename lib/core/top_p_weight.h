@@ -1,0 +1,93 @@
+// Top-p's probability mass in fixed point (sampling definition §4, "top-p mass 2"): the weight of
+// a token is an integer computed from its z = logit / temperature by the same IEEE fp32
+// operations and integer tables on every backend, and masses are sums of those integers, exact
+// in any order. So the device sampler's kept set equals the CPU's by construction (an fp64 mass
+// summed in another order could differ in the last bit), and the device histograms add integers
+// (native shared-memory atomics) instead of fp64 compare-and-swap loops.
+//
+//   u = (zmax - z) · log2(e)                          (fp32: one subtraction, one product)
+//   q = floor(u · 4096)                               (u < 40; else, and for NaN, weight 0)
+//   F = coarse[(q >> 6) & 63] · fine[q & 63] >> 31    (≈ 2^31 · 2^-((q & 4095) / 4096))
+//   w = (F << 9) >> (q >> 12)                         (≈ 2^40 · 2^-u, u rounded down to 1/4096)
+//
+// Weights are at most 2^40, so a row of fewer than 2^24 tokens sums below 2^64. The relative
+// step of the quantised u is 2^(1/4096) - 1 ≈ 1.7e-4; tokens more than 40 / log2(e) ≈ 27.7
+// units of z below the largest weigh 0 (their share of the mass is below 2^-40 each).
+// The kept prefix (order: z descending, lower id first) is the shortest whose cumulative weight
+// reaches top_p_target(p, M) = ceil(P · M / 2^40), M the total, P = floor(p · 2^40) (p itself for
+// p >= 2^-17); at least one token.
+#pragma once
+
+#include <cstdint>
+
+#include "core/philox.h"  // LOOM_HD
+
+namespace loom {
+
+// round(2^31 · 2^(-i/64)) and round(2^31 · 2^(-i/4096)), i in [0, 64):
+// scripts/gen_top_p_weight_tables.py.
+#define LOOM_TOP_P_COARSE                                                                        \
+  2147483648u, 2124350982u, 2101467502u, 2078830522u, 2056437387u, 2034285470u, 2012372174u,     \
+      1990694927u, 1969251188u, 1948038440u, 1927054196u, 1906295993u, 1885761398u, 1865448001u, \
+      1845353420u, 1825475297u, 1805811301u, 1786359126u, 1767116489u, 1748081133u, 1729250827u, \
+      1710623359u, 1692196547u, 1673968228u, 1655936265u, 1638098541u, 1620452965u, 1602997467u, \
+      1585730000u, 1568648537u, 1551751076u, 1535035634u, 1518500250u, 1502142985u, 1485961921u, \
+      1469955159u, 1454120821u, 1438457051u, 1422962010u, 1407633882u, 1392470869u, 1377471191u, \
+      1362633090u, 1347954824u, 1333434672u, 1319070932u, 1304861917u, 1290805962u, 1276901417u, \
+      1263146652u, 1249540052u, 1236080024u, 1222764986u, 1209593378u, 1196563654u, 1183674286u, \
+      1170923762u, 1158310587u, 1145833280u, 1133490379u, 1121280436u, 1109202018u, 1097253708u, \
+      1085434106u
+#define LOOM_TOP_P_FINE                                                                          \
+  2147483648u, 2147120270u, 2146756953u, 2146393698u, 2146030505u, 2145667373u, 2145304302u,     \
+      2144941293u, 2144578345u, 2144215459u, 2143852634u, 2143489870u, 2143127168u, 2142764527u, \
+      2142401948u, 2142039429u, 2141676973u, 2141314577u, 2140952243u, 2140589970u, 2140227759u, \
+      2139865609u, 2139503520u, 2139141492u, 2138779525u, 2138417620u, 2138055776u, 2137693994u, \
+      2137332272u, 2136970612u, 2136609013u, 2136247475u, 2135885998u, 2135524583u, 2135163228u, \
+      2134801935u, 2134440703u, 2134079532u, 2133718422u, 2133357373u, 2132996386u, 2132635459u, \
+      2132274593u, 2131913789u, 2131553046u, 2131192363u, 2130831742u, 2130471182u, 2130110682u, \
+      2129750244u, 2129389867u, 2129029550u, 2128669295u, 2128309101u, 2127948967u, 2127588895u, \
+      2127228883u, 2126868932u, 2126509043u, 2126149214u, 2125789446u, 2125429739u, 2125070092u, \
+      2124710507u
+constexpr uint32_t kTopPCoarse[64] = {LOOM_TOP_P_COARSE};
+constexpr uint32_t kTopPFine[64] = {LOOM_TOP_P_FINE};
+
+constexpr uint32_t kTopPNoWeight = 0xffffffffu;  // top_p_quantum of a token that weighs 0
+
+// q of the definition above, or kTopPNoWeight.
+LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
+#if defined(__CUDA_ARCH__)
+  const float u = __fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f);  // never an FMA
+#else
+  const float u = (zmax - z) * 1.44269504088896341f;
+#endif
+  return u < 40.0f ? uint32_t(u * 4096.0f) : kTopPNoWeight;  // (u >= 0: zmax is the largest z)
+}
+
+// w of the definition above from q (kTopPNoWeight: 0), the tables where the caller keeps them.
+LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
+  if (q == kTopPNoWeight) return 0u;
+  const uint64_t f = (uint64_t(coarse[(q >> 6) & 63u]) * fine[q & 63u]) >> 31;
+  return (f << 9) >> (q >> 12);
+}
+
+// The weight with the tables above (host code; device code keeps its own copy of the tables).
+inline uint64_t top_p_weight(float z, float zmax) {
+  return top_p_weight_of(top_p_quantum(z, zmax), kTopPCoarse, kTopPFine);
+}
+
+// ceil(P · total / 2^40), P = floor(p · 2^40) (p <= 1).
+LOOM_HD uint64_t top_p_target(float p, uint64_t total) {
+  const uint64_t P = uint64_t(double(p) * 1099511627776.0);  // 2^40
+#if defined(__CUDA_ARCH__)
+  uint64_t lo = P * total, hi = __umul64hi(P, total);
+  const uint64_t add = (uint64_t(1) << 40) - 1u;
+  hi += (lo + add) < lo;
+  lo += add;
+  return (hi << 24) | (lo >> 40);
+#else
+  const unsigned __int128 x = (unsigned __int128)P * total + ((uint64_t(1) << 40) - 1u);
+  return uint64_t(x >> 40);
+#endif
+}
+
+}  // namespace loom
