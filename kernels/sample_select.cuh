@@ -42,6 +42,23 @@ __device__ __forceinline__ float word_logit(const uint32_t* w, int j) {
     return __uint_as_float(j % 2 ? w[j / 2] & 0xffff0000u : w[j / 2] << 16);
 }
 
+// z = x / t as the IEEE division gives it (the CPU's z). Where t is a power of two whose
+// reciprocal is normal (T = 1, the default, and every benchmark mode), x · (1/t) is the same
+// number (the exact quotient, rounded once) for one multiply instead of the division's ~10
+// instructions with a slow path; t is the same for the whole row, so the branch is uniform.
+struct ZOf {
+  float t, r;  // r = 1/t where exact, else 0
+  __device__ explicit ZOf(float temperature) : t(temperature), r(0.0f) {
+    int e;
+    const float m = frexpf(t, &e);  // t = m 2^e, m in [0.5, 1)
+    if (m == 0.5f && e >= -124 && e <= 127) r = ldexpf(1.0f, 1 - e);
+  }
+  __device__ __forceinline__ float operator()(float x) const {
+    if (r != 0.0f) return x * r;
+    return x / t;
+  }
+};
+
 __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
   return key > thr || (key == thr && i <= id_cut);
 }
@@ -155,12 +172,20 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
   }
 }
 
+// mass[slot] += w as two 32-bit words (shared-memory atomics on 64-bit words are compare-and-swap
+// loops; 32-bit adds are native): the low word's wraps carry into the high word, exactly.
+__device__ __forceinline__ void add_mass(uint32_t* lo, uint32_t* hi, int slot, Mass w) {
+  const uint32_t wl = uint32_t(w), old = atomicAdd(&lo[slot], wl);
+  const uint32_t wh = uint32_t(w >> 32) + (old + wl < old ? 1u : 0u);
+  if (wh != 0u) atomicAdd(&hi[slot], wh);
+}
+
 // One digit's histogram over the elements with in_filter(key, i, thr0, cut0) and a digit
-// d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, mass[slot] += the weight,
-// slot = (d << spread) + lane % 2^spread. With spread 5 each lane has its own slot of a bin, with
-// 4 two lanes share one (fold_lanes sums them): the top digits of real logits fall into a few bins,
-// and a warp's lanes adding to one shared address serialise.
-// The digit's bin `skip` (a catch-all that would take most of a wide row's elements) stays out of
+// d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, the weight to slot's
+// (mass_lo, mass_hi) words, slot = (d << spread) + lane % 2^spread. With spread 5 each lane has its
+// own slot of a bin, with 4 two lanes share one (fold_lanes sums them): the top digits of real
+// logits fall into a few bins, and a warp's lanes adding to one shared address serialise. The
+// digit's bin `skip` (a catch-all that would take most of a wide row's elements) stays out of
 // shared memory: the thread counts and weighs its elements itself. Returns the thread's sums.
 struct DigitSums {
   Mass mass = 0u;       // weights of every element with a digit (0 for counts)
@@ -170,13 +195,14 @@ struct DigitSums {
 template <class T, class Digit>
 __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperature,
                                      SelectWeight wfn, uint32_t thr0, int cut0, Digit digit,
-                                     int skip, int spread, uint32_t* counts, Mass* mass,
-                                     uint4* ring) {
+                                     int skip, int spread, uint32_t* counts, uint32_t* mass_lo,
+                                     uint32_t* mass_hi, uint4* ring) {
   const int lane = int(threadIdx.x & ((1u << spread) - 1u));
+  const ZOf z_of(temperature);
   DigitSums s;
   for_each_logit(logits, vocab, ring, [&](int i, float x) {
     if (i >= vocab) return;
-    const float z = x / temperature;
+    const float z = z_of(x);
     const uint32_t key = float_key(z);
     const int d = in_filter(key, i, thr0, cut0) ? digit(key, z) : -1;
     if (d < 0) return;
@@ -189,7 +215,7 @@ __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperatu
     }
     const int slot = (d << spread) + lane;
     atomicAdd(&counts[slot], 1u);
-    if (wfn.mass) atomicAdd(&mass[slot], w);
+    if (wfn.mass) add_mass(mass_lo, mass_hi, slot, w);
   });
   return s;
 }
@@ -230,9 +256,9 @@ struct BinSmem {  // dynamic shared memory of sample_filter_kernel
   Mass incl[kFilterThreads];  // inclusive prefix sums, thread order
   union {
     unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
-    struct {                            // an 8-bit digit's histogram, a slot a lane (spread 5)
+    struct {  // a digit's histogram: bins x 2^spread slots (kLaneBins x 32 at spread 5)
       uint32_t count[kLaneBins * 32];
-      Mass mass[kLaneBins * 32];
+      uint32_t mass_lo[kLaneBins * 32], mass_hi[kLaneBins * 32];  // (add_mass)
     } lanes;
   };
   uint4 ring[kRing * kFilterThreads];  // for_each_logit's chunks, kRing slots a thread
@@ -241,24 +267,27 @@ struct BinSmem {  // dynamic shared memory of sample_filter_kernel
 
 __device__ void zero_lanes(BinSmem& sm) {
   for (int j = threadIdx.x; j < kLaneBins * 32; j += blockDim.x)
-    sm.lanes.count[j] = 0u, sm.lanes.mass[j] = 0u;
+    sm.lanes.count[j] = sm.lanes.mass_lo[j] = sm.lanes.mass_hi[j] = 0u;
 }
 
-// count[b], mass[b] for b < kLaneBins << (5 - spread): the sums of bin b's 2^spread lane slots,
-// in lane order from a rotated start (bin b starts at slot b % 2^spread: no bank conflicts; a
-// fixed order a bin).
-__device__ void fold_lanes(BinSmem& sm, uint32_t* count, Mass* mass, int spread = 5) {
+// digit_histogram's arguments for the lanes' slots.
+#define LOOM_LANE_SLOTS(sm) (sm).lanes.count, (sm).lanes.mass_lo, (sm).lanes.mass_hi
+
+// sm.count[b], sm.mass[b] for b < bins: the sums of bin b's 2^spread lane slots (bins <<
+// spread <= kLaneBins * 32), in lane order from a rotated start (bin b starts at slot b %
+// 2^spread: no bank conflicts); integers, so the order does not change the sums.
+__device__ void fold_lanes(BinSmem& sm, int bins, int spread) {
   const int lanes = 1 << spread;
-  for (int b = threadIdx.x; b < kLaneBins << (5 - spread); b += blockDim.x) {
+  for (int b = threadIdx.x; b < bins; b += blockDim.x) {
     uint32_t c = 0u;
     Mass m = 0u;
     for (int j = 0; j < lanes; j++) {
       const int slot = b * lanes + ((b + j) & (lanes - 1));
       c += sm.lanes.count[slot];
-      m += sm.lanes.mass[slot];
+      m += (Mass(sm.lanes.mass_hi[slot]) << 32) + sm.lanes.mass_lo[slot];
     }
-    count[b] = c;
-    mass[b] = m;
+    sm.count[b] = c;
+    sm.mass[b] = m;
   }
 }
 
@@ -272,6 +301,7 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
   __shared__ uint32_t prefix_s;
   __shared__ Mass above_s, tie_w_s;
   __shared__ int cut_s;
+  const ZOf z_of(temperature);
   uint32_t prefix = 0;
   Mass above = 0u;
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -279,10 +309,10 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
     digit_histogram(logits, vocab, temperature, wfn, thr0, cut0,
-                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, -1, 5, sm.lanes.count,
-                    sm.lanes.mass, sm.ring);
+                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, -1, 5,
+                    LOOM_LANE_SLOTS(sm), sm.ring);
     __syncthreads();
-    fold_lanes(sm, sm.count, sm.mass);
+    fold_lanes(sm, kLaneBins, 5);
     __syncthreads();
     if (threadIdx.x == 0) {
       auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : Mass(sm.count[b]); };
@@ -316,7 +346,7 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
       Mass w = 0u;
       bool tie = false;
       if (i < vocab) {
-        const float z = logit_at(logits, i) / temperature;
+        const float z = z_of(logit_at(logits, i));
         const uint32_t key = float_key(z);
         if (key == v && in_filter(key, i, thr0, cut0)) {
           tie = true;
@@ -487,6 +517,7 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
                               uint32_t* out_thr, int* out_cut, Mass* scratch, BinSmem& sm) {
   __shared__ unsigned n_cand_s, n_bin_s;
   __shared__ uint32_t thr_s;
+  const ZOf z_of(temperature);
   constexpr int kPer = kSampleKeys / kFilterThreads;  // samples a thread
   static_assert(kSampleKeys % kFilterThreads == 0, "samples a thread");
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u;
@@ -496,7 +527,7 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
 #pragma unroll
   for (int s = 0; s < kPer; s++) {
     const int i = int(int64_t(threadIdx.x + s * kFilterThreads) * vocab / kSampleKeys);
-    keys[s] = float_key(logit_at(logits, i) / temperature);
+    keys[s] = float_key(z_of(logit_at(logits, i)));
     atomicAdd(&sm.count[keys[s] >> 20], 1u);
   }
   __syncthreads();
@@ -532,7 +563,7 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
   __syncthreads();
   const uint32_t thr = thr_s;
   for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
-    const uint32_t key = float_key(x / temperature);
+    const uint32_t key = float_key(z_of(x));
     const bool take = i < vocab && key >= thr;
     const unsigned takers = __ballot_sync(0xffffffffu, take);
     if (takers == 0u) return;
@@ -590,8 +621,9 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
   __shared__ unsigned n_cand_s;
   if (threadIdx.x == 0) n_cand_s = 0u;
   __syncthreads();
+  const ZOf z_of(temperature);
   for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
-    const float z = x / temperature;
+    const float z = z_of(x);
     const uint32_t key = float_key(z);
     if (i < vocab && in_filter(key, i, thr0, cut0) && in_bin(key, z))
       sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
@@ -633,11 +665,12 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
   zero_lanes(sm);
   __syncthreads();
   const ZDigit digit{wfn.zmax};
-  static_assert(kZBins << kZSpread == kLaneBins * 32, "ZDigit's slots are the lanes' slots");
+  static_assert(kZBins << kZSpread == kLaneBins * 32 && kBins <= kLaneBins * 32,
+                "ZDigit's slots, and a 12-bit digit's bins, are the lanes' slots");
   const DigitSums s = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0,
-                                      kZSpread, sm.lanes.count, sm.lanes.mass, sm.ring);
+                                      kZSpread, LOOM_LANE_SLOTS(sm), sm.ring);
   __syncthreads();
-  fold_lanes(sm, sm.count, sm.mass, kZSpread);
+  fold_lanes(sm, kZBins, kZSpread);
   const Mass m = block_sum(s.mass, scratch), skip_mass = block_sum(s.skip_mass, scratch);
   const uint32_t skip_count = uint32_t(block_sum(s.skip_count, scratch));
   if (threadIdx.x == 0) sm.count[0] = skip_count, sm.mass[0] = skip_mass;
@@ -674,21 +707,17 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     const uint32_t high_mask = level == 0 ? 0u : 0xffffffffu << shifts[level - 1];
     const uint32_t bin_mask = (level == 0 ? 0xffffffffu : ~high_mask) >> shift;
     for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0u;
-    if (level == 0) zero_lanes(sm);
+    zero_lanes(sm);
     __syncthreads();
     // The first digit's 256 bins through lane slots; the next digits' elements are spread over
-    // 4,096 bins, so they add to the bins directly.
+    // 4,096 bins, a slot each.
     const KeyDigit digit{high_mask, prefix, bin_mask, shift};
-    Mass m = level == 0 ? digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, 5,
-                                          sm.lanes.count, sm.lanes.mass, sm.ring)
-                              .mass
-                        : digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, 0,
-                                          sm.count, sm.mass, sm.ring)
-                              .mass;
-    if (level == 0) {
-      __syncthreads();
-      fold_lanes(sm, sm.count, sm.mass);
-    }
+    const int spread = level == 0 ? 5 : 0;
+    Mass m = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, spread,
+                             LOOM_LANE_SLOTS(sm), sm.ring)
+                 .mass;
+    __syncthreads();
+    fold_lanes(sm, level == 0 ? kLaneBins : kBins, spread);
     if (level == 0 && wfn.mass) {
       m = block_sum(m, scratch);
       if (m == 0u) return false;

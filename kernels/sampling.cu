@@ -73,8 +73,9 @@ __global__ void __launch_bounds__(kFilterThreads)
     if (!z_bin_select(lg, vocab, t, mass, thr, cut, p.top_p, &thr2, &cut2, scratch, sm) &&
         !bin_select(lg, vocab, t, mass, thr, cut, 0u, p.top_p, &thr2, &cut2, scratch, sm)) {
       Mass m = 0u;
+      const ZOf z_of(t);
       for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        const float z = logit_at(lg, i) / t;
+        const float z = z_of(logit_at(lg, i));
         if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
       }
       m = block_sum(m, scratch);
@@ -201,6 +202,7 @@ __global__ void __launch_bounds__(kDrawThreads)
   } else if (p.active) {
     const SampleFilter f = filters[row];
     const float t = p.temperature, inv_t = 1.0f / t;
+    const ZOf z_of(t);                                         // the exact z (filtered rows)
     const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
     if (threadIdx.x == 0) irregular = 0;
     __syncthreads();
@@ -218,7 +220,7 @@ __global__ void __launch_bounds__(kDrawThreads)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const int i = 4 * g + j;
-          z[j] = filtered ? x[k][j] / t : x[k][j] * inv_t;
+          z[j] = filtered ? z_of(x[k][j]) : x[k][j] * inv_t;
           kept[j] = i < end && (!filtered || in_filter(float_key(z[j]), i, f.thr, f.id_cut));
           any |= kept[j];
         }
@@ -256,7 +258,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         for (int j = 0; j < 4; j++) {
           const int i = 4 * g + j;
           if (i >= end || (!exact_all && !(vh[j] >= thr))) continue;
-          const float z = logit_at(lg, i) / t;
+          const float z = z_of(logit_at(lg, i));
           if (exact_all && !in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
           const float v = z + gumbel_noise(uniform_from_bits(r.v[j]));  // fp64 logs, one rounding
           if (better(v, i, bv, bi)) bv = v, bi = i;

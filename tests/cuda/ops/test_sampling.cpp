@@ -116,7 +116,8 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
 // top-k's listed ids.
 TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
   const int vocab = 262145;
-  const float temperature = 0.9f;
+  // Row r's temperature: 0.9 (z by IEEE division), 1 or 0.5 (a power of two: x · (1/T)).
+  auto temperature_of = [](int r) { return r % 3 == 0 ? 0.9f : r % 3 == 1 ? 1.0f : 0.5f; };
   struct Mode {
     int top_k;
     float top_p;
@@ -148,7 +149,7 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
     std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
     for (int r = 0; r < rows; r++) {
       const Mode m = r < grid ? modes[size_t(r) % modes.size()] : special[size_t(r - grid)];
-      p[size_t(r)].temperature = temperature;
+      p[size_t(r)].temperature = temperature_of(r);
       p[size_t(r)].top_k = m.top_k;
       p[size_t(r)].top_p = m.top_p;
       p[size_t(r)].active = 1;
@@ -169,6 +170,7 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
       CAPTURE(p[size_t(r)].top_k);
       CAPTURE(p[size_t(r)].top_p);
       const float* row = logits.data() + size_t(r) * vocab;
+      const float temperature = temperature_of(r);
       SamplingParams sp;
       sp.temperature = temperature;
       sp.top_k = p[size_t(r)].top_k;
