@@ -204,6 +204,8 @@ __global__ void __launch_bounds__(kDrawThreads)
     const float t = p.temperature, inv_t = 1.0f / t;
     const ZOf z_of(t);                                         // the exact z (filtered rows)
     const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
+    // Filtered rows need the exact z: x * (1/T) where that is it (z_of.r), else the division.
+    const bool divide = filtered && z_of.r == 0.0f;
     if (threadIdx.x == 0) irregular = 0;
     __syncthreads();
     float m = -INFINITY;
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(kDrawThreads)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const int i = 4 * g + j;
-          z[j] = filtered ? z_of(x[k][j]) : x[k][j] * inv_t;
+          z[j] = divide ? x[k][j] / t : x[k][j] * inv_t;
           kept[j] = i < end && (!filtered || in_filter(float_key(z[j]), i, f.thr, f.id_cut));
           any |= kept[j];
         }
