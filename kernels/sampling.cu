@@ -202,10 +202,7 @@ __global__ void __launch_bounds__(kDrawThreads)
   } else if (p.active) {
     const SampleFilter f = filters[row];
     const float t = p.temperature, inv_t = 1.0f / t;
-    const ZOf z_of(t);                                         // the exact z (filtered rows)
     const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
-    // Filtered rows need the exact z: x * (1/T) where that is it (z_of.r), else the division.
-    const bool divide = filtered && z_of.r == 0.0f;
     if (threadIdx.x == 0) irregular = 0;
     __syncthreads();
     float m = -INFINITY;
@@ -222,7 +219,7 @@ __global__ void __launch_bounds__(kDrawThreads)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const int i = 4 * g + j;
-          z[j] = divide ? x[k][j] / t : x[k][j] * inv_t;
+          z[j] = filtered ? x[k][j] / t : x[k][j] * inv_t;
           kept[j] = i < end && (!filtered || in_filter(float_key(z[j]), i, f.thr, f.id_cut));
           any |= kept[j];
         }
@@ -260,7 +257,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         for (int j = 0; j < 4; j++) {
           const int i = 4 * g + j;
           if (i >= end || (!exact_all && !(vh[j] >= thr))) continue;
-          const float z = z_of(logit_at(lg, i));
+          const float z = logit_at(lg, i) / t;
           if (exact_all && !in_filter(float_key(z), i, f.thr, f.id_cut)) continue;
           const float v = z + gumbel_noise(uniform_from_bits(r.v[j]));  // fp64 logs, one rounding
           if (better(v, i, bv, bi)) bv = v, bi = i;
