@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cli_util.h"
+#include "core/philox.h"
 
 using namespace cli;
 
@@ -185,7 +186,7 @@ TEST_CASE("shards share one folder; merge --dataset joins them, refusing gaps") 
   const std::string shard1 = dir + "/ds/dataset.shard-1-of-3.json";
   const std::string kept = slurp(shard1);
   json older = json::parse(kept);
-  REQUIRE(older["draw_stream"] == 2);
+  REQUIRE(older["draw_stream"] == loom::kDrawStream);
   older.erase("draw_stream");
   older["loom_version"] = "0.2.0";
   std::ofstream(shard1) << older.dump();
@@ -193,7 +194,7 @@ TEST_CASE("shards share one folder; merge --dataset joins them, refusing gaps") 
   CHECK(mixed.code == 2);
   CHECK(mixed.err.find(shard1 + " was drawn with draw stream 1 (loom 0.2.0), ") !=
         std::string::npos);
-  CHECK(mixed.err.find("with draw stream 2 (loom 0.3.0); expected one stream") !=
+  CHECK(mixed.err.find("with draw stream 3 (loom 0.4.0); expected one stream") !=
         std::string::npos);
   std::ofstream(shard1) << kept;
 

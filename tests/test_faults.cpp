@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli_util.h"
+#include "core/philox.h"
 
 using namespace cli;
 
@@ -247,13 +248,13 @@ TEST_CASE("finished results are never replaced or continued by accident") {
   // for the same seeds: resuming them would mix two streams in one dataset.
   const std::string side = slurp(dir + "/out/r.jsonl.loom.json");
   json old_side = json::parse(side);
-  REQUIRE(old_side["identity"]["draw_stream"] == 2);
+  REQUIRE(old_side["identity"]["draw_stream"] == loom::kDrawStream);
   old_side["identity"].erase("draw_stream");
   std::ofstream(dir + "/out/r.jsonl.loom.json") << old_side.dump();
   Exit stream1 = run(run_args(dir, "--resume"), dir);
   CHECK(stream1.code == 2);
   CHECK(
-      stream1.err.find("was made with draw_stream = \"(absent)\", this run has draw_stream = 2") !=
+      stream1.err.find("was made with draw_stream = \"(absent)\", this run has draw_stream = 3") !=
       std::string::npos);
   std::ofstream(dir + "/out/r.jsonl.loom.json") << side;
   CHECK(slurp(dir + "/out/r.jsonl") == before);

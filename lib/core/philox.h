@@ -68,7 +68,10 @@ LOOM_HD Philox4 philox_group(uint64_t seed, uint32_t sample, uint64_t draw_index
   return philox4x32_10(g, uint32_t(draw_index), uint32_t(draw_index >> 32), sample, uint32_t(seed),
                        uint32_t(seed >> 32));
 }
-constexpr int kDrawStream = 2;  // recorded with results: tokens of another stream differ
+// Recorded with results: tokens of another stream differ. 3 (loom 0.4.0): stream 2's Philox
+// layout with top-p's masses in fixed point (core/top_p_weight.h); a top-p job's kept set could
+// differ from stream 2's (fp64 masses) in its last token.
+constexpr int kDrawStream = 3;
 
 // Word j of r, by selects (no local-memory array on the device).
 LOOM_HD uint32_t philox_word(const Philox4& r, uint32_t j) {
