@@ -30,6 +30,10 @@ namespace loom {
 constexpr int kAttnRows = 32;   // query rows (slot, head) per block
 constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 
+// The TMA decode kernel's builds (AttentionArgs::tma_config in [0, kTmaDecodeConfigs)); config
+// 3 is the e4m3 swapped-operand tile (G <= 8; bf16 runs config 0 for it).
+constexpr int kTmaDecodeConfigs = 4;
+
 struct AttentionArgs {
   DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
   // The caches hold e4m3 (kernels/kv_quant.cuh): scores use q·k_q·(scale·k_s), outputs

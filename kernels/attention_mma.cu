@@ -8,8 +8,8 @@
 //    partitions of kMmaPartTiles = 4 tiles.
 //  - Tile partial (m, l, acc), fresh per tile (tile_partial): s = q.k by mma.sync m16n8k16
 //    (bf16 in, fp32 accumulate, k-steps over d in order); s *= scale * log2(e); keys > p
-//    masked to -inf; m = row max; p_j = 2^(s_j - m) (ex2.approx); l = fixed-order sum of the
-//    fp32 p_j; acc = bf16(P) . V by mma (k-steps over keys in order).
+//    masked to -inf; m = row max; p_j = 2^(s_j - m) (ex2.approx); l = the fixed-order sum (tree8)
+//    of the fp32 p_j; acc = bf16(P) . V by mma (k-steps over keys in order).
 //  - merge(A, B) (merge_weights / merge_value): m = max; a = 2^(mA - m) (0 for -inf), b alike;
 //    l = lA a + lB b, acc = accA a + accB b, each product and sum rounded on its own
 //    (__fmul_rn / __fadd_rn: no contraction differences between kernels).

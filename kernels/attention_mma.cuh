@@ -249,9 +249,18 @@ __device__ __forceinline__ void load_row(const void* kc, const void* vc, const i
   cp_async16(reinterpret_cast<char*>(vs) + dst, static_cast<const char*>(vc) + src, true);
 }
 
+// A tile's l, the canonical order (every kernel, either operand order): S_c = tree8 of the 8
+// values p of keys 8 n + c (n = 0..7), c = key % 8; P_j = S_2j + S_2j+1; l = (P_0 + P_1) +
+// (P_2 + P_3). Each add rounded on its own; adds are commutative, so lanes that combine the
+// same two values by a shuffle hold the same bits.
+__device__ __forceinline__ float tree8(const float (&v)[8]) {
+  return __fadd_rn(__fadd_rn(__fadd_rn(v[0], v[1]), __fadd_rn(v[2], v[3])),
+                   __fadd_rn(__fadd_rn(v[4], v[5]), __fadd_rn(v[6], v[7])));
+}
+
 // The softmax part of a tile partial, on the 8 n-tiles' score fragments s (c0 c1 row g, c2 c3
 // row g + 8): scale (log2 domain) and causal mask, the row max m, p = 2^(s - m) in place and
-// l = their sum, each in one fixed order; acc zeroed for P·V.
+// l = their sum (the canonical order, tree8), each in one fixed order; acc zeroed for P·V.
 template <int D>
 __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_lo, int p_hi,
                                              int tig, float scale, RowState<D>& t) {
@@ -286,21 +295,23 @@ __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_l
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     t.m[h] = m;
   }
-  // p = 2^(s - m); l = sum in a fixed order: the thread's values n = 0..7, e = 0, 1, then
-  // xor 1, xor 2 (commutative adds: all 4 lanes hold the same bits).
+  // p = 2^(s - m); l = canonical_tile_sum: this lane holds the key residues c = 2 tig + e.
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     if (h == 1 && !hi_live) continue;
     const float m = t.m[h];
-    float l = 0.0f;
+    float sc[2];
 #pragma unroll
-    for (int n = 0; n < 8; n++)
+    for (int e = 0; e < 2; e++) {
+      float v[8];
 #pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const float pv = m == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(s[n][2 * h + e], m));
-        s[n][2 * h + e] = pv;
-        l = __fadd_rn(l, pv);
+      for (int n = 0; n < 8; n++) {
+        v[n] = m == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(s[n][2 * h + e], m));
+        s[n][2 * h + e] = v[n];
       }
+      sc[e] = tree8(v);
+    }
+    float l = __fadd_rn(sc[0], sc[1]);
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     t.l[h] = l;

@@ -27,6 +27,7 @@
 // rope_kv_write, the kernel before this one: tiles holding any are issued after
 // griddepcontrol.wait, earlier tiles before it.
 #include "kernels/attention_mma.cuh"
+#include "kernels/attention_swap.cuh"
 #include "kernels/tma.cuh"
 
 namespace loom::gpu {
@@ -101,7 +102,41 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Ro
   }
 }
 
-template <bool F8, int kStages, int kWarps, bool kG8>
+// The same for the swapped tile's state: heads 2 tig + c, dims 16 db + 2 g + half.
+__device__ __forceinline__ void store_partition(const AttentionArgs& a, const ColState<kD>& part,
+                                                int tile, int hkv, int pi, int G, int lane) {
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  float* f = a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts + pi) * G * (kD + 2);
+  const int g = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int c = 0; c < 2; c++) {
+    const int r = 2 * tig + c;
+    if (r >= G) continue;
+    float* row = f + r * (kD + 2);
+#pragma unroll
+    for (int db = 0; db < kD / 16; db++)
+      *reinterpret_cast<float2*>(row + 16 * db + 2 * g) =
+          make_float2(part.acc[db][c], part.acc[db][2 + c]);
+    if (g == 0) {
+      row[kD] = part.m[c];
+      row[kD + 1] = part.l[c];
+    }
+  }
+}
+
+// Head 2 tig + c of the swapped state as its output row o (store_out_row's arithmetic).
+__device__ __forceinline__ void store_out_col(bf16* o, const ColState<kD>& t, int c, int g,
+                                              float v_scale) {
+#pragma unroll
+  for (int db = 0; db < kD / 16; db++)
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+      o[16 * db + 2 * g + half] =
+          __float2bfloat16_rn(__fmul_rn(__fdiv_rn(t.acc[db][2 * half + c], t.l[c]), v_scale));
+}
+
+// kSwap: the swapped-operand e4m3 tile (attention_swap.cuh; F8 and G <= 8 only).
+template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
                                       const int z_chunks) {
@@ -192,11 +227,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   else
     load_q<kD>(q_lo, q_hi, lane, qa);
   const int p_lo = q_lo ? p : -1, p_hi = q_hi ? p : -1;
+  static_assert(!kSwap || (F8 && kG8), "the swapped tile: e4m3, G <= 8");
+  const int p_head[2] = {2 * tig < G ? p : -1,
+                         2 * tig + 1 < G ? p : -1};  // (kSwap) heads 2 tig + c
   const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const bool whole = part0 == 0 && part1 == n_parts;
 
-  RowState<kD> total, part;
+  using State = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
+  State total, part;
   total.clear();
   part.clear();
   int next = box_slot(kStages);  // the block-table lookups of the next tile to issue
@@ -214,14 +253,21 @@ __global__ void __launch_bounds__(kWarps * 32)
       fence_proxy_async();  // (the stage's next copy overwrites these rows)
       __syncwarp();
     }
-    RowState<kD> tp;
-    if constexpr (F8)
-      tile_partial_f8<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
-    else
-      tile_partial<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
+    State tp;
+    if constexpr (kSwap) {
+      tile_partial_f8_swapped<kD, L>(qa, ks, vs, key0, p_head, lane, scale, tp);
 #pragma unroll
-    for (int h = 0; h < (kG8 ? 1 : 2); h++)
-      if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
+      for (int c = 0; c < 2; c++)
+        if (key0 <= p_head[c]) merge_col(part, tp, c);
+    } else {
+      if constexpr (F8)
+        tile_partial_f8<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
+      else
+        tile_partial<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
+#pragma unroll
+      for (int h = 0; h < (kG8 ? 1 : 2); h++)
+        if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
+    }
     __syncwarp();  // every lane's reads of the stage are done before it is refilled
     if (i + kStages < n_t) {
       issue(i + kStages, next);
@@ -231,11 +277,20 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (t % kMmaPartTiles == kMmaPartTiles - 1 || i == n_t - 1) {
       const int pi = t / kMmaPartTiles;
       if (whole) {
+        if constexpr (kSwap) {
 #pragma unroll
-        for (int h = 0; h < (kG8 ? 1 : 2); h++)
-          if (pi * kMmaPartKeys <= (h ? p_hi : p_lo)) merge_row(total, part, h);
+          for (int c = 0; c < 2; c++)
+            if (pi * kMmaPartKeys <= p_head[c]) merge_col(total, part, c);
+        } else {
+#pragma unroll
+          for (int h = 0; h < (kG8 ? 1 : 2); h++)
+            if (pi * kMmaPartKeys <= (h ? p_hi : p_lo)) merge_row(total, part, h);
+        }
       } else {
-        store_partition<F8, kG8>(a, part, tile, hkv, pi, G, lane);
+        if constexpr (kSwap)
+          store_partition(a, part, tile, hkv, pi, G, lane);
+        else
+          store_partition<F8, kG8>(a, part, tile, hkv, pi, G, lane);
       }
       part.clear();
     }
@@ -243,10 +298,17 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   if (whole) {
     bf16* out = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * kD;
+    if constexpr (kSwap) {
 #pragma unroll
-    for (int h = 0; h < (kG8 ? 1 : 2); h++)
-      if (g + 8 * h < G)
-        store_out_row<kD, F8>(out + size_t(hkv * G + g + 8 * h) * kD, total, h, tig, v_scale);
+      for (int c = 0; c < 2; c++)
+        if (2 * tig + c < G)
+          store_out_col(out + size_t(hkv * G + 2 * tig + c) * kD, total, c, g, v_scale);
+    } else {
+#pragma unroll
+      for (int h = 0; h < (kG8 ? 1 : 2); h++)
+        if (g + 8 * h < G)
+          store_out_row<kD, F8>(out + size_t(hkv * G + g + 8 * h) * kD, total, h, tig, v_scale);
+    }
     return;
   }
   // The last chunk of the (tile, kv head) to finish folds the partitions (threadfence
@@ -266,10 +328,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <bool F8, int kStages, int kWarps, bool kG8>
+template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
-  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8>;
+  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap>;
   static bool smem_done = false;
   static int per_sm = 0;
   Status st = allow_smem(kernel, C::kSmemBytes, smem_done, "paged_attention_tma_decode");
@@ -315,10 +377,14 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
 
 // The builds cuda_bench and the tests compare, by AttentionArgs::tma_config (stages x warps a
 // block); config 0 is the default for the cache dtype.
-constexpr int kTmaConfigs = 3;
 template <bool F8, bool kG8>
 Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
   if constexpr (F8) {
+    // Config 3: the swapped-operand tile (G <= 8; otherwise config 0's build).
+    if (a.tma_config == 3) {
+      if constexpr (kG8) return launch_tma<F8, 2, 4, kG8, true>(a, stream);
+      return launch_tma<F8, 2, 4, kG8>(a, stream);
+    }
     // 2 stages (16 KB a warp): three blocks of 4 warps an SM (two with 3 stages); at
     // b256 ctx 8000 H100 385 us against 397-401 with 3 stages, H200 299-300 against 302-304
     // (bench/results/2026-11-27-h200-h100-tma-promotion-pairs-not-kept.json).
@@ -338,7 +404,7 @@ bool tma_decode_usable(const AttentionArgs& a) {
   const int bs = a.block_size;
   return a.head_dim == kD && a.cache_slots > 0 && bs > 0 &&
          (kMmaTileKeys % bs == 0 || bs % kMmaTileKeys == 0) && a.tma_config >= 0 &&
-         a.tma_config < kTmaConfigs;
+         a.tma_config < kTmaDecodeConfigs;
 }
 
 Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream) {
@@ -346,7 +412,8 @@ Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream) {
                  ", block_size ", a.block_size, ", cache_slots ", a.cache_slots, ", tma_config ",
                  a.tma_config,
                  " (needs head_dim 64, the pool's slot count, a block size that divides 64 or is "
-                 "a multiple of it, a config in [0, 3))");
+                 "a multiple of it, a config in [0, ",
+                 kTmaDecodeConfigs, "))");
   LOOM_ARG_CHECK(a.decode && !a.fuse_rope, "paged_attention_tma_decode: decode steps, RoPE done");
   if (a.n_tiles == 0) return Status::good();
   const bool g8 = a.heads / a.kv_heads <= 8;

@@ -182,7 +182,7 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   a.decode_kernel = DK::Split;
   const std::vector<uint16_t> want = output(a);
   json tma = json::array();
-  for (int cfg = 0; cfg < 3; cfg++) {
+  for (int cfg = 0; cfg < kTmaDecodeConfigs; cfg++) {
     gpu::AttentionArgs t = a;
     t.decode_kernel = DK::Tma;
     t.tma_config = cfg;

@@ -230,7 +230,7 @@ std::vector<Decoder> decoders(const World& w) {
   std::vector<Decoder> d = {{"split decode kernel", DK::Split, true, 0},
                             {"split decode + combine kernel", DK::Split, false, 0}};
   if (w.D != 64) return d;
-  for (int c = 0; c < 3; c++) d.push_back({"TMA decode kernel", DK::Tma, true, c});
+  for (int c = 0; c < kTmaDecodeConfigs; c++) d.push_back({"TMA decode kernel", DK::Tma, true, c});
   d.push_back({"TMA decode kernel, whole sequences", DK::Tma, false, 0});
   return d;
 }

@@ -1,0 +1,146 @@
+// The FP8 decode tile with the mma operands swapped (G <= 8 query heads a kv head; the TMA decode
+// kernel's config 3). Today's tile_partial_f8 takes the G heads as the mma's M rows 0..7 and
+// leaves rows 8..15 empty: half of every mma, and of the s / acc registers, is padding. Here
+//   S^T = K Q^T   (M = 16 keys, N = 8 heads, K = 16 dims)
+//   O^T = V^T P^T (M = 16 dims, N = 8 heads, K = 16 keys)
+// use every row: 16 + 16 mma a 64-key tile instead of 32 + 32, 16 + 16 accumulators instead of
+// 32 + 32. The bits are tile_partial_f8's: an mma output element does not depend on which
+// operand is A (tests/cuda/test_mma_swap.cu's probe: 0 of 12.8 M elements differ), the K and V
+// fragments are the same conversions of the same e4m3 bytes in the same k order, P^T is the
+// same f16 values moved by movmatrix.trans, and l follows the canonical tree8 order.
+// Included by attention_tma.cu only.
+#pragma once
+
+#include "kernels/attention_mma.cuh"
+
+namespace loom::gpu::mma_impl {
+
+// (m, l, acc) of a lane's two heads 2 tig + c (c = 0, 1) over its dims: acc[db][2 half + c] is
+// dim 16 db + 2 g + half of head 2 tig + c (the e4m3 V fragments' dim order: row g of a
+// 16-dim block's m-tile is its even dim 2 g, row g + 8 the odd dim 2 g + 1).
+template <int D>
+struct ColState {
+  float m[2], l[2];
+  float acc[D / 16][4];
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int c = 0; c < 2; c++) m[c] = -INFINITY, l[c] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D / 16; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][e] = 0.0f;
+  }
+};
+
+// s = merge(s, t) for head c of the lane's pair (merge_row's arithmetic).
+template <int D>
+__device__ __forceinline__ void merge_col(ColState<D>& s, const ColState<D>& t, int c) {
+  const MergeWeights w = merge_weights(s.m[c], t.m[c]);
+  s.l[c] = merge_value(s.l[c], t.l[c], w);
+#pragma unroll
+  for (int i = 0; i < D / 16; i++)
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+      s.acc[i][2 * half + c] = merge_value(s.acc[i][2 * half + c], t.acc[i][2 * half + c], w);
+  s.m[c] = w.m;
+}
+
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// The tile partial of keys [key0, key0 + 64) for the lane's heads 2 tig, 2 tig + 1 at
+// positions p_c (-1: a padding head, everything masked). qa from load_q_f8 (rows g: head g;
+// its a0 / a2 are Q^T's b0 / b1 for head g). scale as tile_partial_f8's.
+template <int D, class L>
+__device__ __forceinline__ void tile_partial_f8_swapped(const uint32_t (&qa)[D / 16][4],
+                                                        const char* ks, const char* vs, int key0,
+                                                        const int (&p)[2], int lane, float scale,
+                                                        ColState<D>& t) {
+  static_assert(D == 64, "the TMA decode kernel's head_dim");
+  const int g = lane >> 2;
+  float s[4][4];  // C fragments of S^T, m-tile mt: s[mt][2 half + c] = key 16 mt + 8 half + g,
+                  // head 2 tig + c
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[mt][e] = 0.0f;
+      // S^T = K Q^T. tile_partial_f8's ldmatrix of n-tile np (keys 8 np + 0..7) gives lane (g, t)
+      // key 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
+      // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too). m-tile
+      // mt's rows g and g + 8 are keys 16 mt + g (n-tile 2 mt) and 16 mt + 8 + g (n-tile 2 mt + 1).
+#pragma unroll
+  for (int mt = 0; mt < 4; mt++) {
+    uint32_t lo[4], hi[4];
+    ldmatrix_x4(lo, ks + L::off(16 * mt + (lane & 7), lane >> 3));
+    ldmatrix_x4(hi, ks + L::off(16 * mt + 8 + (lane & 7), lane >> 3));
+#pragma unroll
+    for (int k = 0; k < D / 16; k++) {
+      const uint32_t a[4] = {e4m3x2_to_f16x2(lo[k] & 0xffffu), e4m3x2_to_f16x2(hi[k] & 0xffffu),
+                             e4m3x2_to_f16x2(lo[k] >> 16), e4m3x2_to_f16x2(hi[k] >> 16)};
+      mma_f16(s[mt], a, qa[k][0], qa[k][2]);
+    }
+  }
+  // Scale, mask, max over the head's 64 keys (this lane's 8, then lanes g by xor 4, 8, 16).
+#pragma unroll
+  for (int c = 0; c < 2; c++) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        float& x = s[mt][2 * half + c];
+        x = key0 + 16 * mt + 8 * half + g <= p[c] ? __fmul_rn(x, scale) : -INFINITY;
+        m = fmaxf(m, x);
+      }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+    t.m[c] = m;
+    // p = 2^(s - m); l in tree8's order: this lane's residue is g (keys 8 n + g, n = 2 mt +
+    // half), its pair g ^ 1 by xor 4, the pairs' sums by xor 8 and 16.
+    float v[8];
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      float& x = s[n >> 1][2 * (n & 1) + c];
+      x = m == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(x, m));
+      v[n] = x;
+    }
+    float l = tree8(v);
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 4));
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 8));
+    l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 16));
+    t.l[c] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < D / 16; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) t.acc[i][e] = 0.0f;
+      // O^T += V^T P^T per key k-step kk (= m-tile kk): P^T's B fragment is the f16 pairs of
+      // (key, heads 2t, 2t + 1) transposed to (head g, keys 2t, 2t + 1); V by tile_partial_f8's
+      // ldmatrix .trans and byte permutes, whose four pairs are V^T's A fragment of dim block db.
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    const uint32_t b0 = movmatrix_trans(pack_f16(s[kk][0], s[kk][1]));
+    const uint32_t b1 = movmatrix_trans(pack_f16(s[kk][2], s[kk][3]));
+    const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+    for (int db = 0; db < D / 16; db += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, vs + L::off(key, db + (lane >> 4)));
+#pragma unroll
+      for (int m = 0; m < 2; m++) {
+        const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
+        const uint32_t a[4] = {e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
+                               e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
+                               e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)),
+                               e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031))};
+        mma_f16(t.acc[db + m], a, b0, b1);
+      }
+    }
+  }
+}
+
+}  // namespace loom::gpu::mma_impl
