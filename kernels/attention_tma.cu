@@ -380,21 +380,20 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
 template <bool F8, bool kG8>
 Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
   if constexpr (F8) {
-    // Config 3: the swapped-operand tile (G <= 8; otherwise config 0's build).
-    if (a.tma_config == 3) {
-      if constexpr (kG8) return launch_tma<F8, 2, 4, kG8, true>(a, stream);
-      return launch_tma<F8, 2, 4, kG8>(a, stream);
-    }
     // 2 stages (16 KB a warp): three blocks of 4 warps an SM (two with 3 stages); at
     // b256 ctx 8000 H100 385 us against 397-401 with 3 stages, H200 299-300 against 302-304
-    // (bench/results/2026-11-27-h200-h100-tma-promotion-pairs-not-kept.json).
+    // (bench/results/2026-11-27-h200-h100-tma-promotion-pairs-not-kept.json). The default for
+    // G <= 8 is the swapped-operand tile (attention_swap.cuh): H200 275 us against 302 for
+    // config 3, the same ring with tile_partial_f8 (bench/results/2026-11-28-h200-attention-
+    // f8-swapped.json).
     if (a.tma_config == 1) return launch_tma<F8, 4, 4, kG8>(a, stream);
     if (a.tma_config == 2) return launch_tma<F8, 3, 4, kG8>(a, stream);
-    return launch_tma<F8, 2, 4, kG8>(a, stream);
+    if (a.tma_config == 3) return launch_tma<F8, 2, 4, kG8>(a, stream);
+    return launch_tma<F8, 2, 4, kG8, kG8>(a, stream);
   } else {  // 32 KB a warp: one block of 4 warps, or three of 2
     if (a.tma_config == 1) return launch_tma<F8, 3, 2, kG8>(a, stream);
     if (a.tma_config == 2) return launch_tma<F8, 4, 2, kG8>(a, stream);
-    return launch_tma<F8, 2, 4, kG8>(a, stream);
+    return launch_tma<F8, 2, 4, kG8>(a, stream);  // (config 3: the same build)
   }
 }
 
