@@ -3,13 +3,13 @@
 //   greedy: argmax, lowest id on ties;
 //   otherwise Gumbel-max over the kept set: argmax of z[i] - log(-log(u[i])), z = logits / T,
 //   u[i] = philox_uniform(seed, sample_index, draw_index, i).
-// The kept set of top-k / top-p is a prefix of the order (p descending, id ascending), so it is
-// described by a key threshold and a tie cut: kept(i) = key(i) > thr || (key(i) == thr && i <=
-// id_cut), key = the order-preserving bits of z. The cut is found from count (top-k) or
-// probability-mass (top-p) histograms of the keys' digits (8, then 12 and 12 bits), refined only
+// The kept set of top-k / top-p is a prefix of the order (z descending by its key, id
+// ascending), so it is described by a key threshold and a tie cut: kept(i) = key(i) > thr ||
+// (key(i) == thr && i <= id_cut), key = the order-preserving bits of z. The cut is found from
+// count (top-k) or probability-mass (top-p) histograms (kernels/sample_select.cuh), refined only
 // until the boundary bin holds at most 4,096 elements, which are then sorted and summed in order;
 // a 4-pass radix select with an ordered tie scan in id order where more ties share one key.
-// Masses are summed in fp64 like the CPU definition (only the summation order differs).
+// Masses are the CPU definition's integers (core/top_p_weight.h), so every sum is exact.
 #pragma once
 
 #include <cstdint>
