@@ -61,16 +61,17 @@ __device__ __forceinline__ void tile_partial_f8_swapped(const uint32_t (&qa)[D /
                                                         ColState<D>& t) {
   static_assert(D == 64, "the TMA decode kernel's head_dim");
   const int g = lane >> 2;
-  float s[4][4];  // C fragments of S^T, m-tile mt: s[mt][2 half + c] = key 16 mt + 8 half + g,
-                  // head 2 tig + c
+  // C fragments of S^T, m-tile mt: s[mt][2 half + c] = key 16 mt + 8 half + g, head 2 tig + c.
+  float s[4][4];
 #pragma unroll
-  for (int mt = 0; mt < 4; mt++)
+  for (int mt = 0; mt < 4; mt++) {
 #pragma unroll
     for (int e = 0; e < 4; e++) s[mt][e] = 0.0f;
-      // S^T = K Q^T. tile_partial_f8's ldmatrix of n-tile np (keys 8 np + 0..7) gives lane (g, t)
-      // key 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
-      // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too). m-tile
-      // mt's rows g and g + 8 are keys 16 mt + g (n-tile 2 mt) and 16 mt + 8 + g (n-tile 2 mt + 1).
+  }
+  // S^T = K Q^T. tile_partial_f8's ldmatrix of n-tile np (keys 8 np + 0..7) gives lane (g, t)
+  // key 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
+  // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too). m-tile
+  // mt's rows g and g + 8 are keys 16 mt + g (n-tile 2 mt) and 16 mt + 8 + g (n-tile 2 mt + 1).
 #pragma unroll
   for (int mt = 0; mt < 4; mt++) {
     uint32_t lo[4], hi[4];
