@@ -103,6 +103,7 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Ro
 }
 
 // The same for the swapped tile's state: heads 2 tig + c, dims 16 db + 2 g + half.
+template <bool F8, bool kG8>
 __device__ __forceinline__ void store_partition(const AttentionArgs& a, const ColState<kD>& part,
                                                 int tile, int hkv, int pi, int G, int lane) {
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
@@ -124,15 +125,49 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Co
   }
 }
 
-// Head 2 tig + c of the swapped state as its output row o (store_out_row's arithmetic).
-__device__ __forceinline__ void store_out_col(bf16* o, const ColState<kD>& t, int c, int g,
-                                              float v_scale) {
+// The row total's output rows (out: the slot's [heads, kD]): rows g (and g + 8) of a RowState,
+// heads 2 tig + c of a ColState, each acc / l · v_scale (store_out_row's arithmetic).
+template <bool F8, bool kG8>
+__device__ __forceinline__ void store_total(bf16* out, const RowState<kD>& t, int hkv, int G,
+                                            int lane, float v_scale) {
+  const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
-  for (int db = 0; db < kD / 16; db++)
+  for (int h = 0; h < (kG8 ? 1 : 2); h++)
+    if (g + 8 * h < G)
+      store_out_row<kD, F8>(out + size_t(hkv * G + g + 8 * h) * kD, t, h, tig, v_scale);
+}
+template <bool F8, bool kG8>
+__device__ __forceinline__ void store_total(bf16* out, const ColState<kD>& t, int hkv, int G,
+                                            int lane, float v_scale) {
+  const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int half = 0; half < 2; half++)
-      o[16 * db + 2 * g + half] =
-          __float2bfloat16_rn(__fmul_rn(__fdiv_rn(t.acc[db][2 * half + c], t.l[c]), v_scale));
+  for (int c = 0; c < 2; c++) {
+    if (2 * tig + c >= G) continue;
+    bf16* o = out + size_t(hkv * G + 2 * tig + c) * kD;
+#pragma unroll
+    for (int db = 0; db < kD / 16; db++)
+#pragma unroll
+      for (int half = 0; half < 2; half++)
+        o[16 * db + 2 * g + half] =
+            __float2bfloat16_rn(__fmul_rn(__fdiv_rn(t.acc[db][2 * half + c], t.l[c]), v_scale));
+  }
+}
+
+// s = merge(s, t) for the rows (RowState: g, and g + 8 unless kG8) or heads (ColState: 2 tig
+// + c) whose position pos[] reaches `first`, the first key t covers.
+template <bool kG8>
+__device__ __forceinline__ void merge_live(RowState<kD>& s, const RowState<kD>& t, int first,
+                                           const int (&pos)[2]) {
+#pragma unroll
+  for (int h = 0; h < (kG8 ? 1 : 2); h++)
+    if (first <= pos[h]) merge_row(s, t, h);
+}
+template <bool kG8>
+__device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& t, int first,
+                                           const int (&pos)[2]) {
+#pragma unroll
+  for (int c = 0; c < 2; c++)
+    if (first <= pos[c]) merge_col(s, t, c);
 }
 
 // kSwap: the swapped-operand e4m3 tile (attention_swap.cuh; F8 and G <= 8 only).
@@ -226,10 +261,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     load_q_f8<kD>(q_lo, q_hi, lane, qa);
   else
     load_q<kD>(q_lo, q_hi, lane, qa);
-  const int p_lo = q_lo ? p : -1, p_hi = q_hi ? p : -1;
   static_assert(!kSwap || (F8 && kG8), "the swapped tile: e4m3, G <= 8");
-  const int p_head[2] = {2 * tig < G ? p : -1,
-                         2 * tig + 1 < G ? p : -1};  // (kSwap) heads 2 tig + c
+  // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
+  const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
+                      (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
   const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const bool whole = part0 == 0 && part1 == n_parts;
@@ -254,20 +289,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       __syncwarp();
     }
     State tp;
-    if constexpr (kSwap) {
-      tile_partial_f8_swapped<kD, L>(qa, ks, vs, key0, p_head, lane, scale, tp);
-#pragma unroll
-      for (int c = 0; c < 2; c++)
-        if (key0 <= p_head[c]) merge_col(part, tp, c);
-    } else {
-      if constexpr (F8)
-        tile_partial_f8<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
-      else
-        tile_partial<kD, L>(qa, ks, vs, key0, p_lo, p_hi, lane, scale, tp);
-#pragma unroll
-      for (int h = 0; h < (kG8 ? 1 : 2); h++)
-        if (key0 <= (h ? p_hi : p_lo)) merge_row(part, tp, h);
-    }
+    if constexpr (kSwap)
+      tile_partial_f8_swapped<kD, L>(qa, ks, vs, key0, pos, lane, scale, tp);
+    else if constexpr (F8)
+      tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    else
+      tile_partial<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    merge_live<kG8>(part, tp, key0, pos);
     __syncwarp();  // every lane's reads of the stage are done before it is refilled
     if (i + kStages < n_t) {
       issue(i + kStages, next);
@@ -276,39 +304,17 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int t = t0 + i;
     if (t % kMmaPartTiles == kMmaPartTiles - 1 || i == n_t - 1) {
       const int pi = t / kMmaPartTiles;
-      if (whole) {
-        if constexpr (kSwap) {
-#pragma unroll
-          for (int c = 0; c < 2; c++)
-            if (pi * kMmaPartKeys <= p_head[c]) merge_col(total, part, c);
-        } else {
-#pragma unroll
-          for (int h = 0; h < (kG8 ? 1 : 2); h++)
-            if (pi * kMmaPartKeys <= (h ? p_hi : p_lo)) merge_row(total, part, h);
-        }
-      } else {
-        if constexpr (kSwap)
-          store_partition(a, part, tile, hkv, pi, G, lane);
-        else
-          store_partition<F8, kG8>(a, part, tile, hkv, pi, G, lane);
-      }
+      if (whole)
+        merge_live<kG8>(total, part, pi * kMmaPartKeys, pos);
+      else
+        store_partition<F8, kG8>(a, part, tile, hkv, pi, G, lane);
       part.clear();
     }
   }
 
   if (whole) {
-    bf16* out = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * kD;
-    if constexpr (kSwap) {
-#pragma unroll
-      for (int c = 0; c < 2; c++)
-        if (2 * tig + c < G)
-          store_out_col(out + size_t(hkv * G + 2 * tig + c) * kD, total, c, g, v_scale);
-    } else {
-#pragma unroll
-      for (int h = 0; h < (kG8 ? 1 : 2); h++)
-        if (g + 8 * h < G)
-          store_out_row<kD, F8>(out + size_t(hkv * G + g + 8 * h) * kD, total, h, tig, v_scale);
-    }
+    store_total<F8, kG8>(static_cast<bf16*>(a.out) + size_t(slot) * a.heads * kD, total, hkv, G,
+                         lane, v_scale);
     return;
   }
   // The last chunk of the (tile, kv head) to finish folds the partitions (threadfence
