@@ -4,7 +4,8 @@
 # the host sampler over 262,145 logits; test_sampling_noise: the uniform and noise-estimate
 # bounds over all 2^23 uniforms), then `cuda_bench --only sampling` for BUILD and, where BASE is
 # set, for BASE's build (another commit's cuda_bench, e.g. unpacked as base/bin), alternated
-# REPEATS times (2), and a table: one row a case, µs a step for each run. Logs go to $OUT.
+# REPEATS times (2), and a table: one row a case, µs a step for each run. Logs go to $OUT (the
+# runs' logs and JSON as runs.tgz).
 #   BUILD=build BASE=base REPEATS=2 scripts/sampling_check.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/out-sampling}
@@ -44,4 +45,7 @@ for case, v in cols.items():
     print(case.ljust(46) + "".join(v.get(r, "-").rjust(12) for r in runs))
 PY
 grep -l INVALID "$OUT"/*.log && rc=1
+# The device tool returns only a few files a call: the runs' logs and JSON go in one archive.
+(cd "$OUT" && tar czf runs.tgz $(for r in "${runs[@]}"; do echo "$r.log $r.json"; done) &&
+  for r in "${runs[@]}"; do rm -f "$r.log" "$r.json"; done)
 exit $rc
