@@ -70,12 +70,18 @@ struct TmaMaps {
   CUtensorMap k, v;
 };
 
+// Partition pi's G rows of (acc [kD], m, l) in mma_partial, for (tile, kv head).
+__device__ __forceinline__ float* partition_rows(const AttentionArgs& a, int tile, int hkv, int pi,
+                                                 int G) {
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  return a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts + pi) * G * (kD + 2);
+}
+
 // Partition pi's state `part` of rows g, g + 8 into mma_partial [.., G, D + 2] (acc, m, l).
 template <bool F8, bool kG8>
 __device__ __forceinline__ void store_partition(const AttentionArgs& a, const RowState<kD>& part,
                                                 int tile, int hkv, int pi, int G, int lane) {
-  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
-  float* f = a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts + pi) * G * (kD + 2);
+  float* f = partition_rows(a, tile, hkv, pi, G);
   const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
   for (int h = 0; h < (kG8 ? 1 : 2); h++) {
@@ -106,8 +112,7 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Ro
 template <bool F8, bool kG8>
 __device__ __forceinline__ void store_partition(const AttentionArgs& a, const ColState<kD>& part,
                                                 int tile, int hkv, int pi, int G, int lane) {
-  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
-  float* f = a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts + pi) * G * (kD + 2);
+  float* f = partition_rows(a, tile, hkv, pi, G);
   const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
   for (int c = 0; c < 2; c++) {

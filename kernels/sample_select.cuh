@@ -180,11 +180,34 @@ __device__ __forceinline__ void add_mass(uint32_t* lo, uint32_t* hi, int slot, M
   if (wh != 0u) atomicAdd(&hi[slot], wh);
 }
 
+constexpr int kBins = 4096, kBinCand = 4096;
+constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
+constexpr int kLaneBins = 256;                          // bins of an 8-bit digit
+struct BinSmem {  // dynamic shared memory of sample_filter_kernel
+  uint32_t count[kBins];
+  Mass mass[kBins];
+  Mass incl[kFilterThreads];  // inclusive prefix sums, thread order
+  union {
+    unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
+    struct {  // a digit's histogram: bins x 2^spread slots (kLaneBins x 32 at spread 5)
+      uint32_t count[kLaneBins * 32];
+      uint32_t mass_lo[kLaneBins * 32], mass_hi[kLaneBins * 32];  // (add_mass)
+    } lanes;
+  };
+  uint4 ring[kRing * kFilterThreads];  // for_each_logit's chunks, kRing slots a thread
+  uint32_t top_p_tables[128];          // kTopPTablesDev
+};
+
+__device__ void zero_lanes(BinSmem& sm) {
+  for (int j = threadIdx.x; j < kLaneBins * 32; j += blockDim.x)
+    sm.lanes.count[j] = sm.lanes.mass_lo[j] = sm.lanes.mass_hi[j] = 0u;
+}
+
 // One digit's histogram over the elements with in_filter(key, i, thr0, cut0) and a digit
-// d = digit(key, z) >= 0: counts[slot] += 1 and, for a mass select, the weight to slot's
-// (mass_lo, mass_hi) words, slot = (d << spread) + lane % 2^spread. With spread 5 each lane has its
-// own slot of a bin, with 4 two lanes share one (fold_lanes sums them): the top digits of real
-// logits fall into a few bins, and a warp's lanes adding to one shared address serialise. The
+// d = digit(key, z) >= 0, in sm.lanes: count[slot] += 1 and, for a mass select, the weight to
+// slot's (mass_lo, mass_hi) words, slot = (d << spread) + lane % 2^spread. With spread 5 each lane
+// has its own slot of a bin, with 4 two lanes share one (fold_lanes sums them): the top digits of
+// real logits fall into a few bins, and a warp's lanes adding to one shared address serialise. The
 // digit's bin `skip` (a catch-all that would take most of a wide row's elements) stays out of
 // shared memory: the thread counts and weighs its elements itself. Returns the thread's sums.
 struct DigitSums {
@@ -195,12 +218,11 @@ struct DigitSums {
 template <class T, class Digit>
 __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperature,
                                      SelectWeight wfn, uint32_t thr0, int cut0, Digit digit,
-                                     int skip, int spread, uint32_t* counts, uint32_t* mass_lo,
-                                     uint32_t* mass_hi, uint4* ring) {
+                                     int skip, int spread, BinSmem& sm) {
   const int lane = int(threadIdx.x & ((1u << spread) - 1u));
   const ZOf z_of(temperature);
   DigitSums s;
-  for_each_logit(logits, vocab, ring, [&](int i, float x) {
+  for_each_logit(logits, vocab, sm.ring, [&](int i, float x) {
     if (i >= vocab) return;
     const float z = z_of(x);
     const uint32_t key = float_key(z);
@@ -214,8 +236,8 @@ __device__ DigitSums digit_histogram(const T* logits, int vocab, float temperatu
       return;
     }
     const int slot = (d << spread) + lane;
-    atomicAdd(&counts[slot], 1u);
-    if (wfn.mass) add_mass(mass_lo, mass_hi, slot, w);
+    atomicAdd(&sm.lanes.count[slot], 1u);
+    if (wfn.mass) add_mass(sm.lanes.mass_lo, sm.lanes.mass_hi, slot, w);
   });
   return s;
 }
@@ -246,32 +268,6 @@ struct ZDigit {
     return z != z ? kZBins - 1 : kZBins - 1 - int(fminf((zmax - z) * 32.0f, float(kZBins - 1)));
   }
 };
-
-constexpr int kBins = 4096, kBinCand = 4096;
-constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
-constexpr int kLaneBins = 256;                          // bins of an 8-bit digit
-struct BinSmem {  // dynamic shared memory of sample_filter_kernel
-  uint32_t count[kBins];
-  Mass mass[kBins];
-  Mass incl[kFilterThreads];  // inclusive prefix sums, thread order
-  union {
-    unsigned long long cand[kBinCand];  // (~key << 32) | id: ascending = (key desc, id asc)
-    struct {  // a digit's histogram: bins x 2^spread slots (kLaneBins x 32 at spread 5)
-      uint32_t count[kLaneBins * 32];
-      uint32_t mass_lo[kLaneBins * 32], mass_hi[kLaneBins * 32];  // (add_mass)
-    } lanes;
-  };
-  uint4 ring[kRing * kFilterThreads];  // for_each_logit's chunks, kRing slots a thread
-  uint32_t top_p_tables[128];          // kTopPTablesDev
-};
-
-__device__ void zero_lanes(BinSmem& sm) {
-  for (int j = threadIdx.x; j < kLaneBins * 32; j += blockDim.x)
-    sm.lanes.count[j] = sm.lanes.mass_lo[j] = sm.lanes.mass_hi[j] = 0u;
-}
-
-// digit_histogram's arguments for the lanes' slots.
-#define LOOM_LANE_SLOTS(sm) (sm).lanes.count, (sm).lanes.mass_lo, (sm).lanes.mass_hi
 
 // sm.count[b], sm.mass[b] for b < bins: the sums of bin b's 2^spread lane slots (bins <<
 // spread <= kLaneBins * 32), in lane order from a rotated start (bin b starts at slot b %
@@ -309,8 +305,7 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     __syncthreads();
     const uint32_t high_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
     digit_histogram(logits, vocab, temperature, wfn, thr0, cut0,
-                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, -1, 5,
-                    LOOM_LANE_SLOTS(sm), sm.ring);
+                    KeyDigit{high_mask, prefix & high_mask, 255u, shift}, -1, 5, sm);
     __syncthreads();
     fold_lanes(sm, kLaneBins, 5);
     __syncthreads();
@@ -667,8 +662,8 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
   const ZDigit digit{wfn.zmax};
   static_assert(kZBins << kZSpread == kLaneBins * 32 && kBins <= kLaneBins * 32,
                 "ZDigit's slots, and a 12-bit digit's bins, are the lanes' slots");
-  const DigitSums s = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0,
-                                      kZSpread, LOOM_LANE_SLOTS(sm), sm.ring);
+  const DigitSums s =
+      digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, 0, kZSpread, sm);
   __syncthreads();
   fold_lanes(sm, kZBins, kZSpread);
   const Mass m = block_sum(s.mass, scratch), skip_mass = block_sum(s.skip_mass, scratch);
@@ -713,9 +708,8 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     // 4,096 bins, a slot each.
     const KeyDigit digit{high_mask, prefix, bin_mask, shift};
     const int spread = level == 0 ? 5 : 0;
-    Mass m = digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, spread,
-                             LOOM_LANE_SLOTS(sm), sm.ring)
-                 .mass;
+    Mass m =
+        digit_histogram(logits, vocab, temperature, wfn, thr0, cut0, digit, -1, spread, sm).mass;
     __syncthreads();
     fold_lanes(sm, level == 0 ? kLaneBins : kBins, spread);
     if (level == 0 && wfn.mass) {

@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(kFilterThreads)
     if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, 0, 0};
     return;
   }
-  for (int j = threadIdx.x; j < 128; j += blockDim.x) sm.top_p_tables[j] = kTopPTablesDev[j];
+  if (top_p_on)  // (read after the selects' first barrier)
+    for (int j = threadIdx.x; j < 128; j += blockDim.x) sm.top_p_tables[j] = kTopPTablesDev[j];
   const T* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
   uint32_t thr = 0u;

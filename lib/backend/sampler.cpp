@@ -55,14 +55,14 @@ static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingP
   if (top_p_on) {  // masses in fixed point (core/top_p_weight.h), exact in any order
     float zmax = -INFINITY;
     for (float v : z) zmax = std::fmax(zmax, v);
+    std::vector<uint64_t> w(n);  // [n] the kept prefix's weights, in order
     uint64_t mass = 0;
-    for (size_t j = 0; j < n; j++) mass += top_p_weight(z[size_t(kept[j])], zmax);
+    for (size_t j = 0; j < n; j++) mass += w[j] = top_p_weight(z[size_t(kept[j])], zmax);
     const uint64_t target = top_p_target(params.top_p, mass);
     uint64_t cum = 0;
     size_t m = 0;
     while (m < n) {
-      cum += top_p_weight(z[size_t(kept[m])], zmax);
-      m++;
+      cum += w[m++];
       if (cum >= target) break;
     }
     n = m;
