@@ -439,65 +439,87 @@ __device__ __forceinline__ void cut_at(unsigned long long c, uint32_t* out_thr, 
   *out_cut = cand_id(c);
 }
 
-// Top-k in one pass over the row, for k <= kSampledTopK: the keys of kSampleKeys logits spread
-// over the row give a threshold that k and a margin pass (their top 12 bits' histogram),
-// the pass gathers every logit at or above it, and the k-th of those sorted is the cut. Leaves
-// sm.cand[0, k) sorted (key desc, id asc). Returns false (the caller runs bin_select) when
-// fewer than k or more than kBinCand logits pass.
-// The candidates sm.cand[0, n) cut down to those at or above the k-th largest key (every tie at
-// it kept), compacted to sm.cand[0, m) in no particular order; returns m (>= k). The sort then
-// runs over the next power of two of m (~k) instead of n's (the sampled threshold passes about
-// twice k): at k = 1,000, 1,024 elements instead of 4,096; at k = 50, 64 instead of 1,024. The
-// k-th key comes from an 8-bit radix select over the candidates' keys: a round counts the
-// candidates under the prefix into 256 shared counters and one warp finds the digit (lane l sums
-// the 8 bins 255 - 8 l down, a scan over the lanes, the first lane reaching `need` walks its 8).
-// sm.count and sm.mass are free here (the samples' histogram is read; top-p's weights come later).
-__device__ int keep_top_k(BinSmem& sm, int n, int k) {
+// The largest key v among the candidates sm.cand[0, n) at which their weight summed from the
+// top (key descending) reaches need (>= 1; their total does), and the weight still needed from
+// the ties at v (*tie_need, >= 1). An 8-bit radix select over the candidates' keys: a round adds
+// the weights of the candidates under the prefix into 256 shared bins (counts, or top-p masses
+// as add_mass's two words in sm.mass) and one warp finds the digit (lane l sums the 8 bins
+// 255 - 8 l down, a scan over the lanes, the first lane reaching the need walks its 8). Uses
+// sm.count and sm.mass (free once the bins that chose the candidates are read). kMass: the
+// weights are wfn's masses (wfn.mass is true), else counts (the loop carries no mass code).
+template <bool kMass>
+__device__ uint32_t select_key(BinSmem& sm, int n, Mass need, SelectWeight wfn, Mass* tie_need) {
   __shared__ uint32_t prefix_s;
-  __shared__ int need_s, m_s;
-  if (threadIdx.x == 0) prefix_s = 0u, need_s = k, m_s = 0;
+  __shared__ Mass need_s;
+  if (threadIdx.x == 0) prefix_s = 0u, need_s = need;
+  uint32_t* lo = reinterpret_cast<uint32_t*>(sm.mass);  // [256] low words, then [256] high
+  uint32_t* hi = lo + 256;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) sm.count[b] = 0u;
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) {
+      if (kMass)
+        lo[b] = hi[b] = 0u;
+      else
+        sm.count[b] = 0u;
+    }
     __syncthreads();
     const uint32_t prefix = prefix_s, high = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
     for (int e = threadIdx.x; e < n; e += blockDim.x) {
       const uint32_t key = cand_key(sm.cand[e]);
-      if ((key & high) == prefix) atomicAdd(&sm.count[(key >> shift) & 255u], 1u);
+      if ((key & high) != prefix) continue;
+      const int d = int((key >> shift) & 255u);
+      if (kMass)
+        add_mass(lo, hi, d, wfn(key_float(key)));
+      else
+        atomicAdd(&sm.count[d], 1u);
     }
     __syncthreads();
-    if (threadIdx.x < 32) {  // the need-th largest under the prefix has digit d: find d
-      const int lane = int(threadIdx.x), need = need_s;
-      uint32_t c[8], mine = 0u;
+    if (threadIdx.x < 32) {  // the digit d at which the weight from the top reaches the need
+      const int lane = int(threadIdx.x);
+      const Mass want = need_s;
+      Mass w[8], mine = 0u;
 #pragma unroll
-      for (int j = 0; j < 8; j++) c[j] = sm.count[255 - 8 * lane - j], mine += c[j];
-      uint32_t incl = mine;  // candidates in lanes 0 .. lane's bins (from the top)
+      for (int j = 0; j < 8; j++) {
+        const int b = 255 - 8 * lane - j;
+        w[j] = kMass ? (Mass(hi[b]) << 32) + lo[b] : Mass(sm.count[b]);
+        mine += w[j];
+      }
+      Mass incl = mine;  // weight in lanes 0 .. lane's bins (from the top)
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+        const Mass y = __shfl_up_sync(0xffffffffu, incl, o);
         if (lane >= o) incl += y;
       }
-      // At least `need` candidates lie under the prefix, so some lane reaches it.
-      const unsigned hit = __ballot_sync(0xffffffffu, incl >= uint32_t(need));
+      const unsigned hit = __ballot_sync(0xffffffffu, incl >= want);  // (the total reaches it)
       if (lane == __ffs(hit) - 1) {
-        uint32_t above = incl - mine;
+        Mass above = incl - mine;
         for (int j = 0; j < 8; j++) {
-          if (above + c[j] >= uint32_t(need)) {
+          if (above + w[j] >= want) {
             prefix_s = prefix | (uint32_t(255 - 8 * lane - j) << shift);
-            need_s = need - int(above);
+            need_s = want - above;
             break;
           }
-          above += c[j];
+          above += w[j];
         }
       }
     }
     __syncthreads();
   }
-  const uint32_t v = prefix_s;                                  // the k-th largest key
+  *tie_need = need_s;
+  return prefix_s;
+}
+
+// The candidates sm.cand[0, n) whose key passes keep(key), compacted to sm.cand[0, m) in no
+// particular order (through sm.mass); returns m.
+template <class Keep>
+__device__ int compact_cand(BinSmem& sm, int n, Keep keep) {
+  __shared__ int m_s;
+  if (threadIdx.x == 0) m_s = 0;
+  __syncthreads();
   auto* kept = reinterpret_cast<unsigned long long*>(sm.mass);  // [m] (kBins >= kBinCand words)
   static_assert(kBins >= kBinCand, "sm.mass holds the candidates");
   for (int e = threadIdx.x; e < n; e += blockDim.x) {
     const unsigned long long c = sm.cand[e];
-    if (cand_key(c) >= v) kept[atomicAdd(&m_s, 1)] = c;
+    if (keep(cand_key(c))) kept[atomicAdd(&m_s, 1)] = c;
   }
   __syncthreads();
   const int m = m_s;
@@ -506,6 +528,37 @@ __device__ int keep_top_k(BinSmem& sm, int n, int k) {
   return m;
 }
 
+// The candidates sm.cand[0, n) cut down to those at or above the k-th largest key (every tie at
+// it kept), compacted to sm.cand[0, m); returns m (>= k). The sort then runs over the next
+// power of two of m (~k) instead of n's (the sampled threshold passes about twice k): at k =
+// 1,000, 1,024 elements instead of 4,096; at k = 50, 64 instead of 1,024.
+__device__ int keep_top_k(BinSmem& sm, int n, int k) {
+  Mass unused;
+  const uint32_t v = select_key<false>(sm, n, Mass(k), SelectWeight{false, 0.0f, nullptr}, &unused);
+  return compact_cand(sm, n, [&](uint32_t key) { return key >= v; });
+}
+
+// The cut among the candidates sm.cand[0, n) (in no order) at which their weight summed in order
+// (key desc, id asc) first reaches need: the key v by select_key, then among the ties at v (one
+// weight w each: it depends on the key alone) the ceil(tie_need / w)-th smallest id, by sorting
+// the ties only (usually a handful; bf16 logits share keys by the hundred). No sort of the bin.
+__device__ void cut_of_candidates(BinSmem& sm, int n, Mass need, SelectWeight wfn,
+                                  uint32_t* out_thr, int* out_cut) {
+  Mass tie_need;
+  const uint32_t v = wfn.mass ? select_key<true>(sm, n, need, wfn, &tie_need)
+                              : select_key<false>(sm, n, need, wfn, &tie_need);
+  const Mass w = wfn(key_float(v));  // > 0: the ties at v add the tie_need >= 1
+  const int m = compact_cand(sm, n, [&](uint32_t key) { return key == v; });
+  sort_cand(sm, m);
+  cut_at(sm.cand[min(m, int((tie_need + w - 1) / w)) - 1], out_thr, out_cut);
+  __syncthreads();
+}
+
+// Top-k in one pass over the row, for k <= kSampledTopK: the keys of kSampleKeys logits spread
+// over the row give a threshold that k and a margin pass (their top 12 bits' histogram),
+// the pass gathers every logit at or above it, and the k-th of those sorted is the cut. Leaves
+// sm.cand[0, k) sorted (key desc, id asc). Returns false (the caller runs bin_select) when
+// fewer than k or more than kBinCand logits pass.
 constexpr int kSampleKeys = 4 * kFilterThreads, kSampledTopK = kSampleList;
 template <class T>
 __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int k,
@@ -609,6 +662,7 @@ __device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, Mass* scratch, u
 // The cut inside a boundary bin of n elements (those in the filter with in_bin(key, z)): they
 // are gathered, sorted by (key desc, id asc) and summed in that order until `need`, which gives
 // the cut exactly as radix_select's ordered scan does.
+constexpr int kSortedCut = 512;  // boundary bins up to this size are sorted whole
 template <class T, class InBin>
 __device__ void cut_in_bin(const T* logits, int vocab, float temperature, SelectWeight wfn,
                            uint32_t thr0, int cut0, int n, Mass need, InBin in_bin,
@@ -623,6 +677,11 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
     if (i < vocab && in_filter(key, i, thr0, cut0) && in_bin(key, z))
       sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
   });
+  __syncthreads();
+  if (n > kSortedCut) {  // a radix select over the bin, then the ties at one key sorted
+    cut_of_candidates(sm, n, need, wfn, out_thr, out_cut);
+    return;
+  }
   sort_cand(sm, n);
   // Thread t takes candidates [t * per, (t + 1) * per) in order.
   const int per = (n + kFilterThreads - 1) / kFilterThreads;
