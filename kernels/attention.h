@@ -30,9 +30,9 @@ namespace loom {
 constexpr int kAttnRows = 32;   // query rows (slot, head) per block
 constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 
-// The TMA decode kernel's builds (AttentionArgs::tma_config in [0, kTmaDecodeConfigs)). For an
-// e4m3 cache with G <= 8, config 0 is the swapped-operand tile and config 3 the same ring with
-// tile_partial_f8 (the two compared bitwise); bf16 runs config 0's build for config 3.
+// The TMA decode kernel's builds (AttentionArgs::tma_config in [0, kTmaDecodeConfigs)). With
+// G <= 8, config 0 (the default) is the swapped-operand tile and config 3 the same ring with
+// tile_partial(_f8) (the two compared bitwise), for both cache dtypes.
 constexpr int kTmaDecodeConfigs = 4;
 
 struct AttentionArgs {

@@ -1,13 +1,14 @@
-// The FP8 decode tile with the mma operands swapped (G <= 8 query heads a kv head; the TMA decode
-// kernel's config 3). Today's tile_partial_f8 takes the G heads as the mma's M rows 0..7 and
-// leaves rows 8..15 empty: half of every mma, and of the s / acc registers, is padding. Here
+// The decode tile with the mma operands swapped (G <= 8 query heads a kv head; the TMA decode
+// kernel's default, config 0, for both cache dtypes). tile_partial(_f8) takes the G heads as the
+// mma's M rows 0..7 and leaves rows 8..15 empty: half of every mma, and of the s / acc registers,
+// is padding. Here
 //   S^T = K Q^T   (M = 16 keys, N = 8 heads, K = 16 dims)
 //   O^T = V^T P^T (M = 16 dims, N = 8 heads, K = 16 keys)
 // use every row: 16 + 16 mma a 64-key tile instead of 32 + 32, 16 + 16 accumulators instead of
-// 32 + 32. The bits are tile_partial_f8's: an mma output element does not depend on which
+// 32 + 32. The bits are tile_partial(_f8)'s: an mma output element does not depend on which
 // operand is A (tests/cuda/test_mma_swap.cu's probe: 0 of 12.8 M elements differ), the K and V
-// fragments are the same conversions of the same e4m3 bytes in the same k order, P^T is the
-// same f16 values moved by movmatrix.trans, and l follows the canonical tree8 order.
+// fragments hold the same values (bf16, or the same conversions of e4m3 bytes) in the same k order,
+// P^T is the same 16-bit values moved by movmatrix.trans, and l follows the canonical tree8 order.
 // Included by attention_tma.cu only.
 #pragma once
 
@@ -16,8 +17,7 @@
 namespace loom::gpu::mma_impl {
 
 // (m, l, acc) of a lane's two heads 2 tig + c (c = 0, 1) over its dims: acc[db][2 half + c] is
-// dim 16 db + 2 g + half of head 2 tig + c (the e4m3 V fragments' dim order: row g of a
-// 16-dim block's m-tile is its even dim 2 g, row g + 8 the odd dim 2 g + 1).
+// dim col_dim<F8>(db, g, half) of head 2 tig + c.
 template <int D>
 struct ColState {
   float m[2], l[2];
@@ -45,6 +45,14 @@ __device__ __forceinline__ void merge_col(ColState<D>& s, const ColState<D>& t, 
   s.m[c] = w.m;
 }
 
+// The dim of acc[db][2 half + c]: rows g and g + 8 of dim block db's m-tile. bf16: dims g and
+// g + 8 of the block; e4m3: its even dim 2 g and odd dim 2 g + 1 (the V fragments' byte
+// permutes take a dim pair apart).
+template <bool F8>
+__device__ __forceinline__ int col_dim(int db, int g, int half) {
+  return F8 ? 16 * db + 2 * g + half : 16 * db + 8 * half + g;
+}
+
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   uint32_t y;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
@@ -54,11 +62,11 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 // The tile partial of keys [key0, key0 + 64) for the lane's heads 2 tig, 2 tig + 1 at
 // positions p_c (-1: a padding head, everything masked). qa from load_q_f8 (rows g: head g;
 // its a0 / a2 are Q^T's b0 / b1 for head g). scale as tile_partial_f8's.
-template <int D, class L>
-__device__ __forceinline__ void tile_partial_f8_swapped(const uint32_t (&qa)[D / 16][4],
-                                                        const char* ks, const char* vs, int key0,
-                                                        const int (&p)[2], int lane, float scale,
-                                                        ColState<D>& t) {
+template <int D, class L, bool F8 = true>
+__device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16][4],
+                                                     const char* ks, const char* vs, int key0,
+                                                     const int (&p)[2], int lane, float scale,
+                                                     ColState<D>& t) {
   static_assert(D == 64, "the TMA decode kernel's head_dim");
   const int g = lane >> 2;
   // C fragments of S^T, m-tile mt: s[mt][2 half + c] = key 16 mt + 8 half + g, head 2 tig + c.
@@ -68,20 +76,34 @@ __device__ __forceinline__ void tile_partial_f8_swapped(const uint32_t (&qa)[D /
 #pragma unroll
     for (int e = 0; e < 4; e++) s[mt][e] = 0.0f;
   }
-  // S^T = K Q^T. tile_partial_f8's ldmatrix of n-tile np (keys 8 np + 0..7) gives lane (g, t)
-  // key 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
-  // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too). m-tile
-  // mt's rows g and g + 8 are keys 16 mt + g (n-tile 2 mt) and 16 mt + 8 + g (n-tile 2 mt + 1).
+  // S^T = K Q^T; m-tile mt's rows g and g + 8 are keys 16 mt + g and 16 mt + 8 + g.
 #pragma unroll
   for (int mt = 0; mt < 4; mt++) {
-    uint32_t lo[4], hi[4];
-    ldmatrix_x4(lo, ks + L::off(16 * mt + (lane & 7), lane >> 3));
-    ldmatrix_x4(hi, ks + L::off(16 * mt + 8 + (lane & 7), lane >> 3));
+    if constexpr (F8) {
+      // tile_partial_f8's ldmatrix of n-tile np (keys 8 np + 0..7) gives lane (g, t) key
+      // 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
+      // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too).
+      uint32_t lo[4], hi[4];
+      ldmatrix_x4(lo, ks + L::off(16 * mt + (lane & 7), lane >> 3));
+      ldmatrix_x4(hi, ks + L::off(16 * mt + 8 + (lane & 7), lane >> 3));
 #pragma unroll
-    for (int k = 0; k < D / 16; k++) {
-      const uint32_t a[4] = {e4m3x2_to_f16x2(lo[k] & 0xffffu), e4m3x2_to_f16x2(hi[k] & 0xffffu),
-                             e4m3x2_to_f16x2(lo[k] >> 16), e4m3x2_to_f16x2(hi[k] >> 16)};
-      mma_f16(s[mt], a, qa[k][0], qa[k][2]);
+      for (int k = 0; k < D / 16; k++) {
+        const uint32_t a[4] = {e4m3x2_to_f16x2(lo[k] & 0xffffu), e4m3x2_to_f16x2(hi[k] & 0xffffu),
+                               e4m3x2_to_f16x2(lo[k] >> 16), e4m3x2_to_f16x2(hi[k] >> 16)};
+        mma_f16(s[mt], a, qa[k][0], qa[k][2]);
+      }
+    } else {
+      // tile_partial's ldmatrix x4: matrices (keys 0..7, dims 0..7), (keys 0..7, dims 8..15),
+      // (keys 8..15, dims 0..7), (keys 8..15, dims 8..15) of the m-tile and dim block: the A
+      // fragment's a0, a2, a1, a3.
+      const int key = 16 * mt + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+      for (int k = 0; k < D / 16; k++) {
+        uint32_t b[4];
+        ldmatrix_x4(b, ks + L::off(key, 2 * k + ((lane >> 3) & 1)));
+        const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
+        mma_bf16(s[mt], a, qa[k][0], qa[k][2]);
+      }
     }
   }
   // Scale, mask, max over the head's 64 keys (this lane's 8, then lanes g by xor 4, 8, 16).
@@ -116,29 +138,43 @@ __device__ __forceinline__ void tile_partial_f8_swapped(const uint32_t (&qa)[D /
     t.l[c] = l;
   }
 #pragma unroll
-  for (int i = 0; i < D / 16; i++)
+  for (int i = 0; i < D / 16; i++) {
 #pragma unroll
     for (int e = 0; e < 4; e++) t.acc[i][e] = 0.0f;
-      // O^T += V^T P^T per key k-step kk (= m-tile kk): P^T's B fragment is the f16 pairs of
-      // (key, heads 2t, 2t + 1) transposed to (head g, keys 2t, 2t + 1); V by tile_partial_f8's
-      // ldmatrix .trans and byte permutes, whose four pairs are V^T's A fragment of dim block db.
+  }
+  // O^T += V^T P^T per key k-step kk (= m-tile kk): P^T's B fragment is the f16 / bf16 pairs of
+  // (key, heads 2t, 2t + 1) transposed to (head g, keys 2t, 2t + 1); V by the tile partials'
+  // ldmatrix .trans (and for e4m3 byte permutes), whose pairs are V^T's A fragment.
+  auto pack = [](float lo, float hi) { return F8 ? pack_f16(lo, hi) : pack_bf16(lo, hi); };
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
-    const uint32_t b0 = movmatrix_trans(pack_f16(s[kk][0], s[kk][1]));
-    const uint32_t b1 = movmatrix_trans(pack_f16(s[kk][2], s[kk][3]));
+    const uint32_t b0 = movmatrix_trans(pack(s[kk][0], s[kk][1]));
+    const uint32_t b1 = movmatrix_trans(pack(s[kk][2], s[kk][3]));
     const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+    if constexpr (!F8) {
+      // Matrices (keys 0..7, dims 0..7), (keys 8..15, dims 0..7), (keys 0..7, dims 8..15),
+      // (keys 8..15, dims 8..15) of dim block db: V^T's a0, a2, a1, a3.
 #pragma unroll
-    for (int db = 0; db < D / 16; db += 2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, vs + L::off(key, db + (lane >> 4)));
+      for (int db = 0; db < D / 16; db++) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + L::off(key, 2 * db + (lane >> 4)));
+        const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
+        mma_bf16(t.acc[db], a, b0, b1);
+      }
+    } else {
 #pragma unroll
-      for (int m = 0; m < 2; m++) {
-        const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
-        const uint32_t a[4] = {e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
-                               e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
-                               e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)),
-                               e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031))};
-        mma_f16(t.acc[db + m], a, b0, b1);
+      for (int db = 0; db < D / 16; db += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + L::off(key, db + (lane >> 4)));
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+          const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
+          const uint32_t a[4] = {e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
+                                 e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
+                                 e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)),
+                                 e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031))};
+          mma_f16(t.acc[db + m], a, b0, b1);
+        }
       }
     }
   }

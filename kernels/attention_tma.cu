@@ -108,7 +108,7 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Ro
   }
 }
 
-// The same for the swapped tile's state: heads 2 tig + c, dims 16 db + 2 g + half.
+// The same for the swapped tile's state: heads 2 tig + c, dims col_dim<F8>(db, g, half).
 template <bool F8, bool kG8>
 __device__ __forceinline__ void store_partition(const AttentionArgs& a, const ColState<kD>& part,
                                                 int tile, int hkv, int pi, int G, int lane) {
@@ -120,9 +120,16 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Co
     if (r >= G) continue;
     float* row = f + r * (kD + 2);
 #pragma unroll
-    for (int db = 0; db < kD / 16; db++)
-      *reinterpret_cast<float2*>(row + 16 * db + 2 * g) =
-          make_float2(part.acc[db][c], part.acc[db][2 + c]);
+    for (int db = 0; db < kD / 16; db++) {
+      if constexpr (F8) {  // dims 2 g, 2 g + 1: neighbours
+        *reinterpret_cast<float2*>(row + col_dim<F8>(db, g, 0)) =
+            make_float2(part.acc[db][c], part.acc[db][2 + c]);
+      } else {
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+          row[col_dim<F8>(db, g, half)] = part.acc[db][2 * half + c];
+      }
+    }
     if (g == 0) {
       row[kD] = part.m[c];
       row[kD + 1] = part.l[c];
@@ -153,7 +160,7 @@ __device__ __forceinline__ void store_total(bf16* out, const ColState<kD>& t, in
     for (int db = 0; db < kD / 16; db++)
 #pragma unroll
       for (int half = 0; half < 2; half++)
-        o[16 * db + 2 * g + half] =
+        o[col_dim<F8>(db, g, half)] =
             __float2bfloat16_rn(__fmul_rn(__fdiv_rn(t.acc[db][2 * half + c], t.l[c]), v_scale));
   }
 }
@@ -175,7 +182,7 @@ __device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& 
     if (first <= pos[c]) merge_col(s, t, c);
 }
 
-// kSwap: the swapped-operand e4m3 tile (attention_swap.cuh; F8 and G <= 8 only).
+// kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only).
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
@@ -266,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     load_q_f8<kD>(q_lo, q_hi, lane, qa);
   else
     load_q<kD>(q_lo, q_hi, lane, qa);
-  static_assert(!kSwap || (F8 && kG8), "the swapped tile: e4m3, G <= 8");
+  static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
   // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
   const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
                       (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
@@ -295,7 +302,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     State tp;
     if constexpr (kSwap)
-      tile_partial_f8_swapped<kD, L>(qa, ks, vs, key0, pos, lane, scale, tp);
+      tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp);
     else if constexpr (F8)
       tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
     else
@@ -387,25 +394,25 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 // The builds cuda_bench and the tests compare, by AttentionArgs::tma_config (stages x warps a
-// block); config 0 is the default for the cache dtype.
+// block); config 0 is the default for the cache dtype. For G <= 8 it is the swapped-operand tile
+// (attention_swap.cuh) and config 3 the same ring with tile_partial(_f8), compared bitwise:
+// e4m3 at b256 ctx 8000 H200 275 us against 302 (bench/results/2026-11-28-h200-attention-f8-
+// swapped.json); bf16 498 against 498, b64 ctx 8000 161 against 164, b256 ctx 600 57.9 against
+// 59.4 (bench/results/2026-11-28-h200-attention-f8-pairs-bf16-swapped-not-kept.json).
 template <bool F8, bool kG8>
 Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.tma_config == 3) return launch_tma<F8, 2, 4, kG8>(a, stream);
   if constexpr (F8) {
     // 2 stages (16 KB a warp): three blocks of 4 warps an SM (two with 3 stages); at
     // b256 ctx 8000 H100 385 us against 397-401 with 3 stages, H200 299-300 against 302-304
-    // (bench/results/2026-11-27-h200-h100-tma-promotion-pairs-not-kept.json). The default for
-    // G <= 8 is the swapped-operand tile (attention_swap.cuh): H200 275 us against 302 for
-    // config 3, the same ring with tile_partial_f8 (bench/results/2026-11-28-h200-attention-
-    // f8-swapped.json).
+    // (bench/results/2026-11-27-h200-h100-tma-promotion-pairs-not-kept.json).
     if (a.tma_config == 1) return launch_tma<F8, 4, 4, kG8>(a, stream);
     if (a.tma_config == 2) return launch_tma<F8, 3, 4, kG8>(a, stream);
-    if (a.tma_config == 3) return launch_tma<F8, 2, 4, kG8>(a, stream);
-    return launch_tma<F8, 2, 4, kG8, kG8>(a, stream);
   } else {  // 32 KB a warp: one block of 4 warps, or three of 2
     if (a.tma_config == 1) return launch_tma<F8, 3, 2, kG8>(a, stream);
     if (a.tma_config == 2) return launch_tma<F8, 4, 2, kG8>(a, stream);
-    return launch_tma<F8, 2, 4, kG8>(a, stream);  // (config 3: the same build)
   }
+  return launch_tma<F8, 2, 4, kG8, kG8>(a, stream);
 }
 
 }  // namespace
