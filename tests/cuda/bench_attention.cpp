@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "backend/cuda/gemm.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
@@ -284,6 +285,83 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
   n_kv = 4;
   kv_fp8 = false;
   return r;
+}
+
+json attention_overlap_case(cudaStream_t stream, int sms, int batch, int ctx, bool fp8) {
+  // Two half-batches on two streams, each half's attention beside the other's layer GEMMs:
+  // does the device run them at once? Timed: the decode attention of `batch` sequences at
+  // context ctx on `stream`; Terra's four layer GEMMs (qkv 2560, o 2048, gate_up 11264 over
+  // k 2048; down 2048 over k 5632) at m = batch through cuBLAS on a second stream; both at once
+  // (fork and join by events); and one after the other. L2 flushed before each.
+  (void)sms;
+  kv_fp8 = fp8;
+  Setup S;
+  make_setup(S, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, 1);
+  gpu::AttentionArgs a = S.a;
+  a.decode = true;
+  const int m = batch, H = 2048, I = 5632, Q = 2560;
+  void *x = nullptr, *w = nullptr, *y = nullptr;
+  const size_t w_elems = size_t(Q) * H + size_t(H) * H + size_t(2 * I) * H + size_t(H) * I;
+  LOOM_CUDA_CHECK(cudaMalloc(&x, size_t(m) * I * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&y, size_t(m) * 2 * I * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&w, w_elems * 2));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(m) * I, 5, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, w_elems, 6, 0.02f, nullptr));
+  cudaStream_t s2;
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  gpu::Gemm gemm;
+  gemm.init(s2);
+  const uint16_t* W = static_cast<const uint16_t*>(w);  // bf16 bits
+  const uint16_t* wq = W;
+  const uint16_t* wo = wq + size_t(Q) * H;
+  const uint16_t* wgu = wo + size_t(H) * H;
+  const uint16_t* wd = wgu + size_t(2 * I) * H;
+  auto chain = [&] {
+    gemm.run(DType::BF16, x, wq, DType::BF16, y, m, Q, H);
+    gemm.run(DType::BF16, x, wo, DType::BF16, y, m, H, H);
+    gemm.run(DType::BF16, x, wgu, DType::BF16, y, m, 2 * I, H);
+    gemm.run(DType::BF16, x, wd, DType::BF16, y, m, H, I);
+  };
+  cudaEvent_t e0, e1, fork, join;
+  for (cudaEvent_t* e : {&e0, &e1, &fork, &join}) LOOM_CUDA_CHECK(cudaEventCreate(e));
+  // what: 1 attention, 2 GEMMs, 3 both at once, 4 attention then the GEMMs.
+  auto time_mode = [&](int what) {
+    std::vector<double> us;
+    for (int i = 0; i < 12; i++) {
+      LOOM_CUDA_CHECK(cudaMemsetAsync(S.flush, i & 0xff, kFlushBytes, stream));
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      LOOM_CUDA_CHECK(cudaEventRecord(fork, stream));
+      LOOM_CUDA_CHECK(cudaStreamWaitEvent(s2, fork, 0));
+      if (what & 1) LOOM_KERNEL(gpu::paged_attention(a, stream));
+      if (what == 4) {
+        LOOM_KERNEL(gpu::paged_attention(a, stream));
+        LOOM_CUDA_CHECK(cudaEventRecord(fork, stream));
+        LOOM_CUDA_CHECK(cudaStreamWaitEvent(s2, fork, 0));
+      }
+      if (what >= 2) chain();
+      LOOM_CUDA_CHECK(cudaEventRecord(join, s2));
+      LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 2) us.push_back(1e3 * ms);  // the first two warm up
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  const double attn = time_mode(1), gemms = time_mode(2), both = time_mode(3), seq = time_mode(4);
+  std::printf(
+      "overlap %s b%d ctx %d: attention %.1f us, GEMMs (m %d) %.1f us, at once %.1f us, one "
+      "after the other %.1f us (at once / max %.3f)\n",
+      fp8 ? "fp8" : "bf16", batch, ctx, attn, m, gemms, both, seq, both / std::max(attn, gemms));
+  for (cudaEvent_t e : {e0, e1, fork, join}) cudaEventDestroy(e);
+  cudaStreamDestroy(s2);
+  for (void* p : {x, w, y}) cudaFree(p);
+  kv_fp8 = false;
+  return {{"batch", batch},       {"ctx", ctx},        {"kv_dtype", fp8 ? "fp8" : "bf16"},
+          {"attention_us", attn}, {"gemms_us", gemms}, {"at_once_us", both},
+          {"sequential_us", seq}, {"gemm_m", m}};
 }
 
 json attention_mma_bench(cudaStream_t stream, int sms) {

@@ -15,5 +15,8 @@ nlohmann::json attention_mma_bench(cudaStream_t stream, int sms);
 // fp8: the cache holds e4m3 (GB/s of the bytes read, half of bf16's).
 nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads,
                                      bool fp8 = false);
+// Decode attention of `batch` sequences on one stream beside Terra's four layer GEMMs at m =
+// batch on another: each alone, at once, one after the other (the two-half-batch question).
+nlohmann::json attention_overlap_case(cudaStream_t stream, int sms, int batch, int ctx, bool fp8);
 
 }  // namespace loom

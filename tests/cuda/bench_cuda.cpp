@@ -10,6 +10,8 @@
 //     a 3-frame prefill.
 // `cuda_bench OUT.json --attention-case B CTX [KV [fp8]]` times one decode attention case alone
 // (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache).
+// `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
+// layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 // `cuda_bench OUT.json --only KEY[,KEY…]` runs those microbenchmarks alone (no backend part).
@@ -51,6 +53,13 @@ int main(int argc, char** argv) {
                                                      std::atoi(argv[4]),
                                                      argc > 5 ? std::atoi(argv[5]) : 4,
                                                      argc > 6 && std::string(argv[6]) == "fp8")
+                                   .dump(2);
+    return 0;
+  }
+  if (argc > 4 && mode == "--overlap-case") {  // cuda_bench OUT --overlap-case B CTX [fp8]
+    std::ofstream(out_path) << attention_overlap_case(stream, sms, std::atoi(argv[3]),
+                                                      std::atoi(argv[4]),
+                                                      argc > 5 && std::string(argv[5]) == "fp8")
                                    .dump(2);
     return 0;
   }
