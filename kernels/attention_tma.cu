@@ -18,8 +18,8 @@
 // output: at batch 256 every warp does (no partials written or read). Otherwise it writes each
 // partition's (acc, m, l) to mma_partial and the last chunk of the (tile, kv head) to finish
 // (mma_counters) folds them (combine_partitions). The chunks per sequence, z, are fixed at
-// launch from the batch and the resident warps (a graph replays them for any context); each
-// chunk takes ceil(n_parts / z) partitions of the context the step has.
+// launch from the batch and the warps of 2 blocks an SM (a graph replays them for any context);
+// each chunk takes ceil(n_parts / z) partitions of the context the step has.
 //
 // Keys past p: the last tile's boxes past p are not copied and its V rows past p are zeroed
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
@@ -374,8 +374,11 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   st = encode_tensor_map_3d(maps.v, a.v_cache, R::kType, dims, strides, box, R::kSwizzle,
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
-  // Chunks per (tile, kv head): enough warps for one wave of the resident ones; 1 (whole
-  // sequences, no partials) without counters to fold chunks with.
+  // Chunks per (tile, kv head): enough warps for one wave of 2 resident blocks an SM (even
+  // where 3 fit: swept on an H200, e4m3 ctx 8000, the third block's warps slowed every warp;
+  // b192 282 -> 260 us, b128 210 -> 195, b64 134 -> 120, b32 92 -> 81, b256 the same,
+  // bench/results/2026-11-28-h200-tma-decode-chunks-sweep.json); 1 (whole sequences, no
+  // partials) without counters to fold chunks with.
   const int pairs = a.n_tiles * a.kv_heads;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
   const bool counters =
@@ -383,7 +386,7 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
       a.mma_partial != nullptr &&
       a.mma_partial_floats >= attention_mma_partial_floats(a.n_tiles, a.kv_heads, a.heads, kD,
                                                            a.bt_stride, a.block_size);
-  const int resident = per_sm * device_sms() * kWarps;
+  const int resident = std::min(per_sm, 2) * device_sms() * kWarps;
   const int z = counters ? std::max(1, std::min(max_parts, resident / std::max(1, pairs))) : 1;
   const int grid = ceil_div(pairs * z, kWarps);
   const cudaError_t e =
