@@ -60,8 +60,8 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 }
 
 // The tile partial of keys [key0, key0 + 64) for the lane's heads 2 tig, 2 tig + 1 at
-// positions p_c (-1: a padding head, everything masked). qa from load_q_f8 (rows g: head g;
-// its a0 / a2 are Q^T's b0 / b1 for head g). scale as tile_partial_f8's.
+// positions p_c (-1: a padding head, everything masked). qa from load_q_f8, or load_q for bf16
+// (rows g: head g; its a0 / a2 are Q^T's b0 / b1 for head g). scale as the tile partials'.
 template <int D, class L, bool F8 = true>
 __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16][4],
                                                      const char* ks, const char* vs, int key0,
