@@ -18,10 +18,9 @@ namespace loom::gpu {
 
 constexpr int kFilterThreads = 1024;
 
-// Monotone map of a float to uint32: a < b  ⇔  key(a) < key(b).
+// Monotone map of a float to uint32: a < b  ⇔  key(a) < key(b) (core/top_p_weight.h).
 __device__ __forceinline__ uint32_t float_key(float f) {
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return order_key(f);
 }
 
 // Logits come as fp32, or as the bf16 the lm_head GEMM writes (widened exactly on load).
@@ -179,6 +178,9 @@ __device__ __forceinline__ void add_mass(uint32_t* lo, uint32_t* hi, int slot, M
   const uint32_t wh = uint32_t(w >> 32) + (old + wl < old ? 1u : 0u);
   if (wh != 0u) atomicAdd(&hi[slot], wh);
 }
+__device__ __forceinline__ Mass mass_of(const uint32_t* lo, const uint32_t* hi, int slot) {
+  return (Mass(hi[slot]) << 32) + lo[slot];
+}
 
 constexpr int kBins = 4096, kBinCand = 4096;
 constexpr int kBinsPerThread = kBins / kFilterThreads;  // the boundary search's share
@@ -269,6 +271,11 @@ struct ZDigit {
   }
 };
 
+// Bin b's weight after fold_lanes: its mass for a mass select, else its count.
+__device__ __forceinline__ Mass bin_weight(const BinSmem& sm, SelectWeight wfn, int b) {
+  return wfn.mass ? sm.mass[b] : Mass(sm.count[b]);
+}
+
 // sm.count[b], sm.mass[b] for b < bins: the sums of bin b's 2^spread lane slots (bins <<
 // spread <= kLaneBins * 32), in lane order from a rotated start (bin b starts at slot b %
 // 2^spread: no bank conflicts); integers, so the order does not change the sums.
@@ -280,7 +287,7 @@ __device__ void fold_lanes(BinSmem& sm, int bins, int spread) {
     for (int j = 0; j < lanes; j++) {
       const int slot = b * lanes + ((b + j) & (lanes - 1));
       c += sm.lanes.count[slot];
-      m += (Mass(sm.lanes.mass_hi[slot]) << 32) + sm.lanes.mass_lo[slot];
+      m += mass_of(sm.lanes.mass_lo, sm.lanes.mass_hi, slot);
     }
     sm.count[b] = c;
     sm.mass[b] = m;
@@ -310,19 +317,18 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
     fold_lanes(sm, kLaneBins, 5);
     __syncthreads();
     if (threadIdx.x == 0) {
-      auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : Mass(sm.count[b]); };
       Mass cum = above;
       int chosen = 0;
       for (int b = kLaneBins - 1; b >= 0; b--) {
-        if (cum + weight(b) >= target) {
+        if (cum + bin_weight(sm, wfn, b) >= target) {
           chosen = b;
           break;
         }
-        cum += weight(b);
+        cum += bin_weight(sm, wfn, b);
       }
       prefix_s = prefix | (uint32_t(chosen) << shift);
       above_s = cum;
-      tie_w_s = weight(chosen);
+      tie_w_s = bin_weight(sm, wfn, chosen);
     }
     __syncthreads();
     prefix = prefix_s;
@@ -331,7 +337,7 @@ __device__ void radix_select(const T* logits, int vocab, float temperature, Sele
   const uint32_t v = prefix;
   int cut = INT_MAX;
   // Ties at v: with one tie, or a count select whose ties all fit, every tie is kept.
-  const bool scan = wfn.mass ? true : (above + tie_w_s > target);
+  const bool scan = wfn.mass || above + tie_w_s > target;
   if (scan) {
     if (threadIdx.x == 0) cut_s = INT_MAX;
     __syncthreads();
@@ -480,7 +486,7 @@ __device__ uint32_t select_key(BinSmem& sm, int n, Mass need, SelectWeight wfn, 
 #pragma unroll
       for (int j = 0; j < 8; j++) {
         const int b = 255 - 8 * lane - j;
-        w[j] = kMass ? (Mass(hi[b]) << 32) + lo[b] : Mass(sm.count[b]);
+        w[j] = kMass ? mass_of(lo, hi, b) : Mass(sm.count[b]);
         mine += w[j];
       }
       Mass incl = mine;  // weight in lanes 0 .. lane's bins (from the top)
@@ -777,7 +783,7 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
       target = mass_target(top_p, m);
     }
     __syncthreads();
-    auto weight = [&](int b) { return wfn.mass ? sm.mass[b] : Mass(sm.count[b]); };
+    auto weight = [&](int b) { return bin_weight(sm, wfn, b); };
     Mass before;
     const int bin = boundary_bin(weight, target - above, scratch, sm, &before);
     if (bin < 0) return false;  // (the total reaches the target: never taken)

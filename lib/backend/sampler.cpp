@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -23,14 +22,6 @@ static std::vector<float> scaled(const float* logits, int vocab, float temperatu
   std::vector<float> z(size_t(vocab), 0.0f);
   for (int i = 0; i < vocab; i++) z[size_t(i)] = logits[i] / temperature;
   return z;
-}
-
-// The order of the kept prefix: z descending by its order-preserving bits (the device's key:
-// +0 above -0, a NaN by its sign bit above or below every number), lower id first.
-static uint32_t order_key(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingParams& params) {

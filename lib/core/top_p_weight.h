@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/philox.h"  // LOOM_HD
 
@@ -52,6 +53,14 @@ constexpr uint32_t kTopPCoarse[64] = {LOOM_TOP_P_COARSE};
 constexpr uint32_t kTopPFine[64] = {LOOM_TOP_P_FINE};
 
 constexpr uint32_t kTopPNoWeight = 0xffffffffu;  // top_p_quantum of a token that weighs 0
+
+// The order of a kept prefix: z descending by these order-preserving bits (a < b ⇔ key(a) <
+// key(b); +0 above -0, a NaN by its sign bit above or below every number), lower id first.
+LOOM_HD uint32_t order_key(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
 // q of the definition above, or kTopPNoWeight.
 LOOM_HD uint32_t top_p_quantum(float z, float zmax) {

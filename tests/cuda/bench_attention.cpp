@@ -287,13 +287,12 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
   return r;
 }
 
-json attention_overlap_case(cudaStream_t stream, int sms, int batch, int ctx, bool fp8) {
+json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8) {
   // Two half-batches on two streams, each half's attention beside the other's layer GEMMs:
   // does the device run them at once? Timed: the decode attention of `batch` sequences at
   // context ctx on `stream`; Terra's four layer GEMMs (qkv 2560, o 2048, gate_up 11264 over
   // k 2048; down 2048 over k 5632) at m = batch through cuBLAS on a second stream; both at once
   // (fork and join by events); and one after the other. L2 flushed before each.
-  (void)sms;
   kv_fp8 = fp8;
   Setup S;
   make_setup(S, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, 1);
@@ -324,21 +323,18 @@ json attention_overlap_case(cudaStream_t stream, int sms, int batch, int ctx, bo
   };
   cudaEvent_t e0, e1, fork, join;
   for (cudaEvent_t* e : {&e0, &e1, &fork, &join}) LOOM_CUDA_CHECK(cudaEventCreate(e));
-  // what: 1 attention, 2 GEMMs, 3 both at once, 4 attention then the GEMMs.
-  auto time_mode = [&](int what) {
+  // The attention on `stream` and / or the GEMMs on s2, the GEMMs after the attention where
+  // `after` (one after the other), else beside it.
+  auto time_mode = [&](bool attn, bool gemms, bool after) {
     std::vector<double> us;
     for (int i = 0; i < 12; i++) {
       LOOM_CUDA_CHECK(cudaMemsetAsync(S.flush, i & 0xff, kFlushBytes, stream));
       LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      if (attn && after) LOOM_KERNEL(gpu::paged_attention(a, stream));
       LOOM_CUDA_CHECK(cudaEventRecord(fork, stream));
       LOOM_CUDA_CHECK(cudaStreamWaitEvent(s2, fork, 0));
-      if (what & 1) LOOM_KERNEL(gpu::paged_attention(a, stream));
-      if (what == 4) {
-        LOOM_KERNEL(gpu::paged_attention(a, stream));
-        LOOM_CUDA_CHECK(cudaEventRecord(fork, stream));
-        LOOM_CUDA_CHECK(cudaStreamWaitEvent(s2, fork, 0));
-      }
-      if (what >= 2) chain();
+      if (attn && !after) LOOM_KERNEL(gpu::paged_attention(a, stream));
+      if (gemms) chain();
       LOOM_CUDA_CHECK(cudaEventRecord(join, s2));
       LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
       LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
@@ -350,7 +346,8 @@ json attention_overlap_case(cudaStream_t stream, int sms, int batch, int ctx, bo
     std::sort(us.begin(), us.end());
     return us[us.size() / 2];
   };
-  const double attn = time_mode(1), gemms = time_mode(2), both = time_mode(3), seq = time_mode(4);
+  const double attn = time_mode(true, false, false), gemms = time_mode(false, true, false);
+  const double both = time_mode(true, true, false), seq = time_mode(true, true, true);
   std::printf(
       "overlap %s b%d ctx %d: attention %.1f us, GEMMs (m %d) %.1f us, at once %.1f us, one "
       "after the other %.1f us (at once / max %.3f)\n",

@@ -17,6 +17,6 @@ nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, in
                                      bool fp8 = false);
 // Decode attention of `batch` sequences on one stream beside Terra's four layer GEMMs at m =
 // batch on another: each alone, at once, one after the other (the two-half-batch question).
-nlohmann::json attention_overlap_case(cudaStream_t stream, int sms, int batch, int ctx, bool fp8);
+nlohmann::json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8);
 
 }  // namespace loom

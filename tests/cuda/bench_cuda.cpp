@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 4 && mode == "--overlap-case") {  // cuda_bench OUT --overlap-case B CTX [fp8]
-    std::ofstream(out_path) << attention_overlap_case(stream, sms, std::atoi(argv[3]),
+    std::ofstream(out_path) << attention_overlap_case(stream, std::atoi(argv[3]),
                                                       std::atoi(argv[4]),
                                                       argc > 5 && std::string(argv[5]) == "fp8")
                                    .dump(2);
