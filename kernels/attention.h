@@ -87,6 +87,11 @@ struct AttentionArgs {
   // block; 0: the default for the cache dtype): tests and cuda_bench compare them.
   enum class DecodeKernel { Auto, Split, Tma } decode_kernel = DecodeKernel::Auto;
   int tma_config = 0;
+  // At most this many TMA decode blocks resident an SM (the shared memory request padded to
+  // make it so; 0: as many as fit). Launched early by PDL while the kernel before holds some
+  // SMs, a grid that fits 3 blocks an SM piles onto the free SMs and leaves the others idle
+  // once they free (attention_tma.cu).
+  int tma_blocks_per_sm = 2;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

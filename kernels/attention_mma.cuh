@@ -606,15 +606,25 @@ Status allow_smem(K* kernel, int bytes, bool& done, const char* name) {
   return Status::good();
 }
 
+// An attribute of the current device (fallback where the query fails).
+inline int device_attribute(cudaDeviceAttr attr, int fallback) {
+  int dev = 0, v = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess)
+    return fallback;
+  return v;
+}
 inline int device_sms() {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      sms = 132;
-  }
-  return sms;
+  static const int v = device_attribute(cudaDevAttrMultiProcessorCount, 132);
+  return v;
+}
+// Shared memory of an SM, and what the device reserves of it for each resident block.
+inline int smem_per_sm_bytes() {
+  static const int v = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+  return v;
+}
+inline int smem_reserved_bytes() {
+  static const int v = device_attribute(cudaDevAttrReservedSharedMemoryPerBlock, 0);
+  return v;
 }
 
 }  // namespace loom::gpu::mma_impl

@@ -350,17 +350,30 @@ template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
   auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap>;
-  static bool smem_done = false;
-  static int per_sm = 0;
-  Status st = allow_smem(kernel, C::kSmemBytes, smem_done, "paged_attention_tma_decode");
-  if (!st.ok) return st;
-  if (per_sm == 0) {
+  // The shared memory a block asks for: its ring, padded past 1 / (cap + 1) of an SM's so that
+  // at most tma_blocks_per_sm blocks are resident. With PDL the grid launches while the kernel
+  // before (rope_kv_write, itself launched early beside the qkv GEMM) still runs; e4m3's
+  // 2-stage blocks fit 3 an SM, so all 256 blocks of b256 landed 3 an SM on the SMs the GEMM
+  // left free, and the others idled once it ended: a b256 ctx 8000 step's 22 attention layers
+  // took 7.09 ms against 5.92 launched without PDL (H200, cuda_bench --step-case,
+  // bench/results/2026-11-28-h200-step-case-pdl-packing.json).
+  static int set_bytes = 0, per_sm = 0;
+  int bytes = C::kSmemBytes;
+  if (a.tma_blocks_per_sm > 0) {
+    const int cap = smem_per_sm_bytes() / (a.tma_blocks_per_sm + 1) - smem_reserved_bytes() + 1;
+    bytes = std::max(bytes, (cap + 15) / 16 * 16);
+  }
+  if (bytes != set_bytes) {
+    bool done = false;
+    const Status st = allow_smem(kernel, bytes, done, "paged_attention_tma_decode");
+    if (!st.ok) return st;
     const cudaError_t e =
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, C::kSmemBytes);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, bytes);
     if (e != cudaSuccess || per_sm < 1)
-      return Status::bad(cat("paged_attention_tma_decode: ", C::kSmemBytes,
+      return Status::bad(cat("paged_attention_tma_decode: ", bytes,
                              " bytes of shared memory a block do not fit an SM (",
                              cudaGetErrorString(e), ")"));
+    set_bytes = bytes;
   }
   using R = TmaRows<F8>;
   TmaMaps maps;
@@ -368,8 +381,8 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   const uint64_t dims[3] = {kD, uint64_t(a.kv_heads), uint64_t(a.cache_slots)};
   const uint64_t strides[2] = {kD * esize, uint64_t(a.kv_heads) * kD * esize};
   const uint32_t box[3] = {kD, 1, uint32_t(std::min(a.block_size, kMmaTileKeys))};
-  st = encode_tensor_map_3d(maps.k, a.k_cache, R::kType, dims, strides, box, R::kSwizzle,
-                            R::kPromotion, "paged_attention_tma_decode (K pool)");
+  Status st = encode_tensor_map_3d(maps.k, a.k_cache, R::kType, dims, strides, box, R::kSwizzle,
+                                   R::kPromotion, "paged_attention_tma_decode (K pool)");
   if (!st.ok) return st;
   st = encode_tensor_map_3d(maps.v, a.v_cache, R::kType, dims, strides, box, R::kSwizzle,
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
@@ -390,7 +403,7 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   const int z = counters ? std::max(1, std::min(max_parts, resident / std::max(1, pairs))) : 1;
   const int grid = ceil_div(pairs * z, kWarps);
   const cudaError_t e =
-      launch_kernel(kernel, dim3(grid), kWarps * 32, C::kSmemBytes, stream, a.pdl, a, maps, z);
+      launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a, maps, z);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
   return launch_status("paged_attention_tma_decode");
