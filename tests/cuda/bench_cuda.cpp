@@ -12,6 +12,8 @@
 // (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache).
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
+// `cuda_bench OUT.json --step-case B CTX[,CTX…] [fp8]` splits a Terra-size decode step of B
+// sequences: its graph replayed with each kernel family left out (bf16 or e4m3 KV).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 // `cuda_bench OUT.json --only KEY[,KEY…]` runs those microbenchmarks alone (no backend part).
@@ -78,6 +80,16 @@ int main(int argc, char** argv) {
     std::printf("device %s, copy bandwidth %.0f GB/s (read + write)\n",
                 r["device"].get<std::string>().c_str(), bw);
 
+    if (argc > 4 && mode == "--step-case") {  // cuda_bench OUT --step-case B CTX[,CTX…] [fp8]
+      std::vector<int> ctxs;
+      std::stringstream list(argv[4]);
+      for (std::string c; std::getline(list, c, ',');) ctxs.push_back(std::stoi(c));
+      const bool fp8 = argc > 5 && std::string(argv[5]) == "fp8";
+      r["step_case"] =
+          bench::bench_step_case(*be, std::atoi(argv[3]), ctxs, fp8 ? KvDType::FP8 : KvDType::BF16);
+      std::ofstream(out_path) << r.dump(2) << "\n";
+      return 0;
+    }
     if (mode == "--megakernel") {
       bench::bench_megakernel(*be, bw, r);
       std::ofstream(out_path) << r.dump(2) << "\n";

@@ -37,7 +37,12 @@ double cuda_last_load_seconds(const Backend& backend);
 double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters);
 
 // Benchmark decomposition only (results are garbage while set): leave kernel families out of
-// the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw.
+// the forward pass. Bits: 1 rope + attention, 2 the four layer GEMVs/GEMMs, 4 lm_head + draw,
+// 8 the norms and activations (rms_norm incl. the final one, silu_mul, bias_activation), 16 the
+// draw alone, 32 / 64 / 128 / 256 the qkv / o / gate_up (or up) / down GEMMs alone; 512 runs
+// every layer's attention over layer 0's KV cache (what a layer's fresh cache region costs);
+// 1024 launches RoPE and attention without programmatic dependent launch; 2048 lets as many
+// TMA decode blocks be resident an SM as fit (AttentionArgs::tma_blocks_per_sm 0).
 void cuda_set_debug_skip(Backend& backend, int mask);
 
 // The decode-step megakernel (kernels/mega, issue 15) for decode steps of 1-8 sequences:

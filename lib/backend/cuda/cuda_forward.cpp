@@ -20,6 +20,8 @@
 // row-wise already: embed_assemble, rms_norm_residual, action_input_layer and sample_tokens
 // give each row its own block(s) whose work depends on the row alone, act_mul, bias_activation
 // and convert are elementwise.
+#include <string_view>
+
 #include "backend/cuda/cuda_backend_impl.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
@@ -139,13 +141,29 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                                        stream_));
   prof_end();
 
+  // Benchmark decomposition (cuda_set_debug_skip's bits): whether a family's kernels are left
+  // out of this pass.
+  auto skipped = [&](std::string_view f) {
+    if (debug_skip_ == 0) return false;
+    const bool mm = f.substr(0, 5) == "gemm_" || f.substr(0, 5) == "gemv_";
+    const std::string_view op = mm ? f.substr(5) : std::string_view();
+    const bool head = op == "lm_head";
+    const int bit = f == "paged_attention"                                         ? 1
+                    : head                                                         ? 4
+                    : f == "sample"                                                ? 4 | 16
+                    : f == "rms_norm" || f == "silu_mul" || f == "bias_activation" ? 8
+                    : op == "qkv"                                                  ? 2 | 32
+                    : op == "o"                                                    ? 2 | 64
+                    : op == "gate_up" || op == "up"                                ? 2 | 128
+                    : op == "down"                                                 ? 2 | 256
+                                                                                   : 0;
+    return (debug_skip_ & bit) != 0;
+  };
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(kv_t_);
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
                       int y_stride = 0) {
-    const bool head = family[5] == 'l';  // "gemv_lm_head"
-    if ((debug_skip_ & 2) && !head) return;
-    if ((debug_skip_ & 4) && head) return;
+    if (skipped(family)) return;
     prof_begin(family);
     GemvArgs g;
     g.w = w;
@@ -179,22 +197,21 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                H,
                s.rms_eps,
                out};
+    if (skipped("rms_norm")) return;
     prof_begin(rms ? "rms_norm" : "layer_norm");
     LOOM_KERNEL(rms ? rms_norm_residual(a, stream_) : layer_norm_residual(a, stream_));
     prof_end();
   };
   // y[rows, n] = act(y + bias) when act, else y + bias; nothing when neither applies.
   auto bias_run = [&](void* y, const DeviceTensor& bias, int rows, int n, bool act) {
-    if (bias.data == nullptr && !act) return;
+    if ((bias.data == nullptr && !act) || skipped("bias_activation")) return;
     prof_begin("bias_activation");
     LOOM_KERNEL(bias_activation({t_, y, bias.f32(), rows, n, act, s.act}, stream_));
     prof_end();
   };
   auto gemm_run = [&](const char* family, const void* x, const void* w, DType y_t, void* y, int m,
                       int n, int k, int ldy = 0) {
-    const bool head = family[5] == 'l';  // "gemm_lm_head"
-    if ((debug_skip_ & 2) && !head) return;
-    if ((debug_skip_ & 4) && head) return;
+    if (skipped(family)) return;
     prof_begin(family);
     linear(x, w, y_t, y, m, n, k, ldy);
     prof_end();
@@ -215,8 +232,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       bias_run(qkv_, W.qkv_bias, L.n_slots, qkv_dim, false);
     }
 
-    if (!(debug_skip_ & 1)) {  // (bench decomposition)
-      char* k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
+    if (!skipped("paged_attention")) {
+      const int kv_l = (debug_skip_ & 512) ? 0 : l;  // 512: every layer over layer 0's cache
+      char* k_cache = static_cast<char*>(kv_) + size_t(2 * kv_l) * kv_layer;
       char* v_cache = k_cache + kv_layer;
       const bool kv_fp8 = kv_t_ == DType::F8E4M3;
       const float* kv_scale = kv_fp8 ? kv_scale_ + size_t(l) * 2 * s.kv_heads : nullptr;
@@ -273,7 +291,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       a.positions = positions;
       a.cache_slot = in_i32(L.cache_slot);
       a.inv_freq = inv_freq_;
-      a.pdl = true;  // follows rope_kv_write or (decode) the qkv GEMV
+      a.pdl = !(debug_skip_ & 1024);  // follows rope_kv_write or (decode) the qkv GEMV
+      if (debug_skip_ & 2048) a.tma_blocks_per_sm = 0;
       if (!decode_attn && attention_mma() && L.n_one_tiles > 0) {
         // A mixed step: the one-slot tiles (decoding sequences, short chunks) through the
         // decode kernel, the longer chunks through the prefill kernel (the same bits for every
@@ -318,9 +337,11 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       if (s.mlp == MlpKind::SwiGlu) {
         gemm_run("gemm_gate_up", h_, W.gate_up.data, t_, gu_, L.n_slots, 2 * I, H);
         bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
-        prof_begin("silu_mul");
-        LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act}, stream_));
-        prof_end();
+        if (!skipped("silu_mul")) {
+          prof_begin("silu_mul");
+          LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act}, stream_));
+          prof_end();
+        }
       } else {
         gemm_run("gemm_up", h_, W.up.data, t_, act_, L.n_slots, I, H);
         bias_run(act_, W.up_bias, L.n_slots, I, true);
@@ -357,7 +378,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                invariant_ ? s.vocab : logits_ld_, H, logits_ld_);
     }
   }
-  if (debug_skip_ & 4) return;
+  if (skipped("sample")) return;
   prof_begin("sample");
   // After the lm_head GEMV the draw kernels launch early (PDL) and wait for the logits.
   // A logit range draws from its columns only, ids relative to sample_begin() as

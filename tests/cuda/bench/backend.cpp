@@ -5,6 +5,7 @@
 // times (profiling pass); the batch-1 graph with kernel families left out; the cost of top-k /
 // top-p draws; a 3-frame prefill (1746 slots).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -193,6 +194,59 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
     r["prefill_kernels"] = profile(*be, b, 2);
     std::printf("prefill 1746 slots: %.1f ms\n", st * 1e3);
   }
+}
+
+json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDType kv) {
+  ModelSpec spec = test::terra_spec();
+  spec.positions = PositionKind::None;
+  be.load(spec, terra_weights(spec));
+  CacheRequest cr;
+  cr.block_size = 16;
+  cr.gpu_memory_fraction = 0.9;
+  cr.kv_dtype = kv;
+  be.allocate_cache(cr);
+  cuda_fill_cache_random(be, 9);
+  // The families a mask leaves out (cuda_set_debug_skip's bits).
+  const std::vector<std::pair<int, const char*>> masks = {{0, "nothing"},
+                                                          {1, "attention"},
+                                                          {2, "layer GEMMs"},
+                                                          {32, "qkv GEMM"},
+                                                          {64, "o GEMM"},
+                                                          {128, "gate_up GEMM"},
+                                                          {256, "down GEMM"},
+                                                          {4, "lm_head+draw"},
+                                                          {16, "draw"},
+                                                          {8, "norms+silu_mul"},
+                                                          {2 | 4 | 8, "all but attention"},
+                                                          {1024, "(attention w/o PDL)"},
+                                                          {1024 | 2 | 4 | 8, "(attn w/o PDL)"},
+                                                          {2048, "(no blocks cap)"},
+                                                          {2048 | 2 | 4 | 8, "(attn, no cap)"},
+                                                          {512, "(layer 0's KV)"},
+                                                          {512 | 2 | 4 | 8, "(attn, layer 0's KV)"},
+                                                          {1 | 2 | 4 | 8, "all but embed"}};
+  json rows = json::array();
+  for (int ctx : ctxs) {
+    const StepBatch b = decode_batch(batch, ctx, 16, 1.0f, 0, 1.0f);
+    json row = {{"batch", batch}, {"ctx", ctx}, {"kv", kv_dtype_name(kv)}};
+    double full = 0;
+    for (auto [mask, what] : masks) {
+      cuda_set_debug_skip(be, mask);
+      time_steps(be, b, 2, 2);  // captures this mask's graph
+      const double ms = cuda_time_graph_replay(be, batch, 20);
+      if (mask == 0) full = ms;
+      row["graph_ms_without"][what] = ms;
+      const double wall =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      std::printf("b%d ctx %5d %s: graph without %-17s %8.3f ms (%+.3f) at %.1f s\n", batch, ctx,
+                  kv_dtype_name(kv), what, ms, ms - full, std::fmod(wall, 1000.0));
+    }
+    cuda_set_debug_skip(be, 0);
+    row["kernels_eager"] = profile(be, b, 3);
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace loom::bench
