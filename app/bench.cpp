@@ -46,6 +46,10 @@ Job synthetic_job(const ModelSpec& sp, int i, int group, int ctx, int frames) {
 // A profiled run's kernels (Backend::kernel_times, eager launches with an event pair each) by
 // phase, with ms a step; and the decode steps' split: attention (paged attention and its RoPE +
 // KV write) and the rest of the step (GEMMs, norms, activations, lm_head, sampling), ms a step.
+// Where the backend timed sampled decode steps as graphs (the CUDA backend's "decode graph"
+// phase: the step whole and without attention) the split is theirs: event pairs around eager
+// launches overstate the short kernels (at 256 rows the rest read 2.95 ms eagerly, 1.8 ms in
+// the graph: bench/results/2026-11-28-h200-step-case-pdl-packing.json).
 struct Profile {
   json kernels = json::array();
   double decode_attention_ms = 0, decode_rest_ms = 0;  // 0 when no decode step was profiled
@@ -56,6 +60,7 @@ Profile profile_run(Backend& be, const std::function<void()>& run) {
   run();
   be.set_profiling(false);
   Profile p;
+  double graph_step = 0, graph_rest = 0;  // ms a sampled decode step, whole / without attention
   for (const KernelTime& k : be.kernel_times()) {
     const double per_step = k.ms / double(std::max<int64_t>(1, k.steps));
     p.kernels.push_back({{"name", k.name},
@@ -64,9 +69,14 @@ Profile profile_run(Backend& be, const std::function<void()>& run) {
                          {"calls", k.calls},
                          {"steps", k.steps},
                          {"ms_per_step", per_step}});
+    if (k.phase == "decode graph") (k.name == "step" ? graph_step : graph_rest) = per_step;
     if (k.phase != "decode") continue;
     const bool attention = k.name == "paged_attention" || k.name == "rope_kv_write";
     (attention ? p.decode_attention_ms : p.decode_rest_ms) += per_step;
+  }
+  if (graph_step > 0) {
+    p.decode_attention_ms = graph_step - graph_rest;
+    p.decode_rest_ms = graph_rest;
   }
   return p;
 }

@@ -79,16 +79,30 @@ TEST_CASE("bf16 chunk steps from graphs equal the same steps run eagerly, bit fo
       be->load(m.spec, m.weights);
       REQUIRE(be->allocate_cache(cr) == cr.num_blocks);
     }
-    int compared = 0;
-    const StepCounts c = drive_steps(
-        m.spec, {eager.get(), graphs.get()}, n_seqs, cr.num_blocks,
-        [&](int, const StepBatch&, std::vector<StepOutput>& outs) {
-          CHECK(outs[1].tokens == outs[0].tokens);
-          CHECK(outs[1].logits == outs[0].logits);
-          compared++;
-        });
+    int compared = 0, decode_steps = 0;
+    const StepCounts c = drive_steps(m.spec, {eager.get(), graphs.get()}, n_seqs, cr.num_blocks,
+                                     [&](int, const StepBatch& b, std::vector<StepOutput>& outs) {
+                                       CHECK(outs[1].tokens == outs[0].tokens);
+                                       CHECK(outs[1].logits == outs[0].logits);
+                                       compared++;
+                                       decode_steps += b.n_slots() == b.n_seqs() &&
+                                                       std::count(b.tokens.begin(), b.tokens.end(),
+                                                                  kActionSlot) == 0;
+                                     });
     CHECK(c.chunk_steps >= 3);
     CHECK(compared == c.steps);
+    // The profiling backend also ran every 16th decode step as graphs, whole and without
+    // attention (time_graph_split), before the step itself: the equal bits above show those
+    // replays changed nothing.
+    REQUIRE(decode_steps >= 1);
+    int timed = 0;
+    for (const KernelTime& k : eager->kernel_times())
+      if (k.phase == "decode graph") {
+        CHECK(k.calls == (decode_steps + 15) / 16);
+        CHECK(k.ms > 0);
+        timed++;
+      }
+    CHECK(timed == 2);
     // Every chunk step after the first of its shape replayed a graph (the first captures it).
     CHECK(cuda_chunk_graph_steps(*graphs) >= 2);
     CHECK(cuda_chunk_graph_steps(*eager) == 0);

@@ -535,7 +535,7 @@ void CudaBackend::set_step_timing(bool on) {
 
 void CudaBackend::set_profiling(bool on) {
   profiling_ = on;
-  if (on) prof_totals_.clear(), prof_steps_.clear();
+  if (on) prof_totals_.clear(), prof_steps_.clear(), prof_decode_steps_ = 0;
 }
 
 void CudaBackend::prof_begin(const char* family) {

@@ -151,6 +151,9 @@ class CudaBackend : public Backend {
   void prof_begin(const char* family);
   void prof_end();
   void prof_collect(const char* phase);
+  // forward() captured into an instantiated graph (cuda_step.cpp).
+  cudaGraphExec_t capture_forward(const StepLayout& L, int splits, bool mega);
+  void time_graph_split(const StepLayout& L, int splits);  // --profile (cuda_step.cpp)
 
   ComputeDType cdtype_;
   DType t_;  // activation / weight-matrix dtype on the device (F32 or BF16)
@@ -269,7 +272,7 @@ class CudaBackend : public Backend {
   mega::MegaDrawPartial* mega_draw_part_ = nullptr;          // [lm_head tiles, 8]
   std::array<mega::MegaSyncHeader*, 2> mega_header_host_{};  // pinned, per input buffer
   int64_t mega_steps_ = 0;
-  int64_t chunk_graph_steps_ = 0;  // steps that ran a chunk_graphs_ entry
+  int64_t chunk_graph_steps_ = 0;               // steps that ran a chunk_graphs_ entry
   int mega_smem_optin_ = 0;                     // shared memory a block may opt in to
   mega::MegaTraceEntry* mega_trace_ = nullptr;  // [num_sms, mega_trace_stride_] (debug trace)
   int mega_trace_stride_ = 0;
@@ -288,6 +291,7 @@ class CudaBackend : public Backend {
   std::vector<cudaEvent_t> event_pool_;
   std::map<std::string, KernelTime> prof_totals_;  // by phase + '/' + family
   std::map<std::string, int64_t> prof_steps_;      // by phase
+  int64_t prof_decode_steps_ = 0;                  // decode steps profiled (time_graph_split)
   // set_step_timing: an event pair around each decode-graph step's device work, per buffer.
   bool timing_on_ = false;
   std::array<std::array<cudaEvent_t, 2>, 2> timing_ev_{};

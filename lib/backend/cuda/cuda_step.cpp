@@ -270,18 +270,7 @@ void CudaBackend::submit(const StepBatch& b) {
       LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
     } else {
       forward(L, splits, mega);  // this step, eagerly; then capture the bucket for the next ones
-      cudaGraph_t captured = nullptr;
-      LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        forward(L, splits, mega);
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &captured);
-        if (captured) cudaGraphDestroy(captured);
-        throw;
-      }
-      LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
-      LOOM_CUDA_CHECK(cudaGraphInstantiate(&g, captured, 0));
-      LOOM_CUDA_CHECK(cudaGraphDestroy(captured));
+      g = capture_forward(L, splits, mega);
     }
     if (decode) last_graph_[size_t(bucket)] = g;
     if (!decode) chunk_graph_steps_++;
@@ -294,6 +283,10 @@ void CudaBackend::submit(const StepBatch& b) {
       if (mega_debug_.trace) add_mega_trace(f.mega_batch);
     }
   } else {
+    // --profile: every 16th decode step is also timed as the graph path runs it (loom bench's
+    // attn ms / rest ms: eager launches with an event pair each overstate the short kernels).
+    if (profiling_ && n_slots == n_seqs && n_act == 0 && prof_decode_steps_++ % 16 == 0)
+      time_graph_split(L, splits);
     forward(L, splits);
   }
   if (!f.out_seq.empty())
@@ -347,6 +340,64 @@ void CudaBackend::collect(StepOutput& out) {
   for (size_t r = 0; r < f.out_seq.size(); r++)
     out.tokens[size_t(f.out_seq[r])] = drawn[r] >= 0 ? drawn[r] + lo : -1;
   out.logits = std::move(f.logits);
+}
+
+cudaGraphExec_t CudaBackend::capture_forward(const StepLayout& L, int splits, bool mega) {
+  cudaGraph_t captured = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    forward(L, splits, mega);
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &captured);
+    if (captured) cudaGraphDestroy(captured);
+    throw;
+  }
+  LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
+  cudaGraphExec_t g = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&g, captured, 0);
+  cudaGraphDestroy(captured);
+  LOOM_CUDA_CHECK(e);
+  return g;
+}
+
+// This decode step captured as a graph whole and with rope + attention left out, each replayed
+// kReplays times after a warm-up: the "decode graph" phase of kernel_times. The replays read
+// the inputs step() uploaded and write what the step itself writes (the same KV rows and
+// draws; the cut one writes none), so the step's results do not change.
+void CudaBackend::time_graph_split(const StepLayout& L, int splits) {
+  constexpr int kReplays = 3;
+  struct Restore {  // profiling on, the skip mask as it was, the events freed, also on a throw
+    CudaBackend& be;
+    int skip;
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    ~Restore() {
+      be.profiling_ = true;
+      be.debug_skip_ = skip;
+      for (cudaEvent_t e : ev)
+        if (e) cudaEventDestroy(e);
+    }
+  } r{*this, debug_skip_};
+  cudaEvent_t* ev = r.ev;
+  for (int i = 0; i < 2; i++) LOOM_CUDA_CHECK(cudaEventCreate(&ev[i]));
+  profiling_ = false;  // no event pairs inside the captures
+  for (const bool cut : {false, true}) {
+    debug_skip_ = cut ? (r.skip | 1) : r.skip;
+    cudaGraphExec_t g = capture_forward(L, splits, false);
+    LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
+    LOOM_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
+    for (int i = 0; i < kReplays; i++) LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
+    LOOM_CUDA_CHECK(cudaEventRecord(ev[1], stream_));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(ev[1]));
+    cudaGraphExecDestroy(g);
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    KernelTime& k = prof_totals_[cut ? "decode graph/without attention" : "decode graph/step"];
+    k.name = cut ? "without attention" : "step";
+    k.phase = "decode graph";
+    k.ms += ms / kReplays;
+    k.calls++;
+  }
+  prof_steps_["decode graph"]++;
 }
 
 }  // namespace loom::gpu
