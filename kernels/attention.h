@@ -92,6 +92,7 @@ struct AttentionArgs {
   // SMs, a grid that fits 3 blocks an SM piles onto the free SMs and leaves the others idle
   // once they free (attention_tma.cu).
   int tma_blocks_per_sm = 2;
+  int split_blocks_per_sm = 2;  // the same for the split decode kernel (attention_mma.cu)
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

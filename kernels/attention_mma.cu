@@ -392,11 +392,6 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   }
   if (tma) return paged_attention_tma_decode(a, stream);
   if (decode) {
-    static bool done = false;
-    const int bytes = kMmaWarps * Tl::kPairBytes;
-    Status st = allow_smem(paged_attention_mma_decode_kernel<D, F8>, bytes, done,
-                           "paged_attention_mma_decode");
-    if (!st.ok) return st;
     // Blocks per (tile, kv head), z. When every partition fits in one wave (3 blocks of 72 KB
     // are resident per SM at D = 64), a block per partition. Otherwise about 16 blocks per SM
     // in all (more, shorter blocks shorten the last wave's tail), with at least 2 partitions a
@@ -407,6 +402,20 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
     if (pairs * max_parts > 3 * sms)
       z = std::min(ceil_div(16 * sms, pairs), ceil_div(max_parts, 2));
     z = std::max(1, std::min(max_parts, z));
+    // A grid that fits one wave of split_blocks_per_sm blocks an SM is held to that many (the
+    // shared memory request padded; see tma_blocks_per_sm): launched by PDL while the GEMV
+    // before it frees SMs one by one, it would pile 3 blocks onto each. H200 bf16 decode step
+    // at batch 1 (4 x 57 blocks), ctx 2000 / 8000 / 14000: 1.333 / 1.466 / 1.582 -> 1.316 /
+    // 1.425 / 1.517 ms. Grids of several waves keep every slot: capped, b8-b32 at ctx 8000
+    // were 3-8 % slower (bench/results/2026-11-28-h200-step-case-split-cap.json).
+    const int cap = pairs * z <= a.split_blocks_per_sm * sms ? a.split_blocks_per_sm : 0;
+    static int set_bytes = 0;
+    const int bytes = smem_for_blocks_per_sm(kMmaWarps * Tl::kPairBytes, cap);
+    bool done = bytes == set_bytes;
+    Status st = allow_smem(paged_attention_mma_decode_kernel<D, F8>, bytes, done,
+                           "paged_attention_mma_decode");
+    if (!st.ok) return st;
+    set_bytes = bytes;
     // Counters for the in-kernel combine, if there are enough; else the combine kernel.
     const bool counters =
         a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;

@@ -626,5 +626,12 @@ inline int smem_reserved_bytes() {
   static const int v = device_attribute(cudaDevAttrReservedSharedMemoryPerBlock, 0);
   return v;
 }
+// A block's shared memory request, `bytes` padded so that at most `cap` blocks are resident an
+// SM (cap 0: unpadded).
+inline int smem_for_blocks_per_sm(int bytes, int cap) {
+  if (cap <= 0) return bytes;
+  const int over = smem_per_sm_bytes() / (cap + 1) - smem_reserved_bytes() + 1;
+  return std::max(bytes, (over + 15) / 16 * 16);
+}
 
 }  // namespace loom::gpu::mma_impl

@@ -358,11 +358,7 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   // took 7.09 ms against 5.92 launched without PDL (H200, cuda_bench --step-case,
   // bench/results/2026-11-28-h200-step-case-pdl-packing.json).
   static int set_bytes = 0, per_sm = 0;
-  int bytes = C::kSmemBytes;
-  if (a.tma_blocks_per_sm > 0) {
-    const int cap = smem_per_sm_bytes() / (a.tma_blocks_per_sm + 1) - smem_reserved_bytes() + 1;
-    bytes = std::max(bytes, (cap + 15) / 16 * 16);
-  }
+  const int bytes = smem_for_blocks_per_sm(C::kSmemBytes, a.tma_blocks_per_sm);
   if (bytes != set_bytes) {
     bool done = false;
     const Status st = allow_smem(kernel, bytes, done, "paged_attention_tma_decode");

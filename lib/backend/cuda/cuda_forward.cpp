@@ -293,6 +293,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       a.inv_freq = inv_freq_;
       a.pdl = !(debug_skip_ & 1024);  // follows rope_kv_write or (decode) the qkv GEMV
       if (debug_skip_ & 2048) a.tma_blocks_per_sm = 0;
+      if (debug_skip_ & (4096 | 8192)) a.split_blocks_per_sm = (debug_skip_ & 4096) ? 1 : 0;
       if (!decode_attn && attention_mma() && L.n_one_tiles > 0) {
         // A mixed step: the one-slot tiles (decoding sequences, short chunks) through the
         // decode kernel, the longer chunks through the prefill kernel (the same bits for every

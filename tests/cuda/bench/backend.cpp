@@ -207,24 +207,29 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
   be.allocate_cache(cr);
   cuda_fill_cache_random(be, 9);
   // The families a mask leaves out (cuda_set_debug_skip's bits).
-  const std::vector<std::pair<int, const char*>> masks = {{0, "nothing"},
-                                                          {1, "attention"},
-                                                          {2, "layer GEMMs"},
-                                                          {32, "qkv GEMM"},
-                                                          {64, "o GEMM"},
-                                                          {128, "gate_up GEMM"},
-                                                          {256, "down GEMM"},
-                                                          {4, "lm_head+draw"},
-                                                          {16, "draw"},
-                                                          {8, "norms+silu_mul"},
-                                                          {2 | 4 | 8, "all but attention"},
-                                                          {1024, "(attention w/o PDL)"},
-                                                          {1024 | 2 | 4 | 8, "(attn w/o PDL)"},
-                                                          {2048, "(no blocks cap)"},
-                                                          {2048 | 2 | 4 | 8, "(attn, no cap)"},
-                                                          {512, "(layer 0's KV)"},
-                                                          {512 | 2 | 4 | 8, "(attn, layer 0's KV)"},
-                                                          {1 | 2 | 4 | 8, "all but embed"}};
+  const std::vector<std::pair<int, const char*>> masks = {
+      {0, "nothing"},
+      {1, "attention"},
+      {2, "layer GEMMs"},
+      {32, "qkv GEMM"},
+      {64, "o GEMM"},
+      {128, "gate_up GEMM"},
+      {256, "down GEMM"},
+      {4, "lm_head+draw"},
+      {16, "draw"},
+      {8, "norms+silu_mul"},
+      {2 | 4 | 8, "all but attention"},
+      {1024, "(attention w/o PDL)"},
+      {1024 | 2 | 4 | 8, "(attn w/o PDL)"},
+      {2048, "(no blocks cap)"},
+      {2048 | 2 | 4 | 8, "(attn, no cap)"},
+      {4096, "(split cap 1)"},
+      {4096 | 2 | 4 | 8, "(attn, split cap 1)"},
+      {8192, "(split no cap)"},
+      {8192 | 2 | 4 | 8, "(attn, split no cap)"},
+      {512, "(layer 0's KV)"},
+      {512 | 2 | 4 | 8, "(attn, layer 0's KV)"},
+      {1 | 2 | 4 | 8, "all but embed"}};
   json rows = json::array();
   for (int ctx : ctxs) {
     const StepBatch b = decode_batch(batch, ctx, 16, 1.0f, 0, 1.0f);
