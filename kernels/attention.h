@@ -92,7 +92,9 @@ struct AttentionArgs {
   // SMs, a grid that fits 3 blocks an SM piles onto the free SMs and leaves the others idle
   // once they free (attention_tma.cu).
   int tma_blocks_per_sm = 2;
-  int split_blocks_per_sm = 2;  // the same for the split decode kernel (attention_mma.cu)
+  // The same for the split decode kernel where its grid fits one wave of that many blocks an
+  // SM (attention_mma.cu; 0: as many as fit).
+  int split_blocks_per_sm = 2;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax
