@@ -5,7 +5,6 @@
 // times (profiling pass); the batch-1 graph with kernel families left out; the cost of top-k /
 // top-p draws; a 3-frame prefill (1746 slots).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -241,11 +240,8 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
       const double ms = cuda_time_graph_replay(be, batch, 20);
       if (mask == 0) full = ms;
       row["graph_ms_without"][what] = ms;
-      const double wall =
-          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      std::printf("b%d ctx %5d %s: graph without %-17s %8.3f ms (%+.3f) at %.1f s\n", batch, ctx,
-                  kv_dtype_name(kv), what, ms, ms - full, std::fmod(wall, 1000.0));
+      std::printf("b%d ctx %5d %s: graph without %-20s %8.3f ms (%+.3f)\n", batch, ctx,
+                  kv_dtype_name(kv), what, ms, ms - full);
     }
     cuda_set_debug_skip(be, 0);
     row["kernels_eager"] = profile(be, b, 3);
