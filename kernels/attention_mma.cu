@@ -411,11 +411,9 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
     const int cap = pairs * z <= a.split_blocks_per_sm * sms ? a.split_blocks_per_sm : 0;
     static int set_bytes = 0;
     const int bytes = smem_for_blocks_per_sm(kMmaWarps * Tl::kPairBytes, cap);
-    bool done = bytes == set_bytes;
-    Status st = allow_smem(paged_attention_mma_decode_kernel<D, F8>, bytes, done,
+    Status st = allow_smem(paged_attention_mma_decode_kernel<D, F8>, bytes, set_bytes,
                            "paged_attention_mma_decode");
     if (!st.ok) return st;
-    set_bytes = bytes;
     // Counters for the in-kernel combine, if there are enough; else the combine kernel.
     const bool counters =
         a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;
@@ -433,9 +431,10 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
       return Status::bad(cat("attention_mma_combine: launch: ", cudaGetErrorString(e)));
     return launch_status("attention_mma_combine");
   }
-  static bool done = false;
+  static int set_bytes = 0;
   const int bytes = 2 * Tl::kPairBytes;
-  Status st = allow_smem(paged_attention_mma_kernel<D, F8>, bytes, done, "paged_attention_mma");
+  Status st =
+      allow_smem(paged_attention_mma_kernel<D, F8>, bytes, set_bytes, "paged_attention_mma");
   if (!st.ok) return st;
   e = launch_kernel(paged_attention_mma_kernel<D, F8>, dim3(a.n_tiles, a.kv_heads), kThreads, bytes,
                     stream, a.pdl, a);

@@ -594,15 +594,16 @@ __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int t
   }
 }
 
-// Dynamic shared memory above 48 KB needs the attribute, once per kernel.
+// Dynamic shared memory above 48 KB needs the attribute: set when `bytes` differs from what
+// was set last (`set`, the caller's per-kernel record; 0 before the first launch).
 template <class K>
-Status allow_smem(K* kernel, int bytes, bool& done, const char* name) {
-  if (done) return Status::good();
+Status allow_smem(K* kernel, int bytes, int& set, const char* name) {
+  if (bytes == set) return Status::good();
   const cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess)
     return Status::bad(cat(name, ": cudaFuncSetAttribute: ", cudaGetErrorString(e)));
-  done = true;
+  set = bytes;
   return Status::good();
 }
 

@@ -359,17 +359,17 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   // bench/results/2026-11-28-h200-step-case-pdl-packing.json).
   static int set_bytes = 0, per_sm = 0;
   const int bytes = smem_for_blocks_per_sm(C::kSmemBytes, a.tma_blocks_per_sm);
-  if (bytes != set_bytes) {
-    bool done = false;
-    const Status st = allow_smem(kernel, bytes, done, "paged_attention_tma_decode");
+  if (bytes != set_bytes) {  // the attribute, then the occupancy it allows
+    const Status st = allow_smem(kernel, bytes, set_bytes, "paged_attention_tma_decode");
     if (!st.ok) return st;
     const cudaError_t e =
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, bytes);
-    if (e != cudaSuccess || per_sm < 1)
+    if (e != cudaSuccess || per_sm < 1) {
+      set_bytes = 0;  // ask again next launch
       return Status::bad(cat("paged_attention_tma_decode: ", bytes,
                              " bytes of shared memory a block do not fit an SM (",
                              cudaGetErrorString(e), ")"));
-    set_bytes = bytes;
+    }
   }
   using R = TmaRows<F8>;
   TmaMaps maps;
