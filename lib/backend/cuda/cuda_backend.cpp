@@ -538,17 +538,20 @@ void CudaBackend::set_profiling(bool on) {
   if (on) prof_totals_.clear(), prof_steps_.clear(), prof_decode_steps_ = 0;
 }
 
+cudaEvent_t CudaBackend::pooled_event() {
+  cudaEvent_t e = nullptr;
+  if (event_pool_.empty()) {
+    LOOM_CUDA_CHECK(cudaEventCreate(&e));
+  } else {
+    e = event_pool_.back();
+    event_pool_.pop_back();
+  }
+  return e;
+}
+
 void CudaBackend::prof_begin(const char* family) {
   if (!profiling_) return;
-  std::array<cudaEvent_t, 2> ev{};
-  for (auto& e : ev) {
-    if (event_pool_.empty()) {
-      LOOM_CUDA_CHECK(cudaEventCreate(&e));
-    } else {
-      e = event_pool_.back();
-      event_pool_.pop_back();
-    }
-  }
+  const std::array<cudaEvent_t, 2> ev{pooled_event(), pooled_event()};
   LOOM_CUDA_CHECK(cudaEventRecord(ev[0], stream_));
   prof_open_.push_back({family, ev});
 }

@@ -148,6 +148,7 @@ class CudaBackend : public Backend {
   bool logits_bf16(const StepLayout& L) const;
   // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).
   void linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k, int ldy = 0);
+  cudaEvent_t pooled_event();  // from event_pool_ (or new); give it back to the pool
   void prof_begin(const char* family);
   void prof_end();
   void prof_collect(const char* phase);

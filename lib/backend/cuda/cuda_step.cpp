@@ -366,19 +366,17 @@ cudaGraphExec_t CudaBackend::capture_forward(const StepLayout& L, int splits, bo
 // draws; the cut one writes none), so the step's results do not change.
 void CudaBackend::time_graph_split(const StepLayout& L, int splits) {
   constexpr int kReplays = 3;
-  struct Restore {  // profiling on, the skip mask as it was, the events freed, also on a throw
+  struct Restore {  // profiling on, the skip mask as it was, the events pooled, also on a throw
     CudaBackend& be;
     int skip;
-    cudaEvent_t ev[2] = {nullptr, nullptr};
+    cudaEvent_t ev[2];
     ~Restore() {
       be.profiling_ = true;
       be.debug_skip_ = skip;
-      for (cudaEvent_t e : ev)
-        if (e) cudaEventDestroy(e);
+      be.event_pool_.insert(be.event_pool_.end(), ev, ev + 2);
     }
-  } r{*this, debug_skip_};
-  cudaEvent_t* ev = r.ev;
-  for (int i = 0; i < 2; i++) LOOM_CUDA_CHECK(cudaEventCreate(&ev[i]));
+  } r{*this, debug_skip_, {pooled_event(), pooled_event()}};
+  const cudaEvent_t* ev = r.ev;
   profiling_ = false;  // no event pairs inside the captures
   for (const bool cut : {false, true}) {
     debug_skip_ = cut ? (r.skip | 1) : r.skip;
