@@ -48,8 +48,9 @@ Job synthetic_job(const ModelSpec& sp, int i, int group, int ctx, int frames) {
 // KV write) and the rest of the step (GEMMs, norms, activations, lm_head, sampling), ms a step.
 // Where the backend timed sampled decode steps as graphs (the CUDA backend's "decode graph"
 // phase: the step whole and without attention) the split is theirs: event pairs around eager
-// launches overstate the short kernels (at 256 rows the rest read 2.95 ms eagerly, 1.8 ms in
-// the graph: bench/results/2026-11-28-h200-step-case-pdl-packing.json).
+// launches overstate the short kernels (H200 FP8, 256 jobs: the rest 2.53 ms eagerly against
+// 1.75 from the graphs of the same run,
+// bench/results/2026-11-28-h200-bench-profile-graph-split.json).
 struct Profile {
   json kernels = json::array();
   double decode_attention_ms = 0, decode_rest_ms = 0;  // 0 when no decode step was profiled
