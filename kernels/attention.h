@@ -95,6 +95,9 @@ struct AttentionArgs {
   // The same for the split decode kernel where its grid fits one wave of that many blocks an
   // SM (attention_mma.cu; 0: as many as fit).
   int split_blocks_per_sm = 2;
+  // TMA decode with more (tile, kv head) pairs than one wave of warps: the pairs past the last
+  // full wave in chunks of partitions spread over a wave (false: every pair whole, a warp each).
+  bool tma_chunk_tail = true;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

@@ -19,7 +19,8 @@
 // partition's (acc, m, l) to mma_partial and the last chunk of the (tile, kv head) to finish
 // (mma_counters) folds them (combine_partitions). The chunks per sequence, z, are fixed at
 // launch from the batch and the warps of 2 blocks an SM (a graph replays them for any context);
-// each chunk takes ceil(n_parts / z) partitions of the context the step has.
+// each chunk takes ceil(n_parts / z) partitions of the context the step has. Past one wave of
+// warps, the full waves' tiles are whole and only the tiles after them are chunked (tma_split).
 //
 // Keys past p: the last tile's boxes past p are not copied and its V rows past p are zeroed
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
@@ -186,7 +187,7 @@ __device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& 
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
-                                      const int z_chunks) {
+                                      const int whole_tiles, const int z_chunks) {
   using C = TmaCfg<F8, kStages, kWarps>;
   using L = typename TmaRows<F8>::L;
   constexpr int kRowBytes = TmaRows<F8>::kBytes;
@@ -198,17 +199,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   char* ring = base + warp * C::kWarpBytes;
   uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * kStages;
 
-  // The warp's work: (tile, kv head, chunk z), kv heads fastest.
-  const int item = int(blockIdx.x) * kWarps + warp;
-  const int hkv = item % a.kv_heads, rest = item / a.kv_heads;
-  const int z = rest % z_chunks, tile = rest / z_chunks;
+  // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
+  // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
+  // from the first of them (ptile).
+  const int item = int(blockIdx.x) * kWarps + warp, whole_items = whole_tiles * a.kv_heads;
+  const bool chunked = item >= whole_items;
+  const int zc = chunked ? z_chunks : 1, rest_item = chunked ? item - whole_items : item;
+  const int hkv = rest_item % a.kv_heads, rest = rest_item / a.kv_heads;
+  const int z = rest % zc, tile = (chunked ? whole_tiles : 0) + rest / zc;
+  const int ptile = tile - whole_tiles;
   int seq = 0, j0 = 0, p = -1, n_parts = 0, per = 1, part0 = 0, part1 = 0;
   if (tile < a.n_tiles) {
     seq = a.tiles[tile * 3];
     j0 = a.tiles[tile * 3 + 1];
     p = a.kv_len[seq] + j0;  // keys [0, p]
     n_parts = p / kMmaPartKeys + 1;
-    per = (n_parts + z_chunks - 1) / z_chunks;
+    per = (n_parts + zc - 1) / zc;
     part0 = z * per;
     part1 = min(n_parts, part0 + per);
   }
@@ -319,7 +325,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (whole)
         merge_live<kG8>(total, part, pi * kMmaPartKeys, pos);
       else
-        store_partition<F8, kG8>(a, part, tile, hkv, pi, G, lane);
+        store_partition<F8, kG8>(a, part, ptile, hkv, pi, G, lane);
       part.clear();
     }
   }
@@ -335,15 +341,51 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncwarp();
   int last = 0;
   if (lane == 0) {
-    int* counter = a.mma_counters + size_t(tile) * a.kv_heads + hkv;
+    int* counter = a.mma_counters + size_t(ptile) * a.kv_heads + hkv;
     const int n_active = (n_parts + per - 1) / per;
     last = atomicAdd(counter, 1) == n_active - 1;
     if (last) *counter = 0;  // every other chunk has counted: ready for the next call
   }
   if (__shfl_sync(0xffffffffu, last, 0)) {
     __threadfence();
-    combine_partitions<kD>(a, tile, hkv, n_parts, slot, lane, 32);
+    combine_partitions<kD>(a, ptile, hkv, n_parts, slot, lane, 32);
   }
+}
+
+// How the (tile, kv head) pairs are split among `resident` warps (one wave): tiles below
+// whole_tiles a warp each, the others in z chunks of consecutive partitions, folded by the last
+// (partials and counters for the chunked tiles only).
+struct TmaSplit {
+  int whole_tiles = 0, z = 1;
+};
+
+// Pairs that fit one wave take chunks enough to fill it (even where 3 blocks fit an SM, 2: swept
+// on an H200, e4m3 ctx 8000, the third block's warps slowed every warp; b192 282 -> 260 us,
+// b128 210 -> 195, b64 134 -> 120, b32 92 -> 81, b256 the same,
+// bench/results/2026-11-28-h200-tma-decode-chunks-sweep.json). More pairs: the full waves'
+// worth whole (whole tiles a warp, no partials), the rest in chunks spread over a wave behind
+// them (tma_chunk_tail). With every pair whole, the 16 pairs past b256's 1,056 warps in a step
+// with 2 sequences on action slots (7 one-slot tiles each) ran a second wave of whole
+// sequences: H200 e4m3 ctx 8000, such a step took 4.10 ms more than a decode step, 0.24 with
+// the tail (bench/results/2026-11-28-h200-tma-chunk-tail.json). Chunks need counters and
+// partials for the chunked tiles; without them every tile is whole.
+TmaSplit tma_split(const AttentionArgs& a, int resident) {
+  const int pairs = a.n_tiles * a.kv_heads;
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  TmaSplit w;
+  if (pairs > resident) {
+    if (!a.tma_chunk_tail) return w;
+    w.whole_tiles = pairs / resident * resident / a.kv_heads;
+  }
+  const int n = a.n_tiles - w.whole_tiles;
+  const bool counters =
+      a.mma_counters != nullptr && a.mma_counters_len >= size_t(n) * a.kv_heads &&
+      a.mma_partial != nullptr &&
+      a.mma_partial_floats >=
+          attention_mma_partial_floats(n, a.kv_heads, a.heads, kD, a.bt_stride, a.block_size);
+  if (!counters) return TmaSplit{};
+  w.z = std::max(1, std::min(max_parts, resident / std::max(1, n * a.kv_heads)));
+  return w;
 }
 
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
@@ -383,23 +425,11 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   st = encode_tensor_map_3d(maps.v, a.v_cache, R::kType, dims, strides, box, R::kSwizzle,
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
-  // Chunks per (tile, kv head): enough warps for one wave of 2 resident blocks an SM (even
-  // where 3 fit: swept on an H200, e4m3 ctx 8000, the third block's warps slowed every warp;
-  // b192 282 -> 260 us, b128 210 -> 195, b64 134 -> 120, b32 92 -> 81, b256 the same,
-  // bench/results/2026-11-28-h200-tma-decode-chunks-sweep.json); 1 (whole sequences, no
-  // partials) without counters to fold chunks with.
-  const int pairs = a.n_tiles * a.kv_heads;
-  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
-  const bool counters =
-      a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads &&
-      a.mma_partial != nullptr &&
-      a.mma_partial_floats >= attention_mma_partial_floats(a.n_tiles, a.kv_heads, a.heads, kD,
-                                                           a.bt_stride, a.block_size);
-  const int resident = std::min(per_sm, 2) * device_sms() * kWarps;
-  const int z = counters ? std::max(1, std::min(max_parts, resident / std::max(1, pairs))) : 1;
-  const int grid = ceil_div(pairs * z, kWarps);
-  const cudaError_t e =
-      launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a, maps, z);
+  const TmaSplit w = tma_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
+  const int grid =
+      ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
+  const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
+                                      maps, w.whole_tiles, w.z);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
   return launch_status("paged_attention_tma_decode");

@@ -241,7 +241,8 @@ std::vector<Decoder> decoders(const World& w) {
 std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, const Decoder& d);
 
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
-                               bool counters = true, DK kernel = DK::Split, int tma_config = 0) {
+                               bool counters = true, DK kernel = DK::Split, int tma_config = 0,
+                               bool chunk_tail = true) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -269,6 +270,7 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   st.a.decode = decode;
   st.a.decode_kernel = kernel;
   st.a.tma_config = tma_config;
+  st.a.tma_chunk_tail = chunk_tail;
   const size_t n_counters = size_t(n_tiles) * KV;
   DevBuf cnt = zero_counters(n_counters);
   if (counters) {
@@ -488,6 +490,35 @@ TEST_CASE("split decode kernel at batch 130: many partitions per block, the pref
     }
     CHECK(same);
     check_close(to_floats(dec), want, H, D, (std::string("batch 130, ") + d.name).c_str());
+  }
+}
+
+TEST_CASE("TMA decode past one wave of warps: whole pairs, then chunks, the prefill bits") {
+  // 2 SMs' worth of tiles past two waves of bf16 warps (a block of 4 an SM) and one of e4m3's
+  // (2 blocks an SM): the full waves' (tile, kv head) pairs a warp each, the 4 tiles after
+  // them in chunks folded by the last (tma_chunk_tail; without it, whole: a wave more). The
+  // chunked tiles' contexts are long (many partitions a chunk), the others short to keep the
+  // world small.
+  int sms = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int n = 2 * sms + 4;
+  std::vector<int> lens;
+  for (int i = 0; i < n; i++) lens.push_back(i < n - 8 ? (i * 97) % 300 + 1 : 1800 + 97 * (i % 8));
+  for (float fp8_scale : {0.0f, 1.0f / 64}) {
+    CAPTURE(fp8_scale);
+    const World w(32, 4, 64, 16, lens, 23, fp8_scale);
+    std::vector<Entry> es;
+    for (int i = 0; i < n; i++) es.push_back({i, lens[size_t(i)] - 1, 1});
+    const std::vector<uint16_t> pre = run_step(w, es, false);
+    for (bool tail : {true, false}) {
+      CAPTURE(tail);
+      const std::vector<uint16_t> dec = run_step(w, es, true, true, DK::Tma, 0, tail);
+      bool same = true;
+      for (int s = 0; s < n && same; s++)
+        same =
+            same_row(dec, s, pre, s, 32, 64, "past one wave: TMA vs prefill", lens[size_t(s)] - 1);
+      CHECK(same);
+    }
   }
 }
 
