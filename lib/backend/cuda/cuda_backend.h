@@ -43,7 +43,8 @@ double cuda_time_graph_replay(Backend& backend, int n_seqs, int iters);
 // every layer's attention over layer 0's KV cache (what a layer's fresh cache region costs);
 // 1024 launches RoPE and attention without programmatic dependent launch; 2048 lets as many
 // TMA decode blocks be resident an SM as fit (AttentionArgs::tma_blocks_per_sm 0); 4096 caps
-// the split decode kernel at 1 block an SM, 8192 lets as many as fit (split_blocks_per_sm).
+// the split decode kernel at 1 block an SM, 8192 lets as many as fit (split_blocks_per_sm);
+// 32768 runs every TMA decode pair whole past one wave (AttentionArgs::tma_chunk_tail false).
 void cuda_set_debug_skip(Backend& backend, int mask);
 
 // The decode-step megakernel (kernels/mega, issue 15) for decode steps of 1-8 sequences:

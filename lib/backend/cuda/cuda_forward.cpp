@@ -254,7 +254,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
         r.v_cache = v_cache;
         r.kv_fp8 = kv_fp8;
         r.kv_scale = kv_scale;
-        r.pdl = gemv;  // follows the qkv GEMV (PDL chain of the GEMV schedule)
+        r.pdl = !(debug_skip_ & 1024);  // waits first: safe after the GEMV or cuBLAS's GEMM
         LOOM_KERNEL(rope_kv_write(r, stream_));
         prof_end();
       }
@@ -294,6 +294,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       a.pdl = !(debug_skip_ & 1024);  // follows rope_kv_write or (decode) the qkv GEMV
       if (debug_skip_ & 2048) a.tma_blocks_per_sm = 0;
       if (debug_skip_ & (4096 | 8192)) a.split_blocks_per_sm = (debug_skip_ & 4096) ? 1 : 0;
+      if (debug_skip_ & 32768) a.tma_chunk_tail = false;
       if (!decode_attn && attention_mma() && L.n_one_tiles > 0) {
         // A mixed step: the one-slot tiles (decoding sequences, short chunks) through the
         // decode kernel, the longer chunks through the prefill kernel (the same bits for every

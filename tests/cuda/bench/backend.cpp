@@ -195,6 +195,26 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
   }
 }
 
+// The decode batch d with its first k sequences given a frame's last image token and 6 action
+// slots instead of their one token (positions ctx .. ctx + 6; d's block tables have room).
+StepBatch action_batch(const StepBatch& d, int k, int action_dim) {
+  constexpr int kActions = 6;
+  StepBatch b = d;
+  b.tokens.clear();
+  b.positions.clear();
+  b.slot_start = {0};
+  for (int s = 0; s < d.n_seqs(); s++) {
+    const int n = s < k ? 1 + kActions : 1;
+    for (int j = 0; j < n; j++) {
+      b.tokens.push_back(j == 0 ? d.tokens[size_t(s)] : kActionSlot);
+      b.positions.push_back(d.positions[size_t(s)] + j);
+      for (int c = 0; c < action_dim; c++) b.actions.push_back(j == 0 ? 0.0f : 0.1f * (c + 1));
+    }
+    b.slot_start.push_back(int(b.tokens.size()));
+  }
+  return b;
+}
+
 json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDType kv) {
   ModelSpec spec = test::terra_spec();
   spec.positions = PositionKind::None;
@@ -242,6 +262,25 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
       row["graph_ms_without"][what] = ms;
       std::printf("b%d ctx %5d %s: graph without %-20s %8.3f ms (%+.3f)\n", batch, ctx,
                   kv_dtype_name(kv), what, ms, ms - full);
+    }
+    cuda_set_debug_skip(be, 0);
+    // Steps where k sequences feed a frame's 6 action slots after its last image token (7
+    // slots, one-slot tiles: a chunk graph) against the plain decode step, whole steps timed.
+    // 32768: every TMA decode pair whole past one wave of warps; 1024: RoPE and attention
+    // without PDL.
+    for (int mask : {0, 32768, 1024}) {
+      cuda_set_debug_skip(be, mask);
+      const std::string m = std::to_string(mask);
+      const double plain = 1e3 * time_steps(be, b, 3, 20);
+      row["step_ms"][m]["decode"] = plain;
+      for (int k : {1, 2, 4}) {
+        const double ms = 1e3 * time_steps(be, action_batch(b, k, spec.action_dim), 3, 20);
+        row["step_ms"][m]["action_" + std::to_string(k)] = ms;
+        std::printf(
+            "b%d ctx %5d %s mask %5d: step with %d sequences on action slots %8.3f ms "
+            "(%+.3f against decode)\n",
+            batch, ctx, kv_dtype_name(kv), mask, k, ms, ms - plain);
+      }
     }
     cuda_set_debug_skip(be, 0);
     row["kernels_eager"] = profile(be, b, 3);
