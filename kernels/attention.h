@@ -20,6 +20,7 @@
 // cache reads back as (an FP8 cache: the dequantised values, so it applies no kv_scale).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -123,6 +124,41 @@ inline size_t attention_mma_partial_floats(int n_tiles, int kv_heads, int heads,
                                            int bt_stride, int block_size) {
   return size_t(n_tiles) * kv_heads * attention_mma_max_parts(bt_stride, block_size) *
          (heads / kv_heads) * (head_dim + 2);
+}
+
+// How the TMA decode kernel (attention_tma.cu) splits its (tile, kv head) pairs among
+// `resident` warps, one wave of its blocks: tiles below whole_tiles take a warp each (no
+// partials); the others z chunks of consecutive partitions each, folded by the last, their
+// partials and counters indexed from whole_tiles. Pairs that fit one wave take chunks enough to
+// fill it (2 blocks an SM even where 3 fit: swept on an H200, e4m3 ctx 8000, the third block's
+// warps slowed every warp; b192 282 -> 260 us, b128 210 -> 195, b64 134 -> 120, b32 92 -> 81,
+// b256 the same, bench/results/2026-11-28-h200-tma-decode-chunks-sweep.json). More pairs: the
+// full waves' worth whole and the rest in chunks spread over a wave behind them
+// (tma_chunk_tail). With every pair whole, the 16 pairs past b256's 1,056 warps in a step with 2
+// sequences on action slots (7 one-slot tiles each) ran a second wave of whole sequences: H200
+// e4m3 ctx 8000, such a step took 4.10 ms more than a decode step, 0.24 with the tail
+// (bench/results/2026-11-28-h200-tma-chunk-tail.json). Chunks need counters and partials for the
+// chunked tiles; without them every tile is whole.
+struct TmaDecodeSplit {
+  int whole_tiles = 0, z = 1;
+};
+inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
+  const int pairs = a.n_tiles * a.kv_heads;
+  TmaDecodeSplit w;
+  if (pairs > resident) {
+    if (!a.tma_chunk_tail) return w;
+    w.whole_tiles = pairs / resident * resident / a.kv_heads;
+  }
+  const int n = a.n_tiles - w.whole_tiles;
+  const bool counters =
+      a.mma_counters != nullptr && a.mma_counters_len >= size_t(n) * a.kv_heads &&
+      a.mma_partial != nullptr &&
+      a.mma_partial_floats >= attention_mma_partial_floats(n, a.kv_heads, a.heads, a.head_dim,
+                                                           a.bt_stride, a.block_size);
+  if (!counters) return TmaDecodeSplit{};
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  w.z = std::max(1, std::min(max_parts, resident / std::max(1, n * a.kv_heads)));
+  return w;
 }
 
 // Slots of one sequence per tile for a GQA ratio G = heads / kv_heads (CUDA-core kernel).

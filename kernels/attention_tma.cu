@@ -20,7 +20,8 @@
 // (mma_counters) folds them (combine_partitions). The chunks per sequence, z, are fixed at
 // launch from the batch and the warps of 2 blocks an SM (a graph replays them for any context);
 // each chunk takes ceil(n_parts / z) partitions of the context the step has. Past one wave of
-// warps, the full waves' tiles are whole and only the tiles after them are chunked (tma_split).
+// warps, the full waves' tiles are whole and only the tiles after them are chunked
+// (tma_decode_split).
 //
 // Keys past p: the last tile's boxes past p are not copied and its V rows past p are zeroed
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
@@ -352,42 +353,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// How the (tile, kv head) pairs are split among `resident` warps (one wave): tiles below
-// whole_tiles a warp each, the others in z chunks of consecutive partitions, folded by the last
-// (partials and counters for the chunked tiles only).
-struct TmaSplit {
-  int whole_tiles = 0, z = 1;
-};
-
-// Pairs that fit one wave take chunks enough to fill it (even where 3 blocks fit an SM, 2: swept
-// on an H200, e4m3 ctx 8000, the third block's warps slowed every warp; b192 282 -> 260 us,
-// b128 210 -> 195, b64 134 -> 120, b32 92 -> 81, b256 the same,
-// bench/results/2026-11-28-h200-tma-decode-chunks-sweep.json). More pairs: the full waves'
-// worth whole (whole tiles a warp, no partials), the rest in chunks spread over a wave behind
-// them (tma_chunk_tail). With every pair whole, the 16 pairs past b256's 1,056 warps in a step
-// with 2 sequences on action slots (7 one-slot tiles each) ran a second wave of whole
-// sequences: H200 e4m3 ctx 8000, such a step took 4.10 ms more than a decode step, 0.24 with
-// the tail (bench/results/2026-11-28-h200-tma-chunk-tail.json). Chunks need counters and
-// partials for the chunked tiles; without them every tile is whole.
-TmaSplit tma_split(const AttentionArgs& a, int resident) {
-  const int pairs = a.n_tiles * a.kv_heads;
-  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
-  TmaSplit w;
-  if (pairs > resident) {
-    if (!a.tma_chunk_tail) return w;
-    w.whole_tiles = pairs / resident * resident / a.kv_heads;
-  }
-  const int n = a.n_tiles - w.whole_tiles;
-  const bool counters =
-      a.mma_counters != nullptr && a.mma_counters_len >= size_t(n) * a.kv_heads &&
-      a.mma_partial != nullptr &&
-      a.mma_partial_floats >=
-          attention_mma_partial_floats(n, a.kv_heads, a.heads, kD, a.bt_stride, a.block_size);
-  if (!counters) return TmaSplit{};
-  w.z = std::max(1, std::min(max_parts, resident / std::max(1, n * a.kv_heads)));
-  return w;
-}
-
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
@@ -425,7 +390,7 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   st = encode_tensor_map_3d(maps.v, a.v_cache, R::kType, dims, strides, box, R::kSwizzle,
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
-  const TmaSplit w = tma_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
+  const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
   const int grid =
       ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
   const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
