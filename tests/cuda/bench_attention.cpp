@@ -34,6 +34,9 @@ bool kv_fp8 = false;  // the cases' caches hold e4m3 (scales 1)
 // over a pool of this many blocks, as a running batch leaves them, instead of each sequence's
 // blocks side by side in a pool just large enough.
 int scatter_pool = 0;
+// > 1: sequences in groups of this many share the blocks of their first share_keys keys (the
+// first of each group's blocks, as prefix sharing leaves them).
+int share_group = 0, share_keys = 0;
 
 struct Setup {
   void *qkv = nullptr, *kc = nullptr, *vc = nullptr, *out = nullptr, *ints = nullptr;
@@ -83,8 +86,12 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   for (size_t s = 0; s < seqs.size(); s++) {
     const auto [kv, n] = seqs[s];
     const int nb = (kv + n + kBs - 1) / kBs;
+    const int lead = share_group > 1 ? int(s) - int(s) % share_group : int(s);
     for (int j = 0; j < kBtStride; j++)
-      bt.push_back(j >= nb ? -1 : scatter_pool > 0 ? (j * n_seqs + int(s)) * spread : next + j);
+      bt.push_back(j >= nb                                  ? -1
+                   : lead != int(s) && j < share_keys / kBs ? bt[size_t(lead) * kBtStride + j]
+                   : scatter_pool > 0                       ? (j * n_seqs + int(s)) * spread
+                                                            : next + j);
     next += nb;
     kv_len.push_back(kv);
     slot_start.push_back(slot_start.back() + n);
@@ -283,6 +290,51 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
   r["kv_heads"] = kv_heads;
   n_heads = 32;
   n_kv = 4;
+  kv_fp8 = false;
+  return r;
+}
+
+json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,
+                           bool fp8) {
+  // The TMA decode kernel at `batch` sequences of context ctx, each with its own blocks, then in
+  // groups of `group` sharing the blocks of their first `shared` keys (same values, so the
+  // same bits; checked). L2 flushed before each call, as in a step: what L2 gives a group's
+  // repeated reads of its shared blocks. An L2 evict_last hint on those keys' TMA loads changed
+  // nothing (H200 bf16 b256 ctx 8000: 465.0 against 464.9 us; not kept,
+  // bench/results/2026-11-28-h200-attention-shared-prefix-l2-hint-not-kept.json).
+  kv_fp8 = fp8;
+  const std::vector<std::pair<int, int>> seqs(size_t(batch), {ctx, 1});
+  const double kv_bytes = 2.0 * batch * (ctx + 1) * n_kv * kD * (kv_fp8 ? 1 : 2);
+  json r = {{"batch", batch},
+            {"ctx", ctx},
+            {"group", group},
+            {"shared_keys", shared},
+            {"kv", fp8 ? "fp8" : "bf16"}};
+  std::vector<uint16_t> first;
+  for (const char* mode : {"unshared", "shared"}) {
+    share_group = mode[0] == 's' ? group : 0;
+    share_keys = shared;
+    Setup S;
+    make_setup(S, seqs, 1, 1);
+    gpu::AttentionArgs a = S.a;
+    a.decode = true;
+    a.decode_kernel = gpu::AttentionArgs::DecodeKernel::Tma;
+    const size_t out_n = size_t(batch) * n_heads * kD;
+    LOOM_KERNEL(gpu::paged_attention(a, stream));
+    std::vector<uint16_t> out(out_n);
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double us = time_us(S, a, stream, 10);
+    const bool same = first.empty() || out == first;
+    if (first.empty()) first = out;
+    std::printf(
+        "attention shared %s b%d ctx %d, groups of %d sharing %d keys: %-9s %8.2f us "
+        "(%5.0f GB/s of every sequence's KV)%s\n",
+        fp8 ? "fp8" : "bf16", batch, ctx, group, shared, mode, us, kv_bytes / (us * 1e-6) / 1e9,
+        same ? "" : "  NOT the unshared bits");
+    r[mode] = {{"us", us}, {"same_bits", same}};
+  }
+  share_group = share_keys = 0;
   kv_fp8 = false;
   return r;
 }

@@ -18,5 +18,9 @@ nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, in
 // Decode attention of `batch` sequences on one stream beside Terra's four layer GEMMs at m =
 // batch on another: each alone, at once, one after the other (the two-half-batch question).
 nlohmann::json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8);
+// The TMA decode kernel with groups of `group` sequences sharing their first `shared` keys'
+// blocks against each with its own (cuda_bench --shared-case).
+nlohmann::json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,
+                                     bool fp8);
 
 }  // namespace loom

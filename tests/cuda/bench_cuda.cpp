@@ -12,6 +12,8 @@
 // (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache).
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
+// `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
+// of G sequences sharing their first KEYS keys' blocks against each with its own.
 // `cuda_bench OUT.json --step-case B CTX[,CTX…] [fp8]` splits a Terra-size decode step of B
 // sequences: its graph replayed with each kernel family left out (bf16 or e4m3 KV).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
@@ -55,6 +57,13 @@ int main(int argc, char** argv) {
                                                      std::atoi(argv[4]),
                                                      argc > 5 ? std::atoi(argv[5]) : 4,
                                                      argc > 6 && std::string(argv[6]) == "fp8")
+                                   .dump(2);
+    return 0;
+  }
+  if (argc > 6 && mode == "--shared-case") {  // cuda_bench OUT --shared-case B CTX G KEYS [fp8]
+    std::ofstream(out_path) << attention_shared_case(stream, std::atoi(argv[3]), std::atoi(argv[4]),
+                                                     std::atoi(argv[5]), std::atoi(argv[6]),
+                                                     argc > 7 && std::string(argv[7]) == "fp8")
                                    .dump(2);
     return 0;
   }
