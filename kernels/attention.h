@@ -99,7 +99,21 @@ struct AttentionArgs {
   // TMA decode with more (tile, kv head) pairs than one wave of warps: the pairs past the last
   // full wave in chunks of partitions spread over a wave (false: every pair whole, a warp each).
   bool tma_chunk_tail = true;
+  // A shared prefix read once a group (TMA decode only; null: none). shared_items: [1 + 2 n]
+  // n, then (group, partition) pairs; shared_groups: [groups, 1 + kMaxSharedMembers] the
+  // member count, then the member tiles (one-slot tiles whose sequences hold the same cache
+  // blocks for every key of those partitions, below each one's kv_len); own_first_part:
+  // [n_tiles] the first partition a tile's own warps read (0 for a tile in no group).
+  // shared_item_slots: the most items a step can have (the group kernel's grid; a graph
+  // replays it for any count). Used only where the chunked tiles have partials and counters
+  // (TmaDecodeSplit::partials), which the members must be.
+  const int32_t* shared_items = nullptr;
+  const int32_t* shared_groups = nullptr;
+  const int32_t* own_first_part = nullptr;
+  int shared_item_slots = 0;
 };
+
+constexpr int kMaxSharedMembers = 8;  // tiles of a shared-prefix group
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax
 // merges), so they never depend on batch, grid or chunking.
@@ -141,6 +155,7 @@ inline size_t attention_mma_partial_floats(int n_tiles, int kv_heads, int heads,
 // chunked tiles; without them every tile is whole.
 struct TmaDecodeSplit {
   int whole_tiles = 0, z = 1;
+  bool partials = false;  // the chunked tiles have counters and partials (shared prefixes too)
 };
 inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
   const int pairs = a.n_tiles * a.kv_heads;
@@ -156,6 +171,7 @@ inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
       a.mma_partial_floats >= attention_mma_partial_floats(n, a.kv_heads, a.heads, a.head_dim,
                                                            a.bt_stride, a.block_size);
   if (!counters) return TmaDecodeSplit{};
+  w.partials = true;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
   w.z = std::max(1, std::min(max_parts, resident / std::max(1, n * a.kv_heads)));
   return w;

@@ -184,6 +184,51 @@ __device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& 
     if (first <= pos[c]) merge_col(s, t, c);
 }
 
+// What a warp's tile partials of one (slot, kv head) need: the q fragments (G query heads),
+// the lane's positions (rows g, g + 8, or, swapped, heads 2 tig, 2 tig + 1; -1: padding) and
+// the softmax scale with k_scale folded in.
+struct TileQuery {
+  uint32_t qa[kD / 16][4];
+  int pos[2];
+  float scale;
+};
+
+// The query of slot `slot` (position p) for kv head hkv. Reads qkv: after griddepcontrol.wait.
+template <bool F8, bool kG8, bool kSwap>
+__device__ __forceinline__ void load_query(const AttentionArgs& a, int slot, int p, int hkv,
+                                           int lane, TileQuery& q) {
+  static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
+  const int G = a.heads / a.kv_heads;
+  const bf16* q0 = static_cast<const bf16*>(a.qkv) +
+                   size_t(slot) * (a.heads + 2 * a.kv_heads) * kD + size_t(hkv) * G * kD;
+  const int g = lane >> 2, tig = lane & 3;
+  const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
+  const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
+  if constexpr (F8)
+    load_q_f8<kD>(q_lo, q_hi, lane, q.qa);
+  else
+    load_q<kD>(q_lo, q_hi, lane, q.qa);
+  q.pos[0] = (kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1;
+  q.pos[1] = (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1;
+  q.scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+}
+
+template <bool kSwap>
+using TileState = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
+
+// One 64-key tile's partial state (keys key0.., K and V tiles ks, vs in layout L).
+template <bool F8, bool kSwap>
+__device__ __forceinline__ void tile_state(const TileQuery& q, const char* ks, const char* vs,
+                                           int key0, int lane, TileState<kSwap>& tp) {
+  using L = typename TmaRows<F8>::L;
+  if constexpr (kSwap)
+    tile_partial_swapped<kD, L, F8>(q.qa, ks, vs, key0, q.pos, lane, q.scale, tp);
+  else if constexpr (F8)
+    tile_partial_f8<kD, L>(q.qa, ks, vs, key0, q.pos[0], q.pos[1], lane, q.scale, tp);
+  else
+    tile_partial<kD, L>(q.qa, ks, vs, key0, q.pos[0], q.pos[1], lane, q.scale, tp);
+}
+
 // kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only).
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -209,14 +254,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int hkv = rest_item % a.kv_heads, rest = rest_item / a.kv_heads;
   const int z = rest % zc, tile = (chunked ? whole_tiles : 0) + rest / zc;
   const int ptile = tile - whole_tiles;
-  int seq = 0, j0 = 0, p = -1, n_parts = 0, per = 1, part0 = 0, part1 = 0;
+  // Partitions [0, own) of a chunked tile come from its group's shared-prefix items
+  // (shared_prefix_kernel, the kernel before); its chunks split [own, n_parts).
+  int seq = 0, j0 = 0, p = -1, n_parts = 0, own = 0, per = 1, part0 = 0, part1 = 0;
   if (tile < a.n_tiles) {
     seq = a.tiles[tile * 3];
     j0 = a.tiles[tile * 3 + 1];
     p = a.kv_len[seq] + j0;  // keys [0, p]
     n_parts = p / kMmaPartKeys + 1;
-    per = (n_parts + zc - 1) / zc;
-    part0 = z * per;
+    own = chunked && a.own_first_part != nullptr ? min(a.own_first_part[tile], n_parts - 1) : 0;
+    per = (n_parts - own + zc - 1) / zc;
+    part0 = own + z * per;
     part1 = min(n_parts, part0 + per);
   }
   if (part0 >= part1) {
@@ -270,25 +318,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   const int G = a.heads / a.kv_heads;
   const int slot = a.slot_start[seq] + j0;
-  const bf16* q0 = static_cast<const bf16*>(a.qkv) +
-                   size_t(slot) * (a.heads + 2 * a.kv_heads) * kD + size_t(hkv) * G * kD;
-  const int g = lane >> 2, tig = lane & 3;
-  const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
-  const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
-  uint32_t qa[kD / 16][4];
-  if constexpr (F8)
-    load_q_f8<kD>(q_lo, q_hi, lane, qa);
-  else
-    load_q<kD>(q_lo, q_hi, lane, qa);
-  static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
-  // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
-  const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
-                      (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
-  const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  TileQuery q;
+  load_query<F8, kG8, kSwap>(a, slot, p, hkv, lane, q);
+  const int(&pos)[2] = q.pos;
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const bool whole = part0 == 0 && part1 == n_parts;
 
-  using State = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
+  using State = TileState<kSwap>;
   State total, part;
   total.clear();
   part.clear();
@@ -308,12 +344,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       __syncwarp();
     }
     State tp;
-    if constexpr (kSwap)
-      tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp);
-    else if constexpr (F8)
-      tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
-    else
-      tile_partial<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    tile_state<F8, kSwap>(q, ks, vs, key0, lane, tp);
     merge_live<kG8>(part, tp, key0, pos);
     __syncwarp();  // every lane's reads of the stage are done before it is refilled
     if (i + kStages < n_t) {
@@ -343,7 +374,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int last = 0;
   if (lane == 0) {
     int* counter = a.mma_counters + size_t(ptile) * a.kv_heads + hkv;
-    const int n_active = (n_parts + per - 1) / per;
+    const int n_active = (n_parts - own + per - 1) / per;
     last = atomicAdd(counter, 1) == n_active - 1;
     if (last) *counter = 0;  // every other chunk has counted: ready for the next call
   }
@@ -351,6 +382,93 @@ __global__ void __launch_bounds__(kWarps * 32)
     __threadfence();
     combine_partitions<kD>(a, ptile, hkv, n_parts, slot, lane, 32);
   }
+}
+
+// Shared prefixes read once a group (AttentionArgs::shared_items). A warp per item (group,
+// partition pi) and kv head (blockIdx.y), items strided over the grid: it copies the
+// partition's 4 (K, V) tile pairs once, from the first member's block table (the members hold
+// the same blocks there), then runs each member tile's tile partials over them in order and
+// stores the member's partition state where the member's own chunked warp would have: the
+// same q, tiles, arithmetic and merge order, so the same bits. The members' own warps (the
+// next kernel) start at own_first_part and the last of them folds every partition.
+template <bool F8, bool kG8, bool kSwap>
+__global__ void __launch_bounds__(32)
+    shared_prefix_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
+                         const int whole_tiles) {
+  constexpr int kRowBytes = TmaRows<F8>::kBytes;
+  constexpr int kTileBytes = kMmaTileKeys * kRowBytes;
+  extern __shared__ uint4 tma_smem[];
+  pdl_trigger();
+  const int lane = threadIdx.x, hkv = blockIdx.y;
+  const uint32_t raw = smem_u32(tma_smem);
+  char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
+  uint64_t* bar = reinterpret_cast<uint64_t*>(base + kMmaPartTiles * 2 * kTileBytes);
+  if (lane == 0) {
+    mbar_init(bar, 1);
+    fence_mbar_init();
+  }
+  __syncwarp();
+  const int G = a.heads / a.kv_heads, bs = a.block_size;
+  const int rows = min(bs, kMmaTileKeys), boxes = kMmaTileKeys / rows;
+  const int n_items = a.shared_items[0];
+  bool waited = false;
+  uint32_t phase = 0;
+  for (int it = blockIdx.x; it < n_items; it += gridDim.x) {
+    const int grp = a.shared_items[1 + 2 * it], pi = a.shared_items[2 + 2 * it];
+    const int32_t* members = a.shared_groups + size_t(grp) * (1 + kMaxSharedMembers);
+    const int32_t* bt = a.block_tables + size_t(a.tiles[members[1] * 3]) * a.bt_stride;
+    if (lane == 0) mbar_expect_tx(bar, uint32_t(kMmaPartTiles * 2 * kTileBytes));
+    if (lane < boxes) {
+#pragma unroll
+      for (int i = 0; i < kMmaPartTiles; i++) {
+        const int k = (pi * kMmaPartTiles + i) * kMmaTileKeys + lane * rows;
+        const int slot = bt[k / bs] * bs + k % bs;
+        char* ks = base + i * 2 * kTileBytes + lane * rows * kRowBytes;
+        tma_load_3d(ks, &maps.k, 0, hkv, slot, bar);
+        tma_load_3d(ks + kTileBytes, &maps.v, 0, hkv, slot, bar);
+      }
+    }
+    if (!waited) pdl_wait();  // q comes from the kernels before
+    waited = true;
+    mbar_wait(bar, phase);
+    phase ^= 1u;
+    for (int m = 0; m < members[0]; m++) {
+      const int tile = members[1 + m];
+      if (tile < whole_tiles) continue;  // (never a member: it would have no partials)
+      const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1];
+      TileQuery q;
+      load_query<F8, kG8, kSwap>(a, a.slot_start[seq] + j0, a.kv_len[seq] + j0, hkv, lane, q);
+      TileState<kSwap> part, tp;
+      part.clear();
+#pragma unroll 1
+      for (int i = 0; i < kMmaPartTiles; i++) {
+        const char* ks = base + i * 2 * kTileBytes;
+        const int key0 = (pi * kMmaPartTiles + i) * kMmaTileKeys;
+        tile_state<F8, kSwap>(q, ks, ks + kTileBytes, key0, lane, tp);
+        merge_live<kG8>(part, tp, key0, q.pos);
+      }
+      store_partition<F8, kG8>(a, part, tile - whole_tiles, hkv, pi, G, lane);
+    }
+    __syncwarp();  // every lane's reads of the tiles are done before the next item's copies
+  }
+  if (!waited) pdl_wait();  // every block waits, so that the grid completes after the one before
+}
+
+// The group kernel ahead of the TMA decode kernel: a warp a block (one partition's 4 tile pairs
+// in shared memory, 32 KB e4m3 / 64 KB bf16), at most 2 blocks an SM's worth of items at once.
+template <bool F8, bool kG8, bool kSwap>
+Status launch_shared_prefix(const AttentionArgs& a, const TmaMaps& maps, int whole_tiles,
+                            cudaStream_t stream) {
+  auto* kernel = shared_prefix_kernel<F8, kG8, kSwap>;
+  const int bytes = kMmaPartTiles * 2 * kMmaTileKeys * TmaRows<F8>::kBytes + 8 + 1024;
+  static int set_bytes = 0;
+  const Status st = allow_smem(kernel, bytes, set_bytes, "shared_prefix");
+  if (!st.ok) return st;
+  const int grid = std::min(a.shared_item_slots, 2 * device_sms());
+  const cudaError_t e =
+      launch_kernel(kernel, dim3(grid, a.kv_heads), 32, bytes, stream, a.pdl, a, maps, whole_tiles);
+  if (e != cudaSuccess) return Status::bad(cat("shared_prefix: launch: ", cudaGetErrorString(e)));
+  return launch_status("shared_prefix");
 }
 
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
@@ -391,9 +509,16 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
   const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
+  AttentionArgs k = a;
+  if (a.shared_items != nullptr && a.shared_item_slots > 0 && w.partials) {
+    st = launch_shared_prefix<F8, kG8, kSwap>(a, maps, w.whole_tiles, stream);
+    if (!st.ok) return st;
+  } else {
+    k.own_first_part = nullptr;  // every tile reads its whole context itself
+  }
   const int grid =
       ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
-  const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
+  const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, k,
                                       maps, w.whole_tiles, w.z);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));

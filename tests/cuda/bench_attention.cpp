@@ -298,8 +298,9 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
                            bool fp8) {
   // The TMA decode kernel at `batch` sequences of context ctx, each with its own blocks, then in
   // groups of `group` sharing the blocks of their first `shared` keys (same values, so the
-  // same bits; checked). L2 flushed before each call, as in a step: what L2 gives a group's
-  // repeated reads of its shared blocks. An L2 evict_last hint on those keys' TMA loads changed
+  // same bits; checked), each member reading them, then with the shared prefix's whole
+  // partitions read once a group (AttentionArgs::shared_items). L2 flushed before each call,
+  // as in a step. An L2 evict_last hint on those keys' TMA loads changed
   // nothing (H200 bf16 b256 ctx 8000: 465.0 against 464.9 us; not kept,
   // bench/results/2026-11-28-h200-attention-shared-prefix-l2-hint-not-kept.json).
   kv_fp8 = fp8;
@@ -311,20 +312,46 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
             {"shared_keys", shared},
             {"kv", fp8 ? "fp8" : "bf16"}};
   std::vector<uint16_t> first;
-  for (const char* mode : {"unshared", "shared"}) {
-    share_group = mode[0] == 's' ? group : 0;
+  for (const char* mode : {"unshared", "shared", "read once"}) {
+    share_group = mode[0] != 'u' ? group : 0;
     share_keys = shared;
     Setup S;
     make_setup(S, seqs, 1, 1);
     gpu::AttentionArgs a = S.a;
     a.decode = true;
     a.decode_kernel = gpu::AttentionArgs::DecodeKernel::Tma;
+    // read once: the group kernel takes the whole partitions of the shared keys, a warp per
+    // (group, partition, kv head), and each member's own warps start after them.
+    std::vector<int32_t> items{0}, groups, own(size_t(batch), shared / kMmaPartKeys);
+    for (int g = 0; mode[0] == 'r' && g * group < batch; g++) {
+      const int m = std::min(group, batch - g * group);
+      groups.push_back(m);
+      for (int i = 0; i < kMaxSharedMembers; i++) groups.push_back(i < m ? g * group + i : -1);
+      for (int pi = 0; pi < shared / kMmaPartKeys; pi++) items.insert(items.end(), {g, pi});
+    }
+    items[0] = int32_t(items.size() / 2);
+    void* plan = nullptr;
+    if (mode[0] == 'r') {
+      const size_t n = items.size() + groups.size() + own.size();
+      LOOM_CUDA_CHECK(cudaMalloc(&plan, n * 4));
+      int32_t* d = static_cast<int32_t*>(plan);
+      LOOM_CUDA_CHECK(cudaMemcpy(d, items.data(), items.size() * 4, cudaMemcpyHostToDevice));
+      LOOM_CUDA_CHECK(
+          cudaMemcpy(d + items.size(), groups.data(), groups.size() * 4, cudaMemcpyHostToDevice));
+      LOOM_CUDA_CHECK(cudaMemcpy(d + items.size() + groups.size(), own.data(), own.size() * 4,
+                                 cudaMemcpyHostToDevice));
+      a.shared_items = d;
+      a.shared_groups = d + items.size();
+      a.own_first_part = d + items.size() + groups.size();
+      a.shared_item_slots = items[0];
+    }
     const size_t out_n = size_t(batch) * n_heads * kD;
     LOOM_KERNEL(gpu::paged_attention(a, stream));
     std::vector<uint16_t> out(out_n);
     LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     const double us = time_us(S, a, stream, 10);
+    if (plan) cudaFree(plan);
     const bool same = first.empty() || out == first;
     if (first.empty()) first = out;
     std::printf(
