@@ -114,6 +114,9 @@ struct AttentionArgs {
 };
 
 constexpr int kMaxSharedMembers = 8;  // tiles of a shared-prefix group
+// Decode batches of at least this many (tile, kv head) pairs take the TMA decode kernel where
+// it can run (paged_attention_mma; smaller ones the split kernel).
+constexpr int kTmaDecodeMinPairs = 256;
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax
 // merges), so they never depend on batch, grid or chunking.

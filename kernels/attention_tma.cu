@@ -416,6 +416,7 @@ __global__ void __launch_bounds__(32)
   for (int it = blockIdx.x; it < n_items; it += gridDim.x) {
     const int grp = a.shared_items[1 + 2 * it], pi = a.shared_items[2 + 2 * it];
     const int32_t* members = a.shared_groups + size_t(grp) * (1 + kMaxSharedMembers);
+    if (members[members[0]] < whole_tiles) continue;  // (tiles in order: all in the whole region)
     const int32_t* bt = a.block_tables + size_t(a.tiles[members[1] * 3]) * a.bt_stride;
     if (lane == 0) mbar_expect_tx(bar, uint32_t(kMmaPartTiles * 2 * kTileBytes));
     if (lane < boxes) {

@@ -80,6 +80,14 @@ int64_t cuda_chunk_graph_steps(const Backend& backend) {
   return as_cuda(backend).chunk_graph_steps();
 }
 
+void cuda_set_shared_plan(Backend& backend, bool on) {
+  as_cuda(backend).set_shared_plan(on);
+}
+
+int64_t cuda_shared_plan_steps(const Backend& backend) {
+  return as_cuda(backend).shared_plan_steps();
+}
+
 MegakernelTrace cuda_megakernel_trace(const Backend& backend) {
   return as_cuda(backend).megakernel_trace();
 }
@@ -121,6 +129,9 @@ void StepLayout::compute() {
   tiles = take(12 * size_t(n_tiles));
   out_rows = take(4 * size_t(n_out));
   params = take(sizeof(SampleParamsDev) * size_t(n_out));
+  plan_items = take(4 * (1 + 2 * size_t(shared_slots)));
+  plan_groups = take(4 * size_t(shared_groups) * (1 + kMaxSharedMembers));
+  plan_own = take(4 * size_t(n_tiles));
   bytes = off;
 }
 

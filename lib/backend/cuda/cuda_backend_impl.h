@@ -62,6 +62,11 @@ struct StepLayout {
   int action_dim = 0;
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
   size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
+  // A shared-prefix plan for the one-slot tiles (backend/cuda/shared_plan.h), room for
+  // shared_groups groups and shared_slots items; shared: this step has one (its own graphs).
+  int shared_groups = 0, shared_slots = 0;
+  bool shared = false;
+  size_t plan_items = 0, plan_groups = 0, plan_own = 0;
   size_t bytes = 0;
   void compute();
 };
@@ -107,6 +112,11 @@ class CudaBackend : public Backend {
   }
   int64_t megakernel_steps() const override { return mega_steps_; }
   int64_t chunk_graph_steps() const { return chunk_graph_steps_; }
+  void set_shared_plan(bool on) {
+    free_graphs();
+    shared_plan_ = on;
+  }
+  int64_t shared_plan_steps() const { return shared_plan_steps_; }
   const std::string& megakernel_refusal() const { return mega_refusal_; }
   void set_megakernel_debug(const MegakernelDebug& debug) {
     free_graphs();
@@ -239,13 +249,13 @@ class CudaBackend : public Backend {
   // Decode graphs per bucket (1, 2, 4, …, 256), captured on first use; the last one a bucket
   // replayed (this or the megakernel's), which time_graph_replay times.
   static constexpr int kBuckets = 9;
-  std::array<cudaGraphExec_t, kBuckets> graphs_{};
+  std::array<cudaGraphExec_t, 2 * kBuckets> graphs_{};  // [shared plan or not][bucket]
   std::array<cudaGraphExec_t, kBuckets> last_graph_{};
   // Graphs of steps whose short chunks run as one-slot tiles beside decoding sequences (a
-  // frame's action chunk), keyed by (bucket, slots beyond one a sequence, action slots); at
-  // most kMaxChunkGraphs, further shapes run eagerly.
+  // frame's action chunk), keyed by (bucket, slots beyond one a sequence, action slots, shared
+  // plan); at most kMaxChunkGraphs, further shapes run eagerly.
   static constexpr size_t kMaxChunkGraphs = 32;
-  std::map<std::array<int, 3>, cudaGraphExec_t> chunk_graphs_;
+  std::map<std::array<int, 4>, cudaGraphExec_t> chunk_graphs_;
 
   // The megakernel per batch bucket 1, 2, 4, 8 (index log2 B): the schedule on the device, its
   // sync block (zeroed when allocated and after a trapped launch, never per step) and graph.
@@ -274,6 +284,8 @@ class CudaBackend : public Backend {
   std::array<mega::MegaSyncHeader*, 2> mega_header_host_{};  // pinned, per input buffer
   int64_t mega_steps_ = 0;
   int64_t chunk_graph_steps_ = 0;               // steps that ran a chunk_graphs_ entry
+  bool shared_plan_ = false;                    // cuda_set_shared_plan
+  int64_t shared_plan_steps_ = 0;               // steps that ran with a shared-prefix plan
   int mega_smem_optin_ = 0;                     // shared memory a block may opt in to
   mega::MegaTraceEntry* mega_trace_ = nullptr;  // [num_sms, mega_trace_stride_] (debug trace)
   int mega_trace_stride_ = 0;
