@@ -22,6 +22,7 @@
 #include "cuda_test_util.h"
 #include "model/mapping.h"
 #include "step_driver.h"
+#include "tiny_spec.h"
 
 using namespace loom;
 using namespace loom::test;
@@ -47,20 +48,6 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int 
 }
 
 // A plain Llama of Terra's head layout (head_dim 64, G = 8) at long contexts, random weights.
-ModelSpec long_spec() {
-  ModelSpec s;
-  s.architecture = "LlamaForCausalLM";
-  s.hidden = 512;
-  s.layers = 2;
-  s.heads = 8;
-  s.kv_heads = 1;
-  s.head_dim = 64;
-  s.intermediate = 1024;
-  s.vocab = 5003;
-  s.max_positions = 4096;
-  return s;
-}
-
 StepBatch decode_batch(const std::vector<int>& ctx, int blocks_per_seq, uint64_t draw) {
   StepBatch b;
   b.blocks_per_seq = blocks_per_seq;

@@ -11,25 +11,12 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "cuda_test_util.h"
+#include "tiny_spec.h"
 
 using namespace loom;
 using namespace loom::test;
 
 namespace {
-
-ModelSpec plan_spec() {  // 8 query heads on 1 kv head of 64: G = 8, as Terra
-  ModelSpec s;
-  s.architecture = "LlamaForCausalLM";
-  s.hidden = 512;
-  s.layers = 2;
-  s.heads = 8;
-  s.kv_heads = 1;
-  s.head_dim = 64;
-  s.intermediate = 1024;
-  s.vocab = 5003;
-  s.max_positions = 4096;
-  return s;
-}
 
 constexpr int kSeqs = 256, kPerSeq = 48, kBs = 16, kShared = 592;
 
@@ -63,7 +50,7 @@ StepBatch batch(int first_slots) {
 
 TEST_CASE("shared-prefix plan: the same logits and tokens as every tile reading its own") {
   auto be = make_cuda_backend(ComputeDType::BF16, 0);
-  cuda_load_random_weights(*be, plan_spec(), 7);
+  cuda_load_random_weights(*be, long_spec(), 7);
   CacheRequest cr;
   cr.block_size = kBs;
   cr.num_blocks = kSeqs * kPerSeq;
