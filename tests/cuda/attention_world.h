@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/shared_plan.h"
 #include "core/fp8.h"
 #include "cuda_test_util.h"
 #include "kernels/attention.cuh"
@@ -230,15 +231,9 @@ std::vector<Decoder> decoders(const World& w) {
 // One paged_attention call with decoder d.
 std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, const Decoder& d);
 
-// A shared-prefix plan for the TMA decode kernel (AttentionArgs::shared_items, shared_groups,
-// own_first_part; empty: none).
-struct SharedPlan {
-  std::vector<int32_t> items{0}, groups, own;
-};
-
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
-                               bool chunk_tail = true, const SharedPlan* plan = nullptr) {
+                               bool chunk_tail = true, const SharedPrefixPlan* plan = nullptr) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());

@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <vector>
 
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/shared_plan.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
@@ -44,6 +46,7 @@ struct Setup {
   int* counters = nullptr;
   void* flush = nullptr;
   size_t part_floats = 0;
+  std::vector<int32_t> tables;  // [n_seqs, kBtStride] the block tables, on the host
   gpu::AttentionArgs a;
   ~Setup() {
     for (void* p : {qkv, kc, vc, out, ints, static_cast<void*>(part), static_cast<void*>(po),
@@ -98,6 +101,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
     for (int j0 = 0; j0 < n; j0 += spt)
       tiles.insert(tiles.end(), {int(s), j0, std::min(spt, n - j0)});
   }
+  S.tables = bt;
   std::vector<int32_t> h = bt;
   const size_t o_kv = h.size();
   h.insert(h.end(), kv_len.begin(), kv_len.end());
@@ -320,30 +324,23 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
     gpu::AttentionArgs a = S.a;
     a.decode = true;
     a.decode_kernel = gpu::AttentionArgs::DecodeKernel::Tma;
-    // read once: the group kernel takes the whole partitions of the shared keys, a warp per
-    // (group, partition, kv head), and each member's own warps start after them.
-    std::vector<int32_t> items{0}, groups, own(size_t(batch), shared / kMmaPartKeys);
-    for (int g = 0; mode[0] == 'r' && g * group < batch; g++) {
-      const int m = std::min(group, batch - g * group);
-      groups.push_back(m);
-      for (int i = 0; i < kMaxSharedMembers; i++) groups.push_back(i < m ? g * group + i : -1);
-      for (int pi = 0; pi < shared / kMmaPartKeys; pi++) items.insert(items.end(), {g, pi});
-    }
-    items[0] = int32_t(items.size() / 2);
+    // read once: the backend's plan (the whole partitions of the shared keys, a warp per
+    // (group, partition, kv head); each member's own warps start after them), one upload.
     void* plan = nullptr;
     if (mode[0] == 'r') {
-      const size_t n = items.size() + groups.size() + own.size();
-      LOOM_CUDA_CHECK(cudaMalloc(&plan, n * 4));
-      int32_t* d = static_cast<int32_t*>(plan);
-      LOOM_CUDA_CHECK(cudaMemcpy(d, items.data(), items.size() * 4, cudaMemcpyHostToDevice));
-      LOOM_CUDA_CHECK(
-          cudaMemcpy(d + items.size(), groups.data(), groups.size() * 4, cudaMemcpyHostToDevice));
-      LOOM_CUDA_CHECK(cudaMemcpy(d + items.size() + groups.size(), own.data(), own.size() * 4,
-                                 cudaMemcpyHostToDevice));
-      a.shared_items = d;
-      a.shared_groups = d + items.size();
-      a.own_first_part = d + items.size() + groups.size();
-      a.shared_item_slots = items[0];
+      std::vector<int32_t> tile_seq(static_cast<size_t>(batch)), kv_len(tile_seq.size(), ctx);
+      std::iota(tile_seq.begin(), tile_seq.end(), 0);
+      const SharedPrefixPlan p = plan_shared_prefixes(tile_seq, kv_len.data(), S.tables.data(),
+                                                      kBtStride, kBs, batch, 1 << 20);
+      std::vector<int32_t> h = p.items;
+      h.insert(h.end(), p.groups.begin(), p.groups.end());
+      h.insert(h.end(), p.own.begin(), p.own.end());
+      LOOM_CUDA_CHECK(cudaMalloc(&plan, h.size() * 4));
+      LOOM_CUDA_CHECK(cudaMemcpy(plan, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+      a.shared_items = static_cast<const int32_t*>(plan);
+      a.shared_groups = a.shared_items + p.items.size();
+      a.own_first_part = a.shared_groups + p.groups.size();
+      a.shared_item_slots = p.items[0];
     }
     const size_t out_n = size_t(batch) * n_heads * kD;
     LOOM_KERNEL(gpu::paged_attention(a, stream));

@@ -13,25 +13,19 @@
 namespace {
 
 // World w's sequences 0 .. n-1 in groups of `group`, each holding its group's first
-// sequence's blocks for its first `shared` keys (prefix sharing), and the plan that reads the
-// whole partitions of those keys once a group.
-SharedPlan share_prefix(World& w, int n, int group, int shared) {
-  const int blocks = shared / w.bs, parts = shared / kMmaPartKeys;
-  SharedPlan plan;
+// sequence's blocks for its first `shared` keys (prefix sharing), and the backend's plan for a
+// decode step of them (plan_shared_prefixes: the whole partitions of those keys once a group).
+SharedPrefixPlan share_prefix(World& w, int n, int group, int shared) {
+  std::vector<int32_t> tile_seq(static_cast<size_t>(n)), kv_len(tile_seq.size());
   for (int s = 0; s < n; s++) {
     const int lead = s - s % group;
-    for (int j = 0; s != lead && j < blocks; j++)
+    for (int j = 0; s != lead && j < shared / w.bs; j++)
       w.tables[size_t(s) * w.bt_stride + j] = w.tables[size_t(lead) * w.bt_stride + j];
-    plan.own.push_back(parts);
+    tile_seq[size_t(s)] = s;
+    kv_len[size_t(s)] = w.lens[size_t(s)] - 1;
   }
-  for (int g = 0; g * group < n; g++) {
-    const int m = std::min(group, n - g * group);
-    plan.groups.push_back(m);
-    for (int i = 0; i < kMaxSharedMembers; i++) plan.groups.push_back(i < m ? g * group + i : -1);
-    for (int pi = 0; pi < parts; pi++) plan.items.insert(plan.items.end(), {g, pi});
-  }
-  plan.items[0] = int32_t(plan.items.size() / 2);
-  return plan;
+  return plan_shared_prefixes(tile_seq, kv_len.data(), w.tables.data(), w.bt_stride, w.bs, n,
+                              1 << 20);
 }
 
 }  // namespace
@@ -78,7 +72,7 @@ TEST_CASE("TMA decode reads a group's shared prefix once: the prefill bits") {
       std::vector<int> lens;
       for (int i = 0; i < n; i++) lens.push_back(1760 + (i * 37) % 300);
       World w(32, 4, 64, 16, lens, 29, fp8_scale);
-      const SharedPlan plan = share_prefix(w, n, 8, 1746);
+      const SharedPrefixPlan plan = share_prefix(w, n, 8, 1746);
       REQUIRE(plan.items[0] == (n + 7) / 8 * 6);
       std::vector<Entry> es;
       for (int i = 0; i < n; i++) es.push_back({i, lens[size_t(i)] - 1, 1});
