@@ -32,9 +32,10 @@ constexpr int kAttnRows = 32;   // query rows (slot, head) per block
 constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 
 // The TMA decode kernel's builds (AttentionArgs::tma_config in [0, kTmaDecodeConfigs)). With
-// G <= 8, config 0 (the default) is the swapped-operand tile and config 3 the same ring with
-// tile_partial(_f8) (the two compared bitwise), for both cache dtypes.
-constexpr int kTmaDecodeConfigs = 4;
+// G <= 8, config 0 (the default) is the swapped-operand tile, config 3 the same ring with
+// tile_partial(_f8) (the two compared bitwise) and config 4 the swapped tile with one stage a
+// warp, for both cache dtypes.
+constexpr int kTmaDecodeConfigs = 5;
 
 struct AttentionArgs {
   DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
@@ -99,21 +100,19 @@ struct AttentionArgs {
   // TMA decode with more (tile, kv head) pairs than one wave of warps: the pairs past the last
   // full wave in chunks of partitions spread over a wave (false: every pair whole, a warp each).
   bool tma_chunk_tail = true;
-  // A shared prefix read once a group (TMA decode only; null: none). shared_items: [1 + 2 n]
-  // n, then (group, partition) pairs; shared_groups: [groups, 1 + kMaxSharedMembers] the
-  // member count, then the member tiles (one-slot tiles whose sequences hold the same cache
-  // blocks for every key of those partitions, below each one's kv_len); own_first_part:
-  // [n_tiles] the first partition a tile's own warps read (0 for a tile in no group).
-  // shared_item_slots: the most items a step can have (the group kernel's grid; a graph
-  // replays it for any count). Used only where the chunked tiles have partials and counters
-  // (TmaDecodeSplit::partials), which the members must be.
-  const int32_t* shared_items = nullptr;
-  const int32_t* shared_groups = nullptr;
-  const int32_t* own_first_part = nullptr;
-  int shared_item_slots = 0;
+  // Shared prefixes read once a block (TMA decode only, where every (tile, kv head) pair is a
+  // warp's whole: TmaDecodeSplit::z == 1; null: none). pair_plan: [n_tiles * kv_heads, 2] per
+  // warp of the grid, its pair (tile * kv_heads + kv head) and the leading 64-key tiles it
+  // takes from its block's shared ring instead of its own (0: none). A block's sharing warps
+  // are its first ones, of one kv head, with one count; their sequences hold the same cache
+  // blocks for those keys, below every one's kv_len (backend/cuda/shared_plan.h).
+  const int32_t* pair_plan = nullptr;
 };
 
-constexpr int kMaxSharedMembers = 8;  // tiles of a shared-prefix group
+// The warps a TMA decode block shares a prefix among (its default configs' block), and the
+// stages of its shared ring.
+constexpr int kTmaShareWarps = 4;
+constexpr int kTmaShareStages = 4;
 // Decode batches of at least this many (tile, kv head) pairs take the TMA decode kernel where
 // it can run (paged_attention_mma; smaller ones the split kernel).
 constexpr int kTmaDecodeMinPairs = 256;

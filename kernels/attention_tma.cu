@@ -57,14 +57,23 @@ struct TmaRows {
       F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 };
 
-// Shared memory of a block: per warp kStages (K tile, V tile) pairs, then per warp kStages
-// mbarriers; 1024 bytes of slack to align the rings (the swizzle repeats every 1024 bytes).
-template <bool F8, int kStages, int kWarps>
+// Shared memory of a block: per warp kStages (K tile, V tile) pairs, in a kernel that takes a
+// pair plan (the default configs) the block's shared ring of kShare pairs, then per warp kStages
+// mbarriers, the shared ring's kShare mbarriers and kShare arrival counters; 1024 bytes of slack to
+// align the rings (the swizzle repeats every 1024 bytes).
+// The configs whose kernel can take a pair plan (a block of kTmaShareWarps warps, 2 stages).
+constexpr bool tma_takes_plan(int stages, int warps) {
+  return warps == kTmaShareWarps && stages == 2;
+}
+template <bool F8, int kStages, int kWarps, bool kPlan = false>
 struct TmaCfg {
   static constexpr int kTileBytes = kMmaTileKeys * TmaRows<F8>::kBytes;  // 4 KB e4m3, 8 KB bf16
   static constexpr int kPairBytes = 2 * kTileBytes;
   static constexpr int kWarpBytes = kStages * kPairBytes;
-  static constexpr int kSmemBytes = kWarps * kWarpBytes + kWarps * kStages * 8 + 1024;
+  static constexpr int kShare = kPlan && tma_takes_plan(kStages, kWarps) ? kTmaShareStages : 0;
+  static constexpr int kRingBytes = kWarps * kWarpBytes + kShare * kPairBytes;
+  static constexpr int kSmemBytes =
+      kRingBytes + (kWarps * kStages + kShare) * 8 + kShare * 4 + 1024;
 };
 
 // The K and V pools of one layer as [cache_slots, kv_heads, 64] tensors.
@@ -229,42 +238,68 @@ __device__ __forceinline__ void tile_state(const TileQuery& q, const char* ks, c
     tile_partial<kD, L>(q.qa, ks, vs, key0, q.pos[0], q.pos[1], lane, q.scale, tp);
 }
 
-// kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only).
-template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
+// kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only). kPlan: a.pair_plan's
+// pairs and shared tiles (launched only where every pair is whole, z_chunks 1).
+template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap, bool kPlan>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
                                       const int whole_tiles, const int z_chunks) {
-  using C = TmaCfg<F8, kStages, kWarps>;
+  using C = TmaCfg<F8, kStages, kWarps, kPlan>;
   using L = typename TmaRows<F8>::L;
   constexpr int kRowBytes = TmaRows<F8>::kBytes;
+  constexpr int kShare = C::kShare;
+  constexpr int kSh = kShare > 0 ? kShare : 1;  // (stage arithmetic; no shared tiles without)
   extern __shared__ uint4 tma_smem[];
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const uint32_t raw = smem_u32(tma_smem);
   char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
   char* ring = base + warp * C::kWarpBytes;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * kStages;
+  char* share_ring = base + kWarps * C::kWarpBytes;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(base + C::kRingBytes) + warp * kStages;
+  uint64_t* share_bars = reinterpret_cast<uint64_t*>(base + C::kRingBytes) + kWarps * kStages;
+  int* share_count = reinterpret_cast<int*>(share_bars + kShare);
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
-  // from the first of them (ptile).
-  const int item = int(blockIdx.x) * kWarps + warp, whole_items = whole_tiles * a.kv_heads;
+  // from the first of them (ptile). With a pair plan (every pair whole) the warp's pair is the
+  // plan's, and its first shared_tiles tiles come from the block's shared ring: copied once,
+  // read by the block's `sharers` warps.
+  const int n_pairs = a.n_tiles * a.kv_heads;
+  int item = int(blockIdx.x) * kWarps + warp, shared_tiles = 0, sharers = 0;
+  if constexpr (kShare > 0) {
+    const int first = int(blockIdx.x) * kWarps;
+    for (int w = 0; w < kWarps && first + w < n_pairs; w++)
+      sharers += a.pair_plan[2 * (first + w) + 1] > 0;
+    if (item < n_pairs) {
+      shared_tiles = a.pair_plan[2 * item + 1];
+      item = a.pair_plan[2 * item];
+    }
+    if (sharers > 0) {  // (the same for every warp of the block)
+      if (threadIdx.x == 0) {
+        for (int s = 0; s < kShare; s++) {
+          mbar_init(share_bars + s, 1);
+          share_count[s] = 0;
+        }
+        fence_mbar_init();
+      }
+      __syncthreads();
+    }
+  }
+  const int whole_items = whole_tiles * a.kv_heads;
   const bool chunked = item >= whole_items;
   const int zc = chunked ? z_chunks : 1, rest_item = chunked ? item - whole_items : item;
   const int hkv = rest_item % a.kv_heads, rest = rest_item / a.kv_heads;
   const int z = rest % zc, tile = (chunked ? whole_tiles : 0) + rest / zc;
   const int ptile = tile - whole_tiles;
-  // Partitions [0, own) of a chunked tile come from its group's shared-prefix items
-  // (shared_prefix_kernel, the kernel before); its chunks split [own, n_parts).
-  int seq = 0, j0 = 0, p = -1, n_parts = 0, own = 0, per = 1, part0 = 0, part1 = 0;
+  int seq = 0, j0 = 0, p = -1, n_parts = 0, per = 1, part0 = 0, part1 = 0;
   if (tile < a.n_tiles) {
     seq = a.tiles[tile * 3];
     j0 = a.tiles[tile * 3 + 1];
     p = a.kv_len[seq] + j0;  // keys [0, p]
     n_parts = p / kMmaPartKeys + 1;
-    own = chunked && a.own_first_part != nullptr ? min(a.own_first_part[tile], n_parts - 1) : 0;
-    per = (n_parts - own + zc - 1) / zc;
-    part0 = own + z * per;
+    per = (n_parts + zc - 1) / zc;
+    part0 = z * per;
     part1 = min(n_parts, part0 + per);
   }
   if (part0 >= part1) {
@@ -275,22 +310,36 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int n_t = min(part1 * kMmaPartTiles, p / kMmaTileKeys + 1) - t0;  // tiles 64 t <= p
   const int bs = a.block_size, rows = min(bs, kMmaTileKeys), boxes = kMmaTileKeys / rows;
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
+  // Tiles [0, shared_tiles) (whole, cached: the plan's) from the shared ring, the warp's own
+  // tiles t0 + shared_tiles + k, k < n_own, through its ring.
+  const int own0 = t0 + shared_tiles, n_own = n_t - shared_tiles;
 
-  // Lane b < boxes: the cache slot of box b of tile i (keys from 64 (t0 + i) + b rows), -1
+  // Lane b < boxes: the cache slot of box b of own tile k (keys from 64 (own0 + k) + b rows), -1
   // where there is none (past p, or past the chunk).
-  auto box_slot = [&](int i) {
-    const int k = (t0 + i) * kMmaTileKeys + lane * rows;
-    return lane < boxes && i < n_t && k <= p ? bt[k / bs] * bs + k % bs : -1;
+  auto box_slot = [&](int k) {
+    const int key = (own0 + k) * kMmaTileKeys + lane * rows;
+    return lane < boxes && k < n_own && key <= p ? bt[key / bs] * bs + key % bs : -1;
   };
-  // Tile i into stage i % kStages: one arrival expecting the boxes' bytes, then the copies
+  // Own tile k into stage k % kStages: one arrival expecting the boxes' bytes, then the copies
   // (a copy may complete before the arrival: the phase cannot, its arrival is pending).
-  auto issue = [&](int i, int slot) {
-    char* ks = ring + (i % kStages) * C::kPairBytes;
-    uint64_t* bar = bars + i % kStages;
-    const int key0 = (t0 + i) * kMmaTileKeys;
+  auto issue = [&](int k, int slot) {
+    char* ks = ring + (k % kStages) * C::kPairBytes;
+    uint64_t* bar = bars + k % kStages;
+    const int key0 = (own0 + k) * kMmaTileKeys;
     const int n_boxes = min(boxes, (p - key0) / rows + 1);
     if (lane == 0) mbar_expect_tx(bar, uint32_t(n_boxes * 2 * rows * kRowBytes));
     if (slot >= 0) {
+      tma_load_3d(ks + lane * rows * kRowBytes, &maps.k, 0, hkv, slot, bar);
+      tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
+    }
+  };
+  // Shared tile i (whole) into the shared ring's stage i % kShare, by one warp of the block.
+  auto issue_shared = [&](int i) {
+    char* ks = share_ring + (i % kSh) * C::kPairBytes;
+    uint64_t* bar = share_bars + i % kSh;
+    if (lane == 0) mbar_expect_tx(bar, uint32_t(2 * C::kTileBytes));
+    if (lane < boxes) {
+      const int key = i * kMmaTileKeys + lane * rows, slot = bt[key / bs] * bs + key % bs;
       tma_load_3d(ks + lane * rows * kRowBytes, &maps.k, 0, hkv, slot, bar);
       tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
     }
@@ -300,21 +349,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     fence_mbar_init();
   }
   __syncwarp();
+  if (warp == 0)  // the shared tiles hold cached keys only: they stream in before the wait
+    for (int i = 0; i < min(kShare, shared_tiles); i++) issue_shared(i);
   int first[kStages];
 #pragma unroll
-  for (int i = 0; i < kStages; i++) first[i] = box_slot(i);
+  for (int k = 0; k < kStages; k++) first[k] = box_slot(k);
   // Tiles that end before the step's first new key of the sequence (kv_len: p, or less for a
   // slot of a chunk) hold only keys earlier steps wrote: they stream in while the previous
   // kernel finishes; the others wait for it.
   const int first_new = a.kv_len[seq];
-  auto old_keys = [&](int i) { return (t0 + i + 1) * kMmaTileKeys <= first_new; };
+  auto old_keys = [&](int k) { return (own0 + k + 1) * kMmaTileKeys <= first_new; };
 #pragma unroll
-  for (int i = 0; i < kStages; i++)
-    if (i < n_t && old_keys(i)) issue(i, first[i]);
+  for (int k = 0; k < kStages; k++)
+    if (k < n_own && old_keys(k)) issue(k, first[k]);
   pdl_wait();
 #pragma unroll
-  for (int i = 0; i < kStages; i++)
-    if (i < n_t && !old_keys(i)) issue(i, first[i]);
+  for (int k = 0; k < kStages; k++)
+    if (k < n_own && !old_keys(k)) issue(k, first[k]);
 
   const int G = a.heads / a.kv_heads;
   const int slot = a.slot_start[seq] + j0;
@@ -328,30 +379,56 @@ __global__ void __launch_bounds__(kWarps * 32)
   State total, part;
   total.clear();
   part.clear();
-  int next = box_slot(kStages);  // the block-table lookups of the next tile to issue
-  for (int i = 0; i < n_t; i++) {
-    char* ks = ring + (i % kStages) * C::kPairBytes;
-    char* vs = ks + C::kTileBytes;
-    mbar_wait(bars + i % kStages, uint32_t(i / kStages) & 1u);
-    const int key0 = (t0 + i) * kMmaTileKeys;
-    const int live = p - key0 + 1;  // keys key0 .. p of the tile
+  int next = box_slot(kStages);  // the block-table lookups of the next own tile to issue
+  // Tile i's stage once its copies landed, with the V rows past p zeroed (P = 0 there, and
+  // 0 · NaN would be NaN; never a shared tile: those are whole).
+  auto wait_tile = [&](int i) {
+    const bool sh = i < shared_tiles;
+    const int k = i - shared_tiles;
+    char* ks = sh ? share_ring + (i % kSh) * C::kPairBytes : ring + (k % kStages) * C::kPairBytes;
+    if (sh)
+      mbar_wait(share_bars + i % kSh, uint32_t(i / kSh) & 1u);
+    else
+      mbar_wait(bars + k % kStages, uint32_t(k / kStages) & 1u);
+    const int live = p - (t0 + i) * kMmaTileKeys + 1;  // keys key0 .. p of the tile
     if (live < kMmaTileKeys) {
       constexpr int kChunks = kRowBytes / 16;
-      uint4* v = reinterpret_cast<uint4*>(vs + live * kRowBytes);
+      uint4* v = reinterpret_cast<uint4*>(ks + C::kTileBytes + live * kRowBytes);
       for (int c = lane; c < (kMmaTileKeys - live) * kChunks; c += 32)
         v[c] = make_uint4(0, 0, 0, 0);
       fence_proxy_async();  // (the stage's next copy overwrites these rows)
       __syncwarp();
     }
-    State tp;
-    tile_state<F8, kSwap>(q, ks, vs, key0, lane, tp);
-    merge_live<kG8>(part, tp, key0, pos);
-    __syncwarp();  // every lane's reads of the stage are done before it is refilled
-    if (i + kStages < n_t) {
-      issue(i + kStages, next);
-      next = box_slot(i + kStages + 1);
+    return ks;
+  };
+  // Tile i's stage is read: refill it (every lane's reads are done first).
+  auto release_tile = [&](int i) {
+    __syncwarp();
+    const int k = i - shared_tiles;
+    if (i < shared_tiles) {
+      // The last of the sharers to finish with the stage refills it (counts only grow: the
+      // stage's u-th use ends at arrival (u + 1) * sharers).
+      int last = 0;
+      if (lane == 0) {
+        __threadfence_block();
+        last = (atomicAdd(share_count + i % kSh, 1) + 1) % sharers == 0;
+      }
+      if (__shfl_sync(0xffffffffu, last, 0) && i + kShare < shared_tiles) {
+        fence_proxy_async();
+        issue_shared(i + kShare);
+      }
+    } else if (k + kStages < n_own) {
+      issue(k + kStages, next);
+      next = box_slot(k + kStages + 1);
     }
+  };
+  for (int i = 0; i < n_t; i++) {
+    char* ks = wait_tile(i);
     const int t = t0 + i;
+    State tp;
+    tile_state<F8, kSwap>(q, ks, ks + C::kTileBytes, t * kMmaTileKeys, lane, tp);
+    merge_live<kG8>(part, tp, t * kMmaTileKeys, pos);
+    release_tile(i);
     if (t % kMmaPartTiles == kMmaPartTiles - 1 || i == n_t - 1) {
       const int pi = t / kMmaPartTiles;
       if (whole)
@@ -374,7 +451,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int last = 0;
   if (lane == 0) {
     int* counter = a.mma_counters + size_t(ptile) * a.kv_heads + hkv;
-    const int n_active = (n_parts - own + per - 1) / per;
+    const int n_active = (n_parts + per - 1) / per;
     last = atomicAdd(counter, 1) == n_active - 1;
     if (last) *counter = 0;  // every other chunk has counted: ready for the next call
   }
@@ -384,98 +461,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Shared prefixes read once a group (AttentionArgs::shared_items). A warp per item (group,
-// partition pi) and kv head (blockIdx.y), items strided over the grid: it copies the
-// partition's 4 (K, V) tile pairs once, from the first member's block table (the members hold
-// the same blocks there), then runs each member tile's tile partials over them in order and
-// stores the member's partition state where the member's own chunked warp would have: the
-// same q, tiles, arithmetic and merge order, so the same bits. The members' own warps (the
-// next kernel) start at own_first_part and the last of them folds every partition.
-template <bool F8, bool kG8, bool kSwap>
-__global__ void __launch_bounds__(32)
-    shared_prefix_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
-                         const int whole_tiles) {
-  constexpr int kRowBytes = TmaRows<F8>::kBytes;
-  constexpr int kTileBytes = kMmaTileKeys * kRowBytes;
-  extern __shared__ uint4 tma_smem[];
-  pdl_trigger();
-  const int lane = threadIdx.x, hkv = blockIdx.y;
-  const uint32_t raw = smem_u32(tma_smem);
-  char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
-  uint64_t* bar = reinterpret_cast<uint64_t*>(base + kMmaPartTiles * 2 * kTileBytes);
-  if (lane == 0) {
-    mbar_init(bar, 1);
-    fence_mbar_init();
-  }
-  __syncwarp();
-  const int G = a.heads / a.kv_heads, bs = a.block_size;
-  const int rows = min(bs, kMmaTileKeys), boxes = kMmaTileKeys / rows;
-  const int n_items = a.shared_items[0];
-  bool waited = false;
-  uint32_t phase = 0;
-  for (int it = blockIdx.x; it < n_items; it += gridDim.x) {
-    const int grp = a.shared_items[1 + 2 * it], pi = a.shared_items[2 + 2 * it];
-    const int32_t* members = a.shared_groups + size_t(grp) * (1 + kMaxSharedMembers);
-    if (members[members[0]] < whole_tiles) continue;  // (tiles in order: all in the whole region)
-    const int32_t* bt = a.block_tables + size_t(a.tiles[members[1] * 3]) * a.bt_stride;
-    if (lane == 0) mbar_expect_tx(bar, uint32_t(kMmaPartTiles * 2 * kTileBytes));
-    if (lane < boxes) {
-#pragma unroll
-      for (int i = 0; i < kMmaPartTiles; i++) {
-        const int k = (pi * kMmaPartTiles + i) * kMmaTileKeys + lane * rows;
-        const int slot = bt[k / bs] * bs + k % bs;
-        char* ks = base + i * 2 * kTileBytes + lane * rows * kRowBytes;
-        tma_load_3d(ks, &maps.k, 0, hkv, slot, bar);
-        tma_load_3d(ks + kTileBytes, &maps.v, 0, hkv, slot, bar);
-      }
-    }
-    if (!waited) pdl_wait();  // q comes from the kernels before
-    waited = true;
-    mbar_wait(bar, phase);
-    phase ^= 1u;
-    for (int m = 0; m < members[0]; m++) {
-      const int tile = members[1 + m];
-      if (tile < whole_tiles) continue;  // (never a member: it would have no partials)
-      const int seq = a.tiles[tile * 3], j0 = a.tiles[tile * 3 + 1];
-      TileQuery q;
-      load_query<F8, kG8, kSwap>(a, a.slot_start[seq] + j0, a.kv_len[seq] + j0, hkv, lane, q);
-      TileState<kSwap> part, tp;
-      part.clear();
-#pragma unroll 1
-      for (int i = 0; i < kMmaPartTiles; i++) {
-        const char* ks = base + i * 2 * kTileBytes;
-        const int key0 = (pi * kMmaPartTiles + i) * kMmaTileKeys;
-        tile_state<F8, kSwap>(q, ks, ks + kTileBytes, key0, lane, tp);
-        merge_live<kG8>(part, tp, key0, q.pos);
-      }
-      store_partition<F8, kG8>(a, part, tile - whole_tiles, hkv, pi, G, lane);
-    }
-    __syncwarp();  // every lane's reads of the tiles are done before the next item's copies
-  }
-  if (!waited) pdl_wait();  // every block waits, so that the grid completes after the one before
-}
-
-// The group kernel ahead of the TMA decode kernel: a warp a block (one partition's 4 tile pairs
-// in shared memory, 32 KB e4m3 / 64 KB bf16), at most 2 blocks an SM's worth of items at once.
-template <bool F8, bool kG8, bool kSwap>
-Status launch_shared_prefix(const AttentionArgs& a, const TmaMaps& maps, int whole_tiles,
-                            cudaStream_t stream) {
-  auto* kernel = shared_prefix_kernel<F8, kG8, kSwap>;
-  const int bytes = kMmaPartTiles * 2 * kMmaTileKeys * TmaRows<F8>::kBytes + 8 + 1024;
-  static int set_bytes = 0;
-  const Status st = allow_smem(kernel, bytes, set_bytes, "shared_prefix");
-  if (!st.ok) return st;
-  const int grid = std::min(a.shared_item_slots, 2 * device_sms());
-  const cudaError_t e =
-      launch_kernel(kernel, dim3(grid, a.kv_heads), 32, bytes, stream, a.pdl, a, maps, whole_tiles);
-  if (e != cudaSuccess) return Status::bad(cat("shared_prefix: launch: ", cudaGetErrorString(e)));
-  return launch_status("shared_prefix");
-}
-
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
-  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap>;
+  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap, false>;
   // The shared memory a block asks for: its ring, padded past 1 / (cap + 1) of an SM's so that
   // at most tma_blocks_per_sm blocks are resident. With PDL the grid launches while the kernel
   // before (rope_kv_write, itself launched early beside the qkv GEMM) still runs; e4m3's
@@ -510,16 +499,26 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
   const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
-  AttentionArgs k = a;
-  if (a.shared_items != nullptr && a.shared_item_slots > 0 && w.partials) {
-    st = launch_shared_prefix<F8, kG8, kSwap>(a, maps, w.whole_tiles, stream);
-    if (!st.ok) return st;
-  } else {
-    k.own_first_part = nullptr;  // every tile reads its whole context itself
-  }
   const int grid =
       ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
-  const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, k,
+  if constexpr (tma_takes_plan(kStages, kWarps)) {
+    using P = TmaCfg<F8, kStages, kWarps, true>;
+    // A pair plan where every pair is whole: the kernel that reads it, with the shared ring
+    // (as many blocks an SM as the plain kernel's: 192 KB bf16, 2 x 96 KB e4m3).
+    if (a.pair_plan != nullptr && w.z == 1) {
+      auto* planned = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap, true>;
+      static int plan_set = 0;
+      const int plan_bytes = smem_for_blocks_per_sm(P::kSmemBytes, a.tma_blocks_per_sm);
+      st = allow_smem(planned, plan_bytes, plan_set, "paged_attention_tma_decode (pair plan)");
+      if (!st.ok) return st;
+      const cudaError_t e = launch_kernel(planned, dim3(grid), kWarps * 32, plan_bytes, stream,
+                                          a.pdl, a, maps, w.whole_tiles, w.z);
+      if (e != cudaSuccess)
+        return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
+      return launch_status("paged_attention_tma_decode");
+    }
+  }
+  const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
                                       maps, w.whole_tiles, w.z);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
@@ -535,6 +534,8 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
 template <bool F8, bool kG8>
 Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tma_config == 3) return launch_tma<F8, 2, 4, kG8>(a, stream);
+  // One stage a warp (the swapped tile): 16 KB a bf16 warp, so two blocks of 4 an SM.
+  if (a.tma_config == 4) return launch_tma<F8, 1, 4, kG8, kG8>(a, stream);
   if constexpr (F8) {
     // 2 stages (16 KB a warp): three blocks of 4 warps an SM (two with 3 stages); at
     // b256 ctx 8000 H100 385 us against 397-401 with 3 stages, H200 299-300 against 302-304

@@ -1,7 +1,7 @@
 // The TMA decode kernel's host-side plans, checked in every build: how it divides its (tile,
 // kv head) pairs among one wave of warps (tma_decode_split, kernels/attention.h; Terra's
 // shapes: 32 heads, 4 kv heads, head_dim 64, blocks of 16, block tables 910 wide, 57
-// partitions), and which tiles read a shared prefix once a group (plan_shared_prefixes,
+// partitions), and which tiles read a shared prefix once a block (plan_shared_blocks,
 // backend/cuda/shared_plan.h).
 #include <doctest/doctest.h>
 
@@ -80,55 +80,50 @@ TEST_CASE("TMA decode split: one wave of chunks, or whole waves then chunks past
   }
 }
 
-TEST_CASE(
-    "plan_shared_prefixes: groups of tiles on the same blocks, whole partitions below kv_len") {
-  // Blocks of 64 keys (4 a partition), tables 12 wide. Sequences 0-2 share blocks 100-107 (2
-  // partitions), 2 only up to block 105 (its 7th differs: partition 1 is not whole for it);
-  // 3 shares 100-103 but its kv_len 500 holds 1 whole partition; 4 is alone; 5 feeds 3 slots
-  // (3 tiles, its own 7 cached blocks: 1 whole partition below kv_len 448); 6 has a context
-  // shorter than a partition.
-  const int w = 12, bs = 64;
-  std::vector<int32_t> bt(size_t(7) * w, -1);
-  auto row = [&](int s, std::vector<int32_t> ids) {
-    std::copy(ids.begin(), ids.end(), bt.begin() + size_t(s) * w);
+TEST_CASE("plan_shared_blocks: 4 tiles on the same blocks a block, whole tiles below kv_len") {
+  // Blocks of 16 keys (4 a 64-key tile), tables 40 wide, 2 kv heads. Sequences 0-4 start on
+  // blocks 100.. : 0, 1 and 3 hold 100-131 (8 tiles), 2 only 100-121 (its 23rd block differs:
+  // 5 whole tiles), 4 the same blocks but kv_len 250 (3 whole tiles). 5 is alone; 6 feeds 4
+  // slots (4 tiles of one sequence: every cached block shared, kv_len 200: 3 whole tiles);
+  // 7 has a context shorter than a tile.
+  const int w = 40, bs = 16, kvh = 2;
+  std::vector<int32_t> bt(size_t(8) * w, -1);
+  auto row = [&](int s, int first, int n) {
+    for (int j = 0; j < n; j++) bt[size_t(s) * w + j] = first + j;
   };
-  row(0, {100, 101, 102, 103, 104, 105, 106, 107, 108});
-  row(1, {100, 101, 102, 103, 104, 105, 106, 107, 110, 111});
-  row(2, {100, 101, 102, 103, 104, 105, 120, 121, 122});
-  row(3, {100, 101, 102, 103, 130, 131, 132, 133});
-  row(4, {200, 201, 202, 203, 204});
-  row(5, {300, 301, 302, 303, 304, 305, 306, 307});
-  row(6, {400, 401});
-  const std::vector<int32_t> kv = {540, 600, 530, 500, 300, 448, 100};
-  const std::vector<int32_t> tile_seq = {0, 1, 2, 3, 4, 5, 5, 5, 6};
-  const SharedPrefixPlan p = plan_shared_prefixes(tile_seq, kv.data(), bt.data(), w, bs, 64, 1024);
-  // Group 0: tiles 0-3 (first block 100), 1 whole partition (3's kv_len, 2's blocks allow 1);
-  // group 1: tiles 5-7 (sequence 5), 1 partition (448 / 256).
-  REQUIRE(p.n_groups() == 2);
-  const std::vector<int32_t> g0 = {4, 0, 1, 2, 3, -1, -1, -1, -1};
-  const std::vector<int32_t> g1 = {3, 5, 6, 7, -1, -1, -1, -1, -1};
-  CHECK(std::vector<int32_t>(p.groups.begin(), p.groups.begin() + 9) == g0);
-  CHECK(std::vector<int32_t>(p.groups.begin() + 9, p.groups.end()) == g1);
-  CHECK(p.items == std::vector<int32_t>{2, 0, 0, 1, 0});
-  CHECK(p.own == std::vector<int32_t>{1, 1, 1, 1, 0, 1, 1, 1, 0});
-  // Without sequence 3 the first group keeps 2 partitions for 0 and 1, but 2's table differs
-  // in partition 1: still 1.
-  const SharedPrefixPlan q = plan_shared_prefixes({0, 1}, kv.data(), bt.data(), w, bs, 64, 1024);
-  CHECK(q.items == std::vector<int32_t>{2, 0, 0, 0, 1});
-  CHECK(q.own == std::vector<int32_t>{2, 2});
-  // No room: one group at most, then one item at most (the group that would pass it is left
-  // out, its tiles read everything themselves).
-  const SharedPrefixPlan one = plan_shared_prefixes(tile_seq, kv.data(), bt.data(), w, bs, 1, 1024);
-  CHECK(one.n_groups() == 1);
-  CHECK(one.own == std::vector<int32_t>{1, 1, 1, 1, 0, 0, 0, 0, 0});
-  const SharedPrefixPlan none = plan_shared_prefixes({0, 1}, kv.data(), bt.data(), w, bs, 64, 1);
-  CHECK(none.items == std::vector<int32_t>{0});
-  CHECK(none.own == std::vector<int32_t>{0, 0});
-  // 9 tiles on the same blocks: a group of 8, then one left alone.
-  const std::vector<int32_t> nine(9, 1);
-  const SharedPrefixPlan big = plan_shared_prefixes(nine, kv.data(), bt.data(), w, bs, 64, 1024);
-  CHECK(big.n_groups() == 1);
-  CHECK(big.own == std::vector<int32_t>{2, 2, 2, 2, 2, 2, 2, 2, 0});
+  for (int s : {0, 1, 2, 3, 4}) row(s, 100, 32);
+  bt[size_t(2) * w + 22] = 999;
+  row(5, 300, 20);
+  row(6, 500, 14);
+  row(7, 700, 3);
+  const std::vector<int32_t> kv = {600, 520, 540, 512, 250, 300, 200, 40};
+  const std::vector<int32_t> tile_seq = {0, 1, 2, 3, 4, 5, 6, 6, 6, 6, 7};
+  const std::vector<int32_t> p = plan_shared_blocks(tile_seq, kv.data(), bt.data(), w, bs, kvh);
+  // Block 0: tiles 0-3, 5 tiles (2's blocks; 3's kv_len allows 8); block 1: tiles 6-9
+  // (sequence 6), 3 tiles. Each a kv head at a time; then tiles 4, 5 and 10 alone.
+  std::vector<int32_t> want;
+  for (int h = 0; h < kvh; h++)
+    for (int t : {0, 1, 2, 3}) want.insert(want.end(), {t * kvh + h, 5});
+  for (int h = 0; h < kvh; h++)
+    for (int t : {6, 7, 8, 9}) want.insert(want.end(), {t * kvh + h, 3});
+  for (int t : {4, 5, 10})
+    for (int h = 0; h < kvh; h++) want.insert(want.end(), {t * kvh + h, 0});
+  CHECK(p == want);
+  // Tile 4 in place of 3: kv_len 250 holds 3 whole tiles.
+  const std::vector<int32_t> q = plan_shared_blocks({0, 1, 2, 4}, kv.data(), bt.data(), w, bs, 1);
+  CHECK(q == std::vector<int32_t>{0, 3, 1, 3, 2, 3, 3, 3});
+  // Fewer than 4 on the same blocks, or blocks of 48 keys (neither divides 64): no plan.
+  CHECK(plan_shared_blocks({0, 1, 2, 5}, kv.data(), bt.data(), w, bs, 1).empty());
+  CHECK(plan_shared_blocks({0, 1, 2, 3}, kv.data(), bt.data(), w, 48, 1).empty());
+  // 9 tiles on the same blocks: two blocks of 4, then one alone.
+  const std::vector<int32_t> nine =
+      plan_shared_blocks(std::vector<int32_t>(9, 0), kv.data(), bt.data(), w, bs, 1);
+  REQUIRE(nine.size() == 18);
+  for (int i = 0; i < 9; i++) {
+    CAPTURE(i);
+    CHECK(nine[size_t(2 * i)] == i);
+    CHECK(nine[size_t(2 * i + 1)] == (i < 8 ? 9 : 0));
+  }
 }
 
 }  // namespace

@@ -300,12 +300,12 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
 
 json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,
                            bool fp8) {
-  // The TMA decode kernel at `batch` sequences of context ctx, each with its own blocks, then in
-  // groups of `group` sharing the blocks of their first `shared` keys (same values, so the
-  // same bits; checked), each member reading them, then with the shared prefix's whole
-  // partitions read once a group (AttentionArgs::shared_items). L2 flushed before each call,
-  // as in a step. An L2 evict_last hint on those keys' TMA loads changed
-  // nothing (H200 bf16 b256 ctx 8000: 465.0 against 464.9 us; not kept,
+  // The TMA decode kernel at `batch` sequences of context ctx, each with its own blocks, then
+  // in groups of `group` sharing the blocks of their first `shared` keys, each member reading
+  // them, then with the shared keys' whole tiles read once a block (AttentionArgs::pair_plan;
+  // the bits of the mode before). L2 flushed before each call, as in a step. An L2 evict_last
+  // hint on the shared keys' TMA loads changed nothing (H200 bf16 b256 ctx 8000: 465.0 against
+  // 464.9 us; not kept,
   // bench/results/2026-11-28-h200-attention-shared-prefix-l2-hint-not-kept.json).
   kv_fp8 = fp8;
   const std::vector<std::pair<int, int>> seqs(size_t(batch), {ctx, 1});
@@ -324,23 +324,16 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
     gpu::AttentionArgs a = S.a;
     a.decode = true;
     a.decode_kernel = gpu::AttentionArgs::DecodeKernel::Tma;
-    // read once: the backend's plan (the whole partitions of the shared keys, a warp per
-    // (group, partition, kv head); each member's own warps start after them), one upload.
+    // read once: the backend's plan (the shared keys' whole tiles once a block of 4 warps).
     void* plan = nullptr;
     if (mode[0] == 'r') {
       std::vector<int32_t> tile_seq(static_cast<size_t>(batch)), kv_len(tile_seq.size(), ctx);
       std::iota(tile_seq.begin(), tile_seq.end(), 0);
-      const SharedPrefixPlan p = plan_shared_prefixes(tile_seq, kv_len.data(), S.tables.data(),
-                                                      kBtStride, kBs, batch, 1 << 20);
-      std::vector<int32_t> h = p.items;
-      h.insert(h.end(), p.groups.begin(), p.groups.end());
-      h.insert(h.end(), p.own.begin(), p.own.end());
+      const std::vector<int32_t> h =
+          plan_shared_blocks(tile_seq, kv_len.data(), S.tables.data(), kBtStride, kBs, n_kv);
       LOOM_CUDA_CHECK(cudaMalloc(&plan, h.size() * 4));
       LOOM_CUDA_CHECK(cudaMemcpy(plan, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-      a.shared_items = static_cast<const int32_t*>(plan);
-      a.shared_groups = a.shared_items + p.items.size();
-      a.own_first_part = a.shared_groups + p.groups.size();
-      a.shared_item_slots = p.items[0];
+      a.pair_plan = static_cast<const int32_t*>(plan);
     }
     const size_t out_n = size_t(batch) * n_heads * kD;
     LOOM_KERNEL(gpu::paged_attention(a, stream));
@@ -349,14 +342,32 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     const double us = time_us(S, a, stream, 10);
     if (plan) cudaFree(plan);
+    // (shared against unshared: the same unless the cache's values differ by sequence; read
+    // once against shared: always)
     const bool same = first.empty() || out == first;
-    if (first.empty()) first = out;
+    first = out;
     std::printf(
         "attention shared %s b%d ctx %d, groups of %d sharing %d keys: %-9s %8.2f us "
         "(%5.0f GB/s of every sequence's KV)%s\n",
         fp8 ? "fp8" : "bf16", batch, ctx, group, shared, mode, us, kv_bytes / (us * 1e-6) / 1e9,
-        same ? "" : "  NOT the unshared bits");
+        same ? "" : "  NOT the previous mode's bits");
     r[mode] = {{"us", us}, {"same_bits", same}};
+    if (mode[0] == 'r') continue;
+    // The other configs of the TMA kernel on the same world (bits checked against config 0).
+    for (int cfg = 1; cfg < kTmaDecodeConfigs; cfg++) {
+      gpu::AttentionArgs c = a;
+      c.tma_config = cfg;
+      LOOM_CUDA_CHECK(cudaMemsetAsync(S.out, 0xff, out_n * 2, stream));
+      LOOM_KERNEL(gpu::paged_attention(c, stream));
+      std::vector<uint16_t> o(out_n);
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(o.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const double cus = time_us(S, c, stream, 10);
+      std::printf("attention shared %s b%d ctx %d: %-9s config %d %8.2f us%s\n",
+                  fp8 ? "fp8" : "bf16", batch, ctx, mode, cfg, cus,
+                  o == out ? "" : "  NOT config 0's bits");
+      r[mode]["configs"].push_back({{"config", cfg}, {"us", cus}, {"same_bits", o == out}});
+    }
   }
   share_group = share_keys = 0;
   kv_fp8 = false;

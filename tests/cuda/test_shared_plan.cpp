@@ -1,7 +1,7 @@
-// Shared prefixes read once a group (backend/cuda/shared_plan.h, the TMA decode kernel's
-// shared_prefix_kernel) through the CUDA backend: on a random model with head_dim 64 (the TMA
-// kernel's), 256 sequences in groups of 8 holding the same blocks for their first 592 keys (2
-// whole partitions), a decode step and a step where sequence 0 feeds 3 slots (3 one-slot tiles
+// Shared prefixes read once a block (backend/cuda/shared_plan.h, the TMA decode kernel's pair
+// plan) through the CUDA backend: on a random model with head_dim 64 (the TMA kernel's), 256
+// sequences in groups of 8 holding the same blocks for their first 592 keys (9 whole tiles),
+// a decode step and a step where sequence 0 feeds 3 slots (3 one-slot tiles
 // of one sequence), each run without the plan, then with it, each twice (eagerly, then from
 // its graph): the same logit bits and tokens every time, and the plan ran on exactly the steps
 // it was on for.

@@ -129,9 +129,7 @@ void StepLayout::compute() {
   tiles = take(12 * size_t(n_tiles));
   out_rows = take(4 * size_t(n_out));
   params = take(sizeof(SampleParamsDev) * size_t(n_out));
-  plan_items = take(4 * (1 + 2 * size_t(shared_slots)));
-  plan_groups = take(4 * size_t(shared_groups) * (1 + kMaxSharedMembers));
-  plan_own = take(4 * size_t(n_tiles));
+  pair_plan = take(4 * size_t(plan_pairs));
   bytes = off;
 }
 

@@ -58,7 +58,7 @@ int64_t cuda_megakernel_steps(const Backend& backend);
 // Steps with short chunks (a frame's action chunk) that ran from a graph so far.
 int64_t cuda_chunk_graph_steps(const Backend& backend);
 
-// Shared prefixes read once a group by the TMA decode kernel (backend/cuda/shared_plan.h):
+// Shared prefixes read once a block by the TMA decode kernel (backend/cuda/shared_plan.h):
 // off by default until it is measured on a GPU (the same bits either way); the steps that ran
 // with a plan.
 void cuda_set_shared_plan(Backend& backend, bool on);

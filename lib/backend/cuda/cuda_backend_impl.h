@@ -62,11 +62,11 @@ struct StepLayout {
   int action_dim = 0;
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
   size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
-  // A shared-prefix plan for the one-slot tiles (backend/cuda/shared_plan.h), room for
-  // shared_groups groups and shared_slots items; shared: this step has one (its own graphs).
-  int shared_groups = 0, shared_slots = 0;
+  // A pair plan for the one-slot tiles (backend/cuda/shared_plan.h): plan_pairs ints of room;
+  // shared: this step has one (its own graphs).
+  int plan_pairs = 0;
   bool shared = false;
-  size_t plan_items = 0, plan_groups = 0, plan_own = 0;
+  size_t pair_plan = 0;
   size_t bytes = 0;
   void compute();
 };

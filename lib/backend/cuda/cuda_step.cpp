@@ -142,13 +142,11 @@ void CudaBackend::submit(const StepBatch& b) {
     L.n_out = int(f.out_seq.size());
     L.n_act = n_act;
   }
-  // Room for a shared-prefix plan where the one-slot tiles take the TMA decode kernel (a graph
-  // step's room depends on its shape alone, so its layout stays fixed).
+  // Room for a pair plan where the one-slot tiles take the TMA decode kernel (a graph step's
+  // room depends on its shape alone, so its layout stays fixed).
   if (shared_plan_ && attention_mma() && spec_.head_dim == 64 &&
-      L.n_one_tiles * spec_.kv_heads >= kTmaDecodeMinPairs) {
-    L.shared_groups = L.n_one_tiles / 2;
-    L.shared_slots = L.shared_groups * attention_mma_max_parts(L.bt_stride, bs);
-  }
+      L.n_one_tiles * spec_.kv_heads >= kTmaDecodeMinPairs)
+    L.plan_pairs = 2 * L.n_one_tiles * spec_.kv_heads;
   L.compute();
   ensure_workspace(L.n_slots, L.n_out);  // (keeps the draws of a step in flight)
   if (L.bytes > cap_in_) {
@@ -228,16 +226,14 @@ void CudaBackend::submit(const StepBatch& b) {
     tiles[3 * i + 2] = 1;
   }
   slot_start[L.n_seqs] = L.n_slots;
-  if (L.shared_slots > 0) {  // one-slot tiles on the same blocks read them once a group
+  if (L.plan_pairs > 0) {  // one-slot tiles on the same blocks read them once a block
     std::vector<int32_t> tile_seq(size_t(L.n_one_tiles));
     for (int t = 0; t < L.n_one_tiles; t++) tile_seq[size_t(t)] = tiles[3 * t];
-    const SharedPrefixPlan plan = plan_shared_prefixes(tile_seq, kv_len, bt, L.bt_stride, bs,
-                                                       L.shared_groups, L.shared_slots);
-    L.shared = plan.items[0] > 0;
+    const std::vector<int32_t> plan =
+        plan_shared_blocks(tile_seq, kv_len, bt, L.bt_stride, bs, spec_.kv_heads);
+    L.shared = !plan.empty();
     shared_plan_steps_ += L.shared;
-    std::copy(plan.items.begin(), plan.items.end(), arr(L.plan_items));
-    std::copy(plan.groups.begin(), plan.groups.end(), arr(L.plan_groups));
-    std::copy(plan.own.begin(), plan.own.end(), arr(L.plan_own));
+    std::copy(plan.begin(), plan.end(), arr(L.pair_plan));
   }
   prev_row_.assign(size_t(n_seqs), -1);
   for (int r = 0; r < L.n_out; r++) {
