@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -33,8 +34,8 @@ constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 
 // The TMA decode kernel's builds (AttentionArgs::tma_config in [0, kTmaDecodeConfigs)). With
 // G <= 8, config 0 (the default) is the swapped-operand tile, config 3 the same ring with
-// tile_partial(_f8) (the two compared bitwise) and config 4 the swapped tile with one stage a
-// warp, for both cache dtypes.
+// tile_partial(_f8) (the two compared bitwise), for both cache dtypes, and config 4 (bf16) the
+// swapped tile with one stage a warp (config 0's choice past one wave where tma_shared_kv).
 constexpr int kTmaDecodeConfigs = 5;
 
 struct AttentionArgs {
@@ -100,22 +101,11 @@ struct AttentionArgs {
   // TMA decode with more (tile, kv head) pairs than one wave of warps: the pairs past the last
   // full wave in chunks of partitions spread over a wave (false: every pair whole, a warp each).
   bool tma_chunk_tail = true;
-  // Shared prefixes read once a block (TMA decode only, where every (tile, kv head) pair is a
-  // warp's whole: TmaDecodeSplit::z == 1; null: none). pair_plan: [n_tiles * kv_heads, 2] per
-  // warp of the grid, its pair (tile * kv_heads + kv head) and the leading 64-key tiles it
-  // takes from its block's shared ring instead of its own (0: none). A block's sharing warps
-  // are its first ones, of one kv head, with one count; their sequences hold the same cache
-  // blocks for those keys, below every one's kv_len (backend/cuda/shared_plan.h).
-  const int32_t* pair_plan = nullptr;
+  // The step's sequences share cached blocks (prefix sharing, or a sequence's several one-slot
+  // tiles): the keys they share come from L2, and a bf16 TMA decode past one wave of its
+  // 2-stage blocks takes one stage a warp, twice the warps (attention_tma.cu). The same bits.
+  bool tma_shared_kv = false;
 };
-
-// The warps a TMA decode block shares a prefix among (its default configs' block), and the
-// stages of its shared ring.
-constexpr int kTmaShareWarps = 4;
-constexpr int kTmaShareStages = 4;
-// Decode batches of at least this many (tile, kv head) pairs take the TMA decode kernel where
-// it can run (paged_attention_mma; smaller ones the split kernel).
-constexpr int kTmaDecodeMinPairs = 256;
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax
 // merges), so they never depend on batch, grid or chunking.
@@ -157,7 +147,6 @@ inline size_t attention_mma_partial_floats(int n_tiles, int kv_heads, int heads,
 // chunked tiles; without them every tile is whole.
 struct TmaDecodeSplit {
   int whole_tiles = 0, z = 1;
-  bool partials = false;  // the chunked tiles have counters and partials (shared prefixes too)
 };
 inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
   const int pairs = a.n_tiles * a.kv_heads;
@@ -173,10 +162,24 @@ inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
       a.mma_partial_floats >= attention_mma_partial_floats(n, a.kv_heads, a.heads, a.head_dim,
                                                            a.bt_stride, a.block_size);
   if (!counters) return TmaDecodeSplit{};
-  w.partials = true;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
   w.z = std::max(1, std::min(max_parts, resident / std::max(1, n * a.kv_heads)));
   return w;
+}
+
+// AttentionArgs::tma_shared_kv: whether two sequences of the one-slot tiles 0 .. n-1 (tiles
+// [n, 3]: sequence, j0, slots; in sequence order) start on the same cache block with a whole
+// 64-key tile cached (prefix sharing). block_tables [sequences, bt_stride].
+inline bool tiles_share_blocks(const int32_t* tiles, int n, const int32_t* kv_len,
+                               const int32_t* block_tables, int bt_stride) {
+  std::vector<int32_t> first;
+  for (int t = 0; t < n; t++) {
+    const int s = tiles[3 * t];
+    if ((t == 0 || tiles[3 * (t - 1)] != s) && kv_len[s] >= kMmaTileKeys)
+      first.push_back(block_tables[size_t(s) * bt_stride]);
+  }
+  std::sort(first.begin(), first.end());
+  return std::adjacent_find(first.begin(), first.end()) != first.end();
 }
 
 // Slots of one sequence per tile for a GQA ratio G = heads / kv_heads (CUDA-core kernel).

@@ -357,14 +357,15 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   // Decode: the split kernel (a block per (tile, kv head, partition group), RoPE fused), at
   // every batch (a persistent pipelined kernel, a warp per partition, was measured slower on
   // an H200 at every batch and removed: bench/NOTES-cuda.md).
-  // The TMA pipeline decodes batches of at least kTmaDecodeMinPairs (tile, kv head) pairs where it
+  // The TMA pipeline decodes batches of at least kTmaMinPairs (tile, kv head) pairs where it
   // can run (without partials it takes whole sequences a warp); the split kernel the smaller
   // ones, whose latency it has less of (H200: b1 ctx 7000 15 vs 24 us; b256 ctx 8000 659 vs
   // 528 us bf16, 489 vs 302 us FP8). Asked for where it cannot run, the TMA kernel says why.
   using DK = AttentionArgs::DecodeKernel;
+  constexpr int kTmaMinPairs = 256;
   const bool tma = a.decode && a.decode_kernel != DK::Split &&
                    (a.decode_kernel == DK::Tma ||
-                    (a.n_tiles * a.kv_heads >= kTmaDecodeMinPairs && tma_decode_usable(a)));
+                    (a.n_tiles * a.kv_heads >= kTmaMinPairs && tma_decode_usable(a)));
   cudaError_t e;
   if (a.fuse_rope && (!decode || F8 || tma)) {
     // The prefill kernel, the TMA kernel and the split decode kernel over an FP8 cache have no

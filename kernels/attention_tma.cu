@@ -12,7 +12,9 @@
 // issued kStages tiles ahead of the one being computed, so the warp's reads stay in flight while
 // it computes. Rows land in TMA's 64-byte (e4m3) or 128-byte (bf16) swizzle: the 8 rows of each
 // ldmatrix on distinct banks, with no padding (Swizzle64 / Swizzle128 in attention_mma.cuh).
-// The next tile's block-table entries are read one tile ahead, so no copy waits on them.
+// The next tile's block-table entries are read one tile ahead, so no copy waits on them. A
+// bf16 step whose sequences share cached blocks takes one stage a warp past one wave of the
+// 2-stage blocks: twice the warps an SM (launch_tma_config).
 //
 // A warp whose chunk is the whole sequence merges its partitions in registers and writes the
 // output: at batch 256 every warp does (no partials written or read). Otherwise it writes each
@@ -57,23 +59,14 @@ struct TmaRows {
       F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 };
 
-// Shared memory of a block: per warp kStages (K tile, V tile) pairs, in a kernel that takes a
-// pair plan (the default configs) the block's shared ring of kShare pairs, then per warp kStages
-// mbarriers, the shared ring's kShare mbarriers and kShare arrival counters; 1024 bytes of slack to
-// align the rings (the swizzle repeats every 1024 bytes).
-// The configs whose kernel can take a pair plan (a block of kTmaShareWarps warps, 2 stages).
-constexpr bool tma_takes_plan(int stages, int warps) {
-  return warps == kTmaShareWarps && stages == 2;
-}
-template <bool F8, int kStages, int kWarps, bool kPlan = false>
+// Shared memory of a block: per warp kStages (K tile, V tile) pairs, then per warp kStages
+// mbarriers; 1024 bytes of slack to align the rings (the swizzle repeats every 1024 bytes).
+template <bool F8, int kStages, int kWarps>
 struct TmaCfg {
   static constexpr int kTileBytes = kMmaTileKeys * TmaRows<F8>::kBytes;  // 4 KB e4m3, 8 KB bf16
   static constexpr int kPairBytes = 2 * kTileBytes;
   static constexpr int kWarpBytes = kStages * kPairBytes;
-  static constexpr int kShare = kPlan && tma_takes_plan(kStages, kWarps) ? kTmaShareStages : 0;
-  static constexpr int kRingBytes = kWarps * kWarpBytes + kShare * kPairBytes;
-  static constexpr int kSmemBytes =
-      kRingBytes + (kWarps * kStages + kShare) * 8 + kShare * 4 + 1024;
+  static constexpr int kSmemBytes = kWarps * kWarpBytes + kWarps * kStages * 8 + 1024;
 };
 
 // The K and V pools of one layer as [cache_slots, kv_heads, 64] tensors.
@@ -193,100 +186,26 @@ __device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& 
     if (first <= pos[c]) merge_col(s, t, c);
 }
 
-// What a warp's tile partials of one (slot, kv head) need: the q fragments (G query heads),
-// the lane's positions (rows g, g + 8, or, swapped, heads 2 tig, 2 tig + 1; -1: padding) and
-// the softmax scale with k_scale folded in.
-struct TileQuery {
-  uint32_t qa[kD / 16][4];
-  int pos[2];
-  float scale;
-};
-
-// The query of slot `slot` (position p) for kv head hkv. Reads qkv: after griddepcontrol.wait.
-template <bool F8, bool kG8, bool kSwap>
-__device__ __forceinline__ void load_query(const AttentionArgs& a, int slot, int p, int hkv,
-                                           int lane, TileQuery& q) {
-  static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
-  const int G = a.heads / a.kv_heads;
-  const bf16* q0 = static_cast<const bf16*>(a.qkv) +
-                   size_t(slot) * (a.heads + 2 * a.kv_heads) * kD + size_t(hkv) * G * kD;
-  const int g = lane >> 2, tig = lane & 3;
-  const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
-  const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
-  if constexpr (F8)
-    load_q_f8<kD>(q_lo, q_hi, lane, q.qa);
-  else
-    load_q<kD>(q_lo, q_hi, lane, q.qa);
-  q.pos[0] = (kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1;
-  q.pos[1] = (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1;
-  q.scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
-}
-
-template <bool kSwap>
-using TileState = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
-
-// One 64-key tile's partial state (keys key0.., K and V tiles ks, vs in layout L).
-template <bool F8, bool kSwap>
-__device__ __forceinline__ void tile_state(const TileQuery& q, const char* ks, const char* vs,
-                                           int key0, int lane, TileState<kSwap>& tp) {
-  using L = typename TmaRows<F8>::L;
-  if constexpr (kSwap)
-    tile_partial_swapped<kD, L, F8>(q.qa, ks, vs, key0, q.pos, lane, q.scale, tp);
-  else if constexpr (F8)
-    tile_partial_f8<kD, L>(q.qa, ks, vs, key0, q.pos[0], q.pos[1], lane, q.scale, tp);
-  else
-    tile_partial<kD, L>(q.qa, ks, vs, key0, q.pos[0], q.pos[1], lane, q.scale, tp);
-}
-
-// kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only). kPlan: a.pair_plan's
-// pairs and shared tiles (launched only where every pair is whole, z_chunks 1).
-template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap, bool kPlan>
+// kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only).
+template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
                                       const int whole_tiles, const int z_chunks) {
-  using C = TmaCfg<F8, kStages, kWarps, kPlan>;
+  using C = TmaCfg<F8, kStages, kWarps>;
   using L = typename TmaRows<F8>::L;
   constexpr int kRowBytes = TmaRows<F8>::kBytes;
-  constexpr int kShare = C::kShare;
-  constexpr int kSh = kShare > 0 ? kShare : 1;  // (stage arithmetic; no shared tiles without)
   extern __shared__ uint4 tma_smem[];
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const uint32_t raw = smem_u32(tma_smem);
   char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
   char* ring = base + warp * C::kWarpBytes;
-  char* share_ring = base + kWarps * C::kWarpBytes;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(base + C::kRingBytes) + warp * kStages;
-  uint64_t* share_bars = reinterpret_cast<uint64_t*>(base + C::kRingBytes) + kWarps * kStages;
-  int* share_count = reinterpret_cast<int*>(share_bars + kShare);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * kStages;
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
-  // from the first of them (ptile). With a pair plan (every pair whole) the warp's pair is the
-  // plan's, and its first shared_tiles tiles come from the block's shared ring: copied once,
-  // read by the block's `sharers` warps.
-  const int n_pairs = a.n_tiles * a.kv_heads;
-  int item = int(blockIdx.x) * kWarps + warp, shared_tiles = 0, sharers = 0;
-  if constexpr (kShare > 0) {
-    const int first = int(blockIdx.x) * kWarps;
-    for (int w = 0; w < kWarps && first + w < n_pairs; w++)
-      sharers += a.pair_plan[2 * (first + w) + 1] > 0;
-    if (item < n_pairs) {
-      shared_tiles = a.pair_plan[2 * item + 1];
-      item = a.pair_plan[2 * item];
-    }
-    if (sharers > 0) {  // (the same for every warp of the block)
-      if (threadIdx.x == 0) {
-        for (int s = 0; s < kShare; s++) {
-          mbar_init(share_bars + s, 1);
-          share_count[s] = 0;
-        }
-        fence_mbar_init();
-      }
-      __syncthreads();
-    }
-  }
-  const int whole_items = whole_tiles * a.kv_heads;
+  // from the first of them (ptile).
+  const int item = int(blockIdx.x) * kWarps + warp, whole_items = whole_tiles * a.kv_heads;
   const bool chunked = item >= whole_items;
   const int zc = chunked ? z_chunks : 1, rest_item = chunked ? item - whole_items : item;
   const int hkv = rest_item % a.kv_heads, rest = rest_item / a.kv_heads;
@@ -310,36 +229,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int n_t = min(part1 * kMmaPartTiles, p / kMmaTileKeys + 1) - t0;  // tiles 64 t <= p
   const int bs = a.block_size, rows = min(bs, kMmaTileKeys), boxes = kMmaTileKeys / rows;
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
-  // Tiles [0, shared_tiles) (whole, cached: the plan's) from the shared ring, the warp's own
-  // tiles t0 + shared_tiles + k, k < n_own, through its ring.
-  const int own0 = t0 + shared_tiles, n_own = n_t - shared_tiles;
 
-  // Lane b < boxes: the cache slot of box b of own tile k (keys from 64 (own0 + k) + b rows), -1
+  // Lane b < boxes: the cache slot of box b of tile i (keys from 64 (t0 + i) + b rows), -1
   // where there is none (past p, or past the chunk).
-  auto box_slot = [&](int k) {
-    const int key = (own0 + k) * kMmaTileKeys + lane * rows;
-    return lane < boxes && k < n_own && key <= p ? bt[key / bs] * bs + key % bs : -1;
+  auto box_slot = [&](int i) {
+    const int k = (t0 + i) * kMmaTileKeys + lane * rows;
+    return lane < boxes && i < n_t && k <= p ? bt[k / bs] * bs + k % bs : -1;
   };
-  // Own tile k into stage k % kStages: one arrival expecting the boxes' bytes, then the copies
+  // Tile i into stage i % kStages: one arrival expecting the boxes' bytes, then the copies
   // (a copy may complete before the arrival: the phase cannot, its arrival is pending).
-  auto issue = [&](int k, int slot) {
-    char* ks = ring + (k % kStages) * C::kPairBytes;
-    uint64_t* bar = bars + k % kStages;
-    const int key0 = (own0 + k) * kMmaTileKeys;
+  auto issue = [&](int i, int slot) {
+    char* ks = ring + (i % kStages) * C::kPairBytes;
+    uint64_t* bar = bars + i % kStages;
+    const int key0 = (t0 + i) * kMmaTileKeys;
     const int n_boxes = min(boxes, (p - key0) / rows + 1);
     if (lane == 0) mbar_expect_tx(bar, uint32_t(n_boxes * 2 * rows * kRowBytes));
     if (slot >= 0) {
-      tma_load_3d(ks + lane * rows * kRowBytes, &maps.k, 0, hkv, slot, bar);
-      tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
-    }
-  };
-  // Shared tile i (whole) into the shared ring's stage i % kShare, by one warp of the block.
-  auto issue_shared = [&](int i) {
-    char* ks = share_ring + (i % kSh) * C::kPairBytes;
-    uint64_t* bar = share_bars + i % kSh;
-    if (lane == 0) mbar_expect_tx(bar, uint32_t(2 * C::kTileBytes));
-    if (lane < boxes) {
-      const int key = i * kMmaTileKeys + lane * rows, slot = bt[key / bs] * bs + key % bs;
       tma_load_3d(ks + lane * rows * kRowBytes, &maps.k, 0, hkv, slot, bar);
       tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
     }
@@ -349,86 +254,75 @@ __global__ void __launch_bounds__(kWarps * 32)
     fence_mbar_init();
   }
   __syncwarp();
-  if (warp == 0)  // the shared tiles hold cached keys only: they stream in before the wait
-    for (int i = 0; i < min(kShare, shared_tiles); i++) issue_shared(i);
   int first[kStages];
 #pragma unroll
-  for (int k = 0; k < kStages; k++) first[k] = box_slot(k);
+  for (int i = 0; i < kStages; i++) first[i] = box_slot(i);
   // Tiles that end before the step's first new key of the sequence (kv_len: p, or less for a
   // slot of a chunk) hold only keys earlier steps wrote: they stream in while the previous
   // kernel finishes; the others wait for it.
   const int first_new = a.kv_len[seq];
-  auto old_keys = [&](int k) { return (own0 + k + 1) * kMmaTileKeys <= first_new; };
+  auto old_keys = [&](int i) { return (t0 + i + 1) * kMmaTileKeys <= first_new; };
 #pragma unroll
-  for (int k = 0; k < kStages; k++)
-    if (k < n_own && old_keys(k)) issue(k, first[k]);
+  for (int i = 0; i < kStages; i++)
+    if (i < n_t && old_keys(i)) issue(i, first[i]);
   pdl_wait();
 #pragma unroll
-  for (int k = 0; k < kStages; k++)
-    if (k < n_own && !old_keys(k)) issue(k, first[k]);
+  for (int i = 0; i < kStages; i++)
+    if (i < n_t && !old_keys(i)) issue(i, first[i]);
 
   const int G = a.heads / a.kv_heads;
   const int slot = a.slot_start[seq] + j0;
-  TileQuery q;
-  load_query<F8, kG8, kSwap>(a, slot, p, hkv, lane, q);
-  const int(&pos)[2] = q.pos;
+  const bf16* q0 = static_cast<const bf16*>(a.qkv) +
+                   size_t(slot) * (a.heads + 2 * a.kv_heads) * kD + size_t(hkv) * G * kD;
+  const int g = lane >> 2, tig = lane & 3;
+  const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
+  const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
+  uint32_t qa[kD / 16][4];
+  if constexpr (F8)
+    load_q_f8<kD>(q_lo, q_hi, lane, qa);
+  else
+    load_q<kD>(q_lo, q_hi, lane, qa);
+  static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
+  // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
+  const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
+                      (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
+  const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const bool whole = part0 == 0 && part1 == n_parts;
 
-  using State = TileState<kSwap>;
+  using State = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
   State total, part;
   total.clear();
   part.clear();
-  int next = box_slot(kStages);  // the block-table lookups of the next own tile to issue
-  // Tile i's stage once its copies landed, with the V rows past p zeroed (P = 0 there, and
-  // 0 · NaN would be NaN; never a shared tile: those are whole).
-  auto wait_tile = [&](int i) {
-    const bool sh = i < shared_tiles;
-    const int k = i - shared_tiles;
-    char* ks = sh ? share_ring + (i % kSh) * C::kPairBytes : ring + (k % kStages) * C::kPairBytes;
-    if (sh)
-      mbar_wait(share_bars + i % kSh, uint32_t(i / kSh) & 1u);
-    else
-      mbar_wait(bars + k % kStages, uint32_t(k / kStages) & 1u);
-    const int live = p - (t0 + i) * kMmaTileKeys + 1;  // keys key0 .. p of the tile
+  int next = box_slot(kStages);  // the block-table lookups of the next tile to issue
+  for (int i = 0; i < n_t; i++) {
+    char* ks = ring + (i % kStages) * C::kPairBytes;
+    char* vs = ks + C::kTileBytes;
+    mbar_wait(bars + i % kStages, uint32_t(i / kStages) & 1u);
+    const int key0 = (t0 + i) * kMmaTileKeys;
+    const int live = p - key0 + 1;  // keys key0 .. p of the tile
     if (live < kMmaTileKeys) {
       constexpr int kChunks = kRowBytes / 16;
-      uint4* v = reinterpret_cast<uint4*>(ks + C::kTileBytes + live * kRowBytes);
+      uint4* v = reinterpret_cast<uint4*>(vs + live * kRowBytes);
       for (int c = lane; c < (kMmaTileKeys - live) * kChunks; c += 32)
         v[c] = make_uint4(0, 0, 0, 0);
       fence_proxy_async();  // (the stage's next copy overwrites these rows)
       __syncwarp();
     }
-    return ks;
-  };
-  // Tile i's stage is read: refill it (every lane's reads are done first).
-  auto release_tile = [&](int i) {
-    __syncwarp();
-    const int k = i - shared_tiles;
-    if (i < shared_tiles) {
-      // The last of the sharers to finish with the stage refills it (counts only grow: the
-      // stage's u-th use ends at arrival (u + 1) * sharers).
-      int last = 0;
-      if (lane == 0) {
-        __threadfence_block();
-        last = (atomicAdd(share_count + i % kSh, 1) + 1) % sharers == 0;
-      }
-      if (__shfl_sync(0xffffffffu, last, 0) && i + kShare < shared_tiles) {
-        fence_proxy_async();
-        issue_shared(i + kShare);
-      }
-    } else if (k + kStages < n_own) {
-      issue(k + kStages, next);
-      next = box_slot(k + kStages + 1);
-    }
-  };
-  for (int i = 0; i < n_t; i++) {
-    char* ks = wait_tile(i);
-    const int t = t0 + i;
     State tp;
-    tile_state<F8, kSwap>(q, ks, ks + C::kTileBytes, t * kMmaTileKeys, lane, tp);
-    merge_live<kG8>(part, tp, t * kMmaTileKeys, pos);
-    release_tile(i);
+    if constexpr (kSwap)
+      tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp);
+    else if constexpr (F8)
+      tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    else
+      tile_partial<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    merge_live<kG8>(part, tp, key0, pos);
+    __syncwarp();  // every lane's reads of the stage are done before it is refilled
+    if (i + kStages < n_t) {
+      issue(i + kStages, next);
+      next = box_slot(i + kStages + 1);
+    }
+    const int t = t0 + i;
     if (t % kMmaPartTiles == kMmaPartTiles - 1 || i == n_t - 1) {
       const int pi = t / kMmaPartTiles;
       if (whole)
@@ -461,10 +355,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The warps of the kernel with kStages x kWarps blocks resident at once (its shared memory
+// request as launch_tma pads it).
+template <bool F8, int kStages, int kWarps>
+int tma_resident_warps(const AttentionArgs& a) {
+  const int bytes =
+      smem_for_blocks_per_sm(TmaCfg<F8, kStages, kWarps>::kSmemBytes, a.tma_blocks_per_sm);
+  int per_sm = smem_per_sm_bytes() / (bytes + smem_reserved_bytes());
+  if (a.tma_blocks_per_sm > 0) per_sm = std::min(per_sm, a.tma_blocks_per_sm);
+  return std::max(1, per_sm) * device_sms() * kWarps;
+}
+
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
-  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap, false>;
+  auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap>;
   // The shared memory a block asks for: its ring, padded past 1 / (cap + 1) of an SM's so that
   // at most tma_blocks_per_sm blocks are resident. With PDL the grid launches while the kernel
   // before (rope_kv_write, itself launched early beside the qkv GEMM) still runs; e4m3's
@@ -501,23 +406,6 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
   const int grid =
       ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
-  if constexpr (tma_takes_plan(kStages, kWarps)) {
-    using P = TmaCfg<F8, kStages, kWarps, true>;
-    // A pair plan where every pair is whole: the kernel that reads it, with the shared ring
-    // (as many blocks an SM as the plain kernel's: 192 KB bf16, 2 x 96 KB e4m3).
-    if (a.pair_plan != nullptr && w.z == 1) {
-      auto* planned = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap, true>;
-      static int plan_set = 0;
-      const int plan_bytes = smem_for_blocks_per_sm(P::kSmemBytes, a.tma_blocks_per_sm);
-      st = allow_smem(planned, plan_bytes, plan_set, "paged_attention_tma_decode (pair plan)");
-      if (!st.ok) return st;
-      const cudaError_t e = launch_kernel(planned, dim3(grid), kWarps * 32, plan_bytes, stream,
-                                          a.pdl, a, maps, w.whole_tiles, w.z);
-      if (e != cudaSuccess)
-        return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
-      return launch_status("paged_attention_tma_decode");
-    }
-  }
   const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
                                       maps, w.whole_tiles, w.z);
   if (e != cudaSuccess)
@@ -534,8 +422,6 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
 template <bool F8, bool kG8>
 Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tma_config == 3) return launch_tma<F8, 2, 4, kG8>(a, stream);
-  // One stage a warp (the swapped tile): 16 KB a bf16 warp, so two blocks of 4 an SM.
-  if (a.tma_config == 4) return launch_tma<F8, 1, 4, kG8, kG8>(a, stream);
   if constexpr (F8) {
     // 2 stages (16 KB a warp): three blocks of 4 warps an SM (two with 3 stages); at
     // b256 ctx 8000 H100 385 us against 397-401 with 3 stages, H200 299-300 against 302-304
@@ -545,6 +431,19 @@ Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
   } else {  // 32 KB a warp: one block of 4 warps, or three of 2
     if (a.tma_config == 1) return launch_tma<F8, 3, 2, kG8>(a, stream);
     if (a.tma_config == 2) return launch_tma<F8, 4, 2, kG8>(a, stream);
+    // One stage a warp (16 KB): two blocks of 4 an SM, twice the warps of the 2-stage blocks
+    // (128 KB, one an SM) with half as much in flight each. The default past one wave of the
+    // 2-stage blocks (528 warps on an H200) where sequences share cached blocks (read through
+    // L2: bound by the warps an SM, not by bandwidth): at b256 with groups of 8 sharing 1,746
+    // keys' blocks 430-442 vs 457-463 us at ctx 8000, 138-144 vs 171-173 at ctx 3000.
+    // Unshared it loses at long contexts (ctx 8000 490-509 vs 487-498 us), and within one wave
+    // (b128: 263 vs 293-300; one stage chunks every pair in 2). A ring of 3 half tiles (K and V
+    // apart, 24 KB a warp) was no better than one stage. bench/results/2026-11-28-h200-s21-
+    // {tma-one-stage-bf16, bf16-shared-8-one-stage, half-ring-not-kept}.json.
+    const bool one_stage =
+        a.tma_config == 4 ||
+        (a.tma_shared_kv && a.n_tiles * a.kv_heads > tma_resident_warps<F8, 2, 4>(a));
+    if (one_stage) return launch_tma<F8, 1, 4, kG8, kG8>(a, stream);
   }
   return launch_tma<F8, 2, 4, kG8, kG8>(a, stream);
 }

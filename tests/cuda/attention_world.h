@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/shared_plan.h"
 #include "core/fp8.h"
 #include "cuda_test_util.h"
 #include "kernels/attention.cuh"
@@ -233,8 +232,7 @@ std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, c
 
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
-                               bool chunk_tail = true,
-                               const std::vector<int32_t>* pair_plan = nullptr) {
+                               bool chunk_tail = true) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -268,11 +266,6 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   if (counters) {
     st.a.mma_counters = cnt.as<int>();
     st.a.mma_counters_len = n_counters;
-  }
-  DevBuf plan;
-  if (pair_plan != nullptr) {
-    plan = upload_ints(*pair_plan);
-    st.a.pair_plan = plan.as<int32_t>();
   }
   LOOM_KERNEL(paged_attention(st.a, nullptr));
   check_counters_zero(cnt, n_counters);

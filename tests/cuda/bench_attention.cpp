@@ -13,11 +13,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 #include <vector>
 
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/shared_plan.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
@@ -301,11 +299,12 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
 json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,
                            bool fp8) {
   // The TMA decode kernel at `batch` sequences of context ctx, each with its own blocks, then
-  // in groups of `group` sharing the blocks of their first `shared` keys, each member reading
-  // them, then with the shared keys' whole tiles read once a block (AttentionArgs::pair_plan;
-  // the bits of the mode before). L2 flushed before each call, as in a step. An L2 evict_last
-  // hint on the shared keys' TMA loads changed nothing (H200 bf16 b256 ctx 8000: 465.0 against
-  // 464.9 us; not kept,
+  // in groups of `group` sharing the blocks of their first `shared` keys (read through L2),
+  // each config (bits checked against config 0). L2 flushed before each call, as in a step.
+  // Reading a group's shared keys once (a kernel ahead of this one, or a block's warps sharing
+  // a ring) was never faster than L2 (session 21,
+  // bench/results/2026-11-28-h200-s21-read-once-a-block-not-kept.json); nor was an L2
+  // evict_last hint on those keys' loads (bf16 b256 ctx 8000: 465.0 against 464.9 us,
   // bench/results/2026-11-28-h200-attention-shared-prefix-l2-hint-not-kept.json).
   kv_fp8 = fp8;
   const std::vector<std::pair<int, int>> seqs(size_t(batch), {ctx, 1});
@@ -316,7 +315,7 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
             {"shared_keys", shared},
             {"kv", fp8 ? "fp8" : "bf16"}};
   std::vector<uint16_t> first;
-  for (const char* mode : {"unshared", "shared", "read once"}) {
+  for (const char* mode : {"unshared", "shared"}) {
     share_group = mode[0] != 'u' ? group : 0;
     share_keys = shared;
     Setup S;
@@ -324,26 +323,14 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
     gpu::AttentionArgs a = S.a;
     a.decode = true;
     a.decode_kernel = gpu::AttentionArgs::DecodeKernel::Tma;
-    // read once: the backend's plan (the shared keys' whole tiles once a block of 4 warps).
-    void* plan = nullptr;
-    if (mode[0] == 'r') {
-      std::vector<int32_t> tile_seq(static_cast<size_t>(batch)), kv_len(tile_seq.size(), ctx);
-      std::iota(tile_seq.begin(), tile_seq.end(), 0);
-      const std::vector<int32_t> h =
-          plan_shared_blocks(tile_seq, kv_len.data(), S.tables.data(), kBtStride, kBs, n_kv);
-      LOOM_CUDA_CHECK(cudaMalloc(&plan, h.size() * 4));
-      LOOM_CUDA_CHECK(cudaMemcpy(plan, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-      a.pair_plan = static_cast<const int32_t*>(plan);
-    }
+    a.tma_shared_kv = share_group > 1;  // as the backend sets it (its default config's choice)
     const size_t out_n = size_t(batch) * n_heads * kD;
     LOOM_KERNEL(gpu::paged_attention(a, stream));
     std::vector<uint16_t> out(out_n);
     LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     const double us = time_us(S, a, stream, 10);
-    if (plan) cudaFree(plan);
-    // (shared against unshared: the same unless the cache's values differ by sequence; read
-    // once against shared: always)
+    // (shared against unshared: the same unless the cache's values differ by sequence)
     const bool same = first.empty() || out == first;
     first = out;
     std::printf(
@@ -352,7 +339,6 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
         fp8 ? "fp8" : "bf16", batch, ctx, group, shared, mode, us, kv_bytes / (us * 1e-6) / 1e9,
         same ? "" : "  NOT the previous mode's bits");
     r[mode] = {{"us", us}, {"same_bits", same}};
-    if (mode[0] == 'r') continue;
     // The other configs of the TMA kernel on the same world (bits checked against config 0).
     for (int cfg = 1; cfg < kTmaDecodeConfigs; cfg++) {
       gpu::AttentionArgs c = a;

@@ -19,8 +19,7 @@ nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, in
 // batch on another: each alone, at once, one after the other (the two-half-batch question).
 nlohmann::json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8);
 // The TMA decode kernel with groups of `group` sequences sharing their first `shared` keys'
-// blocks against each with its own, then with the shared keys read once a group
-// (cuda_bench --shared-case).
+// blocks against each with its own, in each TMA config (cuda_bench --shared-case).
 nlohmann::json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,
                                      bool fp8);
 

@@ -13,8 +13,7 @@
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
-// of G sequences sharing their first KEYS keys' blocks against each with its own, and with
-// the shared keys' whole tiles read once a block (AttentionArgs::pair_plan).
+// of G sequences sharing their first KEYS keys' blocks against each with its own, each config.
 // `cuda_bench OUT.json --step-case B CTX[,CTX…] [fp8]` splits a Terra-size decode step of B
 // sequences: its graph replayed with each kernel family left out (bf16 or e4m3 KV).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode

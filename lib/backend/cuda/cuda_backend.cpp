@@ -80,12 +80,8 @@ int64_t cuda_chunk_graph_steps(const Backend& backend) {
   return as_cuda(backend).chunk_graph_steps();
 }
 
-void cuda_set_shared_plan(Backend& backend, bool on) {
-  as_cuda(backend).set_shared_plan(on);
-}
-
-int64_t cuda_shared_plan_steps(const Backend& backend) {
-  return as_cuda(backend).shared_plan_steps();
+int64_t cuda_shared_kv_steps(const Backend& backend) {
+  return as_cuda(backend).shared_kv_steps();
 }
 
 MegakernelTrace cuda_megakernel_trace(const Backend& backend) {
@@ -129,7 +125,6 @@ void StepLayout::compute() {
   tiles = take(12 * size_t(n_tiles));
   out_rows = take(4 * size_t(n_out));
   params = take(sizeof(SampleParamsDev) * size_t(n_out));
-  pair_plan = take(4 * size_t(plan_pairs));
   bytes = off;
 }
 

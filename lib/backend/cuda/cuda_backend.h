@@ -57,12 +57,9 @@ void cuda_set_megakernel(Backend& backend, MegakernelMode mode);
 int64_t cuda_megakernel_steps(const Backend& backend);
 // Steps with short chunks (a frame's action chunk) that ran from a graph so far.
 int64_t cuda_chunk_graph_steps(const Backend& backend);
-
-// Shared prefixes read once a block by the TMA decode kernel (backend/cuda/shared_plan.h):
-// off by default until it is measured on a GPU (the same bits either way); the steps that ran
-// with a plan.
-void cuda_set_shared_plan(Backend& backend, bool on);
-int64_t cuda_shared_plan_steps(const Backend& backend);
+// Steps whose decoding sequences share cache blocks on a bf16 cache so far (their TMA decode
+// past one wave of 2-stage blocks takes one stage a warp: kernels/attention_tma.cu).
+int64_t cuda_shared_kv_steps(const Backend& backend);
 // Why the loaded model cannot take the megakernel ("" when it can).
 std::string cuda_megakernel_refusal(const Backend& backend);
 // Tests: jitter_seed != 0 sleeps 0-4 us at every wait and publish; permute_seed != 0 hands the

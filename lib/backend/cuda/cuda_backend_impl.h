@@ -62,12 +62,10 @@ struct StepLayout {
   int action_dim = 0;
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
   size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
-  // A pair plan for the one-slot tiles (backend/cuda/shared_plan.h): plan_pairs ints of room;
-  // shared: this step has one (its own graphs).
-  int plan_pairs = 0;
-  bool shared = false;
-  size_t pair_plan = 0;
   size_t bytes = 0;
+  // A bf16 cache's one-slot tiles whose sequences share blocks (tiles_share_blocks: the TMA
+  // decode's tma_shared_kv), filled in with the inputs; its steps have their own graphs.
+  bool shared_kv = false;
   void compute();
 };
 
@@ -112,11 +110,7 @@ class CudaBackend : public Backend {
   }
   int64_t megakernel_steps() const override { return mega_steps_; }
   int64_t chunk_graph_steps() const { return chunk_graph_steps_; }
-  void set_shared_plan(bool on) {
-    free_graphs();
-    shared_plan_ = on;
-  }
-  int64_t shared_plan_steps() const { return shared_plan_steps_; }
+  int64_t shared_kv_steps() const { return shared_kv_steps_; }
   const std::string& megakernel_refusal() const { return mega_refusal_; }
   void set_megakernel_debug(const MegakernelDebug& debug) {
     free_graphs();
@@ -246,14 +240,15 @@ class CudaBackend : public Backend {
   std::array<cudaEvent_t, 2> step_done_{};
   std::vector<int> prev_row_;  // [n_seqs of the last submitted step] its out row if it drew
 
-  // Decode graphs per bucket (1, 2, 4, …, 256), captured on first use; the last one a bucket
-  // replayed (this or the megakernel's), which time_graph_replay times.
+  // Decode graphs per bucket (1, 2, 4, …, 256), then per bucket of StepLayout::shared_kv
+  // steps, captured on first use; the last one a bucket replayed (one of these or the
+  // megakernel's), which time_graph_replay times.
   static constexpr int kBuckets = 9;
-  std::array<cudaGraphExec_t, 2 * kBuckets> graphs_{};  // [shared plan or not][bucket]
+  std::array<cudaGraphExec_t, 2 * kBuckets> graphs_{};
   std::array<cudaGraphExec_t, kBuckets> last_graph_{};
   // Graphs of steps whose short chunks run as one-slot tiles beside decoding sequences (a
-  // frame's action chunk), keyed by (bucket, slots beyond one a sequence, action slots, shared
-  // plan); at most kMaxChunkGraphs, further shapes run eagerly.
+  // frame's action chunk), keyed by (bucket, slots beyond one a sequence, action slots,
+  // shared_kv); at most kMaxChunkGraphs, further shapes run eagerly.
   static constexpr size_t kMaxChunkGraphs = 32;
   std::map<std::array<int, 4>, cudaGraphExec_t> chunk_graphs_;
 
@@ -284,8 +279,7 @@ class CudaBackend : public Backend {
   std::array<mega::MegaSyncHeader*, 2> mega_header_host_{};  // pinned, per input buffer
   int64_t mega_steps_ = 0;
   int64_t chunk_graph_steps_ = 0;               // steps that ran a chunk_graphs_ entry
-  bool shared_plan_ = false;                    // cuda_set_shared_plan
-  int64_t shared_plan_steps_ = 0;               // steps that ran with a shared-prefix plan
+  int64_t shared_kv_steps_ = 0;                 // steps with StepLayout::shared_kv
   int mega_smem_optin_ = 0;                     // shared memory a block may opt in to
   mega::MegaTraceEntry* mega_trace_ = nullptr;  // [num_sms, mega_trace_stride_] (debug trace)
   int mega_trace_stride_ = 0;

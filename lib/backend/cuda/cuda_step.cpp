@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
-#include "backend/cuda/shared_plan.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.cuh"
@@ -142,11 +141,6 @@ void CudaBackend::submit(const StepBatch& b) {
     L.n_out = int(f.out_seq.size());
     L.n_act = n_act;
   }
-  // Room for a pair plan where the one-slot tiles take the TMA decode kernel (a graph step's
-  // room depends on its shape alone, so its layout stays fixed).
-  if (shared_plan_ && attention_mma() && spec_.head_dim == 64 &&
-      L.n_one_tiles * spec_.kv_heads >= kTmaDecodeMinPairs)
-    L.plan_pairs = 2 * L.n_one_tiles * spec_.kv_heads;
   L.compute();
   ensure_workspace(L.n_slots, L.n_out);  // (keeps the draws of a step in flight)
   if (L.bytes > cap_in_) {
@@ -226,15 +220,10 @@ void CudaBackend::submit(const StepBatch& b) {
     tiles[3 * i + 2] = 1;
   }
   slot_start[L.n_seqs] = L.n_slots;
-  if (L.plan_pairs > 0) {  // one-slot tiles on the same blocks read them once a block
-    std::vector<int32_t> tile_seq(size_t(L.n_one_tiles));
-    for (int t = 0; t < L.n_one_tiles; t++) tile_seq[size_t(t)] = tiles[3 * t];
-    const std::vector<int32_t> plan =
-        plan_shared_blocks(tile_seq, kv_len, bt, L.bt_stride, bs, spec_.kv_heads);
-    L.shared = !plan.empty();
-    shared_plan_steps_ += L.shared;
-    std::copy(plan.begin(), plan.end(), arr(L.pair_plan));
-  }
+  // bf16 TMA decode of sequences sharing blocks: one stage a warp past a wave (attention_tma.cu)
+  L.shared_kv = kv_t_ == DType::BF16 && attention_mma() &&
+                tiles_share_blocks(tiles, L.n_one_tiles, kv_len, bt, L.bt_stride);
+  shared_kv_steps_ += L.shared_kv;
   prev_row_.assign(size_t(n_seqs), -1);
   for (int r = 0; r < L.n_out; r++) {
     SampleParamsDev p{};
@@ -260,9 +249,9 @@ void CudaBackend::submit(const StepBatch& b) {
   if (mega) {
     graph = &mega_[size_t(bucket)].graph;  // buckets 1, 2, 4, 8
   } else if (decode) {
-    graph = &graphs_[size_t(bucket + (L.shared ? kBuckets : 0))];
+    graph = &graphs_[size_t(bucket + (L.shared_kv ? kBuckets : 0))];
   } else if (graph_step) {
-    const std::array<int, 4> key{bucket, n_slots - n_seqs, n_act, L.shared ? 1 : 0};
+    const std::array<int, 4> key{bucket, n_slots - n_seqs, n_act, L.shared_kv ? 1 : 0};
     if (chunk_graphs_.count(key) != 0 || chunk_graphs_.size() < kMaxChunkGraphs)
       graph = &chunk_graphs_[key];  // a new shape is captured below
   }

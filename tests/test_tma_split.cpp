@@ -1,0 +1,101 @@
+// The TMA decode kernel's host logic (kernels/attention.h), checked in every build: how it
+// divides its (tile, kv head) pairs among one wave of warps (tma_decode_split; Terra's shapes:
+// 32 heads, 4 kv heads, head_dim 64, blocks of 16, block tables 910 wide, 57 partitions), and
+// when a step's sequences share cache blocks (tiles_share_blocks).
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace loom {
+namespace {
+
+// A decode launch of n_tiles one-slot tiles with a workspace (counters and partials) for
+// `space` tiles.
+AttentionArgs launch_of(int n_tiles, int space) {
+  AttentionArgs a;
+  a.heads = 32;
+  a.kv_heads = 4;
+  a.head_dim = 64;
+  a.block_size = 16;
+  a.bt_stride = 910;
+  a.n_tiles = n_tiles;
+  static int counters[1];  // never dereferenced: the split reads the pointers and sizes
+  static float partial[1];
+  a.mma_counters = counters;
+  a.mma_counters_len = size_t(space) * a.kv_heads;
+  a.mma_partial = partial;
+  a.mma_partial_floats = attention_mma_partial_floats(space, 4, 32, 64, 910, 16);
+  return a;
+}
+
+TEST_CASE("TMA decode split: one wave of chunks, or whole waves then chunks past them") {
+  REQUIRE(attention_mma_max_parts(910, 16) == 57);
+  // e4m3 on 132 SMs: 2 blocks of 4 warps an SM, 1,056 warps a wave.
+  const int wave = 1056;
+  SUBCASE("b256 decode fits one wave: every pair whole") {
+    const TmaDecodeSplit w = tma_decode_split(launch_of(256, 256), wave);
+    CHECK(w.whole_tiles == 0);
+    CHECK(w.z == 1);
+  }
+  SUBCASE("b64: 4 chunks a pair fill the wave") {
+    const TmaDecodeSplit w = tma_decode_split(launch_of(64, 256), wave);
+    CHECK(w.whole_tiles == 0);
+    CHECK(w.z == 4);
+  }
+  SUBCASE("b256 with 2 sequences on action slots: 264 tiles whole, 4 in 57 chunks") {
+    // 268 tiles = 1,072 pairs: the wave's 1,056 whole, the 16 after it chunked (1,056 / 16 =
+    // 66 chunks, at most the 57 partitions a sequence can have).
+    const TmaDecodeSplit w = tma_decode_split(launch_of(268, 256), wave);
+    CHECK(w.whole_tiles == 264);
+    CHECK(w.z == 57);
+  }
+  SUBCASE("the tail off, or no workspace for the chunked tiles: every pair whole") {
+    AttentionArgs a = launch_of(268, 256);
+    a.tma_chunk_tail = false;
+    const TmaDecodeSplit off = tma_decode_split(a, wave);
+    CHECK(off.whole_tiles == 0);
+    CHECK(off.z == 1);
+    const TmaDecodeSplit small = tma_decode_split(launch_of(268, 3), wave);  // 4 tiles chunked
+    CHECK(small.whole_tiles == 0);
+    CHECK(small.z == 1);
+    AttentionArgs none = launch_of(64, 256);
+    none.mma_counters = nullptr;
+    CHECK(tma_decode_split(none, wave).z == 1);
+  }
+  SUBCASE("bf16 (one block an SM, 528 warps): two waves, the second's tiles one chunk each") {
+    // 256 tiles = 1,024 pairs: 528 whole (132 tiles), the other 496 pairs fit the second wave
+    // whole (528 / 496 = 1 chunk), as before the tail existed.
+    const TmaDecodeSplit w = tma_decode_split(launch_of(256, 256), 528);
+    CHECK(w.whole_tiles == 132);
+    CHECK(w.z == 1);
+    // 2 sequences on action slots: two full waves whole, 4 tiles chunked.
+    const TmaDecodeSplit act = tma_decode_split(launch_of(268, 256), 528);
+    CHECK(act.whole_tiles == 264);
+    CHECK(act.z == 33);
+  }
+}
+
+TEST_CASE("tiles_share_blocks: two sequences on the same first block with a whole tile cached") {
+  // Tables 4 wide. Sequences 0 and 2 start on block 7 (2 with a context under a tile at
+  // first), 1 on block 9 with 3 one-slot tiles (a frame's action slots: one sequence, not a
+  // share), 3 on block 11.
+  const std::vector<int32_t> bt = {7, 8, -1, -1, 9, 10, -1, -1, 7, 8, 12, -1, 11, -1, -1, -1};
+  std::vector<int32_t> kv = {100, 80, 40, 64};
+  auto tiles_of = [](std::vector<int32_t> seqs) {
+    std::vector<int32_t> t;
+    for (int s : seqs) t.insert(t.end(), {s, 0, 1});
+    return t;
+  };
+  const std::vector<int32_t> all = tiles_of({0, 1, 1, 1, 2, 3});
+  CHECK(!tiles_share_blocks(all.data(), 6, kv.data(), bt.data(), 4));  // 2: 40 keys
+  kv[2] = 64;
+  CHECK(tiles_share_blocks(all.data(), 6, kv.data(), bt.data(), 4));
+  const std::vector<int32_t> apart = tiles_of({1, 1, 1, 2, 3});
+  CHECK(!tiles_share_blocks(apart.data(), 5, kv.data(), bt.data(), 4));
+  CHECK(!tiles_share_blocks(all.data(), 4, kv.data(), bt.data(), 4));  // tiles 0-3: 0, 1, 1, 1
+}
+
+}  // namespace
+}  // namespace loom
