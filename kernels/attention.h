@@ -101,9 +101,9 @@ struct AttentionArgs {
   // TMA decode with more (tile, kv head) pairs than one wave of warps: the pairs past the last
   // full wave in chunks of partitions spread over a wave (false: every pair whole, a warp each).
   bool tma_chunk_tail = true;
-  // The step's sequences share cached blocks (prefix sharing, or a sequence's several one-slot
-  // tiles): the keys they share come from L2, and a bf16 TMA decode past one wave of its
-  // 2-stage blocks takes one stage a warp, twice the warps (attention_tma.cu). The same bits.
+  // Sequences of the step share cached blocks (prefix sharing: tiles_share_blocks): the keys
+  // they share come from L2, and a bf16 TMA decode past one wave of its 2-stage blocks takes
+  // one stage a warp, twice the warps (attention_tma.cu). The same bits either way.
   bool tma_shared_kv = false;
 };
 
