@@ -435,7 +435,7 @@ Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
     // (128 KB, one an SM) with half as much in flight each. The default past one wave of the
     // 2-stage blocks (528 warps on an H200) where sequences share cached blocks (read through
     // L2: bound by the warps an SM, not by bandwidth): at b256 with groups of 8 sharing 1,746
-    // keys' blocks 430-442 vs 457-463 us at ctx 8000, 138-144 vs 171-173 at ctx 3000.
+    // keys' blocks 430-440 vs 457-463 us at ctx 8000, 138-144 vs 171-173 at ctx 3000.
     // Unshared it loses at long contexts (ctx 8000 490-509 vs 487-498 us), and within one wave
     // (b128: 263 vs 293-300; one stage chunks every pair in 2). A ring of 3 half tiles (K and V
     // apart, 24 KB a warp) was no better than one stage. bench/results/2026-11-28-h200-s21-

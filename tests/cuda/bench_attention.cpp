@@ -44,7 +44,6 @@ struct Setup {
   int* counters = nullptr;
   void* flush = nullptr;
   size_t part_floats = 0;
-  std::vector<int32_t> tables;  // [n_seqs, kBtStride] the block tables, on the host
   gpu::AttentionArgs a;
   ~Setup() {
     for (void* p : {qkv, kc, vc, out, ints, static_cast<void*>(part), static_cast<void*>(po),
@@ -99,7 +98,6 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
     for (int j0 = 0; j0 < n; j0 += spt)
       tiles.insert(tiles.end(), {int(s), j0, std::min(spt, n - j0)});
   }
-  S.tables = bt;
   std::vector<int32_t> h = bt;
   const size_t o_kv = h.size();
   h.insert(h.end(), kv_len.begin(), kv_len.end());
@@ -168,6 +166,18 @@ double time_us(Setup& S, const gpu::AttentionArgs& a, cudaStream_t stream, int i
   return 1e3 * total / iters;
 }
 
+// The raw bf16 output [n_slots, heads * kD] of one paged_attention call with args x over S's
+// world (out_n elements; the output buffer poisoned first).
+std::vector<uint16_t> attention_output(Setup& S, const gpu::AttentionArgs& x, size_t out_n,
+                                       cudaStream_t stream) {  // (non-blocking: all on it)
+  LOOM_CUDA_CHECK(cudaMemsetAsync(S.out, 0xff, out_n * 2, stream));
+  LOOM_KERNEL(gpu::paged_attention(x, stream));
+  std::vector<uint16_t> v(out_n);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(v.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return v;
+}
+
 json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   // The CUDA-core path's splits as pick_splits chose them (4 blocks per SM, at most 128).
   const int pairs = batch * n_kv;
@@ -181,14 +191,7 @@ json decode_entry(cudaStream_t stream, int sms, int batch, int ctx) {
   // The TMA pipeline's builds, each checked bitwise against the split kernel's output first.
   using DK = gpu::AttentionArgs::DecodeKernel;
   const size_t out_n = size_t(batch) * n_heads * kD;
-  auto output = [&](const gpu::AttentionArgs& x) {  // (stream is non-blocking: all on it)
-    LOOM_CUDA_CHECK(cudaMemsetAsync(S.out, 0xff, out_n * 2, stream));
-    LOOM_KERNEL(gpu::paged_attention(x, stream));
-    std::vector<uint16_t> v(out_n);
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(v.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return v;
-  };
+  auto output = [&](const gpu::AttentionArgs& x) { return attention_output(S, x, out_n, stream); };
   a.decode_kernel = DK::Split;
   const std::vector<uint16_t> want = output(a);
   json tma = json::array();
@@ -325,10 +328,7 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
     a.decode_kernel = gpu::AttentionArgs::DecodeKernel::Tma;
     a.tma_shared_kv = share_group > 1;  // as the backend sets it (its default config's choice)
     const size_t out_n = size_t(batch) * n_heads * kD;
-    LOOM_KERNEL(gpu::paged_attention(a, stream));
-    std::vector<uint16_t> out(out_n);
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<uint16_t> out = attention_output(S, a, out_n, stream);
     const double us = time_us(S, a, stream, 10);
     // (shared against unshared: the same unless the cache's values differ by sequence)
     const bool same = first.empty() || out == first;
@@ -343,11 +343,7 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
     for (int cfg = 1; cfg < kTmaDecodeConfigs; cfg++) {
       gpu::AttentionArgs c = a;
       c.tma_config = cfg;
-      LOOM_CUDA_CHECK(cudaMemsetAsync(S.out, 0xff, out_n * 2, stream));
-      LOOM_KERNEL(gpu::paged_attention(c, stream));
-      std::vector<uint16_t> o(out_n);
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(o.data(), S.out, out_n * 2, cudaMemcpyDeviceToHost, stream));
-      LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<uint16_t> o = attention_output(S, c, out_n, stream);
       const double cus = time_us(S, c, stream, 10);
       std::printf("attention shared %s b%d ctx %d: %-9s config %d %8.2f us%s\n",
                   fp8 ? "fp8" : "bf16", batch, ctx, mode, cfg, cus,

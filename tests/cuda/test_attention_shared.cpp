@@ -3,8 +3,8 @@
 //  - past one wave of warps: the full waves' (tile, kv head) pairs whole, the tiles after them
 //    in chunks (tma_decode_split), and every pair whole without the chunked tail;
 //  - 256 sequences in sets of 8 whose first 7 hold the first one's blocks for their first keys
-//    (prefix sharing), every config (bf16's default past one wave of 2-stage blocks: one stage
-//    a warp, two blocks an SM).
+//    (prefix sharing), every config (config 4: bf16 on one stage a warp, two blocks an SM, the
+//    backend's choice for such steps past one wave: tma_shared_kv).
 #include <doctest/doctest.h>
 
 #include "attention_world.h"
@@ -24,9 +24,9 @@ void share_prefix(World& w, int n) {
 }  // namespace
 
 TEST_CASE("TMA decode past one wave of warps: whole pairs, then chunks, the prefill bits") {
-  // 2 SMs' worth of tiles past one wave of 2 blocks of 4 warps an SM (e4m3, and bf16's default
-  // past one wave of 2-stage blocks: one stage, 2 blocks) and two waves of 1 (bf16 config 4,
-  // 2 stages always): the full waves' (tile, kv head) pairs a warp each, the 4 tiles after
+  // 2 SMs' worth of tiles past one wave of 2 blocks of 4 warps an SM (e4m3, and bf16 config 4:
+  // one stage a warp) and past two waves of 1 block (bf16 config 0: 2 stages): the full waves'
+  // (tile, kv head) pairs a warp each, the 4 tiles after
   // them in chunks folded by the last (tma_chunk_tail; without it, whole: a wave more). The
   // chunked tiles' contexts are long (many partitions a chunk), the others short to keep the
   // world small.
