@@ -105,6 +105,10 @@ struct AttentionArgs {
   // they share come from L2, and a bf16 TMA decode past one wave of its 2-stage blocks takes
   // one stage a warp, twice the warps (attention_tma.cu). The same bits either way.
   bool tma_shared_kv = false;
+  // In such steps, half the whole pairs (every other 8 tiles) take their last partitions first
+  // (tma_stagger_parts; their partials stored in mma_partial and merged last, in order: the
+  // same bits), so that not every warp reads its shared prefix at once.
+  bool tma_stagger = true;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax
@@ -147,6 +151,7 @@ inline size_t attention_mma_partial_floats(int n_tiles, int kv_heads, int heads,
 // chunked tiles; without them every tile is whole.
 struct TmaDecodeSplit {
   int whole_tiles = 0, z = 1;
+  bool partials = false;  // mma_partial and the counters cover the tiles from whole_tiles
 };
 inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
   const int pairs = a.n_tiles * a.kv_heads;
@@ -162,9 +167,21 @@ inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
       a.mma_partial_floats >= attention_mma_partial_floats(n, a.kv_heads, a.heads, a.head_dim,
                                                            a.bt_stride, a.block_size);
   if (!counters) return TmaDecodeSplit{};
+  w.partials = true;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
   w.z = std::max(1, std::min(max_parts, resident / std::max(1, n * a.kv_heads)));
   return w;
+}
+
+// The last partitions a staggered TMA decode pair (AttentionArgs::tma_stagger) of n_parts takes
+// first, when its first `shared_keys` keys' blocks are shared with its neighbour's: as many as
+// the shared prefix holds (the other pairs compute theirs meanwhile), at most the partitions
+// past it. bf16 b256 groups of 8 sharing 1,746 keys (7 partitions), H200: ctx 8000 (31
+// partitions) 440 us unstaggered, 420 taking 7, 430 taking 3 or 11; ctx 3000 (12) 139 against
+// 125-126 taking 4-6 (bench/results/2026-11-28-h200-s22-stagger-sweep.json).
+constexpr int tma_stagger_parts(int shared_keys, int n_parts) {
+  const int shared = (shared_keys + kMmaPartKeys - 1) / kMmaPartKeys;
+  return shared < n_parts - shared ? shared : (n_parts - shared > 0 ? n_parts - shared : 0);
 }
 
 // AttentionArgs::tma_shared_kv: whether two sequences of the one-slot tiles 0 .. n-1 (tiles

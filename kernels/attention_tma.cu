@@ -14,7 +14,10 @@
 // ldmatrix on distinct banks, with no padding (Swizzle64 / Swizzle128 in attention_mma.cuh).
 // The next tile's block-table entries are read one tile ahead, so no copy waits on them. A
 // bf16 step whose sequences share cached blocks takes one stage a warp past one wave of the
-// 2-stage blocks: twice the warps an SM (launch_tma_config).
+// 2-stage blocks: twice the warps an SM (launch_tma_config). In such steps the whole pairs of
+// every other 8 tiles are staggered: they take the partitions past their shared prefix first
+// (as many as it holds), storing those partials and merging them last, so that half the warps
+// stream their own keys from HBM while the others compute the prefix from L2.
 //
 // A warp whose chunk is the whole sequence merges its partitions in registers and writes the
 // output: at batch 256 every warp does (no partials written or read). Otherwise it writes each
@@ -81,10 +84,30 @@ __device__ __forceinline__ float* partition_rows(const AttentionArgs& a, int til
   return a.mma_partial + ((size_t(tile) * a.kv_heads + hkv) * max_parts + pi) * G * (kD + 2);
 }
 
-// Partition pi's state `part` of rows g, g + 8 into mma_partial [.., G, D + 2] (acc, m, l).
-template <bool F8, bool kG8>
-__device__ __forceinline__ void store_partition(const AttentionArgs& a, const RowState<kD>& part,
-                                                int tile, int hkv, int pi, int G, int lane) {
+// *at = x (kLoad: x = *at), and the float2 at `at` for two.
+template <bool kLoad>
+__device__ __forceinline__ void io1(float* at, float& x) {
+  if constexpr (kLoad)
+    x = *at;
+  else
+    *at = x;
+}
+template <bool kLoad>
+__device__ __forceinline__ void io2(float* at, float& x, float& y) {
+  if constexpr (kLoad) {
+    const float2 v = *reinterpret_cast<const float2*>(at);
+    x = v.x, y = v.y;
+  } else {
+    *reinterpret_cast<float2*>(at) = make_float2(x, y);
+  }
+}
+
+// Partition pi's state of rows g, g + 8 to (kLoad: from) mma_partial [.., G, D + 2] (acc, m,
+// l). A load reads back exactly what the store wrote (m and l come from the row's tig 0 lane:
+// a __syncwarp between the two).
+template <bool F8, bool kG8, bool kLoad>
+__device__ __forceinline__ void partition_io(const AttentionArgs& a, RowState<kD>& part, int tile,
+                                             int hkv, int pi, int G, int lane) {
   float* f = partition_rows(a, tile, hkv, pi, G);
   const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
@@ -98,24 +121,20 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Ro
         if (i & 1) continue;  // acc[i] and acc[i + 1] hold neighbouring dims (acc_dim)
 #pragma unroll
         for (int e = 0; e < 2; e++)
-          *reinterpret_cast<float2*>(row + acc_dim<true>(i, tig, e)) =
-              make_float2(part.acc[i][2 * h + e], part.acc[i + 1][2 * h + e]);
+          io2<kLoad>(row + acc_dim<true>(i, tig, e), part.acc[i][2 * h + e],
+                     part.acc[i + 1][2 * h + e]);
       } else {
-        *reinterpret_cast<float2*>(row + acc_dim<false>(i, tig, 0)) =
-            make_float2(part.acc[i][2 * h], part.acc[i][2 * h + 1]);
+        io2<kLoad>(row + acc_dim<false>(i, tig, 0), part.acc[i][2 * h], part.acc[i][2 * h + 1]);
       }
     }
-    if (tig == 0) {
-      row[kD] = part.m[h];
-      row[kD + 1] = part.l[h];
-    }
+    if (kLoad || tig == 0) io2<kLoad>(row + kD, part.m[h], part.l[h]);
   }
 }
 
 // The same for the swapped tile's state: heads 2 tig + c, dims col_dim<F8>(db, g, half).
-template <bool F8, bool kG8>
-__device__ __forceinline__ void store_partition(const AttentionArgs& a, const ColState<kD>& part,
-                                                int tile, int hkv, int pi, int G, int lane) {
+template <bool F8, bool kG8, bool kLoad>
+__device__ __forceinline__ void partition_io(const AttentionArgs& a, ColState<kD>& part, int tile,
+                                             int hkv, int pi, int G, int lane) {
   float* f = partition_rows(a, tile, hkv, pi, G);
   const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
@@ -126,18 +145,14 @@ __device__ __forceinline__ void store_partition(const AttentionArgs& a, const Co
 #pragma unroll
     for (int db = 0; db < kD / 16; db++) {
       if constexpr (F8) {  // dims 2 g, 2 g + 1: neighbours
-        *reinterpret_cast<float2*>(row + col_dim<F8>(db, g, 0)) =
-            make_float2(part.acc[db][c], part.acc[db][2 + c]);
+        io2<kLoad>(row + col_dim<F8>(db, g, 0), part.acc[db][c], part.acc[db][2 + c]);
       } else {
 #pragma unroll
         for (int half = 0; half < 2; half++)
-          row[col_dim<F8>(db, g, half)] = part.acc[db][2 * half + c];
+          io1<kLoad>(row + col_dim<F8>(db, g, half), part.acc[db][2 * half + c]);
       }
     }
-    if (g == 0) {
-      row[kD] = part.m[c];
-      row[kD + 1] = part.l[c];
-    }
+    if (kLoad || g == 0) io2<kLoad>(row + kD, part.m[c], part.l[c]);
   }
 }
 
@@ -186,11 +201,29 @@ __device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& 
     if (first <= pos[c]) merge_col(s, t, c);
 }
 
+// The leading blocks the block table bt of tile `tile` (its last key p) has in common with that
+// of its neighbour tile ^ 1 (a prefix of cached blocks the two sequences share), by the warp.
+__device__ __forceinline__ int leading_shared_blocks(const AttentionArgs& a, const int32_t* bt,
+                                                     int tile, int p, int lane) {
+  const int other = tile ^ 1;
+  if (other >= a.n_tiles) return 0;
+  const int os = a.tiles[other * 3], op = a.kv_len[os] + a.tiles[other * 3 + 1];
+  const int32_t* obt = a.block_tables + size_t(os) * a.bt_stride;
+  const int n = min(p, op) / a.block_size + 1;
+  for (int j0 = 0; j0 < n; j0 += 32) {
+    const int j = j0 + lane;
+    const unsigned differ = __ballot_sync(0xffffffffu, j >= n || bt[j] != obt[j]);
+    if (differ) return j0 + __ffs(int(differ)) - 1;
+  }
+  return n;
+}
+
 // kSwap: the swapped-operand tile (attention_swap.cuh; G <= 8 only).
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
-                                      const int whole_tiles, const int z_chunks) {
+                                      const int whole_tiles, const int z_chunks,
+                                      const int stagger) {
   using C = TmaCfg<F8, kStages, kWarps>;
   using L = typename TmaRows<F8>::L;
   constexpr int kRowBytes = TmaRows<F8>::kBytes;
@@ -227,13 +260,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   const int t0 = part0 * kMmaPartTiles;
   const int n_t = min(part1 * kMmaPartTiles, p / kMmaTileKeys + 1) - t0;  // tiles 64 t <= p
+  const bool whole = part0 == 0 && part1 == n_parts;
   const int bs = a.block_size, rows = min(bs, kMmaTileKeys), boxes = kMmaTileKeys / rows;
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
+  // A staggered pair (see launch_tma) takes its last `rot` partitions first, their partials
+  // stored and merged after the others in order (the same bits); the warp's i-th tile is
+  // tile_at(i).
+  const int rot = stagger && whole && ptile >= 0 && ((ptile >> 3) & 1)
+                      ? tma_stagger_parts(leading_shared_blocks(a, bt, tile, p, lane) * bs, n_parts)
+                      : 0;
+  const int first_t = rot > 0 ? (n_parts - rot) * kMmaPartTiles : 0;
+  auto tile_at = [&](int i) { return i + first_t < n_t ? i + first_t : i + first_t - n_t; };
 
   // Lane b < boxes: the cache slot of box b of tile i (keys from 64 (t0 + i) + b rows), -1
   // where there is none (past p, or past the chunk).
   auto box_slot = [&](int i) {
-    const int k = (t0 + i) * kMmaTileKeys + lane * rows;
+    const int k = (t0 + tile_at(i)) * kMmaTileKeys + lane * rows;
     return lane < boxes && i < n_t && k <= p ? bt[k / bs] * bs + k % bs : -1;
   };
   // Tile i into stage i % kStages: one arrival expecting the boxes' bytes, then the copies
@@ -241,7 +283,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   auto issue = [&](int i, int slot) {
     char* ks = ring + (i % kStages) * C::kPairBytes;
     uint64_t* bar = bars + i % kStages;
-    const int key0 = (t0 + i) * kMmaTileKeys;
+    const int key0 = (t0 + tile_at(i)) * kMmaTileKeys;
     const int n_boxes = min(boxes, (p - key0) / rows + 1);
     if (lane == 0) mbar_expect_tx(bar, uint32_t(n_boxes * 2 * rows * kRowBytes));
     if (slot >= 0) {
@@ -261,7 +303,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // slot of a chunk) hold only keys earlier steps wrote: they stream in while the previous
   // kernel finishes; the others wait for it.
   const int first_new = a.kv_len[seq];
-  auto old_keys = [&](int i) { return (t0 + i + 1) * kMmaTileKeys <= first_new; };
+  auto old_keys = [&](int i) { return (t0 + tile_at(i) + 1) * kMmaTileKeys <= first_new; };
 #pragma unroll
   for (int i = 0; i < kStages; i++)
     if (i < n_t && old_keys(i)) issue(i, first[i]);
@@ -288,7 +330,6 @@ __global__ void __launch_bounds__(kWarps * 32)
                       (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
   const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
-  const bool whole = part0 == 0 && part1 == n_parts;
 
   using State = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
   State total, part;
@@ -299,7 +340,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     char* ks = ring + (i % kStages) * C::kPairBytes;
     char* vs = ks + C::kTileBytes;
     mbar_wait(bars + i % kStages, uint32_t(i / kStages) & 1u);
-    const int key0 = (t0 + i) * kMmaTileKeys;
+    const int ti = tile_at(i);
+    const int key0 = (t0 + ti) * kMmaTileKeys;
     const int live = p - key0 + 1;  // keys key0 .. p of the tile
     if (live < kMmaTileKeys) {
       constexpr int kChunks = kRowBytes / 16;
@@ -322,18 +364,24 @@ __global__ void __launch_bounds__(kWarps * 32)
       issue(i + kStages, next);
       next = box_slot(i + kStages + 1);
     }
-    const int t = t0 + i;
-    if (t % kMmaPartTiles == kMmaPartTiles - 1 || i == n_t - 1) {
+    const int t = t0 + ti;
+    if (t % kMmaPartTiles == kMmaPartTiles - 1 || ti == n_t - 1) {
       const int pi = t / kMmaPartTiles;
-      if (whole)
+      if (whole && pi < n_parts - rot)
         merge_live<kG8>(total, part, pi * kMmaPartKeys, pos);
       else
-        store_partition<F8, kG8>(a, part, ptile, hkv, pi, G, lane);
+        partition_io<F8, kG8, false>(a, part, ptile, hkv, pi, G, lane);
       part.clear();
     }
   }
 
   if (whole) {
+    for (int pi = n_parts - rot; pi < n_parts; pi++) {  // the staggered pair's last partitions
+      __syncwarp();
+      part.clear();
+      partition_io<F8, kG8, true>(a, part, ptile, hkv, pi, G, lane);
+      merge_live<kG8>(total, part, pi * kMmaPartKeys, pos);
+    }
     store_total<F8, kG8>(static_cast<bf16*>(a.out) + size_t(slot) * a.heads * kD, total, hkv, G,
                          lane, v_scale);
     return;
@@ -406,8 +454,12 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
   const int grid =
       ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
+  // Steps whose sequences share blocks: while every warp computes its shared prefix at once
+  // (L2 hits) HBM idles; staggered pairs (those of every other 8 tiles) take the own keys past
+  // their prefix first so that half the warps stream HBM then (tma_stagger_parts).
+  const int stagger = a.tma_shared_kv && a.tma_stagger && w.partials;
   const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
-                                      maps, w.whole_tiles, w.z);
+                                      maps, w.whole_tiles, w.z, stagger);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
   return launch_status("paged_attention_tma_decode");

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -225,14 +226,16 @@ std::vector<Decoder> decoders(const World& w) {
   return d;
 }
 
-// One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
-// decode kernel combines in its last block; otherwise the combine kernel runs.
 // One paged_attention call with decoder d.
 std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, const Decoder& d);
 
+// One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
+// decode kernel combines in its last block; otherwise the combine kernel runs. stagger >= 0:
+// a step whose sequences share blocks (tma_shared_kv), staggered unless 0. stored: set to
+// the partitions (tile, kv head, partition) the call left in mma_partial (poisoned before).
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
-                               bool chunk_tail = true) {
+                               bool chunk_tail = true, int stagger = -1, int* stored = nullptr) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -261,6 +264,8 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   st.a.decode_kernel = kernel;
   st.a.tma_config = tma_config;
   st.a.tma_chunk_tail = chunk_tail;
+  st.a.tma_shared_kv = stagger >= 0;
+  st.a.tma_stagger = stagger > 0;
   const size_t n_counters = size_t(n_tiles) * KV;
   DevBuf cnt = zero_counters(n_counters);
   if (counters) {
@@ -269,6 +274,13 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   }
   LOOM_KERNEL(paged_attention(st.a, nullptr));
   check_counters_zero(cnt, n_counters);
+  if (stored) {  // a partition's row 0 max: no longer the poison's NaN
+    const size_t floats = st.a.mma_partial_floats, stride = size_t(H / KV) * (D + 2);
+    std::vector<float> part(floats);
+    LOOM_CUDA_CHECK(cudaMemcpy(part.data(), st.part.get(), floats * 4, cudaMemcpyDeviceToHost));
+    *stored = 0;
+    for (size_t i = 0; i < floats; i += stride) *stored += !std::isnan(part[i + size_t(D)]);
+  }
   return download_bits(st.out, size_t(n_slots) * H * D);
 }
 

@@ -350,6 +350,18 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
                   o == out ? "" : "  NOT config 0's bits");
       r[mode]["configs"].push_back({{"config", cfg}, {"us", cus}, {"same_bits", o == out}});
     }
+    // Shared: half the pairs staggered (the default) or none.
+    for (bool stagger : {false, true}) {
+      if (share_group <= 1) break;
+      gpu::AttentionArgs c = a;
+      c.tma_stagger = stagger;
+      const std::vector<uint16_t> o = attention_output(S, c, out_n, stream);
+      const double cus = time_us(S, c, stream, 10);
+      std::printf("attention shared %s b%d ctx %d: %-9s stagger %d %8.2f us%s\n",
+                  fp8 ? "fp8" : "bf16", batch, ctx, mode, stagger, cus,
+                  o == out ? "" : "  NOT config 0's bits");
+      r[mode]["staggers"].push_back({{"stagger", stagger}, {"us", cus}, {"same_bits", o == out}});
+    }
   }
   share_group = share_keys = 0;
   kv_fp8 = false;
