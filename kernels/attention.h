@@ -105,10 +105,13 @@ struct AttentionArgs {
   // they share come from L2, and a bf16 TMA decode past one wave of its 2-stage blocks takes
   // one stage a warp, twice the warps (attention_tma.cu). The same bits either way.
   bool tma_shared_kv = false;
-  // In such steps, half the whole pairs (every other 8 tiles) take their last partitions first
-  // (tma_stagger_parts; their partials stored in mma_partial and merged last, in order: the
-  // same bits), so that not every warp reads its shared prefix at once.
-  bool tma_stagger = true;
+  // In such steps, the whole pairs of tiles 8 c .. 8 c + 7 fall in class c % tma_stagger and
+  // take their last partitions first (tma_stagger_parts; their partials stored in mma_partial
+  // and merged last, in order: the same bits), so that not every warp reads its shared prefix
+  // at once (1: none). Two classes: bf16 b256 groups of 8 sharing 1,746 keys, H200, ctx 8000
+  // 425 us with 1, 409 with 2, 441 with 4, 474 with 8; ctx 3000 138 / 124 / 137 / 144
+  // (bench/results/2026-11-28-h200-s22-stagger-classes.json).
+  int tma_stagger = 2;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax
@@ -173,15 +176,17 @@ inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
   return w;
 }
 
-// The last partitions a staggered TMA decode pair (AttentionArgs::tma_stagger) of n_parts takes
-// first, when its first `shared_keys` keys' blocks are shared with its neighbour's: as many as
-// the shared prefix holds (the other pairs compute theirs meanwhile), at most the partitions
-// past it. bf16 b256 groups of 8 sharing 1,746 keys (7 partitions), H200: ctx 8000 (31
-// partitions) 440 us unstaggered, 420 taking 7, 430 taking 3 or 11; ctx 3000 (12) 139 against
-// 125-126 taking 4-6 (bench/results/2026-11-28-h200-s22-stagger-sweep.json).
-constexpr int tma_stagger_parts(int shared_keys, int n_parts) {
+// The last partitions a TMA decode pair of class c (AttentionArgs::tma_stagger) and n_parts
+// partitions takes first, when its first `shared_keys` keys' blocks are shared with its
+// neighbour's: c times as many as the shared prefix holds (class c computes its prefix while
+// the classes before it stream their own keys), at most the partitions past it. With two
+// classes, bf16 b256 groups of 8 sharing 1,746 keys (7 partitions), H200: ctx 8000 (31
+// partitions) 440 us unstaggered, 420 with class 1 taking 7, 430 taking 3 or 11; ctx 3000 (12)
+// 139 against 125-126 taking 4-6 (bench/results/2026-11-28-h200-s22-stagger-sweep.json).
+constexpr int tma_stagger_parts(int shared_keys, int n_parts, int c) {
   const int shared = (shared_keys + kMmaPartKeys - 1) / kMmaPartKeys;
-  return shared < n_parts - shared ? shared : (n_parts - shared > 0 ? n_parts - shared : 0);
+  const int own = n_parts - shared;
+  return own <= 0 ? 0 : (c * shared < own ? c * shared : own);
 }
 
 // AttentionArgs::tma_shared_kv: whether two sequences of the one-slot tiles 0 .. n-1 (tiles

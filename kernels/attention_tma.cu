@@ -14,10 +14,10 @@
 // ldmatrix on distinct banks, with no padding (Swizzle64 / Swizzle128 in attention_mma.cuh).
 // The next tile's block-table entries are read one tile ahead, so no copy waits on them. A
 // bf16 step whose sequences share cached blocks takes one stage a warp past one wave of the
-// 2-stage blocks: twice the warps an SM (launch_tma_config). In such steps the whole pairs of
-// every other 8 tiles are staggered: they take the partitions past their shared prefix first
-// (as many as it holds), storing those partials and merging them last, so that half the warps
-// stream their own keys from HBM while the others compute the prefix from L2.
+// 2-stage blocks: twice the warps an SM (launch_tma_config). In such steps the whole pairs are
+// staggered in classes of 8 tiles: class c takes c times as many partitions past its shared
+// prefix as the prefix holds first, storing those partials and merging them last, so that
+// while one class computes its prefix from L2 the others stream their own keys from HBM.
 //
 // A warp whose chunk is the whole sequence merges its partitions in registers and writes the
 // output: at batch 256 every warp does (no partials written or read). Otherwise it writes each
@@ -266,9 +266,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   // A staggered pair (see launch_tma) takes its last `rot` partitions first, their partials
   // stored and merged after the others in order (the same bits); the warp's i-th tile is
   // tile_at(i).
-  const int rot = stagger && whole && ptile >= 0 && ((ptile >> 3) & 1)
-                      ? tma_stagger_parts(leading_shared_blocks(a, bt, tile, p, lane) * bs, n_parts)
-                      : 0;
+  const int cls = stagger > 1 && whole && ptile >= 0 ? (ptile >> 3) % stagger : 0;
+  const int rot =
+      cls ? tma_stagger_parts(leading_shared_blocks(a, bt, tile, p, lane) * bs, n_parts, cls) : 0;
   const int first_t = rot > 0 ? (n_parts - rot) * kMmaPartTiles : 0;
   auto tile_at = [&](int i) { return i + first_t < n_t ? i + first_t : i + first_t - n_t; };
 
@@ -455,9 +455,9 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   const int grid =
       ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
   // Steps whose sequences share blocks: while every warp computes its shared prefix at once
-  // (L2 hits) HBM idles; staggered pairs (those of every other 8 tiles) take the own keys past
-  // their prefix first so that half the warps stream HBM then (tma_stagger_parts).
-  const int stagger = a.tma_shared_kv && a.tma_stagger && w.partials;
+  // (L2 hits) HBM idles; staggered pairs take some of the own keys past their prefix first, so
+  // that other warps stream HBM then (tma_stagger_parts).
+  const int stagger = a.tma_shared_kv && w.partials ? a.tma_stagger : 1;
   const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
                                       maps, w.whole_tiles, w.z, stagger);
   if (e != cudaSuccess)

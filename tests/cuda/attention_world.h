@@ -230,12 +230,12 @@ std::vector<Decoder> decoders(const World& w) {
 std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, const Decoder& d);
 
 // One paged_attention call; returns the raw bf16 output [n_slots, H * D]. counters: the
-// decode kernel combines in its last block; otherwise the combine kernel runs. stagger >= 0:
-// a step whose sequences share blocks (tma_shared_kv), staggered unless 0. stored: set to
+// decode kernel combines in its last block; otherwise the combine kernel runs. stagger > 0:
+// a step whose sequences share blocks (tma_shared_kv) in that many stagger classes. stored: set to
 // the partitions (tile, kv head, partition) the call left in mma_partial (poisoned before).
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
-                               bool chunk_tail = true, int stagger = -1, int* stored = nullptr) {
+                               bool chunk_tail = true, int stagger = 0, int* stored = nullptr) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -264,8 +264,8 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   st.a.decode_kernel = kernel;
   st.a.tma_config = tma_config;
   st.a.tma_chunk_tail = chunk_tail;
-  st.a.tma_shared_kv = stagger >= 0;
-  st.a.tma_stagger = stagger > 0;
+  st.a.tma_shared_kv = stagger > 0;
+  st.a.tma_stagger = std::max(stagger, 1);
   const size_t n_counters = size_t(n_tiles) * KV;
   DevBuf cnt = zero_counters(n_counters);
   if (counters) {

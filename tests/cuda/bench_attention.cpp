@@ -350,8 +350,8 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
                   o == out ? "" : "  NOT config 0's bits");
       r[mode]["configs"].push_back({{"config", cfg}, {"us", cus}, {"same_bits", o == out}});
     }
-    // Shared: half the pairs staggered (the default) or none.
-    for (bool stagger : {false, true}) {
+    // Shared: the pairs in 1 (none staggered), 2 (the default), 4 or 8 stagger classes.
+    for (int stagger : {1, 2, 4, 8}) {
       if (share_group <= 1) break;
       gpu::AttentionArgs c = a;
       c.tma_stagger = stagger;

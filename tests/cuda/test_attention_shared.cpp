@@ -5,7 +5,7 @@
 //  - 256 sequences in sets of 8 whose first 7 hold the first one's blocks for their first keys
 //    (prefix sharing), every config (config 4: bf16 on one stage a warp, two blocks an SM, the
 //    backend's choice for such steps past one wave: tma_shared_kv), and as the backend runs
-//    such steps (tma_shared_kv), with and without half the pairs staggered.
+//    such steps (tma_shared_kv), the pairs in 1 (none staggered), 2 or 4 stagger classes.
 #include <doctest/doctest.h>
 
 #include "attention_world.h"
@@ -78,29 +78,30 @@ TEST_CASE("TMA decode of sequences sharing blocks, every config: the prefill bit
       CHECK(same);
     }
     // As the backend runs them (tma_shared_kv: every pair whole on one wave of one-stage
-    // warps; the tiles of every other 8 take their last partitions first, as many as the
-    // prefix they share with their neighbour t ^ 1 holds, stored in the partials and merged
-    // last), config 0 and one stage a warp. The partitions stored say the staggered path ran,
-    // for the pairs it should, with the shared prefix found on the device.
-    int expect = 0;
-    for (int t = 8; t < n; t += (t % 8 == 7 ? 9 : 1)) {
-      const int p = lens[size_t(t)] - 1, o = t ^ 1,
-                blocks = std::min(p, lens[size_t(o)] - 1) / 16 + 1;
-      int shared = 0;
-      while (shared < blocks && w.tables[size_t(t) * w.bt_stride + size_t(shared)] ==
-                                    w.tables[size_t(o) * w.bt_stride + size_t(shared)])
-        shared++;
-      expect += 4 * tma_stagger_parts(shared * 16, p / kMmaPartKeys + 1);
-    }
-    CHECK(expect > 4 * 64);  // most staggered tiles share a prefix with their neighbour
+    // warps; the tiles 8 c .. 8 c + 7 in class c % stagger take their last partitions first,
+    // c times as many as the prefix they share with their neighbour t ^ 1 holds, stored in the
+    // partials and merged last), config 0 and one stage a warp, 1 (none), 2 and 4 classes. The
+    // partitions stored say the staggered path ran, for the pairs it should, with the shared
+    // prefix found on the device.
     for (int cfg : {0, 4})
-      for (int stagger : {0, 1}) {
+      for (int stagger : {1, 2, 4}) {
         CAPTURE(cfg);
         CAPTURE(stagger);
+        int expect = 0;
+        for (int t = 0; t < n; t++) {
+          const int p = lens[size_t(t)] - 1, o = t ^ 1, c = (t / 8) % stagger;
+          const int blocks = std::min(p, lens[size_t(o)] - 1) / 16 + 1;
+          int shared = 0;
+          while (shared < blocks && w.tables[size_t(t) * w.bt_stride + size_t(shared)] ==
+                                        w.tables[size_t(o) * w.bt_stride + size_t(shared)])
+            shared++;
+          expect += c ? 4 * tma_stagger_parts(shared * 16, p / kMmaPartKeys + 1, c) : 0;
+        }
+        CHECK((stagger == 1) == (expect == 0));  // most staggered tiles share a prefix
         int stored = -1;
         const std::vector<uint16_t> dec =
             run_step(w, es, true, true, DK::Tma, cfg, true, stagger, &stored);
-        CHECK(stored == (stagger ? expect : 0));
+        CHECK(stored == expect);
         bool same = true;
         for (int s = 0; s < n && same; s++)
           same = same_row(dec, s, pre, s, 32, 64, "staggered: TMA vs prefill", lens[size_t(s)] - 1);
