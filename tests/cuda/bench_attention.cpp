@@ -339,28 +339,25 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
         fp8 ? "fp8" : "bf16", batch, ctx, group, shared, mode, us, kv_bytes / (us * 1e-6) / 1e9,
         same ? "" : "  NOT the previous mode's bits");
     r[mode] = {{"us", us}, {"same_bits", same}};
-    // The other configs of the TMA kernel on the same world (bits checked against config 0).
+    // Variants on the same world, bits checked against config 0: the TMA kernel's other
+    // configs; shared, the pairs in 1 (none staggered), 2 (the default), 4 or 8 stagger classes.
+    auto variant = [&](const char* key, const char* name, int value, const gpu::AttentionArgs& c) {
+      const std::vector<uint16_t> o = attention_output(S, c, out_n, stream);
+      const double cus = time_us(S, c, stream, 10);
+      std::printf("attention shared %s b%d ctx %d: %-9s %s %d %8.2f us%s\n", fp8 ? "fp8" : "bf16",
+                  batch, ctx, mode, name, value, cus, o == out ? "" : "  NOT config 0's bits");
+      r[mode][key].push_back({{name, value}, {"us", cus}, {"same_bits", o == out}});
+    };
     for (int cfg = 1; cfg < kTmaDecodeConfigs; cfg++) {
       gpu::AttentionArgs c = a;
       c.tma_config = cfg;
-      const std::vector<uint16_t> o = attention_output(S, c, out_n, stream);
-      const double cus = time_us(S, c, stream, 10);
-      std::printf("attention shared %s b%d ctx %d: %-9s config %d %8.2f us%s\n",
-                  fp8 ? "fp8" : "bf16", batch, ctx, mode, cfg, cus,
-                  o == out ? "" : "  NOT config 0's bits");
-      r[mode]["configs"].push_back({{"config", cfg}, {"us", cus}, {"same_bits", o == out}});
+      variant("configs", "config", cfg, c);
     }
-    // Shared: the pairs in 1 (none staggered), 2 (the default), 4 or 8 stagger classes.
     for (int stagger : {1, 2, 4, 8}) {
       if (share_group <= 1) break;
       gpu::AttentionArgs c = a;
       c.tma_stagger = stagger;
-      const std::vector<uint16_t> o = attention_output(S, c, out_n, stream);
-      const double cus = time_us(S, c, stream, 10);
-      std::printf("attention shared %s b%d ctx %d: %-9s stagger %d %8.2f us%s\n",
-                  fp8 ? "fp8" : "bf16", batch, ctx, mode, stagger, cus,
-                  o == out ? "" : "  NOT config 0's bits");
-      r[mode]["staggers"].push_back({{"stagger", stagger}, {"us", cus}, {"same_bits", o == out}});
+      variant("staggers", "stagger", stagger, c);
     }
   }
   share_group = share_keys = 0;
