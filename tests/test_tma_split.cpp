@@ -38,6 +38,7 @@ TEST_CASE("TMA decode split: one wave of chunks, or whole waves then chunks past
     const TmaDecodeSplit w = tma_decode_split(launch_of(256, 256), wave);
     CHECK(w.whole_tiles == 0);
     CHECK(w.z == 1);
+    CHECK(w.partials);  // (the staggered pairs of a step sharing blocks store theirs)
   }
   SUBCASE("b64: 4 chunks a pair fill the wave") {
     const TmaDecodeSplit w = tma_decode_split(launch_of(64, 256), wave);
@@ -60,9 +61,11 @@ TEST_CASE("TMA decode split: one wave of chunks, or whole waves then chunks past
     const TmaDecodeSplit small = tma_decode_split(launch_of(268, 3), wave);  // 4 tiles chunked
     CHECK(small.whole_tiles == 0);
     CHECK(small.z == 1);
+    CHECK_FALSE(small.partials);
     AttentionArgs none = launch_of(64, 256);
     none.mma_counters = nullptr;
     CHECK(tma_decode_split(none, wave).z == 1);
+    CHECK_FALSE(tma_decode_split(none, wave).partials);
   }
   SUBCASE("bf16 (one block an SM, 528 warps): two waves, the second's tiles one chunk each") {
     // 256 tiles = 1,024 pairs: 528 whole (132 tiles), the other 496 pairs fit the second wave
@@ -75,6 +78,17 @@ TEST_CASE("TMA decode split: one wave of chunks, or whole waves then chunks past
     CHECK(act.whole_tiles == 264);
     CHECK(act.z == 33);
   }
+}
+
+TEST_CASE("tma_stagger_parts: c times the shared prefix's partitions, at most the rest") {
+  // 1,746 shared keys are 7 partitions (the last one partly shared).
+  CHECK(tma_stagger_parts(1746, 31, 1) == 7);   // ctx 8000
+  CHECK(tma_stagger_parts(1746, 31, 3) == 21);  // class 3 of 4
+  CHECK(tma_stagger_parts(1746, 31, 4) == 24);  // at most the 24 past the prefix
+  CHECK(tma_stagger_parts(1746, 12, 1) == 5);   // ctx 3000: 5 past the prefix
+  CHECK(tma_stagger_parts(1746, 7, 1) == 0);    // nothing past it
+  CHECK(tma_stagger_parts(0, 31, 1) == 0);      // nothing shared
+  CHECK(tma_stagger_parts(1746, 31, 0) == 0);   // class 0 is never staggered
 }
 
 TEST_CASE("tiles_share_blocks: two sequences on the same first block with a whole tile cached") {
