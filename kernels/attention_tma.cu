@@ -376,8 +376,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   if (whole) {
+    if (rot > 0) __syncwarp();  // the stored partitions' m and l came from one lane a row
     for (int pi = n_parts - rot; pi < n_parts; pi++) {  // the staggered pair's last partitions
-      __syncwarp();
       part.clear();
       partition_io<F8, kG8, true>(a, part, ptile, hkv, pi, G, lane);
       merge_live<kG8>(total, part, pi * kMmaPartKeys, pos);

@@ -47,7 +47,8 @@ void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int 
   CHECK(cuda_megakernel_steps(*gpu) == c.decode_steps);
 }
 
-// A plain Llama of Terra's head layout (head_dim 64, G = 8) at long contexts, random weights.
+// One decode step of sequences at contexts ctx (long_spec's vocabulary), each on its own
+// blocks_per_seq blocks, greedy and sampled rows alternating, draw index `draw`.
 StepBatch decode_batch(const std::vector<int>& ctx, int blocks_per_seq, uint64_t draw) {
   StepBatch b;
   b.blocks_per_seq = blocks_per_seq;
