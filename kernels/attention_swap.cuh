@@ -59,14 +59,26 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   return y;
 }
 
+// Calls a tile partial makes between its phases: after_k once every read of the K tile is
+// done (S^T is in registers), before_v before the first read of the V tile.
+struct NoTileHooks {
+  __device__ __forceinline__ void after_k() {}
+  __device__ __forceinline__ void before_v() {}
+};
+template <class A, class B>
+struct TileHooks {
+  A after_k;
+  B before_v;
+};
+
 // The tile partial of keys [key0, key0 + 64) for the lane's heads 2 tig, 2 tig + 1 at
 // positions p_c (-1: a padding head, everything masked). qa from load_q_f8, or load_q for bf16
 // (rows g: head g; its a0 / a2 are Q^T's b0 / b1 for head g). scale as the tile partials'.
-template <int D, class L, bool F8 = true>
+template <int D, class L, bool F8 = true, class Hooks = NoTileHooks>
 __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16][4],
                                                      const char* ks, const char* vs, int key0,
                                                      const int (&p)[2], int lane, float scale,
-                                                     ColState<D>& t) {
+                                                     ColState<D>& t, Hooks hooks = {}) {
   static_assert(D == 64, "the TMA decode kernel's head_dim");
   const int g = lane >> 2;
   // C fragments of S^T, m-tile mt: s[mt][2 half + c] = key 16 mt + 8 half + g, head 2 tig + c.
@@ -106,6 +118,7 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
       }
     }
   }
+  hooks.after_k();
   // Scale, mask, max over the head's 64 keys (this lane's 8, then lanes g by xor 4, 8, 16).
 #pragma unroll
   for (int c = 0; c < 2; c++) {
@@ -146,6 +159,7 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
   // (key, heads 2t, 2t + 1) transposed to (head g, keys 2t, 2t + 1); V by the tile partials'
   // ldmatrix .trans (and for e4m3 byte permutes), whose pairs are V^T's A fragment.
   auto pack = [](float lo, float hi) { return F8 ? pack_f16(lo, hi) : pack_bf16(lo, hi); };
+  hooks.before_v();
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     const uint32_t b0 = movmatrix_trans(pack(s[kk][0], s[kk][1]));

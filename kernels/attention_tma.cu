@@ -69,7 +69,8 @@ struct TmaCfg {
   static constexpr int kTileBytes = kMmaTileKeys * TmaRows<F8>::kBytes;  // 4 KB e4m3, 8 KB bf16
   static constexpr int kPairBytes = 2 * kTileBytes;
   static constexpr int kWarpBytes = kStages * kPairBytes;
-  static constexpr int kSmemBytes = kWarps * kWarpBytes + kWarps * kStages * 8 + 1024;
+  static constexpr int kBars = kStages < 2 ? 2 : kStages;  // one stage: K and V apart
+  static constexpr int kSmemBytes = kWarps * kWarpBytes + kWarps * kBars * 8 + 1024;
 };
 
 // The K and V pools of one layer as [cache_slots, kv_heads, 64] tensors.
@@ -233,7 +234,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint32_t raw = smem_u32(tma_smem);
   char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
   char* ring = base + warp * C::kWarpBytes;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * kStages;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * C::kBars;
+  // One stage of the swapped tile: K and V on their own barriers, the next tile's K issued once
+  // this tile's scores are in registers and its V once P V is done, so that each copy's latency
+  // overlaps half a tile's arithmetic (one stage otherwise waits for the whole tile).
+  constexpr bool kSplitKV = kStages == 1 && kSwap;
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
@@ -291,8 +296,17 @@ __global__ void __launch_bounds__(kWarps * 32)
       tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
     }
   };
+  // The K (half 0) or V (half 1) boxes of tile i into the one stage, on barrier `half`.
+  auto issue_half = [&](int i, int slot, int half) {
+    const int key0 = (t0 + tile_at(i)) * kMmaTileKeys;
+    const int n_boxes = min(boxes, (p - key0) / rows + 1);
+    if (lane == 0) mbar_expect_tx(bars + half, uint32_t(n_boxes * rows * kRowBytes));
+    if (slot >= 0)
+      tma_load_3d(ring + half * C::kTileBytes + lane * rows * kRowBytes, half ? &maps.v : &maps.k,
+                  0, hkv, slot, bars + half);
+  };
   if (lane == 0) {
-    for (int s = 0; s < kStages; s++) mbar_init(bars + s, 1);
+    for (int s = 0; s < C::kBars; s++) mbar_init(bars + s, 1);
     fence_mbar_init();
   }
   __syncwarp();
@@ -304,13 +318,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   // kernel finishes; the others wait for it.
   const int first_new = a.kv_len[seq];
   auto old_keys = [&](int i) { return (t0 + tile_at(i) + 1) * kMmaTileKeys <= first_new; };
+  auto issue_first = [&](int i) {
+    if constexpr (kSplitKV) {
+      issue_half(i, first[i], 0);
+      issue_half(i, first[i], 1);
+    } else {
+      issue(i, first[i]);
+    }
+  };
 #pragma unroll
   for (int i = 0; i < kStages; i++)
-    if (i < n_t && old_keys(i)) issue(i, first[i]);
+    if (i < n_t && old_keys(i)) issue_first(i);
   pdl_wait();
 #pragma unroll
   for (int i = 0; i < kStages; i++)
-    if (i < n_t && !old_keys(i)) issue(i, first[i]);
+    if (i < n_t && !old_keys(i)) issue_first(i);
 
   const int G = a.heads / a.kv_heads;
   const int slot = a.slot_start[seq] + j0;
@@ -339,29 +361,49 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int i = 0; i < n_t; i++) {
     char* ks = ring + (i % kStages) * C::kPairBytes;
     char* vs = ks + C::kTileBytes;
-    mbar_wait(bars + i % kStages, uint32_t(i / kStages) & 1u);
+    mbar_wait(bars + (kSplitKV ? 0 : i % kStages), uint32_t(i / kStages) & 1u);
     const int ti = tile_at(i);
     const int key0 = (t0 + ti) * kMmaTileKeys;
     const int live = p - key0 + 1;  // keys key0 .. p of the tile
-    if (live < kMmaTileKeys) {
-      constexpr int kChunks = kRowBytes / 16;
-      uint4* v = reinterpret_cast<uint4*>(vs + live * kRowBytes);
-      for (int c = lane; c < (kMmaTileKeys - live) * kChunks; c += 32)
-        v[c] = make_uint4(0, 0, 0, 0);
-      fence_proxy_async();  // (the stage's next copy overwrites these rows)
-      __syncwarp();
-    }
+    auto zero_v_past_p = [&] {
+      if (live < kMmaTileKeys) {
+        constexpr int kChunks = kRowBytes / 16;
+        uint4* v = reinterpret_cast<uint4*>(vs + live * kRowBytes);
+        for (int c = lane; c < (kMmaTileKeys - live) * kChunks; c += 32)
+          v[c] = make_uint4(0, 0, 0, 0);
+        fence_proxy_async();  // (the stage's next copy overwrites these rows)
+        __syncwarp();
+      }
+    };
     State tp;
-    if constexpr (kSwap)
-      tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp);
-    else if constexpr (F8)
-      tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
-    else
-      tile_partial<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    if constexpr (kSplitKV) {
+      auto after_k = [&] {
+        __syncwarp();  // every lane's reads of K are done before it is refilled
+        if (i + 1 < n_t) issue_half(i + 1, next, 0);
+      };
+      auto before_v = [&] {
+        mbar_wait(bars + 1, uint32_t(i) & 1u);
+        zero_v_past_p();
+      };
+      tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp,
+                                      TileHooks<decltype(after_k), decltype(before_v)>{
+                                          after_k, before_v});
+    } else {
+      zero_v_past_p();
+      if constexpr (kSwap)
+        tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp);
+      else if constexpr (F8)
+        tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+      else
+        tile_partial<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
+    }
     merge_live<kG8>(part, tp, key0, pos);
     __syncwarp();  // every lane's reads of the stage are done before it is refilled
     if (i + kStages < n_t) {
-      issue(i + kStages, next);
+      if constexpr (kSplitKV)
+        issue_half(i + 1, next, 1);
+      else
+        issue(i + kStages, next);
       next = box_slot(i + kStages + 1);
     }
     const int t = t0 + ti;
