@@ -14,10 +14,14 @@
 // ldmatrix on distinct banks, with no padding (Swizzle64 / Swizzle128 in attention_mma.cuh).
 // The next tile's block-table entries are read one tile ahead, so no copy waits on them. A
 // bf16 step whose sequences share cached blocks takes one stage a warp past one wave of the
-// 2-stage blocks: twice the warps an SM (launch_tma_config). In such steps the whole pairs are
-// staggered in classes of 8 tiles: class c takes c times as many partitions past its shared
-// prefix as the prefix holds first, storing those partials and merging them last, so that
-// while one class computes its prefix from L2 the others stream their own keys from HBM.
+// 2-stage blocks: twice the warps an SM (launch_tma_config), with K and V on their own barriers
+// (the next tile's K copied during this tile's softmax and P V, its V during the next tile's
+// scores; b256 groups of 8 sharing 1,746 keys, H200: ctx 8000 419.5 -> 411.3 us, ctx 12000
+// 662.7 -> 642.8, ctx 3000 129.0 -> 128.7, bench/results/2026-12-02-h200-s23-tma-one-stage-
+// split-kv.json). In such steps the whole pairs are staggered in classes of 8 tiles: class c
+// takes c times as many partitions past its shared prefix as the prefix holds first, storing
+// those partials and merging them last, so that while one class computes its prefix from L2 the
+// others stream their own keys from HBM.
 //
 // A warp whose chunk is the whole sequence merges its partitions in registers and writes the
 // output: at batch 256 every warp does (no partials written or read). Otherwise it writes each
@@ -385,9 +389,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         mbar_wait(bars + 1, uint32_t(i) & 1u);
         zero_v_past_p();
       };
-      tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp,
-                                      TileHooks<decltype(after_k), decltype(before_v)>{
-                                          after_k, before_v});
+      tile_partial_swapped<kD, L, F8>(
+          qa, ks, vs, key0, pos, lane, scale, tp,
+          TileHooks<decltype(after_k), decltype(before_v)>{after_k, before_v});
     } else {
       zero_v_past_p();
       if constexpr (kSwap)
