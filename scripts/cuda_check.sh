@@ -3,7 +3,7 @@
 # root with the build folder carried (binaries built elsewhere; rpath $ORIGIN, libsimdjson and the
 # CUDA module libloom-cuda.so beside them in bin/; the test_install suite of `ctest -L cuda` also
 # needs cmake_install.cmake). Logs and the bench JSON go to $OUT (default ./out-cuda).
-#   scripts/cuda_check.sh [tests|bench|all|e2e|inv]   (default all)
+#   scripts/cuda_check.sh [tests|bench|all|e2e|inv|dataset|shared]   (default all)
 # Steps: device facts (nvidia-smi), ctest -L cuda, then build-cuda/bin/cuda_bench.
 # e2e: the loom CLI on the CUDA backend: tiny_v1 jobs in f32 / bf16 against the CPU backend
 # (tokens), then a Terra-size checkpoint (scripts/make_checkpoint.py) through `loom bench`.
@@ -14,6 +14,9 @@
 # commit points (LOOM_TEST_FAULT) and resumed, compared with uninterrupted runs (f32, and bf16
 # --batch-invariant) and with the cpu; then a Terra-size run with and without --tokens-out
 # (tokens/s from the reports: what writing the dataset costs).
+# shared: prefix sharing (issue 13's ratio): cuda_bench --shared-case, bf16 b256 in groups of 8
+# sharing 1,746 keys (3 context frames) at contexts from the first generated frame's to the
+# last's, then loom bench 256 jobs x 22 frames bf16, unshared and --shared-group 8.
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-$PWD/out-cuda}
@@ -178,5 +181,15 @@ PY
   done
   $PY tests/dataset_check.py "$d/terra_ds" "$d/terra_dataset.jsonl" && echo "terra dataset == results: ok"
   ls -la "$d/terra_ds" | head
+fi
+if [ "$what" = shared ]; then
+  for ctx in 1746 3000 8000 12000; do
+    "$BUILD/bin/cuda_bench" "$OUT/shared_case_$ctx.json" --shared-case 256 $ctx 8 1746 2>&1 \
+      | tee -a "$OUT/shared_case.log" || rc=1
+  done
+  [ -e /tmp/terra/config.json ] || python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra
+  "$BUILD/bin/loom" bench --model /tmp/terra --frames 22 --context-frames 3 --batch-sizes 1 \
+    --num-jobs 256 --shared-group 8 --json "$OUT/bench_shared.json" 2>&1 \
+    | tee "$OUT/bench_shared.log" || rc=1
 fi
 exit $rc
