@@ -12,7 +12,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-FRAME_ARCHS = {"LlamaActionForCausalLM": "v1", "LlamaActionV2ForCausalLM": "v2"}
+from hf_reference import FRAME_ARCHS, shard_files
 
 
 def log(*args):
@@ -109,14 +109,8 @@ def _llama_config(cfg, attn):
 def read_shards(ckpt_dir, device):
     """{name: tensor on device} for model.safetensors or every shard named by the index."""
     from safetensors.torch import load_file
-    index = os.path.join(ckpt_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
     out = {}
-    for fn in files:
+    for fn in shard_files(ckpt_dir):
         path = os.path.join(ckpt_dir, fn)
         try:
             part = load_file(path, device=str(device))

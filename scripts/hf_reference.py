@@ -59,17 +59,20 @@ def _no_init():
         return contextlib.nullcontext()
 
 
+def shard_files(ckpt_dir):
+    """The checkpoint's safetensors files: model.safetensors, or every shard the index names."""
+    index = os.path.join(ckpt_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return ["model.safetensors"]
+    with open(index) as f:
+        return sorted(set(json.load(f)["weight_map"].values()))
+
+
 def read_tensors(ckpt_dir):
     """{name: float32 torch tensor} from model.safetensors or the shards of the index."""
     from safetensors import safe_open
-    index = os.path.join(ckpt_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
     out = {}
-    for fn in files:
+    for fn in shard_files(ckpt_dir):
         with safe_open(os.path.join(ckpt_dir, fn), framework="pt") as f:
             for k in f.keys():
                 out[k] = f.get_tensor(k).float()
