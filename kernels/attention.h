@@ -112,6 +112,12 @@ struct AttentionArgs {
   // 425 us with 1, 409 with 2, 441 with 4, 474 with 8; ctx 3000 138 / 124 / 137 / 144
   // (bench/results/2026-11-28-h200-s22-stagger-classes.json).
   int tma_stagger = 2;
+  // In such steps on one stage a warp with every pair whole, a block's warps take 4 tiles of one
+  // kv head (not 4 kv heads of one tile) and read the cached blocks those tiles share once, into
+  // the block's own slots (attention_tma.cu). The same bits either way.
+  bool tma_group = true;
+  // Tests: where set, warp 0 of each group block adds the group tiles it read for the block.
+  int* tma_group_tiles = nullptr;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

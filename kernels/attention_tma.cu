@@ -66,15 +66,19 @@ struct TmaRows {
       F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 };
 
-// Shared memory of a block: per warp kStages (K tile, V tile) pairs, then per warp kStages
-// mbarriers; 1024 bytes of slack to align the rings (the swizzle repeats every 1024 bytes).
+// Shared memory of a block: per warp kStages (K tile, V tile) pairs, the block's kGroupSlots
+// pairs (a group block's shared prefix, one-stage builds), then per warp kBars mbarriers and
+// the group slots' full and empty barriers; 1024 bytes of slack to align the rings (the
+// swizzle repeats every 1024 bytes).
 template <bool F8, int kStages, int kWarps>
 struct TmaCfg {
   static constexpr int kTileBytes = kMmaTileKeys * TmaRows<F8>::kBytes;  // 4 KB e4m3, 8 KB bf16
   static constexpr int kPairBytes = 2 * kTileBytes;
   static constexpr int kWarpBytes = kStages * kPairBytes;
   static constexpr int kBars = kStages < 2 ? 2 : kStages;  // one stage: K and V apart
-  static constexpr int kSmemBytes = kWarps * kWarpBytes + kWarps * kBars * 8 + 1024;
+  static constexpr int kGroupSlots = kStages == 1 ? 2 : 0;
+  static constexpr int kSmemBytes = kWarps * kWarpBytes + kGroupSlots * kPairBytes +
+                                    (kWarps * kBars + 2 * kGroupSlots) * 8 + 1024;
 };
 
 // The K and V pools of one layer as [cache_slots, kv_heads, 64] tensors.
@@ -206,11 +210,10 @@ __device__ __forceinline__ void merge_live(ColState<kD>& s, const ColState<kD>& 
     if (first <= pos[c]) merge_col(s, t, c);
 }
 
-// The leading blocks the block table bt of tile `tile` (its last key p) has in common with that
-// of its neighbour tile ^ 1 (a prefix of cached blocks the two sequences share), by the warp.
+// The leading blocks the block table bt of a tile (its last key p) has in common with that of
+// tile `other` (a prefix of cached blocks the two sequences share), by the warp.
 __device__ __forceinline__ int leading_shared_blocks(const AttentionArgs& a, const int32_t* bt,
-                                                     int tile, int p, int lane) {
-  const int other = tile ^ 1;
+                                                     int other, int p, int lane) {
   if (other >= a.n_tiles) return 0;
   const int os = a.tiles[other * 3], op = a.kv_len[os] + a.tiles[other * 3 + 1];
   const int32_t* obt = a.block_tables + size_t(os) * a.bt_stride;
@@ -227,8 +230,8 @@ __device__ __forceinline__ int leading_shared_blocks(const AttentionArgs& a, con
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_tma_decode_kernel(const AttentionArgs a, const __grid_constant__ TmaMaps maps,
-                                      const int whole_tiles, const int z_chunks,
-                                      const int stagger) {
+                                      const int whole_tiles, const int z_chunks, const int stagger,
+                                      const bool group) {
   using C = TmaCfg<F8, kStages, kWarps>;
   using L = typename TmaRows<F8>::L;
   constexpr int kRowBytes = TmaRows<F8>::kBytes;
@@ -238,7 +241,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint32_t raw = smem_u32(tma_smem);
   char* base = reinterpret_cast<char*>(tma_smem) + ((1024u - (raw & 1023u)) & 1023u);
   char* ring = base + warp * C::kWarpBytes;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(base + kWarps * C::kWarpBytes) + warp * C::kBars;
+  char* group_ring = base + kWarps * C::kWarpBytes;
+  uint64_t* bar0 = reinterpret_cast<uint64_t*>(group_ring + C::kGroupSlots * C::kPairBytes);
+  uint64_t* bars = bar0 + warp * C::kBars;
+  uint64_t* full = bar0 + kWarps * C::kBars;  // [kGroupSlots]: a group slot's tile landed
+  uint64_t* empty = full + C::kGroupSlots;    // [kGroupSlots]: every warp read it
+  constexpr int kSlots = C::kGroupSlots > 0 ? C::kGroupSlots : 1;  // (for % and / below)
   // One stage of the swapped tile: K and V on their own barriers, the next tile's K issued once
   // this tile's scores are in registers and its V once P V is done, so that each copy's latency
   // overlaps half a tile's arithmetic (one stage otherwise waits for the whole tile).
@@ -247,11 +255,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
   // from the first of them (ptile).
+  // A group block (every pair whole, one stage): tiles tile0 .. tile0 + kWarps - 1 of one kv
+  // head, whose common prefix of cached blocks is read once into the block's group slots.
   const int item = int(blockIdx.x) * kWarps + warp, whole_items = whole_tiles * a.kv_heads;
-  const bool chunked = item >= whole_items;
+  const bool chunked = !group && item >= whole_items;
   const int zc = chunked ? z_chunks : 1, rest_item = chunked ? item - whole_items : item;
-  const int hkv = rest_item % a.kv_heads, rest = rest_item / a.kv_heads;
-  const int z = rest % zc, tile = (chunked ? whole_tiles : 0) + rest / zc;
+  const int tile0 = int(blockIdx.x) / a.kv_heads * kWarps;
+  const int hkv = group ? int(blockIdx.x) % a.kv_heads : rest_item % a.kv_heads;
+  const int rest = rest_item / a.kv_heads;
+  const int z = rest % zc, tile = group ? tile0 + warp : (chunked ? whole_tiles : 0) + rest / zc;
   const int ptile = tile - whole_tiles;
   int seq = 0, j0 = 0, p = -1, n_parts = 0, per = 1, part0 = 0, part1 = 0;
   if (tile < a.n_tiles) {
@@ -262,6 +274,32 @@ __global__ void __launch_bounds__(kWarps * 32)
     per = (n_parts + zc - 1) / zc;
     part0 = z * per;
     part1 = min(n_parts, part0 + per);
+  }
+  // A group block's shared tiles 0 .. n_group - 1: whole tiles of old keys (before every
+  // member's kv_len) in blocks all its members' tables hold, read once for the block.
+  int n_group = 0;
+  if constexpr (C::kGroupSlots > 0) {
+    if (group) {
+      __shared__ int group_tiles, group_warps;
+      if (threadIdx.x == 0) group_tiles = INT_MAX, group_warps = 0;
+      __syncthreads();
+      if (tile < a.n_tiles && lane == 0) atomicAdd(&group_warps, 1);
+      if (tile < a.n_tiles) {
+        const int32_t* gbt = a.block_tables + size_t(seq) * a.bt_stride;
+        const int lead = leading_shared_blocks(a, gbt, tile0, p, lane) * a.block_size;
+        if (lane == 0) atomicMin(&group_tiles, min(lead, a.kv_len[seq]) / kMmaTileKeys);
+      }
+      __syncthreads();
+      n_group = group_warps > 1 && group_tiles >= C::kGroupSlots ? group_tiles : 0;
+      if (threadIdx.x == 0 && n_group > 0) {
+        for (int s = 0; s < C::kGroupSlots; s++) {
+          mbar_init(full + s, 1);
+          mbar_init(empty + s, group_warps);
+        }
+        fence_mbar_init();
+      }
+      __syncthreads();
+    }
   }
   if (part0 >= part1) {
     pdl_wait();  // (every block waits, so that the grid completes after the previous kernel)
@@ -277,9 +315,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   // tile_at(i).
   const int cls = stagger > 1 && whole && ptile >= 0 ? (ptile >> 3) % stagger : 0;
   const int rot =
-      cls ? tma_stagger_parts(leading_shared_blocks(a, bt, tile, p, lane) * bs, n_parts, cls) : 0;
+      cls ? tma_stagger_parts(leading_shared_blocks(a, bt, tile ^ 1, p, lane) * bs, n_parts, cls)
+          : 0;
   const int first_t = rot > 0 ? (n_parts - rot) * kMmaPartTiles : 0;
   auto tile_at = [&](int i) { return i + first_t < n_t ? i + first_t : i + first_t - n_t; };
+  // The warp's own ring takes the tiles past the group's, in that order: the k-th is its
+  // own_at(k)-th tile (a staggered pair reaches tile 0 after its last partitions).
+  const int n_own = n_t - n_group, own_first = first_t > 0 ? n_t - first_t : 0;
+  auto own_at = [&](int k) { return k < own_first ? k : k + n_group; };
 
   // Lane b < boxes: the cache slot of box b of tile i (keys from 64 (t0 + i) + b rows), -1
   // where there is none (past p, or past the chunk).
@@ -287,12 +330,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int k = (t0 + tile_at(i)) * kMmaTileKeys + lane * rows;
     return lane < boxes && i < n_t && k <= p ? bt[k / bs] * bs + k % bs : -1;
   };
-  // Tile i into stage i % kStages: one arrival expecting the boxes' bytes, then the copies
+  // Own tile k into stage k % kStages: one arrival expecting the boxes' bytes, then the copies
   // (a copy may complete before the arrival: the phase cannot, its arrival is pending).
-  auto issue = [&](int i, int slot) {
-    char* ks = ring + (i % kStages) * C::kPairBytes;
-    uint64_t* bar = bars + i % kStages;
-    const int key0 = (t0 + tile_at(i)) * kMmaTileKeys;
+  auto issue = [&](int k, int slot) {
+    char* ks = ring + (k % kStages) * C::kPairBytes;
+    uint64_t* bar = bars + k % kStages;
+    const int key0 = (t0 + tile_at(own_at(k))) * kMmaTileKeys;
     const int n_boxes = min(boxes, (p - key0) / rows + 1);
     if (lane == 0) mbar_expect_tx(bar, uint32_t(n_boxes * 2 * rows * kRowBytes));
     if (slot >= 0) {
@@ -300,9 +343,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
     }
   };
-  // The K (half 0) or V (half 1) boxes of tile i into the one stage, on barrier `half`.
-  auto issue_half = [&](int i, int slot, int half) {
-    const int key0 = (t0 + tile_at(i)) * kMmaTileKeys;
+  // The K (half 0) or V (half 1) boxes of own tile k into the one stage, on barrier `half`.
+  auto issue_half = [&](int k, int slot, int half) {
+    const int key0 = (t0 + tile_at(own_at(k))) * kMmaTileKeys;
     const int n_boxes = min(boxes, (p - key0) / rows + 1);
     if (lane == 0) mbar_expect_tx(bars + half, uint32_t(n_boxes * rows * kRowBytes));
     if (slot >= 0)
@@ -316,27 +359,43 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncwarp();
   int first[kStages];
 #pragma unroll
-  for (int i = 0; i < kStages; i++) first[i] = box_slot(i);
+  for (int k = 0; k < kStages; k++) first[k] = box_slot(own_at(k));
   // Tiles that end before the step's first new key of the sequence (kv_len: p, or less for a
   // slot of a chunk) hold only keys earlier steps wrote: they stream in while the previous
   // kernel finishes; the others wait for it.
   const int first_new = a.kv_len[seq];
   auto old_keys = [&](int i) { return (t0 + tile_at(i) + 1) * kMmaTileKeys <= first_new; };
-  auto issue_first = [&](int i) {
+  auto issue_first = [&](int k) {
     if constexpr (kSplitKV) {
-      issue_half(i, first[i], 0);
-      issue_half(i, first[i], 1);
+      issue_half(k, first[k], 0);
+      issue_half(k, first[k], 1);
     } else {
-      issue(i, first[i]);
+      issue(k, first[k]);
     }
   };
+  // Group tile j into group slot j % kGroupSlots, by warp 0 (the tiles are whole and old).
+  auto issue_group = [&](int j) {
+    char* ks = group_ring + (j % kSlots) * C::kPairBytes;
+    uint64_t* bar = full + j % kSlots;
+    if (lane == 0) mbar_expect_tx(bar, uint32_t(2 * kMmaTileKeys * kRowBytes));
+    const int k = j * kMmaTileKeys + lane * rows;
+    if (lane < boxes) {
+      const int slot = bt[k / bs] * bs + k % bs;
+      tma_load_3d(ks + lane * rows * kRowBytes, &maps.k, 0, hkv, slot, bar);
+      tma_load_3d(ks + C::kTileBytes + lane * rows * kRowBytes, &maps.v, 0, hkv, slot, bar);
+    }
+  };
+  if (warp == 0) {
+    for (int j = 0; j < min(n_group, kSlots); j++) issue_group(j);
+    if (a.tma_group_tiles && lane == 0 && n_group > 0) atomicAdd(a.tma_group_tiles, n_group);
+  }
 #pragma unroll
-  for (int i = 0; i < kStages; i++)
-    if (i < n_t && old_keys(i)) issue_first(i);
+  for (int k = 0; k < kStages; k++)
+    if (k < n_own && old_keys(own_at(k))) issue_first(k);
   pdl_wait();
 #pragma unroll
-  for (int i = 0; i < kStages; i++)
-    if (i < n_t && !old_keys(i)) issue_first(i);
+  for (int k = 0; k < kStages; k++)
+    if (k < n_own && !old_keys(own_at(k))) issue_first(k);
 
   const int G = a.heads / a.kv_heads;
   const int slot = a.slot_start[seq] + j0;
@@ -361,14 +420,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   State total, part;
   total.clear();
   part.clear();
-  int next = box_slot(kStages);  // the block-table lookups of the next tile to issue
-  for (int i = 0; i < n_t; i++) {
-    char* ks = ring + (i % kStages) * C::kPairBytes;
-    char* vs = ks + C::kTileBytes;
-    mbar_wait(bars + (kSplitKV ? 0 : i % kStages), uint32_t(i / kStages) & 1u);
+  int next = box_slot(own_at(kStages));  // the block-table lookups of the next tile to issue
+  for (int i = 0, k = 0; i < n_t; i++) {
     const int ti = tile_at(i);
     const int key0 = (t0 + ti) * kMmaTileKeys;
-    const int live = p - key0 + 1;  // keys key0 .. p of the tile
+    // A group tile (the members read it, then warp 0 refills its slot) or the next own one.
+    const bool grp = C::kGroupSlots > 0 && ti < n_group;
+    const int gs = ti % kSlots;
+    const uint32_t gphase = uint32_t(ti / kSlots) & 1u;
+    char* ks = grp ? group_ring + gs * C::kPairBytes : ring + (k % kStages) * C::kPairBytes;
+    char* vs = ks + C::kTileBytes;
+    if (grp)
+      mbar_wait(full + gs, gphase);
+    else
+      mbar_wait(bars + (kSplitKV ? 0 : k % kStages), uint32_t(k / kStages) & 1u);
+    const int live = p - key0 + 1;  // keys key0 .. p of the tile (a group tile: all 64)
     auto zero_v_past_p = [&] {
       if (live < kMmaTileKeys) {
         constexpr int kChunks = kRowBytes / 16;
@@ -382,11 +448,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     State tp;
     if constexpr (kSplitKV) {
       auto after_k = [&] {
+        if (grp) return;
         __syncwarp();  // every lane's reads of K are done before it is refilled
-        if (i + 1 < n_t) issue_half(i + 1, next, 0);
+        if (k + 1 < n_own) issue_half(k + 1, next, 0);
       };
       auto before_v = [&] {
-        mbar_wait(bars + 1, uint32_t(i) & 1u);
+        if (grp) return;
+        mbar_wait(bars + 1, uint32_t(k) & 1u);
         zero_v_past_p();
       };
       tile_partial_swapped<kD, L, F8>(
@@ -403,12 +471,21 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     merge_live<kG8>(part, tp, key0, pos);
     __syncwarp();  // every lane's reads of the stage are done before it is refilled
-    if (i + kStages < n_t) {
-      if constexpr (kSplitKV)
-        issue_half(i + 1, next, 1);
-      else
-        issue(i + kStages, next);
-      next = box_slot(i + kStages + 1);
+    if (grp) {
+      if (lane == 0) mbar_arrive(empty + gs);
+      if (warp == 0 && ti + kSlots < n_group) {
+        mbar_wait(empty + gs, gphase);
+        issue_group(ti + kSlots);
+      }
+    } else {
+      if (k + kStages < n_own) {
+        if constexpr (kSplitKV)
+          issue_half(k + 1, next, 1);
+        else
+          issue(k + kStages, next);
+        next = box_slot(own_at(k + kStages + 1));
+      }
+      k++;
     }
     const int t = t0 + ti;
     if (t % kMmaPartTiles == kMmaPartTiles - 1 || ti == n_t - 1) {
@@ -498,14 +575,18 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
   const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
+  // Group blocks where sequences share blocks and every pair is whole (one wave).
+  const bool group =
+      C::kGroupSlots > 0 && a.tma_shared_kv && a.tma_group && w.whole_tiles == 0 && w.z == 1;
   const int grid =
-      ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
+      group ? ceil_div(a.n_tiles, kWarps) * a.kv_heads
+            : ceil_div((w.whole_tiles + (a.n_tiles - w.whole_tiles) * w.z) * a.kv_heads, kWarps);
   // Steps whose sequences share blocks: while every warp computes its shared prefix at once
   // (L2 hits) HBM idles; staggered pairs take some of the own keys past their prefix first, so
   // that other warps stream HBM then (tma_stagger_parts).
   const int stagger = a.tma_shared_kv && w.partials ? a.tma_stagger : 1;
   const cudaError_t e = launch_kernel(kernel, dim3(grid), kWarps * 32, bytes, stream, a.pdl, a,
-                                      maps, w.whole_tiles, w.z, stagger);
+                                      maps, w.whole_tiles, w.z, stagger, group);
   if (e != cudaSuccess)
     return Status::bad(cat("paged_attention_tma_decode: launch: ", cudaGetErrorString(e)));
   return launch_status("paged_attention_tma_decode");

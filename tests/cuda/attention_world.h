@@ -233,9 +233,11 @@ std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, c
 // decode kernel combines in its last block; otherwise the combine kernel runs. stagger > 0:
 // a step whose sequences share blocks (tma_shared_kv) in that many stagger classes. stored: set to
 // the partitions (tile, kv head, partition) the call left in mma_partial (poisoned before).
+// group_tiles: set to the tiles the TMA kernel's group blocks read once for their warps.
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
-                               bool chunk_tail = true, int stagger = 0, int* stored = nullptr) {
+                               bool chunk_tail = true, int stagger = 0, int* stored = nullptr,
+                               int* group_tiles = nullptr) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -272,8 +274,12 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
     st.a.mma_counters = cnt.as<int>();
     st.a.mma_counters_len = n_counters;
   }
+  DevBuf group_count = zero_counters(1);
+  if (group_tiles) st.a.tma_group_tiles = group_count.as<int>();
   LOOM_KERNEL(paged_attention(st.a, nullptr));
   check_counters_zero(cnt, n_counters);
+  if (group_tiles)
+    LOOM_CUDA_CHECK(cudaMemcpy(group_tiles, group_count.get(), 4, cudaMemcpyDeviceToHost));
   if (stored) {  // a partition's row 0 max: no longer the poison's NaN
     const size_t floats = st.a.mma_partial_floats, stride = size_t(H / KV) * (D + 2);
     std::vector<float> part(floats);

@@ -5,8 +5,12 @@
 //  - 256 sequences in sets of 8 whose first 7 hold the first one's blocks for their first keys
 //    (prefix sharing), every config (config 4: bf16 on one stage a warp, two blocks an SM, the
 //    backend's choice for such steps past one wave: tma_shared_kv), and as the backend runs
-//    such steps (tma_shared_kv), the pairs in 1 (none staggered), 2 or 4 stagger classes.
+//    such steps (tma_shared_kv), the pairs in 1 (none staggered), 2 or 4 stagger classes, bf16
+//    in group blocks (4 tiles of a kv head reading the blocks they share once), counted.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <climits>
 
 #include "attention_world.h"
 
@@ -83,25 +87,41 @@ TEST_CASE("TMA decode of sequences sharing blocks, every config: the prefill bit
     // partials and merged last), config 0 and one stage a warp, 1 (none), 2 and 4 classes. The
     // partitions stored say the staggered path ran, for the pairs it should, with the shared
     // prefix found on the device.
+    // bf16's one-stage blocks are group blocks: 4 tiles of a kv head, the whole tiles of old
+    // keys in the cached blocks all 4 share read once for them (2 or more such tiles; the
+    // groups of 8 here share 1,746, 100, 256 or 1,000 keys, all but their last member).
+    auto shared_blocks = [&](int t, int o) {  // leading blocks tiles t and o have in common
+      const int blocks = (std::min(lens[size_t(t)], lens[size_t(o)]) - 1) / 16 + 1;
+      int shared = 0;
+      while (shared < blocks && w.tables[size_t(t) * w.bt_stride + size_t(shared)] ==
+                                    w.tables[size_t(o) * w.bt_stride + size_t(shared)])
+        shared++;
+      return shared;
+    };
+    int expect_group = 0;
+    for (int t0 = 0; t0 < n && fp8_scale == 0.0f; t0 += 4) {
+      int tiles = INT_MAX;
+      for (int t = t0; t < std::min(n, t0 + 4); t++)
+        tiles = std::min(tiles, std::min(shared_blocks(t, t0) * 16, lens[size_t(t)] - 1) / 64);
+      expect_group += 4 * (tiles >= 2 ? tiles : 0);
+    }
+    CHECK((fp8_scale == 0.0f) == (expect_group > 0));
     for (int cfg : {0, 4})
       for (int stagger : {1, 2, 4}) {
         CAPTURE(cfg);
         CAPTURE(stagger);
         int expect = 0;
         for (int t = 0; t < n; t++) {
-          const int p = lens[size_t(t)] - 1, o = t ^ 1, c = (t / 8) % stagger;
-          const int blocks = std::min(p, lens[size_t(o)] - 1) / 16 + 1;
-          int shared = 0;
-          while (shared < blocks && w.tables[size_t(t) * w.bt_stride + size_t(shared)] ==
-                                        w.tables[size_t(o) * w.bt_stride + size_t(shared)])
-            shared++;
-          expect += c ? 4 * tma_stagger_parts(shared * 16, p / kMmaPartKeys + 1, c) : 0;
+          const int p = lens[size_t(t)] - 1, c = (t / 8) % stagger;
+          expect +=
+              c ? 4 * tma_stagger_parts(shared_blocks(t, t ^ 1) * 16, p / kMmaPartKeys + 1, c) : 0;
         }
         CHECK((stagger == 1) == (expect == 0));  // most staggered tiles share a prefix
-        int stored = -1;
+        int stored = -1, group_tiles = -1;
         const std::vector<uint16_t> dec =
-            run_step(w, es, true, true, DK::Tma, cfg, true, stagger, &stored);
+            run_step(w, es, true, true, DK::Tma, cfg, true, stagger, &stored, &group_tiles);
         CHECK(stored == expect);
+        CHECK(group_tiles == expect_group);
         bool same = true;
         for (int s = 0; s < n && same; s++)
           same = same_row(dec, s, pre, s, 32, 64, "staggered: TMA vs prefill", lens[size_t(s)] - 1);
