@@ -114,8 +114,9 @@ struct AttentionArgs {
   int tma_stagger = 2;
   // In such steps on one stage a warp with every pair whole, a block's warps take 4 tiles of one
   // kv head (not 4 kv heads of one tile) and read the cached blocks those tiles share once, into
-  // the block's own slots (attention_tma.cu). The same bits either way.
-  bool tma_group = true;
+  // the block's own slots (attention_tma.cu). The same bits either way. The backend sets it
+  // where the shared prefixes are a third of the contexts or more (tiles_group_prefix).
+  bool tma_group = false;
   // Tests: where set, warp 0 of each group block adds the group tiles it read for the block.
   int* tma_group_tiles = nullptr;
 };
@@ -208,6 +209,35 @@ inline bool tiles_share_blocks(const int32_t* tiles, int n, const int32_t* kv_le
   }
   std::sort(first.begin(), first.end());
   return std::adjacent_find(first.begin(), first.end()) != first.end();
+}
+
+// AttentionArgs::tma_group: whether most sets of one-slot tiles 4 g .. 4 g + 3 (the TMA decode
+// kernel's group blocks; tiles [n, 3] as above) have a common prefix of cached blocks (whole
+// 64-key tiles before every kv_len, 2 or more) of a third of the first tile's tiles or more.
+// There group blocks read the prefix once for their 4 sequences; at long contexts 4 kv heads
+// of a tile a block stream better (bf16 b256 groups of 8 sharing 1,746 keys, H200: ctx 1,746 /
+// 3,000 / 8,000 59.8 / 124.2 / 426.6 us with group blocks, 71.6 / 132.1 / 417.6 without;
+// bench/results/2026-12-02-h200-s23-group-blocks.json).
+inline bool tiles_group_prefix(const int32_t* tiles, int n, const int32_t* kv_len,
+                               const int32_t* block_tables, int bt_stride, int block_size) {
+  int sets = 0, group = 0;
+  for (int t0 = 0; t0 + 1 < n; t0 += 4) {
+    const int s0 = tiles[3 * t0], p0 = kv_len[s0] + tiles[3 * t0 + 1];
+    int keys = kv_len[s0];  // the set's common prefix, in keys
+    for (int t = t0 + 1; t < std::min(n, t0 + 4); t++) {
+      const int s = tiles[3 * t], p = kv_len[s] + tiles[3 * t + 1];
+      const int blocks = std::min(p, p0) / block_size + 1;
+      int lead = 0;
+      while (lead < blocks && block_tables[size_t(s) * bt_stride + size_t(lead)] ==
+                                  block_tables[size_t(s0) * bt_stride + size_t(lead)])
+        lead++;
+      keys = std::min({keys, lead * block_size, kv_len[s]});
+    }
+    const int shared_tiles = keys / kMmaTileKeys, tiles0 = p0 / kMmaTileKeys + 1;
+    sets++;
+    group += shared_tiles >= 2 && 3 * shared_tiles >= tiles0;
+  }
+  return sets > 0 && 2 * group >= sets;
 }
 
 // Slots of one sequence per tile for a GQA ratio G = heads / kv_heads (CUDA-core kernel).

@@ -111,5 +111,31 @@ TEST_CASE("tiles_share_blocks: two sequences on the same first block with a whol
   CHECK(!tiles_share_blocks(all.data(), 4, kv.data(), bt.data(), 4));  // tiles 0-3: 0, 1, 1, 1
 }
 
+TEST_CASE("tiles_group_prefix: most sets of 4 tiles share a third of their first's tiles") {
+  // 8 sequences, tables 16 wide, blocks of 64 keys (a tile each). Set 0 (sequences 0-3) shares
+  // blocks 0-2 of sequence 0 (3 tiles, under a third of its 10); set 1 (4-7) shares 4 blocks.
+  const int w = 16;
+  std::vector<int32_t> bt(size_t(8 * w));
+  for (int s = 0; s < 8; s++)
+    for (int j = 0; j < w; j++) bt[size_t(s * w + j)] = 100 * s + j;
+  auto share = [&](int first, int n, int blocks) {
+    for (int s = first + 1; s < first + n; s++)
+      for (int j = 0; j < blocks; j++) bt[size_t(s * w + j)] = bt[size_t(first * w + j)];
+  };
+  share(0, 4, 3);
+  share(4, 4, 4);
+  std::vector<int32_t> kv(8, 600), tiles;  // contexts of 600 keys: 10 tiles, a third is 3.33
+  for (int s = 0; s < 8; s++) tiles.insert(tiles.end(), {s, 0, 1});
+  CHECK(tiles_group_prefix(tiles.data(), 8, kv.data(), bt.data(), w, 64));   // set 1 of 2
+  CHECK(!tiles_group_prefix(tiles.data(), 4, kv.data(), bt.data(), w, 64));  // set 0 alone
+  kv[5] = 200;  // a member's old keys end inside the prefix: 3 whole tiles of them
+  CHECK(!tiles_group_prefix(tiles.data(), 8, kv.data(), bt.data(), w, 64));
+  kv[5] = 600;
+  share(0, 4, 4);  // both sets share 4 blocks; 4 tiles of 16 are under a third
+  kv.assign(8, 1000);
+  CHECK(!tiles_group_prefix(tiles.data(), 8, kv.data(), bt.data(), w, 64));
+  CHECK(!tiles_group_prefix(tiles.data(), 1, kv.data(), bt.data(), w, 64));  // no set of 2
+}
+
 }  // namespace
 }  // namespace loom

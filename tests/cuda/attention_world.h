@@ -233,7 +233,7 @@ std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, c
 // decode kernel combines in its last block; otherwise the combine kernel runs. stagger > 0:
 // a step whose sequences share blocks (tma_shared_kv) in that many stagger classes. stored: set to
 // the partitions (tile, kv head, partition) the call left in mma_partial (poisoned before).
-// group_tiles: set to the tiles the TMA kernel's group blocks read once for their warps.
+// group_tiles: group blocks on (tma_group), set to the tiles they read once for their warps.
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
                                bool chunk_tail = true, int stagger = 0, int* stored = nullptr,
@@ -275,7 +275,10 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
     st.a.mma_counters_len = n_counters;
   }
   DevBuf group_count = zero_counters(1);
-  if (group_tiles) st.a.tma_group_tiles = group_count.as<int>();
+  if (group_tiles) {  // group blocks on, their tiles counted
+    st.a.tma_group = true;
+    st.a.tma_group_tiles = group_count.as<int>();
+  }
   LOOM_KERNEL(paged_attention(st.a, nullptr));
   check_counters_zero(cnt, n_counters);
   if (group_tiles)

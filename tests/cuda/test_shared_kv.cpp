@@ -5,7 +5,9 @@
 // sequences at contexts 600..699 with and without groups of 8 holding the same blocks for
 // their first 592 keys. Each batch runs whole (eagerly, then from its graph) and as two halves
 // of 128 (512 pairs: 2-stage blocks, one wave): the same logit bits and tokens every way, and
-// the steps counted as sharing are exactly the shared batches'.
+// the steps counted as sharing are exactly the shared batches', all of them with group blocks
+// (StepLayout::group_kv: the 592 shared keys are most of each context; the whole batch's
+// decode runs them, 4 sequences of a kv head a block reading their prefix once).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -76,5 +78,6 @@ TEST_CASE("sequences sharing blocks: one stage a warp, the bits of two half batc
       CHECK(std::equal(hi.tokens.begin(), hi.tokens.end(), o.tokens.begin() + kSeqs / 2));
     }
     CHECK(cuda_shared_kv_steps(*be) == shared_steps);
+    CHECK(cuda_group_kv_steps(*be) == shared_steps);  // the prefix is most of every context
   }
 }

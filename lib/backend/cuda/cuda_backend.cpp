@@ -84,6 +84,10 @@ int64_t cuda_shared_kv_steps(const Backend& backend) {
   return as_cuda(backend).shared_kv_steps();
 }
 
+int64_t cuda_group_kv_steps(const Backend& backend) {
+  return as_cuda(backend).group_kv_steps();
+}
+
 MegakernelTrace cuda_megakernel_trace(const Backend& backend) {
   return as_cuda(backend).megakernel_trace();
 }

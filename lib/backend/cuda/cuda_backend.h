@@ -60,6 +60,8 @@ int64_t cuda_chunk_graph_steps(const Backend& backend);
 // Steps whose decoding sequences share cache blocks on a bf16 cache so far (their TMA decode
 // past one wave of 2-stage blocks takes one stage a warp: kernels/attention_tma.cu).
 int64_t cuda_shared_kv_steps(const Backend& backend);
+// Of those, steps whose shared prefixes are a third of the contexts or more (group blocks).
+int64_t cuda_group_kv_steps(const Backend& backend);
 // Why the loaded model cannot take the megakernel ("" when it can).
 std::string cuda_megakernel_refusal(const Backend& backend);
 // Tests: jitter_seed != 0 sleeps 0-4 us at every wait and publish; permute_seed != 0 hands the

@@ -66,6 +66,9 @@ struct StepLayout {
   // A bf16 cache's one-slot tiles whose sequences share blocks (tiles_share_blocks: the TMA
   // decode's tma_shared_kv), filled in with the inputs; its steps have their own graphs.
   bool shared_kv = false;
+  // Of those, steps whose shared prefixes are a third of the contexts or more
+  // (tiles_group_prefix: the TMA decode's tma_group, group blocks); their own graphs too.
+  bool group_kv = false;
   void compute();
 };
 
@@ -111,6 +114,7 @@ class CudaBackend : public Backend {
   int64_t megakernel_steps() const override { return mega_steps_; }
   int64_t chunk_graph_steps() const { return chunk_graph_steps_; }
   int64_t shared_kv_steps() const { return shared_kv_steps_; }
+  int64_t group_kv_steps() const { return group_kv_steps_; }
   const std::string& megakernel_refusal() const { return mega_refusal_; }
   void set_megakernel_debug(const MegakernelDebug& debug) {
     free_graphs();
@@ -241,14 +245,14 @@ class CudaBackend : public Backend {
   std::vector<int> prev_row_;  // [n_seqs of the last submitted step] its out row if it drew
 
   // Decode graphs per bucket (1, 2, 4, …, 256), then per bucket of StepLayout::shared_kv
-  // steps, captured on first use; the last one a bucket replayed (one of these or the
-  // megakernel's), which time_graph_replay times.
+  // steps, then of group_kv steps, captured on first use; the last one a bucket replayed (one
+  // of these or the megakernel's), which time_graph_replay times.
   static constexpr int kBuckets = 9;
-  std::array<cudaGraphExec_t, 2 * kBuckets> graphs_{};
+  std::array<cudaGraphExec_t, 3 * kBuckets> graphs_{};
   std::array<cudaGraphExec_t, kBuckets> last_graph_{};
   // Graphs of steps whose short chunks run as one-slot tiles beside decoding sequences (a
   // frame's action chunk), keyed by (bucket, slots beyond one a sequence, action slots,
-  // shared_kv); at most kMaxChunkGraphs, further shapes run eagerly.
+  // shared_kv + group_kv); at most kMaxChunkGraphs, further shapes run eagerly.
   static constexpr size_t kMaxChunkGraphs = 32;
   std::map<std::array<int, 4>, cudaGraphExec_t> chunk_graphs_;
 
@@ -280,6 +284,7 @@ class CudaBackend : public Backend {
   int64_t mega_steps_ = 0;
   int64_t chunk_graph_steps_ = 0;               // steps that ran a chunk_graphs_ entry
   int64_t shared_kv_steps_ = 0;                 // steps with StepLayout::shared_kv
+  int64_t group_kv_steps_ = 0;                  // steps with StepLayout::group_kv
   int mega_smem_optin_ = 0;                     // shared memory a block may opt in to
   mega::MegaTraceEntry* mega_trace_ = nullptr;  // [num_sms, mega_trace_stride_] (debug trace)
   int mega_trace_stride_ = 0;

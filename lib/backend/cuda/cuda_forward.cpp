@@ -296,6 +296,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       if (debug_skip_ & (4096 | 8192)) a.split_blocks_per_sm = (debug_skip_ & 4096) ? 1 : 0;
       if (debug_skip_ & 32768) a.tma_chunk_tail = false;
       a.tma_shared_kv = L.shared_kv;
+      a.tma_group = L.group_kv;
       if (!decode_attn && attention_mma() && L.n_one_tiles > 0) {
         // A mixed step: the one-slot tiles (decoding sequences, short chunks) through the
         // decode kernel, the longer chunks through the prefill kernel (the same bits for every

@@ -224,6 +224,8 @@ void CudaBackend::submit(const StepBatch& b) {
   L.shared_kv = kv_t_ == DType::BF16 && attention_mma() &&
                 tiles_share_blocks(tiles, L.n_one_tiles, kv_len, bt, L.bt_stride);
   shared_kv_steps_ += L.shared_kv;
+  L.group_kv = L.shared_kv && tiles_group_prefix(tiles, L.n_one_tiles, kv_len, bt, L.bt_stride, bs);
+  group_kv_steps_ += L.group_kv;
   prev_row_.assign(size_t(n_seqs), -1);
   for (int r = 0; r < L.n_out; r++) {
     SampleParamsDev p{};
@@ -249,9 +251,10 @@ void CudaBackend::submit(const StepBatch& b) {
   if (mega) {
     graph = &mega_[size_t(bucket)].graph;  // buckets 1, 2, 4, 8
   } else if (decode) {
-    graph = &graphs_[size_t(bucket + (L.shared_kv ? kBuckets : 0))];
+    graph = &graphs_[size_t(bucket + kBuckets * (int(L.shared_kv) + int(L.group_kv)))];
   } else if (graph_step) {
-    const std::array<int, 4> key{bucket, n_slots - n_seqs, n_act, L.shared_kv ? 1 : 0};
+    const std::array<int, 4> key{bucket, n_slots - n_seqs, n_act,
+                                 int(L.shared_kv) + int(L.group_kv)};
     if (chunk_graphs_.count(key) != 0 || chunk_graphs_.size() < kMaxChunkGraphs)
       graph = &chunk_graphs_[key];  // a new shape is captured below
   }
