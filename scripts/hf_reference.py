@@ -345,7 +345,9 @@ def llama_job(rng, cfg, job_id, max_tokens, sampling, num_samples=1, prompt_len=
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0}
 SEEDED = {"temperature": 0.9, "top_k": 0, "top_p": 1.0, "seed": 2027}
-TOPKP = {"temperature": 0.8, "top_k": 20, "top_p": 0.9, "seed": 7}
+# Seed 48 since draw stream 4 (7 before): of seeds 7..60, the one whose inverse-CDF draws in all
+# six committed goldens are decided by the widest margin (1.9e-3 or more; 8 seeds reach 1e-3).
+TOPKP = {"temperature": 0.8, "top_k": 20, "top_p": 0.9, "seed": 48}
 
 
 def golden_cases(kind, cfg, seed):

@@ -11,10 +11,15 @@ from the same logits must pick the same tokens. Every step copies the C++ arithm
   * top-k / top-p ordered by (z desc by the device's key, id asc); the top-p masses are the
     integer weights of lib/core/top_p_weight.h (fp32 u, its tables, read from the header),
     summed exactly ("top-p mass 2").
-  * v = z + float32(-log(-log(double(u)))) in float32: the noise is computed in float64 with
-    libm's log (math.log, what the C++ log(double) calls) and rounded once to float32, so
-    implementations whose logs differ in the last bit agree on all but ~2^-29 of draws.
-  * token = argmax over kept ids of v, lowest id on ties; temperature <= 0 → argmax of logits.
+  * top-p on (with or without top-k; draw stream 4): inverse CDF over the kept prefix's integer
+    weights: M = their sum, U = v0 | v1 << 32 of the Philox call for counter (0xFFFFFFFF, draw
+    lo32, draw hi32, sample) (top_p_weight.h kTopPDrawGroup), r = (U * M) >> 64 in Python ints,
+    token = the first kept id (in order) whose cumulative weight exceeds r (M = 0: the first).
+  * otherwise v = z + float32(-log(-log(double(u)))) in float32: the noise is computed in float64
+    with libm's log (math.log, what the C++ log(double) calls) and rounded once to float32, so
+    implementations whose logs differ in the last bit agree on all but ~2^-29 of draws; token =
+    argmax over kept ids (every id without a filter) of v, lowest id on ties.
+  * temperature <= 0 → argmax of logits.
 
 Run `python scripts/loom_sampler.py --selftest` to check Philox against the Random123
 known-answer vectors and the sampler's invariants.
@@ -114,24 +119,36 @@ def top_p_target(top_p, total):
     return (big_p * int(total) + (1 << 40) - 1) >> 40
 
 
+def top_p_draw_point(seed, sample, draw_index, kept_mass):
+    """top_p_weight.h top_p_draw_point: (U * M) >> 64, U = v0 | v1 << 32 of the Philox call for
+    group kTopPDrawGroup (0xFFFFFFFF, no token's)."""
+    seed, draw_index = int(seed), int(draw_index)
+    v = philox4x32_10(0xFFFFFFFF, draw_index & 0xFFFFFFFF, (draw_index >> 32) & 0xFFFFFFFF,
+                      int(sample) & 0xFFFFFFFF, seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+    u = int(v[0]) | (int(v[1]) << 32)
+    return (u * int(kept_mass)) >> 64
+
+
 def kept_ids(z, top_k, top_p):
-    """Ids the draw may pick, in the C++ order; None when no filter is on (all of the vocab)."""
+    """Ids the draw may pick, in the C++ order, and with top-p on their integer weights (uint64,
+    else None); (None, None) when no filter is on (all of the vocab)."""
     vocab = z.size
     top_k_on = 0 < top_k < vocab
     top_p32 = np.float32(top_p)
     top_p_on = top_p32 < np.float32(1.0)
     if not (top_k_on or top_p_on):
-        return None
+        return None, None
     ids = np.arange(vocab)
     order = np.lexsort((ids, -_order_key(z).astype(np.int64)))  # z descending, lower id first
     n = top_k if top_k_on else vocab
-    if top_p_on:
-        zmax = np.float32(np.nanmax(z)) if not np.all(np.isnan(z)) else np.float32(-np.inf)
-        w = top_p_weights(z[order[:n]], zmax)
-        cum = np.cumsum(w, dtype=np.uint64)  # exact: below 2^64 for vocabularies under 2^24
-        reached = np.flatnonzero(cum >= np.uint64(top_p_target(top_p32, cum[-1])))
-        n = int(reached[0]) + 1
-    return order[:n]
+    if not top_p_on:
+        return order[:n], None
+    zmax = np.float32(np.nanmax(z)) if not np.all(np.isnan(z)) else np.float32(-np.inf)
+    w = top_p_weights(z[order[:n]], zmax)
+    cum = np.cumsum(w, dtype=np.uint64)  # exact: below 2^64 for vocabularies under 2^24
+    reached = np.flatnonzero(cum >= np.uint64(top_p_target(top_p32, cum[-1])))
+    n = int(reached[0]) + 1
+    return order[:n], w[:n]
 
 
 def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_index=0,
@@ -140,7 +157,10 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
 
     `details`, when a dict, receives "margin": how far the winner's score (logit, or z + Gumbel
     noise) is ahead of the runner-up's; goldens use it to avoid draws that a 1e-5 logit error
-    could flip.
+    could flip. For a top-p draw it is 4 d, d the distance of r / M from the nearer inner end of
+    the token's cumulative interval (0 and 1 stay put): an error of e in every z moves an end by
+    at most e / 2, so, as for Gumbel-max, an error below margin / 2 keeps the token (a weight's
+    1/4096 step of u is an error of ln 2 / 4096 ≈ 1.7e-4 in z).
     """
     logits = np.asarray(logits, dtype=np.float32).reshape(-1)
     temperature = np.float32(temperature)
@@ -150,7 +170,17 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
             details["margin"] = float(top2[1]) - float(top2[0])
         return int(np.argmax(logits))  # first maximum: lowest id on ties
     z = (logits / temperature).astype(np.float32)  # [vocab]
-    kept = kept_ids(z, int(top_k), float(top_p))
+    kept, w = kept_ids(z, int(top_k), float(top_p))
+    if w is not None:  # top-p: inverse CDF (draw stream 4)
+        cum = [int(c) for c in np.cumsum(w, dtype=np.uint64)]  # exact, as in kept_ids
+        mass = cum[-1]
+        r = top_p_draw_point(seed, sample_index, draw_index, mass)
+        j = next((i for i, c in enumerate(cum) if c > r), 0)  # none: mass 0
+        if details is not None:  # 0 and M are no ends that move
+            lo = r - cum[j - 1] if j else np.inf
+            hi = cum[j] - r if j + 1 < len(cum) else np.inf
+            details["margin"] = 4.0 * min(lo, hi) / mass if mass else np.inf
+        return int(kept[j])
     if kept is None:
         kept = np.arange(z.size)
     u = philox_uniform(seed, sample_index, draw_index, kept)
@@ -215,6 +245,21 @@ def selftest():
     want = np.exp(small) / np.exp(small).sum()
     ok &= bool(np.all(np.abs(counts / 4000 - want) < 0.03))
     print("sampler invariants and softmax frequencies:", counts / 4000, "vs", want.round(3))
+
+    # Draw stream 4: top-p draws by inverse CDF, each kept id with w / M, none outside the prefix
+    # (tests/test_sampler.cpp checks the same row, draw points and tokens).
+    ok &= top_p_draw_point(0, 0, 0, 1 << 40) == 0x4434EC4EC5  # U >> 24
+    ok &= top_p_draw_point(0x123456789ABC, 3, 0x500000007, 1000003) == 427301
+    row = np.float32([1.0, 2.0, 0.5, -1.0, 3.0, 0.0, 2.5, -0.5])
+    kept, w = kept_ids(row, 0, 0.9)
+    ok &= kept.tolist() == [4, 6, 1, 0]
+    ok &= [sample_token(row, 1.0, 0, 0.9, 1, 0, d) for d in range(8)] == [6, 4, 1, 6, 0, 6, 4, 6]
+    counts = np.bincount([sample_token(row, 1.0, 0, 0.9, 9, 0, d) for d in range(4000)],
+                         minlength=8)
+    want = np.zeros(8)
+    want[kept] = w / float(w.sum())
+    ok &= bool(np.all(np.abs(counts / 4000 - want) < 0.03)) and not counts[[2, 3, 5, 7]].any()
+    print("top-p inverse-CDF frequencies:", counts / 4000, "vs", want.round(3))
 
     # u never reaches 1: the largest value is 1 - 2^-24 and its noise is finite.
     u_max = philox_uniform_from_bits(np.uint32(0xFFFFFFFF))

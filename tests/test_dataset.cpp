@@ -194,7 +194,7 @@ TEST_CASE("shards share one folder; merge --dataset joins them, refusing gaps") 
   CHECK(mixed.code == 2);
   CHECK(mixed.err.find(shard1 + " was drawn with draw stream 1 (loom 0.2.0), ") !=
         std::string::npos);
-  CHECK(mixed.err.find("with draw stream 3 (loom 0.4.0); expected one stream") !=
+  CHECK(mixed.err.find("with draw stream 4 (loom 0.5.0); expected one stream") !=
         std::string::npos);
   std::ofstream(shard1) << kept;
 

@@ -254,7 +254,7 @@ TEST_CASE("finished results are never replaced or continued by accident") {
   Exit stream1 = run(run_args(dir, "--resume"), dir);
   CHECK(stream1.code == 2);
   CHECK(
-      stream1.err.find("was made with draw_stream = \"(absent)\", this run has draw_stream = 3") !=
+      stream1.err.find("was made with draw_stream = \"(absent)\", this run has draw_stream = 4") !=
       std::string::npos);
   std::ofstream(dir + "/out/r.jsonl.loom.json") << side;
   CHECK(slurp(dir + "/out/r.jsonl") == before);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "core/philox.h"
@@ -24,7 +25,10 @@ static std::vector<float> scaled(const float* logits, int vocab, float temperatu
   return z;
 }
 
-static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingParams& params) {
+// The kept set in order (empty: no filter); with top-p on, `weights` (when given) gets the kept
+// tokens' top-p weights in the same order.
+static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingParams& params,
+                                    std::vector<uint64_t>* weights = nullptr) {
   const int vocab = int(z.size());
   const bool top_k_on = params.top_k_on(vocab);
   const bool top_p_on = params.top_p_on();
@@ -57,6 +61,10 @@ static std::vector<int32_t> kept_of(const std::vector<float>& z, const SamplingP
       if (cum >= target) break;
     }
     n = m;
+    if (weights) {
+      w.resize(n);
+      *weights = std::move(w);
+    }
   }
   kept.resize(n);
   return kept;
@@ -71,7 +79,17 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& param
                      uint32_t sample_index, uint64_t draw_index) {
   if (params.temperature <= 0.0f) return argmax(logits, vocab);
   const std::vector<float> z = scaled(logits, vocab, params.temperature);
-  const std::vector<int32_t> kept = kept_of(z, params);  // empty: every id is a candidate
+  std::vector<uint64_t> w;                                   // [kept] top-p weights (top-p on)
+  const std::vector<int32_t> kept = kept_of(z, params, &w);  // empty: every id is a candidate
+  if (params.top_p_on()) {  // inverse CDF over the kept weights (draw stream 4)
+    uint64_t mass = 0;
+    for (uint64_t v : w) mass += v;
+    const uint64_t r = top_p_draw_point(params.seed, sample_index, draw_index, mass);
+    uint64_t cum = 0;
+    for (size_t j = 0; j < kept.size(); j++)
+      if ((cum += w[j]) > r) return kept[j];
+    return kept[0];  // mass 0: the first of the prefix
+  }
 
   int32_t best = -1;
   float best_v = -INFINITY;

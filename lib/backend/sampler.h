@@ -8,10 +8,17 @@
 //      reaches top_p of theirs (at least one token), masses in fixed point: integer weights of
 //      2^-((zmax - z) log2 e) quantised to 1/4096 (core/top_p_weight.h, "top-p mass 2"), summed
 //      exactly, so that every backend keeps the same set.
-//   5. draw: argmax over kept tokens of z[i] + g[i] (float), g[i] = gumbel_noise(u[i]) (the
-//      double -log(-log(u)) rounded to float), u[i] = philox_uniform(seed, sample, draw_index,
-//      i) — the Gumbel-max trick, an exact draw
-//      from softmax(z) restricted to the kept set, and embarrassingly parallel over the vocab.
+//   5. draw, top-p on (with or without top-k; draw stream 4): inverse CDF over step 4's weights.
+//      With M the kept prefix's summed weight and r = top_p_draw_point(seed, sample,
+//      draw_index, M) (floor(U · M / 2^64), U the 64 bits of a Philox call of its own:
+//      core/top_p_weight.h),
+//      the token is the first of the prefix, in order, whose cumulative weight exceeds r (M = 0:
+//      the first of the prefix): each kept token with probability w / M, from the sums the
+//      filter already makes, no noise per token.
+//      Otherwise (no filter, or top-k alone): argmax over kept tokens of z[i] + g[i] (float),
+//      g[i] = gumbel_noise(u[i]) (the double -log(-log(u)) rounded to float), u[i] =
+//      philox_uniform(seed, sample, draw_index, i) — the Gumbel-max trick, an exact draw from
+//      softmax(z) restricted to the kept set, and embarrassingly parallel over the vocab.
 #pragma once
 
 #include <cstdint>

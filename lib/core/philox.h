@@ -70,8 +70,10 @@ LOOM_HD Philox4 philox_group(uint64_t seed, uint32_t sample, uint64_t draw_index
 }
 // Recorded with results: tokens of another stream differ. 3 (loom 0.4.0): stream 2's Philox
 // layout with top-p's masses in fixed point (core/top_p_weight.h); a top-p job's kept set could
-// differ from stream 2's (fp64 masses) in its last token.
-constexpr int kDrawStream = 3;
+// differ from stream 2's (fp64 masses) in its last token. 4 (loom 0.5.0): top-p rows draw by
+// inverse CDF over the fixed-point weights (core/top_p_weight.h top_p_draw_point) instead of
+// Gumbel-max; rows without top-p draw as in stream 3.
+constexpr int kDrawStream = 4;
 
 // Word j of r, by selects (no local-memory array on the device).
 LOOM_HD uint32_t philox_word(const Philox4& r, uint32_t j) {

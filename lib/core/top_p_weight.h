@@ -99,4 +99,24 @@ LOOM_HD uint64_t top_p_target(float p, uint64_t total) {
 #endif
 }
 
+// Draw stream 4: a row with top-p on draws by inverse CDF over its kept prefix (the order
+// above) with these integer weights, instead of Gumbel-max over it: with M the kept prefix's
+// total weight, r = floor(U · M / 2^64) for U = (v[1] << 32) | v[0] of philox_group(seed,
+// sample, draw_index, kTopPDrawGroup), and the token is the first of the prefix whose cumulative
+// weight exceeds r (M = 0: the first of the prefix). Each kept token is drawn with probability
+// w / M exactly (up to U's 2^-64 steps), so the draw needs no noise for the ~60% of a row a
+// filter keeps, only the sums the filter already makes; the weights' 1/4096 steps of u make a
+// probability differ from softmax's by at most 2^(1/4096) - 1 ≈ 1.7e-4 of itself.
+constexpr uint32_t kTopPDrawGroup = 0xffffffffu;  // no token's group (4 g + 3 < 2^32 ids)
+LOOM_HD uint64_t top_p_draw_point(uint64_t seed, uint32_t sample, uint64_t draw_index,
+                                  uint64_t kept_mass) {
+  const Philox4 p = philox_group(seed, sample, draw_index, kTopPDrawGroup);
+  const uint64_t u = (uint64_t(p.v[1]) << 32) | p.v[0];
+#if defined(__CUDA_ARCH__)
+  return __umul64hi(u, kept_mass);
+#else
+  return uint64_t(((unsigned __int128)u * kept_mass) >> 64);
+#endif
+}
+
 }  // namespace loom
