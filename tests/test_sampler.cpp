@@ -1,5 +1,6 @@
 // Sampler: the Philox stream, the Gumbel-max draw against the softmax it must follow, the
-// exact support of top-k / top-p, and determinism in (seed, sample, draw index).
+// exact support of top-k / top-p, top-p's inverse-CDF draw (stream 4), and determinism in
+// (seed, sample, draw index).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -218,4 +219,138 @@ TEST_CASE("same (seed, sample, draw) gives the same token; each key changes the 
   CHECK(a != other_sample);
   std::set<int> distinct(a.begin(), a.end());
   CHECK(distinct.size() > 20);  // successive draws are not stuck on one token
+}
+
+// Draw stream 4: with top-p on, the token is the first of the kept prefix (z descending, lower
+// id first) whose cumulative weight exceeds r = top_p_draw_point(seed, sample, draw, M), M the
+// prefix's summed weight. The row below: p = softmax ≈ .437 (id 4), .265 (6), .161 (1), .059
+// (0), .036 (2), ...; top_p 0.9 keeps 4, 6, 1, 0 (cumulative .437, .701, .862, .921).
+static const std::vector<float> kDrawRow = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f, 0.0f, 2.5f, -0.5f};
+
+// The first of `ids` whose cumulative weight exceeds r (ids[0] when none does: mass 0).
+static int32_t inverse_cdf(const std::vector<int32_t>& ids, const std::vector<uint64_t>& w,
+                           uint64_t r) {
+  uint64_t cum = 0;
+  for (size_t j = 0; j < ids.size(); j++) {
+    cum += w[j];
+    if (r < cum) return ids[j];
+  }
+  return ids[0];
+}
+
+TEST_CASE("top_p_draw_point: the high 64 bits of U · M, U the words 0 and 1 of group 0xffffffff") {
+  // Philox(counter (0xffffffff, 0, 0, 0), key 0) = c5b20a9d 4434ec4e ...: U = 0x4434ec4ec5b20a9d.
+  const Philox4 p = philox4x32_10(0xffffffffu, 0, 0, 0, 0, 0);
+  CHECK(p.v[0] == 0xc5b20a9du);
+  CHECK(p.v[1] == 0x4434ec4eu);
+  CHECK(top_p_draw_point(0, 0, 0, uint64_t(1) << 40) == 0x4434ec4ec5ull);  // U >> 24
+  CHECK(top_p_draw_point(0, 0, 0, ~uint64_t(0)) == 4914812916436437660ull);
+  CHECK(top_p_draw_point(0, 0, 0, 0) == 0u);
+  // scripts/loom_sampler.py's top_p_draw_point gives the same.
+  CHECK(top_p_draw_point(0x123456789abcull, 3, 0x500000007ull, 1000003) == 427301u);
+  for (uint64_t d = 0; d < 1000; d++) CHECK(top_p_draw_point(5, 1, d, 7) < 7u);
+}
+
+TEST_CASE("top-p draws by inverse CDF over the kept prefix's integer weights (stream 4)") {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.9f;
+  const std::vector<int32_t> kept = {4, 6, 1, 0};
+  REQUIRE(sample_kept(kDrawRow.data(), 8, sp) == kept);
+  // 2^40 · 2^-u, u = (3 - z) log2 e rounded down to 1/4096 (zmax = 3, id 4); loom_sampler.py's.
+  const std::vector<uint64_t> w = {1099511627776ull, 666959680512ull, 404506813440ull,
+                                   148816763520ull};
+  for (size_t j = 0; j < kept.size(); j++)
+    CHECK(top_p_weight(kDrawRow[size_t(kept[j])], 3.0f) == w[j]);
+  const uint64_t mass = 2319794885248ull;
+  CHECK(w[0] + w[1] + w[2] + w[3] == mass);
+  for (uint64_t seed : {1ull, 2ull, 77ull, 0xfedcba9876543210ull})
+    for (uint32_t sample : {0u, 3u})
+      for (uint64_t d : {0ull, 1ull, 2ull, 5ull, 31ull, 0x100000000ull}) {
+        CAPTURE(seed);
+        CAPTURE(sample);
+        CAPTURE(d);
+        sp.seed = seed;
+        const uint64_t r = top_p_draw_point(seed, sample, d, mass);
+        CHECK(sample_token(kDrawRow.data(), 8, sp, sample, d) == inverse_cdf(kept, w, r));
+      }
+  // Known answers of scripts/loom_sampler.py (sample 0, draws 0..7); Gumbel-max over the same
+  // kept set gives other tokens.
+  const std::vector<int32_t> want1 = {6, 4, 1, 6, 0, 6, 4, 6}, want2 = {1, 4, 4, 6, 0, 4, 4, 1};
+  std::vector<int32_t> got1, got2;
+  for (uint64_t d = 0; d < 8; d++) {
+    sp.seed = 1;
+    got1.push_back(sample_token(kDrawRow.data(), 8, sp, 0, d));
+    sp.seed = 2;
+    got2.push_back(sample_token(kDrawRow.data(), 8, sp, 0, d));
+  }
+  CHECK(got1 == want1);
+  CHECK(got2 == want2);
+}
+
+TEST_CASE("top-p draw frequencies are w / M of the kept prefix, none outside it") {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.9f;
+  sp.seed = 2027;
+  const std::vector<int32_t> kept = {4, 6, 1, 0};
+  const std::vector<double> share = {
+      1099511627776.0 / 2319794885248.0, 666959680512.0 / 2319794885248.0,
+      404506813440.0 / 2319794885248.0, 148816763520.0 / 2319794885248.0};
+  const int n = 20000;
+  std::vector<int> count(8, 0);
+  for (int i = 0; i < n; i++) count[size_t(sample_token(kDrawRow.data(), 8, sp, 1, uint64_t(i)))]++;
+  for (int32_t id : {2, 3, 5, 7}) CHECK(count[size_t(id)] == 0);
+  for (size_t j = 0; j < kept.size(); j++) {
+    const double p = share[j], sd = std::sqrt(p * (1 - p) / n);
+    CAPTURE(kept[j]);
+    CHECK(std::fabs(count[size_t(kept[j])] / double(n) - p) < 4 * sd);
+  }
+}
+
+TEST_CASE("top-p with every weight 0 draws the first of the prefix") {
+  // zmax = +inf: inf - inf is NaN and inf - z is inf, so every weight is 0; the prefix is the
+  // first token alone (the target ceil(P · 0 / 2^40) = 0 is reached at once).
+  const std::vector<float> inf_row = {0.0f, 1.0f, INFINITY, 2.0f, INFINITY};
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 0.9f;
+  CHECK(sample_kept(inf_row.data(), 5, sp) == std::vector<int32_t>{2});
+  for (uint64_t d = 0; d < 200; d++) CHECK(sample_token(inf_row.data(), 5, sp, 0, d) == 2);
+  // Every z -inf: zmax = -inf, every weight 0 (NaN), the prefix is id 0.
+  const std::vector<float> dead(5, -INFINITY);
+  CHECK(sample_kept(dead.data(), 5, sp) == std::vector<int32_t>{0});
+  for (uint64_t d = 0; d < 200; d++) CHECK(sample_token(dead.data(), 5, sp, 0, d) == 0);
+}
+
+TEST_CASE("top-k with top-p draws by inverse CDF too; top-k alone stays Gumbel-max") {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 3;
+  sp.top_p = 0.9f;
+  sp.seed = 3;
+  // Top-k keeps 4, 6, 1 (cumulative weight .506, .814, 1 of theirs): top-p keeps all three.
+  const std::vector<int32_t> kept = {4, 6, 1};
+  REQUIRE(sample_kept(kDrawRow.data(), 8, sp) == kept);
+  const std::vector<uint64_t> w = {1099511627776ull, 666959680512ull, 404506813440ull};
+  const uint64_t mass = w[0] + w[1] + w[2];
+  std::vector<int32_t> got;
+  for (uint64_t d = 0; d < 12; d++) {
+    CAPTURE(d);
+    got.push_back(sample_token(kDrawRow.data(), 8, sp, 0, d));
+    CHECK(got.back() == inverse_cdf(kept, w, top_p_draw_point(3, 0, d, mass)));
+  }
+  CHECK(got == std::vector<int32_t>{6, 6, 1, 4, 6, 6, 1, 4, 6, 4, 1, 4});  // loom_sampler.py's
+  // The same kept set without top-p: Gumbel-max, z[i] + gumbel_noise(philox_uniform(i)).
+  sp.top_p = 1.0f;
+  for (uint64_t d = 0; d < 12; d++) {
+    int32_t best = -1;
+    float best_v = -INFINITY;
+    for (int32_t i : kept) {
+      const float v = kDrawRow[size_t(i)] + gumbel_noise(philox_uniform(3, 0, d, uint32_t(i)));
+      if (best < 0 || v > best_v || (v == best_v && i < best)) best = i, best_v = v;
+    }
+    CAPTURE(d);
+    CHECK(sample_token(kDrawRow.data(), 8, sp, 0, d) == best);
+  }
 }
