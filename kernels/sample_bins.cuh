@@ -118,6 +118,23 @@ __device__ __forceinline__ Mass mass_target(float top_p, Mass total) {
   return max(Mass(top_p_target(top_p, total)), Mass(1));
 }
 
+// A mass select's target from the total weight m > 0 of the elements it selects among: top-p's
+// cut (mass_target), or draw stream 4's token, the first element whose cumulative weight exceeds
+// the draw point (core/top_p_weight.h), i.e. reaches the point + 1.
+struct MassTarget {
+  float top_p = 1.0f;
+  bool draw = false;
+  uint64_t seed = 0, draw_index = 0;
+  uint32_t sample_index = 0;
+  __device__ static MassTarget of_draw(const SampleParamsDev& p) {
+    return MassTarget{1.0f, true, p.seed, p.draw_index, p.sample_index};
+  }
+  __device__ Mass operator()(Mass m) const {
+    return draw ? Mass(top_p_draw_point(seed, sample_index, draw_index, m)) + 1u
+                : mass_target(top_p, m);
+  }
+};
+
 // f(i, x) for every logit x = logits[i] of the row, in no particular order. The row streams
 // through shared memory by cp.async: thread t copies 16-byte chunks t, t + blockDim.x, ... of it
 // into its own kRing slots of `ring` and reads back only those, so the copies need no barrier and

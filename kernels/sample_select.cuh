@@ -266,15 +266,18 @@ __device__ int keep_top_k(BinSmem& sm, int n, int k) {
 // (key desc, id asc) first reaches need: the key v by select_key, then among the ties at v (one
 // weight w each: it depends on the key alone) the ceil(tie_need / w)-th smallest id, by sorting
 // the ties only (usually a handful; bf16 logits share keys by the hundred). No sort of the bin.
+// *kept: the candidates' weight down to the cut (need or a little more).
 __device__ void cut_of_candidates(BinSmem& sm, int n, Mass need, SelectWeight wfn,
-                                  uint32_t* out_thr, int* out_cut) {
+                                  uint32_t* out_thr, int* out_cut, Mass* kept) {
   Mass tie_need;
   const uint32_t v = wfn.mass ? select_key<true>(sm, n, need, wfn, &tie_need)
                               : select_key<false>(sm, n, need, wfn, &tie_need);
   const Mass w = wfn(key_float(v));  // > 0: the ties at v add the tie_need >= 1
   const int m = compact_cand(sm, n, [&](uint32_t key) { return key == v; });
   sort_cand(sm, m);
-  cut_at(sm.cand[min(m, int((tie_need + w - 1) / w)) - 1], out_thr, out_cut);
+  const int c = min(m, int((tie_need + w - 1) / w));  // the ties kept
+  cut_at(sm.cand[c - 1], out_thr, out_cut);
+  *kept = need - tie_need + Mass(c) * w;
   __syncthreads();
 }
 
@@ -360,9 +363,11 @@ __device__ bool sampled_top_k(const T* logits, int vocab, float temperature, int
 // j weighs candidate j, one block scan gives every prefix's mass, and the kept prefix ends at the
 // first reaching mass_target of the total; all weights 0 (an infinite zmax) keep the first. zmax
 // is the first candidate that is not NaN (a NaN's key sorts at the top; the CPU's zmax skips
-// NaN, and the k largest hold the largest number). Returns the kept count; the cut's (key, id).
-__device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, Mass* scratch, uint32_t* out_thr,
-                               int* out_cut) {
+// NaN, and the k largest hold the largest number). Then draw stream 4's token: the first kept
+// candidate whose prefix mass exceeds the draw point of the kept mass (a second scan). Returns
+// the kept count; the cut's (key, id) and the drawn id.
+__device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, MassTarget draw, Mass* scratch,
+                               uint32_t* out_thr, int* out_cut, int* drawn) {
   __shared__ float zmax_s;
   auto z = [&](int j) { return key_float(cand_key(sm.cand[j])); };
   if (threadIdx.x == 0) {
@@ -379,18 +384,27 @@ __device__ int top_p_of_sorted(BinSmem& sm, int k, float top_p, Mass* scratch, u
   const int f = first_reaching(w, total ? mass_target(top_p, total) : ~0ull, scratch, sm, &before);
   const int m = f < k ? f + 1 : 1;
   cut_at(sm.cand[m - 1], out_thr, out_cut);
+  int d = 0;  // every weight 0: the first
+  if (total != 0u) {
+    const Mass kept = sm.incl[m - 1];  // > 0: the prefix reaches its target
+    d = first_reaching(j < m ? w : 0u, draw(kept), scratch, sm, &before);
+  }
+  *drawn = cand_id(sm.cand[d]);
   __syncthreads();
   return m;
 }
 
 // The cut inside a boundary bin of n elements (those in the filter with in_bin(key, z)): they
 // are gathered, sorted by (key desc, id asc) and summed in that order until `need`, which gives
-// the cut exactly as radix_select's ordered scan does.
+// the cut exactly as radix_select's ordered scan does. n: the bin's count, or more (the
+// candidates' capacity; the gathered count is used). *kept (where given): the weight of the
+// bin's elements down to the cut.
 constexpr int kSortedCut = 512;  // boundary bins up to this size are sorted whole
 template <class T, class InBin>
 __device__ void cut_in_bin(const T* logits, int vocab, float temperature, SelectWeight wfn,
                            uint32_t thr0, int cut0, int n, Mass need, InBin in_bin,
-                           uint32_t* out_thr, int* out_cut, Mass* scratch, BinSmem& sm) {
+                           uint32_t* out_thr, int* out_cut, Mass* scratch, BinSmem& sm,
+                           Mass* kept = nullptr) {
   __shared__ unsigned n_cand_s;
   if (threadIdx.x == 0) n_cand_s = 0u;
   __syncthreads();
@@ -402,8 +416,11 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
       sm.cand[atomicAdd(&n_cand_s, 1u)] = cand_of(key, i);
   });
   __syncthreads();
+  n = int(n_cand_s);
+  Mass kept_in_bin;
   if (n > kSortedCut) {  // a radix select over the bin, then the ties at one key sorted
-    cut_of_candidates(sm, n, need, wfn, out_thr, out_cut);
+    cut_of_candidates(sm, n, need, wfn, out_thr, out_cut, &kept_in_bin);
+    if (kept) *kept = kept_in_bin;
     return;
   }
   sort_cand(sm, n);
@@ -417,9 +434,9 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
   for (int j = int(threadIdx.x) * per; j < (int(threadIdx.x) + 1) * per; j++) mine += cand_w(j);
   const int g = first_reaching(mine, need, scratch, sm, &before);
   int cut_j = n - 1;  // (the bin's weight reaches need: never taken)
+  Mass cum = before;
   if (g < kFilterThreads) {
     cut_j = min(n, (g + 1) * per) - 1;
-    Mass cum = before;
     for (int j = g * per; j < (g + 1) * per && j < n; j++) {
       cum += cand_w(j);
       if (cum >= need) {
@@ -428,6 +445,7 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
       }
     }
   }
+  if (kept) *kept = cum;
   cut_at(sm.cand[cut_j], out_thr, out_cut);
   __syncthreads();
 }
@@ -437,8 +455,9 @@ __device__ void cut_in_bin(const T* logits, int vocab, float temperature, Select
 // is 0 or the boundary bin holds more than kBinCand elements (bin_select then).
 template <class T>
 __device__ bool z_bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                             uint32_t thr0, int cut0, float top_p, uint32_t* out_thr, int* out_cut,
-                             Mass* scratch, BinSmem& sm) {
+                             uint32_t thr0, int cut0, const MassTarget& rule, uint32_t* out_thr,
+                             int* out_cut, Mass* scratch, BinSmem& sm,
+                             const MassTarget* draw = nullptr, int* drawn = nullptr) {
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) sm.count[b] = 0u, sm.mass[b] = 0u;
   zero_lanes(sm);
   __syncthreads();
@@ -453,16 +472,43 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
   const uint32_t skip_count = uint32_t(block_sum(s.skip_count, scratch));
   if (threadIdx.x == 0) sm.count[0] = skip_count, sm.mass[0] = skip_mass;
   if (m == 0u) return false;
-  const Mass target = mass_target(top_p, m);
+  const Mass target = rule(m);
   __syncthreads();
   Mass above;
   const int bin = boundary_bin([&](int b) { return sm.mass[b]; }, target, scratch, sm, &above);
   const int n = bin >= 0 ? int(sm.count[bin]) : 0;
+  // The z bins' masses kept for the draw in sm.count past the bins' counts (a mass select's
+  // cut_in_bin uses sm.mass and sm.cand, never sm.count).
+  uint32_t* kept_mass = sm.count + kZBins;  // [kZBins] low words, then [kZBins] high
+  static_assert(3 * kZBins <= kBins, "the z bins' masses fit in sm.count");
+  for (int b = threadIdx.x; b < kZBins; b += blockDim.x)
+    kept_mass[b] = uint32_t(sm.mass[b]), kept_mass[kZBins + b] = uint32_t(sm.mass[b] >> 32);
   __syncthreads();
   if (n == 0 || n > kBinCand) return false;
-  cut_in_bin(
-      logits, vocab, temperature, wfn, thr0, cut0, n, target - above,
-      [&](uint32_t, float z) { return digit(0u, z) == bin; }, out_thr, out_cut, scratch, sm);
+  auto in = [&](int b) { return [=](uint32_t, float z) { return digit(0u, z) == b; }; };
+  Mass in_bin;
+  cut_in_bin(logits, vocab, temperature, wfn, thr0, cut0, n, target - above, in(bin), out_thr,
+             out_cut, scratch, sm, &in_bin);
+  if (draw == nullptr) return true;
+  // The draw (draw stream 4) from the same bins: its target within the kept mass, and the bin
+  // that reaches it: the cut's bin (its kept elements gathered again), or a bin above it.
+  const Mass target_d = (*draw)(above + in_bin);
+  uint32_t thr_d = *out_thr;  // the cut's bin: its kept elements
+  int cut_d = *out_cut, bin_d = bin, n_d = n;
+  Mass need_d = target_d - above;
+  if (target_d <= above) {
+    for (int b = threadIdx.x; b < kBins; b += blockDim.x)
+      sm.mass[b] = b < kZBins ? (Mass(kept_mass[kZBins + b]) << 32) | kept_mass[b] : 0u;
+    __syncthreads();
+    Mass above_d;
+    bin_d = boundary_bin([&](int b) { return sm.mass[b]; }, target_d, scratch, sm, &above_d);
+    n_d = bin_d >= 0 ? int(sm.count[bin_d]) : 0;
+    __syncthreads();
+    if (n_d == 0 || n_d > kBinCand) return true;  // (*drawn stays: the caller's select draws)
+    thr_d = thr0, cut_d = cut0, need_d = target_d - above_d;
+  }
+  cut_in_bin(logits, vocab, temperature, wfn, thr_d, cut_d, n_d, need_d, in(bin_d), &thr_d, drawn,
+             scratch, sm);
   return true;
 }
 
@@ -472,11 +518,11 @@ __device__ bool z_bin_select(const T* logits, int vocab, float temperature, Sele
 // boundary bin holds at most kBinCand elements, cut_in_bin. A mass is computed once for every
 // filtered element (the first pass) and again only for those in a boundary bin. Returns false
 // (the caller runs radix_select) when the ties at one key outnumber kBinCand or every weight is
-// 0. A mass select's target comes from the first pass's total (top_p); a count's is given.
+// 0. A mass select's target comes from the first pass's total (rule); a count's is given.
 template <class T>
 __device__ bool bin_select(const T* logits, int vocab, float temperature, SelectWeight wfn,
-                           uint32_t thr0, int cut0, Mass target, float top_p, uint32_t* out_thr,
-                           int* out_cut, Mass* scratch, BinSmem& sm) {
+                           uint32_t thr0, int cut0, Mass target, const MassTarget& rule,
+                           uint32_t* out_thr, int* out_cut, Mass* scratch, BinSmem& sm) {
   uint32_t prefix = 0u;
   Mass above = 0u;
   const int shifts[3] = {24, 12, 0};  // digits of 8, 12 and 12 bits
@@ -498,7 +544,7 @@ __device__ bool bin_select(const T* logits, int vocab, float temperature, Select
     if (level == 0 && wfn.mass) {
       m = block_sum(m, scratch);
       if (m == 0u) return false;
-      target = mass_target(top_p, m);
+      target = rule(m);
     }
     __syncthreads();
     auto weight = [&](int b) { return bin_weight(sm, wfn, b); };

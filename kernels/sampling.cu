@@ -4,7 +4,7 @@
 
 #include "core/philox.h"
 #include "kernels/common.cuh"
-#include "kernels/sample_select.cuh"
+#include "kernels/sample_top_p.cuh"
 #include "kernels/sampling.cuh"
 
 namespace loom::gpu {
@@ -17,39 +17,16 @@ struct SamplePartial {
   int32_t i;
 };
 
+// The kept set (*thr, *cut) of a row that sampled_top_k and top_p_by_values did not take, by the
+// selects over the row, and top-p's draw (*drawn). Inlined, as top_p_by_values is: with either
+// left a call, the sampled top-k's path lost ~8 us at 256 rows (H200, session 24).
 template <class T>
-__global__ void __launch_bounds__(kFilterThreads)
-    sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
-                         SampleFilter* filters, int32_t* lists) {
-  __shared__ Mass scratch[32];
+__device__ __forceinline__ void filter_by_selects(const T* lg, int vocab, const SampleParamsDev& p,
+                                                  bool top_k_on, bool top_p_on, Mass* scratch,
+                                                  BinSmem& sm, uint32_t* thr, int* cut,
+                                                  int* drawn) {
   __shared__ float fscratch[32];
-  extern __shared__ __align__(16) unsigned char filter_smem[];
-  BinSmem& sm = *reinterpret_cast<BinSmem*>(filter_smem);
-  pdl_trigger();
-  pdl_wait();  // the logits come from the kernel before (see sample_tokens' pdl)
-  const int row = blockIdx.x;
-  const SampleParamsDev p = params[row];
-  const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
-  const bool top_p_on = p.top_p < 1.0f;
-  if (!p.active || p.temperature <= 0.0f || (!top_k_on && !top_p_on)) {
-    if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, 0, 0};
-    return;
-  }
-  if (top_p_on)  // (read after the selects' first barrier)
-    for (int j = threadIdx.x; j < 128; j += blockDim.x) sm.top_p_tables[j] = kTopPTablesDev[j];
-  const T* lg = logits + size_t(row) * ld;
   const float t = p.temperature;
-  uint32_t thr = 0u;
-  int cut = INT_MAX;
-  if (top_k_on && p.top_k <= kSampledTopK && vocab >= 16 * kSampleKeys &&
-      sampled_top_k(lg, vocab, t, p.top_k, &thr, &cut, scratch, sm)) {
-    const int kept =
-        top_p_on ? top_p_of_sorted(sm, p.top_k, p.top_p, scratch, &thr, &cut) : p.top_k;
-    for (int j = threadIdx.x; j < kept; j += blockDim.x)  // the draw reads these, not the row
-      lists[size_t(row) * kSampleList + j] = cand_id(sm.cand[j]);
-    if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, kept, 0};
-    return;
-  }
   // Top-p's weights are relative to zmax, the largest logit / t (the quotient is monotone in
   // the logit, so one division a row; fmaxf passes over NaN either way).
   float zmax = -INFINITY;
@@ -65,32 +42,75 @@ __global__ void __launch_bounds__(kFilterThreads)
   }
   const SelectWeight count{false, zmax, sm.top_p_tables};
   const Mass k = Mass(p.top_k);
-  if (top_k_on && !bin_select(lg, vocab, t, count, 0u, INT_MAX, k, 1.0f, &thr, &cut, scratch, sm))
-    radix_select(lg, vocab, t, count, 0u, INT_MAX, k, &thr, &cut, scratch, sm);
+  if (top_k_on &&
+      !bin_select(lg, vocab, t, count, 0u, INT_MAX, k, MassTarget{}, thr, cut, scratch, sm))
+    radix_select(lg, vocab, t, count, 0u, INT_MAX, k, thr, cut, scratch, sm);
   if (top_p_on) {
+    // The cut, then draw stream 4's token: the same selects over the kept set, with the draw
+    // point of its mass for target (one copy of the selects, their rules in shared memory so
+    // that they hold no registers in the passes). Every weight 0: the kept set and the draw
+    // are the first.
+    __shared__ MassTarget rules[2];
+    if (threadIdx.x == 0) rules[0] = MassTarget{p.top_p}, rules[1] = MassTarget::of_draw(p);
+    __syncthreads();
     const SelectWeight mass{true, zmax, sm.top_p_tables};
-    uint32_t thr2;
-    int cut2;
-    if (!z_bin_select(lg, vocab, t, mass, thr, cut, p.top_p, &thr2, &cut2, scratch, sm) &&
-        !bin_select(lg, vocab, t, mass, thr, cut, 0u, p.top_p, &thr2, &cut2, scratch, sm)) {
-      Mass m = 0u;
-      const ZOf z_of(t);
-      for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        const float z = z_of(logit_at(lg, i));
-        if (in_filter(float_key(z), i, thr, cut)) m += mass(z);
+    for (int pass = 0; pass < 2 && *drawn < 0; pass++) {
+      uint32_t thr2;
+      int cut2;
+      const bool some =  // (the kept set's mass is never 0)
+          mass_select(lg, vocab, t, mass, *thr, *cut, rules[pass], &thr2, &cut2, scratch, sm,
+                      pass == 0 ? &rules[1] : nullptr, drawn);
+      if (pass == 0) *thr = thr2, *cut = cut2;
+      if (!some) {
+        *drawn = first_id_at(lg, vocab, t, *thr, *cut);
+        break;
       }
-      m = block_sum(m, scratch);
-      // Every kept weight 0 (an infinite zmax, or the top-k set all NaN): the first in order.
-      if (m == 0u)
-        radix_select(lg, vocab, t, count, thr, cut, 1u, &thr2, &cut2, scratch, sm);
-      else
-        radix_select(lg, vocab, t, mass, thr, cut, mass_target(p.top_p, m), &thr2, &cut2, scratch,
-                     sm);
+      if (pass == 1) *drawn = cut2;
     }
-    thr = thr2;
-    cut = cut2;
   }
-  if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, 0, 0};
+}
+
+template <class T>
+__global__ void __launch_bounds__(kFilterThreads)
+    sample_filter_kernel(const T* logits, int vocab, int ld, const SampleParamsDev* params,
+                         SampleFilter* filters, int32_t* lists) {
+  __shared__ Mass scratch[32];
+  extern __shared__ __align__(16) unsigned char filter_smem[];
+  BinSmem& sm = *reinterpret_cast<BinSmem*>(filter_smem);
+  pdl_trigger();
+  pdl_wait();  // the logits come from the kernel before (see sample_tokens' pdl)
+  const int row = blockIdx.x;
+  const SampleParamsDev p = params[row];
+  const bool top_k_on = p.top_k > 0 && p.top_k < vocab;
+  const bool top_p_on = p.top_p < 1.0f;
+  if (!p.active || p.temperature <= 0.0f || (!top_k_on && !top_p_on)) {
+    if (threadIdx.x == 0) filters[row] = SampleFilter{0u, INT_MAX, 0, -1};
+    return;
+  }
+  if (top_p_on)  // (read after the selects' first barrier)
+    for (int j = threadIdx.x; j < 128; j += blockDim.x) sm.top_p_tables[j] = kTopPTablesDev[j];
+  const T* lg = logits + size_t(row) * ld;
+  const float t = p.temperature;
+  uint32_t thr = 0u;
+  int cut = INT_MAX, drawn = -1;
+  if (top_k_on && p.top_k <= kSampledTopK && vocab >= 16 * kSampleKeys &&
+      sampled_top_k(lg, vocab, t, p.top_k, &thr, &cut, scratch, sm)) {
+    const int kept = top_p_on ? top_p_of_sorted(sm, p.top_k, p.top_p, MassTarget::of_draw(p),
+                                                scratch, &thr, &cut, &drawn)
+                              : p.top_k;
+    for (int j = threadIdx.x; j < kept; j += blockDim.x)  // the draw reads these, not the row
+      lists[size_t(row) * kSampleList + j] = cand_id(sm.cand[j]);
+    if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, kept, drawn};
+    return;
+  }
+  if constexpr (sizeof(T) == 2) {
+    if (!top_k_on && top_p_by_values(lg, vocab, p, scratch, sm, &thr, &cut, &drawn)) {
+      if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, 0, drawn};
+      return;
+    }
+  }
+  filter_by_selects(lg, vocab, p, top_k_on, top_p_on, scratch, sm, &thr, &cut, &drawn);
+  if (threadIdx.x == 0) filters[row] = SampleFilter{thr, cut, 0, drawn};
 }
 
 __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
@@ -178,6 +198,8 @@ __global__ void __launch_bounds__(kDrawThreads)
   // A thread takes groups of 4 logits (one Philox call's), kDrawGroups at a time, all loads
   // issued before any is used: one load in flight per thread left the draw latency-bound.
   const bool aligned = reinterpret_cast<uintptr_t>(lg) % (4 * sizeof(T)) == 0;
+  const bool sampled = p.active && p.temperature > 0.0f;  // the filter wrote its row
+  const SampleFilter f = sampled ? filters[row] : SampleFilter{0u, INT_MAX, 0, -1};
   if (p.active && p.temperature <= 0.0f) {
     for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
       float x[kDrawGroups][4];
@@ -190,10 +212,13 @@ __global__ void __launch_bounds__(kDrawThreads)
           if (i < end && better(x[k][j], i, bv, bi)) bv = x[k][j], bi = i;
         }
     }
-  } else if (p.active && filters[row].listed > 0) {
+  } else if (p.active && f.drawn >= 0) {
+    // The filter drew the token (top-p, draw stream 4): block 0 passes it on.
+    if (chunk == 0 && threadIdx.x == 0) bv = 0.0f, bi = f.drawn;
+  } else if (p.active && f.listed > 0) {
     // The filter listed the kept ids (at most kSampleList): block 0 draws them with the exact
     // noise, the other blocks of the row have nothing to do.
-    const int n = filters[row].listed;
+    const int n = f.listed;
     for (int j = threadIdx.x; chunk == 0 && j < n; j += blockDim.x) {
       const int i = lists[size_t(row) * kSampleList + j];
       const float u = philox_uniform(p.seed, p.sample_index, p.draw_index, uint32_t(i));
@@ -201,7 +226,6 @@ __global__ void __launch_bounds__(kDrawThreads)
       if (better(v, i, bv, bi)) bv = v, bi = i;
     }
   } else if (p.active) {
-    const SampleFilter f = filters[row];
     const float t = p.temperature, inv_t = 1.0f / t;
     const bool filtered = f.thr != 0u || f.id_cut != INT_MAX;  // top-k / top-p on this row
     if (threadIdx.x == 0) irregular = 0;

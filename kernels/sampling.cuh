@@ -1,6 +1,8 @@
 // Token sampling on the device over the whole vocabulary (262,145 for Terra), giving the same
 // token as loom::sample_token (backend/sampler.h) for the same logits:
 //   greedy: argmax, lowest id on ties;
+//   top-p on: the inverse CDF over the kept prefix's fixed-point weights (draw stream 4,
+//   core/top_p_weight.h), drawn by the filter from the sums that find the cut;
 //   otherwise Gumbel-max over the kept set: argmax of z[i] - log(-log(u[i])), z = logits / T,
 //   u[i] = philox_uniform(seed, sample_index, draw_index, i).
 // The kept set of top-k / top-p is a prefix of the order (z descending by its key, id
@@ -43,7 +45,7 @@ struct SampleFilter {
   uint32_t thr;    // key threshold
   int32_t id_cut;  // ties at thr kept up to this id
   int32_t listed;  // > 0: the kept set is these ids of the row's list (top-k <= kSampleList)
-  int32_t pad;
+  int32_t drawn;   // >= 0: the row's token, drawn by the filter (top-p, draw stream 4); else -1
 };
 static_assert(sizeof(SampleFilter) == 16, "sample_workspace_bytes counts 16 bytes a filter");
 

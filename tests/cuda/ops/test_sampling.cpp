@@ -110,8 +110,8 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
 }
 
 // The filter's kept set itself (the draw tests above see it only through the tokens, which a cut
-// one element off rarely changes): sample_kept's set, id for id, for top-p cuts over logit
-// spreads from 0.5 to 16 (the cut 3 to 10 units of z below zmax: top-p's z bins, their
+// one element off rarely changes): sample_kept's set, id for id, and its token, for top-p cuts over
+// logit spreads from 0.5 to 16 (the cut 3 to 10 units of z below zmax: top-p's z bins, their
 // catch-all bin, and where a boundary bin overflows the fallbacks), with top-k before it, and
 // top-k's listed ids.
 TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
@@ -126,9 +126,10 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
   const std::vector<float> sigmas = {0.5f, 1.0f, 2.0f, 3.0f, 4.0f, 8.0f, 16.0f};
   // Then three sigma-1 rows with non-finite logits: a +inf (every weight 0: the first kept),
   // NaN at ids 7, 99, 1000 under top-k 50 + top-p (their keys sort first, their weights are 0,
-  // zmax skips them) and the same under top-p alone.
-  const int grid = int(modes.size() * sigmas.size()), rows = grid + 3;
-  const std::vector<Mode> special = {{0, 0.9f}, {50, 0.9f}, {0, 0.9f}};
+  // zmax skips them) and the same under top-p alone; and a row of zeros but ids 5 and 9 (1.0),
+  // whose 262,143 zeros pass the 16-bit count a bf16 value gets in top_p_by_values.
+  const int grid = int(modes.size() * sigmas.size()), rows = grid + 4;
+  const std::vector<Mode> special = {{0, 0.9f}, {50, 0.9f}, {0, 0.9f}, {0, 0.9f}};
   auto key_of = [](float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -143,8 +144,11 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
       for (int i = 0; i < vocab; i++) logits[size_t(r) * vocab + i] = nd(g);
     }
     logits[size_t(grid) * vocab + 123] = INFINITY;
-    for (int r = grid + 1; r < rows; r++)
+    for (int r = grid + 1; r < grid + 3; r++)
       for (int i : {7, 99, 1000}) logits[size_t(r) * vocab + i] = std::nanf("");
+    float* zeros = logits.data() + size_t(grid + 3) * vocab;
+    std::fill(zeros, zeros + vocab, 0.0f);
+    zeros[5] = zeros[9] = 1.0f;
     if (lt == DType::BF16) logits = round_bf16(logits);
     std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
     for (int r = 0; r < rows; r++) {
@@ -159,6 +163,9 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
     LOOM_KERNEL(sample_tokens(lt, dl.get(), rows, vocab, vocab, dp.as<SampleParamsDev>(), ws.get(),
                               tok.as<int32_t>(), nullptr));
     std::vector<SampleFilter> filters(static_cast<size_t>(rows));
+    std::vector<int32_t> tokens(static_cast<size_t>(rows));
+    LOOM_CUDA_CHECK(
+        cudaMemcpy(tokens.data(), tok.get(), tokens.size() * 4, cudaMemcpyDeviceToHost));
     std::vector<int32_t> lists(size_t(rows) * kSampleList);
     const size_t lists_at = size_t(rows) * (sizeof(SampleFilter) + kSampleChunks * 8);
     LOOM_CUDA_CHECK(cudaMemcpy(filters.data(), ws.get(), filters.size() * sizeof(SampleFilter),
@@ -193,6 +200,9 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
       CHECK(got.size() == want.size());
       CHECK(got == want);
       if (r == grid) CHECK(want == std::vector<int32_t>{123});
+      // The token (draw stream 4 for every top-p row: the filter draws it).
+      CHECK(tokens[size_t(r)] == sample_token(row, vocab, sp, 0u, 0u));
+      CHECK((f.drawn >= 0) == (sp.top_p < 1.0f));
     }
   }
 }
