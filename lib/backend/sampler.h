@@ -9,9 +9,8 @@
 //      2^-((zmax - z) log2 e) quantised to 1/4096 (core/top_p_weight.h, "top-p mass 2"), summed
 //      exactly, so that every backend keeps the same set.
 //   5. draw, top-p on (with or without top-k; draw stream 4): inverse CDF over step 4's weights.
-//      With M the kept prefix's summed weight and r = top_p_draw_point(seed, sample,
-//      draw_index, M) (floor(U · M / 2^64), U the 64 bits of a Philox call of its own:
-//      core/top_p_weight.h),
+//      With M the kept prefix's summed weight and r = top_p_draw_point(seed, sample, draw_index,
+//      M) (floor(U · M / 2^64), U the 64 bits of a Philox call of its own: core/top_p_weight.h),
 //      the token is the first of the prefix, in order, whose cumulative weight exceeds r (M = 0:
 //      the first of the prefix): each kept token with probability w / M, from the sums the
 //      filter already makes, no noise per token.
