@@ -138,9 +138,10 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
     mine += c * mass(z);
   }
   if (__syncthreads_or(odd)) return false;
-  // The first thread whose values' running mass reaches target, and in it the value that does:
-  // its key, the mass above it, its weight and count. limit: the cut (value, ties kept) caps the
-  // mass where the draw searches the kept prefix only.
+  // The first thread whose values' running mass reaches target, then in its warp (two of its
+  // values a lane, a warp scan) the value that does: its key, count, weight and the mass above
+  // it. limit: the cut (value, ties kept) caps the mass where the draw searches the kept prefix.
+  // Returns the thread's inclusive running mass.
   auto find = [&](Mass thread_mass, Mass target, uint32_t limit_key, uint32_t limit_count,
                   uint32_t* key_out, uint32_t* count_out) {
     Mass total;
@@ -149,40 +150,42 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
     __syncthreads();
     if (incl >= target) atomicMin(&first_s, t0);
     __syncthreads();
-    if (t0 == first_s) {
-      Mass cum = incl - thread_mass;
-      for (int e = 0; e < kValuesPerThread; e++) {
-        const uint32_t b = value_at_key(key_of(e));
-        uint32_t c = count_of(b);
-        if (key_of(e) == limit_key) c = limit_count;
-        if (c == 0u) continue;
-        const Mass w = w_at(b);
-        if (cum + c * w >= target) {
-          *key_out = key_of(e), *count_out = count_of(b), above_s = cum, w_s = w;
-          break;
-        }
-        cum += c * w;
+    const int f = first_s;  // (< kFilterThreads: the total reaches every target)
+    if ((t0 >> 5) == (f >> 5)) {
+      const Mass excl = __shfl_sync(0xffffffffu, incl - thread_mass, f & 31);
+      const uint32_t k0 = uint32_t(0xffff - kValuesPerThread * f - 2 * lane);  // values 2l, 2l + 1
+      Mass m[2], w[2];
+      for (int q = 0; q < 2; q++) {
+        const uint32_t b = value_at_key(k0 - q);
+        const uint32_t c = k0 - q == limit_key ? limit_count : count_of(b);
+        w[q] = c != 0u ? w_at(b) : 0u;
+        m[q] = c * w[q];
+      }
+      Mass x = m[0] + m[1];  // the warp's inclusive scan
+      for (int o = 1; o < 32; o <<= 1) {
+        const Mass y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      const Mass before = excl + x - m[0] - m[1];
+      const unsigned hits = __ballot_sync(0xffffffffu, excl + x >= target);
+      if (lane == __ffs(hits) - 1) {
+        const int q = before + m[0] >= target ? 0 : 1;
+        *key_out = k0 - q, *count_out = count_of(value_at_key(k0 - q));
+        above_s = q == 0 ? before : before + m[0], w_s = w[q];
       }
     }
     __syncthreads();
+    return incl;
   };
   const Mass total = block_sum(mine, scratch);
   const Mass target = mass_target(p.top_p, total);
-  find(mine, target, 0x10000u, 0u, &cut_key_s, &c_cut_s);
+  const Mass incl = find(mine, target, 0x10000u, 0u, &cut_key_s, &c_cut_s);
   const uint32_t cut_key = cut_key_s;
   const Mass cut_above = above_s, cut_w = w_s;
   const int j = int((target - cut_above + cut_w - 1) / cut_w);  // the cut value's ties kept
   const Mass kept = cut_above + Mass(j) * cut_w;
   const int f = first_s;  // the kept prefix's mass a thread: all of it above f, none below
-  Mass mine_kept = t0 < f ? mine : 0u;
-  if (t0 == f) {
-    mine_kept = 0u;
-    for (int e = 0; e < kValuesPerThread && key_of(e) >= cut_key; e++) {
-      const uint32_t b = value_at_key(key_of(e));
-      const uint32_t c = key_of(e) == cut_key ? uint32_t(j) : count_of(b);
-      if (c != 0u) mine_kept += c * w_at(b);
-    }
-  }
+  const Mass mine_kept = t0 < f ? mine : t0 == f ? kept - (incl - mine) : 0u;
   const Mass point = top_p_draw_point(p.seed, p.sample_index, p.draw_index, kept);
   find(mine_kept, point + 1u, cut_key, uint32_t(j), &draw_key_s, &c_draw_s);
   const uint32_t draw_key = draw_key_s, c_cut = c_cut_s, c_draw = c_draw_s;

@@ -25,6 +25,7 @@ nlohmann::json bench_sampling(const Context& c) {
                         {"temperature 0.9", 0.9f, 0, 1.0f},
                         {"top-k 50", 1.0f, 50, 1.0f},
                         {"top-p 0.9", 1.0f, 0, 0.9f},
+                        {"top-p 0.9 T 0.9", 0.9f, 0, 0.9f},
                         {"top-k 1000 top-p 0.9", 1.0f, 1000, 0.9f}};
   const int vocab = 262145, ld = (vocab + 63) / 64 * 64, max_rows = 256, checked_rows = 16;
   nlohmann::json out = nlohmann::json::array();
