@@ -12,7 +12,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from hf_reference import FRAME_ARCHS, shard_files
+from hf_reference import FRAME_ARCHS, llama_config_fields, shard_files
 
 
 def log(*args):
@@ -83,17 +83,8 @@ def _llama_config(cfg, attn):
     from transformers import LlamaConfig
     theta = float(cfg.get("rope_theta", 10000.0))
     params = inspect.signature(LlamaConfig.__init__).parameters
-    kw = dict(vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
-              intermediate_size=cfg["intermediate_size"],
-              num_hidden_layers=cfg["num_hidden_layers"],
-              num_attention_heads=cfg["num_attention_heads"],
-              num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
-              hidden_act=cfg.get("hidden_act", "silu"),
-              max_position_embeddings=cfg["max_position_embeddings"],
-              rms_norm_eps=cfg["rms_norm_eps"], tie_word_embeddings=False,
-              attention_bias=False, bos_token_id=cfg.get("bos_token_id"),
-              eos_token_id=cfg.get("eos_token_id"), pad_token_id=cfg.get("pad_token_id"),
-              use_cache=True, attn_implementation=attn)
+    kw = dict(llama_config_fields(cfg), tie_word_embeddings=False, use_cache=True,
+              attn_implementation=attn)
     if "rope_parameters" in params:  # transformers ≥ 5
         kw["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
     else:

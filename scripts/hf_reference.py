@@ -79,6 +79,21 @@ def read_tensors(ckpt_dir):
     return out
 
 
+def llama_config_fields(cfg):
+    """transformers.LlamaConfig's keywords from a checkpoint's config.json, but RoPE's and the
+    tied embeddings' (which transformers versions and callers spell apart)."""
+    return dict(vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
+                intermediate_size=cfg["intermediate_size"],
+                num_hidden_layers=cfg["num_hidden_layers"],
+                num_attention_heads=cfg["num_attention_heads"],
+                num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
+                hidden_act=cfg.get("hidden_act", "silu"),
+                max_position_embeddings=cfg["max_position_embeddings"],
+                rms_norm_eps=cfg["rms_norm_eps"], attention_bias=False,
+                bos_token_id=cfg.get("bos_token_id"), eos_token_id=cfg.get("eos_token_id"),
+                pad_token_id=cfg.get("pad_token_id"))
+
+
 class Reference:
     """A checkpoint directory as transformers' LlamaForCausalLM plus loom's frame inputs."""
 
@@ -89,18 +104,8 @@ class Reference:
         self.config = cfg
         arch = cfg["architectures"][0]
         self.kind = FRAME_ARCHS.get(arch, "llama")
-        hf = LlamaConfig(
-            vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
-            intermediate_size=cfg["intermediate_size"],
-            num_hidden_layers=cfg["num_hidden_layers"],
-            num_attention_heads=cfg["num_attention_heads"],
-            num_key_value_heads=cfg.get("num_key_value_heads", cfg["num_attention_heads"]),
-            hidden_act=cfg.get("hidden_act", "silu"),
-            max_position_embeddings=cfg["max_position_embeddings"],
-            rms_norm_eps=cfg["rms_norm_eps"], rope_theta=cfg.get("rope_theta", 10000.0),
-            tie_word_embeddings=cfg.get("tie_word_embeddings", False),
-            attention_bias=False, bos_token_id=cfg.get("bos_token_id"),
-            eos_token_id=cfg.get("eos_token_id"), pad_token_id=cfg.get("pad_token_id"))
+        hf = LlamaConfig(**llama_config_fields(cfg), rope_theta=cfg.get("rope_theta", 10000.0),
+                         tie_word_embeddings=cfg.get("tie_word_embeddings", False))
         hf._attn_implementation = "eager"
         with _no_init():
             self.model = LlamaForCausalLM(hf).float().eval()
