@@ -64,102 +64,62 @@ __device__ bool mass_select(const T* lg, int vocab, float t, SelectWeight mass, 
   return true;
 }
 
-// top_p_by_values' histogram: 65,536 16-bit counts, two a word (value b in the low half of word
-// b / 2 when b is even), over BinSmem's count, mass, incl and cand (none live while it is); then
-// sm.cand's 8 bytes a candidate hold two lists of kBinCand 4-byte ids.
-constexpr int kValueWords = 32768;
-constexpr int kValuesPerThread = 2 * kValueWords / kFilterThreads;  // the scan's share: 64
-static_assert(offsetof(BinSmem, ring) >= size_t(kValueWords) * 4, "the value counts fit");
+// The class histograms of top_p_by_values and top_p_by_quanta: 65,536 16-bit counts, two a
+// word (class h in the low half of word h / 2 when h is even), over BinSmem's count, mass, incl
+// and cand (none live while it is); then the same bytes hold the gathered candidates.
+constexpr int kClassWords = 32768, kClasses = 2 * kClassWords;
+constexpr int kClassesPerThread = kClasses / kFilterThreads;  // the scan's share: 64
+static_assert(offsetof(BinSmem, ring) >= size_t(kClassWords) * 4, "the class counts fit");
+static_assert(offsetof(BinSmem, ring) >= size_t(2 * kBinCand) * 8, "two candidate lists fit");
 
-// bf16 bits of the value at 16-bit key k (descending keys: descending values, +0 above -0).
-__device__ __forceinline__ uint32_t value_at_key(uint32_t k) {
-  return (k & 0x8000u) ? (k & 0x7fffu) : (~k & 0xffffu);
+__device__ __forceinline__ void zero_classes(uint32_t* hist) {
+  for (int j = threadIdx.x; j < kClassWords; j += blockDim.x) hist[j] = 0u;
+}
+__device__ __forceinline__ void count_class(uint32_t* hist, uint32_t h) {
+  atomicAdd(&hist[h >> 1], (h & 1u) ? 0x10000u : 1u);
+}
+__device__ __forceinline__ uint32_t class_count(const uint32_t* hist, uint32_t h) {
+  return (hist[h >> 1] >> ((h & 1u) * 16u)) & 0xffffu;
 }
 
-// Top-p alone over bf16 logits, with draw stream 4's token, from counts of the row's values (a
-// pass), a scan of the counts (each thread 64 values, in order from the top) for the cut and
-// the draw point, and a pass gathering the ids of the two values whose ties they split. The
-// ties of one value are ordered by id, and the cut keeps the first j of the cut value's c
-// (j = ceil(need / w)); the draw is the m-th id of its value (m = floor((point - above) / w)),
-// found by ranking the gathered ids. Returns false (nothing written the caller reads; the
-// caller runs mass_select) where a value's count passes 16 bits (the counted total falls short
-// of vocab), a logit is not finite, two values share a z (z = x / t subnormal, or infinite), or
-// either split value has more than kBinCand tokens.
-__device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int vocab,
-                                                const SampleParamsDev& p, Mass* scratch,
-                                                BinSmem& sm, uint32_t* out_thr, int* out_cut,
-                                                int* drawn) {
-  __shared__ uint32_t top_key_s, cut_key_s, draw_key_s;
-  __shared__ int first_s, j_s, m_s;
-  __shared__ unsigned n_cut_s, n_draw_s;
-  __shared__ uint32_t c_cut_s, c_draw_s;
+// Where top-p's cut and draw stream 4's draw fall among classes of equal weight in order (s = 0
+// first; thread t holds s = 64 t .. 64 t + 63): the cut keeps the first j of class cut's tokens
+// (from 1), the draw is the m-th of class draw's (from 0). ok: false where the classes' mass
+// falls short of the cut's target (the cut lies in tokens past the classes).
+struct ClassSplit {
+  bool ok;
+  uint32_t cut, draw;              // classes
+  uint32_t cut_count, draw_count;  // their tokens
+  int j, m;
+};
+
+// The split from class_at(s, &count, &weight), the thread's classes' mass and the row's total
+// (classes and the tokens past them). Each target is found by a block scan of the threads'
+// masses, then in the first reaching thread's warp (two of its classes a lane, a warp scan).
+template <class ClassAt>
+__device__ ClassSplit split_classes(ClassAt class_at, Mass mine, Mass total,
+                                    const SampleParamsDev& p, Mass* scratch) {
+  __shared__ int first_s;
+  __shared__ uint32_t class_s, count_s;
   __shared__ Mass above_s, w_s;
-  uint32_t* hist = reinterpret_cast<uint32_t*>(&sm);  // [kValueWords]
-  const ZOf z_of(p.temperature);
-  for (int j = threadIdx.x; j < kValueWords; j += blockDim.x) hist[j] = 0u;
-  if (threadIdx.x == 0) top_key_s = 0u;
-  __syncthreads();
-  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
-    if (i >= vocab) return;
-    const uint32_t b = __float_as_uint(x) >> 16;
-    atomicAdd(&hist[b >> 1], (b & 1u) ? 0x10000u : 1u);
-  });
-  __syncthreads();
-  const int t0 = int(threadIdx.x);
-  auto key_of = [&](int e) { return uint32_t(0xffff - kValuesPerThread * t0 - e); };
-  auto count_of = [&](uint32_t b) { return (hist[b >> 1] >> ((b & 1u) * 16u)) & 0xffffu; };
-  auto z_at = [&](uint32_t b) { return z_of(__uint_as_float(b << 16)); };
-  // The row's values: their count, the largest, and whether any breaks the order's assumptions.
-  // A thread's 64 values are 32 consecutive words; lane l starts at its value l (so at word
-  // l / 2), or a warp's lanes would read one bank at a time.
-  const int lane = t0 & 31;
-  uint32_t n = 0u, top = 0u;
-  bool odd = false;
-  for (int s = 0; s < kValuesPerThread; s++) {
-    const int e = (s + lane) & (kValuesPerThread - 1);
-    const uint32_t b = value_at_key(key_of(e)), c = count_of(b);
-    if (c == 0u) continue;
-    n += c;
-    odd |= (b & 0x7fffu) >= 0x7f80u;  // infinite or NaN
-    top = max(top, key_of(e));
-  }
-  if (top != 0u) atomicMax(&top_key_s, top);
-  if (block_sum(n, scratch) != Mass(vocab) || __syncthreads_or(odd)) return false;
-  const float zmax = z_at(value_at_key(top_key_s));
-  const SelectWeight mass{true, zmax, sm.top_p_tables};
-  auto w_at = [&](uint32_t b) { return mass(z_at(b)); };
-  Mass mine = 0u;
-  for (int s = 0; s < kValuesPerThread; s++) {
-    const int e = (s + lane) & (kValuesPerThread - 1);
-    const uint32_t b = value_at_key(key_of(e)), c = count_of(b);
-    if (c == 0u) continue;
-    const float z = z_at(b);
-    odd |= isinf(z) || ((b & 0x7fffu) != 0u && fabsf(z) < FLT_MIN);  // two values, one z
-    mine += c * mass(z);
-  }
-  if (__syncthreads_or(odd)) return false;
-  // The first thread whose values' running mass reaches target, then in its warp (two of its
-  // values a lane, a warp scan) the value that does: its key, count, weight and the mass above
-  // it. limit: the cut (value, ties kept) caps the mass where the draw searches the kept prefix.
-  // Returns the thread's inclusive running mass.
-  auto find = [&](Mass thread_mass, Mass target, uint32_t limit_key, uint32_t limit_count,
-                  uint32_t* key_out, uint32_t* count_out) {
-    Mass total;
-    const Mass incl = block_scan(thread_mass, scratch, &total);
+  const int t0 = int(threadIdx.x), lane = t0 & 31;
+  // limit: the cut class's tokens kept, where the draw searches the kept prefix only.
+  auto find = [&](Mass thread_mass, Mass target, uint32_t limit_class, uint32_t limit_count,
+                  Mass* all) {
+    const Mass incl = block_scan(thread_mass, scratch, all);
     if (threadIdx.x == 0) first_s = kFilterThreads;
     __syncthreads();
     if (incl >= target) atomicMin(&first_s, t0);
     __syncthreads();
-    const int f = first_s;  // (< kFilterThreads: the total reaches every target)
-    if ((t0 >> 5) == (f >> 5)) {
+    const int f = first_s;
+    if (f < kFilterThreads && (t0 >> 5) == (f >> 5)) {
       const Mass excl = __shfl_sync(0xffffffffu, incl - thread_mass, f & 31);
-      const uint32_t k0 = uint32_t(0xffff - kValuesPerThread * f - 2 * lane);  // values 2l, 2l + 1
+      const uint32_t s0 = uint32_t(kClassesPerThread * f + 2 * lane);  // classes s0, s0 + 1
       Mass m[2], w[2];
+      uint32_t c[2];
       for (int q = 0; q < 2; q++) {
-        const uint32_t b = value_at_key(k0 - q);
-        const uint32_t c = k0 - q == limit_key ? limit_count : count_of(b);
-        w[q] = c != 0u ? w_at(b) : 0u;
-        m[q] = c * w[q];
+        class_at(s0 + q, &c[q], &w[q]);
+        m[q] = (s0 + q == limit_class ? limit_count : c[q]) * w[q];
       }
       Mass x = m[0] + m[1];  // the warp's inclusive scan
       for (int o = 1; o < 32; o <<= 1) {
@@ -170,57 +130,203 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
       const unsigned hits = __ballot_sync(0xffffffffu, excl + x >= target);
       if (lane == __ffs(hits) - 1) {
         const int q = before + m[0] >= target ? 0 : 1;
-        *key_out = k0 - q, *count_out = count_of(value_at_key(k0 - q));
-        above_s = q == 0 ? before : before + m[0], w_s = w[q];
+        class_s = s0 + q, count_s = c[q], above_s = q == 0 ? before : before + m[0], w_s = w[q];
       }
     }
     __syncthreads();
     return incl;
   };
-  const Mass total = block_sum(mine, scratch);
+  ClassSplit r{};
   const Mass target = mass_target(p.top_p, total);
-  const Mass incl = find(mine, target, 0x10000u, 0u, &cut_key_s, &c_cut_s);
-  const uint32_t cut_key = cut_key_s;
+  Mass window;
+  const Mass incl = find(mine, target, kClasses, 0u, &window);
+  if (window < target) return r;
+  r.cut = class_s, r.cut_count = count_s;
   const Mass cut_above = above_s, cut_w = w_s;
-  const int j = int((target - cut_above + cut_w - 1) / cut_w);  // the cut value's ties kept
-  const Mass kept = cut_above + Mass(j) * cut_w;
+  r.j = int((target - cut_above + cut_w - 1) / cut_w);
+  const Mass kept = cut_above + Mass(r.j) * cut_w;
   const int f = first_s;  // the kept prefix's mass a thread: all of it above f, none below
   const Mass mine_kept = t0 < f ? mine : t0 == f ? kept - (incl - mine) : 0u;
   const Mass point = top_p_draw_point(p.seed, p.sample_index, p.draw_index, kept);
-  find(mine_kept, point + 1u, cut_key, uint32_t(j), &draw_key_s, &c_draw_s);
-  const uint32_t draw_key = draw_key_s, c_cut = c_cut_s, c_draw = c_draw_s;
-  const int m = int((point - above_s) / w_s);  // the drawn value's m-th id (from 0)
-  const bool split = uint32_t(j) < c_cut;      // ids of the cut value needed
-  if (c_draw > uint32_t(kBinCand) || (split && c_cut > uint32_t(kBinCand))) return false;
-  // Gather the ids of the drawn value (and of the cut value where the cut splits its ties).
-  uint32_t* draw_ids = reinterpret_cast<uint32_t*>(sm.cand);  // [c_draw]
-  uint32_t* cut_ids = draw_ids + kBinCand;                    // [c_cut] where split
-  const uint32_t draw_b = value_at_key(draw_key), cut_b = value_at_key(cut_key);
-  if (threadIdx.x == 0) n_draw_s = 0u, n_cut_s = 0u, j_s = INT_MAX, m_s = -1;
+  find(mine_kept, point + 1u, r.cut, uint32_t(r.j), &window);
+  r.draw = class_s, r.draw_count = count_s;
+  r.m = int((point - above_s) / w_s);
+  r.ok = true;
   __syncthreads();
+  return r;
+}
+
+// The candidate with exactly `rank` smaller ones among cand[0, n) (distinct), into *out.
+__device__ __forceinline__ void ranked(const unsigned long long* cand, int n, int rank,
+                                       unsigned long long* out) {
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    int below = 0;
+    for (int g = 0; g < n; g++) below += cand[g] < cand[e];
+    if (below == rank) *out = cand[e];
+  }
+}
+
+// The tokens of class split.draw (class_of(x, z)), and of class split.cut where with_cut,
+// gathered as candidates (key, id) and ranked: the draw at the m-th of its class, the cut at the
+// j-th of its. Returns false (nothing written) where a gathered class holds over kBinCand tokens.
+template <class T, class ClassOf>
+__device__ bool gather_split(const T* lg, int vocab, float temperature, const ClassSplit& split,
+                             bool with_cut, ClassOf class_of, BinSmem& sm, uint32_t* out_thr,
+                             int* out_cut, int* drawn) {
+  __shared__ unsigned n_cut_s, n_draw_s;
+  __shared__ unsigned long long cut_s, draw_s;
+  if (split.draw_count > unsigned(kBinCand) || (with_cut && split.cut_count > unsigned(kBinCand)))
+    return false;
+  auto* cut = reinterpret_cast<unsigned long long*>(&sm);  // [cut_count], then [draw_count]
+  auto* draw = cut + kBinCand;
+  if (threadIdx.x == 0) n_cut_s = 0u, n_draw_s = 0u;
+  __syncthreads();
+  const ZOf z_of(temperature);
   for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
     if (i >= vocab) return;
-    const uint32_t b = __float_as_uint(x) >> 16;
-    if (b == draw_b) draw_ids[atomicAdd(&n_draw_s, 1u)] = uint32_t(i);
-    if (split && b == cut_b) cut_ids[atomicAdd(&n_cut_s, 1u)] = uint32_t(i);
+    const float z = z_of(x);
+    const uint32_t h = class_of(x, z);
+    if (with_cut && h == split.cut) cut[atomicAdd(&n_cut_s, 1u)] = cand_of(float_key(z), i);
+    if (h == split.draw) draw[atomicAdd(&n_draw_s, 1u)] = cand_of(float_key(z), i);
   });
   __syncthreads();
-  // The id with exactly `rank` smaller ids among ids[0, n).
-  auto ranked = [&](const uint32_t* ids, int count, int rank, int* out) {
-    for (int e = threadIdx.x; e < count; e += blockDim.x) {
-      int below = 0;
-      for (int g = 0; g < count; g++) below += ids[g] < ids[e];
-      if (below == rank) *out = int(ids[e]);
-    }
-  };
-  ranked(draw_ids, int(c_draw), m, &m_s);
-  if (split) ranked(cut_ids, int(c_cut), j - 1, &j_s);
+  if (with_cut) ranked(cut, int(split.cut_count), split.j - 1, &cut_s);
+  ranked(draw, int(split.draw_count), split.m, &draw_s);
   __syncthreads();
-  *out_thr = float_key(z_at(cut_b));
-  *out_cut = j_s;
-  *drawn = m_s;
+  if (with_cut) cut_at(cut_s, out_thr, out_cut);
+  *drawn = cand_id(draw_s);
   __syncthreads();
   return true;
+}
+
+// bf16 bits of the value at 16-bit key k (descending keys: descending values, +0 above -0), and
+// the key of bits b.
+__device__ __forceinline__ uint32_t value_at_key(uint32_t k) {
+  return (k & 0x8000u) ? (k & 0x7fffu) : (~k & 0xffffu);
+}
+__device__ __forceinline__ uint32_t order_key16(uint32_t b) {
+  return (b & 0x8000u) ? (~b & 0xffffu) : (b | 0x8000u);
+}
+
+// Top-p alone over bf16 logits, with draw stream 4's token, from counts of the row's values: a
+// value's tokens share one z, one key and one weight, so the classes are the values (class s:
+// the value at key 0xffff - s), zmax is the largest value's z, and no pass finds it. Returns
+// false (nothing written the caller reads; the caller runs mass_select) where a value's count
+// passes 16 bits (the counted total falls short of vocab), a logit is not finite, two values
+// share a z (z = x / t subnormal, or infinite), or a split value has over kBinCand tokens.
+__device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int vocab,
+                                                const SampleParamsDev& p, Mass* scratch,
+                                                BinSmem& sm, uint32_t* out_thr, int* out_cut,
+                                                int* drawn) {
+  __shared__ uint32_t top_key_s;
+  uint32_t* hist = reinterpret_cast<uint32_t*>(&sm);  // [kClassWords], indexed by the bf16 bits
+  const ZOf z_of(p.temperature);
+  zero_classes(hist);
+  if (threadIdx.x == 0) top_key_s = 0u;
+  __syncthreads();
+  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
+    if (i < vocab) count_class(hist, __float_as_uint(x) >> 16);
+  });
+  __syncthreads();
+  const int t0 = int(threadIdx.x), lane = t0 & 31;
+  auto bits_at = [&](uint32_t s) { return value_at_key(0xffffu - s); };
+  auto z_at = [&](uint32_t b) { return z_of(__uint_as_float(b << 16)); };
+  // The row's values: their count, the largest, and whether any breaks the order's assumptions.
+  // A thread's 64 values are 32 consecutive words; lane l starts at its value l (so at word
+  // l / 2), or a warp's lanes would read one bank at a time.
+  uint32_t n = 0u, top = 0u;
+  bool odd = false;
+  for (int s = 0; s < kClassesPerThread; s++) {
+    const uint32_t e = uint32_t(kClassesPerThread * t0 + ((s + lane) & (kClassesPerThread - 1)));
+    const uint32_t b = bits_at(e), c = class_count(hist, b);
+    if (c == 0u) continue;
+    n += c;
+    odd |= (b & 0x7fffu) >= 0x7f80u;  // infinite or NaN
+    top = max(top, 0xffffu - e);
+  }
+  if (top != 0u) atomicMax(&top_key_s, top);
+  if (block_sum(n, scratch) != Mass(vocab) || __syncthreads_or(odd)) return false;
+  const SelectWeight mass{true, z_at(value_at_key(top_key_s)), sm.top_p_tables};
+  Mass mine = 0u;
+  for (int s = 0; s < kClassesPerThread; s++) {
+    const uint32_t e = uint32_t(kClassesPerThread * t0 + ((s + lane) & (kClassesPerThread - 1)));
+    const uint32_t b = bits_at(e), c = class_count(hist, b);
+    if (c == 0u) continue;
+    const float z = z_at(b);
+    odd |= isinf(z) || ((b & 0x7fffu) != 0u && fabsf(z) < FLT_MIN);  // two values, one z
+    mine += c * mass(z);
+  }
+  if (__syncthreads_or(odd)) return false;
+  const ClassSplit split = split_classes(
+      [&](uint32_t s, uint32_t* c, Mass* w) {
+        const uint32_t b = bits_at(s);
+        *c = class_count(hist, b);
+        *w = *c != 0u ? mass(z_at(b)) : 0u;
+      },
+      mine, block_sum(mine, scratch), p, scratch);
+  if (!split.ok) return false;  // (never: no token lies past the values)
+  // The cut's ids only where it splits its value's ties; else its key and every tie.
+  const bool with_cut = uint32_t(split.j) < split.cut_count;
+  if (!gather_split(
+          lg, vocab, p.temperature, split, with_cut,
+          [](float x, float) { return 0xffffu - order_key16(__float_as_uint(x) >> 16); }, sm,
+          out_thr, out_cut, drawn))
+    return false;
+  if (!with_cut) *out_thr = float_key(z_at(bits_at(split.cut))), *out_cut = INT_MAX;
+  return true;
+}
+
+// Top-p alone over fp32 logits (or bf16 ones top_p_by_values leaves), with draw stream 4's
+// token, from counts of the weight's quanta (core/top_p_weight.h: a token's weight depends on
+// its quantum q alone, and q is non-increasing in z, so the classes are q = 0 .. 65,535, u below
+// 16): after the zmax pass, one pass counts every token's q (those past 65,535, and the NaN,
+// weighed in registers), the classes' scan finds the quanta of the cut and the draw, and one pass
+// gathers and ranks their tokens by (key, id). Returns false (nothing written the caller reads)
+// where zmax is not finite, a quantum's count passes 16 bits, the cut lies past u = 16, or a
+// split quantum has over kBinCand tokens.
+template <class T>
+__device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const SampleParamsDev& p,
+                                                float zmax, Mass* scratch, BinSmem& sm,
+                                                uint32_t* out_thr, int* out_cut, int* drawn) {
+  if (!isfinite(zmax)) return false;
+  uint32_t* hist = reinterpret_cast<uint32_t*>(&sm);  // [kClassWords], indexed by q
+  const uint32_t* tables = sm.top_p_tables;
+  const ZOf z_of(p.temperature);
+  zero_classes(hist);
+  __syncthreads();
+  uint32_t n = 0u;  // tokens past the classes, and their weight
+  Mass tail = 0u;
+  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
+    if (i >= vocab) return;
+    const uint32_t q = top_p_quantum(z_of(x), zmax);
+    if (q < uint32_t(kClasses)) {
+      count_class(hist, q);
+    } else {
+      n++;
+      tail += top_p_weight_of(q, tables, tables + 64);
+    }
+  });
+  __syncthreads();
+  const int t0 = int(threadIdx.x), lane = t0 & 31;
+  Mass mine = 0u;
+  for (int s = 0; s < kClassesPerThread; s++) {  // (lanes skewed, as top_p_by_values's)
+    const uint32_t q = uint32_t(kClassesPerThread * t0 + ((s + lane) & (kClassesPerThread - 1)));
+    const uint32_t c = class_count(hist, q);
+    n += c;
+    if (c != 0u) mine += c * top_p_weight_of(q, tables, tables + 64);
+  }
+  if (block_sum(n, scratch) != Mass(vocab)) return false;
+  const Mass total = block_sum(mine + tail, scratch);
+  const ClassSplit split = split_classes(
+      [&](uint32_t q, uint32_t* c, Mass* w) {
+        *c = class_count(hist, q);
+        *w = top_p_weight_of(q, tables, tables + 64);
+      },
+      mine, total, p, scratch);
+  if (!split.ok) return false;
+  return gather_split(
+      lg, vocab, p.temperature, split, true, [&](float, float z) { return top_p_quantum(z, zmax); },
+      sm, out_thr, out_cut, drawn);
 }
 
 }  // namespace loom::gpu

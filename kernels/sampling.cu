@@ -18,8 +18,9 @@ struct SamplePartial {
 };
 
 // The kept set (*thr, *cut) of a row that sampled_top_k and top_p_by_values did not take, by the
-// selects over the row, and top-p's draw (*drawn). Inlined, as top_p_by_values is: with either
-// left a call, the sampled top-k's path lost ~8 us at 256 rows (H200, session 24).
+// quanta (top-p alone) or the selects over the row, and top-p's draw (*drawn). Inlined, as
+// top_p_by_values is: with either left a call, the sampled top-k's path lost ~8 us at 256 rows
+// (H200, session 24).
 template <class T>
 __device__ __forceinline__ void filter_by_selects(const T* lg, int vocab, const SampleParamsDev& p,
                                                   bool top_k_on, bool top_p_on, Mass* scratch,
@@ -40,6 +41,8 @@ __device__ __forceinline__ void filter_by_selects(const T* lg, int vocab, const 
     __syncthreads();
     zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY) / t;
   }
+  if (top_p_on && !top_k_on && top_p_by_quanta(lg, vocab, p, zmax, scratch, sm, thr, cut, drawn))
+    return;
   const SelectWeight count{false, zmax, sm.top_p_tables};
   const Mass k = Mass(p.top_k);
   if (top_k_on &&
