@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 
 #include <climits>
+#include <type_traits>
 
 #include "core/philox.h"
 #include "kernels/common.cuh"
@@ -41,8 +42,12 @@ __device__ __forceinline__ void filter_by_selects(const T* lg, int vocab, const 
     __syncthreads();
     zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY) / t;
   }
-  if (top_p_on && !top_k_on && top_p_by_quanta(lg, vocab, p, zmax, scratch, sm, thr, cut, drawn))
-    return;
+  // (fp32 only: a bf16 row top_p_by_values leaves has a logit that is not finite, or values
+  // whose z collide, which the quanta would leave too.)
+  if constexpr (std::is_same<T, float>::value)
+    if (top_p_on && !top_k_on &&
+        top_p_by_quanta(lg, vocab, p, zmax, scratch, sm, thr, cut, drawn))
+      return;
   const SelectWeight count{false, zmax, sm.top_p_tables};
   const Mass k = Mass(p.top_k);
   if (top_k_on &&
