@@ -45,8 +45,7 @@ __device__ __forceinline__ void filter_by_selects(const T* lg, int vocab, const 
   // (fp32 only: a bf16 row top_p_by_values leaves has a logit that is not finite, or values
   // whose z collide, which the quanta would leave too.)
   if constexpr (std::is_same<T, float>::value)
-    if (top_p_on && !top_k_on &&
-        top_p_by_quanta(lg, vocab, p, zmax, scratch, sm, thr, cut, drawn))
+    if (top_p_on && !top_k_on && top_p_by_quanta(lg, vocab, p, zmax, scratch, sm, thr, cut, drawn))
       return;
   const SelectWeight count{false, zmax, sm.top_p_tables};
   const Mass k = Mass(p.top_k);
