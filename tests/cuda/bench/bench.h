@@ -45,6 +45,7 @@ nlohmann::json bench_attention_mma(const Context& c);  // attention_decode.cpp â
 nlohmann::json bench_sampling(const Context& c);       // sampling.cpp: the device draw
 nlohmann::json bench_gemm_algos(const Context& c);     // gemm_algos.cpp: cuBLASLt candidates
 nlohmann::json bench_gemm_tiles(const Context& c);     // gemm_tiles.cpp: every Lt configuration
+nlohmann::json bench_gemm_split_batched(const Context& c);  // gemm_split_batched.cpp
 nlohmann::json bench_weight_stream(const Context& c);  // weight_stream.cu: one CTA an SM streaming
 
 // The CUDA backend end to end on a Terra-size model (backend.cpp): fills r's keys load,
@@ -68,6 +69,7 @@ inline const std::vector<Family>& families() {
       {"sampling", bench_sampling},
       {"gemm_algos", bench_gemm_algos},
       {"gemm_tiles", bench_gemm_tiles},
+      {"gemm_split_batched", bench_gemm_split_batched},
       {"gemv_chain", bench_gemv_chain},
       {"ops_norm", bench_norm},
       {"ops_mlp_activation", bench_mlp_activation},

@@ -1,0 +1,122 @@
+// Would a split-K with its fold in the next kernel pay for the 256-row layer GEMMs? cuBLASLt's
+// own split-K (gemm_algos.cpp) folds in a kernel or atomics of its own and lost at every shape;
+// here the S slices of k run as one strided-batched GEMM with fp32 partials out (S × the CTAs,
+// no fold), the fold being left to the elementwise kernel each GEMM already feeds (rope_kv_write,
+// the residual RMSNorm, act_mul) at the cost of reading S fp32 partials instead of one bf16 row.
+// Times, L2 flushed, the default GEMM (bf16 out) and the best heuristic algorithm at S = 1, 2, 4,
+// 8, each checked against the default's output by summing its partials on the host.
+#include <cublasLt.h>
+
+#include <cstdio>
+
+#include "bench.h"
+#include "kernels/activation.cuh"
+#include "kernels/cuda_check.cuh"
+
+namespace loom::bench {
+
+using json = nlohmann::json;
+
+json bench_gemm_split_batched(const Context& c) {
+  cublasLtHandle_t lt = nullptr;
+  LOOM_CUBLAS_CHECK(cublasLtCreate(&lt));
+  const size_t ws_bytes = size_t(32) << 20;
+  Buffers d;
+  void* ws = d.alloc(ws_bytes);
+  struct Shape {
+    const char* name;
+    int n, k;
+  };
+  const Shape shapes[] = {
+      {"qkv", 2560, 2048}, {"o", 2048, 2048}, {"gate_up", 11264, 2048}, {"down", 2048, 5632}};
+  const int m = 256;
+  json out = json::array();
+  std::printf("\n%-8s %5s %11s %9s %9s %9s %9s  (us; fp32 partials out, S slices of k)\n", "gemm",
+              "m", "default", "S 1", "S 2", "S 4", "S 8");
+  for (const Shape& s : shapes) {
+    Buffers b;
+    void* w = b.alloc(size_t(s.n) * s.k * 2);  // [n, k] bf16
+    void* x = b.alloc(size_t(m) * s.k * 2);    // [m, k] bf16
+    void* y_ref = b.alloc(size_t(m) * s.n * 2);
+    void* part = b.alloc(size_t(8) * m * s.n * 4);  // [S, m, n] fp32
+    LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, size_t(s.n) * s.k, 3, 0.05f, nullptr));
+    LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(m) * s.k, 4, 1.0f, nullptr));
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const double def_us = time_us(
+        c, [&] { c.gemm->run(DType::BF16, x, w, DType::BF16, y_ref, m, s.n, s.k, 0.0f, s.n); });
+    const std::vector<float> ref = b.download(y_ref, size_t(4) * s.n, DType::BF16);
+    json row = {{"gemm", s.name}, {"m", m}, {"n", s.n}, {"k", s.k}, {"default_us", def_us}};
+    std::printf("%-8s %5d %11.1f", s.name, m, def_us);
+    for (int split : {1, 2, 4, 8}) {
+      const int ks = s.k / split;
+      // Column-major as LtGemm: part_s^T [n, m] = w_s (k/S x n, op T) · x_s^T, slice s of k at
+      // an offset of s · k/S elements in both operands (ld k), partial s at s · m · n.
+      cublasLtMatmulDesc_t op = nullptr;
+      LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t tr = CUBLAS_OP_T;
+      LOOM_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
+      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ly = nullptr;
+      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ks, s.n, s.k));
+      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ks, m, s.k));
+      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_32F, s.n, m, s.n));
+      const int32_t count = split;
+      const int64_t slice = ks, part_stride = int64_t(m) * s.n;
+      for (auto [l, stride] : {std::pair{la, slice}, {lb, slice}, {ly, part_stride}}) {
+        LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                           &count, sizeof count));
+        LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+            l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+      }
+      cublasLtMatmulPreference_t pref = nullptr;
+      LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+      cublasLtMatmulHeuristicResult_t res[16];
+      int n_res = 0;
+      cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ly, ly, pref, 16, res, &n_res);
+      const float alpha = 1.0f, beta = 0.0f;
+      double best_us = 1e30;
+      int best = -1;
+      for (int i = 0; i < n_res; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        const double us = time_us(
+            c,
+            [&] {
+              LOOM_CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, part, ly, part,
+                                               ly, &res[i].algo, ws, ws_bytes, c.stream));
+            },
+            10, 2);
+        if (us < best_us) best_us = us, best = i;
+      }
+      double err = INFINITY;
+      if (best >= 0) {  // the partials' sum (rows 0-3) against the default's bf16 output
+        LOOM_CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, part, ly, part, ly,
+                                         &res[best].algo, ws, ws_bytes, c.stream));
+        std::vector<float> sum(size_t(4) * s.n, 0.0f);
+        for (int p = 0; p < split; p++) {
+          const std::vector<float> v = b.download(
+              static_cast<char*>(part) + size_t(p) * part_stride * 4, sum.size(), DType::F32);
+          for (size_t e = 0; e < sum.size(); e++) sum[e] += v[e];
+        }
+        err = rel_err(sum, ref);
+      }
+      std::printf(" %8.1f%s", best_us, err < 1e-2 ? " " : "!");
+      row[cat("s", split, "_us")] = best_us;
+      row[cat("s", split, "_rel_err")] = err;
+      row[cat("s", split, "_algos")] = n_res;
+      cublasLtMatmulPreferenceDestroy(pref);
+      cublasLtMatrixLayoutDestroy(la);
+      cublasLtMatrixLayoutDestroy(lb);
+      cublasLtMatrixLayoutDestroy(ly);
+      cublasLtMatmulDescDestroy(op);
+    }
+    std::printf("\n");
+    out.push_back(row);
+  }
+  std::printf("(! : partials' sum not within 1e-2 of the default's output)\n");
+  cublasLtDestroy(lt);
+  return out;
+}
+
+}  // namespace loom::bench
