@@ -4,8 +4,8 @@
 # the host sampler over 262,145 logits; test_sampling_noise: the uniform and noise-estimate
 # bounds over all 2^23 uniforms), then `cuda_bench --only sampling` for BUILD and, where BASE is
 # set, for BASE's build (another commit's cuda_bench, e.g. unpacked as base/bin), alternated
-# REPEATS times (2), and a table: one row a case, µs a step for each run. Logs go to $OUT (the
-# runs' logs and JSON as runs.tgz).
+# REPEATS times (2), and a table: one row a case, µs a step for each run (stdout). Logs go to
+# $OUT as one archive, sampling.tgz (tests' logs, device facts, the runs' logs and JSON).
 #   BUILD=build BASE=base REPEATS=2 scripts/sampling_check.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/out-sampling}
@@ -18,6 +18,10 @@ w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 rc=0
 for t in cuda_test_sampling cuda_test_sampling_noise; do
+  if [ ! -x "$BUILD/bin/$t" ]; then
+    echo "$t: not in $BUILD/bin (not run)"
+    continue
+  fi
   "$BUILD/bin/$t" > "$OUT/$t.log" 2>&1 || rc=1
   echo "$t: $(grep -E 'test cases:' "$OUT/$t.log" | tail -1)"
 done
@@ -45,7 +49,9 @@ for case, v in cols.items():
     print(case.ljust(46) + "".join(v.get(r, "-").rjust(12) for r in runs))
 PY
 grep -l INVALID "$OUT"/*.log && rc=1
-# The device tool returns only a few files a call: the runs' logs and JSON go in one archive.
-(cd "$OUT" && tar czf runs.tgz $(for r in "${runs[@]}"; do echo "$r.log $r.json"; done) &&
-  for r in "${runs[@]}"; do rm -f "$r.log" "$r.json"; done)
+# The device tool returns only a few files a call (two checks in one call must fit): the table
+# is on stdout, everything else (tests' logs, device facts, the runs' logs and JSON) in one archive.
+(cd "$OUT" && files=$(ls device.txt cuda_test_*.log 2>/dev/null || true) &&
+  tar czf sampling.tgz $files $(for r in "${runs[@]}"; do echo "$r.log $r.json"; done) &&
+  rm -f $files $(for r in "${runs[@]}"; do echo "$r.log $r.json"; done))
 exit $rc
