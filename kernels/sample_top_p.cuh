@@ -168,35 +168,33 @@ __device__ __forceinline__ void ranked(const C* cand, int n, int rank, C* out) {
   }
 }
 
-// The tokens of class split.draw (class_of(x, z)), and of class split.cut where with_cut,
-// gathered as candidates (key, id) and ranked: the draw at the m-th of its class, the cut at the
-// j-th of its. Returns false (nothing written) where a gathered class holds over kBinCand tokens.
-template <class T, class ClassOf>
-__device__ bool gather_split(const T* lg, int vocab, float temperature, const ClassSplit& split,
-                             bool with_cut, ClassOf class_of, BinSmem& sm, uint32_t* out_thr,
-                             int* out_cut, int* drawn) {
+// One pass gathers the tokens whose class_of(x) is draw_class, and cut_class where with_cut,
+// as candidates cand_at(i, x) (ordered as the kept prefix orders a class's tokens) into
+// buf [kBinCand] and buf + kBinCand [kBinCand] (over BinSmem, outside sm.ring), and ranks them:
+// *draw_out the m-th of the draw class, *cut_out the j-th of the cut class (not written without
+// with_cut). Returns false (nothing written) where a gathered class has over kBinCand tokens. The
+// callers pick the class test a logit pays: the bf16 values compare bits (a z, a 64-bit candidate
+// and a class index a logit cost that path ~50 us at 256 rows, H200, session 25).
+template <class C, class T, class ClassOf, class CandAt>
+__device__ bool gather_ranked(const T* lg, int vocab, const ClassSplit& split, uint32_t draw_class,
+                              uint32_t cut_class, bool with_cut, ClassOf class_of, CandAt cand_at,
+                              C* buf, BinSmem& sm, C* draw_out, C* cut_out) {
   __shared__ unsigned n_cut_s, n_draw_s;
-  __shared__ unsigned long long cut_s, draw_s;
   if (split.draw_count > unsigned(kBinCand) || (with_cut && split.cut_count > unsigned(kBinCand)))
     return false;
-  auto* cut = reinterpret_cast<unsigned long long*>(&sm);  // [cut_count], then [draw_count]
-  auto* draw = cut + kBinCand;
+  C* draw = buf;            // [draw_count]
+  C* cut = buf + kBinCand;  // [cut_count] where with_cut
   if (threadIdx.x == 0) n_cut_s = 0u, n_draw_s = 0u;
   __syncthreads();
-  const ZOf z_of(temperature);
   for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
     if (i >= vocab) return;
-    const float z = z_of(x);
-    const uint32_t h = class_of(x, z);
-    if (with_cut && h == split.cut) cut[atomicAdd(&n_cut_s, 1u)] = cand_of(float_key(z), i);
-    if (h == split.draw) draw[atomicAdd(&n_draw_s, 1u)] = cand_of(float_key(z), i);
+    const uint32_t h = class_of(x);
+    if (h == draw_class) draw[atomicAdd(&n_draw_s, 1u)] = cand_at(i, x);
+    if (with_cut && h == cut_class) cut[atomicAdd(&n_cut_s, 1u)] = cand_at(i, x);
   });
   __syncthreads();
-  if (with_cut) ranked(cut, int(split.cut_count), split.j - 1, &cut_s);
-  ranked(draw, int(split.draw_count), split.m, &draw_s);
-  __syncthreads();
-  if (with_cut) cut_at(cut_s, out_thr, out_cut);
-  *drawn = cand_id(draw_s);
+  ranked(draw, int(split.draw_count), split.m, draw_out);
+  if (with_cut) ranked(cut, int(split.cut_count), split.j - 1, cut_out);
   __syncthreads();
   return true;
 }
@@ -263,30 +261,18 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
       },
       mine, block_sum(mine, scratch), p, scratch);
   if (!split.ok) return false;  // (never: no token lies past the values)
-  // One pass gathers the ids of the drawn value, and of the cut value where the cut splits its
-  // ties (else the cut is its key and every tie). A value's ties share one key, so ranking ids
-  // ranks (key, id); the pass compares bits only (no z a logit: gather_split's z and 64-bit
-  // candidates cost the bf16 path ~50 us at 256 rows, H200, session 25).
+  // The ids of the drawn value, and of the cut value where the cut splits its ties (else the
+  // cut is its key and every tie): a value's ties share one key, so ranking ids ranks (key, id).
   __shared__ uint32_t cut_id_s, draw_id_s;
   const bool with_cut = uint32_t(split.j) < split.cut_count;
-  if (split.draw_count > uint32_t(kBinCand) || (with_cut && split.cut_count > uint32_t(kBinCand)))
+  if (threadIdx.x == 0) cut_id_s = uint32_t(INT_MAX);
+  const uint32_t cut_b = bits_at(split.cut);
+  if (!gather_ranked(
+          lg, vocab, split, bits_at(split.draw), cut_b, with_cut,
+          [](float x) { return __float_as_uint(x) >> 16; },
+          [](int i, float) { return uint32_t(i); }, reinterpret_cast<uint32_t*>(sm.cand), sm,
+          &draw_id_s, &cut_id_s))
     return false;
-  uint32_t* draw_ids = reinterpret_cast<uint32_t*>(sm.cand);  // [draw_count]
-  uint32_t* cut_ids = draw_ids + kBinCand;                    // [cut_count] where with_cut
-  const uint32_t draw_b = bits_at(split.draw), cut_b = bits_at(split.cut);
-  __shared__ unsigned n_cut_s, n_draw_s;
-  if (threadIdx.x == 0) n_draw_s = 0u, n_cut_s = 0u, cut_id_s = uint32_t(INT_MAX);
-  __syncthreads();
-  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
-    if (i >= vocab) return;
-    const uint32_t b = __float_as_uint(x) >> 16;
-    if (b == draw_b) draw_ids[atomicAdd(&n_draw_s, 1u)] = uint32_t(i);
-    if (with_cut && b == cut_b) cut_ids[atomicAdd(&n_cut_s, 1u)] = uint32_t(i);
-  });
-  __syncthreads();
-  ranked(draw_ids, int(split.draw_count), split.m, &draw_id_s);
-  if (with_cut) ranked(cut_ids, int(split.cut_count), split.j - 1, &cut_id_s);
-  __syncthreads();
   *out_thr = float_key(z_at(cut_b));
   *out_cut = int(cut_id_s);
   *drawn = int(draw_id_s);
@@ -294,14 +280,13 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
   return true;
 }
 
-// Top-p alone over fp32 logits (or bf16 ones top_p_by_values leaves), with draw stream 4's
-// token, from counts of the weight's quanta (core/top_p_weight.h: a token's weight depends on
-// its quantum q alone, and q is non-increasing in z, so the classes are q = 0 .. 65,535, u below
-// 16): after the zmax pass, one pass counts every token's q (those past 65,535, and the NaN,
-// weighed in registers), the classes' scan finds the quanta of the cut and the draw, and one pass
-// gathers and ranks their tokens by (key, id). Returns false (nothing written the caller reads)
-// where zmax is not finite, a quantum's count passes 16 bits, the cut lies past u = 16, or a
-// split quantum has over kBinCand tokens.
+// Top-p alone over fp32 logits, with draw stream 4's token, from counts of the weight's quanta
+// (core/top_p_weight.h: a token's weight depends on its quantum q alone, and q is non-increasing in
+// z, so the classes are q = 0 .. 65,535, u below 16): after the zmax pass, one pass counts every
+// token's q (those past 65,535, and the NaN, weighed in registers), the classes' scan finds the
+// quanta of the cut and the draw, and one pass gathers and ranks their tokens by (key, id). Returns
+// false (nothing written the caller reads) where zmax is not finite, a quantum's count passes 16
+// bits, the cut lies past u = 16, or a split quantum has over kBinCand tokens.
 template <class T>
 __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const SampleParamsDev& p,
                                                 float zmax, Mass* scratch, BinSmem& sm,
@@ -342,9 +327,17 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
       },
       mine, total, p, scratch);
   if (!split.ok) return false;
-  return gather_split(
-      lg, vocab, p.temperature, split, true, [&](float, float z) { return top_p_quantum(z, zmax); },
-      sm, out_thr, out_cut, drawn);
+  __shared__ unsigned long long cut_s, draw_s;
+  auto q_of = [&](float x) { return top_p_quantum(z_of(x), zmax); };
+  if (!gather_ranked(
+          lg, vocab, split, split.draw, split.cut, true, q_of,
+          [&](int i, float x) { return cand_of(float_key(z_of(x)), i); },
+          reinterpret_cast<unsigned long long*>(&sm), sm, &draw_s, &cut_s))
+    return false;
+  cut_at(cut_s, out_thr, out_cut);
+  *drawn = cand_id(draw_s);
+  __syncthreads();
+  return true;
 }
 
 }  // namespace loom::gpu

@@ -100,11 +100,14 @@ nlohmann::json report(const Context& c, const char* op, DType t, const std::stri
 
 // y[m, n] = x[m, k] · w[n, k]ᵀ as cuBLASLt takes it, column-major yᵀ[n, m] = w (op T) · xᵀ:
 // the operation (fp32 accumulation) and the layouts of w, x (bf16) and y (y_type, ldy), for
-// the GEMM families' searches (gemm_algos.cpp, gemm_tiles.cpp). Destroyed with the object.
+// the GEMM families' searches (gemm_algos.cpp, gemm_tiles.cpp, gemm_split_batched.cpp). ldk:
+// the operands' row length where k is a slice of it (0: k). Destroyed with the object.
 struct LtGemm {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
-  LtGemm(int m, int n, int k, int ldy, cudaDataType_t y_type);
+  LtGemm(int m, int n, int k, int ldy, cudaDataType_t y_type, int ldk = 0);
+  // count products in one call, each operand's next one stride_* elements on.
+  void batch(int count, int64_t stride_w, int64_t stride_x, int64_t stride_y);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -127,6 +130,18 @@ class Buffers {
 
  private:
   std::vector<void*> ptrs_;
+};
+
+// A cuBLASLt handle and a workspace for the GEMM families' searches. Destroyed with the object.
+struct LtSession {
+  static constexpr size_t kWsBytes = size_t(32) << 20;
+  cublasLtHandle_t lt = nullptr;
+  Buffers buffers;
+  void* ws = nullptr;
+  LtSession();
+  ~LtSession();
+  LtSession(const LtSession&) = delete;
+  LtSession& operator=(const LtSession&) = delete;
 };
 
 // ‖a − b‖ / ‖b‖ (inf where a is not finite); the tolerance per dtype of the test suites.

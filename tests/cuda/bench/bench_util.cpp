@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 
 #include "bench.h"
 #include "kernels/cuda_check.cuh"
@@ -171,14 +172,34 @@ double time_steps(Backend& be, StepBatch b, int warm, int iters) {
   return t[t.size() / 2];
 }
 
-LtGemm::LtGemm(int m, int n, int k, int ldy, cudaDataType_t y_type) {
+LtGemm::LtGemm(int m, int n, int k, int ldy, cudaDataType_t y_type, int ldk) {
+  if (ldk == 0) ldk = k;
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t tr = CUBLAS_OP_T;
   LOOM_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&w, CUDA_R_16BF, k, n, k));
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x, CUDA_R_16BF, k, m, k));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&w, CUDA_R_16BF, k, n, ldk));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&x, CUDA_R_16BF, k, m, ldk));
   LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&y, y_type, n, m, ldy));
+}
+
+void LtGemm::batch(int count, int64_t stride_w, int64_t stride_x, int64_t stride_y) {
+  const int32_t n = count;
+  for (auto [l, stride] : {std::pair{w, stride_w}, {x, stride_x}, {y, stride_y}}) {
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+    LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+}
+
+LtSession::LtSession() {
+  LOOM_CUBLAS_CHECK(cublasLtCreate(&lt));
+  ws = buffers.alloc(kWsBytes);
+}
+
+LtSession::~LtSession() {
+  cublasLtDestroy(lt);
 }
 
 LtGemm::~LtGemm() {

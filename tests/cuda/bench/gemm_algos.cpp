@@ -16,11 +16,10 @@ namespace loom::bench {
 using json = nlohmann::json;
 
 json bench_gemm_algos(const Context& c) {
-  cublasLtHandle_t lt = nullptr;
-  LOOM_CUBLAS_CHECK(cublasLtCreate(&lt));
-  const size_t ws_bytes = size_t(32) << 20;
-  Buffers d;
-  void* ws = d.alloc(ws_bytes);
+  const LtSession session;
+  cublasLtHandle_t lt = session.lt;
+  void* ws = session.ws;
+  const size_t ws_bytes = LtSession::kWsBytes;
   struct Shape {
     const char* name;
     int n, k, ldy;
@@ -163,7 +162,6 @@ json bench_gemm_algos(const Context& c) {
                      {"rel_err", err},
                      {"split_k", split_k}});
     }
-  cublasLtDestroy(lt);
   return out;
 }
 

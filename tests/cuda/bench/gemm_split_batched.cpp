@@ -18,11 +18,10 @@ namespace loom::bench {
 using json = nlohmann::json;
 
 json bench_gemm_split_batched(const Context& c) {
-  cublasLtHandle_t lt = nullptr;
-  LOOM_CUBLAS_CHECK(cublasLtCreate(&lt));
-  const size_t ws_bytes = size_t(32) << 20;
-  Buffers d;
-  void* ws = d.alloc(ws_bytes);
+  const LtSession session;
+  cublasLtHandle_t lt = session.lt;
+  void* ws = session.ws;
+  const size_t ws_bytes = LtSession::kWsBytes;
   struct Shape {
     const char* name;
     int n, k;
@@ -49,25 +48,13 @@ json bench_gemm_split_batched(const Context& c) {
     std::printf("%-8s %5d %11.1f", s.name, m, def_us);
     for (int split : {1, 2, 4, 8}) {
       const int ks = s.k / split;
-      // Column-major as LtGemm: part_s^T [n, m] = w_s (k/S x n, op T) · x_s^T, slice s of k at
-      // an offset of s · k/S elements in both operands (ld k), partial s at s · m · n.
-      cublasLtMatmulDesc_t op = nullptr;
-      LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      const cublasOperation_t tr = CUBLAS_OP_T;
-      LOOM_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr));
-      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ly = nullptr;
-      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ks, s.n, s.k));
-      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ks, m, s.k));
-      LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_32F, s.n, m, s.n));
-      const int32_t count = split;
-      const int64_t slice = ks, part_stride = int64_t(m) * s.n;
-      for (auto [l, stride] : {std::pair{la, slice}, {lb, slice}, {ly, part_stride}}) {
-        LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                           &count, sizeof count));
-        LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-            l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
-      }
+      // part_s^T [n, m] = w_s (k/S x n, op T) · x_s^T: slice s of k at s · k/S elements in
+      // both operands (rows of k), partial s at s · m · n.
+      const int64_t part_stride = int64_t(m) * s.n;
+      LtGemm g(m, s.n, ks, s.n, CUDA_R_32F, s.k);
+      g.batch(split, ks, ks, part_stride);
+      const cublasLtMatmulDesc_t op = g.op;
+      const cublasLtMatrixLayout_t la = g.w, lb = g.x, ly = g.y;
       cublasLtMatmulPreference_t pref = nullptr;
       LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -106,16 +93,11 @@ json bench_gemm_split_batched(const Context& c) {
       row[cat("s", split, "_rel_err")] = err;
       row[cat("s", split, "_algos")] = n_res;
       cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(la);
-      cublasLtMatrixLayoutDestroy(lb);
-      cublasLtMatrixLayoutDestroy(ly);
-      cublasLtMatmulDescDestroy(op);
     }
     std::printf("\n");
     out.push_back(row);
   }
   std::printf("(! : partials' sum not within 1e-2 of the default's output)\n");
-  cublasLtDestroy(lt);
   return out;
 }
 

@@ -47,11 +47,10 @@ std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& a,
 }  // namespace
 
 json bench_gemm_tiles(const Context& c) {
-  cublasLtHandle_t lt = nullptr;
-  LOOM_CUBLAS_CHECK(cublasLtCreate(&lt));
-  const size_t ws_bytes = size_t(32) << 20;
-  Buffers d;
-  void* ws = d.alloc(ws_bytes);
+  const LtSession session;
+  cublasLtHandle_t lt = session.lt;
+  void* ws = session.ws;
+  const size_t ws_bytes = LtSession::kWsBytes;
   struct Shape {
     const char* name;
     int m, n, k, ldy;
@@ -230,7 +229,6 @@ json bench_gemm_tiles(const Context& c) {
                    {"tried", tried},
                    {"top", top}});
   }
-  cublasLtDestroy(lt);
   return out;
 }
 
