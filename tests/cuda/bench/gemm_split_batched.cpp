@@ -18,10 +18,7 @@ namespace loom::bench {
 using json = nlohmann::json;
 
 json bench_gemm_split_batched(const Context& c) {
-  const LtSession session;
-  cublasLtHandle_t lt = session.lt;
-  void* ws = session.ws;
-  const size_t ws_bytes = LtSession::kWsBytes;
+  const LtSession lt;
   struct Shape {
     const char* name;
     int n, k;
@@ -57,11 +54,12 @@ json bench_gemm_split_batched(const Context& c) {
       const cublasLtMatrixLayout_t la = g.w, lb = g.x, ly = g.y;
       cublasLtMatmulPreference_t pref = nullptr;
       LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+      LOOM_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                               &LtSession::kWsBytes, sizeof LtSession::kWsBytes));
       cublasLtMatmulHeuristicResult_t res[16];
       int n_res = 0;
-      cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ly, ly, pref, 16, res, &n_res);
+      cublasLtMatmulAlgoGetHeuristic(lt.lt, op, la, lb, ly, ly, pref, 16, res, &n_res);
       const float alpha = 1.0f, beta = 0.0f;
       double best_us = 1e30;
       int best = -1;
@@ -70,16 +68,17 @@ json bench_gemm_split_batched(const Context& c) {
         const double us = time_us(
             c,
             [&] {
-              LOOM_CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, part, ly, part,
-                                               ly, &res[i].algo, ws, ws_bytes, c.stream));
+              LOOM_CUBLAS_CHECK(cublasLtMatmul(lt.lt, op, &alpha, w, la, x, lb, &beta, part, ly,
+                                               part, ly, &res[i].algo, lt.ws, LtSession::kWsBytes,
+                                               c.stream));
             },
             10, 2);
         if (us < best_us) best_us = us, best = i;
       }
       double err = INFINITY;
       if (best >= 0) {  // the partials' sum (rows 0-3) against the default's bf16 output
-        LOOM_CUBLAS_CHECK(cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, part, ly, part, ly,
-                                         &res[best].algo, ws, ws_bytes, c.stream));
+        LOOM_CUBLAS_CHECK(cublasLtMatmul(lt.lt, op, &alpha, w, la, x, lb, &beta, part, ly, part, ly,
+                                         &res[best].algo, lt.ws, LtSession::kWsBytes, c.stream));
         std::vector<float> sum(size_t(4) * s.n, 0.0f);
         for (int p = 0; p < split; p++) {
           const std::vector<float> v = b.download(
