@@ -37,6 +37,12 @@ constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 // tile_partial(_f8) (the two compared bitwise), for both cache dtypes, and config 4 (bf16) the
 // swapped tile with one stage a warp (config 0's choice past one wave where tma_shared_kv).
 constexpr int kTmaDecodeConfigs = 5;
+// A group block's slots (one-stage builds): the (K, V) tiles of its shared prefix in flight or
+// being read, so a group needs at least this many whole shared tiles. Three (the one-stage bf16
+// block's rings 1024-aligned without slack to fit two blocks an SM) were slower: b256 groups of
+// 8 sharing 1,746 keys, H200, ctx 1,746 60.0-60.5 -> 61.4 us, ctx 3,000 125.0 -> 130.4-131.4
+// (bench/results/2026-12-02-h200-s26-group-slots-3-not-kept.json).
+constexpr int kTmaGroupSlots = 2;
 
 struct AttentionArgs {
   DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
@@ -213,7 +219,8 @@ inline bool tiles_share_blocks(const int32_t* tiles, int n, const int32_t* kv_le
 
 // AttentionArgs::tma_group: whether most sets of one-slot tiles 4 g .. 4 g + 3 (the TMA decode
 // kernel's group blocks; tiles [n, 3] as above) have a common prefix of cached blocks (whole
-// 64-key tiles before every kv_len, 2 or more) of a third of the first tile's tiles or more.
+// 64-key tiles before every kv_len, kTmaGroupSlots or more) of a third of the first tile's
+// tiles or more.
 // There group blocks read the prefix once for their 4 sequences; at long contexts 4 kv heads
 // of a tile a block stream better (bf16 b256 groups of 8 sharing 1,746 keys, H200: ctx 1,746 /
 // 3,000 / 8,000 59.8 / 124.2 / 426.6 us with group blocks, 71.6 / 132.1 / 417.6 without;
@@ -235,7 +242,7 @@ inline bool tiles_group_prefix(const int32_t* tiles, int n, const int32_t* kv_le
     }
     const int shared_tiles = keys / kMmaTileKeys, tiles0 = p0 / kMmaTileKeys + 1;
     sets++;
-    group += shared_tiles >= 2 && 3 * shared_tiles >= tiles0;
+    group += shared_tiles >= kTmaGroupSlots && 3 * shared_tiles >= tiles0;
   }
   return sets > 0 && 2 * group >= sets;
 }

@@ -76,7 +76,7 @@ struct TmaCfg {
   static constexpr int kPairBytes = 2 * kTileBytes;
   static constexpr int kWarpBytes = kStages * kPairBytes;
   static constexpr int kBars = kStages < 2 ? 2 : kStages;  // one stage: K and V apart
-  static constexpr int kGroupSlots = kStages == 1 ? 2 : 0;
+  static constexpr int kGroupSlots = kStages == 1 ? kTmaGroupSlots : 0;
   static constexpr int kSmemBytes = kWarps * kWarpBytes + kGroupSlots * kPairBytes +
                                     (kWarps * kBars + 2 * kGroupSlots) * 8 + 1024;
 };

@@ -135,6 +135,8 @@ TEST_CASE("tiles_group_prefix: most sets of 4 tiles share a third of their first
   kv.assign(8, 1000);
   CHECK(!tiles_group_prefix(tiles.data(), 8, kv.data(), bt.data(), w, 64));
   CHECK(!tiles_group_prefix(tiles.data(), 1, kv.data(), bt.data(), w, 64));  // no set of 2
+  kv.assign(8, 150);  // 3 tiles, 2 of them shared: a third, but a group needs kTmaGroupSlots
+  CHECK(tiles_group_prefix(tiles.data(), 8, kv.data(), bt.data(), w, 64) == (kTmaGroupSlots <= 2));
 }
 
 }  // namespace

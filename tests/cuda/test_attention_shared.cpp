@@ -88,7 +88,7 @@ TEST_CASE("TMA decode of sequences sharing blocks, every config: the prefill bit
     // partitions stored say the staggered path ran, for the pairs it should, with the shared
     // prefix found on the device.
     // bf16's one-stage blocks are group blocks: 4 tiles of a kv head, the whole tiles of old
-    // keys in the cached blocks all 4 share read once for them (2 or more such tiles; the
+    // keys in the cached blocks all 4 share read once for them (kTmaGroupSlots or more; the
     // groups of 8 here share 1,746, 100, 256 or 1,000 keys, all but their last member).
     auto shared_blocks = [&](int t, int o) {  // leading blocks tiles t and o have in common
       const int blocks = (std::min(lens[size_t(t)], lens[size_t(o)]) - 1) / 16 + 1;
@@ -103,7 +103,7 @@ TEST_CASE("TMA decode of sequences sharing blocks, every config: the prefill bit
       int tiles = INT_MAX;
       for (int t = t0; t < std::min(n, t0 + 4); t++)
         tiles = std::min(tiles, std::min(shared_blocks(t, t0) * 16, lens[size_t(t)] - 1) / 64);
-      expect_group += 4 * (tiles >= 2 ? tiles : 0);
+      expect_group += 4 * (tiles >= kTmaGroupSlots ? tiles : 0);
     }
     CHECK((fp8_scale == 0.0f) == (expect_group > 0));
     for (int cfg : {0, 4})
