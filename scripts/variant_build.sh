@@ -2,19 +2,22 @@
 # Builds one set of binaries a variant for a side-by-side device call: each NAME=PATCH applies
 # PATCH (git apply) to the clean tree, builds TARGETS in BUILD, copies them (with libsimdjson,
 # and with loom also libloom-cuda.so and the mapping tables) to .device/NAME/bin and reverts the
-# patch; NAME=main takes the tree as it is. Then packs every set into .device/variants.txz, for
-# the device call's carry (unpack there with python3's tarfile, as pack_device.sh's packs).
-#   scripts/variant_build.sh [-t "cuda_bench cuda_test_attention_shared loom"] NAME=PATCH|main ...
+# patch; NAME=main takes the tree as it is. Then packs this run's sets into OUT (default
+# .device/variants.txz) for the device call's carry (unpack there with python3's tarfile, as
+# pack_device.sh's packs).
+#   scripts/variant_build.sh [-t "cuda_bench cuda_test_attention_shared loom"] [-o OUT.txz]
+#                            NAME=PATCH|main ...
 # BUILD (default build) must be configured. The tracked tree must be clean: a patch that does not
 # apply, or a failed build, stops the script with the tree reverted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets="cuda_bench"
-if [ "${1:-}" = -t ]; then
-  targets=$2
+pack=.device/variants.txz
+while [ "${1:-}" = -t ] || [ "${1:-}" = -o ]; do
+  if [ "$1" = -t ]; then targets=$2; else pack=$2; fi
   shift 2
-fi
-[ $# -gt 0 ] || { echo "usage: $0 [-t TARGETS] NAME=PATCH|main ..." >&2; exit 2; }
+done
+[ $# -gt 0 ] || { echo "usage: $0 [-t TARGETS] [-o OUT.txz] NAME=PATCH|main ..." >&2; exit 2; }
 b=${BUILD:-build}
 git diff --quiet HEAD -- || { echo "variant_build: the tracked tree has changes; commit or stash them" >&2; exit 2; }
 make_targets=()
@@ -47,5 +50,5 @@ for spec in "$@"; do
   names+=(".device/$name")
 done
 make -C "$b" -j"$(nproc)" "${make_targets[@]}" > /dev/null  # the build back at HEAD
-tar -cf - "${names[@]}" | xz -T0 -3 > .device/variants.txz
-du -sh .device/variants.txz
+tar -cf - "${names[@]}" | xz -T0 -3 > "$pack"
+du -sh "$pack"
