@@ -83,6 +83,13 @@ __device__ __forceinline__ void count_class(uint32_t* hist, uint32_t h) {
 __device__ __forceinline__ uint32_t class_count(const uint32_t* hist, uint32_t h) {
   return (hist[h >> 1] >> ((h & 1u) * 16u)) & 0xffffu;
 }
+// The s-th (s < kClassesPerThread) of the calling thread's classes 64 t .. 64 t + 63, the order
+// of a pass over them: they are 32 consecutive words, and lane l starts at its class l (word
+// l / 2), or a warp's lanes would read one bank at a time.
+__device__ __forceinline__ uint32_t thread_class(int s) {
+  const int t = int(threadIdx.x);
+  return uint32_t(kClassesPerThread * t + ((s + (t & 31)) & (kClassesPerThread - 1)));
+}
 
 // Where top-p's cut and draw stream 4's draw fall among classes of equal weight in order (s = 0
 // first; thread t holds s = 64 t .. 64 t + 63): the cut keeps the first j of class cut's tokens
@@ -224,16 +231,13 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
     if (i < vocab) count_class(hist, __float_as_uint(x) >> 16);
   });
   __syncthreads();
-  const int t0 = int(threadIdx.x), lane = t0 & 31;
   auto bits_at = [&](uint32_t s) { return value_at_key(0xffffu - s); };
   auto z_at = [&](uint32_t b) { return z_of(__uint_as_float(b << 16)); };
   // The row's values: their count, the largest, and whether any breaks the order's assumptions.
-  // A thread's 64 values are 32 consecutive words; lane l starts at its value l (so at word
-  // l / 2), or a warp's lanes would read one bank at a time.
   uint32_t n = 0u, top = 0u;
   bool odd = false;
   for (int s = 0; s < kClassesPerThread; s++) {
-    const uint32_t e = uint32_t(kClassesPerThread * t0 + ((s + lane) & (kClassesPerThread - 1)));
+    const uint32_t e = thread_class(s);
     const uint32_t b = bits_at(e), c = class_count(hist, b);
     if (c == 0u) continue;
     n += c;
@@ -245,7 +249,7 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
   const SelectWeight mass{true, z_at(value_at_key(top_key_s)), sm.top_p_tables};
   Mass mine = 0u;
   for (int s = 0; s < kClassesPerThread; s++) {
-    const uint32_t e = uint32_t(kClassesPerThread * t0 + ((s + lane) & (kClassesPerThread - 1)));
+    const uint32_t e = thread_class(s);
     const uint32_t b = bits_at(e), c = class_count(hist, b);
     if (c == 0u) continue;
     const float z = z_at(b);
@@ -310,10 +314,9 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
     }
   });
   __syncthreads();
-  const int t0 = int(threadIdx.x), lane = t0 & 31;
   Mass mine = 0u;
-  for (int s = 0; s < kClassesPerThread; s++) {  // (lanes skewed, as top_p_by_values's)
-    const uint32_t q = uint32_t(kClassesPerThread * t0 + ((s + lane) & (kClassesPerThread - 1)));
+  for (int s = 0; s < kClassesPerThread; s++) {
+    const uint32_t q = thread_class(s);
     const uint32_t c = class_count(hist, q);
     n += c;
     if (c != 0u) mine += c * top_p_weight_of(q, tables, tables + 64);
