@@ -26,6 +26,67 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return v;
 }
 
+__device__ __forceinline__ uint4 pack_bf16x8(const float* f) {
+  uint4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+// xs[i, :k] = the transformed input row i (GemvIn), bf16; rows ≥ a.m are zero. 16-byte loads
+// throughout: the staging sits between the PDL wait and the first FMA, so its round trips to
+// L2 are on every GEMV's critical path.
+template <int M, GemvIn IN>
+__device__ __forceinline__ void stage_input(const GemvArgs& a, bf16* xs, float* scratch) {
+  const int k = a.k, k8 = k / 8, tid = threadIdx.x;
+  for (int i = 0; i < M; i++) {
+    uint4* dst = reinterpret_cast<uint4*>(xs + size_t(i) * k);  // [k / 8] vectors of 8
+    if (i >= a.m) {
+      for (int j = tid; j < k8; j += kGemvThreads) dst[j] = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    if constexpr (IN == GemvIn::Plain) {
+      const uint4* src =
+          reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) + size_t(i) * a.x_stride);
+      for (int j = tid; j < k8; j += kGemvThreads) dst[j] = src[j];
+    } else if constexpr (IN == GemvIn::RmsNorm) {
+      const int r = a.rows != nullptr ? a.rows[i] : i;
+      const float4* src =
+          reinterpret_cast<const float4*>(static_cast<const float*>(a.x) + size_t(r) * a.x_stride);
+      const float4* nw = reinterpret_cast<const float4*>(a.norm_w);
+      float ss = 0.0f;
+      for (int j = tid; j < k / 4; j += kGemvThreads) {
+        const float4 v = src[j];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+      const float inv = rsqrtf(block_sum(ss, scratch) / float(k) + a.eps);
+      uint2* dst2 = reinterpret_cast<uint2*>(dst);  // [k / 4] vectors of 4
+      for (int j = tid; j < k / 4; j += kGemvThreads) {
+        const float4 v = src[j], w = nw[j];
+        uint2 o;
+        *reinterpret_cast<__nv_bfloat162*>(&o.x) =
+            __floats2bfloat162_rn(v.x * inv * w.x, v.y * inv * w.y);
+        *reinterpret_cast<__nv_bfloat162*>(&o.y) =
+            __floats2bfloat162_rn(v.z * inv * w.z, v.w * inv * w.w);
+        dst2[j] = o;
+      }
+    } else {
+      const uint4* g = reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) +
+                                                      size_t(i) * 2 * k);  // [k / 8]
+      const uint4* u = g + k8;                                             // [k / 8]
+      for (int j = tid; j < k8; j += kGemvThreads) {
+        float gf[8], uf[8], f[8];
+        bf16x8_to_f32(g[j], gf);
+        bf16x8_to_f32(u[j], uf);
+#pragma unroll
+        for (int e = 0; e < 8; e++) f[e] = gf[e] / (1.0f + expf(-gf[e])) * uf[e];
+        dst[j] = pack_bf16x8(f);
+      }
+    }
+  }
+}
+
 template <int M, GemvIn IN, GemvOut OUT>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   extern __shared__ uint4 gemv_smem[];
@@ -94,48 +155,23 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
     for (int i = 0; i < M; i++) acc[i] = 0.0f;
   };
 
-  // Weights do not depend on earlier kernels: start streaming them before waiting for the
-  // previous kernel (programmatic dependent launch) and before staging the input.
+  // Weights do not depend on earlier kernels: two batches are in flight before the wait for
+  // the previous kernel (programmatic dependent launch) and before the input is staged.
   uint4 wa[kGemvUnroll], wb[kGemvUnroll];
   if (iters > 0) load(wa, 0);
+  if (iters > 1) load(wb, 1);
   pdl_wait();
   pdl_trigger();
-
-  // Stage the (transformed) input rows; rows ≥ a.m are zero.
-  for (int i = 0; i < M; i++) {
-    bf16* dst = xs + size_t(i) * k;
-    if (i >= a.m) {
-      for (int j = tid; j < k; j += kGemvThreads) dst[j] = __float2bfloat16_rn(0.0f);
-      continue;
-    }
-    if constexpr (IN == GemvIn::Plain) {
-      const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * a.x_stride;
-      for (int j = tid; j < k; j += kGemvThreads) dst[j] = src[j];
-    } else if constexpr (IN == GemvIn::RmsNorm) {
-      const int r = a.rows != nullptr ? a.rows[i] : i;
-      const float* src = static_cast<const float*>(a.x) + size_t(r) * a.x_stride;
-      float ss = 0.0f;
-      for (int j = tid; j < k; j += kGemvThreads) ss += src[j] * src[j];
-      const float inv = rsqrtf(block_sum(ss, scratch) / float(k) + a.eps);
-      for (int j = tid; j < k; j += kGemvThreads)
-        dst[j] = __float2bfloat16_rn(src[j] * inv * a.norm_w[j]);
-    } else {
-      const bf16* src = static_cast<const bf16*>(a.x) + size_t(i) * 2 * k;
-      for (int j = tid; j < k; j += kGemvThreads) {
-        const float g = __bfloat162float(src[j]), u = __bfloat162float(src[k + j]);
-        dst[j] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
-      }
-    }
-  }
+  stage_input<M, IN>(a, xs, scratch);
   __syncthreads();
 
-  // Two register buffers: the next batch is in flight while the current one is consumed.
+  // Two register buffers: one batch is consumed while the other is in flight.
   for (int it = 0; it < iters; it += 2) {
-    if (it + 1 < iters) load(wb, it + 1);
     consume(wa, it);
+    if (it + 2 < iters) load(wa, it + 2);
     if (it + 1 < iters) {
-      if (it + 2 < iters) load(wa, it + 2);
       consume(wb, it + 1);
+      if (it + 3 < iters) load(wb, it + 3);
     }
   }
 }
@@ -189,6 +225,11 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   LOOM_ARG_CHECK(a.w && a.x && a.y, "gemv: null w/x/y");
   LOOM_ARG_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0, "gemv: weights not 16-byte aligned");
   LOOM_ARG_CHECK(a.in != GemvIn::RmsNorm || a.norm_w != nullptr, "gemv: RmsNorm without weight");
+  // The input is staged with 16-byte loads.
+  LOOM_ARG_CHECK(reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.x_stride % 8 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.norm_w) % 16 == 0,
+                 "gemv: input or norm weight not 16-byte aligned, or x_stride ", a.x_stride,
+                 " not a multiple of 8");
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
   if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
     return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);

@@ -1,8 +1,9 @@
 // Weight-streaming GEMV for small batches (m ≤ 8 rows) with bf16 weights: y[m, n] = in[m, :] ·
 // W[n, :]ᵀ. At batch-1 decode every GEMM is bound by reading W once, so the kernel is built for
-// that: one warp per output row, 16-byte streaming loads, eight in flight per lane, the m input
-// rows staged once per block in shared memory (bf16). The input transform and the output mode
-// are fused so that a decode layer is four GEMVs, a RoPE/KV write and attention:
+// that: one warp per output row, 16-byte streaming loads, eight in flight per lane and the first
+// sixteen issued before the PDL wait, the m input rows staged once per block in shared memory
+// (bf16, 16-byte loads). The input transform and the output mode are fused so that a decode
+// layer is four GEMVs, a RoPE/KV write and attention:
 //   in:  Plain    x bf16 [m, k] (row stride x_stride)
 //        RmsNorm  bf16(x[src] * rsqrt(mean(x[src]²) + eps) * norm_w), x fp32 [rows, k],
 //                 src = rows ? rows[i] : i       (attention / MLP / final norm)
@@ -41,9 +42,8 @@ struct GemvArgs {
   bool pdl = false;
 };
 
-// Supported: k % 8 == 0, m in 1..8, in/out pairs Plain→Store, Plain→AddF32, Plain→StoreF32,
-// RmsNorm→Store,
-// RmsNorm→StoreF32, SiluMul→AddF32.
+// Supported: k % 8 == 0, x and norm_w 16-byte aligned, x_stride % 8 == 0, m in 1..8, in/out pairs
+// Plain→Store, Plain→AddF32, Plain→StoreF32, RmsNorm→Store, RmsNorm→StoreF32, SiluMul→AddF32.
 Status gemv_bf16(const GemvArgs& a, int num_sms, cudaStream_t stream);
 
 }  // namespace loom::gpu

@@ -3,10 +3,10 @@
 # session 27"): the two group-case candidates, the GEMV chain's timeline and the lm_head bulk
 # kernel, each against main in one call (~5 minutes). Build here first (~3 minutes):
 #   scripts/variant_build.sh -t "cuda_bench cuda_test_attention_shared" -o .device/attn.txz \
-#     main=main nomask=bench/experiments/2026-12-02-swapped-tile-whole-no-mask.patch \
+#     main=main nomask=bench/experiments/2026-12-02-swapped-tile-whole-no-mask-not-kept.patch \
 #     probe=bench/experiments/2026-12-02-probe-group-tiles-never-refilled.patch
 #   scripts/variant_build.sh -t "cuda_bench cuda_test_gemv loom" -o .device/gemv.txz \
-#     gmain=main lmhead=bench/experiments/2026-12-02-gemv-bulk-lm-head-only.patch \
+#     gmain=main lmhead=bench/experiments/2026-12-02-gemv-bulk-lm-head-only-not-kept.patch \
 #     timeline=bench/experiments/2026-12-02-probe-gemv-chain-timeline.patch
 #   cp bench/experiments/2026-12-02-session27-call1.sh .device/run.sh
 # then carry .device/attn.txz, .device/gemv.txz and .device/run.sh (~42 MB with the tree's 18)
