@@ -155,14 +155,15 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
     for (int i = 0; i < M; i++) acc[i] = 0.0f;
   };
 
-  // Weights do not depend on earlier kernels: two batches are in flight before the wait for
-  // the previous kernel (programmatic dependent launch) and before the input is staged.
+  // Weights do not depend on earlier kernels: the first batch is in flight before the wait for
+  // the previous kernel (programmatic dependent launch), the second once the input is staged
+  // (issued before the staging, it held the staging's loads up: 5% slower a frame on the H200).
   uint4 wa[kGemvUnroll], wb[kGemvUnroll];
   if (iters > 0) load(wa, 0);
-  if (iters > 1) load(wb, 1);
   pdl_wait();
   pdl_trigger();
   stage_input<M, IN>(a, xs, scratch);
+  if (iters > 1) load(wb, 1);
   __syncthreads();
 
   // Two register buffers: one batch is consumed while the other is in flight.

@@ -1,7 +1,7 @@
 // Weight-streaming GEMV for small batches (m ≤ 8 rows) with bf16 weights: y[m, n] = in[m, :] ·
 // W[n, :]ᵀ. At batch-1 decode every GEMM is bound by reading W once, so the kernel is built for
-// that: one warp per output row, 16-byte streaming loads, eight in flight per lane and the first
-// sixteen issued before the PDL wait, the m input rows staged once per block in shared memory
+// that: one warp per output row, 16-byte streaming loads in batches of eight a lane (the first
+// batch issued before the PDL wait), the m input rows staged once per block in shared memory
 // (bf16, 16-byte loads). The input transform and the output mode are fused so that a decode
 // layer is four GEMVs, a RoPE/KV write and attention:
 //   in:  Plain    x bf16 [m, k] (row stride x_stride)
