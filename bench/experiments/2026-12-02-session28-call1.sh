@@ -7,7 +7,7 @@
 #   scripts/variant_build.sh -t "cuda_bench cuda_test_gemv loom" -o .device/ring.txz \
 #     gmain=main ring=bench/experiments/2026-12-02-gemv-cp-async-ring.patch
 #   cp bench/experiments/2026-12-02-session28-call1.sh .device/run.sh
-# then carry .device/ring.txz and .device/run.sh and run `bash .device/run.sh` (~2 minutes).
+# then carry .device/ring.txz and .device/run.sh and run `bash .device/run.sh` (~3 minutes).
 # Keep the ring only if cuda_test_gemv passes (its ring-vs-register bits included) and loom bench
 # batch 1 is faster than main in both rounds; then ctest -L cuda before committing.
 python3 -c "import tarfile; tarfile.open('.device/ring.txz').extractall()"
@@ -29,4 +29,8 @@ for r in 1 2; do for v in gmain ring; do
     --json "$OUT/bench_${v}_$r.json" > "$OUT/bench_${v}_$r.log" 2>&1
   echo "$v r$r rc=$?"; grep -E '^ +(1|2) ' "$OUT/bench_${v}_$r.log" | tr -s ' '
 done; done
+# Batch-1 attention (11.5 us a layer in session 27): main's decode step at batch 1 with each
+# kernel family left out and the attention launch variants (block caps, PDL).
+.device/gmain/bin/cuda_bench "$OUT/step_b1.json" --step-case 1 600,2000 > "$OUT/step_b1.log" 2>&1
+echo "step case rc=$?"; grep -E "graph without" "$OUT/step_b1.log"
 tar czf "$FINAL/s28c1.tgz" -C "$OUT" .
