@@ -298,3 +298,26 @@ TEST_CASE("gemv_bf16 chain under PDL matches the CPU (each GEMV reads the one be
   }
   LOOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
+
+// The input is staged with 16-byte loads: a row stride that breaks that alignment is refused
+// with the stride named, before any launch.
+TEST_CASE("gemv_bf16 refuses an input row stride that is not a multiple of 8") {
+  const int n = 16, k = 64;
+  DevBuf dw = upload(std::vector<float>(size_t(n) * k, 0.5f), DType::BF16);
+  DevBuf dx = upload(std::vector<float>(size_t(2) * (k + 4), 1.0f), DType::BF16);
+  DevBuf dy(size_t(2) * n * 2);
+  GemvArgs g;
+  g.w = dw.get();
+  g.n = n;
+  g.k = k;
+  g.m = 2;
+  g.x = dx.get();
+  g.x_stride = k + 4;
+  g.y = dy.get();
+  const Status st = gemv_bf16(g, 1, nullptr);
+  CHECK_FALSE(st.ok);
+  CHECK(st.message.find("x_stride 68 not a multiple of 8") != std::string::npos);
+  g.x_stride = k + 8;  // the second row ends at the buffer's end
+  CHECK(gemv_bf16(g, 1, nullptr).ok);
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+}
