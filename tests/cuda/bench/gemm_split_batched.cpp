@@ -61,24 +61,21 @@ json bench_gemm_split_batched(const Context& c) {
       int n_res = 0;
       cublasLtMatmulAlgoGetHeuristic(lt.lt, op, la, lb, ly, ly, pref, 16, res, &n_res);
       const float alpha = 1.0f, beta = 0.0f;
+      auto matmul = [&](const cublasLtMatmulAlgo_t& algo) {
+        LOOM_CUBLAS_CHECK(cublasLtMatmul(lt.lt, op, &alpha, w, la, x, lb, &beta, part, ly, part, ly,
+                                         &algo, lt.ws, LtSession::kWsBytes, c.stream));
+      };
       double best_us = 1e30;
       int best = -1;
       for (int i = 0; i < n_res; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
         const double us = time_us(
-            c,
-            [&] {
-              LOOM_CUBLAS_CHECK(cublasLtMatmul(lt.lt, op, &alpha, w, la, x, lb, &beta, part, ly,
-                                               part, ly, &res[i].algo, lt.ws, LtSession::kWsBytes,
-                                               c.stream));
-            },
-            10, 2);
+            c, [&] { matmul(res[i].algo); }, 10, 2);
         if (us < best_us) best_us = us, best = i;
       }
       double err = INFINITY;
       if (best >= 0) {  // the partials' sum (rows 0-3) against the default's bf16 output
-        LOOM_CUBLAS_CHECK(cublasLtMatmul(lt.lt, op, &alpha, w, la, x, lb, &beta, part, ly, part, ly,
-                                         &res[best].algo, lt.ws, LtSession::kWsBytes, c.stream));
+        matmul(res[best].algo);
         std::vector<float> sum(size_t(4) * s.n, 0.0f);
         for (int p = 0; p < split; p++) {
           const std::vector<float> v = b.download(
