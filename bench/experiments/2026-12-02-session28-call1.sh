@@ -2,11 +2,11 @@
 # Session 28's first device call, prepared in session 27 (bench/NOTES-cuda.md, "Ready for
 # session 28"): the batch-1 GEMV with its weights through a per-warp shared-memory ring of
 # cp.async copies (3 stages x 4 KB a warp, 192 KB an SM in flight, 55-64 registers;
-# bench/experiments/2026-12-02-gemv-cp-async-ring.patch) against main's register kernel.
+# bench/experiments/2026-12-02-gemv-cp-async-ring-not-kept.patch) against main's register kernel.
 # Build here first (~3 minutes):
 #   scripts/variant_build.sh -t "cuda_bench cuda_test_gemv loom" -o .device/ring.txz \
-#     gmain=main ring=bench/experiments/2026-12-02-gemv-cp-async-ring.patch \
-#     slots8=bench/experiments/2026-12-02-gemv-up-to-8-slots.patch
+#     gmain=main ring=bench/experiments/2026-12-02-gemv-cp-async-ring-not-kept.patch \
+#     slots8=bench/experiments/2026-12-02-gemv-up-to-8-slots-not-kept.patch
 #   cp bench/experiments/2026-12-02-session28-call1.sh .device/run.sh
 # then carry .device/ring.txz and .device/run.sh and run `bash .device/run.sh` (~5 minutes).
 # Keep the ring only if cuda_test_gemv passes (its ring-vs-register bits included) and loom bench
