@@ -1,97 +1,12 @@
-#include "kernels/common.cuh"
-#include "kernels/gemv.cuh"
+#include "kernels/gemv_stage.cuh"
 
 namespace loom::gpu {
-
-constexpr int kGemvThreads = 512;
-constexpr int kGemvUnroll = 8;  // 16-byte loads in flight per lane
-
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-// Weights are read once per step: no L1 allocation, and a 256-byte L2 prefetch per request
-// (the warp's 512-byte row segment arrives in two DRAM bursts instead of four).
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ uint4 pack_bf16x8(const float* f) {
-  uint4 v;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return v;
-}
-
-// xs[i, :k] = the transformed input row i (GemvIn), bf16; rows ≥ a.m are zero. 16-byte loads
-// throughout: the staging sits between the PDL wait and the first FMA, so its round trips to
-// L2 are on every GEMV's critical path.
-template <int M, GemvIn IN>
-__device__ __forceinline__ void stage_input(const GemvArgs& a, bf16* xs, float* scratch) {
-  const int k = a.k, k8 = k / 8, tid = threadIdx.x;
-  for (int i = 0; i < M; i++) {
-    uint4* dst = reinterpret_cast<uint4*>(xs + size_t(i) * k);  // [k / 8] vectors of 8
-    if (i >= a.m) {
-      for (int j = tid; j < k8; j += kGemvThreads) dst[j] = make_uint4(0, 0, 0, 0);
-      continue;
-    }
-    if constexpr (IN == GemvIn::Plain) {
-      const uint4* src =
-          reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) + size_t(i) * a.x_stride);
-      for (int j = tid; j < k8; j += kGemvThreads) dst[j] = src[j];
-    } else if constexpr (IN == GemvIn::RmsNorm) {
-      const int r = a.rows != nullptr ? a.rows[i] : i;
-      const float4* src =
-          reinterpret_cast<const float4*>(static_cast<const float*>(a.x) + size_t(r) * a.x_stride);
-      const float4* nw = reinterpret_cast<const float4*>(a.norm_w);
-      float ss = 0.0f;
-      for (int j = tid; j < k / 4; j += kGemvThreads) {
-        const float4 v = src[j];
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      }
-      const float inv = rsqrtf(block_sum(ss, scratch) / float(k) + a.eps);
-      uint2* dst2 = reinterpret_cast<uint2*>(dst);  // [k / 4] vectors of 4
-      for (int j = tid; j < k / 4; j += kGemvThreads) {
-        const float4 v = src[j], w = nw[j];
-        uint2 o;
-        *reinterpret_cast<__nv_bfloat162*>(&o.x) =
-            __floats2bfloat162_rn(v.x * inv * w.x, v.y * inv * w.y);
-        *reinterpret_cast<__nv_bfloat162*>(&o.y) =
-            __floats2bfloat162_rn(v.z * inv * w.z, v.w * inv * w.w);
-        dst2[j] = o;
-      }
-    } else {
-      const uint4* g = reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) +
-                                                      size_t(i) * 2 * k);  // [k / 8]
-      const uint4* u = g + k8;                                             // [k / 8]
-      for (int j = tid; j < k8; j += kGemvThreads) {
-        float gf[8], uf[8], f[8];
-        bf16x8_to_f32(g[j], gf);
-        bf16x8_to_f32(u[j], uf);
-#pragma unroll
-        for (int e = 0; e < 8; e++) f[e] = gf[e] / (1.0f + expf(-gf[e])) * uf[e];
-        dst[j] = pack_bf16x8(f);
-      }
-    }
-  }
-}
 
 template <int M, GemvIn IN, GemvOut OUT>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   extern __shared__ uint4 gemv_smem[];
   bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
-  __shared__ float scratch[32];
+  __shared__ float scratch[gemv_scratch_floats<M>()];
   const int k = a.k;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -162,7 +77,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
   if (iters > 0) load(wa, 0);
   pdl_wait();
   pdl_trigger();
-  stage_input<M, IN>(a, xs, scratch);
+  stage_input<M, IN>(a, xs, k, scratch);
   if (iters > 1) load(wb, 1);
   __syncthreads();
 
@@ -178,41 +93,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
-static Status launch_gemv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
-  const size_t smem = size_t(M) * a.k * sizeof(bf16);
-  static size_t configured = 48 * 1024;  // dynamic shared memory limit set so far
-  if (smem > configured) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        gemv_kernel<M, IN, OUT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess)
-      return Status::bad(cat("gemv: ", M, " rows of k ", a.k, " need ", smem,
-                             " bytes of shared memory: ", cudaGetErrorString(e)));
-    configured = smem;
-  }
-  // One wave, grid-stride over rows: as many blocks as fit on the GPU at once (a second,
-  // partial wave would leave most SMs idle while it drains). Measured: one 256-thread block
-  // per SM (to leave room for the next GEMV under programmatic dependent launch) streams
-  // 25-30 % slower than this; the memory system wants more warps in flight.
-  static int per_sm = 0;
-  if (per_sm == 0) {
-    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, gemv_kernel<M, IN, OUT>, kGemvThreads, smem);
-    if (e != cudaSuccess || per_sm < 1) per_sm = 1;
-  }
-  const int warps = kGemvThreads / 32;
-  const int blocks = std::min((a.n + warps - 1) / warps, num_sms * per_sm);
-  const cudaError_t e = launch_kernel(gemv_kernel<M, IN, OUT>, dim3(blocks), dim3(kGemvThreads),
-                                      smem, stream, a.pdl, a);
-  if (e != cudaSuccess) return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
-  return launch_status("gemv");
-}
-
-template <GemvIn IN, GemvOut OUT>
-static Status dispatch_rows(const GemvArgs& a, int num_sms, cudaStream_t stream) {
-  if (a.m <= 1) return launch_gemv<1, IN, OUT>(a, num_sms, stream);
-  if (a.m <= 2) return launch_gemv<2, IN, OUT>(a, num_sms, stream);
-  if (a.m <= 4) return launch_gemv<4, IN, OUT>(a, num_sms, stream);
-  return launch_gemv<8, IN, OUT>(a, num_sms, stream);
+static Status launch_fma(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+  const int warps = kGemvThreads / 32;  // a warp a row
+  return launch_gemv<gemv_kernel<M, IN, OUT>>(a, size_t(M) * a.k * sizeof(bf16),
+                                              (a.n + warps - 1) / warps, num_sms, stream);
 }
 
 Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
@@ -232,19 +116,19 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
                  "gemv: input or norm weight not 16-byte aligned, or x_stride ", a.x_stride,
                  " not a multiple of 8");
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
-  if (a.in == GemvIn::Plain && a.out == GemvOut::Store)
-    return dispatch_rows<GemvIn::Plain, GemvOut::Store>(a, num_sms, stream);
-  if (a.in == GemvIn::Plain && a.out == GemvOut::StoreF32)
-    return dispatch_rows<GemvIn::Plain, GemvOut::StoreF32>(a, num_sms, stream);
-  if (a.in == GemvIn::Plain && a.out == GemvOut::AddF32)
-    return dispatch_rows<GemvIn::Plain, GemvOut::AddF32>(a, num_sms, stream);
-  if (a.in == GemvIn::RmsNorm && a.out == GemvOut::Store)
-    return dispatch_rows<GemvIn::RmsNorm, GemvOut::Store>(a, num_sms, stream);
-  if (a.in == GemvIn::RmsNorm && a.out == GemvOut::StoreF32)
-    return dispatch_rows<GemvIn::RmsNorm, GemvOut::StoreF32>(a, num_sms, stream);
-  if (a.in == GemvIn::SiluMul && a.out == GemvOut::AddF32)
-    return dispatch_rows<GemvIn::SiluMul, GemvOut::AddF32>(a, num_sms, stream);
-  return Status::bad("gemv: unsupported input/output combination");
+  LOOM_ARG_CHECK(a.kernel != GemvKernel::Fma || a.m <= kGemvFmaMaxRows, "gemv: m ", a.m,
+                 " with the FMA kernel (expected 1..", kGemvFmaMaxRows, ")");
+  const bool fma =
+      a.kernel == GemvKernel::Fma || (a.kernel == GemvKernel::Auto && a.m <= kGemvFmaAutoRows);
+  if (!fma) return gemv_mma(a, num_sms, stream);
+  return dispatch_in_out(a, [&](auto in, auto out) {
+    constexpr GemvIn IN = decltype(in)::value;
+    constexpr GemvOut OUT = decltype(out)::value;
+    if (a.m <= 1) return launch_fma<1, IN, OUT>(a, num_sms, stream);
+    if (a.m <= 2) return launch_fma<2, IN, OUT>(a, num_sms, stream);
+    if (a.m <= 4) return launch_fma<4, IN, OUT>(a, num_sms, stream);
+    return launch_fma<8, IN, OUT>(a, num_sms, stream);
+  });
 }
 
 }  // namespace loom::gpu

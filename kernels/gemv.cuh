@@ -1,9 +1,15 @@
-// Weight-streaming GEMV for small batches (m ≤ 8 rows) with bf16 weights: y[m, n] = in[m, :] ·
-// W[n, :]ᵀ. At batch-1 decode every GEMM is bound by reading W once, so the kernel is built for
-// that: one warp per output row, 16-byte streaming loads in batches of eight a lane (the first
-// batch issued before the PDL wait), the m input rows staged once per block in shared memory
-// (bf16, 16-byte loads). The input transform and the output mode are fused so that a decode
-// layer is four GEMVs, a RoPE/KV write and attention:
+// Weight-streaming GEMV for small batches (m ≤ 16 rows) with bf16 weights: y[m, n] = in[m, :] ·
+// W[n, :]ᵀ. At small-batch decode every GEMM is bound by reading W once, so the kernels are built
+// for that: 16-byte streaming loads in batches of eight a lane (the first batch issued before the
+// PDL wait), the m input rows staged once per block in shared memory (bf16, 16-byte loads). Two
+// kernels share that skeleton:
+//   Fma  (gemv.cu, m ≤ 8)   one warp an output row, CUDA-core FMAs; each weight vector meets
+//                           each input row, so the work grows with m (compute-bound near 8)
+//   Mma  (gemv_mma.cu)      one warp a k-slice of eight output rows, the weights as the B
+//                           operand of mma.sync m16n8k16 and the (≤ 16) input rows as A: the
+//                           same instructions for any m, the slices summed in a fixed order
+// The input transform and the output mode are fused so that a decode layer is four GEMVs, a
+// RoPE/KV write and attention:
 //   in:  Plain    x bf16 [m, k] (row stride x_stride)
 //        RmsNorm  bf16(x[src] * rsqrt(mean(x[src]²) + eps) * norm_w), x fp32 [rows, k],
 //                 src = rows ? rows[i] : i       (attention / MLP / final norm)
@@ -21,8 +27,11 @@ namespace loom::gpu {
 
 enum class GemvIn { Plain, RmsNorm, SiluMul };
 enum class GemvOut { Store, AddF32, StoreF32 };
+enum class GemvKernel { Auto, Fma, Mma };  // Auto: Fma for m ≤ kGemvFmaAutoRows, else Mma
 
-constexpr int kGemvMaxRows = 8;
+constexpr int kGemvMaxRows = 16;
+constexpr int kGemvFmaMaxRows = 8;
+constexpr int kGemvFmaAutoRows = 1;
 
 struct GemvArgs {
   const void* w = nullptr;  // bf16 [n, k], 16-byte aligned rows (k % 8 == 0)
@@ -40,9 +49,10 @@ struct GemvArgs {
   // stream finishes; it streams its first weights, then waits for that kernel before reading
   // x or writing y. Only for launches whose predecessor is a kernel of this backend.
   bool pdl = false;
+  GemvKernel kernel = GemvKernel::Auto;  // Fma needs m ≤ kGemvFmaMaxRows
 };
 
-// Supported: k % 8 == 0, x and norm_w 16-byte aligned, x_stride % 8 == 0, m in 1..8, in/out pairs
+// Supported: k % 8 == 0, x and norm_w 16-byte aligned, x_stride % 8 == 0, m in 1..16, in/out pairs
 // Plain→Store, Plain→AddF32, Plain→StoreF32, RmsNorm→Store, RmsNorm→StoreF32, SiluMul→AddF32.
 Status gemv_bf16(const GemvArgs& a, int num_sms, cudaStream_t stream);
 

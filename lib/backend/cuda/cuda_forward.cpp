@@ -37,8 +37,11 @@
 
 namespace loom::gpu {
 
-// Up to this many slots the fused GEMV schedule runs; above it cuBLAS (the GEMV re-reads its
-// input rows from shared memory per weight vector and turns compute-bound at ~8 rows).
+// Up to this many slots the fused GEMV schedule runs (the FMA kernel at one row, the
+// tensor-core kernel at 2-4: kernels/gemv.cuh); above it cuBLAS. The tensor-core GEMV takes up
+// to 16 rows and its 88-GEMV chain beats cuBLAS's layers at 8, but a whole step at 8 and 16
+// sequences was slower with it (bench/NOTES-cuda.md, session 28). The boundary must not fall
+// between a step's eager slot count and its graph's padded one (equal bits either way).
 constexpr int kGemvMaxSlots = 4;
 
 void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,

@@ -159,31 +159,44 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
   const size_t lm_elems = size_t(V) * H;
   void *w, *x, *qkv, *gu, *logits, *norm;
   LOOM_CUDA_CHECK(cudaMalloc(&w, (layer_elems * layers + lm_elems) * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&x, H * 4));
-  LOOM_CUDA_CHECK(cudaMalloc(&qkv, QKV * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&gu, 2 * I * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&logits, size_t(LD) * 4));
+  const int M = gpu::kGemvMaxRows;  // buffers for the widest variant
+  LOOM_CUDA_CHECK(cudaMalloc(&x, M * H * 4));
+  LOOM_CUDA_CHECK(cudaMalloc(&qkv, M * QKV * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&gu, M * 2 * I * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&logits, size_t(M) * LD * 4));
   LOOM_CUDA_CHECK(cudaMalloc(&norm, H * 4));
   LOOM_KERNEL(
       gpu::fill_uniform(DType::BF16, w, layer_elems * layers + lm_elems, 21, 0.02f, nullptr));
-  LOOM_KERNEL(gpu::fill_uniform(DType::F32, x, H, 22, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::F32, x, M * H, 22, 1.0f, nullptr));
   LOOM_KERNEL(gpu::fill_uniform(DType::F32, norm, H, 23, 1.0f, nullptr));
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
   const uint16_t* W = static_cast<const uint16_t*>(w);
+  using gpu::GemvKernel;
   struct Variant {
     const char* name;
     bool pdl;
     bool lm_head;
+    int m = 1;
+    GemvKernel kernel = GemvKernel::Auto;
   };
   const Variant variants[] = {
       {"default (backend): pdl", true, true},
       {"same, layers only (88 GEMVs, no lm_head)", true, false},
       {"no pdl", false, true},
+      {"tensor-core kernel, m = 1", true, true, 1, GemvKernel::Mma},
+      {"same, layers only", true, false, 1, GemvKernel::Mma},
+      {"FMA kernel, m = 2, layers only", true, false, 2, GemvKernel::Fma},
+      {"tensor-core kernel, m = 2, layers only", true, false, 2, GemvKernel::Mma},
+      {"FMA kernel, m = 4, layers only", true, false, 4, GemvKernel::Fma},
+      {"tensor-core kernel, m = 4, layers only", true, false, 4, GemvKernel::Mma},
+      {"FMA kernel, m = 8, layers only", true, false, 8, GemvKernel::Fma},
+      {"tensor-core kernel, m = 8, layers only", true, false, 8, GemvKernel::Mma},
+      {"tensor-core kernel, m = 16, layers only", true, false, 16, GemvKernel::Mma},
   };
   const size_t layer_bytes = layer_elems * 2 * layers, lm_bytes = lm_elems * 2;
   std::printf(
       "\n88-GEMV chain (22 x [qkv 2560x2048, o 2048x2048, gate_up 11264x2048, down 2048x5632] + "
-      "lm_head 262145x2048, m = 1, fused norms, one graph, no attention)\n"
+      "lm_head 262145x2048, m = 1 unless said, fused norms, one graph, no attention)\n"
       "weights %.3f GB (layers %.3f + lm_head %.3f); floor = bytes / copy bandwidth %.0f GB/s\n",
       (layer_bytes + lm_bytes) / 1e9, layer_bytes / 1e9, lm_bytes / 1e9, copy_gbps);
   std::printf("%-66s %9s %9s %8s\n", "variant", "ms", "GB/s", "x floor");
@@ -195,7 +208,7 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       g.w = wp;
       g.n = n;
       g.k = k;
-      g.m = 1;
+      g.m = v.m;
       g.in = in;
       g.x = xin;
       g.x_stride = x_stride;
@@ -204,6 +217,7 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       g.y = y;
       g.y_stride = y_stride;
       g.pdl = v.pdl;
+      g.kernel = v.kernel;
       LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
     };
     auto chain = [&]() {
@@ -250,6 +264,10 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     out.push_back({{"variant", v.name},
                    {"pdl", v.pdl},
                    {"lm_head", v.lm_head},
+                   {"m", v.m},
+                   {"kernel", v.kernel == GemvKernel::Fma   ? "fma"
+                              : v.kernel == GemvKernel::Mma ? "mma"
+                                                            : "auto"},
                    {"ms", med},
                    {"min_ms", ms.front()},
                    {"gbps", gbps},
@@ -281,7 +299,7 @@ json bench_gemv(const Context& c) {
       {262145, 2048}, {262208, 2048}};  // lm_head, and lm_head with its rows padded to 64 (the
                                         // backend's)
   for (auto [n, k] : shapes)
-    for (int m : {1, 2, 4, 8}) {
+    for (int m : {1, 2, 4, 8, 16}) {
       if (n == 262145 && m > 1 && m < 8) continue;
       if (n == 262208 && m < 4) continue;
       const GemvRates r = gemv_vs_cublas(gemm, stream, sms, m, n, k);

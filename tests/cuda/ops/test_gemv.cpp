@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "backend/cpu/ops.h"
@@ -62,16 +63,18 @@ std::vector<float> unpad(const std::vector<float>& v, int rows, int cols, int ld
 
 }  // namespace
 
-// Every fused input with every output it is used with, m = 1..8 (the kernel is built for 1, 2,
-// 4 and 8 rows; 3 and 5 leave zero rows), odd n, k with a partial last 32-lane step (96: 12
-// chunks a row, 520: 65) and the Terra k (2048, 5632), input rows with a padded stride. The
-// reference is the bf16 input the kernel stages (rounded like the kernel) times w in fp32.
+// Every fused input with every output it is used with, both kernels, m = 1..16 (the FMA kernel
+// is built for 1, 2, 4 and 8 rows, the tensor-core one for 8 and 16; the others leave zero
+// rows), odd n (a partial last group of eight rows), k with a partial last 32-k chunk and slices
+// of unequal length (96: 3 chunks over 8 slices, 520: 17), the Terra k (2048, 5632), input rows
+// with a padded stride. The reference is the bf16 input the kernel stages (rounded like the
+// kernel) times w in fp32.
 TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmul_nt") {
   int sms = 0;
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaStream_t stream;
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (int m : {1, 2, 3, 4, 5, 8})
+  for (int m : {1, 2, 3, 4, 5, 8, 9, 16})
     for (auto [n, k] :
          {std::pair{19, 96}, std::pair{37, 520}, std::pair{1001, 2048}, std::pair{2047, 5632}}) {
       const int xs_ = k + 8;  // input row stride (Plain, RmsNorm)
@@ -107,49 +110,54 @@ TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmu
         if (in == GemvIn::Plain) outs = {GemvOut::Store, GemvOut::AddF32, GemvOut::StoreF32};
         if (in == GemvIn::RmsNorm) outs = {GemvOut::Store, GemvOut::StoreF32};
         if (in == GemvIn::SiluMul) outs = {GemvOut::AddF32};
-        for (GemvOut out : outs) {
-          CAPTURE(m);
-          CAPTURE(n);
-          CAPTURE(k);
-          CAPTURE(int(in));                                     // 0 Plain, 1 RmsNorm, 2 SiluMul
-          CAPTURE(int(out));                                    // 0 Store, 1 AddF32, 2 StoreF32
-          const int ld = out == GemvOut::StoreF32 ? n + 3 : n;  // padded output rows (logits)
-          GemvArgs g;
-          g.w = dw.get();
-          g.n = n;
-          g.k = k;
-          g.m = m;
-          g.in = in;
-          g.x = dx.get();
-          g.x_stride = in == GemvIn::SiluMul ? 0 : xs_;
-          g.rows = in == GemvIn::RmsNorm ? drows.as<int32_t>() : nullptr;
-          g.norm_w = dnw.as<float>();
-          g.out = out;
-          g.y_stride = ld;
-          g.pdl = (m + int(out)) % 2 == 1;  // both launch paths
-          std::vector<float> ref = prod, y0;
-          DevBuf dy(size_t(m) * ld * 4);
-          if (out == GemvOut::AddF32) {
-            y0 = random_vec(size_t(m) * n, 12);
-            for (size_t i = 0; i < ref.size(); i++) ref[i] += y0[i];
-            dy = upload(y0, DType::F32);
-          } else {
-            dy.poison();
+        for (GemvOut out : outs)
+          for (GemvKernel kernel : {GemvKernel::Fma, GemvKernel::Mma}) {
+            if (kernel == GemvKernel::Fma && m > kGemvFmaMaxRows) continue;
+            CAPTURE(int(kernel));  // 1 Fma, 2 Mma
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(k);
+            CAPTURE(int(in));                                     // 0 Plain, 1 RmsNorm, 2 SiluMul
+            CAPTURE(int(out));                                    // 0 Store, 1 AddF32, 2 StoreF32
+            const int ld = out == GemvOut::StoreF32 ? n + 3 : n;  // padded output rows (logits)
+            GemvArgs g;
+            g.w = dw.get();
+            g.n = n;
+            g.k = k;
+            g.m = m;
+            g.in = in;
+            g.x = dx.get();
+            g.x_stride = in == GemvIn::SiluMul ? 0 : xs_;
+            g.rows = in == GemvIn::RmsNorm ? drows.as<int32_t>() : nullptr;
+            g.norm_w = dnw.as<float>();
+            g.out = out;
+            g.y_stride = ld;
+            g.pdl = (m + int(out)) % 2 == 1;  // both launch paths
+            g.kernel = kernel;
+            std::vector<float> ref = prod, y0;
+            DevBuf dy(size_t(m) * ld * 4);
+            if (out == GemvOut::AddF32) {
+              y0 = random_vec(size_t(m) * n, 12);
+              for (size_t i = 0; i < ref.size(); i++) ref[i] += y0[i];
+              dy = upload(y0, DType::F32);
+            } else {
+              dy.poison();
+            }
+            g.y = dy.get();
+            LOOM_KERNEL(gemv_bf16(g, sms, stream));
+            LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+            const DType yt = out == GemvOut::Store ? DType::BF16 : DType::F32;
+            const std::vector<float> raw = download(dy, size_t(m) * ld, yt);
+            const std::vector<float> got = unpad(raw, m, n, ld);
+            const double err = rel_err(got, ref);
+            CHECK_MESSAGE(err < (out == GemvOut::StoreF32 ? 3e-3 : 1e-2), "rel err ", err, ": ",
+                          worst_elements(got, ref, n));
+            size_t pad_written = 0;  // padding columns keep their NaN poison
+            for (int i = 0; i < m; i++)
+              for (int j = n; j < ld; j++)
+                pad_written += std::isnan(raw[size_t(i) * ld + j]) ? 0 : 1;
+            CHECK_MESSAGE(pad_written == 0, pad_written, " padding elements written");
           }
-          g.y = dy.get();
-          LOOM_KERNEL(gemv_bf16(g, sms, stream));
-          LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-          const DType yt = out == GemvOut::Store ? DType::BF16 : DType::F32;
-          const std::vector<float> raw = download(dy, size_t(m) * ld, yt);
-          const std::vector<float> got = unpad(raw, m, n, ld);
-          const double err = rel_err(got, ref);
-          CHECK_MESSAGE(err < (out == GemvOut::StoreF32 ? 3e-3 : 1e-2), "rel err ", err, ": ",
-                        worst_elements(got, ref, n));
-          size_t pad_written = 0;  // padding columns keep their NaN poison
-          for (int i = 0; i < m; i++)
-            for (int j = n; j < ld; j++) pad_written += std::isnan(raw[size_t(i) * ld + j]) ? 0 : 1;
-          CHECK_MESSAGE(pad_written == 0, pad_written, " padding elements written");
-        }
       }
     }
   LOOM_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -197,7 +205,7 @@ TEST_CASE("gemv_bf16 chain under PDL matches the CPU (each GEMV reads the one be
   DevBuf dlm = upload(lm, DType::BF16), dfn = upload(fnorm, DType::F32);
   cudaStream_t stream;
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (int m : {1, 3}) {
+  for (int m : {1, 3, 12}) {  // the FMA kernel at 1 row, the tensor-core one at 3 and 12
     CAPTURE(m);
     const std::vector<float> x0 = random_vec(size_t(m) * H, 300 + uint64_t(m), -2, 2);
     std::vector<int32_t> rows(static_cast<size_t>(m));
@@ -320,4 +328,58 @@ TEST_CASE("gemv_bf16 refuses an input row stride that is not a multiple of 8") {
   g.x_stride = k + 8;  // the second row ends at the buffer's end
   CHECK(gemv_bf16(g, 1, nullptr).ok);
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The tensor-core kernel sums each output in an order fixed by k alone (gemv_mma.cu's header):
+// row i of a 16-row run equals the same input row run alone, on a grid of one block, bit for
+// bit, for a k whose slices take several load batches (5632: 22 chunks a slice).
+TEST_CASE("gemv_bf16 tensor-core rows are bitwise the same at any m and grid size") {
+  int sms = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int n = 1001, k = 5632, m = 16, ld = k + 8;
+  DevBuf dw = upload(round_bf16(random_vec(size_t(n) * k, 41)), DType::BF16);
+  DevBuf dx = upload(round_bf16(random_vec(size_t(m) * ld, 42, -2, 2)), DType::BF16);
+  DevBuf dall(size_t(m) * n * 4), done(size_t(n) * 4);
+  GemvArgs g;
+  g.w = dw.get();
+  g.n = n;
+  g.k = k;
+  g.m = m;
+  g.x = dx.get();
+  g.x_stride = ld;
+  g.out = GemvOut::StoreF32;
+  g.y = dall.get();
+  g.kernel = GemvKernel::Mma;
+  LOOM_KERNEL(gemv_bf16(g, sms, nullptr));
+  const std::vector<float> all = download(dall, size_t(m) * n, DType::F32);
+  for (int i : {0, 7, 8, 15}) {
+    CAPTURE(i);
+    g.m = 1;
+    g.x = static_cast<const uint16_t*>(dx.get()) + size_t(i) * ld;
+    g.y = done.get();
+    LOOM_KERNEL(gemv_bf16(g, 1, nullptr));
+    const std::vector<float> one = download(done, size_t(n), DType::F32);
+    int differ = 0;
+    for (int j = 0; j < n; j++)
+      differ += std::memcmp(&one[size_t(j)], &all[size_t(i) * n + j], 4) != 0 ? 1 : 0;
+    CHECK_MESSAGE(differ == 0, differ, " of ", n, " outputs differ from the 16-row run");
+  }
+}
+
+// The FMA kernel is built for up to 8 rows: more is refused, naming the kernel and m.
+TEST_CASE("gemv_bf16 refuses more than 8 rows for the FMA kernel") {
+  DevBuf dw = upload(std::vector<float>(size_t(16) * 64, 0.5f), DType::BF16);
+  DevBuf dx = upload(std::vector<float>(size_t(9) * 64, 1.0f), DType::BF16);
+  DevBuf dy(size_t(9) * 16 * 2);
+  GemvArgs g;
+  g.w = dw.get();
+  g.n = 16;
+  g.k = 64;
+  g.m = 9;
+  g.x = dx.get();
+  g.y = dy.get();
+  g.kernel = GemvKernel::Fma;
+  const Status st = gemv_bf16(g, 1, nullptr);
+  CHECK_FALSE(st.ok);
+  CHECK(st.message.find("m 9 with the FMA kernel (expected 1..8)") != std::string::npos);
 }
