@@ -58,38 +58,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
 #pragma unroll
       for (int i = 0; i < M; i++)
         if (i == lane) v = acc[i];
-      const size_t o = size_t(lane) * a.y_stride + n;
-      if constexpr (OUT == GemvOut::Store)
-        static_cast<bf16*>(a.y)[o] = __float2bfloat16_rn(v);
-      else if constexpr (OUT == GemvOut::AddF32)
-        static_cast<float*>(a.y)[o] += v;
-      else
-        static_cast<float*>(a.y)[o] = v;
+      store_output<OUT>(a, size_t(lane) * a.y_stride + n, v);
     }
 #pragma unroll
     for (int i = 0; i < M; i++) acc[i] = 0.0f;
   };
 
-  // Weights do not depend on earlier kernels: the first batch is in flight before the wait for
-  // the previous kernel (programmatic dependent launch), the second once the input is staged
-  // (issued before the staging, it held the staging's loads up: 5% slower a frame on the H200).
-  uint4 wa[kGemvUnroll], wb[kGemvUnroll];
-  if (iters > 0) load(wa, 0);
-  pdl_wait();
-  pdl_trigger();
-  stage_input<M, IN>(a, xs, k, scratch);
-  if (iters > 1) load(wb, 1);
-  __syncthreads();
-
-  // Two register buffers: one batch is consumed while the other is in flight.
-  for (int it = 0; it < iters; it += 2) {
-    consume(wa, it);
-    if (it + 2 < iters) load(wa, it + 2);
-    if (it + 1 < iters) {
-      consume(wb, it + 1);
-      if (it + 3 < iters) load(wb, it + 3);
-    }
-  }
+  stream_weights<M, IN>(a, xs, k, scratch, iters, load, consume, [](int) {});
 }
 
 template <int M, GemvIn IN, GemvOut OUT>

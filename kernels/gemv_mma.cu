@@ -97,39 +97,14 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_mma_kernel(GemvArgs a) {
 #pragma unroll
         for (int s = 0; s < kMmaSlices; s++)
           v += p[(size_t(h * kMmaSlices + s) * M + i) * kMmaGroupRows + j];
-        const size_t o = size_t(i) * a.y_stride + row;
-        if constexpr (OUT == GemvOut::Store)
-          static_cast<bf16*>(a.y)[o] = __float2bfloat16_rn(v);
-        else if constexpr (OUT == GemvOut::AddF32)
-          static_cast<float*>(a.y)[o] += v;
-        else
-          static_cast<float*>(a.y)[o] = v;
+        store_output<OUT>(a, size_t(i) * a.y_stride + row, v);
       }
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) acc[e] = 0.0f;
   };
 
-  // The FMA kernel's pipeline (gemv.cu): the first weight batch before the PDL wait, the second
-  // after the staging, then two register buffers in turn.
-  uint4 wa[kGemvUnroll], wb[kGemvUnroll];
-  if (iters > 0) load(wa, 0);
-  pdl_wait();
-  pdl_trigger();
-  stage_input<M, IN>(a, xs, ld, scratch);
-  if (iters > 1) load(wb, 1);
-  __syncthreads();
-  // A buffer is refilled as soon as it is consumed, before the round's barrier.
-  for (int it = 0; it < iters; it += 2) {
-    consume(wa, it);
-    if (it + 2 < iters) load(wa, it + 2);
-    end_round(it);
-    if (it + 1 < iters) {
-      consume(wb, it + 1);
-      if (it + 3 < iters) load(wb, it + 3);
-      end_round(it + 1);
-    }
-  }
+  stream_weights<M, IN>(a, xs, ld, scratch, iters, load, consume, end_round);
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
