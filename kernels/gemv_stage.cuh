@@ -45,7 +45,8 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float* f) {
 
 // The rows one after another, the whole block on each (row stride k): the batch-1 FMA kernel's
 // staging, kept for M = 1 because the all-rows staging below ran batch 1 slower
-// (bench/NOTES-cuda.md, session 28).
+// (bench/NOTES-cuda.md, session 28). Still a template over M, as measured, so that its code
+// (checked as PTX) stays what was measured.
 template <int M, GemvIn IN>
 __device__ __forceinline__ void stage_input_serial(const GemvArgs& a, bf16* xs, float* scratch) {
   const int k = a.k, k8 = k / 8, tid = threadIdx.x;

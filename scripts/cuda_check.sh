@@ -22,21 +22,7 @@ what=${1:-all}
 OUT=${OUT:-$PWD/out-cuda}
 BUILD=${BUILD:-build-cuda}
 mkdir -p "$OUT"
-root=$PWD
-
-# The binaries were configured at /work/main (test data and CTest paths are absolute).
-if [ "$root" != /work/main ] && [ ! -e /work/main ]; then
-  mkdir -p /work && ln -s "$root" /work/main
-fi
-
-# cuBLAS 13 from the toolkit, or from the Python wheel when the toolkit has none.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
-if ! ldd "$BUILD/bin/cuda_bench" | grep -q "libcublas.so.13 => /"; then
-  w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
-  [ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
-fi
+. scripts/device_env.sh
 
 {
   date -u

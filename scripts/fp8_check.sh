@@ -17,9 +17,7 @@ OUT=${OUT:-$PWD/out-fp8}
 BUILD=${BUILD:-build}
 B=$BUILD/bin
 mkdir -p "$OUT"
-if [ "$PWD" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
-w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
-[ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
+. scripts/device_env.sh
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
 rc=0
 

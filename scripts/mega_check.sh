@@ -17,9 +17,7 @@ what=${1:-tests}
 OUT=${OUT:-$PWD/out-mega}
 B=${BUILD:-build}/bin
 mkdir -p "$OUT"
-[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-w=$(find / -name 'libcublas.so.13' 2>/dev/null | head -1)
-[ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
+. scripts/device_env.sh
 rc=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 

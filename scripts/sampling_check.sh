@@ -13,8 +13,7 @@ BUILD=${BUILD:-build}
 BASE=${BASE:-}
 REPEATS=${REPEATS:-2}
 mkdir -p "$OUT"
-w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
-[ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
+. scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 rc=0
 for t in cuda_test_sampling cuda_test_sampling_noise; do

@@ -8,9 +8,7 @@
 # then carry .device/carry.txz and .device/run.sh and run `bash .device/run.sh` (~4 minutes).
 python3 -c "import tarfile; tarfile.open('.device/carry.txz').extractall()"
 FINAL=$OUT; OUT=/tmp/s29c1; mkdir -p "$OUT"
-w=$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)
-[ -n "$w" ] && export LD_LIBRARY_PATH="$(dirname "$w"):${LD_LIBRARY_PATH:-}"
-[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+. scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 (cd build && timeout 200 ctest -L cuda --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$?"
  grep -E "tests passed|Failed|\*\*\*|Total Test" "$OUT/ctest.log" | head -8)

@@ -1,0 +1,18 @@
+# Sourced by the scripts run on the device machine (scripts/*_check.sh, bench/experiments/*):
+#   . scripts/device_env.sh
+# The carried binaries were configured at /work/main (test data and CTest paths are absolute),
+# so the repository is linked there when it runs elsewhere; cuBLAS 13 comes from the toolkit,
+# or from the Python wheel when the toolkit has none (LD_LIBRARY_PATH).
+if [ "$PWD" != /work/main ] && [ ! -e /work/main ]; then
+  mkdir -p /work && ln -s "$PWD" /work/main
+fi
+loom_cublas=
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -e "$d/libcublas.so.13" ] && loom_cublas=$d && break
+done
+if [ -z "$loom_cublas" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas.so.13 '; then
+  loom_cublas=$(dirname "$(find / -name 'libcublas.so.13' -path '*nvidia*' 2>/dev/null | head -1)")
+fi
+[ -n "$loom_cublas" ] && [ "$loom_cublas" != . ] &&
+  export LD_LIBRARY_PATH="$loom_cublas:${LD_LIBRARY_PATH:-}"
+unset loom_cublas d
