@@ -59,6 +59,10 @@ struct StepLayout {
   // Tiles 0 .. n_one_tiles - 1 hold one slot each (decoding sequences, short chunks:
   // CudaBackend::one_slot_tiles), the others up to a tile's slots of a longer chunk (prefill).
   int n_one_tiles = 0;
+  // The slot count the fused-GEMV schedule is chosen on (CudaBackend::gemv_schedule): the slots
+  // padded to the sequence bucket, in graph and eager steps alike, so that a step run eagerly
+  // takes the kernels its graph takes (equal bits either way).
+  int gemv_slots = 0;
   int action_dim = 0;
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
   size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
@@ -149,9 +153,9 @@ class CudaBackend : public Backend {
   void ensure_mega(int B);
   void run_mega(const StepLayout& L);
   void check_mega_trap(int buf, int B);
-  void add_mega_trace(int B);             // (synchronises) the trace of the step just launched
-  bool attention_mma() const;             // bf16 and a shape the tensor-core attention takes
-  bool gemv_schedule(int n_slots) const;  // fused GEMVs instead of GEMMs (cuda_forward.cpp)
+  void add_mega_trace(int B);  // (synchronises) the trace of the step just launched
+  bool attention_mma() const;  // bf16 and a shape the tensor-core attention takes
+  bool gemv_schedule(const StepLayout& L) const;  // fused GEMVs, not GEMMs (cuda_forward.cpp)
   // forward() leaves the step's logits in logits_t_ (bf16) rather than logits_ (cuda_forward.cpp).
   bool logits_bf16(const StepLayout& L) const;
   // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).

@@ -40,8 +40,9 @@ namespace loom::gpu {
 // Up to this many slots the fused GEMV schedule runs (the FMA kernel at one row, the
 // tensor-core kernel at 2-4: kernels/gemv.cuh); above it cuBLAS. The tensor-core GEMV takes up
 // to 16 rows and its 88-GEMV chain beats cuBLAS's layers at 8, but a whole step at 8 and 16
-// sequences was slower with it (bench/NOTES-cuda.md, session 28). The boundary must not fall
-// between a step's eager slot count and its graph's padded one (equal bits either way).
+// sequences was slower with it (bench/NOTES-cuda.md, session 28). The choice is made on the
+// slots padded to the sequence bucket (StepLayout::gemv_slots), so that a step run eagerly takes
+// its graph's kernels.
 constexpr int kGemvMaxSlots = 4;
 
 void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
@@ -70,9 +71,9 @@ static bool llama_layer(const ModelSpec& s) {
          s.act == Activation::Silu && !s.qkv_bias && !s.o_bias && !s.mlp_bias;
 }
 
-bool CudaBackend::gemv_schedule(int n_slots) const {
+bool CudaBackend::gemv_schedule(const StepLayout& L) const {
   const ModelSpec& s = spec_;
-  return !invariant_ && t_ == DType::BF16 && n_slots <= kGemvMaxSlots && s.hidden % 8 == 0 &&
+  return !invariant_ && t_ == DType::BF16 && L.gemv_slots <= kGemvMaxSlots && s.hidden % 8 == 0 &&
          s.intermediate % 8 == 0 && s.q_dim() % 8 == 0 && llama_layer(s);
 }
 
@@ -89,7 +90,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   const int32_t* positions = in_i32(L.positions);
   const int32_t* out_rows = in_i32(L.out_rows);
   const auto* params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
-  const bool gemv = gemv_schedule(L.n_slots);
+  const bool gemv = gemv_schedule(L);
 
   // 1. Inputs: action projection of action slots, then token gather + position tables.
   void* act_out = nullptr;
@@ -400,7 +401,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
 }
 
 bool CudaBackend::logits_bf16(const StepLayout& L) const {
-  return t_ == DType::BF16 && !invariant_ && !(gemv_schedule(L.n_slots) && L.n_out == 1);
+  return t_ == DType::BF16 && !invariant_ && !(gemv_schedule(L) && L.n_out == 1);
 }
 
 }  // namespace loom::gpu

@@ -141,6 +141,12 @@ void CudaBackend::submit(const StepBatch& b) {
     L.n_out = int(f.out_seq.size());
     L.n_act = n_act;
   }
+  L.gemv_slots = L.n_slots;
+  if (!graph_step && n_seqs <= kMaxGraphBatch) {  // as its graph would pad it
+    int b = 0;
+    while (kBucketSizes[b] < n_seqs) b++;
+    L.gemv_slots = n_slots + kBucketSizes[b] - n_seqs;
+  }
   L.compute();
   ensure_workspace(L.n_slots, L.n_out);  // (keeps the draws of a step in flight)
   if (L.bytes > cap_in_) {
