@@ -246,13 +246,17 @@ __device__ __forceinline__ void stream_weights(const GemvArgs& a, bf16* xs, int 
 template <auto Kernel>
 Status launch_gemv(const GemvArgs& a, size_t smem, int blocks, int num_sms, cudaStream_t stream,
                    int cluster = 1) {
-  static size_t configured = 48 * 1024;  // dynamic shared memory limit set so far
+  // The dynamic shared memory limit set so far. Set at the first launch whatever its size: the
+  // default 48 KB bounds static + dynamic bytes together (the staging's scratch is static).
+  static size_t configured = 0;
   if (smem > configured) {
     const cudaError_t e =
         cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
       return Status::bad(cat("gemv: ", a.m, " rows of k ", a.k, " need ", smem,
                              " bytes of shared memory: ", cudaGetErrorString(e)));
+    }
     configured = smem;
   }
   cudaLaunchConfig_t cfg = {};
@@ -302,7 +306,10 @@ Status launch_gemv(const GemvArgs& a, size_t smem, int blocks, int num_sms, cuda
     attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
   }
   const cudaError_t e = cudaLaunchKernelEx(&cfg, Kernel, a);
-  if (e != cudaSuccess) return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // not left for the next launch's check
+    return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
+  }
   return launch_status("gemv");
 }
 

@@ -50,5 +50,5 @@ for spec in "$@"; do
   names+=(".device/$name")
 done
 make -C "$b" -j"$(nproc)" "${make_targets[@]}" > /dev/null  # the build back at HEAD
-tar -cf - "${names[@]}" | xz -T0 -3 > "$pack"
+tar -cf - "${names[@]}" | xz -T1 --lzma2=preset=6,dict=256MiB > "$pack"  # (pack_device.sh)
 du -sh "$pack"

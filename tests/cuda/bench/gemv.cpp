@@ -190,9 +190,11 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       {"FMA kernel, m = 2, layers only", true, false, 2, GemvKernel::Fma},
       {"tensor-core kernel, m = 2, layers only", true, false, 2, GemvKernel::Mma},
       {"same, k_split 1", true, false, 2, GemvKernel::Mma, 1},
+      {"same, k_split 8", true, false, 2, GemvKernel::Mma, 8},
       {"FMA kernel, m = 4, layers only", true, false, 4, GemvKernel::Fma},
       {"tensor-core kernel, m = 4, layers only", true, false, 4, GemvKernel::Mma},
       {"same, k_split 1", true, false, 4, GemvKernel::Mma, 1},
+      {"same, k_split 8", true, false, 4, GemvKernel::Mma, 8},
       {"FMA kernel, m = 8, layers only", true, false, 8, GemvKernel::Fma},
       {"tensor-core kernel, m = 8, layers only", true, false, 8, GemvKernel::Mma},
       {"same, k_split 1", true, false, 8, GemvKernel::Mma, 1},
@@ -202,6 +204,7 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       {"tensor-core kernel, m = 16, layers only", true, false, 16, GemvKernel::Mma},
       {"same, k_split 1", true, false, 16, GemvKernel::Mma, 1},
       {"same, k_split 4", true, false, 16, GemvKernel::Mma, 4},
+      {"same, k_split 8", true, false, 16, GemvKernel::Mma, 8},
   };
   // Each GEMV of a layer alone (22 in the graph), by k_split, at 8 rows: which split suits which
   // shape (gemv_mma_k_split's rule).

@@ -68,7 +68,9 @@ std::vector<float> unpad(const std::vector<float>& v, int rows, int cols, int ld
 // rows), odd n (a partial last group of eight rows), k with a partial last 32-k chunk and slices
 // of unequal length (96: 3 chunks over 8 slices, 520: 17), the Terra k (2048, 5632), input rows
 // with a padded stride; the tensor-core kernel with its default k_split and with clusters of 8
-// blocks (at k 96 and 520 some blocks' k-ranges are empty). The reference is the bf16 input the
+// blocks (at k 96 and 520 some blocks' k-ranges are empty; at k 5632 and 16 rows the dynamic
+// shared memory is under 48 KB but not with the static scratch, which needs the opt-in). The
+// reference is the bf16 input the
 // kernel stages (rounded like the kernel) times w in fp32.
 TEST_CASE("gemv_bf16 fused inputs and outputs match norm / silu_mul + cpu::matmul_nt") {
   int sms = 0;
