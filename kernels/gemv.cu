@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvArgs a) {
     for (int i = 0; i < M; i++) acc[i] = 0.0f;
   };
 
-  stream_weights<M, IN>(a, xs, k, scratch, 0, k, iters, load, consume, [](int) {});
+  stream_weights<M, IN>(a, xs, k, scratch, iters, load, consume, [](int) {});
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
@@ -91,10 +91,6 @@ Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
                  "gemv: input or norm weight not 16-byte aligned, or x_stride ", a.x_stride,
                  " not a multiple of 8");
   LOOM_ARG_CHECK(num_sms > 0, "gemv: num_sms ", num_sms);
-  LOOM_ARG_CHECK(a.k_split == 0 || a.k_split == 1 || a.k_split == 2 || a.k_split == 4 ||
-                     a.k_split == kGemvMaxKSplit,
-                 "gemv: k_split ", a.k_split, " (expected 0 for the default, 1, 2, 4 or ",
-                 kGemvMaxKSplit, ")");
   LOOM_ARG_CHECK(a.kernel != GemvKernel::Fma || a.m <= kGemvFmaMaxRows, "gemv: m ", a.m,
                  " with the FMA kernel (expected 1..", kGemvFmaMaxRows, ")");
   const bool fma =

@@ -7,9 +7,7 @@
 //                           each input row, so the work grows with m (compute-bound near 8)
 //   Mma  (gemv_mma.cu)      one warp a k-slice of eight output rows, the weights as the B
 //                           operand of mma.sync m16n8k16 and the (≤ 16) input rows as A: the
-//                           same instructions for any m, the slices summed in a fixed order;
-//                           a cluster of k_split blocks shares each row group's k, each block
-//                           staging only its k-range of the input
+//                           same instructions for any m, the slices summed in a fixed order
 // The input transform and the output mode are fused so that a decode layer is four GEMVs, a
 // RoPE/KV write and attention:
 //   in:  Plain    x bf16 [m, k] (row stride x_stride)
@@ -52,18 +50,7 @@ struct GemvArgs {
   // x or writing y. Only for launches whose predecessor is a kernel of this backend.
   bool pdl = false;
   GemvKernel kernel = GemvKernel::Auto;  // Fma needs m ≤ kGemvFmaMaxRows
-  // Mma: blocks (one thread block cluster) sharing each group of rows, each a k-range: 1, 2, 4
-  // or 8; 0: gemv_mma_k_split(n, k). The result's bits depend on it (and on k), not on m or
-  // the grid. The Fma kernel ignores it.
-  int k_split = 0;
 };
-
-constexpr int kGemvMaxKSplit = 8;  // a portable cluster size
-
-// The tensor-core kernel's default k_split for an [n, k] weight: 1 where the grid-stride rounds
-// amortise the staging (n ≥ 32768, the lm_head), else the most blocks that keep ≥ 16 32-wide
-// k-chunks each (bench/NOTES-cuda.md, session 29).
-int gemv_mma_k_split(int n, int k);
 
 // Supported: k % 8 == 0, x and norm_w 16-byte aligned, x_stride % 8 == 0, m in 1..16, in/out pairs
 // Plain→Store, Plain→AddF32, Plain→StoreF32, RmsNorm→Store, RmsNorm→StoreF32, SiluMul→AddF32.

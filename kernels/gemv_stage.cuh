@@ -104,41 +104,37 @@ constexpr int gemv_scratch_floats() {
   return M == 1 ? 32 : (kGemvThreads / 32 + 1) * kGemvMaxRows;
 }
 
-// xs[i, :cw] (row stride ld, a multiple of 8) = columns c0 .. c0 + cw - 1 (multiples of 8) of
-// the transformed input row i (GemvIn), bf16; rows a.m..M-1 are zero. RmsNorm's mean square is
-// over the whole row whatever the range. M = 1 stages the whole row (the FMA kernel's c0 = 0,
-// cw = k). The staging sits between the PDL wait and the first FMA, so its round trips
+// xs[i, :k] (row stride ld, a multiple of 8) = the transformed input row i (GemvIn), bf16; rows
+// a.m..M-1 are zero. The staging sits between the PDL wait and the first FMA, so its round trips
 // to L2 are on every GEMV's critical path: 16-byte loads throughout, and every row's loads in
 // flight together (a row after another cost ~0.8 µs a row a GEMV at m = 8). RmsNorm's sums
 // follow block_sum's order (a lane's strided sum, warp_sum, then warp_sum over the warps'
 // sums), so a row's bits do not depend on M.
 template <int M, GemvIn IN>
-__device__ __forceinline__ void stage_input(const GemvArgs& a, bf16* xs, int ld, float* scratch,
-                                            int c0, int cw) {
+__device__ __forceinline__ void stage_input(const GemvArgs& a, bf16* xs, int ld, float* scratch) {
   if constexpr (M == 1) {
     stage_input_serial<1, IN>(a, xs, scratch);
     return;
   }
   const int k = a.k, k8 = k / 8, tid = threadIdx.x;
-  const int j0 = c0 / 8, w8 = cw / 8;  // the range in vectors of 8
   const int lane = tid & 31, warp = tid >> 5;
   uint4* dst = reinterpret_cast<uint4*>(xs);  // [M][ld / 8] vectors of 8
   const int ld8 = ld / 8;
   if constexpr (IN == GemvIn::Plain || IN == GemvIn::SiluMul) {
-    for (int j = tid; j < w8; j += kGemvThreads) {
+    for (int j = tid; j < k8; j += kGemvThreads) {
 #pragma unroll
       for (int i = 0; i < M; i++) {
         uint4 v = make_uint4(0, 0, 0, 0);
         if (i < a.m) {
           if constexpr (IN == GemvIn::Plain) {
             v = reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) +
-                                               size_t(i) * a.x_stride)[j0 + j];
+                                               size_t(i) * a.x_stride)[j];
           } else {
             const uint4* g = reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) +
                                                             size_t(i) * 2 * k);  // [k / 8]
             float gf[8], uf[8], f[8];
-            bf16x8_to_f32(g[j0 + j], gf);
-            bf16x8_to_f32(g[k8 + j0 + j], uf);
+            bf16x8_to_f32(g[j], gf);
+            bf16x8_to_f32(g[k8 + j], uf);
 #pragma unroll
             for (int e = 0; e < 8; e++) f[e] = gf[e] / (1.0f + expf(-gf[e])) * uf[e];
             v = pack_bf16x8(f);
@@ -177,14 +173,14 @@ __device__ __forceinline__ void stage_input(const GemvArgs& a, bf16* xs, int ld,
       if (lane == 0) inv[warp] = rsqrtf(t / float(k) + a.eps);
     }
     __syncthreads();
-    const float4* nw = reinterpret_cast<const float4*>(a.norm_w) + c0 / 4;
-    for (int j = tid; j < cw / 4; j += kGemvThreads) {
+    const float4* nw = reinterpret_cast<const float4*>(a.norm_w);
+    for (int j = tid; j < k / 4; j += kGemvThreads) {
       const float4 w = nw[j];
 #pragma unroll
       for (int i = 0; i < M; i++) {
         uint2 o = make_uint2(0, 0);
         if (i < a.m) {
-          const float4 v = src(i)[c0 / 4 + j];
+          const float4 v = src(i)[j];
           const float s = inv[i];
           *reinterpret_cast<__nv_bfloat162*>(&o.x) =
               __floats2bfloat162_rn(v.x * s * w.x, v.y * s * w.y);
@@ -208,8 +204,7 @@ __device__ __forceinline__ void store_output(const GemvArgs& a, size_t o, float 
     static_cast<float*>(a.y)[o] = v;
 }
 
-// The weight stream both kernels run, `iters` batches of kGemvUnroll 16-byte loads a lane, with
-// the input's columns c0 .. c0 + cw - 1 staged (stage_input):
+// The weight stream both kernels run, `iters` batches of kGemvUnroll 16-byte loads a lane:
 // load(w, it) fills a register buffer, consume(w, it) uses it, after(it) follows the refill.
 // Weights do not depend on earlier kernels, so the first batch is in flight before the wait for
 // the previous kernel (programmatic dependent launch), the second once the input is staged
@@ -217,13 +212,13 @@ __device__ __forceinline__ void store_output(const GemvArgs& a, size_t o, float 
 // Then two register buffers in turn, each refilled as soon as it is consumed.
 template <int M, GemvIn IN, class Load, class Consume, class After>
 __device__ __forceinline__ void stream_weights(const GemvArgs& a, bf16* xs, int ld, float* scratch,
-                                               int c0, int cw, int iters, Load& load,
-                                               Consume& consume, After&& after) {
+                                               int iters, Load& load, Consume& consume,
+                                               After&& after) {
   uint4 wa[kGemvUnroll], wb[kGemvUnroll];
   if (iters > 0) load(wa, 0);
   pdl_wait();
   pdl_trigger();
-  stage_input<M, IN>(a, xs, ld, scratch, c0, cw);
+  stage_input<M, IN>(a, xs, ld, scratch);
   if (iters > 1) load(wb, 1);
   __syncthreads();
   for (int it = 0; it < iters; it += 2) {
@@ -238,76 +233,50 @@ __device__ __forceinline__ void stream_weights(const GemvArgs& a, bf16* xs, int 
   }
 }
 
-// Launches Kernel(a) with `smem` bytes of dynamic shared memory on at most `blocks` blocks, in
-// clusters of `cluster` blocks: one wave, grid-stride over the work (a second, partial wave would
-// leave most SMs idle while it drains), as many blocks as fit on the GPU at once. Measured: one
-// 256-thread block per SM (to leave room for the next GEMV under programmatic dependent launch)
-// streams 25-30 % slower than this; the memory system wants more warps in flight.
+// Launches Kernel(a) with `smem` bytes of dynamic shared memory on at most `blocks` blocks: one
+// wave, grid-stride over the work (a second, partial wave would leave most SMs idle while it
+// drains), as many blocks as fit on the GPU at once. Measured: one 256-thread block per SM (to
+// leave room for the next GEMV under programmatic dependent launch) streams 25-30 % slower than
+// this; the memory system wants more warps in flight.
 template <auto Kernel>
-Status launch_gemv(const GemvArgs& a, size_t smem, int blocks, int num_sms, cudaStream_t stream,
-                   int cluster = 1) {
+Status launch_gemv(const GemvArgs& a, size_t smem, int blocks, int num_sms, cudaStream_t stream) {
   // The dynamic shared memory limit set so far. Set at the first launch whatever its size: the
-  // default 48 KB bounds static + dynamic bytes together (the staging's scratch is static).
+  // default 48 KB bounds static + dynamic bytes together (the staging's scratch is static), so
+  // 48 KB of dynamic memory less than the scratch already needs the opt-in.
   static size_t configured = 0;
   if (smem > configured) {
     const cudaError_t e =
         cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) {
-      (void)cudaGetLastError();
+      (void)cudaGetLastError();  // not left for the next launch's check
       return Status::bad(cat("gemv: ", a.m, " rows of k ", a.k, " need ", smem,
                              " bytes of shared memory: ", cudaGetErrorString(e)));
     }
     configured = smem;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(kGemvThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  cfg.attrs = attr;
-  if (cluster > 1) {
-    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-    attr[cfg.numAttrs++].val.clusterDim = {unsigned(cluster), 1, 1};
-  }
-  // Blocks an SM holds and clusters resident at once (counted by the occupancy API per GPC, so
-  // not simply SMs × blocks an SM), cached by (smem, cluster): the shared memory depends on k
-  // and on the cluster's k-ranges.
+  // Blocks an SM holds, by shared memory size (it depends on k): counted once a size.
   struct Fit {
     size_t smem;
-    int cluster, per_sm, clusters;
+    int per_sm;
   };
   static Fit fits[16];
   static int n_fits = 0;
-  const Fit* fit = nullptr;
-  for (int f = 0; f < n_fits && !fit; f++)
-    if (fits[f].smem == smem && fits[f].cluster == cluster) fit = &fits[f];
-  Fit found{smem, cluster, 0, 0};
-  if (!fit) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&found.per_sm, Kernel, kGemvThreads, smem) !=
+  int per_sm = 0;
+  for (int f = 0; f < n_fits && per_sm == 0; f++)
+    if (fits[f].smem == smem) per_sm = fits[f].per_sm;
+  if (per_sm == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kGemvThreads, smem) !=
             cudaSuccess ||
-        found.per_sm < 1)
-      found.per_sm = 1;
-    found.clusters = INT32_MAX;
-    if (cluster > 1) {
-      cfg.gridDim = dim3(unsigned(cluster));
-      if (cudaOccupancyMaxActiveClusters(&found.clusters, Kernel, &cfg) != cudaSuccess ||
-          found.clusters < 1)
-        found.clusters = 1;
+        per_sm < 1) {
+      (void)cudaGetLastError();
+      per_sm = 1;
     }
-    (void)cudaGetLastError();
-    if (n_fits < 16) fits[n_fits++] = found;
-    fit = &found;
+    if (n_fits < 16) fits[n_fits++] = {smem, per_sm};
   }
-  // num_sms caps the grid (tests run on fewer SMs than the GPU has); a cluster is never split.
-  const int cap = std::max(1, std::min(fit->clusters, num_sms * fit->per_sm / cluster));
-  cfg.gridDim = dim3(unsigned(cluster * std::min((blocks + cluster - 1) / cluster, cap)));
-  if (a.pdl) {
-    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, Kernel, a);
+  const cudaError_t e = launch_kernel(Kernel, dim3(std::min(blocks, num_sms * per_sm)),
+                                      dim3(kGemvThreads), smem, stream, a.pdl, a);
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();  // not left for the next launch's check
+    (void)cudaGetLastError();
     return Status::bad(cat("gemv: launch failed: ", cudaGetErrorString(e)));
   }
   return launch_status("gemv");

@@ -178,10 +178,8 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     bool lm_head;
     int m = 1;
     GemvKernel kernel = GemvKernel::Auto;
-    int k_split = 0;  // tensor-core kernel: 0 its default, else every GEMV's
-    int only = 0;     // 1-4: the chain of the layers' qkv, o, gate_up or down GEMVs alone
   };
-  std::vector<Variant> variants = {
+  const Variant variants[] = {
       {"default (backend): pdl", true, true},
       {"same, layers only (88 GEMVs, no lm_head)", true, false},
       {"no pdl", false, true},
@@ -189,33 +187,12 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       {"same, layers only", true, false, 1, GemvKernel::Mma},
       {"FMA kernel, m = 2, layers only", true, false, 2, GemvKernel::Fma},
       {"tensor-core kernel, m = 2, layers only", true, false, 2, GemvKernel::Mma},
-      {"same, k_split 1", true, false, 2, GemvKernel::Mma, 1},
-      {"same, k_split 8", true, false, 2, GemvKernel::Mma, 8},
       {"FMA kernel, m = 4, layers only", true, false, 4, GemvKernel::Fma},
       {"tensor-core kernel, m = 4, layers only", true, false, 4, GemvKernel::Mma},
-      {"same, k_split 1", true, false, 4, GemvKernel::Mma, 1},
-      {"same, k_split 8", true, false, 4, GemvKernel::Mma, 8},
       {"FMA kernel, m = 8, layers only", true, false, 8, GemvKernel::Fma},
       {"tensor-core kernel, m = 8, layers only", true, false, 8, GemvKernel::Mma},
-      {"same, k_split 1", true, false, 8, GemvKernel::Mma, 1},
-      {"same, k_split 2", true, false, 8, GemvKernel::Mma, 2},
-      {"same, k_split 4", true, false, 8, GemvKernel::Mma, 4},
-      {"same, k_split 8", true, false, 8, GemvKernel::Mma, 8},
       {"tensor-core kernel, m = 16, layers only", true, false, 16, GemvKernel::Mma},
-      {"same, k_split 1", true, false, 16, GemvKernel::Mma, 1},
-      {"same, k_split 4", true, false, 16, GemvKernel::Mma, 4},
-      {"same, k_split 8", true, false, 16, GemvKernel::Mma, 8},
   };
-  // Each GEMV of a layer alone (22 in the graph), by k_split, at 8 rows: which split suits which
-  // shape (gemv_mma_k_split's rule).
-  static const char* kOnly[] = {"", "qkv", "o", "gate_up", "down"};
-  static char names[4][4][64];
-  for (int op = 1; op <= 4; op++)
-    for (int e = 0; e < 4; e++) {
-      std::snprintf(names[op - 1][e], sizeof names[0][0], "%s alone, m = 8, k_split %d", kOnly[op],
-                    1 << e);
-      variants.push_back({names[op - 1][e], true, false, 8, GemvKernel::Mma, 1 << e, op});
-    }
   const size_t layer_bytes = layer_elems * 2 * layers, lm_bytes = lm_elems * 2;
   std::printf(
       "\n88-GEMV chain (22 x [qkv 2560x2048, o 2048x2048, gate_up 11264x2048, down 2048x5632] + "
@@ -241,7 +218,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
       g.y_stride = y_stride;
       g.pdl = v.pdl;
       g.kernel = v.kernel;
-      g.k_split = v.k_split;
       LOOM_KERNEL(gpu::gemv_bf16(g, sms, stream));
     };
     auto chain = [&]() {
@@ -249,14 +225,10 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
         const uint16_t* L = W + layer_elems * l;
         const uint16_t *wq = L, *wo = wq + size_t(QKV) * H, *wgu = wo + size_t(H) * H,
                        *wd = wgu + size_t(2 * I) * H;
-        if (v.only == 0 || v.only == 1)
-          run(wq, QKV, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::Store, qkv, 0);
-        if (v.only == 0 || v.only == 2)
-          run(wo, H, H, gpu::GemvIn::Plain, qkv, QKV, gpu::GemvOut::AddF32, x, 0);
-        if (v.only == 0 || v.only == 3)
-          run(wgu, 2 * I, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::Store, gu, 0);
-        if (v.only == 0 || v.only == 4)
-          run(wd, H, I, gpu::GemvIn::SiluMul, gu, 0, gpu::GemvOut::AddF32, x, 0);
+        run(wq, QKV, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::Store, qkv, 0);
+        run(wo, H, H, gpu::GemvIn::Plain, qkv, QKV, gpu::GemvOut::AddF32, x, 0);
+        run(wgu, 2 * I, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::Store, gu, 0);
+        run(wd, H, I, gpu::GemvIn::SiluMul, gu, 0, gpu::GemvOut::AddF32, x, 0);
       }
       if (v.lm_head)
         run(W + layer_elems * layers, V, H, gpu::GemvIn::RmsNorm, x, H, gpu::GemvOut::StoreF32,
@@ -285,9 +257,7 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
-    const size_t op_elems[] = {layer_elems, size_t(QKV) * H, size_t(H) * H, size_t(2 * I) * H,
-                               size_t(H) * I};
-    const double bytes = double(op_elems[v.only] * 2 * layers + (v.lm_head ? lm_bytes : 0));
+    const double bytes = double(layer_bytes + (v.lm_head ? lm_bytes : 0));
     const double gbps = bytes / (med * 1e-3) / 1e9;
     const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
     std::printf("%-66s %9.3f %9.0f %8.3f\n", v.name, med, gbps, med / floor_ms);
@@ -295,8 +265,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
                    {"pdl", v.pdl},
                    {"lm_head", v.lm_head},
                    {"m", v.m},
-                   {"k_split", v.k_split},
-                   {"only", kOnly[v.only]},
                    {"kernel", v.kernel == GemvKernel::Fma   ? "fma"
                               : v.kernel == GemvKernel::Mma ? "mma"
                                                             : "auto"},
