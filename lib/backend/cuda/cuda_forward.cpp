@@ -44,6 +44,11 @@ namespace loom::gpu {
 // slots padded to the sequence bucket (StepLayout::gemv_slots), so that a step run eagerly takes
 // its graph's kernels.
 constexpr int kGemvMaxSlots = 4;
+// Above kGemvMaxSlots and up to kGemvLinearMaxSlots (bucket-padded, as above), the GEMM path's
+// layer GEMMs named in kGemvLinearOps (bits: 1 qkv, 2 o, 4 gate_up, 8 down) run the tensor-core
+// GEMV on the same bf16 inputs (the norms and silu·mul stay their own kernels) instead of cuBLAS.
+constexpr int kGemvLinearMaxSlots = 16;
+constexpr unsigned kGemvLinearOps = 0;
 
 void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
                          int ldy) {
@@ -220,6 +225,21 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     linear(x, w, y_t, y, m, n, k, ldy);
     prof_end();
   };
+  // A layer GEMM of the GEMM path, bf16 [n_slots, k] → [n_slots, n]: cuBLAS, or the GEMV where
+  // kGemvLinearOps names it (op: its bit; gemv_family its profile name).
+  const unsigned gemv_ops = !gemv && !invariant_ && t_ == DType::BF16 &&
+                                    L.gemv_slots <= kGemvLinearMaxSlots && H % 8 == 0 &&
+                                    I % 8 == 0 && s.q_dim() % 8 == 0
+                                ? kGemvLinearOps
+                                : 0u;
+  auto layer_mm = [&](const char* family, const char* gemv_family, unsigned op, const void* x,
+                      const void* w, void* y, int n, int k) {
+    if (gemv_ops & op)
+      gemv_run(gemv_family, w, n, k, GemvIn::Plain, x, nullptr, nullptr, L.n_slots, GemvOut::Store,
+               y);
+    else
+      gemm_run(family, x, w, t_, y, L.n_slots, n, k);
+  };
 
   // 2. Layers. Decode (one slot a tile): the decode attention kernel (tensor-core for bf16,
   // CUDA-core for fp32), RoPE and the new K/V write fused into it.
@@ -232,7 +252,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                L.n_slots, GemvOut::Store, qkv_);
     } else {
       norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, W.attn_norm_bias, nullptr, L.n_slots, h_);
-      gemm_run("gemm_qkv", h_, W.qkv.data, t_, qkv_, L.n_slots, qkv_dim, H);
+      layer_mm("gemm_qkv", "gemv_qkv", 1, h_, W.qkv.data, qkv_, qkv_dim, H);
       bias_run(qkv_, W.qkv_bias, L.n_slots, qkv_dim, false);
     }
 
@@ -339,11 +359,11 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       gemv_run("gemv_down", W.down.data, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
                GemvOut::AddF32, x_);
     } else {
-      gemm_run("gemm_o", attn_, W.o.data, t_, delta_, L.n_slots, H, s.q_dim());
+      layer_mm("gemm_o", "gemv_o", 2, attn_, W.o.data, delta_, H, s.q_dim());
       bias_run(delta_, W.o_bias, L.n_slots, H, false);
       norm_run(delta_, W.mlp_norm, W.mlp_norm_bias, nullptr, L.n_slots, h_);
       if (s.mlp == MlpKind::SwiGlu) {
-        gemm_run("gemm_gate_up", h_, W.gate_up.data, t_, gu_, L.n_slots, 2 * I, H);
+        layer_mm("gemm_gate_up", "gemv_gate_up", 4, h_, W.gate_up.data, gu_, 2 * I, H);
         bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
         if (!skipped("silu_mul")) {
           prof_begin("silu_mul");
@@ -354,7 +374,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
         gemm_run("gemm_up", h_, W.up.data, t_, act_, L.n_slots, I, H);
         bias_run(act_, W.up_bias, L.n_slots, I, true);
       }
-      gemm_run("gemm_down", act_, W.down.data, t_, delta_, L.n_slots, H, I);
+      layer_mm("gemm_down", "gemv_down", 8, act_, W.down.data, delta_, H, I);
       bias_run(delta_, W.down_bias, L.n_slots, H, false);
     }
   }
