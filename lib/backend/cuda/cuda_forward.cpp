@@ -44,11 +44,16 @@ namespace loom::gpu {
 // slots padded to the sequence bucket (StepLayout::gemv_slots), so that a step run eagerly takes
 // its graph's kernels.
 constexpr int kGemvMaxSlots = 4;
-// Above kGemvMaxSlots and up to kGemvLinearMaxSlots (bucket-padded, as above), the GEMM path's
-// layer GEMMs named in kGemvLinearOps (bits: 1 qkv, 2 o, 4 gate_up, 8 down) run the tensor-core
-// GEMV on the same bf16 inputs (the norms and silu·mul stay their own kernels) instead of cuBLAS.
-constexpr int kGemvLinearMaxSlots = 16;
-constexpr unsigned kGemvLinearOps = 0;
+// Above kGemvMaxSlots, the GEMM path's layer GEMMs named here (bits: 1 qkv, 2 o, 4 gate_up,
+// 8 down) run the tensor-core GEMV on the same bf16 inputs (the norms and silu·mul stay their
+// own kernels) instead of cuBLAS, by the bucket-padded slot count as above. Measured side by side
+// (H200, bench/NOTES-cuda.md, session 29), s/frame: at 8 slots qkv + o + down 1.200 → 1.142
+// (qkv + o 1.158, all four 1.147), at 16 qkv + o 1.437 → 1.407 (with down 1.423, all four 1.459);
+// gate_up's cuBLAS GEMM stays faster at both.
+static unsigned gemv_linear_ops(int gemv_slots) {
+  if (gemv_slots <= kGemvMaxSlots) return 0;  // the fused GEMV schedule's slot counts
+  return gemv_slots <= 8 ? 1u | 2u | 8u : gemv_slots <= 16 ? 1u | 2u : 0u;
+}
 
 void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
                          int ldy) {
@@ -226,11 +231,10 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     prof_end();
   };
   // A layer GEMM of the GEMM path, bf16 [n_slots, k] → [n_slots, n]: cuBLAS, or the GEMV where
-  // kGemvLinearOps names it (op: its bit; gemv_family its profile name).
-  const unsigned gemv_ops = !gemv && !invariant_ && t_ == DType::BF16 &&
-                                    L.gemv_slots <= kGemvLinearMaxSlots && H % 8 == 0 &&
-                                    I % 8 == 0 && s.q_dim() % 8 == 0
-                                ? kGemvLinearOps
+  // gemv_linear_ops names it (op: its bit; gemv_family its profile name).
+  const unsigned gemv_ops = !gemv && !invariant_ && t_ == DType::BF16 && llama_layer(s) &&
+                                    H % 8 == 0 && I % 8 == 0 && s.q_dim() % 8 == 0
+                                ? gemv_linear_ops(L.gemv_slots)
                                 : 0u;
   auto layer_mm = [&](const char* family, const char* gemv_family, unsigned op, const void* x,
                       const void* w, void* y, int n, int k) {
