@@ -2,10 +2,10 @@
 # Packs what the device machine needs from a build folder (it has no Debian packages, and the
 # whole folder is over the device tool's 64 MiB): loom, its CUDA module, libsimdjson, the
 # mapping tables and cuda_bench; with `tests` also the CUDA test suites and ctest's files.
-# Writes .device/carry.txz, xz-compressed with one 256 MiB dictionary (one thread, ~2 minutes
-# here): the test binaries each hold the same CUDA kernels, which a dictionary that spans them
-# stores once (the tests pack is ~7 MB, against ~41 MB with `xz -3` and its 4 MiB windows). Name it in the device call's carry and
-# unpack it there with python3 (the machine may lack xz), which recreates BUILD/:
+# Writes .device/carry.txz, xz-compressed with one 256 MiB dictionary (one thread, under 2
+# minutes here): the test binaries each hold the same CUDA kernels, which a dictionary that
+# spans them stores once (the tests pack is ~7 MB, against ~41 MB with `xz -3` and its 4 MiB
+# windows). Name it in the device call's carry and unpack it there with python3 (the machine may lack xz), which recreates BUILD/:
 #   python3 -c "import tarfile; tarfile.open('.device/carry.txz').extractall()"
 #   scripts/pack_device.sh [tests|run] [BUILD] [OUT.txz]   (default: tests build .device/carry.txz)
 # A baseline for side-by-side runs: pack another build as .device/base.txz with `run`.

@@ -81,10 +81,15 @@ static bool llama_layer(const ModelSpec& s) {
          s.act == Activation::Silu && !s.qkv_bias && !s.o_bias && !s.mlp_bias;
 }
 
+// The models and modes the GEMV kernels serve: bf16 weights, not --batch-invariant, a Llama
+// layer whose dimensions are multiples of 8.
+static bool gemv_model(const ModelSpec& s, DType t, bool invariant) {
+  return !invariant && t == DType::BF16 && s.hidden % 8 == 0 && s.intermediate % 8 == 0 &&
+         s.q_dim() % 8 == 0 && llama_layer(s);
+}
+
 bool CudaBackend::gemv_schedule(const StepLayout& L) const {
-  const ModelSpec& s = spec_;
-  return !invariant_ && t_ == DType::BF16 && L.gemv_slots <= kGemvMaxSlots && s.hidden % 8 == 0 &&
-         s.intermediate % 8 == 0 && s.q_dim() % 8 == 0 && llama_layer(s);
+  return gemv_model(spec_, t_, invariant_) && L.gemv_slots <= kGemvMaxSlots;
 }
 
 void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
@@ -232,10 +237,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   };
   // A layer GEMM of the GEMM path, bf16 [n_slots, k] → [n_slots, n]: cuBLAS, or the GEMV where
   // gemv_linear_ops names it (op: its bit; gemv_family its profile name).
-  const unsigned gemv_ops = !gemv && !invariant_ && t_ == DType::BF16 && llama_layer(s) &&
-                                    H % 8 == 0 && I % 8 == 0 && s.q_dim() % 8 == 0
-                                ? gemv_linear_ops(L.gemv_slots)
-                                : 0u;
+  const unsigned gemv_ops =
+      !gemv && gemv_model(s, t_, invariant_) ? gemv_linear_ops(L.gemv_slots) : 0u;
   auto layer_mm = [&](const char* family, const char* gemv_family, unsigned op, const void* x,
                       const void* w, void* y, int n, int k) {
     if (gemv_ops & op)

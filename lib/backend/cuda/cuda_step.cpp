@@ -143,9 +143,13 @@ void CudaBackend::submit(const StepBatch& b) {
   }
   L.gemv_slots = L.n_slots;
   if (!graph_step && n_seqs <= kMaxGraphBatch) {  // as its graph would pad it
-    int b = 0;
-    while (kBucketSizes[b] < n_seqs) b++;
-    L.gemv_slots = n_slots + kBucketSizes[b] - n_seqs;
+    int padded = 1;
+    for (int size : kBucketSizes)
+      if (size >= n_seqs) {
+        padded = size;
+        break;
+      }
+    L.gemv_slots = n_slots + padded - n_seqs;
   }
   L.compute();
   ensure_workspace(L.n_slots, L.n_out);  // (keeps the draws of a step in flight)
