@@ -6,18 +6,22 @@
 # The down GEMV follows cuBLAS's gate_up under PDL there (its weights stream early, its wait is
 # for the whole GEMM): the variants' forward-pass tests say whether that holds.
 # Build here first (~2 minutes):
-#   make -C build -j3 && scripts/pack_device.sh run build .device/base.txz
+#   make -C build -j3 && rm -f build/bin/cuda_test_shared_plan && scripts/pack_device.sh tests build \
+#     .device/base.txz   (the tests pack: main's ctest -L cuda runs first; lm_head_gemv is not
+#     yet GPU-run)
 #   scripts/variant_build.sh -t "loom cuda_test_cuda_backend cuda_test_features cuda_test_shared_kv" \
 #     -o .device/vars.txz f8=bench/experiments/2026-12-02-gemv-fused-but-gate-up-slots8.patch \
 #     f16=bench/experiments/2026-12-02-gemv-fused-but-gate-up-slots16.patch
 #   cp bench/experiments/2026-12-02-session30-call1.sh .device/run.sh
 # then carry .device/base.txz, .device/vars.txz and .device/run.sh; `bash .device/run.sh`
-# (~6 minutes). Keep a variant only if its tests pass and it is faster at 8 (f8) or 8 and 16
+# (~8 minutes). Keep a variant only if its tests pass and it is faster at 8 (f8) or 8 and 16
 # (f16) in both rounds.
 python3 -c "import tarfile; [tarfile.open(f).extractall() for f in ('.device/base.txz', '.device/vars.txz')]"
 FINAL=$OUT; OUT=/tmp/s30c1; mkdir -p "$OUT"
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
+(cd build && timeout 200 ctest -L cuda --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$?"
+ grep -E "tests passed|Failed|\*\*\*|Total Test" "$OUT/ctest.log" | head -8)
 for v in f8 f16; do for t in cuda_test_cuda_backend cuda_test_features cuda_test_shared_kv; do
   timeout 60 ".device/$v/bin/$t" > "$OUT/${v}_$t.log" 2>&1
   echo "$v $t rc=$? $(grep -E 'assertions' "$OUT/${v}_$t.log" | tr -s ' ')"

@@ -156,6 +156,7 @@ class CudaBackend : public Backend {
   void add_mega_trace(int B);  // (synchronises) the trace of the step just launched
   bool attention_mma() const;  // bf16 and a shape the tensor-core attention takes
   bool gemv_schedule(const StepLayout& L) const;  // fused GEMVs, not GEMMs (cuda_forward.cpp)
+  bool lm_head_gemv(const StepLayout& L) const;   // the lm_head as the fused GEMV
   // forward() leaves the step's logits in logits_t_ (bf16) rather than logits_ (cuda_forward.cpp).
   bool logits_bf16(const StepLayout& L) const;
   // y = x·wᵀ through cuBLAS, or linear_fixed in batch-invariant mode (bf16).

@@ -92,6 +92,13 @@ bool CudaBackend::gemv_schedule(const StepLayout& L) const {
   return gemv_model(spec_, t_, invariant_) && L.gemv_slots <= kGemvMaxSlots;
 }
 
+// The lm_head as the fused GEMV (fp32 logits) for one output row of one sequence, else cuBLAS
+// (bf16 logits): on the sequences, not the output rows, because a graph step's rows are its
+// bucket's (an eager step of 2 sequences with one draw takes what its graph takes).
+bool CudaBackend::lm_head_gemv(const StepLayout& L) const {
+  return gemv_schedule(L) && L.n_out == 1 && L.n_seqs == 1;
+}
+
 void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   if (mega) {  // the whole decode step in one launch (cuda_mega.cpp)
     run_mega(L);
@@ -392,7 +399,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // rows: cuBLAS on the padded (aligned) lm_head, ~4.1 TB/s at 4 and 8 rows where the GEMV,
   // which re-reads its input rows per weight vector, falls to 2.9 and 1.7 (H200, 2026-11-22).
   const bool bf16_logits = logits_bf16(L);
-  if (gemv && L.n_out == 1) {
+  if (lm_head_gemv(L)) {
     gemv_run("gemv_lm_head", w_.lm_head.data, s.vocab, H, GemvIn::RmsNorm, x_, w_.final_norm.f32(),
              out_rows, L.n_out, GemvOut::StoreF32, logits_, logits_ld_);
   } else {
@@ -423,12 +430,12 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   const char* lg =
       static_cast<const char*>(bf16_logits ? logits_t_ : logits_) + size_t(lo) * dtype_size(lt);
   LOOM_KERNEL(sample_tokens(lt, lg, L.n_out, hi - lo, logits_ld_, params, sample_ws_, tokens_,
-                            stream_, gemv && L.n_out == 1));
+                            stream_, lm_head_gemv(L)));
   prof_end();
 }
 
 bool CudaBackend::logits_bf16(const StepLayout& L) const {
-  return t_ == DType::BF16 && !invariant_ && !(gemv_schedule(L) && L.n_out == 1);
+  return t_ == DType::BF16 && !invariant_ && !lm_head_gemv(L);
 }
 
 }  // namespace loom::gpu
