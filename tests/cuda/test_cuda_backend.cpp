@@ -109,6 +109,64 @@ TEST_CASE("bf16 chunk steps from graphs equal the same steps run eagerly, bit fo
   }
 }
 
+// An eager step takes its graph's kernels: a decode step of 2 sequences of which one draws (no
+// logits asked) has one output row eagerly but its bucket's 2 in a graph, so the lm_head is
+// chosen on the sequences (lm_head_gemv): cuBLAS's (bf16 logits) in both, never the one-row
+// fused GEMV (fp32 logits) that an eager step alone would take. Checked by the eager
+// (profiling) backend's kernel families; the graph backend runs the same batches beside it.
+TEST_CASE("bf16 decode of 2 sequences with one draw takes cuBLAS's lm_head eagerly as in graphs") {
+  const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_llama");
+  auto eager = make_cuda_backend(ComputeDType::BF16, 0);
+  auto graphs = make_cuda_backend(ComputeDType::BF16, 0);
+  eager->set_profiling(true);
+  CacheRequest cr;
+  cr.block_size = 16;
+  cr.num_blocks = 8;
+  for (Backend* be : {eager.get(), graphs.get()}) {
+    be->load(m.spec, m.weights);
+    REQUIRE(be->allocate_cache(cr) == cr.num_blocks);
+  }
+  std::mt19937 g(7);
+  const int prompt = 5, decode_steps = 20;
+  int32_t next = 0;  // sequence 0's draw, fed back
+  for (int it = 0; it <= decode_steps; it++) {
+    CAPTURE(it);
+    StepBatch b;
+    b.blocks_per_seq = 4;
+    for (int s = 0; s < 2; s++) {
+      const int pos = it == 0 ? 0 : prompt + it - 1, n = it == 0 ? prompt : 1;
+      b.kv_len.push_back(pos);
+      b.slot_start.push_back(b.n_slots());
+      for (int j = 0; j < n; j++) {
+        const bool fed = it > 0 && s == 0;
+        b.tokens.push_back(fed ? next : int32_t(g() % uint32_t(m.spec.vocab)));
+        b.positions.push_back(pos + j);
+      }
+      for (int k = 0; k < b.blocks_per_seq; k++) b.block_tables.push_back(4 * s + k);
+      b.sample.push_back(it == 0 || s == 0 ? 1 : 0);
+      b.sampling.push_back({0.9f, 0, 1.0f, 11});
+      b.sample_index.push_back(0);
+      b.draw_index.push_back(uint64_t(it));
+    }
+    b.slot_start.push_back(b.n_slots());
+    StepOutput oe, og;
+    eager->step(b, oe);
+    graphs->step(b, og);
+    REQUIRE(oe.tokens.size() == 2);
+    REQUIRE(og.tokens.size() == 2);
+    CHECK((oe.tokens[0] >= 0 && oe.tokens[0] < m.spec.vocab));
+    CHECK(oe.tokens[1] == (it == 0 ? oe.tokens[1] : -1));  // sequence 1 draws only at first
+    next = oe.tokens[0];
+  }
+  int64_t gemm = 0, gemv = 0;
+  for (const KernelTime& k : eager->kernel_times()) {
+    if (k.name == "gemm_lm_head") gemm += k.calls;
+    if (k.name == "gemv_lm_head") gemv += k.calls;
+  }
+  CHECK(gemv == 0);
+  CHECK(gemm == decode_steps + 1);  // the prompt step's too
+}
+
 TEST_CASE("bf16 batch-invariant CUDA backend (linear_fixed layers) stays within 6e-2 of the CPU") {
   // Every model (V2: the action MLP layers too), 3 and 12 sequences: decode graphs, frame
   // chunks and prefill through linear_fixed, lm_head to fp32 logits.
