@@ -44,15 +44,17 @@ namespace loom::gpu {
 // slots padded to the sequence bucket (StepLayout::gemv_slots), so that a step run eagerly takes
 // its graph's kernels.
 constexpr int kGemvMaxSlots = 4;
-// Above kGemvMaxSlots, the GEMM path's layer GEMMs named here (bits: 1 qkv, 2 o, 4 gate_up,
-// 8 down) run the tensor-core GEMV on the same bf16 inputs (the norms and silu·mul stay their
-// own kernels) instead of cuBLAS, by the bucket-padded slot count as above. Measured side by side
-// (H200, bench/NOTES-cuda.md, session 29), s/frame: at 8 slots qkv + o + down 1.200 → 1.142
-// (qkv + o 1.158, all four 1.147), at 16 qkv + o 1.437 → 1.407 (with down 1.423, all four 1.459);
+// Above kGemvMaxSlots, the GEMM path's layer GEMMs named here (GemvLinearOp bits) run the
+// tensor-core GEMV on the same bf16 inputs (the norms and silu·mul stay their own kernels) instead
+// of cuBLAS, by the bucket-padded slot count as above. Measured side by side (H200,
+// bench/NOTES-cuda.md, session 29), s/frame: at 8 slots qkv + o + down 1.200 → 1.142 (qkv +
+// o 1.158, all four 1.147), at 16 qkv + o 1.437 → 1.407 (with down 1.423, all four 1.459);
 // gate_up's cuBLAS GEMM stays faster at both.
+enum GemvLinearOp : unsigned { kOpQkv = 1, kOpO = 2, kOpGateUp = 4, kOpDown = 8 };
 static unsigned gemv_linear_ops(int gemv_slots) {
   if (gemv_slots <= kGemvMaxSlots) return 0;  // the fused GEMV schedule's slot counts
-  return gemv_slots <= 8 ? 1u | 2u | 8u : gemv_slots <= 16 ? 1u | 2u : 0u;
+  if (gemv_slots <= 8) return kOpQkv | kOpO | kOpDown;
+  return gemv_slots <= 16 ? kOpQkv | kOpO : 0;
 }
 
 void CudaBackend::linear(const void* x, const void* w, DType y_t, void* y, int m, int n, int k,
@@ -266,7 +268,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                L.n_slots, GemvOut::Store, qkv_);
     } else {
       norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, W.attn_norm_bias, nullptr, L.n_slots, h_);
-      layer_mm("gemm_qkv", "gemv_qkv", 1, h_, W.qkv.data, qkv_, qkv_dim, H);
+      layer_mm("gemm_qkv", "gemv_qkv", kOpQkv, h_, W.qkv.data, qkv_, qkv_dim, H);
       bias_run(qkv_, W.qkv_bias, L.n_slots, qkv_dim, false);
     }
 
@@ -373,11 +375,11 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
       gemv_run("gemv_down", W.down.data, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
                GemvOut::AddF32, x_);
     } else {
-      layer_mm("gemm_o", "gemv_o", 2, attn_, W.o.data, delta_, H, s.q_dim());
+      layer_mm("gemm_o", "gemv_o", kOpO, attn_, W.o.data, delta_, H, s.q_dim());
       bias_run(delta_, W.o_bias, L.n_slots, H, false);
       norm_run(delta_, W.mlp_norm, W.mlp_norm_bias, nullptr, L.n_slots, h_);
       if (s.mlp == MlpKind::SwiGlu) {
-        layer_mm("gemm_gate_up", "gemv_gate_up", 4, h_, W.gate_up.data, gu_, 2 * I, H);
+        layer_mm("gemm_gate_up", "gemv_gate_up", kOpGateUp, h_, W.gate_up.data, gu_, 2 * I, H);
         bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
         if (!skipped("silu_mul")) {
           prof_begin("silu_mul");
@@ -388,7 +390,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
         gemm_run("gemm_up", h_, W.up.data, t_, act_, L.n_slots, I, H);
         bias_run(act_, W.up_bias, L.n_slots, I, true);
       }
-      layer_mm("gemm_down", "gemv_down", 8, act_, W.down.data, delta_, H, I);
+      layer_mm("gemm_down", "gemv_down", kOpDown, act_, W.down.data, delta_, H, I);
       bias_run(delta_, W.down_bias, L.n_slots, H, false);
     }
   }

@@ -110,8 +110,9 @@ void CudaBackend::submit(const StepBatch& b) {
   for (int s = 0; graph_step && s < n_seqs; s++)
     graph_step = one_slot_tiles(b.slot_start[size_t(s) + 1] - b.slot_start[size_t(s)]);
   const bool decode = graph_step && n_slots == n_seqs && n_act == 0;
+  // The sequence bucket a graph step pads to; eager steps read it too (StepLayout::gemv_slots).
   int bucket = 0;
-  while (graph_step && kBucketSizes[bucket] < n_seqs) bucket++;
+  while (bucket + 1 < kBuckets && kBucketSizes[bucket] < n_seqs) bucket++;
   const bool mega = decode && mega_wanted(b, kBucketSizes[bucket]);
   if (mega) ensure_mega(kBucketSizes[bucket]);
 
@@ -141,16 +142,8 @@ void CudaBackend::submit(const StepBatch& b) {
     L.n_out = int(f.out_seq.size());
     L.n_act = n_act;
   }
-  L.gemv_slots = L.n_slots;
-  if (!graph_step && n_seqs <= kMaxGraphBatch) {  // as its graph would pad it
-    int padded = 1;
-    for (int size : kBucketSizes)
-      if (size >= n_seqs) {
-        padded = size;
-        break;
-      }
-    L.gemv_slots = n_slots + padded - n_seqs;
-  }
+  // As a graph step pads the slots (the graph branch's L.n_slots), whether or not this one is.
+  L.gemv_slots = n_seqs <= kMaxGraphBatch ? n_slots + kBucketSizes[bucket] - n_seqs : n_slots;
   L.compute();
   ensure_workspace(L.n_slots, L.n_out);  // (keeps the draws of a step in flight)
   if (L.bytes > cap_in_) {
