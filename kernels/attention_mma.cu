@@ -360,14 +360,16 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   // The TMA pipeline decodes batches of at least kTmaMinPairs (tile, kv head) pairs where it
   // can run (without partials it takes whole sequences a warp; below a wave its tail is
   // chunked over the wave); the split kernel the smaller ones, whose latency it has less of.
-  // H200, alone (L2 flushed), split vs TMA: b1 ctx 2000 13.5 vs 16.2 us, b8 ctx 4000 32.7 vs
-  // 25.5, b16 ctx 4000 48.5 vs 36.3, b256 ctx 8000 659 vs 528 (FP8 489 vs 302). In the decode
-  // step (rope_kv_write before it included) the TMA kernel from 32 pairs made loom bench (8
-  // frames, contexts 1,746-6,336) b8 1.143 -> 1.035 s/frame, b16 1.410 -> 1.190, b32 1.959 ->
-  // 1.448 (bench/results/2026-12-02-h200-s31-tma-decode-from-32-pairs.json; it was 256).
-  // Asked for where it cannot run, the TMA kernel says why.
+  // H200, alone (L2 flushed), split vs TMA: b1 ctx 2000 13.5 vs 16.2 us, b4 ctx 4000 20.8 vs
+  // 20.7, b8 ctx 4000 32.7 vs 25.5, b256 ctx 8000 659 vs 528 (FP8 489 vs 302). In the decode
+  // step (rope_kv_write before it) the TMA kernel wins from fewer pairs than alone: loom bench,
+  // 8 frames (contexts 1,746-6,336), s/frame split -> TMA: bf16 b1 0.737 -> 0.768, b2 0.839 ->
+  // 0.858, b4 1.014 -> 0.930, b8 1.143 -> 1.035, b16 1.410 -> 1.190, b32 1.959 -> 1.448; FP8
+  // b8 1.001 -> 1.011, b16 1.186 -> 1.157, b32 1.427 -> 1.340 (Terra: 4 pairs a sequence;
+  // bench/results/2026-12-02-h200-s31-tma-decode-*.json). Asked for where it cannot run, the
+  // TMA kernel says why.
   using DK = AttentionArgs::DecodeKernel;
-  constexpr int kTmaMinPairs = 32;
+  constexpr int kTmaMinPairs = F8 ? 64 : 16;
   const bool tma = a.decode && a.decode_kernel != DK::Split &&
                    (a.decode_kernel == DK::Tma ||
                     (a.n_tiles * a.kv_heads >= kTmaMinPairs && tma_decode_usable(a)));
