@@ -67,6 +67,8 @@ __global__ void bias_activation_kernel(T* y, const float* bias, int rows, int n,
 
 template <class T>
 __global__ void act_mul_vec_kernel(const T* gate_up, T* out, int rows, int inter, Activation act) {
+  pdl_trigger();
+  pdl_wait();  // gate_up comes from the GEMM before (no-op without the launch attribute)
   constexpr int V = kVec<T>;
   const int c = (blockIdx.x * blockDim.x + threadIdx.x) * V;  // first column of the chunk
   if (c >= inter) return;
@@ -83,6 +85,8 @@ __global__ void act_mul_vec_kernel(const T* gate_up, T* out, int rows, int inter
 
 template <class T>
 __global__ void act_mul_kernel(const T* gate_up, T* out, int rows, int inter, Activation act) {
+  pdl_trigger();
+  pdl_wait();
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
     const T* g = gate_up + size_t(r) * 2 * inter;
     const T* u = g + inter;
@@ -129,11 +133,11 @@ Status act_mul(const ActMulArgs& a, cudaStream_t stream) {
     const auto* gate_up = static_cast<const T*>(a.gate_up);
     auto* out = static_cast<T*>(a.out);
     if (a.inter % V == 0 && aligned16(a.gate_up) && aligned16(a.out))
-      act_mul_vec_kernel<T><<<grid_of(a.rows, a.inter, V), kThreads, 0, stream>>>(
-          gate_up, out, a.rows, a.inter, a.act);
+      launch_kernel(act_mul_vec_kernel<T>, grid_of(a.rows, a.inter, V), dim3(kThreads), 0, stream,
+                    a.pdl, gate_up, out, a.rows, a.inter, a.act);
     else
-      act_mul_kernel<T><<<grid_of(a.rows, a.inter, 1), kThreads, 0, stream>>>(gate_up, out, a.rows,
-                                                                              a.inter, a.act);
+      launch_kernel(act_mul_kernel<T>, grid_of(a.rows, a.inter, 1), dim3(kThreads), 0, stream,
+                    a.pdl, gate_up, out, a.rows, a.inter, a.act);
   });
 }
 

@@ -31,6 +31,7 @@ struct ActMulArgs {
   void* out = nullptr;            // [rows, inter]
   int rows = 0, inter = 0;
   Activation act = Activation::Silu;
+  bool pdl = false;  // CUDA: programmatic dependent launch, as NormArgs::pdl
 };
 
 namespace cpu {

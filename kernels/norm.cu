@@ -23,6 +23,8 @@ __global__ void rms_norm_residual_vec_kernel(float* x, const T* delta, const flo
                                              T* out) {
   constexpr int V = kVec<T>;
   __shared__ float scratch[32];
+  pdl_trigger();
+  pdl_wait();  // x and delta come from the kernels before (no-op without the launch attribute)
   const int r = blockIdx.x * blockDim.y + threadIdx.y;
   if (r >= n_rows) return;  // the last block of several rows only: no __syncthreads there
   const int src = rows != nullptr ? rows[r] : r;
@@ -65,6 +67,8 @@ template <class T>
 __global__ void rms_norm_residual_kernel(float* x, const T* delta, const float* weight,
                                          const int32_t* rows, int dim, float eps, T* out) {
   __shared__ float scratch[32];
+  pdl_trigger();
+  pdl_wait();
   const int r = blockIdx.x;
   const int src = rows != nullptr ? rows[r] : r;
   float* xr = x + size_t(src) * dim;
@@ -98,14 +102,14 @@ void launch_rms_norm_residual(const NormArgs& a, cudaStream_t stream) {
                    aligned16(a.x) && aligned16(a.delta) && aligned16(a.weight) && aligned16(a.out);
   if (!vec) {
     const int threads = a.dim >= 1024 ? 512 : 128;
-    rms_norm_residual_kernel<T>
-        <<<a.n_rows, threads, 0, stream>>>(a.x, delta, a.weight, a.rows, a.dim, a.eps, out);
+    launch_kernel(rms_norm_residual_kernel<T>, dim3(a.n_rows), dim3(threads), 0, stream, a.pdl, a.x,
+                  delta, a.weight, a.rows, a.dim, a.eps, out);
     return;
   }
   if (chunks <= 32) {  // a warp a row
-    rms_norm_residual_vec_kernel<T, 1>
-        <<<ceil_div(a.n_rows, kWarpRowsPerBlock), dim3(32, kWarpRowsPerBlock), 0, stream>>>(
-            a.x, delta, a.weight, a.rows, a.n_rows, a.dim, a.eps, out);
+    launch_kernel(rms_norm_residual_vec_kernel<T, 1>, dim3(ceil_div(a.n_rows, kWarpRowsPerBlock)),
+                  dim3(32, kWarpRowsPerBlock), 0, stream, a.pdl, a.x, delta, a.weight, a.rows,
+                  a.n_rows, a.dim, a.eps, out);
     return;
   }
   // A block a row, at most 256 threads while K ≤ 4 allows (Terra's 2048: 256 threads, K = 1
@@ -116,8 +120,8 @@ void launch_rms_norm_residual(const NormArgs& a, cudaStream_t stream) {
   auto* kernel = k == 1   ? rms_norm_residual_vec_kernel<T, 1>
                  : k == 2 ? rms_norm_residual_vec_kernel<T, 2>
                           : rms_norm_residual_vec_kernel<T, 4>;
-  kernel<<<a.n_rows, threads, 0, stream>>>(a.x, delta, a.weight, a.rows, a.n_rows, a.dim, a.eps,
-                                           out);
+  launch_kernel(kernel, dim3(a.n_rows), dim3(threads), 0, stream, a.pdl, a.x, delta, a.weight,
+                a.rows, a.n_rows, a.dim, a.eps, out);
 }
 
 Status rms_norm_residual(const NormArgs& a, cudaStream_t stream) {

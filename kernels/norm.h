@@ -26,6 +26,10 @@ struct NormArgs {
   int n_rows = 0, dim = 0;
   float eps = 1e-6f;
   void* out = nullptr;  // [n_rows, dim], not x
+  // CUDA, RMSNorm: programmatic dependent launch (the kernel starts while the previous kernel
+  // of the stream finishes and waits for it before reading; it lets the next kernel start its
+  // prologue at once). Only after a kernel of this backend.
+  bool pdl = false;
 };
 
 namespace cpu {

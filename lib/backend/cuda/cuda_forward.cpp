@@ -211,6 +211,12 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
+  // The RMSNorm and act_mul kernels by programmatic dependent launch where down runs through
+  // the GEMV (set below: 5-8 slots), so that the qkv and down GEMVs after them stream their
+  // first weights while they run. H200, loom bench 8 frames, two rounds: b8 0.995 -> 0.964
+  // s/frame; with qkv and o alone through the GEMV (9-16 slots) b16 1.168 -> 1.178, so not
+  // there (bench/results/2026-12-02-h200-s31-norm-act-mul-pdl-b8-kept.json).
+  bool small_pdl = false;
   // x += delta, then the spec's norm of the selected rows; null weight: norm_affine false.
   auto norm_run = [&](const void* delta, const DeviceTensor& w, const DeviceTensor& b,
                       const int32_t* rows, int n_rows, void* out) {
@@ -224,7 +230,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                n_rows,
                H,
                s.rms_eps,
-               out};
+               out,
+               small_pdl};
     if (skipped("rms_norm")) return;
     prof_begin(rms ? "rms_norm" : "layer_norm");
     LOOM_KERNEL(rms ? rms_norm_residual(a, stream_) : layer_norm_residual(a, stream_));
@@ -248,6 +255,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // gemv_linear_ops names it (op: its bit; gemv_family its profile name).
   const unsigned gemv_ops =
       !gemv && gemv_model(s, t_, invariant_) ? gemv_linear_ops(L.gemv_slots) : 0u;
+  small_pdl = (gemv_ops & kOpDown) != 0;
   auto layer_mm = [&](const char* family, const char* gemv_family, unsigned op, const void* x,
                       const void* w, void* y, int n, int k) {
     if (gemv_ops & op)
@@ -383,7 +391,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
         bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
         if (!skipped("silu_mul")) {
           prof_begin("silu_mul");
-          LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act}, stream_));
+          LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act, small_pdl}, stream_));
           prof_end();
         }
       } else {
