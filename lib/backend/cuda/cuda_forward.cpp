@@ -211,12 +211,15 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
-  // The RMSNorm and act_mul kernels by programmatic dependent launch where down runs through
-  // the GEMV (set below: 5-8 slots), so that the qkv and down GEMVs after them stream their
-  // first weights while they run. H200, loom bench 8 frames, two rounds: b8 0.995 -> 0.964
-  // s/frame; with qkv and o alone through the GEMV (9-16 slots) b16 1.168 -> 1.178, so not
-  // there (bench/results/2026-12-02-h200-s31-norm-act-mul-pdl-b8-kept.json).
-  bool small_pdl = false;
+  // The GEMM path's layer GEMMs that run through the GEMV (gemv_linear_ops: op bits), and
+  // where down is one of them (5-8 slots) the RMSNorm and act_mul kernels by programmatic
+  // dependent launch, so that the qkv and down GEMVs after them stream their first weights
+  // while they run. H200, loom bench 8 frames, two rounds: b8 0.995 -> 0.964 s/frame; with qkv
+  // and o alone through the GEMV (9-16 slots) b16 1.168 -> 1.178, so not there
+  // (bench/results/2026-12-02-h200-s31-norm-act-mul-pdl-b8-kept.json).
+  const unsigned gemv_ops =
+      !gemv && gemv_model(s, t_, invariant_) ? gemv_linear_ops(L.gemv_slots) : 0u;
+  const bool small_pdl = (gemv_ops & kOpDown) != 0;
   // x += delta, then the spec's norm of the selected rows; null weight: norm_affine false.
   auto norm_run = [&](const void* delta, const DeviceTensor& w, const DeviceTensor& b,
                       const int32_t* rows, int n_rows, void* out) {
@@ -252,10 +255,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     prof_end();
   };
   // A layer GEMM of the GEMM path, bf16 [n_slots, k] → [n_slots, n]: cuBLAS, or the GEMV where
-  // gemv_linear_ops names it (op: its bit; gemv_family its profile name).
-  const unsigned gemv_ops =
-      !gemv && gemv_model(s, t_, invariant_) ? gemv_linear_ops(L.gemv_slots) : 0u;
-  small_pdl = (gemv_ops & kOpDown) != 0;
+  // gemv_ops names it (op: its bit; gemv_family its profile name).
   auto layer_mm = [&](const char* family, const char* gemv_family, unsigned op, const void* x,
                       const void* w, void* y, int n, int k) {
     if (gemv_ops & op)
