@@ -364,7 +364,7 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   // 20.7, b8 ctx 4000 32.7 vs 25.5, b256 ctx 8000 659 vs 528 (FP8 489 vs 302). In the decode
   // step (rope_kv_write before it) the TMA kernel wins from fewer pairs than alone: loom bench,
   // 8 frames (contexts 1,746-6,336), s/frame split -> TMA: bf16 b1 0.737 -> 0.768, b2 0.839 ->
-  // 0.858, b4 1.014 -> 0.930, b8 1.143 -> 1.035, b16 1.410 -> 1.190, b32 1.959 -> 1.448; FP8
+  // 0.858, b4 1.014 -> 0.930, b8 1.144 -> 1.035, b16 1.411 -> 1.190, b32 1.960 -> 1.449; FP8
   // b8 1.001 -> 1.011, b16 1.186 -> 1.157, b32 1.427 -> 1.340 (Terra: 4 pairs a sequence;
   // bench/results/2026-12-02-h200-s31-tma-decode-*.json). Asked for where it cannot run, the
   // TMA kernel says why.

@@ -219,7 +219,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // (bench/results/2026-12-02-h200-s31-norm-act-mul-pdl-b8-kept.json).
   const unsigned gemv_ops =
       !gemv && gemv_model(s, t_, invariant_) ? gemv_linear_ops(L.gemv_slots) : 0u;
-  const bool small_pdl = (gemv_ops & kOpDown) != 0;
+  const bool norms_pdl = (gemv_ops & kOpDown) != 0;
   // x += delta, then the spec's norm of the selected rows; null weight: norm_affine false.
   auto norm_run = [&](const void* delta, const DeviceTensor& w, const DeviceTensor& b,
                       const int32_t* rows, int n_rows, void* out) {
@@ -234,7 +234,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
                H,
                s.rms_eps,
                out,
-               small_pdl};
+               norms_pdl};
     if (skipped("rms_norm")) return;
     prof_begin(rms ? "rms_norm" : "layer_norm");
     LOOM_KERNEL(rms ? rms_norm_residual(a, stream_) : layer_norm_residual(a, stream_));
@@ -391,7 +391,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
         bias_run(gu_, W.gate_up_bias, L.n_slots, 2 * I, false);
         if (!skipped("silu_mul")) {
           prof_begin("silu_mul");
-          LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act, small_pdl}, stream_));
+          LOOM_KERNEL(act_mul({t_, gu_, act_, L.n_slots, I, s.act, norms_pdl}, stream_));
           prof_end();
         }
       } else {
