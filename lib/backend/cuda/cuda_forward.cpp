@@ -38,12 +38,13 @@
 namespace loom::gpu {
 
 // Up to this many slots the fused GEMV schedule runs (the FMA kernel at one row, the
-// tensor-core kernel at 2-4: kernels/gemv.cuh); above it cuBLAS. The tensor-core GEMV takes up
-// to 16 rows and its 88-GEMV chain beats cuBLAS's layers at 8, but a whole step at 8 and 16
-// sequences was slower with it (bench/NOTES-cuda.md, session 28). The choice is made on the
+// tensor-core kernel at 2: kernels/gemv.cuh); above it the GEMM path. The choice is made on the
 // slots padded to the sequence bucket (StepLayout::gemv_slots), so that a step run eagerly takes
-// its graph's kernels.
-constexpr int kGemvMaxSlots = 4;
+// its graph's kernels. At 3-4 slots the GEMM path (qkv, o and down through the tensor-core GEMV,
+// gate_up on cuBLAS, the norms by PDL) beat the fused chain, s/frame 0.923 → 0.857 at batch 3
+// and 0.922 → 0.861 at 4; at 2 the fused chain stays ahead, 0.846 against 0.862 (H200,
+// bench/NOTES-cuda.md, session 32).
+constexpr int kGemvMaxSlots = 2;
 // Above kGemvMaxSlots, the GEMM path's layer GEMMs named here (GemvLinearOp bits) run the
 // tensor-core GEMV on the same bf16 inputs (the norms and silu·mul stay their own kernels) instead
 // of cuBLAS, by the bucket-padded slot count as above. Measured side by side (H200,
@@ -212,11 +213,12 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     prof_end();
   };
   // The GEMM path's layer GEMMs that run through the GEMV (gemv_linear_ops: op bits), and
-  // where down is one of them (5-8 slots) the RMSNorm and act_mul kernels by programmatic
+  // where down is one of them (3-8 slots) the RMSNorm and act_mul kernels by programmatic
   // dependent launch, so that the qkv and down GEMVs after them stream their first weights
   // while they run. H200, loom bench 8 frames, two rounds: b8 0.995 -> 0.964 s/frame; with qkv
   // and o alone through the GEMV (9-16 slots) b16 1.168 -> 1.178, so not there
-  // (bench/results/2026-12-02-h200-s31-norm-act-mul-pdl-b8-kept.json).
+  // (bench/results/2026-12-02-h200-s31-norm-act-mul-pdl-b8-kept.json), nor the attention norm
+  // alone there: b12 1.163 / b16 1.176 both ways (…-s32-attn-norm-pdl-9-16-slots-not-kept.json).
   const unsigned gemv_ops =
       !gemv && gemv_model(s, t_, invariant_) ? gemv_linear_ops(L.gemv_slots) : 0u;
   const bool norms_pdl = (gemv_ops & kOpDown) != 0;
