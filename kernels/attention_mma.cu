@@ -226,7 +226,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
     __syncthreads();
     if (is_last) {
       __threadfence();
-      combine_partitions<D>(a, tile, hkv, n_parts, slot, tid, kThreads);
+      if (!combine_partitions_staged<D>(a, tile, hkv, n_parts, slot, tid, kThreads, smem,
+                                        kMmaWarps * Tl::kPairBytes))
+        combine_partitions<D>(a, tile, hkv, n_parts, slot, tid, kThreads);
     }
   }
 }

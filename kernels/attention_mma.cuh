@@ -539,12 +539,39 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
   }
 }
 
+// One partition's partial of row r, 8 dims (its m, l and acc[d0 .. d0 + 8)), merged into the
+// running (m, l, acc): one set of merge weights per row and partition serves the 8 dims (the
+// same values as per dim). Both folds below merge through this, in partition order.
+__device__ __forceinline__ void merge_partial(float& m, float& l, float (&acc)[8], float2 ml,
+                                              const float2 (&x)[4]) {
+  const MergeWeights mw = merge_weights(m, ml.x);
+  l = merge_value(l, ml.y, mw);
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    acc[2 * k] = merge_value(acc[2 * k], x[k].x, mw);
+    acc[2 * k + 1] = merge_value(acc[2 * k + 1], x[k].y, mw);
+  }
+  m = mw.m;
+}
+
+// The folded row r, dims d0 .. d0 + 8, written as the output (acc / l, times the V scale).
+template <int D>
+__device__ __forceinline__ void write_row_total(const AttentionArgs& a, int hkv, int slot, int r,
+                                                int d0, float l, const float (&acc)[8]) {
+  const int G = a.heads / a.kv_heads;
+  bf16* o = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d0;
+  const float vsc = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    reinterpret_cast<__nv_bfloat162*>(o)[k] = __floats2bfloat162_rn(
+        __fmul_rn(__fdiv_rn(acc[2 * k], l), vsc), __fmul_rn(__fdiv_rn(acc[2 * k + 1], l), vsc));
+}
+
 // Row total of the partitions 0..n_parts-1 of one (tile, kv head) from mma_partial, folded in
-// order, written as the output. Threads tid, tid + nthreads, ... take (row, 8 dims) items: one
-// set of merge weights per row and partition serves the 8 dims (the same values as per dim);
-// the partials are read kBatch partitions at a time, all loads in flight before the merges
-// (a long context has 57 partitions: one L2 round trip per partition would be ~30 us). The
-// combine kernel and the decode kernel's last block run this.
+// order, written as the output. Threads tid, tid + nthreads, ... take (row, 8 dims) items; the
+// partials are read kBatch partitions at a time, all loads in flight before the merges (a long
+// context has 57 partitions: one L2 round trip per partition would be ~30 us). The combine
+// kernel runs this, and the decode kernel's last block where combine_partitions_staged cannot.
 template <int D>
 __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int tile, int hkv,
                                                    int n_parts, int slot, int tid, int nthreads) {
@@ -575,23 +602,60 @@ __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int t
 #pragma unroll
       for (int j = 0; j < kBatch; j++) {
         if (p0 + j >= n_parts) break;
-        const MergeWeights mw = merge_weights(m, ml[j].x);
-        l = merge_value(l, ml[j].y, mw);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          acc[2 * k] = merge_value(acc[2 * k], x[j][k].x, mw);
-          acc[2 * k + 1] = merge_value(acc[2 * k + 1], x[j][k].y, mw);
-        }
-        m = mw.m;
+        merge_partial(m, l, acc, ml[j], x[j]);
       }
     }
-    bf16* o = static_cast<bf16*>(a.out) + size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d0;
-    const float vsc = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      reinterpret_cast<__nv_bfloat162*>(o)[k] = __floats2bfloat162_rn(
-          __fmul_rn(__fdiv_rn(acc[2 * k], l), vsc), __fmul_rn(__fdiv_rn(acc[2 * k + 1], l), vsc));
+    write_row_total<D>(a, hkv, slot, r, d0, l, acc);
   }
+}
+
+// combine_partitions' fold (the same merges in the same order: the same bits) with the
+// partials first copied to shared memory, as many partitions at a time as `stage` holds
+// (stage_bytes), by every thread's 16-byte cp.async copies in flight together: one L2 round
+// trip a round instead of one per kBatch partitions (at batch 1, ctx 6,300, the 25-partition
+// fold took ~6 us of a layer's ~16 between the qkv GEMV and the o GEMV). Needs a partition's
+// [G][D + 2] floats to be whole 16-byte vectors and an item a thread; returns false (nothing
+// done) otherwise, the same on every thread. Called by the whole block, after a barrier that
+// frees `stage`.
+template <int D>
+__device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a, int tile, int hkv,
+                                                          int n_parts, int slot, int tid,
+                                                          int nthreads, void* stage,
+                                                          int stage_bytes) {
+  const int G = a.heads / a.kv_heads;
+  const int pf = G * (D + 2);  // floats per partition: [G][D + 2]
+  const int cap = stage_bytes / (pf * 4);
+  if (pf % 4 != 0 || G * (D / 8) > nthreads || cap < 1) return false;
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  const float* src = a.mma_partial + (size_t(tile) * a.kv_heads + hkv) * max_parts * pf;
+  float* st = static_cast<float*>(stage);  // [cap][G][D + 2]
+  const bool item = tid < G * (D / 8);
+  const int r = tid / (D / 8), d0 = tid % (D / 8) * 8;
+  float m = -INFINITY, l = 0.0f;
+  float acc[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+  for (int p0 = 0; p0 < n_parts; p0 += cap) {
+    const int np = min(cap, n_parts - p0);
+    const float* from = src + size_t(p0) * pf;
+    for (int j = tid; j < np * pf / 4; j += nthreads)
+      cp_async16_bytes(st + 4 * j, from + 4 * j, 16);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    if (item) {
+      for (int j = 0; j < np; j++) {
+        const float* fp = st + size_t(j) * pf + size_t(r) * (D + 2);
+        float2 x[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) x[k] = reinterpret_cast<const float2*>(fp + d0)[k];
+        merge_partial(m, l, acc, *reinterpret_cast<const float2*>(fp + D), x);
+      }
+    }
+    __syncthreads();  // the merges have read `stage` before the next round overwrites it
+  }
+  if (item) write_row_total<D>(a, hkv, slot, r, d0, l, acc);
+  return true;
 }
 
 // Dynamic shared memory above 48 KB needs the attribute: set when `bytes` differs from what

@@ -231,6 +231,34 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
 
 }  // namespace
 
+TEST_CASE("split decode kernel's staged fold over rounds: 8,200 keys, the prefill bits") {
+  // The decode kernel's last block copies the partials to shared memory as many partitions at a
+  // time as its tiles' space holds (Terra's shape: 31 with bf16 tiles, 15 with FP8): 8,200 keys
+  // are 33 partitions, two rounds (FP8: three), 4,000 keys 16 (one; FP8 two). Every row:
+  // bitwise the prefill kernel's, with the in-kernel fold and with the combine kernel.
+  const int H = 32, KV = 4, D = 64;
+  const std::vector<int> lens = {8200, 4000, 7937};
+  for (float fp8_scale : {0.0f, 1.0f / 64}) {
+    CAPTURE(fp8_scale);
+    const World w(H, KV, D, 16, lens, 5, fp8_scale);
+    std::vector<Entry> es;
+    for (int i = 0; i < int(lens.size()); i++) es.push_back({i, lens[size_t(i)] - 1, 1});
+    const std::vector<uint16_t> pre = run_step(w, es, false);
+    const std::vector<float> want = reference(w, es);
+    for (const Decoder& d : decoders(w)) {
+      if (d.kernel != DK::Split) continue;
+      CAPTURE(d.name);
+      const std::vector<uint16_t> dec = run_decode(w, es, d);
+      bool same = true;
+      for (int s = 0; s < int(es.size()) && same; s++)
+        same =
+            same_row(dec, s, pre, s, H, D, "staged fold: vs prefill kernel", es[size_t(s)].kv_len);
+      CHECK(same);
+      check_close(to_floats(dec), want, H, D, (std::string("staged fold, ") + d.name).c_str());
+    }
+  }
+}
+
 TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16 and FP8 KV)") {
   const float theta = 10000.0f;
   for (float fp8_scale : {0.0f, 1.0f / 64})
