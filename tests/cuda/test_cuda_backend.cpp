@@ -51,10 +51,10 @@ TEST_CASE("bf16 CUDA backend stays within 6e-2 of the CPU backend step by step")
   // 2 sequences: the fused tensor-core GEMV schedule; 3 (bucket 4): the GEMM path with qkv, o
   // and down through the GEMV and the norms by PDL.
   for (const char* name : kModels) {
+    CAPTURE(name);
+    const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
     for (int n_seqs : {2, 3}) {
-      CAPTURE(name);
       CAPTURE(n_seqs);
-      const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
       compare_with_cpu(m, ComputeDType::BF16, 6e-2, n_seqs);
     }
   }
