@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Reads a probe dump (bench/experiments/2026-12-02-probe-step-timeline-gemv-attention.patch:
 one record a block: key, tag, block, SM, t0 start, t1 after the PDL wait, t2 after the staging
-(GEMV) or the partition loop (attention), t3 end; ns) and prints per-layer phases of the last
+(GEMV) or the partition loop (attention), t3 end; ns; the probe on the staged fold adds the
+attention block's count before the end) and prints per-layer phases of the last
 complete decode steps, medians over layers and steps (us).
   probe-timeline.py probe_b1.gemv.gz probe_b1.attention.gz [probe_b1.gemv_mma.gz]
 (the files of one run: each kernel file keeps its own ring of records)"""
@@ -13,10 +14,12 @@ for path in sys.argv[1:]:
     for line in gzip.open(path, "rt"):
         if line.startswith("#"):
             continue
-        i, key, tag, block, sm, t0, t1, t2, t3 = line.split()
-        recs.append((int(i), key, int(tag), int(block), int(sm), int(t0), int(t1), int(t2), int(t3)))
-# Each ring keeps its last records: keep the span every file covers.
-t_from = max(min(r[6] for r in recs if r[1] == k) for k in set()) if False else 0
+        f = line.split()  # i key tag block sm t0 t1 t2 t3 [t4]: the on-staged-fold probe adds
+        if len(f) == 9:   # t3 = counted (attention), t4 = end; the first probe's t3 is the end
+            f.append(f[8])
+        i, key, tag, block, sm, t0, t1, t2, t3, t4 = f
+        recs.append((int(i), key, int(tag), int(block), int(sm), int(t0), int(t1), int(t2),
+                     int(t4), int(t3)))
 
 # Launches: a key's blocks whose post-wait stamps lie within 100 us of each other.
 by_key = defaultdict(list)
@@ -42,7 +45,7 @@ L = []
 for rs in launches:
     L.append(dict(kind=kind(rs[0][2]), tag=rs[0][2], n=len(rs), t0=min(r[5] for r in rs),
                   w0=min(r[6] for r in rs), w1=max(r[6] for r in rs), s1=max(r[7] for r in rs),
-                  e1=max(r[8] for r in rs), e0=min(r[8] for r in rs)))
+                  e1=max(r[8] for r in rs), e0=min(r[8] for r in rs), c1=max(r[9] for r in rs)))
 L.sort(key=lambda d: d["w0"])
 # Steps: from one lm_head to the next; keep the complete ones.
 idx = [i for i, d in enumerate(L) if d["kind"] == "lm_head"]
@@ -65,6 +68,7 @@ for a, b in zip(idx, idx[1:]):
         ph["attn: first wait -> last wait"].append((at["w1"] - at["w0"]) / 1e3)
         ph["attn: last wait -> last partition done"].append((at["s1"] - at["w1"]) / 1e3)
         ph["attn: last partition done -> last end (fold)"].append((at["e1"] - at["s1"]) / 1e3)
+        ph["attn: of which last partition done -> last counted"].append((at["c1"] - at["s1"]) / 1e3)
         ph["attn: working blocks"].append(at["n"])
         ph["attn: partitions (tag)"].append(at["tag"])
         ph["o: attn end -> first wait"].append((o["w0"] - at["e1"]) / 1e3)
