@@ -2,11 +2,12 @@
 // that a decode step can be captured into a CUDA graph as is.
 //
 // Residual stream x is fp32. Two schedules of the same math:
-//   GEMV (bf16, ≤ 4 slots: decode at small batch, bound by streaming the weights) — four fused
-//     GEMVs per layer: qkv ← rms_norm(x); x += o·attn; gate_up ← rms_norm(x);
-//     x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
+//   GEMV (bf16, ≤ kGemvMaxSlots = 2 slots: decode at batch 1-2, bound by streaming the
+//     weights) — four fused GEMVs per layer: qkv ← rms_norm(x); x += o·attn; gate_up ←
+//     rms_norm(x); x += down·silu_mul(gate_up); plus RoPE/KV write and attention.
 //   GEMM (everything else) — rms_norm_residual, cuBLAS GEMM, act_mul kernels; a block's output
-//     (delta) is added to x by the next norm.
+//     (delta) is added to x by the next norm. At 3-16 slots some of its GEMMs run through the
+//     tensor-core GEMV instead (gemv_linear_ops).
 // Features beyond Llama's layer (model/spec.h), each a launch of its own where it acts and
 // nothing on Llama's path: LayerNorm (layer_norm_residual in place of rms_norm_residual),
 // biases (bias_activation after the GEMM they follow), the plain MLP (bias_activation with the
