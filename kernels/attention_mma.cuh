@@ -652,7 +652,7 @@ __device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a
         merge_partial(m, l, acc, *reinterpret_cast<const float2*>(fp + D), x);
       }
     }
-    __syncthreads();  // the merges have read `stage` before the next round overwrites it
+    if (p0 + cap < n_parts) __syncthreads();  // the merges read `stage` before the next round
   }
   if (item) write_row_total<D>(a, hkv, slot, r, d0, l, acc);
   return true;

@@ -130,6 +130,30 @@ TEST_CASE("tensor-core attention (bf16) is batch invariant, bitwise") {
   }
 }
 
+// Every decoder d with use(d) on the decode step es: each row bitwise the prefill kernel's, and
+// close to the cpu's.
+template <class Use>
+void check_decoders_match_prefill(const World& w, const std::vector<Entry>& es, const char* what,
+                                  Use use) {
+  const std::vector<uint16_t> pre = run_step(w, es, false);
+  const std::vector<float> want = reference(w, es);
+  for (const Decoder& d : decoders(w)) {
+    if (!use(d)) continue;
+    CAPTURE(d.name);
+    CAPTURE(d.tma_config);
+    const std::vector<uint16_t> dec = run_decode(w, es, d);
+    bool same = true;
+    for (int s = 0; s < int(es.size()) && same; s++) {
+      const int pos = es[size_t(s)].kv_len;
+      same = same_row(dec, s, pre, s, w.H, w.D, (std::string(what) + ": vs prefill kernel").c_str(),
+                      pos);
+      if (!same) std::printf("  (%s, sequence %d of the batch, context %d)\n", d.name, s, pos + 1);
+    }
+    CHECK(same);
+    check_close(to_floats(dec), want, w.H, w.D, (std::string(what) + ", " + d.name).c_str());
+  }
+}
+
 TEST_CASE("split decode kernel at batch 130: many partitions per block, the prefill bits") {
   // Terra's heads; 130 sequences of contexts 1..2600 (1..11 partitions, last tiles partial):
   // 520 (tile, kv head) pairs, Z = 3 blocks each on 132 SMs, so a block folds up to 4
@@ -141,21 +165,7 @@ TEST_CASE("split decode kernel at batch 130: many partitions per block, the pref
   const World w(H, KV, D, 16, lens, 17);
   std::vector<Entry> es;
   for (int i = 0; i < n; i++) es.push_back({i, lens[size_t(i)] - 1, 1});
-  const std::vector<uint16_t> pre = run_step(w, es, false);
-  const std::vector<float> want = reference(w, es);
-  for (const Decoder& d : decoders(w)) {
-    CAPTURE(d.name);
-    CAPTURE(d.tma_config);
-    const std::vector<uint16_t> dec = run_decode(w, es, d);
-    bool same = true;
-    for (int s = 0; s < n && same; s++) {
-      const int pos = es[size_t(s)].kv_len;
-      same = same_row(dec, s, pre, s, H, D, "batch 130: vs prefill kernel", pos);
-      if (!same) std::printf("  (%s, sequence %d of the batch, context %d)\n", d.name, s, pos + 1);
-    }
-    CHECK(same);
-    check_close(to_floats(dec), want, H, D, (std::string("batch 130, ") + d.name).c_str());
-  }
+  check_decoders_match_prefill(w, es, "batch 130", [](const Decoder&) { return true; });
 }
 
 namespace {
@@ -243,19 +253,8 @@ TEST_CASE("split decode kernel's staged fold over rounds: 8,200 keys, the prefil
     const World w(H, KV, D, 16, lens, 5, fp8_scale);
     std::vector<Entry> es;
     for (int i = 0; i < int(lens.size()); i++) es.push_back({i, lens[size_t(i)] - 1, 1});
-    const std::vector<uint16_t> pre = run_step(w, es, false);
-    const std::vector<float> want = reference(w, es);
-    for (const Decoder& d : decoders(w)) {
-      if (d.kernel != DK::Split) continue;
-      CAPTURE(d.name);
-      const std::vector<uint16_t> dec = run_decode(w, es, d);
-      bool same = true;
-      for (int s = 0; s < int(es.size()) && same; s++)
-        same =
-            same_row(dec, s, pre, s, H, D, "staged fold: vs prefill kernel", es[size_t(s)].kv_len);
-      CHECK(same);
-      check_close(to_floats(dec), want, H, D, (std::string("staged fold, ") + d.name).c_str());
-    }
+    check_decoders_match_prefill(w, es, "staged fold",
+                                 [](const Decoder& d) { return d.kernel == DK::Split; });
   }
 }
 
