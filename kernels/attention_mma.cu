@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
     __syncthreads();
     if (is_last) {
       __threadfence();
-      if (!combine_partitions_staged<D>(a, tile, hkv, n_parts, slot, tid, kThreads, smem,
-                                        kMmaWarps * Tl::kPairBytes))
+      if (!combine_partitions_staged<D, 1>(a, tile, hkv, n_parts, slot, tid, kThreads, smem,
+                                           kMmaWarps * Tl::kPairBytes, [] { __syncthreads(); }))
         combine_partitions<D>(a, tile, hkv, n_parts, slot, tid, kThreads);
     }
   }

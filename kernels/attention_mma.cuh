@@ -613,28 +613,31 @@ __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int t
 // partials first copied to shared memory, as many partitions at a time as `stage` holds
 // (stage_bytes), by every thread's 16-byte cp.async copies in flight together: one L2 round
 // trip a round instead of one per kBatch partitions (at batch 1, ctx 6,300, the 25-partition
-// fold took ~6 us of a layer's ~16 between the qkv GEMV and the o GEMV). Needs a partition's
-// [G][D + 2] floats to be whole 16-byte vectors and an item a thread; returns false (nothing
-// done) otherwise, the same on every thread. Called by the whole block, after a barrier that
-// frees `stage`.
-template <int D>
+// fold took ~6 us of a layer's ~16 between the qkv GEMV and the o GEMV). The nthreads threads
+// (a block, or one warp with sync = __syncwarp) take kItems (row, 8 dims) items each. Needs a
+// partition's [G][D + 2] floats to be whole 16-byte vectors and G * D / 8 <= kItems * nthreads;
+// returns false (nothing done) otherwise, the same on every thread. Called by all nthreads
+// threads, after the point that frees `stage`.
+template <int D, int kItems, class Sync>
 __device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a, int tile, int hkv,
                                                           int n_parts, int slot, int tid,
                                                           int nthreads, void* stage,
-                                                          int stage_bytes) {
+                                                          int stage_bytes, Sync&& sync) {
   const int G = a.heads / a.kv_heads;
   const int pf = G * (D + 2);  // floats per partition: [G][D + 2]
   const int cap = stage_bytes / (pf * 4);
-  if (pf % 4 != 0 || G * (D / 8) > nthreads || cap < 1) return false;
+  if (pf % 4 != 0 || G * (D / 8) > kItems * nthreads || cap < 1) return false;
   const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
   const float* src = a.mma_partial + (size_t(tile) * a.kv_heads + hkv) * max_parts * pf;
   float* st = static_cast<float*>(stage);  // [cap][G][D + 2]
-  const bool item = tid < G * (D / 8);
-  const int r = tid / (D / 8), d0 = tid % (D / 8) * 8;
-  float m = -INFINITY, l = 0.0f;
-  float acc[8];
+  float m[kItems], l[kItems], acc[kItems][8];
 #pragma unroll
-  for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+  for (int i = 0; i < kItems; i++) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) acc[i][k] = 0.0f;
+  }
   for (int p0 = 0; p0 < n_parts; p0 += cap) {
     const int np = min(cap, n_parts - p0);
     const float* from = src + size_t(p0) * pf;
@@ -642,19 +645,27 @@ __device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a
       cp_async16_bytes(st + 4 * j, from + 4 * j, 16);
     cp_async_commit();
     cp_async_wait<0>();
-    __syncthreads();
-    if (item) {
+    sync();
+#pragma unroll
+    for (int i = 0; i < kItems; i++) {
+      const int item = tid + i * nthreads, r = item / (D / 8), d0 = item % (D / 8) * 8;
+      if (item >= G * (D / 8)) continue;
       for (int j = 0; j < np; j++) {
         const float* fp = st + size_t(j) * pf + size_t(r) * (D + 2);
         float2 x[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) x[k] = reinterpret_cast<const float2*>(fp + d0)[k];
-        merge_partial(m, l, acc, *reinterpret_cast<const float2*>(fp + D), x);
+        merge_partial(m[i], l[i], acc[i], *reinterpret_cast<const float2*>(fp + D), x);
       }
     }
-    if (p0 + cap < n_parts) __syncthreads();  // the merges read `stage` before the next round
+    if (p0 + cap < n_parts) sync();  // the merges read `stage` before the next round
   }
-  if (item) write_row_total<D>(a, hkv, slot, r, d0, l, acc);
+#pragma unroll
+  for (int i = 0; i < kItems; i++) {
+    const int item = tid + i * nthreads;
+    if (item < G * (D / 8))
+      write_row_total<D>(a, hkv, slot, item / (D / 8), item % (D / 8) * 8, l[i], acc[i]);
+  }
   return true;
 }
 

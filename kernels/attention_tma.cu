@@ -522,7 +522,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (__shfl_sync(0xffffffffu, last, 0)) {
     __threadfence();
-    combine_partitions<kD>(a, ptile, hkv, n_parts, slot, lane, 32);
+    // The warp's ring is free: every tile it issued has been consumed.
+    if (!combine_partitions_staged<kD, 2>(a, ptile, hkv, n_parts, slot, lane, 32, ring,
+                                          C::kWarpBytes, [] { __syncwarp(); }))
+      combine_partitions<kD>(a, ptile, hkv, n_parts, slot, lane, 32);
   }
 }
 
