@@ -6,7 +6,7 @@ namespace loom::gpu {
 // registers instead of 97-98 (the 2-8-row ones are unchanged) and batch 1 runs ~1% faster
 // (H200, session 30: the 88-GEMV chain 0.708 -> 0.695 ms, loom bench 0.746 -> 0.739 s/frame).
 template <int M, GemvIn IN, GemvOut OUT>
-__global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(GemvArgs a) {
+__device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   extern __shared__ uint4 gemv_smem[];
   bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
   __shared__ float scratch[gemv_scratch_floats<M>()];
@@ -71,8 +71,23 @@ __global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(GemvArgs a) {
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
+__global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(GemvArgs a) {
+  gemv_body<M, IN, OUT>(a);
+}
+// GemvArgs::beside_attention (H200, batch 1: 0.7293 -> 0.7200 s/frame with qkv and o on it;
+// bench/results/2026-12-02-h200-s33-ctest-gemv-beside-attention.json).
+template <int M, GemvIn IN, GemvOut OUT>
+__global__ void __maxnreg__(kGemvBesideRegs) gemv_kernel_beside(GemvArgs a) {
+  gemv_body<M, IN, OUT>(a);
+}
+
+template <int M, GemvIn IN, GemvOut OUT>
 static Status launch_fma(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   const int warps = kGemvThreads / 32;  // a warp a row
+  if constexpr (M == 1)
+    if (a.beside_attention)
+      return launch_gemv<gemv_kernel_beside<M, IN, OUT>>(
+          a, size_t(M) * a.k * sizeof(bf16), (a.n + warps - 1) / warps, num_sms, stream);
   return launch_gemv<gemv_kernel<M, IN, OUT>>(a, size_t(M) * a.k * sizeof(bf16),
                                               (a.n + warps - 1) / warps, num_sms, stream);
 }

@@ -32,6 +32,9 @@ enum class GemvKernel { Auto, Fma, Mma };  // Auto: Fma for m ≤ kGemvFmaAutoRo
 constexpr int kGemvMaxRows = 16;
 constexpr int kGemvFmaMaxRows = 8;
 constexpr int kGemvFmaAutoRows = 1;
+// 512 threads x 88 registers and a decode-attention block (128 threads x 149, allocated as 152)
+// take 64,512 of an SM's 65,536 registers.
+constexpr int kGemvBesideRegs = 88;
 
 struct GemvArgs {
   const void* w = nullptr;  // bf16 [n, k], 16-byte aligned rows (k % 8 == 0)
@@ -50,6 +53,12 @@ struct GemvArgs {
   // x or writing y. Only for launches whose predecessor is a kernel of this backend.
   bool pdl = false;
   GemvKernel kernel = GemvKernel::Auto;  // Fma needs m ≤ kGemvFmaMaxRows
+  // One row, FMA kernel: the same code built for at most kGemvBesideRegs registers a thread
+  // (same bits), so that a split-decode attention block fits on an SM beside the GEMV's block.
+  // For the GEMVs around batch-1 decode attention: its blocks become resident while qkv streams
+  // and issue their K/V tiles then; o's blocks land beside attention's and stream their rows
+  // before it ends.
+  bool beside_attention = false;
 };
 
 // Supported: k % 8 == 0, x and norm_w 16-byte aligned, x_stride % 8 == 0, m in 1..16, in/out pairs

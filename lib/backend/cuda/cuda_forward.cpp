@@ -192,7 +192,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   const size_t kv_layer = size_t(num_blocks_ + 1) * block_size_ * s.kv_dim() * dtype_size(kv_t_);
   auto gemv_run = [&](const char* family, const void* w, int n, int k, GemvIn in, const void* x,
                       const float* norm_w, const int32_t* rows, int m, GemvOut out, void* y,
-                      int y_stride = 0) {
+                      int y_stride = 0, bool beside = false) {
     if (skipped(family)) return;
     prof_begin(family);
     GemvArgs g;
@@ -210,6 +210,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     g.y = y;
     g.y_stride = y_stride;
     g.pdl = true;  // every GEMV follows a kernel of this pass (embed, attention or a GEMV)
+    g.beside_attention = m == 1 && beside;
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
@@ -272,11 +273,14 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // CUDA-core for fp32), RoPE and the new K/V write fused into it.
   const bool decode_attn = L.n_slots == L.n_seqs && L.n_tiles == L.n_slots &&
                            (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
+  // The one-row GEMVs before and after the decode attention kernel leave room for its blocks
+  // (GemvArgs::beside_attention; with an FP8 cache rope_kv_write runs between qkv and it).
+  const bool beside = decode_attn && kv_t_ != DType::F8E4M3;
   for (int l = 0; l < s.layers; l++) {
     const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
     if (gemv) {
       gemv_run("gemv_qkv", W.qkv.data, qkv_dim, H, GemvIn::RmsNorm, x_, W.attn_norm.f32(), nullptr,
-               L.n_slots, GemvOut::Store, qkv_);
+               L.n_slots, GemvOut::Store, qkv_, 0, beside);
     } else {
       norm_run(l > 0 ? delta_ : nullptr, W.attn_norm, W.attn_norm_bias, nullptr, L.n_slots, h_);
       layer_mm("gemm_qkv", "gemv_qkv", kOpQkv, h_, W.qkv.data, qkv_, qkv_dim, H);
@@ -380,7 +384,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
 
     if (gemv) {
       gemv_run("gemv_o", W.o.data, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
-               GemvOut::AddF32, x_);
+               GemvOut::AddF32, x_, 0, beside);
       gemv_run("gemv_gate_up", W.gate_up.data, 2 * I, H, GemvIn::RmsNorm, x_, W.mlp_norm.f32(),
                nullptr, L.n_slots, GemvOut::Store, gu_);
       gemv_run("gemv_down", W.down.data, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,

@@ -366,6 +366,55 @@ TEST_CASE("gemv_bf16 tensor-core rows are bitwise the same at any m and grid siz
   }
 }
 
+// The one-row kernel built for fewer registers (GemvArgs::beside_attention) runs the same code:
+// every fused input and output gives the full-register kernel's bits, at the Terra k.
+TEST_CASE("gemv_bf16 beside attention gives the bits of the full-register kernel") {
+  int sms = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (auto [n, k] : {std::pair{2560, 2048}, std::pair{2047, 5632}}) {
+    DevBuf dw = upload(round_bf16(random_vec(size_t(n) * k, 51)), DType::BF16);
+    DevBuf dnw = upload(random_vec(size_t(k), 52, 0.5f, 1.5f), DType::F32);
+    DevBuf dplain = upload(round_bf16(random_vec(size_t(2) * k, 53, -2, 2)), DType::BF16);
+    DevBuf dnorm = upload(random_vec(size_t(k), 54, -3, 3), DType::F32);
+    const std::pair<GemvIn, GemvOut> pairs[] = {{GemvIn::Plain, GemvOut::Store},
+                                                {GemvIn::Plain, GemvOut::AddF32},
+                                                {GemvIn::RmsNorm, GemvOut::Store},
+                                                {GemvIn::SiluMul, GemvOut::AddF32}};
+    for (auto [in, out] : pairs) {
+      CAPTURE(n);
+      CAPTURE(int(in));   // 0 Plain, 1 RmsNorm, 2 SiluMul
+      CAPTURE(int(out));  // 0 Store, 1 AddF32
+      GemvArgs g;
+      g.w = dw.get();
+      g.n = n;
+      g.k = k;
+      g.m = 1;
+      g.in = in;
+      g.x = in == GemvIn::RmsNorm ? dnorm.get() : dplain.get();
+      g.norm_w = dnw.as<float>();
+      g.out = out;
+      g.kernel = GemvKernel::Fma;
+      const DType yt = out == GemvOut::Store ? DType::BF16 : DType::F32;
+      const std::vector<float> y0 = random_vec(size_t(n), 55);
+      std::vector<float> got[2];
+      for (int beside = 0; beside < 2; beside++) {
+        DevBuf dy = upload(y0, yt);  // AddF32 adds to it; Store overwrites it
+        g.y = dy.get();
+        g.beside_attention = beside == 1;
+        LOOM_KERNEL(gemv_bf16(g, sms, nullptr));
+        got[beside] = download(dy, size_t(n), yt);
+      }
+      int differ = 0, moved = 0;
+      for (int j = 0; j < n; j++) {
+        differ += std::memcmp(&got[0][size_t(j)], &got[1][size_t(j)], 4) != 0 ? 1 : 0;
+        moved += got[1][size_t(j)] != y0[size_t(j)] ? 1 : 0;
+      }
+      CHECK_MESSAGE(differ == 0, differ, " of ", n, " outputs differ");
+      CHECK_MESSAGE(moved > n / 2, "only ", moved, " of ", n, " outputs written");
+    }
+  }
+}
+
 // At k 2496 the tensor-core kernel's dynamic shared memory (8 staged rows and the partial sums,
 // 48,640 bytes) fits the default 48 KB but not with its static scratch (1,088 bytes): the launch
 // must opt in (it failed with "invalid argument" when the opt-in looked at the dynamic part
