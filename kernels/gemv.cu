@@ -74,8 +74,10 @@ template <int M, GemvIn IN, GemvOut OUT>
 __global__ void __launch_bounds__(kGemvThreads, 1) gemv_kernel(GemvArgs a) {
   gemv_body<M, IN, OUT>(a);
 }
-// GemvArgs::beside_attention (H200, batch 1: 0.7293 -> 0.7200 s/frame with qkv and o on it;
-// bench/results/2026-12-02-h200-s33-ctest-gemv-beside-attention.json).
+// GemvArgs::beside_attention. H200, loom bench batch 1, two rounds (s/frame): 0.7284 -> 0.7120
+// with qkv on it; 0.7183 with qkv and o, 0.7309 with o alone (o's blocks beside attention's);
+// 96 registers with the attention kernel held to 118 no better than 88
+// (bench/results/2026-12-02-h200-s33-gemv-beside-attention-qkv-o-96.json).
 template <int M, GemvIn IN, GemvOut OUT>
 __global__ void __maxnreg__(kGemvBesideRegs) gemv_kernel_beside(GemvArgs a) {
   gemv_body<M, IN, OUT>(a);

@@ -54,10 +54,9 @@ struct GemvArgs {
   bool pdl = false;
   GemvKernel kernel = GemvKernel::Auto;  // Fma needs m ≤ kGemvFmaMaxRows
   // One row, FMA kernel: the same code built for at most kGemvBesideRegs registers a thread
-  // (same bits), so that a split-decode attention block fits on an SM beside the GEMV's block.
-  // For the GEMVs around batch-1 decode attention: its blocks become resident while qkv streams
-  // and issue their K/V tiles then; o's blocks land beside attention's and stream their rows
-  // before it ends.
+  // (same bits), so that a split-decode attention block fits on an SM beside the GEMV's block:
+  // for the qkv GEMV before batch-1 decode attention, whose blocks then become resident while
+  // qkv streams and issue their K/V tiles before qkv ends.
   bool beside_attention = false;
 };
 

@@ -273,8 +273,9 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   // CUDA-core for fp32), RoPE and the new K/V write fused into it.
   const bool decode_attn = L.n_slots == L.n_seqs && L.n_tiles == L.n_slots &&
                            (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
-  // The one-row GEMVs before and after the decode attention kernel leave room for its blocks
-  // (GemvArgs::beside_attention; with an FP8 cache rope_kv_write runs between qkv and it).
+  // The one-row qkv GEMV leaves room for the decode attention kernel's blocks
+  // (GemvArgs::beside_attention; with an FP8 cache rope_kv_write runs between them). Not o after
+  // attention: measured slower (gemv.cu).
   const bool beside = decode_attn && kv_t_ != DType::F8E4M3;
   for (int l = 0; l < s.layers; l++) {
     const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
@@ -384,7 +385,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
 
     if (gemv) {
       gemv_run("gemv_o", W.o.data, H, s.q_dim(), GemvIn::Plain, attn_, nullptr, nullptr, L.n_slots,
-               GemvOut::AddF32, x_, 0, beside);
+               GemvOut::AddF32, x_);
       gemv_run("gemv_gate_up", W.gate_up.data, 2 * I, H, GemvIn::RmsNorm, x_, W.mlp_norm.f32(),
                nullptr, L.n_slots, GemvOut::Store, gu_);
       gemv_run("gemv_down", W.down.data, H, I, GemvIn::SiluMul, gu_, nullptr, nullptr, L.n_slots,
