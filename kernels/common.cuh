@@ -155,6 +155,17 @@ cudaError_t launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
+// Registers a block of `threads` threads of `kernel` takes on an SM (a warp's are allocated in
+// units of 256), or -1 if the attributes cannot be read.
+inline int block_registers(const void* kernel, int threads) {
+  cudaFuncAttributes f;
+  if (cudaFuncGetAttributes(&f, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return (f.numRegs * 32 + 255) / 256 * 256 * ((threads + 31) / 32);
+}
+
 // Waits for the previous kernel of the stream (no-op without programmatic dependent launch).
 __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -94,6 +94,12 @@ static Status launch_fma(const GemvArgs& a, int num_sms, cudaStream_t stream) {
                                               (a.n + warps - 1) / warps, num_sms, stream);
 }
 
+int gemv_beside_block_registers() {
+  return block_registers(
+      reinterpret_cast<const void*>(gemv_kernel_beside<1, GemvIn::RmsNorm, GemvOut::Store>),
+      kGemvThreads);
+}
+
 Status gemv_bf16(const GemvArgs& a0, int num_sms, cudaStream_t stream) {
   GemvArgs a = a0;
   if (a.x_stride == 0) a.x_stride = a.k;

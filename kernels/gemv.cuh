@@ -60,6 +60,10 @@ struct GemvArgs {
   bool beside_attention = false;
 };
 
+// Registers a block of the qkv GEMV built to run beside attention (beside_attention, RmsNorm →
+// Store) takes on an SM.
+int gemv_beside_block_registers();
+
 // Supported: k % 8 == 0, x and norm_w 16-byte aligned, x_stride % 8 == 0, m in 1..16, in/out pairs
 // Plain→Store, Plain→AddF32, Plain→StoreF32, RmsNorm→Store, RmsNorm→StoreF32, SiluMul→AddF32.
 Status gemv_bf16(const GemvArgs& a, int num_sms, cudaStream_t stream);

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/ops.h"
 #include "cuda/cuda_test_util.h"
+#include "kernels/attention.cuh"
 #include "kernels/gemv.cuh"
 
 using namespace loom;
@@ -413,6 +414,21 @@ TEST_CASE("gemv_bf16 beside attention gives the bits of the full-register kernel
       CHECK_MESSAGE(moved > n / 2, "only ", moved, " of ", n, " outputs written");
     }
   }
+}
+
+// The qkv GEMV beside attention is only faster while one of its blocks and a split-decode
+// attention block (bf16, head_dim 64: Terra's) fit an SM's registers together; a kernel that
+// grows past that keeps its bits and silently loses the overlap, so it is checked here.
+TEST_CASE("gemv_bf16's beside-attention block and a decode attention block fit one SM") {
+  int regs_per_sm = 0;
+  LOOM_CUDA_CHECK(
+      cudaDeviceGetAttribute(&regs_per_sm, cudaDevAttrMaxRegistersPerMultiprocessor, 0));
+  const int gemv = gemv_beside_block_registers();
+  const int attn = paged_attention_mma_decode_block_registers(64, false);
+  REQUIRE(gemv > 0);
+  REQUIRE(attn > 0);
+  CHECK_MESSAGE(gemv + attn <= regs_per_sm, "GEMV block ", gemv, " + attention block ", attn,
+                " registers > ", regs_per_sm, " an SM");
 }
 
 // At k 2496 the tensor-core kernel's dynamic shared memory (8 staged rows and the partial sums,
