@@ -210,7 +210,7 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
     g.y = y;
     g.y_stride = y_stride;
     g.pdl = true;  // every GEMV follows a kernel of this pass (embed, attention or a GEMV)
-    g.beside_attention = m == 1 && beside;
+    g.beside_attention = beside;  // (one row only)
     LOOM_KERNEL(gemv_bf16(g, num_sms_, stream_));
     prof_end();
   };
