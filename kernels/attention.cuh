@@ -26,9 +26,9 @@ Status paged_attention(const AttentionArgs& a, cudaStream_t stream);
 // The tensor-core path (attention_mma.cu); paged_attention calls it for supported shapes.
 Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 
-// Registers a block of the split decode kernel takes (attention_mma.cu; head_dim 16 or 64): what
-// a GEMV running beside it must leave (gemv.cuh, GemvArgs::beside_attention).
-int paged_attention_mma_decode_block_registers(int head_dim, bool kv_fp8);
+// Registers a block of the split decode kernel takes (attention_mma.cu; bf16 cache, head_dim 64):
+// what a GEMV running beside it must leave (gemv.cuh, GemvArgs::beside_attention).
+int paged_attention_mma_decode_block_registers();
 
 // The tensor-core decode with TMA-pipelined loads (attention_tma.cu), for decode steps whose K
 // and V rows are in the cache (RoPE done): head_dim 64, cache_slots set, a block size that

@@ -454,15 +454,9 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
 
 }  // namespace
 
-int paged_attention_mma_decode_block_registers(int head_dim, bool kv_fp8) {
-  auto regs = [](auto kernel) {
-    return block_registers(reinterpret_cast<const void*>(kernel), kThreads);
-  };
-  if (kv_fp8)
-    return head_dim == 16 ? regs(paged_attention_mma_decode_kernel<16, true>)
-                          : regs(paged_attention_mma_decode_kernel<64, true>);
-  return head_dim == 16 ? regs(paged_attention_mma_decode_kernel<16, false>)
-                        : regs(paged_attention_mma_decode_kernel<64, false>);
+int paged_attention_mma_decode_block_registers() {
+  return block_registers(
+      reinterpret_cast<const void*>(paged_attention_mma_decode_kernel<64, false>), kThreads);
 }
 
 Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream) {

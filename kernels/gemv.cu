@@ -86,12 +86,12 @@ __global__ void __maxnreg__(kGemvBesideRegs) gemv_kernel_beside(GemvArgs a) {
 template <int M, GemvIn IN, GemvOut OUT>
 static Status launch_fma(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   const int warps = kGemvThreads / 32;  // a warp a row
+  const size_t smem = size_t(M) * a.k * sizeof(bf16);
+  const int blocks = (a.n + warps - 1) / warps;
   if constexpr (M == 1)
     if (a.beside_attention)
-      return launch_gemv<gemv_kernel_beside<M, IN, OUT>>(
-          a, size_t(M) * a.k * sizeof(bf16), (a.n + warps - 1) / warps, num_sms, stream);
-  return launch_gemv<gemv_kernel<M, IN, OUT>>(a, size_t(M) * a.k * sizeof(bf16),
-                                              (a.n + warps - 1) / warps, num_sms, stream);
+      return launch_gemv<gemv_kernel_beside<M, IN, OUT>>(a, smem, blocks, num_sms, stream);
+  return launch_gemv<gemv_kernel<M, IN, OUT>>(a, smem, blocks, num_sms, stream);
 }
 
 int gemv_beside_block_registers() {

@@ -425,7 +425,7 @@ TEST_CASE("gemv_bf16's beside-attention block and a decode attention block fit o
   LOOM_CUDA_CHECK(
       cudaDeviceGetAttribute(&regs_per_sm, cudaDevAttrMaxRegistersPerMultiprocessor, 0));
   const int gemv = gemv_beside_block_registers();
-  const int attn = paged_attention_mma_decode_block_registers(64, false);
+  const int attn = paged_attention_mma_decode_block_registers();
   REQUIRE(gemv > 0);
   REQUIRE(attn > 0);
   CHECK_MESSAGE(gemv + attn <= regs_per_sm, "GEMV block ", gemv, " + attention block ", attn,
