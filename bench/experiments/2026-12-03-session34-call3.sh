@@ -36,3 +36,5 @@ for r in 1 2 3; do for c in 0 16 8; do
     --batch-sizes 1,2 --json "$OUT/bench_c${c}_$r.json" > "$OUT/bench_c${c}_$r.log" 2>&1
   echo "cluster $c r$r rc=$?"; grep -E '^ +[0-9]+ ' "$OUT/bench_c${c}_$r.log" | tr -s ' '
 done; tar czf "$FINAL/s34c3.tgz" -C "$OUT" .; done
+# Then session 34's prepared second call (the partition probe), unchanged, under the same start:
+bash bench/experiments/2026-12-02-session34-call2.sh
