@@ -96,21 +96,29 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const bool early =
       j0 == 0 || (int(blockIdx.z) * kMmaPartTiles + warp + 1) * kMmaTileKeys <= a.kv_len[seq];
   if (early) issue(blockIdx.z);
+  // RoPE's cos and sin: of step inputs only, so before the wait.
+  const int slot = a.slot_start[seq] + j0;
+  const float pos = a.fuse_rope ? float(a.positions[slot]) : 0.0f;
+  RopeCs<D> rc;
+  static_assert(D <= 64, "the new key's RoPE pairs: one a lane");
+  float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + D / 2)
+  if (!F8 && a.fuse_rope) {
+    rope_cs<D>(pos, a.inv_freq, lane, rc);
+    if (lane < D / 2) sincosf(__fmul_rn(pos, a.inv_freq[lane]), &new_s, &new_c);
+  }
   pdl_wait();  // qkv and cache row p come from the previous kernels
   if (!early) issue(blockIdx.z);
 
-  const int slot = a.slot_start[seq] + j0;
   const bf16* qkv = static_cast<const bf16*>(a.qkv);
   const bf16* q0 = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D + size_t(hkv) * G * D;
   const int g = lane >> 2, tig = lane & 3;
   uint32_t qa[D / 16][4];
   const bf16* q_lo = g < G ? q0 + g * D : nullptr;
   const bf16* q_hi = g + 8 < G ? q0 + (g + 8) * D : nullptr;
-  const float pos = a.fuse_rope ? float(a.positions[slot]) : 0.0f;
   if constexpr (F8)
     load_q_f8<D>(q_lo, q_hi, lane, qa);  // (fuse_rope is off: the launcher runs rope_kv_write)
   else if (a.fuse_rope)
-    load_q_rope<D>(q_lo, q_hi, pos, a.inv_freq, lane, qa);
+    load_q_rope_cs<D>(q_lo, q_hi, rc, lane, qa);
   else
     load_q<D>(q_lo, q_hi, lane, qa);
   const int p_lo = g < G ? p : -1, p_hi = g + 8 < G ? p : -1;
@@ -140,10 +148,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
         bf16* kt = reinterpret_cast<bf16*>(ks + (p - key0) * Tl::kRowBytes);
         bf16* vt = reinterpret_cast<bf16*>(vs + (p - key0) * Tl::kRowBytes);
         const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
-        for (int j = lane; j < kHalf; j += 32) {
+        if (const int j = lane; j < kHalf) {  // kHalf <= 32: dims (lane, lane + kHalf)
           float y0, y1;
-          rope_pair(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), pos, a.inv_freq[j],
-                    y0, y1);
+          rope_rotate(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), new_c, new_s, y0,
+                      y1);
           // The cache's value and, in the tile, what reading it back gives (FP8: q unscaled).
           const KV c0 = kv_from_f32<KV>(round_to<bf16>(y0), k_inv);
           const KV c1 = kv_from_f32<KV>(round_to<bf16>(y1), k_inv);
@@ -181,32 +189,37 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       }
     }
     __syncthreads();
-    // Fold the partition's tiles in order: thread per (row, dim); every thread of a row
-    // computes the same m, l.
-    for (int i = tid; i < G * D; i += kThreads) {
-      const int r = i / D, d = i % D;
-      float m = -INFINITY, l = 0.0f, acc = 0.0f;
+    // Fold the partition's tiles in order: a thread per (row, 8 dims), merge_partial's merges
+    // (one set of weights serves the 8 dims; the same values as per dim).
+    for (int item = tid; item < G * (D / 8); item += kThreads) {
+      const int r = item / (D / 8), d0 = item % (D / 8) * 8;
+      float m = -INFINITY, l = 0.0f, acc[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+#pragma unroll
       for (int w = 0; w < kMmaPartTiles; w++) {
         if ((part * kMmaPartTiles + w) * kMmaTileKeys > p) break;
         const float* f = reinterpret_cast<const float*>(smem + size_t(w) * Tl::kPairBytes);
-        const MergeWeights mw = merge_weights(m, f[16 * D + r]);
-        l = merge_value(l, f[16 * D + 16 + r], mw);
-        acc = merge_value(acc, f[r * D + d], mw);
-        m = mw.m;
+        float2 x[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) x[k] = reinterpret_cast<const float2*>(f + r * D + d0)[k];
+        merge_partial(m, l, acc, make_float2(f[16 * D + r], f[16 * D + 16 + r]), x);
       }
       if (n_parts == 1) {  // the row total = merge(E, this partition): write the output
-        const MergeWeights mw = merge_weights(-INFINITY, m);
-        const float lt = merge_value(0.0f, l, mw), at = merge_value(0.0f, acc, mw);
-        static_cast<bf16*>(a.out)[size_t(slot) * a.heads * D + size_t(hkv * G + r) * D + d] =
-            __float2bfloat16_rn(__fmul_rn(__fdiv_rn(at, lt), v_scale));
+        float mt = -INFINITY, lt = 0.0f, at[8];
+        float2 x[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          at[2 * k] = at[2 * k + 1] = 0.0f, x[k] = make_float2(acc[2 * k], acc[2 * k + 1]);
+        merge_partial(mt, lt, at, make_float2(m, l), x);
+        write_row_total<D>(a, hkv, slot, r, d0, lt, at);
       } else {
         float* dst = a.mma_partial +
                      ((((size_t(tile) * a.kv_heads + hkv) * max_parts + part) * G + r) * (D + 2));
-        dst[d] = acc;
-        if (d == 0) {
-          dst[D] = m;
-          dst[D + 1] = l;
-        }
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          reinterpret_cast<float2*>(dst + d0)[k] = make_float2(acc[2 * k], acc[2 * k + 1]);
+        if (d0 == 0) *reinterpret_cast<float2*>(dst + D) = make_float2(m, l);
       }
     }
     __syncthreads();  // the fold area is read before the next partition's loads overwrite it

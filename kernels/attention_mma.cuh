@@ -156,13 +156,32 @@ __device__ __forceinline__ void load_q(const bf16* q_lo, const bf16* q_hi, int l
   }
 }
 
-// load_q with RoPE at position pos applied first (fuse_rope), rounded to bf16 as
-// rope_kv_write stores q: the same bits. Dims d and d + D/2 of a row sit in the same thread
-// (D = 64: k-steps ks and ks + 2; D = 16: registers r and r + 2), so each pair is rotated once.
+// The cos and sin load_q_rope_cs rotates a lane's q dims with, of rope_pair's angle
+// pos * inv_freq[j] for j = base + (lane & 3) * 2 + e (base = 8 b < D / 2, e = 0, 1). Position
+// and frequencies are step inputs and constants: the decode kernel computes these before its
+// griddepcontrol.wait, off the critical path from the qkv GEMV's end.
 template <int D>
-__device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, float pos,
-                                            const float* inv_freq, int lane,
-                                            uint32_t (&qa)[D / 16][4]) {
+struct RopeCs {
+  float c[D / 16][2], s[D / 16][2];
+};
+template <int D>
+__device__ __forceinline__ void rope_cs(float pos, const float* inv_freq, int lane, RopeCs<D>& r) {
+  const int d0 = (lane & 3) * 2;
+#pragma unroll
+  for (int b = 0; b < D / 16; b++)
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+      sincosf(__fmul_rn(pos, inv_freq[8 * b + d0 + e]), &r.s[b][e], &r.c[b][e]);
+}
+
+// load_q with RoPE applied first (fuse_rope) by rope_cs's cos and sin, rounded to bf16 as
+// rope_kv_write stores q: rope_pair's arithmetic, the same bits. Dims d and d + D/2 of a row sit
+// in the same thread (D = 64: k-steps ks and ks + 2; D = 16: registers r and r + 2), so each pair
+// is rotated once.
+template <int D>
+__device__ __forceinline__ void load_q_rope_cs(const bf16* q_lo, const bf16* q_hi,
+                                               const RopeCs<D>& cs, int lane,
+                                               uint32_t (&qa)[D / 16][4]) {
   constexpr int kHalf = D / 2;
   const int d0 = (lane & 3) * 2;
 #pragma unroll
@@ -178,11 +197,12 @@ __device__ __forceinline__ void load_q_rope(const bf16* q_lo, const bf16* q_hi, 
         qa[ks][reg] = qa[pks][preg] = 0u;
         continue;
       }
-      const int j = base + d0;
+      const int j = base + d0, b = base / 8;
       float lo0, lo1, hi0, hi1;
-      rope_pair(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), pos, inv_freq[j], lo0, hi0);
-      rope_pair(__bfloat162float(q[j + 1]), __bfloat162float(q[j + 1 + kHalf]), pos,
-                inv_freq[j + 1], lo1, hi1);
+      rope_rotate(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), cs.c[b][0], cs.s[b][0],
+                  lo0, hi0);
+      rope_rotate(__bfloat162float(q[j + 1]), __bfloat162float(q[j + 1 + kHalf]), cs.c[b][1],
+                  cs.s[b][1], lo1, hi1);
       qa[ks][reg] = pack_bf16(lo0, lo1);
       qa[pks][preg] = pack_bf16(hi0, hi1);
     }

@@ -72,13 +72,18 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 // RoPE of one pair (x0, x1) = dims (j, j + head_dim / 2) at position pos (HF rotate_half),
 // every product and sum rounded on its own: rope_kv_write and the fused decode kernels must
-// give the same bits (batch invariance), which contraction choices could break.
+// give the same bits (batch invariance), which contraction choices could break. rope_rotate
+// takes the angle's cos and sin, computed ahead.
+__device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s, float& y0,
+                                            float& y1) {
+  y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
 __device__ __forceinline__ void rope_pair(float x0, float x1, float pos, float inv_freq, float& y0,
                                           float& y1) {
   float s, c;
   sincosf(__fmul_rn(pos, inv_freq), &s, &c);
-  y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-  y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+  rope_rotate(x0, x1, c, s, y0, y1);
 }
 
 // The one dtype dispatch of the launchers: dispatch_dtype<Ts...>(t, op, launch) calls
