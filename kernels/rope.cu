@@ -5,17 +5,25 @@
 namespace loom::gpu {
 
 // One block per slot; one thread per rotated pair (heads + kv_heads) * head_dim/2, plus the
-// v copy (kv_heads * head_dim).
+// v copy (kv_heads * head_dim). The angles' cos and sin (one per frequency, shared by every
+// head) depend only on the position, a step input, and the frequencies: computed before
+// griddepcontrol.wait, while the qkv GEMM ends.
 template <class T, class KV>
 __global__ void rope_kv_write_kernel(RopeKvArgs a) {
+  extern __shared__ float rope_cs_smem[];  // [head_dim / 2] cos, then [head_dim / 2] sin
   pdl_trigger();
-  pdl_wait();
   const int slot = blockIdx.x;
   const int half = a.head_dim / 2;
-  const int row = (a.heads + 2 * a.kv_heads) * a.head_dim;
-  T* q = static_cast<T*>(a.qkv) + size_t(slot) * row;
   const float pos = float(a.positions[slot]);
   const int cs = a.cache_slot[slot];
+  float* cos_j = rope_cs_smem;
+  float* sin_j = rope_cs_smem + half;
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    sincosf(__fmul_rn(pos, a.inv_freq[j]), &sin_j[j], &cos_j[j]);
+  pdl_wait();
+  __syncthreads();
+  const int row = (a.heads + 2 * a.kv_heads) * a.head_dim;
+  T* q = static_cast<T*>(a.qkv) + size_t(slot) * row;
   const int kv_row = a.kv_heads * a.head_dim;
   KV* kc = static_cast<KV*>(a.k_cache) + size_t(cs) * kv_row;
   KV* vc = static_cast<KV*>(a.v_cache) + size_t(cs) * kv_row;
@@ -25,7 +33,7 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
     T* base = q + h * a.head_dim;          // k heads follow q heads in the row
     const float x0 = to_f32(base[j]), x1 = to_f32(base[j + half]);
     float y0, y1;
-    rope_pair(x0, x1, pos, a.inv_freq[j], y0, y1);
+    rope_rotate(x0, x1, cos_j[j], sin_j[j], y0, y1);
     if (h < a.heads) {
       base[j] = from_f32<T>(y0);
       base[j + half] = from_f32<T>(y1);
@@ -55,8 +63,8 @@ Status rope_kv_write(const RopeKvArgs& a, cudaStream_t stream) {
                  "rope_kv_write: null pointer");
   if (a.n_slots == 0) return Status::good();
   return dispatch_kv(a.t, a.kv_fp8, "rope_kv_write", [&](auto t, auto kv) {
-    launch_kernel(rope_kv_write_kernel<decltype(t), decltype(kv)>, a.n_slots, 256, 0, stream, a.pdl,
-                  a);
+    launch_kernel(rope_kv_write_kernel<decltype(t), decltype(kv)>, a.n_slots, 256,
+                  a.head_dim * sizeof(float), stream, a.pdl, a);
   });
 }
 
