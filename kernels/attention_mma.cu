@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + D / 2)
   if (!F8 && a.fuse_rope) {
     rope_cs<D>(pos, a.inv_freq, lane, rc);
-    if (lane < D / 2) sincosf(__fmul_rn(pos, a.inv_freq[lane]), &new_s, &new_c);
+    if (lane < D / 2) rope_angle(pos, a.inv_freq[lane], new_c, new_s);
   }
   pdl_wait();  // qkv and cache row p come from the previous kernels
   if (!early) issue(blockIdx.z);

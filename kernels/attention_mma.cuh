@@ -170,8 +170,7 @@ __device__ __forceinline__ void rope_cs(float pos, const float* inv_freq, int la
 #pragma unroll
   for (int b = 0; b < D / 16; b++)
 #pragma unroll
-    for (int e = 0; e < 2; e++)
-      sincosf(__fmul_rn(pos, inv_freq[8 * b + d0 + e]), &r.s[b][e], &r.c[b][e]);
+    for (int e = 0; e < 2; e++) rope_angle(pos, inv_freq[8 * b + d0 + e], r.c[b][e], r.s[b][e]);
 }
 
 // load_q with RoPE applied first (fuse_rope) by rope_cs's cos and sin, rounded to bf16 as

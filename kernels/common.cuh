@@ -79,10 +79,14 @@ __device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s
   y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
   y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
 }
+// The angle's cos and sin, as every RoPE path computes them.
+__device__ __forceinline__ void rope_angle(float pos, float inv_freq, float& c, float& s) {
+  sincosf(__fmul_rn(pos, inv_freq), &s, &c);
+}
 __device__ __forceinline__ void rope_pair(float x0, float x1, float pos, float inv_freq, float& y0,
                                           float& y1) {
-  float s, c;
-  sincosf(__fmul_rn(pos, inv_freq), &s, &c);
+  float c, s;
+  rope_angle(pos, inv_freq, c, s);
   rope_rotate(x0, x1, c, s, y0, y1);
 }
 
