@@ -68,7 +68,8 @@ struct AttentionArgs {
   bool decode = false;
   bool pdl = false;  // programmatic dependent launch (see launch_kernel in common.cuh)
   // Decode only: do rope_kv_write's work here (rotate q and the new k, write the new k and v
-  // into the cache at cache_slot), saving a kernel per layer. Needs the three inputs below.
+  // into the cache at cache_slot), saving a kernel per layer. Needs the three inputs below,
+  // and tile i to hold slot i (the backend's decode steps: a slot a sequence, in order).
   bool fuse_rope = false;
   const int32_t* positions = nullptr;   // [n_slots]
   const int32_t* cache_slot = nullptr;  // [n_slots]

@@ -96,16 +96,14 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const bool early =
       j0 == 0 || (int(blockIdx.z) * kMmaPartTiles + warp + 1) * kMmaTileKeys <= a.kv_len[seq];
   if (early) issue(blockIdx.z);
-  // RoPE's cos and sin: of step inputs only, so before the wait.
-  const int slot = a.slot_start[seq] + j0;
+  // RoPE's cos and sin: of step inputs only, so before the wait. With fuse_rope tile i is slot
+  // i (AttentionArgs::fuse_rope): the position is one load, not three in a chain.
+  const int slot = a.fuse_rope ? tile : a.slot_start[seq] + j0;
   const float pos = a.fuse_rope ? float(a.positions[slot]) : 0.0f;
   RopeCs<D> rc;
   static_assert(D <= 64, "the new key's RoPE pairs: one a lane");
   float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + D / 2)
-  if (!F8 && a.fuse_rope) {
-    rope_cs<D>(pos, a.inv_freq, lane, rc);
-    if (lane < D / 2) rope_angle(pos, a.inv_freq[lane], new_c, new_s);
-  }
+  if (!F8 && a.fuse_rope) rope_cs<D>(pos, a.inv_freq, lane, rc, new_c, new_s);
   pdl_wait();  // qkv and cache row p come from the previous kernels
   if (!early) issue(blockIdx.z);
 

@@ -157,20 +157,29 @@ __device__ __forceinline__ void load_q(const bf16* q_lo, const bf16* q_hi, int l
 }
 
 // The cos and sin load_q_rope_cs rotates a lane's q dims with, of rope_pair's angle
-// pos * inv_freq[j] for j = base + (lane & 3) * 2 + e (base = 8 b < D / 2, e = 0, 1). Position
-// and frequencies are step inputs and constants: the decode kernel computes these before its
-// griddepcontrol.wait, off the critical path from the qkv GEMV's end.
+// pos * inv_freq[j] for j = base + (lane & 3) * 2 + e (base = 8 b < D / 2, e = 0, 1), by the
+// whole warp (D / 2 <= 32). Position and frequencies are step inputs and constants: the decode
+// kernel computes these before its griddepcontrol.wait, off the critical path from the qkv
+// GEMV's end.
 template <int D>
 struct RopeCs {
   float c[D / 16][2], s[D / 16][2];
 };
 template <int D>
-__device__ __forceinline__ void rope_cs(float pos, const float* inv_freq, int lane, RopeCs<D>& r) {
+__device__ __forceinline__ void rope_cs(float pos, const float* inv_freq, int lane, RopeCs<D>& r,
+                                        float& own_c, float& own_s) {
+  // Lane j < D / 2 computes angle j (own_c, own_s: the new key's pair (j, j + D / 2) needs just
+  // that one), the others are shuffled from it: one sincosf a lane instead of 8.
+  own_c = 0.0f, own_s = 0.0f;
+  if (lane < D / 2) rope_angle(pos, inv_freq[lane], own_c, own_s);
   const int d0 = (lane & 3) * 2;
 #pragma unroll
   for (int b = 0; b < D / 16; b++)
 #pragma unroll
-    for (int e = 0; e < 2; e++) rope_angle(pos, inv_freq[8 * b + d0 + e], r.c[b][e], r.s[b][e]);
+    for (int e = 0; e < 2; e++) {
+      r.c[b][e] = __shfl_sync(0xffffffffu, own_c, 8 * b + d0 + e);
+      r.s[b][e] = __shfl_sync(0xffffffffu, own_s, 8 * b + d0 + e);
+    }
 }
 
 // load_q with RoPE applied first (fuse_rope) by rope_cs's cos and sin, rounded to bf16 as
