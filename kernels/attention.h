@@ -69,7 +69,7 @@ struct AttentionArgs {
   bool pdl = false;  // programmatic dependent launch (see launch_kernel in common.cuh)
   // Decode only: do rope_kv_write's work here (rotate q and the new k, write the new k and v
   // into the cache at cache_slot), saving a kernel per layer. Needs the three inputs below,
-  // and tile i to hold slot i (the backend's decode steps: a slot a sequence, in order).
+  // and tile i to hold slot i, sequence i's one slot (the backend's decode steps).
   bool fuse_rope = false;
   const int32_t* positions = nullptr;   // [n_slots]
   const int32_t* cache_slot = nullptr;  // [n_slots]

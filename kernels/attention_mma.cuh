@@ -218,46 +218,66 @@ __device__ __forceinline__ void load_q_rope_cs(const bf16* q_lo, const bf16* q_h
 
 // cp.async of keys [key0, key0 + 64) of one kv head into ks / vs (rows gathered through the
 // block table; keys >= n_keys are zero-filled, so that masked keys meet P = 0 and V = 0,
-// never a stale NaN). Row skip_key (if in the tile; -1: none) is left alone: the caller fills
-// it (the new key, which the previous kernel or this one writes). The calling threads (tid <
-// kN; those past a whole number of rows' chunks idle) take the 16-byte chunks: a thread keeps
-// its chunk column and steps over keys, following the block table without a division per key;
-// its block-table entries are all read first (independent loads: one latency, not one per
-// key). F8: the caches and the tiles hold e4m3 (MmaTileF8).
+// never a stale NaN), in two steps: read (the block-table entries) and issue (the copies).
+// Row skip_key (if in the tile; -1: none) is left alone: the caller fills it (the new key,
+// which the previous kernel or this one writes). The calling threads (tid < kN; those past a
+// whole number of rows' chunks idle) take the 16-byte chunks: a thread keeps its chunk column
+// and steps over keys, following the block table without a division per key; its entries are
+// all read first (independent loads: one latency, not one per key), whatever n_keys (entries
+// past bt_len - 1 read as the last one), so that the decode kernel reads them before the load
+// that gives n_keys returns. F8: the caches and the tiles hold e4m3 (MmaTileF8).
+template <int D, int kN, bool F8>
+struct TileLoad {
+  static constexpr int kEB = F8 ? 1 : 2;        // bytes per cache element
+  static constexpr int kChunks = D * kEB / 16;  // 16-byte chunks per key row of one head
+  static constexpr int kStep = kN / kChunks < kMmaTileKeys ? kN / kChunks : kMmaTileKeys;
+  static constexpr int kPasses = kMmaTileKeys / kStep;  // passes over the tile
+  static_assert(kN % kChunks == 0 && kMmaTileKeys % kStep == 0, "threads per tile load");
+  int phys[kPasses], offs[kPasses];  // block-table entry, offset in block
+
+  __device__ __forceinline__ void read(const int32_t* bt, int bt_len, int block_size, int key0,
+                                       int tid) {
+    if (tid >= kStep * kChunks) return;
+    const int kk0 = tid / kChunks;
+    int blk = (key0 + kk0) / block_size, off = key0 + kk0 - blk * block_size;
+#pragma unroll
+    for (int j = 0; j < kPasses; j++) {
+      offs[j] = off;
+      phys[j] = bt[min(blk, bt_len - 1)];
+      off += kStep;
+      while (off >= block_size) off -= block_size, blk++;
+    }
+  }
+  __device__ __forceinline__ void issue(const void* kc, const void* vc, int block_size,
+                                        size_t kv_row, int hkv, int key0, int n_keys, int skip_key,
+                                        void* ks, void* vs, int tid) const {
+    if (tid >= kStep * kChunks) return;
+    const int c = tid % kChunks, kk0 = tid / kChunks;  // key kk0 + j * kStep in pass j
+    const char* kb = static_cast<const char*>(kc);
+    const char* vb = static_cast<const char*>(vc);
+#pragma unroll
+    for (int j = 0; j < kPasses; j++) {
+      const int kk = kk0 + j * kStep, key = key0 + kk;
+      if (key == skip_key) continue;
+      const bool valid = key < n_keys;
+      const size_t src =
+          valid
+              ? ((size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D) * kEB + c * 16
+              : 0;
+      const int dst = kk * TileOf<D, F8>::kRowBytes + c * 16;
+      cp_async16(reinterpret_cast<char*>(ks) + dst, kb + src, valid);
+      cp_async16(reinterpret_cast<char*>(vs) + dst, vb + src, valid);
+    }
+  }
+};
 template <int D, int kN, bool F8>
 __device__ __forceinline__ void load_tile(const void* kc, const void* vc, const int32_t* bt,
-                                          int block_size, size_t kv_row, int hkv, int key0,
-                                          int n_keys, int skip_key, void* ks, void* vs, int tid) {
-  constexpr int kEB = F8 ? 1 : 2;        // bytes per cache element
-  constexpr int kChunks = D * kEB / 16;  // 16-byte chunks per key row of one head
-  constexpr int kStep = kN / kChunks < kMmaTileKeys ? kN / kChunks : kMmaTileKeys;
-  constexpr int kPasses = kMmaTileKeys / kStep;  // passes over the tile
-  static_assert(kN % kChunks == 0 && kMmaTileKeys % kStep == 0, "threads per tile load");
-  if (tid >= kStep * kChunks) return;
-  const int c = tid % kChunks, kk0 = tid / kChunks;  // key kk0 + j * kStep in pass j
-  int phys[kPasses], offs[kPasses];                  // block-table entry, offset in block
-  int blk = (key0 + kk0) / block_size, off = key0 + kk0 - blk * block_size;
-#pragma unroll
-  for (int j = 0; j < kPasses; j++) {
-    offs[j] = off;
-    phys[j] = key0 + kk0 + j * kStep < n_keys ? bt[blk] : 0;
-    off += kStep;
-    while (off >= block_size) off -= block_size, blk++;
-  }
-  const char* kb = static_cast<const char*>(kc);
-  const char* vb = static_cast<const char*>(vc);
-#pragma unroll
-  for (int j = 0; j < kPasses; j++) {
-    const int kk = kk0 + j * kStep, key = key0 + kk;
-    if (key == skip_key) continue;
-    const bool valid = key < n_keys;
-    const size_t src =
-        valid ? ((size_t(phys[j]) * block_size + offs[j]) * kv_row + size_t(hkv) * D) * kEB + c * 16
-              : 0;
-    const int dst = kk * TileOf<D, F8>::kRowBytes + c * 16;
-    cp_async16(reinterpret_cast<char*>(ks) + dst, kb + src, valid);
-    cp_async16(reinterpret_cast<char*>(vs) + dst, vb + src, valid);
-  }
+                                          int bt_len, int block_size, size_t kv_row, int hkv,
+                                          int key0, int n_keys, int skip_key, void* ks, void* vs,
+                                          int tid) {
+  TileLoad<D, kN, F8> t;
+  t.read(bt, bt_len, block_size, key0, tid);
+  t.issue(kc, vc, block_size, kv_row, hkv, key0, n_keys, skip_key, ks, vs, tid);
 }
 
 // cp.async of key `key`'s K and V rows (one kv head) into row kk of ks / vs; the first
