@@ -223,6 +223,14 @@ void CudaBackend::submit(const StepBatch& b) {
     tiles[3 * i + 2] = 1;
   }
   slot_start[L.n_seqs] = L.n_slots;
+  // The decode attention kernel with RoPE fused in (a slot a sequence: cuda_forward.cpp) takes
+  // tile i as sequence i's one slot (AttentionArgs::fuse_rope) and reads neither array for it.
+  if (L.n_slots == L.n_seqs && L.n_tiles == L.n_slots)
+    for (int i = 0; i < L.n_tiles; i++)
+      LOOM_CHECK(tiles[3 * i] == i && tiles[3 * i + 1] == 0 && slot_start[i] == i,
+                 "step: decode tile ", i, " holds sequence ", tiles[3 * i], " slot ",
+                 tiles[3 * i + 1], " (slot_start ", slot_start[i], "), expected sequence ", i,
+                 "'s one slot");
   // bf16 TMA decode of sequences sharing blocks: one stage a warp past a wave (attention_tma.cu)
   L.shared_kv = kv_t_ == DType::BF16 && attention_mma() &&
                 tiles_share_blocks(tiles, L.n_one_tiles, kv_len, bt, L.bt_stride);
