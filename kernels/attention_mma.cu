@@ -73,9 +73,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const int j0 = a.fuse_rope ? 0 : a.tiles[tile * 3 + 1];
   const int G = a.heads / a.kv_heads;
   const int32_t* bt = a.block_tables + size_t(seq) * a.bt_stride;
-  const int key00 = (int(blockIdx.z) * kMmaPartTiles + warp) * kMmaTileKeys;  // first tile's
-  TileLoad<D, 32, F8> first;
-  first.read(bt, a.bt_stride, a.block_size, key00, lane);
+  const int first_key0 = (int(blockIdx.z) * kMmaPartTiles + warp) * kMmaTileKeys;
+  TileLoad<D, 32, F8> first;  // the warp's first tile
+  first.read(bt, a.bt_stride, a.block_size, first_key0, lane);
   const int p = a.kv_len[seq] + j0;  // the slot's position: keys [0, p]
   const int n_parts = p / kMmaPartKeys + 1;
   // (Block z = 0 always stays and waits: the grid completes after the previous kernel.)
@@ -105,8 +105,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   const float scale = scale_log2<D>() * k_scale;
   // A slot after the first of its sequence's chunk (j0 > 0) also reads the chunk's earlier
   // keys, which the previous kernel writes: its first tile waits unless it ends before them.
-  const bool early =
-      j0 == 0 || (int(blockIdx.z) * kMmaPartTiles + warp + 1) * kMmaTileKeys <= a.kv_len[seq];
+  const bool early = j0 == 0 || first_key0 + kMmaTileKeys <= a.kv_len[seq];
   if (early) issue(blockIdx.z);
   // RoPE's cos and sin: of step inputs only, so before the wait (the position: one load).
   const int slot = a.fuse_rope ? tile : a.slot_start[seq] + j0;

@@ -19,7 +19,7 @@ __global__ void rope_kv_write_kernel(RopeKvArgs a) {
   float* cos_j = rope_cs_smem;
   float* sin_j = rope_cs_smem + half;
   for (int j = threadIdx.x; j < half; j += blockDim.x)
-    sincosf(__fmul_rn(pos, a.inv_freq[j]), &sin_j[j], &cos_j[j]);
+    rope_angle(pos, a.inv_freq[j], cos_j[j], sin_j[j]);
   pdl_wait();
   __syncthreads();
   const int row = (a.heads + 2 * a.kv_heads) * a.head_dim;

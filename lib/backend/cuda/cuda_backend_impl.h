@@ -64,6 +64,9 @@ struct StepLayout {
   // takes the kernels its graph takes (equal bits either way).
   int gemv_slots = 0;
   int action_dim = 0;
+  // One slot a sequence, a tile a slot: a decode step, whose tile i is sequence i's one slot
+  // (the layout builder makes it so; the fused decode attention relies on it).
+  bool one_slot_a_sequence() const { return n_slots == n_seqs && n_tiles == n_slots; }
   size_t tokens = 0, positions = 0, cache_slot = 0, act_row = 0, act_slots = 0, actions = 0;
   size_t slot_start = 0, kv_len = 0, block_tables = 0, tiles = 0, out_rows = 0, params = 0;
   size_t bytes = 0;

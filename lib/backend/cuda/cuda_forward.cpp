@@ -271,8 +271,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
 
   // 2. Layers. Decode (one slot a tile): the decode attention kernel (tensor-core for bf16,
   // CUDA-core for fp32), RoPE and the new K/V write fused into it.
-  const bool decode_attn = L.n_slots == L.n_seqs && L.n_tiles == L.n_slots &&
-                           (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
+  const bool decode_attn =
+      L.one_slot_a_sequence() && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   // The one-row qkv GEMV leaves room for the decode attention kernel's blocks
   // (GemvArgs::beside_attention; with an FP8 cache rope_kv_write runs between them). Not o after
   // attention: measured slower (gemv.cu).

@@ -225,7 +225,7 @@ void CudaBackend::submit(const StepBatch& b) {
   slot_start[L.n_seqs] = L.n_slots;
   // The decode attention kernel with RoPE fused in (a slot a sequence: cuda_forward.cpp) takes
   // tile i as sequence i's one slot (AttentionArgs::fuse_rope) and reads neither array for it.
-  if (L.n_slots == L.n_seqs && L.n_tiles == L.n_slots)
+  if (L.one_slot_a_sequence())
     for (int i = 0; i < L.n_tiles; i++)
       LOOM_CHECK(tiles[3 * i] == i && tiles[3 * i + 1] == 0 && slot_start[i] == i,
                  "step: decode tile ", i, " holds sequence ", tiles[3 * i], " slot ",
