@@ -88,6 +88,9 @@ struct AttentionArgs {
   // its counter back to zero. null (or too few): the combine kernel. Same bits either way.
   int* mma_counters = nullptr;
   size_t mma_counters_len = 0;
+  // Set by the launcher (attention_mma.cu): the decode kernel's blocks all resident at once, so
+  // every active block of a (tile, kv head) folds a share of its items (fold_spread).
+  bool spread_fold = false;
   // Slots in each cache pool ([cache_slots, kv_heads, head_dim]): the bounds of the tensor maps
   // of the TMA decode kernel (attention_tma.cu); 0: unknown, that kernel is not used.
   int cache_slots = 0;

@@ -238,9 +238,24 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
     __shared__ int is_last;
     __threadfence();
     __syncthreads();
+    const int n_active = min(int(gridDim.z), n_parts);
+    int* counter = a.mma_counters + size_t(tile) * a.kv_heads + hkv;
+    if (a.spread_fold) {
+      // Every active block counts in, waits for the others, folds its share of the items and
+      // counts out; the last out sets the counter back to zero for the next call.
+      if (tid == 0) {
+        atomicAdd(counter, 1);
+        spin_until_count(counter, n_active);
+      }
+      __syncthreads();
+      __threadfence();
+      fold_spread<D>(a, tile, hkv, n_parts, slot, blockIdx.z, n_active, tid, kThreads,
+                     reinterpret_cast<float*>(smem));
+      __syncthreads();
+      if (tid == 0 && atomicAdd(counter, 1) == 2 * n_active - 1) *counter = 0;
+      return;
+    }
     if (tid == 0) {
-      const int n_active = min(int(gridDim.z), n_parts);
-      int* counter = a.mma_counters + size_t(tile) * a.kv_heads + hkv;
       is_last = atomicAdd(counter, 1) == n_active - 1;
       if (is_last) *counter = 0;  // every other block has counted: ready for the next call
     }
@@ -449,6 +464,10 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
         a.mma_counters != nullptr && a.mma_counters_len >= size_t(a.n_tiles) * a.kv_heads;
     AttentionArgs k = a;
     if (!counters) k.mma_counters = nullptr;
+    // Every partition its own block and the grid one wave: the blocks are all resident at
+    // once (PDL: the next kernel's blocks land only after every block here started), so they
+    // can wait for each other and spread the fold.
+    k.spread_fold = counters && z == max_parts && cap > 0;
     e = launch_kernel(paged_attention_mma_decode_kernel<D, F8>, dim3(a.n_tiles, a.kv_heads, z),
                       kThreads, bytes, stream, a.pdl, k);
     if (e != cudaSuccess)

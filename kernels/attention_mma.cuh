@@ -717,6 +717,63 @@ __device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a
   return true;
 }
 
+// The decode kernel's fold spread over the (tile, kv head)'s active blocks, for grids whose
+// blocks are all resident at once (AttentionArgs::spread_fold): after every block counted its
+// partial in, block `who` of n_active folds items [who * per, who * per + per) of the G * D / 8
+// (row, 8 dims) items, the same merges in the same order as combine_partitions (the same bits).
+// Its items' partials (acc[d0 .. d0 + 8), m, l of every partition) come to shared memory by
+// L2 loads all in flight together (one round trip; the last block alone copied 52.8 KB of 25
+// partials in ~2.4 us at batch 1, ctx 6,300), then a thread an item merges them. Called by
+// every thread of the block; stage: n_parts * ceil(G * D / 8 / n_active) * 10 floats.
+template <int D>
+__device__ __forceinline__ void fold_spread(const AttentionArgs& a, int tile, int hkv, int n_parts,
+                                            int slot, int who, int n_active, int tid, int nthreads,
+                                            float* stage) {
+  const int G = a.heads / a.kv_heads;
+  const int items = G * (D / 8), per = (items + n_active - 1) / n_active;
+  const int i0 = who * per, ni = max(0, min(per, items - i0));
+  if (ni == 0) return;  // (the same on every thread of the block)
+  const int max_parts = attention_mma_max_parts(a.bt_stride, a.block_size);
+  const float* src = a.mma_partial + (size_t(tile) * a.kv_heads + hkv) * max_parts * G * (D + 2);
+  for (int t = tid; t < ni * n_parts; t += nthreads) {  // t = (item i, partition j)
+    const int i = t / n_parts, j = t % n_parts, item = i0 + i;
+    const int r = item / (D / 8), d0 = item % (D / 8) * 8;
+    const float* f = src + (size_t(j) * G + r) * (D + 2);
+    float2* st = reinterpret_cast<float2*>(stage + size_t(t) * 10);  // acc[8], m, l
+#pragma unroll
+    for (int k = 0; k < 4; k++) st[k] = __ldcg(reinterpret_cast<const float2*>(f + d0) + k);
+    st[4] = __ldcg(reinterpret_cast<const float2*>(f + D));
+  }
+  __syncthreads();
+  if (tid >= ni) return;
+  float m = -INFINITY, l = 0.0f, acc[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) acc[k] = 0.0f;
+  for (int j = 0; j < n_parts; j++) {
+    const float2* st = reinterpret_cast<const float2*>(stage + (size_t(tid) * n_parts + j) * 10);
+    const float2 x[4] = {st[0], st[1], st[2], st[3]};
+    merge_partial(m, l, acc, st[4], x);
+  }
+  const int item = i0 + tid;
+  write_row_total<D>(a, hkv, slot, item / (D / 8), item % (D / 8) * 8, l, acc);
+}
+
+// Thread 0's wait until *c >= target (acquire). A grid whose blocks cannot all be resident
+// would wait forever: after 2 s it traps, so the launch fails instead of hanging.
+__device__ __forceinline__ void spin_until_count(const int* c, int target) {
+  uint64_t t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+    if (v >= target) return;
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > 2000000000ull) __trap();
+    __nanosleep(20);
+  }
+}
+
 // Dynamic shared memory above 48 KB needs the attribute: set when `bytes` differs from what
 // was set last (`set`, the caller's per-kernel record; 0 before the first launch).
 template <class K>
