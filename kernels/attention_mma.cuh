@@ -758,22 +758,6 @@ __device__ __forceinline__ void fold_spread(const AttentionArgs& a, int tile, in
   write_row_total<D>(a, hkv, slot, item / (D / 8), item % (D / 8) * 8, l, acc);
 }
 
-// Thread 0's wait until *c >= target (acquire). A grid whose blocks cannot all be resident
-// would wait forever: after 2 s it traps, so the launch fails instead of hanging.
-__device__ __forceinline__ void spin_until_count(const int* c, int target) {
-  uint64_t t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  for (;;) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-    if (v >= target) return;
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (t - t0 > 2000000000ull) __trap();
-    __nanosleep(20);
-  }
-}
-
 // Dynamic shared memory above 48 KB needs the attribute: set when `bytes` differs from what
 // was set last (`set`, the caller's per-kernel record; 0 before the first launch).
 template <class K>

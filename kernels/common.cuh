@@ -175,6 +175,28 @@ inline int block_registers(const void* kernel, int threads) {
   return (f.numRegs * 32 + 255) / 256 * 256 * ((threads + 31) / 32);
 }
 
+// Cross-block synchronisation in global memory: an acquire load at GPU scope, the global timer.
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Thread 0's wait until *c >= target (acquire). A grid whose blocks cannot all be resident
+// would wait forever: after 2 s it traps, so the launch fails instead of hanging.
+__device__ __forceinline__ void spin_until_count(const int* c, int target) {
+  const uint64_t t0 = global_ns();
+  while (int(ld_acquire_gpu(reinterpret_cast<const uint32_t*>(c))) < target) {
+    if (global_ns() - t0 > 2000000000ull) __trap();
+    __nanosleep(20);
+  }
+}
+
 // Waits for the previous kernel of the stream (no-op without programmatic dependent launch).
 __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");

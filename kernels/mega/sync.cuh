@@ -13,15 +13,13 @@
 
 #include <cstdint>
 
+#include "kernels/common.cuh"
 #include "kernels/mega/megakernel.cuh"
 
 namespace loom::mega {
 
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+using gpu::global_ns;
+using gpu::ld_acquire_gpu;
 
 __device__ __forceinline__ uint32_t ld_relaxed_gpu(const uint32_t* p) {
   uint32_t v;
@@ -35,12 +33,6 @@ __device__ __forceinline__ void red_release_gpu(uint32_t* p, uint32_t v) {
 
 __device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 // The debug jitter: a pseudo-random 0–4 µs sleep keyed by (seed, CTA, site, a, b).
