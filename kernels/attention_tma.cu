@@ -604,6 +604,7 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
 template <bool F8, bool kG8>
 Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tma_config == 3) return launch_tma<F8, 2, 4, kG8>(a, stream);
+  if (a.tma_config == 5) return launch_tma<F8, 2, 3, kG8, kG8>(a, stream);
   if constexpr (F8) {
     // 2 stages (16 KB a warp): three blocks of 4 warps an SM (two with 3 stages); at
     // b256 ctx 8000 H100 385 us against 397-401 with 3 stages, H200 299-300 against 302-304
@@ -626,6 +627,12 @@ Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
         a.tma_config == 4 ||
         (a.tma_shared_kv && a.n_tiles * a.kv_heads > tma_resident_warps<F8, 2, 4>(a));
     if (one_stage) return launch_tma<F8, 1, 4, kG8, kG8>(a, stream);
+    // Few pairs with many partitions: 3-warp blocks, more chunks a pair (tma_three_warps).
+    const int pairs = a.n_tiles * a.kv_heads;
+    if (a.tma_config == 0 && a.tma_three_warps && pairs <= 64 &&
+        pairs * attention_mma_max_parts(a.bt_stride, a.block_size) >
+            tma_resident_warps<F8, 2, 4>(a))
+      return launch_tma<F8, 2, 3, kG8, kG8>(a, stream);
   }
   return launch_tma<F8, 2, 4, kG8, kG8>(a, stream);
 }

@@ -154,6 +154,28 @@ void check_decoders_match_prefill(const World& w, const std::vector<Entry>& es, 
   }
 }
 
+TEST_CASE("TMA decode kernel at batch 8 over ~5,000 keys: the 3-warp blocks' bits") {
+  // 32 (sequence, kv head) pairs of 20-21 partitions: more than a wave of the 2-stage 4-warp
+  // blocks' warps on an H100 / H200, so config 0 takes blocks of 3 warps (tma_three_warps);
+  // config 5 always does. Both give the split kernel's bits, row by row.
+  std::vector<int> lens;
+  std::vector<Entry> es;
+  for (int i = 0; i < 8; i++) {
+    lens.push_back(4900 + 37 * i);
+    es.push_back({i, lens.back() - 1, 1});
+  }
+  const World w(32, 4, 64, 16, lens, 23);
+  const std::vector<uint16_t> split = run_step(w, es, true);
+  for (int cfg : {0, 5}) {
+    CAPTURE(cfg);
+    const std::vector<uint16_t> tma = run_step(w, es, true, true, DK::Tma, cfg);
+    bool same = true;
+    for (int s = 0; s < 8 && same; s++)
+      same = same_row(tma, s, split, s, 32, 64, "TMA decode vs split", lens[size_t(s)] - 1);
+    CHECK(same);
+  }
+}
+
 TEST_CASE("split decode kernel at batch 130: many partitions per block, the prefill bits") {
   // Terra's heads; 130 sequences of contexts 1..2600 (1..11 partitions, last tiles partial):
   // 520 (tile, kv head) pairs, Z = 3 blocks each on 132 SMs, so a block folds up to 4
