@@ -37,7 +37,7 @@ constexpr int kDecodeMaxG = 8;  // the decode kernel's largest GQA ratio
 // tile_partial(_f8) (the two compared bitwise), for both cache dtypes, and config 4 (bf16) the
 // swapped tile with one stage a warp (config 0's choice past one wave where tma_shared_kv),
 // config 5 the 2-stage ring in blocks of 3 warps (config 0's choice for few pairs with many
-// partitions: AttentionArgs::tma_three_warps).
+// partitions: launch_tma_config).
 constexpr int kTmaDecodeConfigs = 6;
 // A group block's slots (one-stage builds): the (K, V) tiles of its shared prefix in flight or
 // being read, so a group needs at least this many whole shared tiles. Three (the one-stage bf16
@@ -113,11 +113,6 @@ struct AttentionArgs {
   // TMA decode with more (tile, kv head) pairs than one wave of warps: the pairs past the last
   // full wave in chunks of partitions spread over a wave (false: every pair whole, a warp each).
   bool tma_chunk_tail = true;
-  // Few pairs (<= 64) with more partitions than a wave of the 2-stage 4-warp blocks has warps:
-  // blocks of 3 warps (two an SM as before: 1.5x the warps, so that a chunk holds one partition,
-  // not two, up to 24 a pair at batch 8). H200, loom bench two rounds: b8 0.952 -> 0.941 s/frame,
-  // b16 1.152 -> 1.146 (bench/results/2026-12-03-h200-s37-tma-three-warp-blocks.json).
-  bool tma_three_warps = true;
   // Sequences of the step share cached blocks (prefix sharing: tiles_share_blocks): the keys
   // they share come from L2, and a bf16 TMA decode past one wave of its 2-stage blocks takes
   // one stage a warp, twice the warps (attention_tma.cu). The same bits either way.

@@ -627,11 +627,14 @@ Status launch_tma_config(const AttentionArgs& a, cudaStream_t stream) {
         a.tma_config == 4 ||
         (a.tma_shared_kv && a.n_tiles * a.kv_heads > tma_resident_warps<F8, 2, 4>(a));
     if (one_stage) return launch_tma<F8, 1, 4, kG8, kG8>(a, stream);
-    // Few pairs with many partitions: 3-warp blocks, more chunks a pair (tma_three_warps).
+    // Config 0 here. Few pairs (<= 64) with more partitions than a wave of the 4-warp blocks
+    // has warps: blocks of 3 warps (two an SM as before: 1.5x the warps, so that a chunk holds
+    // one partition, not two, up to 24 a pair at batch 8). H200, loom bench two rounds: b8
+    // 0.952 -> 0.941 s/frame, b16 1.152 -> 1.146 (bench/results/2026-12-03-h200-s37-tma-three-
+    // warp-blocks.json).
     const int pairs = a.n_tiles * a.kv_heads;
-    if (a.tma_config == 0 && a.tma_three_warps && pairs <= 64 &&
-        pairs * attention_mma_max_parts(a.bt_stride, a.block_size) >
-            tma_resident_warps<F8, 2, 4>(a))
+    if (pairs <= 64 && pairs * attention_mma_max_parts(a.bt_stride, a.block_size) >
+                           tma_resident_warps<F8, 2, 4>(a))
       return launch_tma<F8, 2, 3, kG8, kG8>(a, stream);
   }
   return launch_tma<F8, 2, 4, kG8, kG8>(a, stream);

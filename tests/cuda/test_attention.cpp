@@ -156,7 +156,7 @@ void check_decoders_match_prefill(const World& w, const std::vector<Entry>& es, 
 
 TEST_CASE("TMA decode kernel at batch 8 over ~5,000 keys: the 3-warp blocks' bits") {
   // 32 (sequence, kv head) pairs of 20-21 partitions: more than a wave of the 2-stage 4-warp
-  // blocks' warps on an H100 / H200, so config 0 takes blocks of 3 warps (tma_three_warps);
+  // blocks' warps on an H100 / H200, so config 0 takes blocks of 3 warps (launch_tma_config);
   // config 5 always does. Both give the split kernel's bits, row by row.
   std::vector<int> lens;
   std::vector<Entry> es;
