@@ -30,10 +30,16 @@ Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 // what a GEMV running beside it must leave (gemv.cuh, GemvArgs::beside_attention).
 int paged_attention_mma_decode_block_registers();
 
-// The tensor-core decode with TMA-pipelined loads (attention_tma.cu), for decode steps whose K
-// and V rows are in the cache (RoPE done): head_dim 64, cache_slots set, a block size that
-// divides 64 or is a multiple of it. paged_attention_mma calls it when it is usable.
+// The tensor-core decode with TMA-pipelined loads (attention_tma.cu), for decode steps: head_dim
+// 64, cache_slots set, a block size that divides 64 or is a multiple of it. With fuse_rope (a
+// bf16 cache) its 2-stage builds do RoPE and the new key's write themselves, the 1-stage ones
+// run rope_kv_write first. paged_attention_mma calls it when it is usable.
 bool tma_decode_usable(const AttentionArgs& a);
 Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream);
+
+// rope_kv_write for a fuse_rope launch (attention_mma.cu): q and the new keys of slots 0 ..
+// n_tiles - 1 rotated, the new K and V written to the cache; the kernel after it then runs
+// with fuse_rope off.
+Status rope_kv_write_for(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace loom::gpu

@@ -36,11 +36,12 @@
 // column (no cross-row effects), which tests/cuda/test_attention.cpp checks bitwise.
 // An FP8 cache (kv_fp8) runs the same structure on e4m3 tiles with tile_partial_f8
 // (attention_mma.cuh: f16 mma on fragments taken straight from the e4m3 tiles); the K scale is
-// folded into the softmax scale, the V scale into the output; the decode kernel then leaves
-// RoPE and the K/V write to rope_kv_write before it.
+// folded into the softmax scale, the V scale into the output; the decode kernels then leave
+// RoPE and the K/V write to rope_kv_write before them (a bf16 cache's TMA decode kernel does
+// them itself in its 2-stage builds: attention_tma.cu).
 #include <type_traits>
 
-#include "kernels/attention_mma.cuh"
+#include "kernels/attention_rope.cuh"
 #include "kernels/rope.cuh"
 
 namespace loom::gpu {
@@ -142,37 +143,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
         load_row<D, F8>(kc, vc, bt, a.block_size, kv_row, hkv, p, p - key0, ks, vs, lane);
       cp_async_commit();
       cp_async_wait<0>();
-      if (!F8 && new_key && a.fuse_rope) {
-        constexpr int kHalf = D / 2;
-        const bf16* row = qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D;
-        const bf16* kq = row + size_t(a.heads + hkv) * D;
-        const bf16* vq = row + size_t(a.heads + a.kv_heads + hkv) * D;
-        const int cs = a.cache_slot[slot];
-        using KV = std::conditional_t<F8, fp8_e4m3, bf16>;
-        KV* kw =
-            static_cast<KV*>(const_cast<void*>(a.k_cache)) + size_t(cs) * kv_row + size_t(hkv) * D;
-        KV* vw =
-            static_cast<KV*>(const_cast<void*>(a.v_cache)) + size_t(cs) * kv_row + size_t(hkv) * D;
-        bf16* kt = reinterpret_cast<bf16*>(ks + (p - key0) * Tl::kRowBytes);
-        bf16* vt = reinterpret_cast<bf16*>(vs + (p - key0) * Tl::kRowBytes);
-        const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
-        if (const int j = lane; j < kHalf) {  // kHalf <= 32: dims (lane, lane + kHalf)
-          float y0, y1;
-          rope_rotate(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), new_c, new_s, y0,
-                      y1);
-          // The cache's value and, in the tile, what reading it back gives (FP8: q unscaled).
-          const KV c0 = kv_from_f32<KV>(round_to<bf16>(y0), k_inv);
-          const KV c1 = kv_from_f32<KV>(round_to<bf16>(y1), k_inv);
-          kt[j] = __float2bfloat16_rn(to_f32(c0));
-          kt[j + kHalf] = __float2bfloat16_rn(to_f32(c1));
-          if (cs >= 0) kw[j] = c0, kw[j + kHalf] = c1;
-        }
-        for (int j = lane; j < D; j += 32) {
-          const KV c = kv_from_f32<KV>(__bfloat162float(vq[j]), v_inv);
-          vt[j] = __float2bfloat16_rn(to_f32(c));
-          if (cs >= 0) vw[j] = c;
-        }
-      }
+      if (!F8 && new_key && a.fuse_rope)
+        write_new_kv<D, PaddedBf16<D>>(a, qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D, hkv,
+                                       a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks, vs,
+                                       p - key0, lane);
       __syncwarp();
       RowState<D> t;
       if constexpr (F8)
@@ -412,26 +386,11 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
                    (a.decode_kernel == DK::Tma ||
                     (a.n_tiles * a.kv_heads >= kTmaMinPairs && tma_decode_usable(a)));
   cudaError_t e;
-  if (a.fuse_rope && (!decode || F8 || tma)) {
-    // The prefill kernel, the TMA kernel and the split decode kernel over an FP8 cache have no
-    // RoPE inside: rope_kv_write first (decode: one slot per tile, slots 0 .. n_tiles - 1), the
-    // same bits as the fused path.
-    RopeKvArgs r;
-    r.t = a.t;
-    r.qkv = const_cast<void*>(a.qkv);
-    r.positions = a.positions;
-    r.cache_slot = a.cache_slot;
-    r.inv_freq = a.inv_freq;
-    r.n_slots = a.n_tiles;
-    r.heads = a.heads;
-    r.kv_heads = a.kv_heads;
-    r.head_dim = D;
-    r.k_cache = const_cast<void*>(a.k_cache);
-    r.v_cache = const_cast<void*>(a.v_cache);
-    r.kv_fp8 = a.kv_fp8;
-    r.kv_scale = a.kv_scale;
-    r.pdl = a.pdl;
-    const Status st = rope_kv_write(r, stream);
+  if (a.fuse_rope && (!decode || F8)) {
+    // The prefill kernel and the decode kernels over an FP8 cache have no RoPE inside:
+    // rope_kv_write first (decode: one slot per tile, slots 0 .. n_tiles - 1), the same bits as
+    // the fused path.
+    const Status st = rope_kv_write_for(a, stream);
     if (!st.ok) return st;
     a.fuse_rope = false;
   }
@@ -497,6 +456,25 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
 int paged_attention_mma_decode_block_registers() {
   return block_registers(
       reinterpret_cast<const void*>(paged_attention_mma_decode_kernel<64, false>), kThreads);
+}
+
+Status rope_kv_write_for(const AttentionArgs& a, cudaStream_t stream) {
+  RopeKvArgs r;
+  r.t = a.t;
+  r.qkv = const_cast<void*>(a.qkv);
+  r.positions = a.positions;
+  r.cache_slot = a.cache_slot;
+  r.inv_freq = a.inv_freq;
+  r.n_slots = a.n_tiles;
+  r.heads = a.heads;
+  r.kv_heads = a.kv_heads;
+  r.head_dim = a.head_dim;
+  r.k_cache = const_cast<void*>(a.k_cache);
+  r.v_cache = const_cast<void*>(a.v_cache);
+  r.kv_fp8 = a.kv_fp8;
+  r.kv_scale = a.kv_scale;
+  r.pdl = a.pdl;
+  return rope_kv_write(r, stream);
 }
 
 Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream) {

@@ -156,66 +156,6 @@ __device__ __forceinline__ void load_q(const bf16* q_lo, const bf16* q_hi, int l
   }
 }
 
-// The cos and sin load_q_rope_cs rotates a lane's q dims with, of rope_pair's angle
-// pos * inv_freq[j] for j = base + (lane & 3) * 2 + e (base = 8 b < D / 2, e = 0, 1), by the
-// whole warp (D / 2 <= 32). Position and frequencies are step inputs and constants: the decode
-// kernel computes these before its griddepcontrol.wait, off the critical path from the qkv
-// GEMV's end.
-template <int D>
-struct RopeCs {
-  float c[D / 16][2], s[D / 16][2];
-};
-template <int D>
-__device__ __forceinline__ void rope_cs(float pos, const float* inv_freq, int lane, RopeCs<D>& r,
-                                        float& own_c, float& own_s) {
-  // Lane j < D / 2 computes angle j (own_c, own_s: the new key's pair (j, j + D / 2) needs just
-  // that one), the others are shuffled from it: one sincosf a lane instead of 8.
-  own_c = 0.0f, own_s = 0.0f;
-  if (lane < D / 2) rope_angle(pos, inv_freq[lane], own_c, own_s);
-  const int d0 = (lane & 3) * 2;
-#pragma unroll
-  for (int b = 0; b < D / 16; b++)
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-      r.c[b][e] = __shfl_sync(0xffffffffu, own_c, 8 * b + d0 + e);
-      r.s[b][e] = __shfl_sync(0xffffffffu, own_s, 8 * b + d0 + e);
-    }
-}
-
-// load_q with RoPE applied first (fuse_rope) by rope_cs's cos and sin, rounded to bf16 as
-// rope_kv_write stores q: rope_pair's arithmetic, the same bits. Dims d and d + D/2 of a row sit
-// in the same thread (D = 64: k-steps ks and ks + 2; D = 16: registers r and r + 2), so each pair
-// is rotated once.
-template <int D>
-__device__ __forceinline__ void load_q_rope_cs(const bf16* q_lo, const bf16* q_hi,
-                                               const RopeCs<D>& cs, int lane,
-                                               uint32_t (&qa)[D / 16][4]) {
-  constexpr int kHalf = D / 2;
-  const int d0 = (lane & 3) * 2;
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ks++)
-#pragma unroll
-    for (int reg = 0; reg < 4; reg++) {
-      const int base = ks * 16 + (reg >> 1) * 8;  // first dim of the register's 8-dim group
-      if (base >= kHalf) continue;
-      const int pb = base + kHalf;
-      const int pks = pb / 16, preg = (reg & 1) | (((pb % 16) / 8) << 1);
-      const bf16* q = (reg & 1) ? q_hi : q_lo;
-      if (q == nullptr) {
-        qa[ks][reg] = qa[pks][preg] = 0u;
-        continue;
-      }
-      const int j = base + d0, b = base / 8;
-      float lo0, lo1, hi0, hi1;
-      rope_rotate(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), cs.c[b][0], cs.s[b][0],
-                  lo0, hi0);
-      rope_rotate(__bfloat162float(q[j + 1]), __bfloat162float(q[j + 1 + kHalf]), cs.c[b][1],
-                  cs.s[b][1], lo1, hi1);
-      qa[ks][reg] = pack_bf16(lo0, lo1);
-      qa[pks][preg] = pack_bf16(hi0, hi1);
-    }
-}
-
 // cp.async of keys [key0, key0 + 64) of one kv head into ks / vs (rows gathered through the
 // block table; keys >= n_keys are zero-filled, so that masked keys meet P = 0 and V = 0,
 // never a stale NaN), in two steps: read (the block-table entries) and issue (the copies).

@@ -36,8 +36,14 @@
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
 // are masked. The step's new keys (p, or from kv_len for a slot of a chunk) come from
 // rope_kv_write, the kernel before this one: tiles holding any are issued after
-// griddepcontrol.wait, earlier tiles before it.
-#include "kernels/attention_mma.cuh"
+// griddepcontrol.wait, earlier tiles before it. With fuse_rope (bf16 cache, 2-stage builds) the
+// kernel follows the qkv GEMV instead and does rope_kv_write's work (attention_rope.cuh): every
+// tile is issued before the wait, and the warp whose tile holds key p overwrites that row, once
+// it landed, with the rotated key and the value it also writes to the cache (one kernel and one
+// PDL boundary fewer a layer; H200, loom bench 8 frames, two rounds, s/frame: b4 0.859 -> 0.847,
+// b8 0.925 -> 0.901, b16 1.138 -> 1.108; bench/results/2026-12-03-h200-s38-tma-fused-rope-
+// kept.json).
+#include "kernels/attention_rope.cuh"
 #include "kernels/attention_swap.cuh"
 #include "kernels/tma.cuh"
 
@@ -251,6 +257,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   // this tile's scores are in registers and its V once P V is done, so that each copy's latency
   // overlaps half a tile's arithmetic (one stage otherwise waits for the whole tile).
   constexpr bool kSplitKV = kStages == 1 && kSwap;
+  // RoPE and the new key here (the launcher runs rope_kv_write before the other builds).
+  const bool fuse = !F8 && kStages > 1 && a.fuse_rope;
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
@@ -364,7 +372,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // slot of a chunk) hold only keys earlier steps wrote: they stream in while the previous
   // kernel finishes; the others wait for it.
   const int first_new = a.kv_len[seq];
-  auto old_keys = [&](int i) { return (t0 + tile_at(i) + 1) * kMmaTileKeys <= first_new; };
+  auto old_keys = [&](int i) { return fuse || (t0 + tile_at(i) + 1) * kMmaTileKeys <= first_new; };
   auto issue_first = [&](int k) {
     if constexpr (kSplitKV) {
       issue_half(k, first[k], 0);
@@ -392,29 +400,37 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int k = 0; k < kStages; k++)
     if (k < n_own && old_keys(own_at(k))) issue_first(k);
+  // RoPE's cos and sin (fuse: tile i is slot i, as in the split kernel) before the wait.
+  RopeCs<kD> rc;
+  float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + kD / 2)
+  if (fuse) rope_cs<kD>(float(a.positions[tile]), a.inv_freq, lane, rc, new_c, new_s);
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < kStages; k++)
     if (k < n_own && !old_keys(own_at(k))) issue_first(k);
 
   const int G = a.heads / a.kv_heads;
-  const int slot = a.slot_start[seq] + j0;
-  const bf16* q0 = static_cast<const bf16*>(a.qkv) +
-                   size_t(slot) * (a.heads + 2 * a.kv_heads) * kD + size_t(hkv) * G * kD;
+  const int slot = fuse ? tile : a.slot_start[seq] + j0;
+  const bf16* qkv_row =
+      static_cast<const bf16*>(a.qkv) + size_t(slot) * (a.heads + 2 * a.kv_heads) * kD;
+  const bf16* q0 = qkv_row + size_t(hkv) * G * kD;
   const int g = lane >> 2, tig = lane & 3;
   const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
   const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
   uint32_t qa[kD / 16][4];
   if constexpr (F8)
     load_q_f8<kD>(q_lo, q_hi, lane, qa);
+  else if (fuse)
+    load_q_rope_cs<kD>(q_lo, q_hi, rc, lane, qa);
   else
     load_q<kD>(q_lo, q_hi, lane, qa);
   static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
   // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
   const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
                       (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
-  const float scale = scale_log2<kD>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
+  const float k_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
+  const float scale = scale_log2<kD>() * k_scale;
 
   using State = std::conditional_t<kSwap, ColState<kD>, RowState<kD>>;
   State total, part;
@@ -434,7 +450,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       mbar_wait(full + gs, gphase);
     else
       mbar_wait(bars + (kSplitKV ? 0 : k % kStages), uint32_t(k / kStages) & 1u);
-    const int live = p - key0 + 1;  // keys key0 .. p of the tile (a group tile: all 64)
+    const int live = p - key0 + 1;       // keys key0 .. p of the tile (a group tile: all 64)
+    if (fuse && live <= kMmaTileKeys) {  // (never a group tile: those are old keys)
+      write_new_kv<kD, L>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks,
+                          vs, live - 1, lane);
+      fence_proxy_async();  // (a later copy into the stage overwrites the row)
+      __syncwarp();
+    }
     auto zero_v_past_p = [&] {
       if (live < kMmaTileKeys) {
         constexpr int kChunks = kRowBytes / 16;
@@ -541,8 +563,14 @@ int tma_resident_warps(const AttentionArgs& a) {
 }
 
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
-Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
+Status launch_tma(const AttentionArgs& args, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
+  AttentionArgs a = args;
+  if (a.fuse_rope && (F8 || kStages < 2)) {  // a build without RoPE inside: rope_kv_write first
+    const Status st = rope_kv_write_for(a, stream);
+    if (!st.ok) return st;
+    a.fuse_rope = false;
+  }
   auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap>;
   // The shared memory a block asks for: its ring, padded past 1 / (cap + 1) of an SM's so that
   // at most tma_blocks_per_sm blocks are resident. With PDL the grid launches while the kernel
@@ -656,7 +684,9 @@ Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream) {
                  " (needs head_dim 64, the pool's slot count, a block size that divides 64 or is "
                  "a multiple of it, a config in [0, ",
                  kTmaDecodeConfigs, "))");
-  LOOM_ARG_CHECK(a.decode && !a.fuse_rope, "paged_attention_tma_decode: decode steps, RoPE done");
+  LOOM_ARG_CHECK(a.decode && (!a.fuse_rope || (a.positions && a.cache_slot && a.inv_freq)),
+                 "paged_attention_tma_decode: decode steps; fuse_rope needs positions, cache_slot, "
+                 "inv_freq");
   if (a.n_tiles == 0) return Status::good();
   const bool g8 = a.heads / a.kv_heads <= 8;
   if (a.kv_fp8)

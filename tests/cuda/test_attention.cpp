@@ -203,8 +203,8 @@ DevBuf copy_of(const DevBuf& src, size_t bytes) {
 // inside; otherwise rope_kv_write, then the tensor-core prefill kernel. k, v: the caches
 // (written). Returns the output bits.
 std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es, bool fused,
-                                    DevBuf& k, DevBuf& v, const DevBuf& inv,
-                                    DK kernel = DK::Split) {
+                                    DevBuf& k, DevBuf& v, const DevBuf& inv, DK kernel = DK::Split,
+                                    int tma_config = 0) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int n = int(es.size());
   std::vector<int32_t> slot_start, kv_len, tiles, bt, positions, cache_slot;
@@ -235,6 +235,7 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
   a.mma_counters = cnt.as<int>();
   a.mma_counters_len = size_t(n) * KV;
   a.decode_kernel = kernel;
+  a.tma_config = tma_config;
   if (fused) {
     a.decode = a.fuse_rope = true;
     a.positions = dpos.as<int32_t>();
@@ -315,12 +316,20 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
         const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
         CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
         CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
-        if (D == 64) {  // the TMA kernel: rope_kv_write inside its launcher, then the pipeline
+        // The TMA kernel: RoPE and the new key's row inside its 2-stage builds over a bf16
+        // cache (0: 4 warps, 5: 3 warps, 3: unswapped tiles), rope_kv_write first for the
+        // 1-stage build (4) and an FP8 cache.
+        for (int cfg : {0, 3, 4, 5}) {
+          if (D != 64) break;
+          CAPTURE(cfg);
           DevBuf kd = copy_of(w.dk, cache_bytes), vd = copy_of(w.dv, cache_bytes);
-          const std::vector<uint16_t> tma = run_rope_step(w, company, true, kd, vd, dinv, DK::Tma);
+          const std::vector<uint16_t> tma =
+              run_rope_step(w, company, true, kd, vd, dinv, DK::Tma, cfg);
           CHECK(same_row(fused, 0, tma, x_slot, H, D, "fused RoPE vs TMA decode among 19", p));
           CHECK_MESSAGE(download_bits(kd, cache_bytes / 2) == download_bits(kc, cache_bytes / 2),
                         "K cache after the TMA decode step differs from the fused write's");
+          CHECK_MESSAGE(download_bits(vd, cache_bytes / 2) == download_bits(vc, cache_bytes / 2),
+                        "V cache after the TMA decode step differs from the fused write's");
         }
         const std::vector<uint16_t> cka = download_bits(ka, cache_bytes / 2),
                                     ckb = download_bits(kb, cache_bytes / 2);

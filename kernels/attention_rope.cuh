@@ -1,0 +1,109 @@
+// RoPE inside the decode kernels (AttentionArgs::fuse_rope, bf16 cache): rope_kv_write's work
+// for a decode step's one slot a sequence, done by the attention kernel itself so that it
+// follows the qkv GEMV directly. The cos and sin come before griddepcontrol.wait (step inputs
+// and constants), q is rotated as it is loaded, and the warp whose tile holds the new key
+// rotates it, writes K and V to the cache and puts into its tile what reading them back gives.
+// rope_pair's arithmetic throughout: the same bits as rope_kv_write. Included by
+// attention_mma.cu (the split decode kernel) and attention_tma.cu (the TMA decode kernel).
+#pragma once
+
+#include "kernels/attention_mma.cuh"
+
+namespace loom::gpu::mma_impl {
+
+// The cos and sin load_q_rope_cs rotates a lane's q dims with, of rope_pair's angle
+// pos * inv_freq[j] for j = base + (lane & 3) * 2 + e (base = 8 b < D / 2, e = 0, 1), by the
+// whole warp (D / 2 <= 32). Position and frequencies are step inputs and constants: the decode
+// kernel computes these before its griddepcontrol.wait, off the critical path from the qkv
+// GEMV's end.
+template <int D>
+struct RopeCs {
+  float c[D / 16][2], s[D / 16][2];
+};
+template <int D>
+__device__ __forceinline__ void rope_cs(float pos, const float* inv_freq, int lane, RopeCs<D>& r,
+                                        float& own_c, float& own_s) {
+  // Lane j < D / 2 computes angle j (own_c, own_s: the new key's pair (j, j + D / 2) needs just
+  // that one), the others are shuffled from it: one sincosf a lane instead of 8.
+  own_c = 0.0f, own_s = 0.0f;
+  if (lane < D / 2) rope_angle(pos, inv_freq[lane], own_c, own_s);
+  const int d0 = (lane & 3) * 2;
+#pragma unroll
+  for (int b = 0; b < D / 16; b++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      r.c[b][e] = __shfl_sync(0xffffffffu, own_c, 8 * b + d0 + e);
+      r.s[b][e] = __shfl_sync(0xffffffffu, own_s, 8 * b + d0 + e);
+    }
+}
+
+// load_q with RoPE applied first (fuse_rope) by rope_cs's cos and sin, rounded to bf16 as
+// rope_kv_write stores q: rope_pair's arithmetic, the same bits. Dims d and d + D/2 of a row sit
+// in the same thread (D = 64: k-steps ks and ks + 2; D = 16: registers r and r + 2), so each pair
+// is rotated once.
+template <int D>
+__device__ __forceinline__ void load_q_rope_cs(const bf16* q_lo, const bf16* q_hi,
+                                               const RopeCs<D>& cs, int lane,
+                                               uint32_t (&qa)[D / 16][4]) {
+  constexpr int kHalf = D / 2;
+  const int d0 = (lane & 3) * 2;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+    for (int reg = 0; reg < 4; reg++) {
+      const int base = ks * 16 + (reg >> 1) * 8;  // first dim of the register's 8-dim group
+      if (base >= kHalf) continue;
+      const int pb = base + kHalf;
+      const int pks = pb / 16, preg = (reg & 1) | (((pb % 16) / 8) << 1);
+      const bf16* q = (reg & 1) ? q_hi : q_lo;
+      if (q == nullptr) {
+        qa[ks][reg] = qa[pks][preg] = 0u;
+        continue;
+      }
+      const int j = base + d0, b = base / 8;
+      float lo0, lo1, hi0, hi1;
+      rope_rotate(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), cs.c[b][0], cs.s[b][0],
+                  lo0, hi0);
+      rope_rotate(__bfloat162float(q[j + 1]), __bfloat162float(q[j + 1 + kHalf]), cs.c[b][1],
+                  cs.s[b][1], lo1, hi1);
+      qa[ks][reg] = pack_bf16(lo0, lo1);
+      qa[pks][preg] = pack_bf16(hi0, hi1);
+    }
+}
+
+// The step's new key and value of kv head hkv (qkv_row: the slot's q, k, v heads): K's dims
+// (lane, lane + D / 2) rotated by (new_c, new_s) (rope_cs's own pair), both written to the
+// cache at cache slot cs (none where cs < 0) and, as a read of the cache gives them back, into
+// row `row` of the tiles ks / vs laid out as L (16-byte chunks c at L::off(row, c)). The whole
+// warp calls it (D / 2 <= 32); a bf16 cache.
+template <int D, class L>
+__device__ __forceinline__ void write_new_kv(const AttentionArgs& a, const bf16* qkv_row, int hkv,
+                                             int cs, float new_c, float new_s, float k_scale,
+                                             float v_scale, char* ks, char* vs, int row, int lane) {
+  constexpr int kHalf = D / 2;
+  const bf16* kq = qkv_row + size_t(a.heads + hkv) * D;
+  const bf16* vq = qkv_row + size_t(a.heads + a.kv_heads + hkv) * D;
+  const size_t at = size_t(cs) * a.kv_heads * D + size_t(hkv) * D;
+  bf16* kw = static_cast<bf16*>(const_cast<void*>(a.k_cache)) + at;
+  bf16* vw = static_cast<bf16*>(const_cast<void*>(a.v_cache)) + at;
+  auto tile_at = [&](char* t, int j) {
+    return reinterpret_cast<bf16*>(t + L::off(row, j / 8) + (j % 8) * 2);
+  };
+  const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
+  if (const int j = lane; j < kHalf) {
+    float y0, y1;
+    rope_rotate(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), new_c, new_s, y0, y1);
+    const bf16 c0 = kv_from_f32<bf16>(round_to<bf16>(y0), k_inv);
+    const bf16 c1 = kv_from_f32<bf16>(round_to<bf16>(y1), k_inv);
+    *tile_at(ks, j) = __float2bfloat16_rn(to_f32(c0));
+    *tile_at(ks, j + kHalf) = __float2bfloat16_rn(to_f32(c1));
+    if (cs >= 0) kw[j] = c0, kw[j + kHalf] = c1;
+  }
+  for (int j = lane; j < D; j += 32) {
+    const bf16 c = kv_from_f32<bf16>(__bfloat162float(vq[j]), v_inv);
+    *tile_at(vs, j) = __float2bfloat16_rn(to_f32(c));
+    if (cs >= 0) vw[j] = c;
+  }
+}
+
+}  // namespace loom::gpu::mma_impl
