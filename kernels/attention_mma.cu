@@ -38,7 +38,7 @@
 // (attention_mma.cuh: f16 mma on fragments taken straight from the e4m3 tiles); the K scale is
 // folded into the softmax scale, the V scale into the output; the decode kernels then leave
 // RoPE and the K/V write to rope_kv_write before them (a bf16 cache's TMA decode kernel does
-// them itself in its 2-stage builds: attention_tma.cu).
+// them itself: attention_tma.cu).
 #include <type_traits>
 
 #include "kernels/attention_rope.cuh"

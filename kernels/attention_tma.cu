@@ -36,7 +36,7 @@
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
 // are masked. The step's new keys (p, or from kv_len for a slot of a chunk) come from
 // rope_kv_write, the kernel before this one: tiles holding any are issued after
-// griddepcontrol.wait, earlier tiles before it. With fuse_rope (bf16 cache, 2-stage builds) the
+// griddepcontrol.wait, earlier tiles before it. With fuse_rope (a bf16 cache) the
 // kernel follows the qkv GEMV instead and does rope_kv_write's work (attention_rope.cuh): every
 // tile is issued before the wait, and the warp whose tile holds key p overwrites that row, once
 // it landed, with the rotated key and the value it also writes to the cache (one kernel and one
@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   // this tile's scores are in registers and its V once P V is done, so that each copy's latency
   // overlaps half a tile's arithmetic (one stage otherwise waits for the whole tile).
   constexpr bool kSplitKV = kStages == 1 && kSwap;
-  // RoPE and the new key here (the launcher runs rope_kv_write before the other builds).
-  const bool fuse = !F8 && kStages > 1 && a.fuse_rope;
+  // RoPE and the new key here (an FP8 cache: the launcher runs rope_kv_write first).
+  const bool fuse = !F8 && a.fuse_rope;
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
@@ -450,13 +450,18 @@ __global__ void __launch_bounds__(kWarps * 32)
       mbar_wait(full + gs, gphase);
     else
       mbar_wait(bars + (kSplitKV ? 0 : k % kStages), uint32_t(k / kStages) & 1u);
-    const int live = p - key0 + 1;       // keys key0 .. p of the tile (a group tile: all 64)
-    if (fuse && live <= kMmaTileKeys) {  // (never a group tile: those are old keys)
-      write_new_kv<kD, L>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks,
-                          vs, live - 1, lane);
-      fence_proxy_async();  // (a later copy into the stage overwrites the row)
+    const int live = p - key0 + 1;  // keys key0 .. p of the tile (a group tile: all 64)
+    // The new key's row (never in a group tile: those are old keys), once the copies landed
+    // (one stage swapped: K here, V once its own barrier completes); a later copy into the
+    // stage overwrites it, hence the proxy fence.
+    const bool new_row = fuse && !grp && live <= kMmaTileKeys;
+    auto write_new = [&](auto parts) {
+      write_new_kv<kD, L, decltype(parts)::value>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s,
+                                                  k_scale, v_scale, ks, vs, live - 1, lane);
+      fence_proxy_async();
       __syncwarp();
-    }
+    };
+    if (new_row) write_new(std::integral_constant < int, kSplitKV ? 1 : 3 > {});
     auto zero_v_past_p = [&] {
       if (live < kMmaTileKeys) {
         constexpr int kChunks = kRowBytes / 16;
@@ -477,6 +482,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       auto before_v = [&] {
         if (grp) return;
         mbar_wait(bars + 1, uint32_t(k) & 1u);
+        if (new_row) write_new(std::integral_constant<int, 2>{});
         zero_v_past_p();
       };
       tile_partial_swapped<kD, L, F8>(
@@ -566,7 +572,7 @@ template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
 Status launch_tma(const AttentionArgs& args, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
   AttentionArgs a = args;
-  if (a.fuse_rope && (F8 || kStages < 2)) {  // a build without RoPE inside: rope_kv_write first
+  if (a.fuse_rope && F8) {  // no RoPE inside over an FP8 cache: rope_kv_write first
     const Status st = rope_kv_write_for(a, stream);
     if (!st.ok) return st;
     a.fuse_rope = false;

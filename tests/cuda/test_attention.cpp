@@ -204,7 +204,7 @@ DevBuf copy_of(const DevBuf& src, size_t bytes) {
 // (written). Returns the output bits.
 std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es, bool fused,
                                     DevBuf& k, DevBuf& v, const DevBuf& inv, DK kernel = DK::Split,
-                                    int tma_config = 0) {
+                                    int tma_config = 0, int stagger = 0) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int n = int(es.size());
   std::vector<int32_t> slot_start, kv_len, tiles, bt, positions, cache_slot;
@@ -236,6 +236,8 @@ std::vector<uint16_t> run_rope_step(const World& w, const std::vector<Entry>& es
   a.mma_counters_len = size_t(n) * KV;
   a.decode_kernel = kernel;
   a.tma_config = tma_config;
+  a.tma_shared_kv = a.tma_group = stagger > 0;  // as the backend runs steps sharing blocks
+  a.tma_stagger = std::max(stagger, 1);
   if (fused) {
     a.decode = a.fuse_rope = true;
     a.positions = dpos.as<int32_t>();
@@ -316,9 +318,9 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
         const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
         CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
         CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
-        // The TMA kernel: RoPE and the new key's row inside its 2-stage builds over a bf16
-        // cache (0: 4 warps, 5: 3 warps, 3: unswapped tiles), rope_kv_write first for the
-        // 1-stage build (4) and an FP8 cache.
+        // The TMA kernel over a bf16 cache: RoPE and the new key's row inside every build (0:
+        // 4 warps, 5: 3 warps, 3: unswapped tiles, 4: one stage, K and V on their own
+        // barriers); rope_kv_write first over an FP8 cache.
         for (int cfg : {0, 3, 4, 5}) {
           if (D != 64) break;
           CAPTURE(cfg);
@@ -376,6 +378,38 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
         check_close(to_floats(fused), want, H, D, "fused RoPE decode vs cpu");
       }
     }
+}
+
+TEST_CASE("fused RoPE in the TMA decode of 256 sequences sharing blocks: rope_kv_write's bits") {
+  // bf16, 1,024 pairs past one wave of 2-stage blocks, sets of 8 sharing their lead's first
+  // blocks: as the backend runs such steps, one stage a warp (K's new row written once K lands,
+  // V's once V does), group blocks, 2 stagger classes (the last partitions, the new key's
+  // among them, first). The new keys (from 1,800) lie past every shared block. Output and
+  // caches bitwise those of rope_kv_write, then the decode kernel.
+  const int H = 32, KV = 4, D = 64, n = 256;
+  std::vector<int> lens;
+  for (int i = 0; i < n; i++) lens.push_back(1801 + (i * 37) % 300);
+  World w(H, KV, D, 16, lens, 31, 0.0f);
+  share_prefix(w, n);
+  std::vector<float> inv(size_t(D / 2));
+  for (int j = 0; j < D / 2; j++) inv[size_t(j)] = 1.0f / std::pow(10000.0f, float(2 * j) / D);
+  const DevBuf dinv = upload(inv, DType::F32);
+  std::vector<Entry> es;
+  for (int i = 0; i < n; i++) es.push_back({i, lens[size_t(i)] - 1, 1});
+  const size_t cache_bytes = w.kc.size() * w.elem();
+  DevBuf ka = copy_of(w.dk, cache_bytes), va = copy_of(w.dv, cache_bytes);
+  DevBuf kb = copy_of(w.dk, cache_bytes), vb = copy_of(w.dv, cache_bytes);
+  const std::vector<uint16_t> fused = run_rope_step(w, es, true, ka, va, dinv, DK::Tma, 0, 2);
+  const std::vector<uint16_t> unfused = run_rope_step(w, es, false, kb, vb, dinv, DK::Tma, 0, 2);
+  bool same = true;
+  for (int s = 0; s < n && same; s++)
+    same = same_row(fused, s, unfused, s, H, D, "shared: fused RoPE vs rope_kv_write",
+                    lens[size_t(s)] - 1);
+  CHECK(same);
+  CHECK_MESSAGE(download_bits(ka, cache_bytes / 2) == download_bits(kb, cache_bytes / 2),
+                "K cache after the fused shared step differs from rope_kv_write's");
+  CHECK_MESSAGE(download_bits(va, cache_bytes / 2) == download_bits(vb, cache_bytes / 2),
+                "V cache after the fused shared step differs from rope_kv_write's");
 }
 
 TEST_CASE("tensor-core attention over an FP8 KV cache: the cpu's values, decode = prefill bits") {

@@ -14,20 +14,6 @@
 
 #include "attention_world.h"
 
-namespace {
-
-// World w's sequences 0 .. n-1 in sets of 8 whose first 7 hold their set's first sequence's
-// blocks for its first keys: 1,746, 100, 256 or 1,000 by set.
-void share_prefix(World& w, int n) {
-  for (int s = 0; s < n; s++) {
-    const int lead = s - s % 8, shared = std::vector<int>{1746, 100, 256, 1000}[(s / 8) % 4];
-    for (int j = 0; s != lead && s % 8 != 7 && j < (shared + w.bs - 1) / w.bs; j++)
-      w.tables[size_t(s) * w.bt_stride + j] = w.tables[size_t(lead) * w.bt_stride + j];
-  }
-}
-
-}  // namespace
-
 TEST_CASE("TMA decode past one wave of warps: whole pairs, then chunks, the prefill bits") {
   // 2 SMs' worth of tiles past one wave of 2 blocks of 4 warps an SM (e4m3, and bf16 config 4:
   // one stage a warp) and past two waves of 1 block (bf16 config 0: 2 stages): the full waves'
