@@ -36,9 +36,9 @@
 // column (no cross-row effects), which tests/cuda/test_attention.cpp checks bitwise.
 // An FP8 cache (kv_fp8) runs the same structure on e4m3 tiles with tile_partial_f8
 // (attention_mma.cuh: f16 mma on fragments taken straight from the e4m3 tiles); the K scale is
-// folded into the softmax scale, the V scale into the output; the decode kernels then leave
-// RoPE and the K/V write to rope_kv_write before them (a bf16 cache's TMA decode kernel does
-// them itself: attention_tma.cu).
+// folded into the softmax scale, the V scale into the output; the decode kernels leave RoPE
+// and the K/V write over an FP8 cache to rope_kv_write before them (over bf16 both do them
+// themselves: attention_rope.cuh).
 #include <type_traits>
 
 #include "kernels/attention_rope.cuh"

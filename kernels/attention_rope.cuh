@@ -75,12 +75,13 @@ __device__ __forceinline__ void load_q_rope_cs(const bf16* q_lo, const bf16* q_h
 // (lane, lane + D / 2) rotated by (new_c, new_s) (rope_cs's own pair), both written to the
 // cache at cache slot cs (none where cs < 0) and, as a read of the cache gives them back, into
 // row `row` of the tiles ks / vs laid out as L (16-byte chunks c at L::off(row, c)). The whole
-// warp calls it (D / 2 <= 32); a bf16 cache. kParts: 1 K only, 2 V only, 3 both (a tile whose K
+// warp calls it (D / 2 <= 32); a bf16 cache. parts: 1 K only, 2 V only, 3 both (a tile whose K
 // and V land on barriers of their own).
-template <int D, class L, int kParts = 3>
+template <int D, class L>
 __device__ __forceinline__ void write_new_kv(const AttentionArgs& a, const bf16* qkv_row, int hkv,
                                              int cs, float new_c, float new_s, float k_scale,
-                                             float v_scale, char* ks, char* vs, int row, int lane) {
+                                             float v_scale, char* ks, char* vs, int row, int lane,
+                                             int parts = 3) {
   constexpr int kHalf = D / 2;
   const bf16* kq = qkv_row + size_t(a.heads + hkv) * D;
   const bf16* vq = qkv_row + size_t(a.heads + a.kv_heads + hkv) * D;
@@ -91,7 +92,7 @@ __device__ __forceinline__ void write_new_kv(const AttentionArgs& a, const bf16*
     return reinterpret_cast<bf16*>(t + L::off(row, j / 8) + (j % 8) * 2);
   };
   const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
-  if (const int j = lane; (kParts & 1) && j < kHalf) {
+  if (const int j = lane; (parts & 1) && j < kHalf) {
     float y0, y1;
     rope_rotate(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), new_c, new_s, y0, y1);
     const bf16 c0 = kv_from_f32<bf16>(round_to<bf16>(y0), k_inv);
@@ -100,7 +101,7 @@ __device__ __forceinline__ void write_new_kv(const AttentionArgs& a, const bf16*
     *tile_at(ks, j + kHalf) = __float2bfloat16_rn(to_f32(c1));
     if (cs >= 0) kw[j] = c0, kw[j + kHalf] = c1;
   }
-  for (int j = lane; (kParts & 2) && j < D; j += 32) {
+  for (int j = lane; (parts & 2) && j < D; j += 32) {
     const bf16 c = kv_from_f32<bf16>(__bfloat162float(vq[j]), v_inv);
     *tile_at(vs, j) = __float2bfloat16_rn(to_f32(c));
     if (cs >= 0) vw[j] = c;

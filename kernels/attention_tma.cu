@@ -455,13 +455,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     // (one stage swapped: K here, V once its own barrier completes); a later copy into the
     // stage overwrites it, hence the proxy fence.
     const bool new_row = fuse && !grp && live <= kMmaTileKeys;
-    auto write_new = [&](auto parts) {
-      write_new_kv<kD, L, decltype(parts)::value>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s,
-                                                  k_scale, v_scale, ks, vs, live - 1, lane);
+    auto write_new = [&](int parts) {
+      write_new_kv<kD, L>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks,
+                          vs, live - 1, lane, parts);
       fence_proxy_async();
       __syncwarp();
     };
-    if (new_row) write_new(std::integral_constant < int, kSplitKV ? 1 : 3 > {});
+    if (new_row) write_new(kSplitKV ? 1 : 3);
     auto zero_v_past_p = [&] {
       if (live < kMmaTileKeys) {
         constexpr int kChunks = kRowBytes / 16;
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       auto before_v = [&] {
         if (grp) return;
         mbar_wait(bars + 1, uint32_t(k) & 1u);
-        if (new_row) write_new(std::integral_constant<int, 2>{});
+        if (new_row) write_new(2);
         zero_v_past_p();
       };
       tile_partial_swapped<kD, L, F8>(
