@@ -6,16 +6,21 @@
 # new row quantized by kv_from_f32<fp8_e4m3> into the tile as the cache holds it), so no decode
 # step runs rope_kv_write. ptxas: the TMA e4m3 builds 238-242 registers, the split kernel's 123,
 # 0 spills.
+# f8b (bench/experiments/2026-12-03-fused-rope-fp8-qkv-beside.patch): f8r, and the one-row qkv
+# GEMV at 88 registers beside the split kernel over an FP8 cache too (bf16: -2.3% at b1 in
+# session 33; FP8 had rope_kv_write between them until f8r).
 # Build here first: scripts/variant_build.sh -t "loom cuda_bench cuda_test_attention
-#   cuda_test_rope_attention cuda_test_kv_fp8" -o .device/f8r.txz f8r=<patch>, and main's
-#   `scripts/pack_device.sh run build .device/base.txz`; carry both and .device/run.sh.
+#   cuda_test_rope_attention cuda_test_kv_fp8" -o .device/f8r.txz f8r=<patch>,
+#   scripts/variant_build.sh -t loom -o .device/f8b.txz f8b=<f8b patch>, and main's
+#   `scripts/pack_device.sh run build .device/base.txz`; carry the three and .device/run.sh.
 # 1. f8r's attention, rope-attention and FP8 tests (the fused-RoPE test compares the fused split
 #    and TMA kernels with rope_kv_write's output and caches bitwise, e4m3 included).
 # 2. loom bench --kv-dtype fp8 b1, 8, 16: main and f8r, two rounds.
 # 3. 256 jobs x 10 frames --kv-dtype fp8: main and f8r, one round each.
+# 4. f8b: FP8 b1, two rounds (against step 2's main and f8r rows).
 # Predicted: b1-b16 FP8 -1 to -3% (one kernel and boundary fewer a layer: bf16's fusion took
 # 1.5-2.6% off b4-b16); 256 jobs within +-1% (bf16 at 256 measured +-0.4%).
-python3 -c "import tarfile; [tarfile.open(f'.device/{n}.txz').extractall() for n in ('base', 'f8r')]"
+python3 -c "import tarfile; [tarfile.open(f'.device/{n}.txz').extractall() for n in ('base', 'f8r', 'f8b')]"
 DST=$OUT; W=/tmp/s39c2; rm -rf "$W"; mkdir -p "$W"
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$W/device.txt"
@@ -38,3 +43,9 @@ for n in main f8r; do
   echo "$n 256x10 rc=$?"; grep -E "^ +256" "$W/bench256_$n.log" | cut -c1-100
   tar czf "$DST/s39c2.tgz" -C "$W" .
 done
+for r in 1 2; do
+  timeout 100 .device/f8b/bin/loom bench --model /tmp/terra --kv-dtype fp8 --frames 8 --context-frames 3 \
+    --batch-sizes 1 --json "$W/bench_f8b_$r.json" > "$W/bench_f8b_$r.log" 2>&1
+  echo "f8b r$r rc=$? $(grep -E '^ +[0-9]+ ' "$W/bench_f8b_$r.log" | tr -s ' ' | cut -c1-40 | tr '\n' '|')"
+done
+tar czf "$DST/s39c2.tgz" -C "$W" .
