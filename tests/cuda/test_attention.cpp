@@ -382,10 +382,12 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
 
 TEST_CASE("fused RoPE in the TMA decode of 256 sequences sharing blocks: rope_kv_write's bits") {
   // bf16, 1,024 pairs past one wave of 2-stage blocks, sets of 8 sharing their lead's first
-  // blocks: as the backend runs such steps, one stage a warp (K's new row written once K lands,
-  // V's once V does), group blocks, 2 stagger classes (the last partitions, the new key's
-  // among them, first). The new keys (from 1,800) lie past every shared block. Output and
-  // caches bitwise those of rope_kv_write, then the decode kernel.
+  // blocks, launched as the backend launches such steps (tma_shared_kv, tma_group, 2 stagger
+  // classes): one stage a warp (K's new row written once K lands, V's once V does), group
+  // blocks, staggered pairs taking their last partitions, the new key's among them, first.
+  // (test_attention_shared.cpp counts the group tiles of such launches.) The new keys (from
+  // 1,800) lie past every shared block. Output and caches bitwise those of rope_kv_write,
+  // then the prefill kernel.
   const int H = 32, KV = 4, D = 64, n = 256;
   std::vector<int> lens;
   for (int i = 0; i < n; i++) lens.push_back(1801 + (i * 37) % 300);
