@@ -355,6 +355,28 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   }
 }
 
+// rope_kv_write for a fuse_rope launch whose kernel has no RoPE inside (the prefill kernel, or
+// an FP8 cache): q and the new keys of slots 0 .. n_tiles - 1 rotated, the new K and V written
+// to the cache; the kernel after it then runs with fuse_rope off.
+Status rope_kv_write_for(const AttentionArgs& a, cudaStream_t stream) {
+  RopeKvArgs r;
+  r.t = a.t;
+  r.qkv = const_cast<void*>(a.qkv);
+  r.positions = a.positions;
+  r.cache_slot = a.cache_slot;
+  r.inv_freq = a.inv_freq;
+  r.n_slots = a.n_tiles;
+  r.heads = a.heads;
+  r.kv_heads = a.kv_heads;
+  r.head_dim = a.head_dim;
+  r.k_cache = const_cast<void*>(a.k_cache);
+  r.v_cache = const_cast<void*>(a.v_cache);
+  r.kv_fp8 = a.kv_fp8;
+  r.kv_scale = a.kv_scale;
+  r.pdl = a.pdl;
+  return rope_kv_write(r, stream);
+}
+
 template <int D, bool F8>
 Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
   using Tl = TileOf<D, F8>;
@@ -456,25 +478,6 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
 int paged_attention_mma_decode_block_registers() {
   return block_registers(
       reinterpret_cast<const void*>(paged_attention_mma_decode_kernel<64, false>), kThreads);
-}
-
-Status rope_kv_write_for(const AttentionArgs& a, cudaStream_t stream) {
-  RopeKvArgs r;
-  r.t = a.t;
-  r.qkv = const_cast<void*>(a.qkv);
-  r.positions = a.positions;
-  r.cache_slot = a.cache_slot;
-  r.inv_freq = a.inv_freq;
-  r.n_slots = a.n_tiles;
-  r.heads = a.heads;
-  r.kv_heads = a.kv_heads;
-  r.head_dim = a.head_dim;
-  r.k_cache = const_cast<void*>(a.k_cache);
-  r.v_cache = const_cast<void*>(a.v_cache);
-  r.kv_fp8 = a.kv_fp8;
-  r.kv_scale = a.kv_scale;
-  r.pdl = a.pdl;
-  return rope_kv_write(r, stream);
 }
 
 Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream) {

@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // this tile's scores are in registers and its V once P V is done, so that each copy's latency
   // overlaps half a tile's arithmetic (one stage otherwise waits for the whole tile).
   constexpr bool kSplitKV = kStages == 1 && kSwap;
-  // RoPE and the new key here (an FP8 cache: the launcher runs rope_kv_write first).
+  // RoPE and the new key here (bf16 only: paged_attention_tma_decode refuses fuse_rope over FP8).
   const bool fuse = !F8 && a.fuse_rope;
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
@@ -569,14 +569,8 @@ int tma_resident_warps(const AttentionArgs& a) {
 }
 
 template <bool F8, int kStages, int kWarps, bool kG8, bool kSwap = false>
-Status launch_tma(const AttentionArgs& args, cudaStream_t stream) {
+Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   using C = TmaCfg<F8, kStages, kWarps>;
-  AttentionArgs a = args;
-  if (a.fuse_rope && F8) {  // no RoPE inside over an FP8 cache: rope_kv_write first
-    const Status st = rope_kv_write_for(a, stream);
-    if (!st.ok) return st;
-    a.fuse_rope = false;
-  }
   auto* kernel = paged_attention_tma_decode_kernel<F8, kStages, kWarps, kG8, kSwap>;
   // The shared memory a block asks for: its ring, padded past 1 / (cap + 1) of an SM's so that
   // at most tma_blocks_per_sm blocks are resident. With PDL the grid launches while the kernel
@@ -690,9 +684,10 @@ Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream) {
                  " (needs head_dim 64, the pool's slot count, a block size that divides 64 or is "
                  "a multiple of it, a config in [0, ",
                  kTmaDecodeConfigs, "))");
-  LOOM_ARG_CHECK(a.decode && (!a.fuse_rope || (a.positions && a.cache_slot && a.inv_freq)),
-                 "paged_attention_tma_decode: decode steps; fuse_rope needs positions, cache_slot, "
-                 "inv_freq");
+  LOOM_ARG_CHECK(
+      a.decode && (!a.fuse_rope || (!a.kv_fp8 && a.positions && a.cache_slot && a.inv_freq)),
+      "paged_attention_tma_decode: decode steps; fuse_rope needs a bf16 cache (FP8: rope_kv_write "
+      "first, as paged_attention_mma does) and positions, cache_slot, inv_freq");
   if (a.n_tiles == 0) return Status::good();
   const bool g8 = a.heads / a.kv_heads <= 8;
   if (a.kv_fp8)

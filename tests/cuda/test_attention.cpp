@@ -322,7 +322,7 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
         // 4 warps, 5: 3 warps, 3: unswapped tiles, 4: one stage, K and V on their own
         // barriers); rope_kv_write first over an FP8 cache.
         for (int cfg : {0, 3, 4, 5}) {
-          if (D != 64) break;
+          if (D != 64) break;  // (the TMA kernel: head_dim 64 only)
           CAPTURE(cfg);
           DevBuf kd = copy_of(w.dk, cache_bytes), vd = copy_of(w.dv, cache_bytes);
           const std::vector<uint16_t> tma =
