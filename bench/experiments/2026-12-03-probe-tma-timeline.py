@@ -7,6 +7,9 @@
 # LAUNCHES, then as medians (us): qkv's last block done -> the first warp past its wait, the
 # warps' wait spread, first tile in after the wait, the chain, the count's round trip, the fold,
 # the attention's last warp -> o's first block past its wait, and qkv's end -> o's wait.
+# Session 39's fold probe (2026-12-03-probe-tma-fold.patch) adds one record a last chunk, tag
+# bit 26: stamps counted, fenced, round 1 issued, round 1 in, merged, written, end; its rows
+# "fold: ..." split the fold into those steps.
 #   python3 2026-12-03-probe-tma-timeline.py PREFIX [LAUNCHES]
 import statistics as st
 import sys
@@ -46,7 +49,9 @@ def launches(recs, gap_ns=100_000):  # records of one key, split where the entri
     return sorted(out, key=lambda l: min(r[2][0] for r in l))
 
 
-attn = launches(records("attention_tma"))
+all_attn = records("attention_tma")
+folds = [r for r in all_attn if (r[1] >> 26) & 1]
+attn = launches([r for r in all_attn if not (r[1] >> 26) & 1])
 gemv = launches(records("gemv_mma") + records("gemv"))
 qkv = [l for l in gemv if l[0][0] // 4 in (2560,)]
 o_proj = [l for l in gemv if l[0][0] // 4 == 2048 and l[0][0] % 4 == 0]
@@ -80,3 +85,11 @@ for k in keys:
     vals = [r[k] for r in rows if r[k] == r[k]]
     if vals:
         print(f"{k:>20}: median {st.median(vals):8.2f}  min {min(vals):8.2f}  max {max(vals):8.2f}")
+fold_steps = ["fence", "issue round 1", "round 1 in", "merges", "writes", "end"]
+folds = sorted(folds, key=lambda r: r[3][0])[-last_n * 40:]
+if folds:
+    print("fold records:", len(folds), "partitions (median):", st.median(r[1] & 0xFF for r in folds))
+for i, name in enumerate(fold_steps):
+    d = [(r[3][i + 1] - r[3][i]) / 1000.0 for r in folds if r[3][i + 1] and r[3][i]]
+    if d:
+        print(f"{'fold: ' + name:>20}: median {st.median(d):8.2f}  min {min(d):8.2f}  max {max(d):8.2f}")
