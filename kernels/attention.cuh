@@ -31,9 +31,8 @@ Status paged_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 int paged_attention_mma_decode_block_registers();
 
 // The tensor-core decode with TMA-pipelined loads (attention_tma.cu), for decode steps: head_dim
-// 64, cache_slots set, a block size that divides 64 or is a multiple of it. With fuse_rope (a
-// bf16 cache only) it does RoPE and the new key's write itself. paged_attention_mma calls it
-// when it is usable, after rope_kv_write over an FP8 cache.
+// 64, cache_slots set, a block size that divides 64 or is a multiple of it. With fuse_rope it
+// does RoPE and the new key's write itself. paged_attention_mma calls it when it is usable.
 bool tma_decode_usable(const AttentionArgs& a);
 Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream);
 

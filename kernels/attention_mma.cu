@@ -36,9 +36,8 @@
 // column (no cross-row effects), which tests/cuda/test_attention.cpp checks bitwise.
 // An FP8 cache (kv_fp8) runs the same structure on e4m3 tiles with tile_partial_f8
 // (attention_mma.cuh: f16 mma on fragments taken straight from the e4m3 tiles); the K scale is
-// folded into the softmax scale, the V scale into the output; the decode kernels leave RoPE
-// and the K/V write over an FP8 cache to rope_kv_write before them (over bf16 both do them
-// themselves: attention_rope.cuh).
+// folded into the softmax scale, the V scale into the output; with fuse_rope the decode kernels
+// quantize the new key and value as rope_kv_write does (attention_rope.cuh).
 #include <type_traits>
 
 #include "kernels/attention_rope.cuh"
@@ -114,7 +113,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   RopeCs<D> rc;
   static_assert(D <= 64, "the new key's RoPE pairs: one a lane");
   float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + D / 2)
-  if (!F8 && a.fuse_rope) rope_cs<D>(pos, a.inv_freq, lane, rc, new_c, new_s);
+  if (a.fuse_rope) {
+    if constexpr (F8) {  // (load_q_rope_f8 shuffles the angles from their lanes)
+      if (lane < D / 2) rope_angle(pos, a.inv_freq[lane], new_c, new_s);
+    } else {
+      rope_cs<D>(pos, a.inv_freq, lane, rc, new_c, new_s);
+    }
+  }
   pdl_wait();  // qkv and cache row p come from the previous kernels
   if (!early) issue(blockIdx.z);
 
@@ -124,9 +129,12 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   uint32_t qa[D / 16][4];
   const bf16* q_lo = g < G ? q0 + g * D : nullptr;
   const bf16* q_hi = g + 8 < G ? q0 + (g + 8) * D : nullptr;
-  if constexpr (F8)
-    load_q_f8<D>(q_lo, q_hi, lane, qa);  // (fuse_rope is off: the launcher runs rope_kv_write)
-  else if (a.fuse_rope)
+  if constexpr (F8) {
+    if (a.fuse_rope)
+      load_q_rope_f8<D>(q_lo, q_hi, new_c, new_s, lane, qa);
+    else
+      load_q_f8<D>(q_lo, q_hi, lane, qa);
+  } else if (a.fuse_rope)
     load_q_rope_cs<D>(q_lo, q_hi, rc, lane, qa);
   else
     load_q<D>(q_lo, q_hi, lane, qa);
@@ -143,10 +151,13 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
         load_row<D, F8>(kc, vc, bt, a.block_size, kv_row, hkv, p, p - key0, ks, vs, lane);
       cp_async_commit();
       cp_async_wait<0>();
-      if (!F8 && new_key && a.fuse_rope)
-        write_new_kv<D, PaddedBf16<D>>(a, qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D, hkv,
-                                       a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks, vs,
-                                       p - key0, lane);
+      if (new_key && a.fuse_rope) {
+        using L = std::conditional_t<F8, PaddedF8<D>, PaddedBf16<D>>;
+        using KV = std::conditional_t<F8, fp8_e4m3, bf16>;
+        write_new_kv<D, L, KV>(a, qkv + size_t(slot) * (a.heads + 2 * a.kv_heads) * D, hkv,
+                               a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks, vs, p - key0,
+                               lane);
+      }
       __syncwarp();
       RowState<D> t;
       if constexpr (F8)
@@ -355,9 +366,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   }
 }
 
-// rope_kv_write for a fuse_rope launch whose kernel has no RoPE inside (the prefill kernel, or
-// an FP8 cache): q and the new keys of slots 0 .. n_tiles - 1 rotated, the new K and V written
-// to the cache; the kernel after it then runs with fuse_rope off.
+// rope_kv_write for a fuse_rope launch of the prefill kernel: q and the new keys of slots 0 ..
+// n_tiles - 1 rotated, the new K and V written to the cache; the kernel after it then runs with
+// fuse_rope off.
 Status rope_kv_write_for(const AttentionArgs& a, cudaStream_t stream) {
   RopeKvArgs r;
   r.t = a.t;
@@ -408,10 +419,9 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
                    (a.decode_kernel == DK::Tma ||
                     (a.n_tiles * a.kv_heads >= kTmaMinPairs && tma_decode_usable(a)));
   cudaError_t e;
-  if (a.fuse_rope && (!decode || F8)) {
-    // The prefill kernel and the decode kernels over an FP8 cache have no RoPE inside:
-    // rope_kv_write first (decode: one slot per tile, slots 0 .. n_tiles - 1), the same bits as
-    // the fused path.
+  if (a.fuse_rope && !decode) {
+    // The prefill kernel has no RoPE inside: rope_kv_write first (one slot per tile, slots 0 ..
+    // n_tiles - 1), the same bits as the fused path.
     const Status st = rope_kv_write_for(a, stream);
     if (!st.ok) return st;
     a.fuse_rope = false;

@@ -1,4 +1,4 @@
-// RoPE inside the decode kernels (AttentionArgs::fuse_rope, bf16 cache): rope_kv_write's work
+// RoPE inside the decode kernels (AttentionArgs::fuse_rope): rope_kv_write's work
 // for a decode step's one slot a sequence, done by the attention kernel itself so that it
 // follows the qkv GEMV directly. The cos and sin come before griddepcontrol.wait (step inputs
 // and constants), q is rotated as it is loaded, and the warp whose tile holds the new key
@@ -71,39 +71,74 @@ __device__ __forceinline__ void load_q_rope_cs(const bf16* q_lo, const bf16* q_h
     }
 }
 
+// load_q_f8 with RoPE applied first (fuse_rope over an FP8 cache): each of the lane's dims
+// rotated with its pair (j, j + D / 2) by rope_pair's arithmetic and rounded to bf16, as
+// rope_kv_write stores q, then load_q_f8's clamp and f16 packing: the same bits. own_c, own_s:
+// lane j's angle j (j < D / 2), shuffled to the lanes that need it. The whole warp calls it.
+template <int D>
+__device__ __forceinline__ void load_q_rope_f8(const bf16* q_lo, const bf16* q_hi, float own_c,
+                                               float own_s, int lane, uint32_t (&qa)[D / 16][4]) {
+  constexpr int kHalf = D / 2;
+  auto value = [](const bf16* q, int d, float c, float s) {
+    if (q == nullptr) return 0.0f;
+    const int j = d % kHalf;
+    float y0, y1;
+    rope_rotate(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), c, s, y0, y1);
+    return fminf(fmaxf(round_to<bf16>(d < kHalf ? y0 : y1), -65504.0f), 65504.0f);
+  };
+  const int d0 = (lane & 3) * 4;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    float lo[4], hi[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int d = ks * 16 + d0 + e;
+      const float c = __shfl_sync(0xffffffffu, own_c, d % kHalf);
+      const float s = __shfl_sync(0xffffffffu, own_s, d % kHalf);
+      lo[e] = value(q_lo, d, c, s);
+      hi[e] = value(q_hi, d, c, s);
+    }
+    qa[ks][0] = pack_f16(lo[0], lo[1]);
+    qa[ks][1] = pack_f16(hi[0], hi[1]);
+    qa[ks][2] = pack_f16(lo[2], lo[3]);
+    qa[ks][3] = pack_f16(hi[2], hi[3]);
+  }
+}
+
 // The step's new key and value of kv head hkv (qkv_row: the slot's q, k, v heads): K's dims
-// (lane, lane + D / 2) rotated by (new_c, new_s) (rope_cs's own pair), both written to the
-// cache at cache slot cs (none where cs < 0) and, as a read of the cache gives them back, into
-// row `row` of the tiles ks / vs laid out as L (16-byte chunks c at L::off(row, c)). The whole
-// warp calls it (D / 2 <= 32); a bf16 cache. parts: 1 K only, 2 V only, 3 both (a tile whose K
-// and V land on barriers of their own).
-template <int D, class L>
+// (lane, lane + D / 2) rotated by (new_c, new_s) (rope_cs's own pair), both quantized as
+// rope_kv_write stores them (KV: the cache's element, bf16 or e4m3) and written to the cache at
+// cache slot cs (none where cs < 0) and into row `row` of the tiles ks / vs laid out as L
+// (16-byte chunks c at L::off(row, c)), which hold the cache's elements as they are. The whole
+// warp calls it (D / 2 <= 32). parts: 1 K only, 2 V only, 3 both (a tile whose K and V land on
+// barriers of their own).
+template <int D, class L, class KV>
 __device__ __forceinline__ void write_new_kv(const AttentionArgs& a, const bf16* qkv_row, int hkv,
                                              int cs, float new_c, float new_s, float k_scale,
                                              float v_scale, char* ks, char* vs, int row, int lane,
                                              int parts = 3) {
-  constexpr int kHalf = D / 2;
+  constexpr int kHalf = D / 2, kPerChunk = 16 / int(sizeof(KV));
   const bf16* kq = qkv_row + size_t(a.heads + hkv) * D;
   const bf16* vq = qkv_row + size_t(a.heads + a.kv_heads + hkv) * D;
   const size_t at = size_t(cs) * a.kv_heads * D + size_t(hkv) * D;
-  bf16* kw = static_cast<bf16*>(const_cast<void*>(a.k_cache)) + at;
-  bf16* vw = static_cast<bf16*>(const_cast<void*>(a.v_cache)) + at;
+  KV* kw = static_cast<KV*>(const_cast<void*>(a.k_cache)) + at;
+  KV* vw = static_cast<KV*>(const_cast<void*>(a.v_cache)) + at;
   auto tile_at = [&](char* t, int j) {
-    return reinterpret_cast<bf16*>(t + L::off(row, j / 8) + (j % 8) * 2);
+    return reinterpret_cast<KV*>(t + L::off(row, j / kPerChunk)) + j % kPerChunk;
   };
   const float k_inv = 1.0f / k_scale, v_inv = 1.0f / v_scale;
   if (const int j = lane; (parts & 1) && j < kHalf) {
     float y0, y1;
     rope_rotate(__bfloat162float(kq[j]), __bfloat162float(kq[j + kHalf]), new_c, new_s, y0, y1);
-    const bf16 c0 = kv_from_f32<bf16>(round_to<bf16>(y0), k_inv);
-    const bf16 c1 = kv_from_f32<bf16>(round_to<bf16>(y1), k_inv);
-    *tile_at(ks, j) = __float2bfloat16_rn(to_f32(c0));
-    *tile_at(ks, j + kHalf) = __float2bfloat16_rn(to_f32(c1));
+    const KV c0 = kv_from_f32<KV>(round_to<bf16>(y0), k_inv);
+    const KV c1 = kv_from_f32<KV>(round_to<bf16>(y1), k_inv);
+    *tile_at(ks, j) = c0;
+    *tile_at(ks, j + kHalf) = c1;
     if (cs >= 0) kw[j] = c0, kw[j + kHalf] = c1;
   }
   for (int j = lane; (parts & 2) && j < D; j += 32) {
-    const bf16 c = kv_from_f32<bf16>(__bfloat162float(vq[j]), v_inv);
-    *tile_at(vs, j) = __float2bfloat16_rn(to_f32(c));
+    const KV c = kv_from_f32<KV>(__bfloat162float(vq[j]), v_inv);
+    *tile_at(vs, j) = c;
     if (cs >= 0) vw[j] = c;
   }
 }

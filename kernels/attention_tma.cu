@@ -36,7 +36,7 @@
 // (P = 0 there, and 0 · NaN would be NaN); its K rows past p may hold anything, their scores
 // are masked. The step's new keys (p, or from kv_len for a slot of a chunk) come from
 // rope_kv_write, the kernel before this one: tiles holding any are issued after
-// griddepcontrol.wait, earlier tiles before it. With fuse_rope (a bf16 cache) the
+// griddepcontrol.wait, earlier tiles before it. With fuse_rope the
 // kernel follows the qkv GEMV instead and does rope_kv_write's work (attention_rope.cuh): every
 // tile is issued before the wait, and the warp whose tile holds key p overwrites that row, once
 // it landed, with the rotated key and the value it also writes to the cache (one kernel and one
@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   // this tile's scores are in registers and its V once P V is done, so that each copy's latency
   // overlaps half a tile's arithmetic (one stage otherwise waits for the whole tile).
   constexpr bool kSplitKV = kStages == 1 && kSwap;
-  // RoPE and the new key here (bf16 only: paged_attention_tma_decode refuses fuse_rope over FP8).
-  const bool fuse = !F8 && a.fuse_rope;
+  // RoPE and the new key here (attention_rope.cuh).
+  const bool fuse = a.fuse_rope;
 
   // The warp's work: (tile, kv head) whole for tiles < whole_tiles, then (tile, kv head, chunk
   // z) for the others, kv heads fastest. The chunked tiles' partials and counters are indexed
@@ -403,7 +403,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   // RoPE's cos and sin (fuse: tile i is slot i, as in the split kernel) before the wait.
   RopeCs<kD> rc;
   float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + kD / 2)
-  if (fuse) rope_cs<kD>(float(a.positions[tile]), a.inv_freq, lane, rc, new_c, new_s);
+  if (fuse) {
+    const float pos = float(a.positions[tile]);
+    if constexpr (F8) {  // (load_q_rope_f8 shuffles the angles from their lanes)
+      if (lane < kD / 2) rope_angle(pos, a.inv_freq[lane], new_c, new_s);
+    } else {
+      rope_cs<kD>(pos, a.inv_freq, lane, rc, new_c, new_s);
+    }
+  }
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < kStages; k++)
@@ -418,9 +425,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
   const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
   uint32_t qa[kD / 16][4];
-  if constexpr (F8)
-    load_q_f8<kD>(q_lo, q_hi, lane, qa);
-  else if (fuse)
+  if constexpr (F8) {
+    if (fuse)
+      load_q_rope_f8<kD>(q_lo, q_hi, new_c, new_s, lane, qa);
+    else
+      load_q_f8<kD>(q_lo, q_hi, lane, qa);
+  } else if (fuse)
     load_q_rope_cs<kD>(q_lo, q_hi, rc, lane, qa);
   else
     load_q<kD>(q_lo, q_hi, lane, qa);
@@ -456,8 +466,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     // stage overwrites it, hence the proxy fence.
     const bool new_row = fuse && !grp && live <= kMmaTileKeys;
     auto write_new = [&](int parts) {
-      write_new_kv<kD, L>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s, k_scale, v_scale, ks,
-                          vs, live - 1, lane, parts);
+      using KV = std::conditional_t<F8, fp8_e4m3, bf16>;
+      write_new_kv<kD, L, KV>(a, qkv_row, hkv, a.cache_slot[slot], new_c, new_s, k_scale, v_scale,
+                              ks, vs, live - 1, lane, parts);
       fence_proxy_async();
       __syncwarp();
     };
@@ -684,10 +695,9 @@ Status paged_attention_tma_decode(const AttentionArgs& a, cudaStream_t stream) {
                  " (needs head_dim 64, the pool's slot count, a block size that divides 64 or is "
                  "a multiple of it, a config in [0, ",
                  kTmaDecodeConfigs, "))");
-  LOOM_ARG_CHECK(
-      a.decode && (!a.fuse_rope || (!a.kv_fp8 && a.positions && a.cache_slot && a.inv_freq)),
-      "paged_attention_tma_decode: decode steps; fuse_rope needs a bf16 cache (FP8: rope_kv_write "
-      "first, as paged_attention_mma does) and positions, cache_slot, inv_freq");
+  LOOM_ARG_CHECK(a.decode && (!a.fuse_rope || (a.positions && a.cache_slot && a.inv_freq)),
+                 "paged_attention_tma_decode: decode steps; fuse_rope needs positions, cache_slot, "
+                 "inv_freq");
   if (a.n_tiles == 0) return Status::good();
   const bool g8 = a.heads / a.kv_heads <= 8;
   if (a.kv_fp8)

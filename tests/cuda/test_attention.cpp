@@ -318,9 +318,9 @@ TEST_CASE("fused RoPE in the tensor-core decode gives rope_kv_write's bits (bf16
         const std::vector<uint16_t> among = run_rope_step(w, company, true, kc, vc, dinv);
         CHECK(same_row(fused, 0, unfused, 0, H, D, "fused RoPE vs rope_kv_write", p));
         CHECK(same_row(fused, 0, among, x_slot, H, D, "fused RoPE alone vs among 19", p));
-        // The TMA kernel over a bf16 cache: RoPE and the new key's row inside every build (0:
-        // 4 warps, 5: 3 warps, 3: unswapped tiles, 4: one stage, K and V on their own
-        // barriers); rope_kv_write first over an FP8 cache.
+        // The TMA kernel: RoPE and the new key's row inside every build (0: 4 warps, 5: 3
+        // warps, 3: unswapped tiles, 4: one stage, K and V on their own barriers; over an FP8
+        // cache config 4 runs config 0's build).
         for (int cfg : {0, 3, 4, 5}) {
           if (D != 64) break;  // (the TMA kernel: head_dim 64 only)
           CAPTURE(cfg);
