@@ -274,9 +274,8 @@ void CudaBackend::forward(const StepLayout& L, int num_splits, bool mega) {
   const bool decode_attn =
       L.one_slot_a_sequence() && (attention_mma() || s.heads / s.kv_heads <= kDecodeMaxG);
   // The one-row qkv GEMV leaves room for the decode attention kernel's blocks
-  // (GemvArgs::beside_attention; measured with a bf16 cache only). Not o after attention:
-  // measured slower (gemv.cu).
-  const bool beside = decode_attn && kv_t_ != DType::F8E4M3;
+  // (GemvArgs::beside_attention). Not o after attention: measured slower (gemv.cu).
+  const bool beside = decode_attn;
   for (int l = 0; l < s.layers; l++) {
     const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
     if (gemv) {
