@@ -219,9 +219,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   }
   if (n_parts > 1 && a.mma_counters != nullptr) {
     // The last of the (tile, kv head)'s active blocks folds the partitions (threadfence
-    // reduction: partials written, fence, count; the last one fences and reads them).
+    // reduction: partials written, a barrier, thread 0's acquire-release count; the last one's
+    // barrier, then it reads them).
     __shared__ int is_last;
-    __threadfence();
     __syncthreads();
     const int n_active = min(int(gridDim.z), n_parts);
     int* counter = a.mma_counters + size_t(tile) * a.kv_heads + hkv;
@@ -229,11 +229,10 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       // Every active block counts in, waits for the others, folds its share of the items and
       // counts out; the last out sets the counter back to zero for the next call.
       if (tid == 0) {
-        atomicAdd(counter, 1);
+        atomic_add_acq_rel_gpu(counter, 1);
         spin_until_count(counter, n_active);
       }
       __syncthreads();
-      __threadfence();
       fold_spread<D>(a, tile, hkv, n_parts, slot, blockIdx.z, n_active, tid, kThreads,
                      reinterpret_cast<float*>(smem));
       __syncthreads();
@@ -241,12 +240,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
       return;
     }
     if (tid == 0) {
-      is_last = atomicAdd(counter, 1) == n_active - 1;
+      is_last = atomic_add_acq_rel_gpu(counter, 1) == n_active - 1;
       if (is_last) *counter = 0;  // every other block has counted: ready for the next call
     }
     __syncthreads();
     if (is_last) {
-      __threadfence();
       if (!combine_partitions_staged<D, 1>(a, tile, hkv, n_parts, slot, tid, kThreads, smem,
                                            kMmaWarps * Tl::kPairBytes, [] { __syncthreads(); }))
         combine_partitions<D>(a, tile, hkv, n_parts, slot, tid, kThreads);

@@ -549,18 +549,18 @@ __global__ void __launch_bounds__(kWarps * 32)
     return;
   }
   // The last chunk of the (tile, kv head) to finish folds the partitions (threadfence
-  // reduction: partials written, fence, count; the last one fences and reads them).
-  __threadfence();
+  // reduction: partials written, __syncwarp, lane 0's acquire-release count; the last one's
+  // __syncwarp, then it reads them).
   __syncwarp();
   int last = 0;
   if (lane == 0) {
     int* counter = a.mma_counters + size_t(ptile) * a.kv_heads + hkv;
     const int n_active = (n_parts + per - 1) / per;
-    last = atomicAdd(counter, 1) == n_active - 1;
+    last = atomic_add_acq_rel_gpu(counter, 1) == n_active - 1;
     if (last) *counter = 0;  // every other chunk has counted: ready for the next call
   }
   if (__shfl_sync(0xffffffffu, last, 0)) {
-    __threadfence();
+    __syncwarp();
     // The warp's ring is free: every tile it issued has been consumed.
     if (!combine_partitions_staged<kD, 2>(a, ptile, hkv, n_parts, slot, lane, 32, ring,
                                           C::kWarpBytes, [] { __syncwarp(); }))

@@ -187,6 +187,20 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
+// *c += v at gpu scope with acquire-release order (atom.acq_rel.gpu); returns the old value. The
+// release half publishes this thread's earlier writes and those it observed through a barrier
+// before it (a warp's or block's partials, __syncwarp / __syncthreads first); the acquire half
+// makes what earlier adds released visible to it and, through a barrier after it, to its warp
+// or block. A threadfence reduction's count without a fence.sc.gpu on every thread either side.
+__device__ __forceinline__ int atomic_add_acq_rel_gpu(int* c, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
+               : "=r"(old)
+               : "l"(c), "r"(v)
+               : "memory");
+  return old;
+}
+
 // Thread 0's wait until *c >= target (acquire). A grid whose blocks cannot all be resident
 // would wait forever: after 2 s it traps, so the launch fails instead of hanging.
 __device__ __forceinline__ void spin_until_count(const int* c, int target) {
