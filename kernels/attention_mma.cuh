@@ -598,19 +598,16 @@ __device__ __forceinline__ void combine_partitions(const AttentionArgs& a, int t
 }
 
 // combine_partitions' fold (the same merges in the same order: the same bits) with the
-// partials first copied to shared memory, as many partitions at a time as `stage` holds
-// (stage_bytes), by every thread's 16-byte cp.async copies in flight together: one L2 round
-// trip a round instead of one per kBatch partitions (at batch 1, ctx 6,300, the 25-partition
-// fold took ~6 us of a layer's ~16 between the qkv GEMV and the o GEMV). The nthreads threads
-// (a block, or one warp with sync = __syncwarp) take kItems (row, 8 dims) items each. Needs a
-// partition's [G][D + 2] floats to be whole 16-byte vectors and G * D / 8 <= kItems * nthreads;
-// returns false (nothing done) otherwise, the same on every thread. Called by all nthreads
-// threads, after the point that frees `stage`.
-template <int D, int kItems, class Sync>
-__device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a, int tile, int hkv,
-                                                          int n_parts, int slot, int tid,
-                                                          int nthreads, void* stage,
-                                                          int stage_bytes, Sync&& sync) {
+// partials first brought to shared memory, as many partitions at a time as `stage` holds
+// (stage_bytes): `load(dst, src, bytes)`, called by all nthreads threads, returns once `bytes` of
+// partials from src are in dst for every one of them to read. The nthreads threads (a block, or
+// one warp with sync = __syncwarp) take kItems (row, 8 dims) items each. Needs a partition's
+// [G][D + 2] floats to be whole 16-byte vectors and G * D / 8 <= kItems * nthreads; returns false
+// (nothing done) otherwise, the same on every thread. Called after the point that frees `stage`.
+template <int D, int kItems, class Load, class Sync>
+__device__ __forceinline__ bool fold_staged(const AttentionArgs& a, int tile, int hkv, int n_parts,
+                                            int slot, int tid, int nthreads, void* stage,
+                                            int stage_bytes, Load&& load, Sync&& sync) {
   const int G = a.heads / a.kv_heads;
   const int pf = G * (D + 2);  // floats per partition: [G][D + 2]
   const int cap = stage_bytes / (pf * 4);
@@ -628,12 +625,7 @@ __device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a
   }
   for (int p0 = 0; p0 < n_parts; p0 += cap) {
     const int np = min(cap, n_parts - p0);
-    const float* from = src + size_t(p0) * pf;
-    for (int j = tid; j < np * pf / 4; j += nthreads)
-      cp_async16_bytes(st + 4 * j, from + 4 * j, 16);
-    cp_async_commit();
-    cp_async_wait<0>();
-    sync();
+    load(st, src + size_t(p0) * pf, np * pf * 4);
 #pragma unroll
     for (int i = 0; i < kItems; i++) {
       const int item = tid + i * nthreads, r = item / (D / 8), d0 = item % (D / 8) * 8;
@@ -655,6 +647,25 @@ __device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a
       write_row_total<D>(a, hkv, slot, item / (D / 8), item % (D / 8) * 8, l[i], acc[i]);
   }
   return true;
+}
+
+// fold_staged with every thread's 16-byte cp.async copies in flight together: one L2 round trip
+// a round instead of one per kBatch partitions (at batch 1, ctx 6,300, the 25-partition fold took
+// ~6 us of a layer's ~16 between the qkv GEMV and the o GEMV).
+template <int D, int kItems, class Sync>
+__device__ __forceinline__ bool combine_partitions_staged(const AttentionArgs& a, int tile, int hkv,
+                                                          int n_parts, int slot, int tid,
+                                                          int nthreads, void* stage,
+                                                          int stage_bytes, Sync&& sync) {
+  auto load = [&](float* dst, const float* from, int bytes) {
+    for (int j = tid; j < bytes / 16; j += nthreads)
+      cp_async16_bytes(dst + 4 * j, from + 4 * j, 16);
+    cp_async_commit();
+    cp_async_wait<0>();
+    sync();
+  };
+  return fold_staged<D, kItems>(a, tile, hkv, n_parts, slot, tid, nthreads, stage, stage_bytes,
+                                load, sync);
 }
 
 // The decode kernel's fold spread over the (tile, kv head)'s active blocks, for grids whose

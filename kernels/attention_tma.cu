@@ -73,7 +73,7 @@ struct TmaRows {
 };
 
 // Shared memory of a block: per warp kStages (K tile, V tile) pairs, the block's kGroupSlots
-// pairs (a group block's shared prefix, one-stage builds), then per warp kBars mbarriers and
+// pairs (a group block's shared prefix, one-stage builds), then per warp kWarpBars mbarriers and
 // the group slots' full and empty barriers; 1024 bytes of slack to align the rings (the
 // swizzle repeats every 1024 bytes).
 template <bool F8, int kStages, int kWarps>
@@ -83,8 +83,9 @@ struct TmaCfg {
   static constexpr int kWarpBytes = kStages * kPairBytes;
   static constexpr int kBars = kStages < 2 ? 2 : kStages;  // one stage: K and V apart
   static constexpr int kGroupSlots = kStages == 1 ? kTmaGroupSlots : 0;
+  static constexpr int kWarpBars = kBars + 1;  // the stages' and the fold's (bars[kBars])
   static constexpr int kSmemBytes = kWarps * kWarpBytes + kGroupSlots * kPairBytes +
-                                    (kWarps * kBars + 2 * kGroupSlots) * 8 + 1024;
+                                    (kWarps * kWarpBars + 2 * kGroupSlots) * 8 + 1024;
 };
 
 // The K and V pools of one layer as [cache_slots, kv_heads, 64] tensors.
@@ -249,9 +250,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   char* ring = base + warp * C::kWarpBytes;
   char* group_ring = base + kWarps * C::kWarpBytes;
   uint64_t* bar0 = reinterpret_cast<uint64_t*>(group_ring + C::kGroupSlots * C::kPairBytes);
-  uint64_t* bars = bar0 + warp * C::kBars;
-  uint64_t* full = bar0 + kWarps * C::kBars;  // [kGroupSlots]: a group slot's tile landed
-  uint64_t* empty = full + C::kGroupSlots;    // [kGroupSlots]: every warp read it
+  uint64_t* bars = bar0 + warp * C::kWarpBars;
+  uint64_t* full = bar0 + kWarps * C::kWarpBars;  // [kGroupSlots]: a group slot's tile landed
+  uint64_t* empty = full + C::kGroupSlots;        // [kGroupSlots]: every warp read it
   constexpr int kSlots = C::kGroupSlots > 0 ? C::kGroupSlots : 1;  // (for % and / below)
   // One stage of the swapped tile: K and V on their own barriers, the next tile's K issued once
   // this tile's scores are in registers and its V once P V is done, so that each copy's latency
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                   0, hkv, slot, bars + half);
   };
   if (lane == 0) {
-    for (int s = 0; s < C::kBars; s++) mbar_init(bars + s, 1);
+    for (int s = 0; s < C::kWarpBars; s++) mbar_init(bars + s, 1);
     fence_mbar_init();
   }
   __syncwarp();
@@ -561,9 +562,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (__shfl_sync(0xffffffffu, last, 0)) {
     __syncwarp();
-    // The warp's ring is free: every tile it issued has been consumed.
-    if (!combine_partitions_staged<kD, 2>(a, ptile, hkv, n_parts, slot, lane, 32, ring,
-                                          C::kWarpBytes, [] { __syncwarp(); }))
+    // The warp's ring is free: every tile it issued has been consumed. Each round's partials
+    // come in by one bulk copy (a warp's 16-byte cp.async copies of 15 partitions took ~1 us
+    // to issue at batch 8: session 39's fold probe).
+    uint64_t* fold_bar = bars + C::kBars;
+    uint32_t phase = 0;
+    auto load = [&](float* dst, const float* from, int bytes) {
+      if (lane == 0) {
+        fence_proxy_async_all();
+        mbar_expect_tx(fold_bar, uint32_t(bytes));
+        bulk_load(dst, from, uint32_t(bytes), fold_bar);
+      }
+      mbar_wait(fold_bar, phase);
+      phase ^= 1u;
+    };
+    if (!fold_staged<kD, 2>(a, ptile, hkv, n_parts, slot, lane, 32, ring, C::kWarpBytes, load,
+                            [] { __syncwarp(); }))
       combine_partitions<kD>(a, ptile, hkv, n_parts, slot, lane, 32);
   }
 }
