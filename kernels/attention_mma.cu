@@ -113,13 +113,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   RopeCs<D> rc;
   static_assert(D <= 64, "the new key's RoPE pairs: one a lane");
   float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + D / 2)
-  if (a.fuse_rope) {
-    if constexpr (F8) {  // (load_q_rope_f8 shuffles the angles from their lanes)
-      if (lane < D / 2) rope_angle(pos, a.inv_freq[lane], new_c, new_s);
-    } else {
-      rope_cs<D>(pos, a.inv_freq, lane, rc, new_c, new_s);
-    }
-  }
+  if (a.fuse_rope) rope_angles<D, F8>(pos, a.inv_freq, lane, rc, new_c, new_s);
   pdl_wait();  // qkv and cache row p come from the previous kernels
   if (!early) issue(blockIdx.z);
 
@@ -129,15 +123,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_decode_kernel(At
   uint32_t qa[D / 16][4];
   const bf16* q_lo = g < G ? q0 + g * D : nullptr;
   const bf16* q_hi = g + 8 < G ? q0 + (g + 8) * D : nullptr;
-  if constexpr (F8) {
-    if (a.fuse_rope)
-      load_q_rope_f8<D>(q_lo, q_hi, new_c, new_s, lane, qa);
-    else
-      load_q_f8<D>(q_lo, q_hi, lane, qa);
-  } else if (a.fuse_rope)
-    load_q_rope_cs<D>(q_lo, q_hi, rc, lane, qa);
-  else
-    load_q<D>(q_lo, q_hi, lane, qa);
+  load_q_decode<D, F8>(q_lo, q_hi, a.fuse_rope, rc, new_c, new_s, lane, qa);
   const int p_lo = g < G ? p : -1, p_hi = g + 8 < G ? p : -1;
 
   for (int part = blockIdx.z; part < n_parts; part += gridDim.z) {

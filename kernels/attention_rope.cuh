@@ -105,6 +105,38 @@ __device__ __forceinline__ void load_q_rope_f8(const bf16* q_lo, const bf16* q_h
   }
 }
 
+// The decode kernels' RoPE angles before their wait (fuse_rope): over bf16 rope_cs's; over FP8
+// only the lane's own angle (load_q_rope_f8 shuffles them from their lanes). own_c, own_s: the
+// new key's pair (lane, lane + D / 2).
+template <int D, bool F8>
+__device__ __forceinline__ void rope_angles(float pos, const float* inv_freq, int lane,
+                                            RopeCs<D>& rc, float& own_c, float& own_s) {
+  if constexpr (F8) {
+    own_c = 0.0f, own_s = 0.0f;
+    if (lane < D / 2) rope_angle(pos, inv_freq[lane], own_c, own_s);
+  } else {
+    rope_cs<D>(pos, inv_freq, lane, rc, own_c, own_s);
+  }
+}
+
+// The decode kernels' q fragments (f16 over an FP8 cache, else bf16), rotated as they are
+// loaded where fuse (rope_angles' rc, own_c, own_s).
+template <int D, bool F8>
+__device__ __forceinline__ void load_q_decode(const bf16* q_lo, const bf16* q_hi, bool fuse,
+                                              const RopeCs<D>& rc, float own_c, float own_s,
+                                              int lane, uint32_t (&qa)[D / 16][4]) {
+  if constexpr (F8) {
+    if (fuse)
+      load_q_rope_f8<D>(q_lo, q_hi, own_c, own_s, lane, qa);
+    else
+      load_q_f8<D>(q_lo, q_hi, lane, qa);
+  } else if (fuse) {
+    load_q_rope_cs<D>(q_lo, q_hi, rc, lane, qa);
+  } else {
+    load_q<D>(q_lo, q_hi, lane, qa);
+  }
+}
+
 // The step's new key and value of kv head hkv (qkv_row: the slot's q, k, v heads): K's dims
 // (lane, lane + D / 2) rotated by (new_c, new_s) (rope_cs's own pair), both quantized as
 // rope_kv_write stores them (KV: the cache's element, bf16 or e4m3) and written to the cache at

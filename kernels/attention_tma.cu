@@ -404,14 +404,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // RoPE's cos and sin (fuse: tile i is slot i, as in the split kernel) before the wait.
   RopeCs<kD> rc;
   float new_c = 0.0f, new_s = 0.0f;  // the new key's dims (lane, lane + kD / 2)
-  if (fuse) {
-    const float pos = float(a.positions[tile]);
-    if constexpr (F8) {  // (load_q_rope_f8 shuffles the angles from their lanes)
-      if (lane < kD / 2) rope_angle(pos, a.inv_freq[lane], new_c, new_s);
-    } else {
-      rope_cs<kD>(pos, a.inv_freq, lane, rc, new_c, new_s);
-    }
-  }
+  if (fuse) rope_angles<kD, F8>(float(a.positions[tile]), a.inv_freq, lane, rc, new_c, new_s);
   pdl_wait();
 #pragma unroll
   for (int k = 0; k < kStages; k++)
@@ -426,15 +419,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bf16* q_lo = g < G ? q0 + g * kD : nullptr;
   const bf16* q_hi = !kG8 && g + 8 < G ? q0 + (g + 8) * kD : nullptr;
   uint32_t qa[kD / 16][4];
-  if constexpr (F8) {
-    if (fuse)
-      load_q_rope_f8<kD>(q_lo, q_hi, new_c, new_s, lane, qa);
-    else
-      load_q_f8<kD>(q_lo, q_hi, lane, qa);
-  } else if (fuse)
-    load_q_rope_cs<kD>(q_lo, q_hi, rc, lane, qa);
-  else
-    load_q<kD>(q_lo, q_hi, lane, qa);
+  load_q_decode<kD, F8>(q_lo, q_hi, fuse, rc, new_c, new_s, lane, qa);
   static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
   // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
   const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
