@@ -12,8 +12,8 @@
 // byte but e4m3's NaN (0x7f, 0xff: 480 · 2^-8 here). The kernel could fold the 2^8 into its
 // softmax scale (K) and V scale: a power of two commutes with every fp32 rounding that does not
 // leave the normal range, so the bits would stay. Whether it pays depends on the conversion's
-// issue rate against 2-3 ALU instructions: this probe measures both, and checks the identity on
-// the GPU for all 65,536 byte pairs.
+// rate: a word's two f16x2 are 2 PRMT + 2 F2FP today and ~7 integer instructions by bits. This
+// probe measures both, and checks the identity on the GPU for all 65,536 byte pairs.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
