@@ -129,6 +129,20 @@ def top_p_draw_point(seed, sample, draw_index, kept_mass):
     return (u * int(kept_mass)) >> 64
 
 
+def _order(z):
+    """All ids in the C++ order: z descending, the lower id first among equal keys."""
+    return np.lexsort((np.arange(z.size), -_order_key(z).astype(np.int64)))
+
+
+def _z_gap(z, order, i):
+    """z of the id at position i less z of the one at i + 1 (inf past the end or with a NaN):
+    an error below half of it in every z cannot swap the two."""
+    if i < 0 or i + 1 >= order.size:
+        return np.inf
+    gap = float(z[order[i]]) - float(z[order[i + 1]])
+    return gap if np.isfinite(gap) else np.inf
+
+
 def kept_ids(z, top_k, top_p):
     """Ids the draw may pick, in the C++ order, and with top-p on their integer weights (uint64,
     else None); (None, None) when no filter is on (all of the vocab)."""
@@ -138,8 +152,7 @@ def kept_ids(z, top_k, top_p):
     top_p_on = top_p32 < np.float32(1.0)
     if not (top_k_on or top_p_on):
         return None, None
-    ids = np.arange(vocab)
-    order = np.lexsort((ids, -_order_key(z).astype(np.int64)))  # z descending, lower id first
+    order = _order(z)
     n = top_k if top_k_on else vocab
     if not top_p_on:
         return order[:n], None
@@ -160,7 +173,10 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
     could flip. For a top-p draw it is 4 d, d the distance of r / M from the nearer inner end of
     the token's cumulative interval (0 and 1 stay put): an error of e in every z moves an end by
     at most e / 2, so, as for Gumbel-max, an error below margin / 2 keeps the token (a weight's
-    1/4096 step of u is an error of ln 2 / 4096 ≈ 1.7e-4 in z).
+    1/4096 step of u is an error of ln 2 / 4096 ≈ 1.7e-4 in z). With a filter it also receives
+    "order_margin", in the same units, for what the order of the ids decides: the z gaps of the
+    drawn id to its neighbours and top-p's cut (top-p), or the gap at the k-th id (top-k alone).
+    No weight quantum enters those, so goldens hold them to a smaller bound than "margin".
     """
     logits = np.asarray(logits, dtype=np.float32).reshape(-1)
     temperature = np.float32(temperature)
@@ -180,6 +196,20 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
             lo = r - cum[j - 1] if j else np.inf
             hi = cum[j] - r if j + 1 < len(cum) else np.inf
             details["margin"] = 4.0 * min(lo, hi) / mass if mass else np.inf
+            # The ends are not all that moves: ids whose z nearly tie swap places in the order
+            # (the drawn id with either neighbour, the next one possibly outside the kept set),
+            # and the cut moves, changing M and so r, when the target nearly meets the mass
+            # before or at the last kept id (a fraction f of the candidates' mass, which an
+            # error e in every z moves by at most ~e: 2 f, like a z gap).
+            order = _order(z)
+            cand = order[:int(top_k)] if 0 < int(top_k) < z.size else order
+            total = int(np.cumsum(top_p_weights(z[cand], np.float32(np.nanmax(z))),
+                                   dtype=np.uint64)[-1])
+            target = top_p_target(np.float32(top_p), total)
+            n = len(cum)
+            cut = min(cum[n - 1] - target, target - (cum[n - 2] if n > 1 else 0))
+            details["order_margin"] = min(_z_gap(z, order, j - 1), _z_gap(z, order, j),
+                                          2.0 * cut / total if total else np.inf)
         return int(kept[j])
     if kept is None:
         kept = np.arange(z.size)
@@ -188,6 +218,8 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
     best = v.max()
     if details is not None:
         details["margin"] = float(best) - float(np.partition(v, -2)[-2]) if v.size > 1 else np.inf
+        if 0 < int(top_k) < z.size:  # the k-th and the next id swapping changes the set
+            details["order_margin"] = _z_gap(z, _order(z), int(top_k) - 1)
     return int(kept[v == best].min())
 
 
