@@ -398,8 +398,9 @@ def run_cases(cases, gen):
 
 # A draw's smallest margins (loom_sampler.sample_token's details) the goldens accept: the winner's
 # lead over the runner-up or the top-p draw point's distance to an end, 1e-3 (the 1/4096 weight
-# quantum is worth 1.7e-4 in z); the order's gaps and top-p's cut, 1e-4 (no quantum: loom's
-# logits are within ~1.2e-5 of HF's). A draw under either is a tie HF and loom could break
+# quantum is worth 1.7e-4 in z); the order's gaps and top-p's cut, 1e-4 (the quantum enters only
+# the cut, through the few weights at a quantum's edge; loom's logits are within ~1.2e-5 of
+# HF's). A draw under either is a tie HF and loom could break
 # differently (session 40: an HF-live run failed on two kept ids 3.2e-6 apart in z that swapped
 # places, under a "margin" of 0.05).
 MIN_MARGIN, MIN_ORDER_MARGIN = 1e-3, 1e-4

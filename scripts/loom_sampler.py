@@ -176,7 +176,8 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
     1/4096 step of u is an error of ln 2 / 4096 ≈ 1.7e-4 in z). With a filter it also receives
     "order_margin", in the same units, for what the order of the ids decides: the z gaps of the
     drawn id to its neighbours and top-p's cut (top-p), or the gap at the k-th id (top-k alone).
-    No weight quantum enters those, so goldens hold them to a smaller bound than "margin".
+    The weight quantum enters only the cut, and there only through the few weights whose u lies
+    within the error of a quantum's edge, so goldens hold these to a smaller bound than "margin".
     """
     logits = np.asarray(logits, dtype=np.float32).reshape(-1)
     temperature = np.float32(temperature)
