@@ -143,25 +143,34 @@ def _z_gap(z, order, i):
     return gap if np.isfinite(gap) else np.inf
 
 
-def kept_ids(z, top_k, top_p):
-    """Ids the draw may pick, in the C++ order, and with top-p on their integer weights (uint64,
-    else None); (None, None) when no filter is on (all of the vocab)."""
+def _filter(z, top_k, top_p):
+    """kept_ids' work, with what the draw's margins read too: (order, n, w, target). order: all
+    ids in the C++ order, n the kept count (None, 0 when no filter is on); with top-p w, the
+    candidates' integer weights (uint64), and target, the kept prefix's least mass (else None,
+    None)."""
     vocab = z.size
     top_k_on = 0 < top_k < vocab
     top_p32 = np.float32(top_p)
-    top_p_on = top_p32 < np.float32(1.0)
-    if not (top_k_on or top_p_on):
-        return None, None
+    if not (top_k_on or top_p32 < np.float32(1.0)):
+        return None, 0, None, None
     order = _order(z)
     n = top_k if top_k_on else vocab
-    if not top_p_on:
-        return order[:n], None
+    if top_p32 >= np.float32(1.0):
+        return order, n, None, None
     zmax = np.float32(np.nanmax(z)) if not np.all(np.isnan(z)) else np.float32(-np.inf)
     w = top_p_weights(z[order[:n]], zmax)
     cum = np.cumsum(w, dtype=np.uint64)  # exact: below 2^64 for vocabularies under 2^24
-    reached = np.flatnonzero(cum >= np.uint64(top_p_target(top_p32, cum[-1])))
-    n = int(reached[0]) + 1
-    return order[:n], w[:n]
+    target = top_p_target(top_p32, cum[-1])
+    return order, int(np.flatnonzero(cum >= np.uint64(target))[0]) + 1, w, target
+
+
+def kept_ids(z, top_k, top_p):
+    """Ids the draw may pick, in the C++ order, and with top-p on their integer weights (uint64,
+    else None); (None, None) when no filter is on (all of the vocab)."""
+    order, n, w, _ = _filter(z, top_k, top_p)
+    if order is None:
+        return None, None
+    return order[:n], None if w is None else w[:n]
 
 
 def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_index=0,
@@ -187,9 +196,11 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
             details["margin"] = float(top2[1]) - float(top2[0])
         return int(np.argmax(logits))  # first maximum: lowest id on ties
     z = (logits / temperature).astype(np.float32)  # [vocab]
-    kept, w = kept_ids(z, int(top_k), float(top_p))
+    order, n, w, target = _filter(z, int(top_k), float(top_p))
+    kept = np.arange(z.size) if order is None else order[:n]
     if w is not None:  # top-p: inverse CDF (draw stream 4)
-        cum = [int(c) for c in np.cumsum(w, dtype=np.uint64)]  # exact, as in kept_ids
+        cand = [int(c) for c in np.cumsum(w, dtype=np.uint64)]  # exact, as in _filter
+        cum, total = cand[:n], cand[-1]
         mass = cum[-1]
         r = top_p_draw_point(seed, sample_index, draw_index, mass)
         j = next((i for i, c in enumerate(cum) if c > r), 0)  # none: mass 0
@@ -202,25 +213,17 @@ def sample_token(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sample_ind
             # and the cut moves, changing M and so r, when the target nearly meets the mass
             # before or at the last kept id (a fraction f of the candidates' mass, which an
             # error e in every z moves by at most ~e: 2 f, like a z gap).
-            order = _order(z)
-            cand = order[:int(top_k)] if 0 < int(top_k) < z.size else order
-            total = int(np.cumsum(top_p_weights(z[cand], np.float32(np.nanmax(z))),
-                                   dtype=np.uint64)[-1])
-            target = top_p_target(np.float32(top_p), total)
-            n = len(cum)
             cut = min(cum[n - 1] - target, target - (cum[n - 2] if n > 1 else 0))
             details["order_margin"] = min(_z_gap(z, order, j - 1), _z_gap(z, order, j),
                                           2.0 * cut / total if total else np.inf)
         return int(kept[j])
-    if kept is None:
-        kept = np.arange(z.size)
     u = philox_uniform(seed, sample_index, draw_index, kept)
     v = (z[kept] + gumbel_noise(u)).astype(np.float32)
     best = v.max()
     if details is not None:
         details["margin"] = float(best) - float(np.partition(v, -2)[-2]) if v.size > 1 else np.inf
         if 0 < int(top_k) < z.size:  # the k-th and the next id swapping changes the set
-            details["order_margin"] = _z_gap(z, _order(z), int(top_k) - 1)
+            details["order_margin"] = _z_gap(z, order, int(top_k) - 1)
     return int(kept[v == best].min())
 
 
