@@ -449,6 +449,11 @@ __device__ __forceinline__ void store_out_row(bf16* o, const RowState<D>& t, int
   }
 }
 
+// A q element as the f16 A fragment takes it: clamped to f16's finite range.
+__device__ __forceinline__ float clamp_f16(float x) {
+  return fminf(fmaxf(x, -65504.0f), 65504.0f);
+}
+
 // Q rows g and g + 8 as f16 A fragments in the permuted dim order above (null: zero row).
 template <int D>
 __device__ __forceinline__ void load_q_f8(const bf16* q_lo, const bf16* q_hi, int lane,
@@ -456,9 +461,7 @@ __device__ __forceinline__ void load_q_f8(const bf16* q_lo, const bf16* q_hi, in
   auto pair = [](const bf16* q, int d) -> uint32_t {
     if (q == nullptr) return 0u;
     const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(q + d);
-    const float lo = fminf(fmaxf(__low2float(v), -65504.0f), 65504.0f);
-    const float hi = fminf(fmaxf(__high2float(v), -65504.0f), 65504.0f);
-    return pack_f16(lo, hi);
+    return pack_f16(clamp_f16(__low2float(v)), clamp_f16(__high2float(v)));
   };
   const int d0 = (lane & 3) * 4;
 #pragma unroll

@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_q_rope_f8(const bf16* q_lo, const bf16* q_h
     const int j = d % kHalf;
     float y0, y1;
     rope_rotate(__bfloat162float(q[j]), __bfloat162float(q[j + kHalf]), c, s, y0, y1);
-    return fminf(fmaxf(round_to<bf16>(d < kHalf ? y0 : y1), -65504.0f), 65504.0f);
+    return clamp_f16(round_to<bf16>(d < kHalf ? y0 : y1));
   };
   const int d0 = (lane & 3) * 4;
 #pragma unroll
