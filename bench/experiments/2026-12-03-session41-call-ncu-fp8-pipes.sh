@@ -1,6 +1,6 @@
 #!/bin/bash
 # Prepared in session 40 for session 41 (~3 minutes; carry main's run pack as .device/base.txz,
-# `scripts/pack_device.sh run build .device/base.txz` from a clean build of main).
+# extracts to .device/main/bin).
 # Why FP8 attention alone reads ~3.9 TB/s at b256 ctx 8,000 where bf16 reads 4.29: two readings
 # (bench/NOTES-cuda.md, session 40). (a) the e4m3 -> f16 conversions (F2FP) saturate a pipe;
 # (b) a tile's fixed work, the same for 8 KB of e4m3 as for 16 KB of bf16, is paid twice a byte.
@@ -21,7 +21,7 @@ for kv in fp8 bf16; do
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
     --section SourceCounters --import-source yes \
-    -o "$W/tma_b256_$kv" build/bin/cuda_bench /tmp/x.json --attention-case 256 8000 4 $extra \
+    -o "$W/tma_b256_$kv" .device/main/bin/cuda_bench /tmp/x.json --attention-case 256 8000 4 $extra \
     > "$W/ncu_run_$kv.log" 2>&1
   echo "ncu $kv rc=$?"
   "$NCU" -i "$W/tma_b256_$kv.ncu-rep" --page details --csv > "$W/tma_b256_${kv}_details.csv" 2>&1

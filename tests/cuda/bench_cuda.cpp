@@ -14,8 +14,10 @@
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
 // of G sequences sharing their first KEYS keys' blocks against each with its own, each config.
-// `cuda_bench OUT.json --step-case B CTX[,CTX…] [fp8]` splits a Terra-size decode step of B
-// sequences: its graph replayed with each kernel family left out (bf16 or e4m3 KV).
+// `cuda_bench OUT.json --step-case B CTX[,CTX…] [fp8] [scatter] [power]` splits a Terra-size decode
+// step of B sequences: its graph replayed with each kernel family left out (bf16 or e4m3 KV;
+// scatter: the sequences' blocks interleaved as running decode steps leave them; power: whole,
+// attention alone and without attention replayed ~8 s each, with their wall-clock windows).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 // `cuda_bench OUT.json --only KEY[,KEY…]` runs those microbenchmarks alone (no backend part).
@@ -89,13 +91,18 @@ int main(int argc, char** argv) {
     std::printf("device %s, copy bandwidth %.0f GB/s (read + write)\n",
                 r["device"].get<std::string>().c_str(), bw);
 
-    if (argc > 4 && mode == "--step-case") {  // cuda_bench OUT --step-case B CTX[,CTX…] [fp8]
+    // cuda_bench OUT --step-case B CTX[,CTX…] [fp8] [scatter] [power]
+    if (argc > 4 && mode == "--step-case") {
       std::vector<int> ctxs;
       std::stringstream list(argv[4]);
       for (std::string c; std::getline(list, c, ',');) ctxs.push_back(std::stoi(c));
-      const bool fp8 = argc > 5 && std::string(argv[5]) == "fp8";
-      r["step_case"] =
-          bench::bench_step_case(*be, std::atoi(argv[3]), ctxs, fp8 ? KvDType::FP8 : KvDType::BF16);
+      const std::vector<std::string> rest(argv + 5, argv + argc);
+      auto has = [&](const char* w) {
+        return std::find(rest.begin(), rest.end(), w) != rest.end();
+      };
+      r["step_case"] = bench::bench_step_case(*be, std::atoi(argv[3]), ctxs,
+                                              has("fp8") ? KvDType::FP8 : KvDType::BF16,
+                                              has("scatter"), has("power"));
       std::ofstream(out_path) << r.dump(2) << "\n";
       return 0;
     }

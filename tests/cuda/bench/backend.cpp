@@ -5,6 +5,7 @@
 // times (profiling pass); the batch-1 graph with kernel families left out; the cost of top-k /
 // top-p draws; a 3-frame prefill (1746 slots).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -215,7 +216,8 @@ StepBatch action_batch(const StepBatch& d, int k, int action_dim) {
   return b;
 }
 
-json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDType kv) {
+json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDType kv, bool scatter,
+                     bool power) {
   ModelSpec spec = test::terra_spec();
   spec.positions = PositionKind::None;
   be.load(spec, terra_weights(spec));
@@ -251,8 +253,14 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
       {1 | 2 | 4 | 8, "all but embed"}};
   json rows = json::array();
   for (int ctx : ctxs) {
-    const StepBatch b = decode_batch(batch, ctx, 16, 1.0f, 0, 1.0f);
-    json row = {{"batch", batch}, {"ctx", ctx}, {"kv", kv_dtype_name(kv)}};
+    StepBatch b = decode_batch(batch, ctx, 16, 1.0f, 0, 1.0f);
+    // scatter: block j of sequence s at j n + s, as decode steps that append a block to each of
+    // n running sequences in turn leave them, instead of each sequence's blocks side by side.
+    if (scatter)
+      for (int s = 0; s < batch; s++)
+        for (int j = 0; j < b.blocks_per_seq; j++)
+          b.block_tables[size_t(s) * b.blocks_per_seq + j] = j * batch + s;
+    json row = {{"batch", batch}, {"ctx", ctx}, {"kv", kv_dtype_name(kv)}, {"scatter", scatter}};
     double full = 0;
     for (auto [mask, what] : masks) {
       cuda_set_debug_skip(be, mask);
@@ -263,6 +271,28 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
       std::printf("b%d ctx %5d %s: graph without %-20s %8.3f ms (%+.3f)\n", batch, ctx,
                   kv_dtype_name(kv), what, ms, ms - full);
     }
+    cuda_set_debug_skip(be, 0);
+    // power: a few of those graphs replayed for ~8 s each, the windows' wall-clock bounds in the
+    // JSON, for nvidia-smi's power and clock samples (a 256-job run holds the 700 W cap).
+    if (power)
+      for (auto [mask, what] :
+           std::vector<std::pair<int, const char*>>{{0, "nothing"},
+                                                    {1, "attention"},
+                                                    {2 | 4 | 8, "all but attention"},
+                                                    {0, "nothing"}}) {
+        cuda_set_debug_skip(be, mask);
+        time_steps(be, b, 2, 2);
+        const double ms = row["graph_ms_without"][what].get<double>();
+        const auto now = [] {
+          return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+        };
+        const double t0 = now();
+        const double got = cuda_time_graph_replay(be, batch, int(8000 / ms));
+        row["power_windows"].push_back({{"without", what}, {"t0", t0}, {"t1", now()}, {"ms", got}});
+        std::printf("power window without %-20s %.3f .. %.3f s (%.3f ms a replay)\n", what, t0,
+                    now(), got);
+      }
     cuda_set_debug_skip(be, 0);
     // Steps where k sequences feed a frame's 6 action slots after its last image token (7
     // slots, one-slot tiles: a chunk graph) against the plain decode step, whole steps timed.

@@ -55,7 +55,8 @@ void bench_backend(Backend& be, double copy_gbps, nlohmann::json& r);
 // Where a decode step's device time goes at batch B and each context of ctxs (backend.cpp):
 // the step's graph replayed with kernel families left out (cuda_set_debug_skip), a KV cache of
 // kv (bf16 or fp8), and the eager per-family profile beside it.
-nlohmann::json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDType kv);
+nlohmann::json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDType kv,
+                               bool scatter = false, bool power = false);
 // The decode-step megakernel against the graph path, and its per-op trace (mega.cpp).
 void bench_megakernel(Backend& be, double copy_gbps, nlohmann::json& r);
 
