@@ -24,7 +24,7 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
   const std::vector<Shape> shapes = {{32, 4, 64}, {4, 2, 64}, {6, 2, 16}, {16, 1, 16}};
   const std::vector<int> contexts = {1, 63, 64, 65, 255, 256, 257, 600, 2100};
   for (const Shape& sh : shapes)
-    for (int bs : {16, 32}) {
+    for (int bs : {16, 32, 128}) {
       CAPTURE(sh.heads);
       CAPTURE(sh.kv_heads);
       CAPTURE(sh.head_dim);
