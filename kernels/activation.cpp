@@ -1,6 +1,7 @@
 // Host references of convert and fill_uniform (activation.h).
 #include "kernels/activation.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 
@@ -35,6 +36,11 @@ float uniform_value(size_t i, uint64_t seed, float scale) {
 }
 
 void fill_uniform(DType t, void* dst, size_t n, uint64_t seed, float scale) {
+  if (t == DType::F8E4M3) {  // the KV quantizer's rounding with scale 1
+    for (size_t i = 0; i < n; i++)
+      static_cast<uint8_t*>(dst)[i] = fp8_e4m3_from_f32(uniform_value(i, seed, scale));
+    return;
+  }
   for (size_t i = 0; i < n; i++) store(t, dst, i, uniform_value(i, seed, scale));
 }
 

@@ -1,6 +1,7 @@
 #include "core/philox.h"
 #include "kernels/activation.cuh"
 #include "kernels/common.cuh"
+#include "kernels/kv_quant.cuh"
 
 namespace loom::gpu {
 
@@ -26,6 +27,17 @@ Status convert(DType src_t, const void* src, DType dst_t, void* dst, size_t n,
   });
 }
 
+// The fill's value as dst's type: rounded to nearest even, or for e4m3 by the KV quantizer
+// with scale 1 (core/fp8.h's fp8_e4m3_from_f32 on the host).
+template <class T>
+__device__ __forceinline__ T fill_cast(float x) {
+  return from_f32<T>(x);
+}
+template <>
+__device__ __forceinline__ fp8_e4m3 fill_cast<fp8_e4m3>(float x) {
+  return kv_quantize(x, 1.0f);
+}
+
 // cpu::uniform_value (activation.cpp), term for term.
 template <class T>
 __global__ void fill_uniform_kernel(T* dst, size_t n, uint64_t seed, float scale) {
@@ -34,7 +46,7 @@ __global__ void fill_uniform_kernel(T* dst, size_t n, uint64_t seed, float scale
     const Philox4 r = philox4x32_10(uint32_t(i), uint32_t(i >> 32), 0x5eed, 0, uint32_t(seed),
                                     uint32_t(seed >> 32));
     const float u = (float(r.v[0] >> 8) + 0.5f) * (1.0f / 16777216.0f);
-    dst[i] = from_f32<T>((2.0f * u - 1.0f) * scale);
+    dst[i] = fill_cast<T>((2.0f * u - 1.0f) * scale);
   }
 }
 
@@ -42,6 +54,10 @@ Status fill_uniform(DType t, void* dst, size_t n, uint64_t seed, float scale, cu
   LOOM_ARG_CHECK(dst, "fill_uniform: null pointer");
   if (n == 0) return Status::good();
   const int blocks = int(std::min<size_t>((n + 255) / 256, 16384));
+  if (t == DType::F8E4M3) {
+    fill_uniform_kernel<<<blocks, 256, 0, stream>>>(static_cast<fp8_e4m3*>(dst), n, seed, scale);
+    return launch_status("fill_uniform");
+  }
   return dispatch_f32_bf16(t, "fill_uniform", [&](auto tag) {
     using T = decltype(tag);
     fill_uniform_kernel<<<blocks, 256, 0, stream>>>(static_cast<T*>(dst), n, seed, scale);

@@ -4,7 +4,8 @@
 // same arguments and a stream. Plain C++, so CPU-only builds include it.
 //   convert:      dst[i] = src[i] converted; src f32/f16/bf16, dst f32/bf16 (round to nearest
 //                 even).
-//   fill_uniform: dst[i] = uniform(-scale, scale) from Philox of (seed, i); dst f32 or bf16.
+//   fill_uniform: dst[i] = uniform(-scale, scale) from Philox of (seed, i); dst f32, bf16 or
+//                 f8e4m3 (the KV quantizer's rounding, scale 1: synthetic FP8 caches).
 // (The SwiGLU product silu(gate)·up is act_mul with silu: mlp_activation.h.)
 #pragma once
 

@@ -69,7 +69,7 @@ TEST_CASE("convert matches cpu::convert bit for bit for every dtype pair") {
 }
 
 TEST_CASE("fill_uniform matches cpu::fill_uniform bit for bit") {
-  for (DType t : {DType::F32, DType::BF16})
+  for (DType t : {DType::F32, DType::BF16, DType::F8E4M3})
     for (size_t n : kSizes)
       for (uint64_t seed : {0ull, 0x123456789abcull}) {
         CAPTURE(dtype_name(t));
