@@ -16,6 +16,30 @@
 
 namespace loom::gpu::mma_impl {
 
+// Energy probes of the e4m3 tile (LOOM_TMA_PROBE, 0 in every normal build; a probe build sets it
+// through CMAKE_CUDA_FLAGS, bench/experiments/2026-12-03-session42-call-energy-probes.sh): 1, no
+// tile math (the copies, barriers and merges only); 2, no e4m3 conversions (the raw bytes as
+// f16 pairs); 3, no MMAs (a xor of their operands instead, which keeps the conversions). The
+// outputs are garbage; the joules a replay say where attention's energy goes.
+#ifndef LOOM_TMA_PROBE
+#define LOOM_TMA_PROBE 0
+#endif
+__device__ __forceinline__ uint32_t probe_e4m3x2_to_f16x2(uint32_t two) {
+#if LOOM_TMA_PROBE == 2
+  return two;
+#else
+  return e4m3x2_to_f16x2(two);
+#endif
+}
+__device__ __forceinline__ void probe_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                              uint32_t b1) {
+#if LOOM_TMA_PROBE == 3
+  c[0] = __uint_as_float(__float_as_uint(c[0]) ^ a[0] ^ a[1] ^ a[2] ^ a[3] ^ b0 ^ b1);
+#else
+  mma_f16(c, a, b0, b1);
+#endif
+}
+
 // (m, l, acc) of a lane's two heads 2 tig + c (c = 0, 1) over its dims: acc[db][2 half + c] is
 // dim col_dim<F8>(db, g, half) of head 2 tig + c.
 template <int D>
@@ -80,6 +104,14 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
                                                      const int (&p)[2], int lane, float scale,
                                                      ColState<D>& t, Hooks hooks = {}) {
   static_assert(D == 64, "the TMA decode kernel's head_dim");
+#if LOOM_TMA_PROBE == 1
+  if constexpr (F8) {
+    hooks.after_k();
+    hooks.before_v();
+    t.clear();
+    return;
+  }
+#endif
   const int g = lane >> 2;
   // C fragments of S^T, m-tile mt: s[mt][2 half + c] = key 16 mt + 8 half + g, head 2 tig + c.
   float s[4][4];
@@ -100,9 +132,10 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
       ldmatrix_x4(hi, ks + L::off(16 * mt + 8 + (lane & 7), lane >> 3));
 #pragma unroll
       for (int k = 0; k < D / 16; k++) {
-        const uint32_t a[4] = {e4m3x2_to_f16x2(lo[k] & 0xffffu), e4m3x2_to_f16x2(hi[k] & 0xffffu),
-                               e4m3x2_to_f16x2(lo[k] >> 16), e4m3x2_to_f16x2(hi[k] >> 16)};
-        mma_f16(s[mt], a, qa[k][0], qa[k][2]);
+        const uint32_t a[4] = {
+            probe_e4m3x2_to_f16x2(lo[k] & 0xffffu), probe_e4m3x2_to_f16x2(hi[k] & 0xffffu),
+            probe_e4m3x2_to_f16x2(lo[k] >> 16), probe_e4m3x2_to_f16x2(hi[k] >> 16)};
+        probe_mma_f16(s[mt], a, qa[k][0], qa[k][2]);
       }
     } else {
       // tile_partial's ldmatrix x4: matrices (keys 0..7, dims 0..7), (keys 0..7, dims 8..15),
@@ -183,11 +216,11 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
 #pragma unroll
         for (int m = 0; m < 2; m++) {
           const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
-          const uint32_t a[4] = {e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
-                                 e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
-                                 e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)),
-                                 e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031))};
-          mma_f16(t.acc[db + m], a, b0, b1);
+          const uint32_t a[4] = {probe_e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
+                                 probe_e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
+                                 probe_e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)),
+                                 probe_e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031))};
+          probe_mma_f16(t.acc[db + m], a, b0, b1);
         }
       }
     }

@@ -1,0 +1,50 @@
+#!/bin/bash
+# Prepared in session 41 for session 42 (~4 minutes; carry .device/s42base.txz, HEAD's run pack
+# (extracts to build/bin), and .device/probe{1,2,3}.txz (extract to .device/probeN/bin), built
+# with kernels/attention_swap.cuh's LOOM_TMA_PROBE = 1 / 2 / 3 by compiling attention_tma.cu's
+# object with -DLOOM_TMA_PROBE=N in build/ and relinking libloom-cuda.so and cuda_bench).
+# Session 41 found the 256-job FP8 run at the H200's 700 W cap: energy a step (~5.6 J: attention
+# ~4.25, the rest ~1.34) sets the figure. Where do attention's joules go? The step case's power
+# windows (b256 ctx 8,148, random e4m3 cache, ~8 s a window, nvidia-smi every 100 ms) for:
+#   base: HEAD;  probe 1: no tile math (TMA copies, barriers and merges only);
+#   probe 2: no e4m3 conversions;  probe 3: no MMAs (conversions kept).
+# The outputs of probes are garbage; only the joules a replay (median W x ms) of the window
+# "without all but attention" (attention and embed alone) are read. If probe 1 saves most of
+# attention's energy, the SM's tile work is the lever (fewer instructions or cheaper ones); if it
+# saves little, the bytes' path (HBM, L2, TMA) is, and no kernel change will buy the ~7% that
+# 32,000 tokens/s needs at the cap.
+python3 -c "import tarfile; [tarfile.open(f'.device/{n}.txz').extractall() for n in ('s42base', 'probe1', 'probe2', 'probe3')]"
+DST=$OUT; W=/tmp/s42e; rm -rf "$W"; mkdir -p "$W"
+. scripts/device_env.sh
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$W/device.txt"
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv,noheader -lms 100 > "$W/smi.csv" 2>&1 &
+SMI=$!
+for n in base probe1 probe2 probe3; do
+  B=build/bin; [ $n != base ] && B=.device/$n/bin
+  timeout 120 $B/cuda_bench "$W/power_$n.json" --step-case 256 8148 fp8 power > "$W/power_$n.log" 2>&1
+  echo "$n rc=$?"; grep -E 'power window' "$W/power_$n.log"
+  tar czf "$DST/s42e.tgz" -C "$W" .
+done
+kill $SMI
+python3 - "$W" <<'PY' | tee "$W/energy.txt"
+import csv, json, sys, datetime
+W = sys.argv[1]
+smi = []
+for r in csv.reader(open(f"{W}/smi.csv")):
+    try:
+        t = datetime.datetime.strptime(r[0].strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc).timestamp()
+        smi.append((t, int(r[1].split()[0]), float(r[3].split()[0]), r[5].strip()))
+    except Exception:
+        pass
+for n in ("base", "probe1", "probe2", "probe3"):
+    for row in json.load(open(f"{W}/power_{n}.json"))["step_case"]:
+        for w in row.get("power_windows", []):
+            s = [x for x in smi if w["t0"] + 1.0 <= x[0] <= w["t1"]]
+            if not s: print(n, w["without"], "no samples"); continue
+            p = sorted(x[2] for x in s)[len(s) // 2]; c = sorted(x[1] for x in s)[len(s) // 2]
+            capped = sum(x[3] != "0x0000000000000000" for x in s)
+            print(f"{n:7s} without {w['without']:18s} {w['ms']:7.3f} ms  {p:4.0f} W  {c} MHz  "
+                  f"{capped}/{len(s)} capped  {p * w['ms'] / 1e3:.2f} J a replay")
+PY
+tar czf "$DST/s42e.tgz" -C "$W" .
