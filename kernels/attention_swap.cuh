@@ -17,10 +17,11 @@
 namespace loom::gpu::mma_impl {
 
 // Energy probes of the e4m3 tile (LOOM_TMA_PROBE, 0 in every normal build; a probe build sets it
-// through CMAKE_CUDA_FLAGS, bench/experiments/2026-12-03-session42-call-energy-probes.sh): 1, no
-// tile math (the copies, barriers and merges only); 2, no e4m3 conversions (the raw bytes as
-// f16 pairs); 3, no MMAs (a xor of their operands instead, which keeps the conversions). The
-// outputs are garbage; the joules a replay say where attention's energy goes.
+// on attention_tma.cu's compile line, bench/experiments/2026-12-03-session42-call-energy-
+// probes.sh and bench/NOTES-cuda.md's session 41): 1, no tile math (the copies, barriers and merges
+// only); 2, no e4m3 conversions (the raw bytes as f16 pairs); 3, no MMAs (a xor of their operands
+// instead, which keeps the conversions). The outputs are garbage; the joules a replay say where
+// attention's energy goes.
 #ifndef LOOM_TMA_PROBE
 #define LOOM_TMA_PROBE 0
 #endif

@@ -27,24 +27,6 @@ for n in base probe1 probe2 probe3; do
   tar czf "$DST/s42e.tgz" -C "$W" .
 done
 kill $SMI
-python3 - "$W" <<'PY' | tee "$W/energy.txt"
-import csv, json, sys, datetime
-W = sys.argv[1]
-smi = []
-for r in csv.reader(open(f"{W}/smi.csv")):
-    try:
-        t = datetime.datetime.strptime(r[0].strip(), "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc).timestamp()
-        smi.append((t, int(r[1].split()[0]), float(r[3].split()[0]), r[5].strip()))
-    except Exception:
-        pass
-for n in ("base", "probe1", "probe2", "probe3"):
-    for row in json.load(open(f"{W}/power_{n}.json"))["step_case"]:
-        for w in row.get("power_windows", []):
-            s = [x for x in smi if w["t0"] + 1.0 <= x[0] <= w["t1"]]
-            if not s: print(n, w["without"], "no samples"); continue
-            p = sorted(x[2] for x in s)[len(s) // 2]; c = sorted(x[1] for x in s)[len(s) // 2]
-            capped = sum(x[3] != "0x0000000000000000" for x in s)
-            print(f"{n:7s} without {w['without']:18s} {w['ms']:7.3f} ms  {p:4.0f} W  {c} MHz  "
-                  f"{capped}/{len(s)} capped  {p * w['ms'] / 1e3:.2f} J a replay")
-PY
+python3 scripts/power_windows.py "$W/smi.csv" base="$W/power_base.json" probe1="$W/power_probe1.json" \
+  probe2="$W/power_probe2.json" probe3="$W/power_probe3.json" | tee "$W/energy.txt"
 tar czf "$DST/s42e.tgz" -C "$W" .
