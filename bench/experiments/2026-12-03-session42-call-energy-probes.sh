@@ -18,15 +18,23 @@
 # fcd5e03's kernel change reverted (.device/lookup_old.txz, from
 # bench/experiments/2026-12-03-tma-lookup-ahead-reverted.patch), alternated, random caches in
 # both (the 256-job run under the cap moved +0.18% / +0.45%; the cap eats part of any speed-up).
-python3 -c "import tarfile; [tarfile.open(f'.device/{n}.txz').extractall() for n in ('s42base', 'probe1', 'probe2', 'probe3', 'lookup_old')]"
+# With them, nomask (bench/experiments/2026-12-03-tma-whole-tile-no-mask.patch, .device/nomask.txz
+# with its attention tests): the swapped tile skips the causal mask on tiles whose 64 keys both
+# of the lane's heads attend to (~35 of a tile's ~800 instructions; the same bits, which its
+# four attention tests check first).
+python3 -c "import tarfile; [tarfile.open(f'.device/{n}.txz').extractall() for n in ('s42base', 'probe1', 'probe2', 'probe3', 'lookup_old', 'nomask')]"
 DST=$OUT; W=/tmp/s42e; rm -rf "$W"; mkdir -p "$W"
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$W/device.txt"
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
   --format=csv,noheader -lms 100 > "$W/smi.csv" 2>&1 &
 SMI=$!
+for t in cuda_test_attention cuda_test_batch_invariance cuda_test_attention_shared cuda_test_rope_attention; do
+  timeout 100 .device/nomask/bin/$t > "$W/nomask_$t.log" 2>&1
+  echo "nomask $t rc=$? $(grep -E 'assertions' "$W/nomask_$t.log" | tr -s ' ')"
+done
 for r in 1 2; do
-  for n in base lookup_old; do
+  for n in base lookup_old nomask; do
     B=build/bin; [ $n != base ] && B=.device/$n/bin
     timeout 60 $B/cuda_bench "$W/attn_${n}_r$r.json" --attention-case 256 8000 4 fp8 > "$W/attn_${n}_r$r.log" 2>&1
     echo "attention case $n r$r: $(grep -E 'TMA config 0 ' "$W/attn_${n}_r$r.log")"
