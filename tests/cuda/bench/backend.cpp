@@ -274,24 +274,23 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
     cuda_set_debug_skip(be, 0);
     // power: a few of those graphs replayed for ~8 s each, the windows' wall-clock bounds in the
     // JSON, for nvidia-smi's power and clock samples (a 256-job run holds the 700 W cap).
+    const auto now = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
     if (power)
-      for (auto [mask, what] :
-           std::vector<std::pair<int, const char*>>{{0, "nothing"},
-                                                    {1, "attention"},
-                                                    {2 | 4 | 8, "all but attention"},
-                                                    {0, "nothing"}}) {
-        cuda_set_debug_skip(be, mask);
+      for (const char* what : {"nothing", "attention", "all but attention", "nothing"}) {
+        const auto m = std::find_if(masks.begin(), masks.end(),
+                                    [&](const auto& e) { return std::string(e.second) == what; });
+        cuda_set_debug_skip(be, m->first);
         time_steps(be, b, 2, 2);
         const double ms = row["graph_ms_without"][what].get<double>();
-        const auto now = [] {
-          return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-        };
         const double t0 = now();
         const double got = cuda_time_graph_replay(be, batch, int(8000 / ms));
-        row["power_windows"].push_back({{"without", what}, {"t0", t0}, {"t1", now()}, {"ms", got}});
-        std::printf("power window without %-20s %.3f .. %.3f s (%.3f ms a replay)\n", what, t0,
-                    now(), got);
+        const double t1 = now();
+        row["power_windows"].push_back({{"without", what}, {"t0", t0}, {"t1", t1}, {"ms", got}});
+        std::printf("power window without %-20s %.3f .. %.3f s (%.3f ms a replay)\n", what, t0, t1,
+                    got);
       }
     cuda_set_debug_skip(be, 0);
     // Steps where k sequences feed a frame's 6 action slots after its last image token (7
