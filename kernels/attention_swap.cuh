@@ -153,18 +153,31 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
     }
   }
   hooks.after_k();
-  // Scale, mask, max over the head's 64 keys (this lane's 8, then lanes g by xor 4, 8, 16).
+  // Scale, mask, max over the head's 64 keys (this lane's 8, then lanes g by xor 4, 8, 16). A
+  // tile whose 64 keys every head of the lane attends to needs no mask (the same values).
+  const bool whole = key0 + 63 <= min(p[0], p[1]);
+  auto scale_mask = [&](auto masked) {
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+#pragma unroll
+      for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+          float& x = s[mt][2 * half + c];
+          x = !masked || key0 + 16 * mt + 8 * half + g <= p[c] ? __fmul_rn(x, scale) : -INFINITY;
+        }
+  };
+  if (whole)
+    scale_mask(std::false_type{});
+  else
+    scale_mask(std::true_type{});
 #pragma unroll
   for (int c = 0; c < 2; c++) {
     float m = -INFINITY;
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-      for (int half = 0; half < 2; half++) {
-        float& x = s[mt][2 * half + c];
-        x = key0 + 16 * mt + 8 * half + g <= p[c] ? __fmul_rn(x, scale) : -INFINITY;
-        m = fmaxf(m, x);
-      }
+      for (int half = 0; half < 2; half++) m = fmaxf(m, s[mt][2 * half + c]);
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
