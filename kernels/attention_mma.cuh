@@ -416,6 +416,17 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   return uint32_t(h.x) | (uint32_t(h.y) << 16);
 }
 
+// A word's two byte pairs as f16 pairs, the same conversion: *lo from bytes 0, 1, *hi from bytes
+// 2, 3. The high pair is converted in place (F2FP's .H1 operand), where `e4m3x2_to_f16x2(w >> 16)`
+// costs a shift first: 32 instructions of a 64-key tile's K, and with one byte permute
+// (0x3120: bytes 0, 2 low, 1, 3 high) in place of two, 32 more of its V.
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+      "cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(four));
+}
+
 // c += A·B, m16n8k16, f16 in, fp32 accumulate (the fragments as mma_bf16's).
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                         uint32_t b1) {
@@ -497,8 +508,11 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
       ldmatrix_x1(b[0], ks + L::off(row, 0));
     }
 #pragma unroll
-    for (int k = 0; k < D / 16; k++)
-      mma_f16(s[np], qa[k], e4m3x2_to_f16x2(b[k] & 0xffffu), e4m3x2_to_f16x2(b[k] >> 16));
+    for (int k = 0; k < D / 16; k++) {
+      uint32_t b0, b1;
+      e4m3x4_to_f16x2x2(b[k], b0, b1);
+      mma_f16(s[np], qa[k], b0, b1);
+    }
   }
   tile_softmax<D>(s, key0, p_lo, p_hi, tig, scale, t);
   // acc += P V per key k-step kk: V by ldmatrix .trans, matrices (keys 16kk + 0..7, block db),
@@ -520,11 +534,12 @@ __device__ __forceinline__ void tile_partial_f8(const uint32_t (&qa)[D / 16][4],
       }
 #pragma unroll
       for (int m = 0; m < (D == 64 ? 2 : 1); m++) {
-        const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
-        mma_f16(t.acc[2 * (db + m)], a, e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
-                e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)));
-        mma_f16(t.acc[2 * (db + m) + 1], a, e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
-                e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031)));
+        // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t; each word's dim 2g pair low, 2g + 1 pair high
+        uint32_t lo[2], hi[2];
+        e4m3x4_to_f16x2x2(__byte_perm(b[2 * m], 0, 0x3120), lo[0], lo[1]);
+        e4m3x4_to_f16x2x2(__byte_perm(b[2 * m + 1], 0, 0x3120), hi[0], hi[1]);
+        mma_f16(t.acc[2 * (db + m)], a, lo[0], hi[0]);
+        mma_f16(t.acc[2 * (db + m) + 1], a, lo[1], hi[1]);
       }
     }
   }

@@ -25,11 +25,12 @@ namespace loom::gpu::mma_impl {
 #ifndef LOOM_TMA_PROBE
 #define LOOM_TMA_PROBE 0
 #endif
-__device__ __forceinline__ uint32_t probe_e4m3x2_to_f16x2(uint32_t two) {
+__device__ __forceinline__ void probe_e4m3x4_to_f16x2x2(uint32_t four, uint32_t& lo,
+                                                        uint32_t& hi) {
 #if LOOM_TMA_PROBE == 2
-  return two;
+  lo = four & 0xffffu, hi = four >> 16;
 #else
-  return e4m3x2_to_f16x2(two);
+  e4m3x4_to_f16x2x2(four, lo, hi);
 #endif
 }
 __device__ __forceinline__ void probe_mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -133,9 +134,9 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
       ldmatrix_x4(hi, ks + L::off(16 * mt + 8 + (lane & 7), lane >> 3));
 #pragma unroll
       for (int k = 0; k < D / 16; k++) {
-        const uint32_t a[4] = {
-            probe_e4m3x2_to_f16x2(lo[k] & 0xffffu), probe_e4m3x2_to_f16x2(hi[k] & 0xffffu),
-            probe_e4m3x2_to_f16x2(lo[k] >> 16), probe_e4m3x2_to_f16x2(hi[k] >> 16)};
+        uint32_t a[4];  // lo's pairs are a0, a2; hi's a1, a3
+        probe_e4m3x4_to_f16x2x2(lo[k], a[0], a[2]);
+        probe_e4m3x4_to_f16x2x2(hi[k], a[1], a[3]);
         probe_mma_f16(s[mt], a, qa[k][0], qa[k][2]);
       }
     } else {
@@ -229,11 +230,10 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
         ldmatrix_x4_trans(b, vs + L::off(key, db + (lane >> 4)));
 #pragma unroll
         for (int m = 0; m < 2; m++) {
-          const uint32_t lo = b[2 * m], hi = b[2 * m + 1];  // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t
-          const uint32_t a[4] = {probe_e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
-                                 probe_e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
-                                 probe_e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)),
-                                 probe_e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031))};
+          // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t; each word's dim 2g pair low, 2g + 1 pair high
+          uint32_t a[4];
+          probe_e4m3x4_to_f16x2x2(__byte_perm(b[2 * m], 0, 0x3120), a[0], a[1]);
+          probe_e4m3x4_to_f16x2x2(__byte_perm(b[2 * m + 1], 0, 0x3120), a[2], a[3]);
           probe_mma_f16(t.acc[db + m], a, b0, b1);
         }
       }

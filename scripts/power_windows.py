@@ -10,6 +10,10 @@ power_windows ({without, t0, t1, ms}, t0 / t1 in seconds since the epoch). Per w
 median power and SM clock of the samples in [t0 + 1 s, t1], how many carry a clock event (0x4:
 the board's power cap), and the median power times the replay's time: joules a replay. Used by
 the device calls in bench/experiments/ (session 41 on); the log's timestamps are read as UTC.
+
+An argument marks=FILE instead reads `loom bench` runs' windows from lines `--- bench NAME T`
+closed by the next line's last field (`--- end T`), T in seconds since the epoch, and prints
+each run's median power and SM clock past its first 25 s (the batch-1 latency row).
 """
 import csv
 import datetime
@@ -29,12 +33,31 @@ def read_smi(path):
     return rows
 
 
+def bench_windows(smi, path):
+    marks = [line.split() for line in open(path)]
+    for a, b in zip(marks, marks[1:]):
+        if a[1] != "bench":
+            continue
+        s = [x for x in smi if float(a[3]) + 25 <= x[0] <= float(b[-1])]
+        if not s:
+            print(f"bench {a[2]}: no samples")
+            continue
+        watts = sorted(x[2] for x in s)[len(s) // 2]
+        mhz = sorted(x[1] for x in s)[len(s) // 2]
+        capped = sum(x[3] != "0x0000000000000000" for x in s)
+        print(f"bench {a[2]:6s} power median {watts:.0f} W  sm median {mhz} MHz  "
+              f"{capped}/{len(s)} capped")
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     smi = read_smi(argv[1])
     for arg in argv[2:]:
         name, _, path = arg.partition("=")
+        if name == "marks":
+            bench_windows(smi, path)
+            continue
         for row in json.load(open(path))["step_case"]:
             for w in row.get("power_windows", []):
                 s = [x for x in smi if w["t0"] + 1.0 <= x[0] <= w["t1"]]
