@@ -25,8 +25,7 @@ namespace loom::gpu::mma_impl {
 #ifndef LOOM_TMA_PROBE
 #define LOOM_TMA_PROBE 0
 #endif
-__device__ __forceinline__ void probe_e4m3x4_to_f16x2x2(uint32_t four, uint32_t& lo,
-                                                        uint32_t& hi) {
+__device__ __forceinline__ void probe_e4m3x4_to_f16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
 #if LOOM_TMA_PROBE == 2
   lo = four & 0xffffu, hi = four >> 16;
 #else
