@@ -97,14 +97,22 @@ __device__ __forceinline__ float exp2_canon(float x) {
 
 // ---- the canonical arithmetic --------------------------------------------------------------
 
+// The max m to subtract before exp2_canon, as 0 where m = -inf: the values under it are then all
+// -inf (masked), x - 0 = -inf and ex2.approx(-inf) = +0, the 0 a `m == -inf ? 0 : 2^(x - m)`
+// select gives, without x - m = NaN and without a zeroed register and a predicated MUFU a value.
+__device__ __forceinline__ float max_or_zero(float m) {
+  return m == -INFINITY ? 0.0f : m;
+}
+
 struct MergeWeights {
   float m, a, b;
 };
 __device__ __forceinline__ MergeWeights merge_weights(float ma, float mb) {
   MergeWeights w;
   w.m = fmaxf(ma, mb);
-  w.a = ma == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(ma, w.m));
-  w.b = mb == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(mb, w.m));
+  const float z = max_or_zero(w.m);  // a side at -inf weighs 2^-inf = 0
+  w.a = exp2_canon(__fsub_rn(ma, z));
+  w.b = exp2_canon(__fsub_rn(mb, z));
   return w;
 }
 __device__ __forceinline__ float merge_value(float xa, float xb, const MergeWeights& w) {
@@ -287,14 +295,14 @@ __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_l
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     if (h == 1 && !hi_live) continue;
-    const float m = t.m[h];
+    const float m = max_or_zero(t.m[h]);
     float sc[2];
 #pragma unroll
     for (int e = 0; e < 2; e++) {
       float v[8];
 #pragma unroll
       for (int n = 0; n < 8; n++) {
-        v[n] = m == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(s[n][2 * h + e], m));
+        v[n] = exp2_canon(__fsub_rn(s[n][2 * h + e], m));
         s[n][2 * h + e] = v[n];
       }
       sc[e] = tree8(v);

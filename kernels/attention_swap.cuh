@@ -184,11 +184,12 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
     t.m[c] = m;
     // p = 2^(s - m); l in tree8's order: this lane's residue is g (keys 8 n + g, n = 2 mt +
     // half), its pair g ^ 1 by xor 4, the pairs' sums by xor 8 and 16.
+    const float z = max_or_zero(m);
     float v[8];
 #pragma unroll
     for (int n = 0; n < 8; n++) {
       float& x = s[n >> 1][2 * (n & 1) + c];
-      x = m == -INFINITY ? 0.0f : exp2_canon(__fsub_rn(x, m));
+      x = exp2_canon(__fsub_rn(x, z));
       v[n] = x;
     }
     float l = tree8(v);
