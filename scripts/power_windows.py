@@ -33,20 +33,27 @@ def read_smi(path):
     return rows
 
 
+def window(smi, t0, t1):
+    """(median W, median SM MHz, samples with a clock event, samples) of [t0, t1]; None if empty."""
+    s = [x for x in smi if t0 <= x[0] <= t1]
+    if not s:
+        return None
+    watts = sorted(x[2] for x in s)[len(s) // 2]
+    mhz = sorted(x[1] for x in s)[len(s) // 2]
+    return watts, mhz, sum(x[3] != "0x0000000000000000" for x in s), len(s)
+
+
 def bench_windows(smi, path):
     marks = [line.split() for line in open(path)]
     for a, b in zip(marks, marks[1:]):
         if a[1] != "bench":
             continue
-        s = [x for x in smi if float(a[3]) + 25 <= x[0] <= float(b[-1])]
-        if not s:
+        w = window(smi, float(a[3]) + 25, float(b[-1]))
+        if not w:
             print(f"bench {a[2]}: no samples")
             continue
-        watts = sorted(x[2] for x in s)[len(s) // 2]
-        mhz = sorted(x[1] for x in s)[len(s) // 2]
-        capped = sum(x[3] != "0x0000000000000000" for x in s)
-        print(f"bench {a[2]:6s} power median {watts:.0f} W  sm median {mhz} MHz  "
-              f"{capped}/{len(s)} capped")
+        print(f"bench {a[2]:6s} power median {w[0]:.0f} W  sm median {w[1]} MHz  "
+              f"{w[2]}/{w[3]} capped")
 
 
 def main(argv):
@@ -59,16 +66,13 @@ def main(argv):
             bench_windows(smi, path)
             continue
         for row in json.load(open(path))["step_case"]:
-            for w in row.get("power_windows", []):
-                s = [x for x in smi if w["t0"] + 1.0 <= x[0] <= w["t1"]]
-                if not s:
-                    print(f"{name} without {w['without']}: no samples")
+            for pw in row.get("power_windows", []):
+                w = window(smi, pw["t0"] + 1.0, pw["t1"])
+                if not w:
+                    print(f"{name} without {pw['without']}: no samples")
                     continue
-                watts = sorted(x[2] for x in s)[len(s) // 2]
-                mhz = sorted(x[1] for x in s)[len(s) // 2]
-                capped = sum(x[3] != "0x0000000000000000" for x in s)
-                print(f"{name:7s} without {w['without']:18s} {w['ms']:7.3f} ms  {watts:4.0f} W  "
-                      f"{mhz} MHz  {capped}/{len(s)} capped  {watts * w['ms'] / 1e3:.2f} J a replay")
+                print(f"{name:7s} without {pw['without']:18s} {pw['ms']:7.3f} ms  {w[0]:4.0f} W  "
+                      f"{w[1]} MHz  {w[2]}/{w[3]} capped  {w[0] * pw['ms'] / 1e3:.2f} J a replay")
 
 
 if __name__ == "__main__":
