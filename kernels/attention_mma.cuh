@@ -417,17 +417,10 @@ __device__ __forceinline__ void tile_partial(const uint32_t (&qa)[D / 16][4], co
 // Decode, prefill and chunked prefill all run this for an FP8 cache: one arithmetic, the same
 // bits for a row whatever the batch.
 
-// Two e4m3 bytes (the low one first) as an f16 pair, exactly.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
-  return uint32_t(h.x) | (uint32_t(h.y) << 16);
-}
-
-// A word's two byte pairs as f16 pairs, the same conversion: *lo from bytes 0, 1, *hi from bytes
-// 2, 3. The high pair is converted in place (F2FP's .H1 operand), where `e4m3x2_to_f16x2(w >> 16)`
-// costs a shift first: 32 instructions of a 64-key tile's K, and with one byte permute
-// (0x3120: bytes 0, 2 low, 1, 3 high) in place of two, 32 more of its V.
+// A word's two e4m3 byte pairs (the low byte of each first) as f16 pairs, exactly: *lo from
+// bytes 0, 1, *hi from bytes 2, 3. The high pair is converted in place (F2FP's .H1 operand): a
+// conversion of `w >> 16` costs a shift first (32 instructions of a 64-key tile's K), and V's
+// pairs come from one byte permute (0x3120: bytes 0, 2 low, 1, 3 high) instead of two (32 more).
 __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
       "cvt.rn.f16x2.e4m3x2 %1, h;\n}"
