@@ -7,9 +7,9 @@
 # in mma order). If lost, build each tree and `scripts/pack_device.sh tests build .device/N.txz`.
 # Session 43 measured ~2.3 mJ a step per SASS instruction removed from the FP8 tile under the
 # 700 W cap (64 instructions: +1.5-2.0% on 256 x 22 FP8, nothing at full clock). lo8 removes 36
-# more a tile, diet 66 from the FP8 tile and 173 from the bf16 one; the same bits (ctest).
+# more a tile, diet 66 from the FP8 tile and 165 from the bf16 one; the same bits (ctest).
 # Predicted: 256 x 22 FP8 lo8 ~+0.8%, diet ~+1.5% (diet could lose to the instruction cache);
-# the bf16 shared-group run (L2-bound one-stage kernel, 1,387 -> 1,240 instructions a tile)
+# the bf16 shared-group run (L2-bound one-stage kernel, 1,387 -> 1,216 instructions a tile)
 # faster, so the sharing ratio above its 1.140-1.151x; b8 bf16 a little faster.
 # A: ctest -L cuda on diet; 256 x 22 FP8 base, diet, lo8.
 # B: lo8's attention tests; --attention-case 256 8000 4 fp8 and bf16 on base and diet;
