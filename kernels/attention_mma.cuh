@@ -295,14 +295,14 @@ __device__ __forceinline__ void tile_softmax(float (&s)[8][4], int key0, int p_l
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     if (h == 1 && !hi_live) continue;
-    const float m = max_or_zero(t.m[h]);
+    const float z = max_or_zero(t.m[h]);
     float sc[2];
 #pragma unroll
     for (int e = 0; e < 2; e++) {
       float v[8];
 #pragma unroll
       for (int n = 0; n < 8; n++) {
-        v[n] = exp2_canon(__fsub_rn(s[n][2 * h + e], m));
+        v[n] = exp2_canon(__fsub_rn(s[n][2 * h + e], z));
         s[n][2 * h + e] = v[n];
       }
       sc[e] = tree8(v);
