@@ -84,6 +84,20 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   return y;
 }
 
+// A lane's ldmatrix row offsets in an e4m3 tile (Swizzle64, whose swizzle takes row bits 1-2
+// only): K's row (lane & 7, chunk lane >> 3), to which m-tile mt adds 1,024 mt and the high
+// eight keys 512; V's keys (lane & 7) + 8 ((lane >> 3) & 1) at dim blocks 0 and 2 (chunks
+// lane >> 4 and 2 + (lane >> 4)), to which key step kk adds 1,024 kk. Held in registers across
+// the tile loop (the caller hides them from rematerialization).
+struct F8LaneOffsets {
+  int k, v0, v2;
+};
+template <class L>
+__device__ __forceinline__ F8LaneOffsets f8_lane_offsets(int lane) {
+  const int vkey = (lane & 7) + (((lane >> 3) & 1) << 3);
+  return {L::off(lane & 7, lane >> 3), L::off(vkey, lane >> 4), L::off(vkey, 2 + (lane >> 4))};
+}
+
 // Calls a tile partial makes between its phases: after_k once every read of the K tile is
 // done (S^T is in registers), before_v before the first read of the V tile.
 struct NoTileHooks {
@@ -103,7 +117,8 @@ template <int D, class L, bool F8 = true, class Hooks = NoTileHooks>
 __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16][4],
                                                      const char* ks, const char* vs, int key0,
                                                      const int (&p)[2], int lane, float scale,
-                                                     ColState<D>& t, Hooks hooks = {}) {
+                                                     ColState<D>& t, const F8LaneOffsets& lo8,
+                                                     Hooks hooks = {}) {
   static_assert(D == 64, "the TMA decode kernel's head_dim");
 #if LOOM_TMA_PROBE == 1
   if constexpr (F8) {
@@ -129,8 +144,9 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
       // 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
       // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too).
       uint32_t lo[4], hi[4];
-      ldmatrix_x4(lo, ks + L::off(16 * mt + (lane & 7), lane >> 3));
-      ldmatrix_x4(hi, ks + L::off(16 * mt + 8 + (lane & 7), lane >> 3));
+      const uint32_t kb = static_cast<uint32_t>(__cvta_generic_to_shared(ks)) + lo8.k;
+      ldmatrix_x4(lo, kb + 1024 * mt);  // L::off(16 mt + (lane & 7), lane >> 3)
+      ldmatrix_x4(hi, kb + 1024 * mt + 512);
 #pragma unroll
       for (int k = 0; k < D / 16; k++) {
         uint32_t a[4];  // lo's pairs are a0, a2; hi's a1, a3
@@ -139,15 +155,15 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
         probe_mma_f16(s[mt], a, qa[k][0], qa[k][2]);
       }
     } else {
-      // tile_partial's ldmatrix x4: matrices (keys 0..7, dims 0..7), (keys 0..7, dims 8..15),
-      // (keys 8..15, dims 0..7), (keys 8..15, dims 8..15) of the m-tile and dim block: the A
-      // fragment's a0, a2, a1, a3.
-      const int key = 16 * mt + (lane & 7) + ((lane >> 4) << 3);
+      // ldmatrix x4 of matrices (keys 0..7, dims 0..7), (keys 8..15, dims 0..7), (keys 0..7,
+      // dims 8..15), (keys 8..15, dims 8..15) of the m-tile and dim block: the A fragment's
+      // a0..a3 in order (lanes 8..15 address the high keys, 16..31 the high dims), so the mma
+      // reads the registers ldmatrix wrote, with no moves into a quad.
+      const int key = 16 * mt + (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
       for (int k = 0; k < D / 16; k++) {
-        uint32_t b[4];
-        ldmatrix_x4(b, ks + L::off(key, 2 * k + ((lane >> 3) & 1)));
-        const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
+        uint32_t a[4];
+        ldmatrix_x4(a, ks + L::off(key, 2 * k + (lane >> 4)));
         mma_bf16(s[mt], a, qa[k][0], qa[k][2]);
       }
     }
@@ -214,20 +230,21 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
     const uint32_t b1 = movmatrix_trans(pack(s[kk][2], s[kk][3]));
     const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
     if constexpr (!F8) {
-      // Matrices (keys 0..7, dims 0..7), (keys 8..15, dims 0..7), (keys 0..7, dims 8..15),
-      // (keys 8..15, dims 8..15) of dim block db: V^T's a0, a2, a1, a3.
+      // Matrices (keys 0..7, dims 0..7), (keys 0..7, dims 8..15), (keys 8..15, dims 0..7),
+      // (keys 8..15, dims 8..15) of dim block db, transposed: V^T's a0..a3 in order.
+      const int vkey = kk * 16 + (lane & 7) + ((lane >> 4) << 3);
 #pragma unroll
       for (int db = 0; db < D / 16; db++) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, vs + L::off(key, 2 * db + (lane >> 4)));
-        const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, vs + L::off(vkey, 2 * db + ((lane >> 3) & 1)));
         mma_bf16(t.acc[db], a, b0, b1);
       }
     } else {
 #pragma unroll
       for (int db = 0; db < D / 16; db += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, vs + L::off(key, db + (lane >> 4)));
+        uint32_t b[4];  // L::off(key, db + (lane >> 4))
+        ldmatrix_x4_trans(b, static_cast<uint32_t>(__cvta_generic_to_shared(vs)) +
+                                 (db == 0 ? lo8.v0 : lo8.v2) + 1024 * kk);
 #pragma unroll
         for (int m = 0; m < 2; m++) {
           // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t; each word's dim 2g pair low, 2g + 1 pair high

@@ -435,8 +435,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   load_q_decode<kD, F8>(q_lo, q_hi, fuse, rc, new_c, new_s, lane, qa);
   static_assert(!kSwap || kG8, "the swapped tile: G <= 8");
   // The positions of the lane's rows g, g + 8 (or, swapped, heads 2 tig, 2 tig + 1); -1: padding.
-  const int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
-                      (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
+  int pos[2] = {(kSwap ? 2 * tig < G : q_lo != nullptr) ? p : -1,
+                (kSwap ? 2 * tig + 1 < G : q_hi != nullptr) ? p : -1};
   const float k_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   const float scale = scale_log2<kD>() * k_scale;
@@ -445,6 +445,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   State total, part;
   total.clear();
   part.clear();
+  // Lane constants held across the tile loop: the empty asm hides their values, which ptxas
+  // otherwise recomputed every tile (36 of the FP8 config-0 tile loop's SASS instructions).
+  asm volatile("" : "+r"(pos[0]), "+r"(pos[1]));
+  F8LaneOffsets lo8{};
+  if constexpr (F8) {
+    lo8 = f8_lane_offsets<L>(lane);
+    asm volatile("" : "+r"(lo8.k), "+r"(lo8.v0), "+r"(lo8.v2));
+  }
   int next = box_block(own_at(kStages));  // the block-table entries of the next tile to issue
   for (int i = 0, k = 0; i < n_t; i++) {
     const int ti = tile_at(i);
@@ -496,12 +504,12 @@ __global__ void __launch_bounds__(kWarps * 32)
         zero_v_past_p();
       };
       tile_partial_swapped<kD, L, F8>(
-          qa, ks, vs, key0, pos, lane, scale, tp,
+          qa, ks, vs, key0, pos, lane, scale, tp, lo8,
           TileHooks<decltype(after_k), decltype(before_v)>{after_k, before_v});
     } else {
       zero_v_past_p();
       if constexpr (kSwap)
-        tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp);
+        tile_partial_swapped<kD, L, F8>(qa, ks, vs, key0, pos, lane, scale, tp, lo8);
       else if constexpr (F8)
         tile_partial_f8<kD, L>(qa, ks, vs, key0, pos[0], pos[1], lane, scale, tp);
       else
