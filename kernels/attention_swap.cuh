@@ -228,7 +228,6 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
   for (int kk = 0; kk < 4; kk++) {
     const uint32_t b0 = movmatrix_trans(pack(s[kk][0], s[kk][1]));
     const uint32_t b1 = movmatrix_trans(pack(s[kk][2], s[kk][3]));
-    const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
     if constexpr (!F8) {
       // Matrices (keys 0..7, dims 0..7), (keys 0..7, dims 8..15), (keys 8..15, dims 0..7),
       // (keys 8..15, dims 8..15) of dim block db, transposed: V^T's a0..a3 in order.
@@ -242,7 +241,8 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
     } else {
 #pragma unroll
       for (int db = 0; db < D / 16; db += 2) {
-        uint32_t b[4];  // L::off(key, db + (lane >> 4))
+        // L::off(16 kk + (lane & 7) + 8 ((lane >> 3) & 1), db + (lane >> 4))
+        uint32_t b[4];
         ldmatrix_x4_trans(b, static_cast<uint32_t>(__cvta_generic_to_shared(vs)) +
                                  (db == 0 ? lo8.v0 : lo8.v2) + 1024 * kk);
 #pragma unroll
