@@ -26,7 +26,10 @@ namespace loom {
 
 namespace {
 
-constexpr int kD = 64, kBs = 16, kBtStride = 910;  // 910 = ceil(14550 / 16)
+constexpr int kD = 64;
+// KV slots a cache block and block-table entries a sequence (ceil(14,550 / bs));
+// attention_decode_case may change the block size for one case.
+int kBs = 16, kBtStride = 910;
 // Terra's heads; attention_decode_case may change the kv heads (8 q heads each) for one case.
 int n_heads = 32, n_kv = 4;
 bool kv_fp8 = false;  // the cases' caches hold e4m3 (scales 1)
@@ -284,16 +287,21 @@ double floor_us(cudaStream_t stream) {
 
 }  // namespace
 
-json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads,
-                           bool fp8) {
+json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads, bool fp8,
+                           int block_size) {
   n_kv = kv_heads;
   n_heads = 8 * kv_heads;
   kv_fp8 = fp8;
+  kBs = block_size;
+  kBtStride = (14550 + block_size - 1) / block_size;
   json r = decode_entry(stream, sms, batch, ctx);
   r["kv_heads"] = kv_heads;
+  r["block_size"] = block_size;
   n_heads = 32;
   n_kv = 4;
   kv_fp8 = false;
+  kBs = 16;
+  kBtStride = 910;
   return r;
 }
 

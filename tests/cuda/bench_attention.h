@@ -12,9 +12,10 @@ nlohmann::json attention_mma_bench(cudaStream_t stream, int sms);
 // One decode case of attention_mma_bench (batch sequences at context ctx), for profilers, with
 // kv_heads kv heads of 8 q heads each (Terra: 4). With 1, a cache block's 16 keys of a head are
 // 2 KB contiguous instead of 16 rows of 128 bytes 512 bytes apart: the layout's cost.
-// fp8: the cache holds e4m3 (GB/s of the bytes read, half of bf16's).
+// fp8: the cache holds e4m3 (GB/s of the bytes read, half of bf16's). block_size: KV slots a
+// cache block (64: one TMA box a 64-key tile, 16: four).
 nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int kv_heads,
-                                     bool fp8 = false);
+                                     bool fp8 = false, int block_size = 16);
 // Decode attention of `batch` sequences on one stream beside Terra's four layer GEMMs at m =
 // batch on another: each alone, at once, one after the other (the two-half-batch question).
 nlohmann::json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8);

@@ -8,8 +8,9 @@
 //   - the backend end to end on a Terra-size model (tests/cuda/bench/backend.cpp): load, decode
 //     steps against the floor, per-kernel times, the graph without kernel families, draw cost,
 //     a 3-frame prefill.
-// `cuda_bench OUT.json --attention-case B CTX [KV [fp8]]` times one decode attention case alone
-// (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache).
+// `cuda_bench OUT.json --attention-case B CTX [KV [fp8|bf16 [BS]]]` times one decode attention
+// case alone (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache; BS KV
+// slots a cache block, default 16).
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
@@ -54,11 +55,18 @@ int main(int argc, char** argv) {
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   if (argc > 4 && mode == "--attention-case") {
     // One decode attention case alone (e.g. under ncu): cuda_bench OUT --attention-case B CTX
-    // [KV_HEADS [fp8]]
+    // [KV_HEADS [fp8|bf16 [BLOCK_SIZE]]]
+    const int bs = argc > 7 ? std::atoi(argv[7]) : 16;
+    if (bs < 1 || bs > 1024 || (bs & (bs - 1))) {
+      std::fprintf(stderr,
+                   "cuda_bench: --attention-case BLOCK_SIZE %s: expected a power of 2, 1-1024\n",
+                   argv[7]);
+      return 2;
+    }
     std::ofstream(out_path) << attention_decode_case(stream, sms, std::atoi(argv[3]),
                                                      std::atoi(argv[4]),
                                                      argc > 5 ? std::atoi(argv[5]) : 4,
-                                                     argc > 6 && std::string(argv[6]) == "fp8")
+                                                     argc > 6 && std::string(argv[6]) == "fp8", bs)
                                    .dump(2);
     return 0;
   }

@@ -24,7 +24,7 @@ TEST_CASE("tensor-core attention (bf16) matches cpu::paged_attention") {
   const std::vector<Shape> shapes = {{32, 4, 64}, {4, 2, 64}, {6, 2, 16}, {16, 1, 16}};
   const std::vector<int> contexts = {1, 63, 64, 65, 255, 256, 257, 600, 2100};
   for (const Shape& sh : shapes)
-    for (int bs : {16, 32, 128}) {
+    for (int bs : {16, 32, 64, 128}) {  // 64: one TMA box a 64-key tile
       CAPTURE(sh.heads);
       CAPTURE(sh.kv_heads);
       CAPTURE(sh.head_dim);
@@ -426,7 +426,10 @@ TEST_CASE("tensor-core attention over an FP8 KV cache: the cpu's values, decode 
       std::vector<int> lens = contexts;
       for (int i = 0; i < 19; i++) lens.push_back((i * 113) % 2100 + 1);
       lens.push_back(570);
-      const World w(sh.heads, sh.kv_heads, sh.head_dim, 16, lens, 7, scale);
+      // The 1/64 world in blocks of 64 slots (one TMA box a 64-key tile), the others of 16.
+      const int bs = scale == 1.0f / 64 ? 64 : 16;
+      CAPTURE(bs);
+      const World w(sh.heads, sh.kv_heads, sh.head_dim, bs, lens, 7, scale);
       std::vector<std::pair<std::string, std::vector<Entry>>> steps;
       for (size_t i = 0; i < contexts.size(); i++)
         steps.push_back({"decode batch 1, context " + std::to_string(contexts[i]),
