@@ -5,8 +5,9 @@
       clocks_throttle_reasons.active --format=csv,noheader -lms 100 > smi.csv &
     scripts/power_windows.py smi.csv NAME=power.json [NAME=power.json ...]
 
-Each JSON is `cuda_bench OUT --step-case B CTX … power` output: its step_case rows carry
-power_windows ({without, t0, t1, ms}, t0 / t1 in seconds since the epoch). Per window, the
+Each JSON is `cuda_bench OUT --step-case B CTX … power` or `--gemm-rows-case M,… power` output:
+its step_case / gemm_rows_case rows carry power_windows ({without or what, t0, t1, ms}, t0 / t1
+in seconds since the epoch). Per window, the
 median power and SM clock of the samples in [t0 + 1 s, t1], how many carry a clock event (0x4:
 the board's power cap), and the median power times the replay's time: joules a replay. Used by
 the device calls in bench/experiments/ (session 41 on); the log's timestamps are read as UTC.
@@ -65,14 +66,16 @@ def main(argv):
         if name == "marks":
             bench_windows(smi, path)
             continue
-        for row in json.load(open(path))["step_case"]:
+        j = json.load(open(path))
+        for row in j.get("step_case", []) + j.get("gemm_rows_case", []):
             for pw in row.get("power_windows", []):
+                what = "without " + pw["without"] if "without" in pw else pw["what"]
                 w = window(smi, pw["t0"] + 1.0, pw["t1"])
                 if not w:
-                    print(f"{name} without {pw['without']}: no samples")
+                    print(f"{name} {what}: no samples")
                     continue
-                print(f"{name:7s} without {pw['without']:18s} {pw['ms']:7.3f} ms  {w[0]:4.0f} W  "
-                      f"{w[1]} MHz  {w[2]}/{w[3]} capped  {w[0] * pw['ms'] / 1e3:.2f} J a replay")
+                print(f"{name:7s} {what:26s} {pw['ms']:7.3f} ms  {w[0]:4.0f} W  "
+                      f"{w[1]} MHz  {w[2]}/{w[3]} capped  {w[0] * pw['ms'] / 1e3:.3f} J a replay")
 
 
 if __name__ == "__main__":

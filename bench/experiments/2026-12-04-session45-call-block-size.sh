@@ -9,7 +9,11 @@
 # session 44's lo8, 36 instructions, measured +0.2%); nothing at full clock in the attention case.
 # 1: ctest -L cuda; --attention-case 256 8000 4 fp8|bf16 at block sizes 16 and 64; 256 x 22 FP8
 #    at 16, 64 (with power and clocks).
-# 2: 256 x 22 FP8 at 64, 16 (the other order); bf16 8 frames b1 / b8 at 16 and 64.
+# 2: 256 x 22 FP8 at 64, 16 (the other order); bf16 8 frames b1 / b8 at 16 and 64; the layer
+#    GEMMs at 256 / 262 / 268 / 320 rows with power (`cuda_bench --gemm-rows-case`): what the
+#    action-slot steps' 6 extra rows a sequence cost under the cap. Predicted: 262 rows take a
+#    third 128-row tile of MMAs; if its joules a replay are >= 15% over 256's, the chunk steps
+#    cost ~1% of the run's energy and the GEMMs' row tiling for 257-320 rows is the next lever.
 # 3: the bf16 sharing pair (--shared-group 8) at block size 64 (session 44: 1.162-1.165x at 16).
 CALL=${1:-1}
 python3 -c "import tarfile; tarfile.open('.device/s45.txz').extractall()"
@@ -53,6 +57,15 @@ elif [ "$CALL" = 2 ]; then
     echo "bs$bs b1/b8 rc=$? $(grep -E '^ +[0-9]+ ' "$W/b18_bs$bs.log" | tr -s ' ' | cut -c1-32 | tr '\n' '|')"
     save
   done
+  # The layer GEMMs at the rows of a decode step (256) and of steps with 1 / 2 sequences on
+  # action slots (262, 268; 39% of the run's steps), and 320, each replayed ~8 s under nvidia-smi.
+  smi
+  timeout 150 $B/cuda_bench "$W/gemm_rows.json" --gemm-rows-case 256,262,268,320,256,262 power \
+    > "$W/gemm_rows.log" 2>&1
+  echo "gemm rows rc=$?"; grep -E '^m ' "$W/gemm_rows.log"
+  kill $SMI
+  python3 scripts/power_windows.py "$W/smi.csv" rows="$W/gemm_rows.json" | tee "$W/gemm_rows_energy.txt"
+  save
 else
   timeout 400 $B/loom bench --model /tmp/terra --frames 22 --context-frames 3 --batch-sizes 1 \
     --num-jobs 256 --shared-group 8 --block-size 64 --json "$W/shared_bs64.json" > "$W/shared_bs64.log" 2>&1

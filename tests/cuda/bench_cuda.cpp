@@ -11,6 +11,9 @@
 // `cuda_bench OUT.json --attention-case B CTX [KV [fp8|bf16 [BS]]]` times one decode attention
 // case alone (for ncu; KV kv heads of 8 q heads, default Terra's 4; fp8: an e4m3 cache; BS KV
 // slots a cache block, default 16).
+// `cuda_bench OUT.json --gemm-rows-case M[,M…] [power]` times Terra's 22 layers of GEMMs through
+// cuBLAS at each row count (a 256-row decode step against one with action slots: 262, 268),
+// with power an ~8 s window each for scripts/power_windows.py.
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
@@ -123,6 +126,16 @@ int main(int argc, char** argv) {
     gpu::Gemm gemm;
     gemm.init(stream);
     const bench::Context ctx{stream, sms, bw, &gemm};
+    // cuda_bench OUT --gemm-rows-case M[,M…] [power]
+    if (argc > 3 && mode == "--gemm-rows-case") {
+      std::vector<int> rows;
+      std::stringstream list(argv[3]);
+      for (std::string m; std::getline(list, m, ',');) rows.push_back(std::stoi(m));
+      r["gemm_rows_case"] =
+          bench::bench_gemm_rows(ctx, rows, argc > 4 && std::string(argv[4]) == "power");
+      std::ofstream(out_path) << r.dump(2) << "\n";
+      return 0;
+    }
     for (const bench::Family& f : bench::families()) {
       if (!only.empty() && std::find(only.begin(), only.end(), f.key) == only.end()) continue;
       std::printf("\n== %s\n", f.key);

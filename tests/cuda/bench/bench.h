@@ -59,6 +59,10 @@ nlohmann::json bench_step_case(Backend& be, int batch, const std::vector<int>& c
                                bool scatter = false, bool power = false);
 // The decode-step megakernel against the graph path, and its per-op trace (mega.cpp).
 void bench_megakernel(Backend& be, double copy_gbps, nlohmann::json& r);
+// Terra's 22 layers of qkv / o / gate_up / down through cuBLAS at each row count of `rows`, one
+// graph a count (gemm_rows.cpp): ms a replay, and with power an ~8 s window of replays a count
+// ({what, t0, t1, ms}) for scripts/power_windows.py.
+nlohmann::json bench_gemm_rows(const Context& c, const std::vector<int>& rows, bool power);
 
 inline const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
