@@ -94,6 +94,10 @@ StepBatch decode_batch(int n, int ctx, int block_size, float temperature, int to
 // Median seconds of Backend::step over `iters` steps after `warm` (the draw index moves on).
 double time_steps(Backend& be, StepBatch b, int warm, int iters);
 
+// Milliseconds of `iters` replays of g on s, each between its own events, ascending (the first
+// `warm` replays not counted).
+std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iters, int warm = 3);
+
 // Median microseconds of one launch(), each after an L2-sized memset so that it reads from HBM
 // (the first `warm` launches are not counted).
 double time_us(const Context& c, const std::function<void()>& launch, int iters = 30, int warm = 3);

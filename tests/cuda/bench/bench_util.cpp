@@ -14,6 +14,26 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iters, int warm) {
+  cudaEvent_t e0, e1;
+  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
+  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> ms;
+  for (int i = 0; i < warm + iters; i++) {
+    LOOM_CUDA_CHECK(cudaEventRecord(e0, s));
+    LOOM_CUDA_CHECK(cudaGraphLaunch(g, s));
+    LOOM_CUDA_CHECK(cudaEventRecord(e1, s));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= warm) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
 double time_us(const Context& c, const std::function<void()>& launch, int iters, int warm) {
   static void* flush = nullptr;
   static size_t flush_bytes = 0;

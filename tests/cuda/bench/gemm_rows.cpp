@@ -26,25 +26,9 @@ double wall_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Median ms of one replay of g over `iters` (after 3 unrecorded).
+// Median ms of one replay of g over `iters`.
 double replay_ms(cudaGraphExec_t g, cudaStream_t s, int iters) {
-  cudaEvent_t e0, e1;
-  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
-  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> ms;
-  for (int i = 0; i < iters + 3; i++) {
-    LOOM_CUDA_CHECK(cudaEventRecord(e0, s));
-    LOOM_CUDA_CHECK(cudaGraphLaunch(g, s));
-    LOOM_CUDA_CHECK(cudaEventRecord(e1, s));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return ms[ms.size() / 2];
+  return graph_replays_ms(g, s, iters)[size_t(iters / 2)];
 }
 
 }  // namespace
@@ -79,13 +63,18 @@ json bench_gemm_rows(const Context& c, const std::vector<int>& rows, bool power)
               kLayers, 2 * params / 1e9);
   json out = json::array();
   for (int m : rows) {
+    auto chain = [&] {
+      for (int l = 0; l < kLayers; l++)
+        for (int i = 0; i < 4; i++)
+          c.gemm->run(DType::BF16, x, w[size_t(4 * l + i)], DType::BF16, y, m, shapes[i].n,
+                      shapes[i].k);
+    };
+    chain();  // eager once, outside the capture (cuBLAS's first calls at a shape)
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(c.stream));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     LOOM_CUDA_CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
-    for (int l = 0; l < kLayers; l++)
-      for (int i = 0; i < 4; i++)
-        c.gemm->run(DType::BF16, x, w[size_t(4 * l + i)], DType::BF16, y, m, shapes[i].n,
-                    shapes[i].k);
+    chain();
     LOOM_CUDA_CHECK(cudaStreamEndCapture(c.stream, &graph));
     LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     const double ms = replay_ms(exec, c.stream, 20);

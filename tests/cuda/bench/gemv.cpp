@@ -242,20 +242,7 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
     chain();
     LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    LOOM_CUDA_CHECK(cudaEventCreate(&e0));
-    LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<double> ms;
-    for (int i = 0; i < 33; i++) {
-      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
-      LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
-      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
-      float t = 0;
-      LOOM_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-      if (i >= 3) ms.push_back(t);  // 3 warm-up replays
-    }
-    std::sort(ms.begin(), ms.end());
+    const std::vector<double> ms = graph_replays_ms(exec, stream, 30);
     const double med = ms[ms.size() / 2];
     const double bytes = double(layer_bytes + (v.lm_head ? lm_bytes : 0));
     const double gbps = bytes / (med * 1e-3) / 1e9;
@@ -272,8 +259,6 @@ json gemv_chain_bench(cudaStream_t stream, int sms, double copy_gbps) {
                    {"min_ms", ms.front()},
                    {"gbps", gbps},
                    {"x_floor", med / floor_ms}});
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     LOOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
     LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
   }
