@@ -1,6 +1,6 @@
 #!/bin/bash
 # Prepared in session 44 for session 45: `bash THIS 1`, `… 2`, `… 3` (carry .device/s45.txz, a
-# tests pack of d884176 or later: scripts/pack_device.sh tests build .device/s45.txz).
+# tests pack of 3ff8740 or later (call 2 needs --gemm-rows-case): scripts/pack_device.sh tests build .device/s45.txz).
 # Question: does the KV block size 64 (one TMA box of 64 rows a tile, K and V, where block
 # size 16 issues four, each a waterfall loop of ~9 uniform-datapath warp instructions) lift the
 # power-capped 256 x 22 FP8 run? Same bits: the tokens do not depend on the block size (the
