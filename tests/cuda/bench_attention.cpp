@@ -29,7 +29,7 @@ namespace {
 constexpr int kD = 64;
 // KV slots a cache block and block-table entries a sequence (ceil(14,550 / bs));
 // attention_decode_case may change the block size for one case.
-int kBs = 16, kBtStride = 910;
+int cache_bs = 16, bt_width = 910;
 // Terra's heads; attention_decode_case may change the kv heads (8 q heads each) for one case.
 int n_heads = 32, n_kv = 4;
 bool kv_fp8 = false;  // the cases' caches hold e4m3 (scales 1)
@@ -62,13 +62,13 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   int n_slots = 0, blocks = 0, max_nb = 0;
   for (auto [kv, n] : seqs) {
     n_slots += n;
-    blocks += (kv + n + kBs - 1) / kBs;
-    max_nb = std::max(max_nb, (kv + n + kBs - 1) / kBs);
+    blocks += (kv + n + cache_bs - 1) / cache_bs;
+    max_nb = std::max(max_nb, (kv + n + cache_bs - 1) / cache_bs);
   }
   const int n_seqs = int(seqs.size());
   const int spread = scatter_pool > 0 ? std::max(1, scatter_pool / (max_nb * n_seqs)) : 1;
   if (scatter_pool > 0) blocks = std::max(blocks, max_nb * n_seqs * spread);
-  const size_t cache_elems = size_t(blocks) * kBs * n_kv * kD;
+  const size_t cache_elems = size_t(blocks) * cache_bs * n_kv * kD;
   LOOM_CUDA_CHECK(cudaMalloc(&S.qkv, size_t(n_slots) * (n_heads + 2 * n_kv) * kD * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&S.kc, cache_elems * (kv_fp8 ? 1 : 2)));
   LOOM_CUDA_CHECK(cudaMalloc(&S.vc, cache_elems * (kv_fp8 ? 1 : 2)));
@@ -81,18 +81,18 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   const DType kv_t = kv_fp8 ? DType::F8E4M3 : DType::BF16;
   LOOM_KERNEL(gpu::fill_uniform(kv_t, S.kc, cache_elems, 2, 1.0f, nullptr));
   LOOM_KERNEL(gpu::fill_uniform(kv_t, S.vc, cache_elems, 3, 1.0f, nullptr));
-  // Ints: block tables [n_seqs, kBtStride], kv_len, slot_start, tiles.
+  // Ints: block tables [n_seqs, bt_width], kv_len, slot_start, tiles.
   std::vector<int32_t> bt, kv_len, slot_start{0}, tiles;
   int next = 0;
   for (size_t s = 0; s < seqs.size(); s++) {
     const auto [kv, n] = seqs[s];
-    const int nb = (kv + n + kBs - 1) / kBs;
+    const int nb = (kv + n + cache_bs - 1) / cache_bs;
     const int lead = share_group > 1 ? int(s) - int(s) % share_group : int(s);
-    for (int j = 0; j < kBtStride; j++)
-      bt.push_back(j >= nb                                  ? -1
-                   : lead != int(s) && j < share_keys / kBs ? bt[size_t(lead) * kBtStride + j]
-                   : scatter_pool > 0                       ? (j * n_seqs + int(s)) * spread
-                                                            : next + j);
+    for (int j = 0; j < bt_width; j++)
+      bt.push_back(j >= nb                                       ? -1
+                   : lead != int(s) && j < share_keys / cache_bs ? bt[size_t(lead) * bt_width + j]
+                   : scatter_pool > 0                            ? (j * n_seqs + int(s)) * spread
+                                                                 : next + j);
     next += nb;
     kv_len.push_back(kv);
     slot_start.push_back(slot_start.back() + n);
@@ -110,7 +110,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   LOOM_CUDA_CHECK(cudaMemcpy(S.ints, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
   const int32_t* I = static_cast<const int32_t*>(S.ints);
   const int n_tiles = int(tiles.size() / 3);
-  S.part_floats = gpu::attention_mma_partial_floats(n_tiles, n_kv, n_heads, kD, kBtStride, kBs);
+  S.part_floats = gpu::attention_mma_partial_floats(n_tiles, n_kv, n_heads, kD, bt_width, cache_bs);
   LOOM_CUDA_CHECK(cudaMalloc(&S.part, S.part_floats * 4));
   LOOM_CUDA_CHECK(cudaMalloc(&S.counters, size_t(n_tiles) * n_kv * 4));
   LOOM_CUDA_CHECK(cudaMemset(S.counters, 0, size_t(n_tiles) * n_kv * 4));
@@ -124,7 +124,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.k_cache = S.kc;
   a.v_cache = S.vc;
   a.block_tables = I;
-  a.bt_stride = kBtStride;
+  a.bt_stride = bt_width;
   a.kv_len = I + o_kv;
   a.slot_start = I + o_ss;
   a.tiles = I + o_tiles;
@@ -132,7 +132,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.heads = n_heads;
   a.kv_heads = n_kv;
   a.head_dim = kD;
-  a.block_size = kBs;
+  a.block_size = cache_bs;
   a.num_splits = splits;
   a.partial_o = S.po;
   a.partial_ml = S.pml;
@@ -142,7 +142,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   a.mma_counters_len = size_t(n_tiles) * n_kv;
   a.out = S.out;
   a.kv_fp8 = kv_fp8;
-  a.cache_slots = blocks * kBs;
+  a.cache_slots = blocks * cache_bs;
 }
 
 // Mean microseconds of one paged_attention call with args a, L2 flushed before each.
@@ -292,16 +292,16 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
   n_kv = kv_heads;
   n_heads = 8 * kv_heads;
   kv_fp8 = fp8;
-  kBs = block_size;
-  kBtStride = (14550 + block_size - 1) / block_size;
+  cache_bs = block_size;
+  bt_width = (14550 + block_size - 1) / block_size;
   json r = decode_entry(stream, sms, batch, ctx);
   r["kv_heads"] = kv_heads;
   r["block_size"] = block_size;
   n_heads = 32;
   n_kv = 4;
   kv_fp8 = false;
-  kBs = 16;
-  kBtStride = 910;
+  cache_bs = 16;
+  bt_width = 910;
   return r;
 }
 
