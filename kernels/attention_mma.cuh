@@ -60,7 +60,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t s) {
                : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  ldmatrix_x4(r, static_cast<uint32_t>(__cvta_generic_to_shared(p)));
+  ldmatrix_x4(r, smem_u32(p));
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t s) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -69,19 +69,19 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t s) 
                : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  ldmatrix_x4_trans(r, static_cast<uint32_t>(__cvta_generic_to_shared(p)));
+  ldmatrix_x4_trans(r, smem_u32(p));
 }
 
 // The x1 / x2 forms, for head_dim 16's FP8 tiles (one or two 16-byte dim blocks).
 __device__ __forceinline__ void ldmatrix_x1(uint32_t& r, const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  const uint32_t s = smem_u32(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
                : "=r"(r)
                : "r"(s)
                : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  const uint32_t s = smem_u32(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(s)

@@ -144,7 +144,7 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
       // 8 np + g's bytes 4t .. 4t + 3 of dim block k: the low pair is the A fragment's k 2t,
       // 2t + 1, the high pair k 2t + 8, 2t + 9 (the dims' permutation load_q_f8 takes too).
       uint32_t lo[4], hi[4];
-      const uint32_t kb = static_cast<uint32_t>(__cvta_generic_to_shared(ks)) + lo8.k;
+      const uint32_t kb = smem_u32(ks) + lo8.k;
       ldmatrix_x4(lo, kb + 1024 * mt);  // L::off(16 mt + (lane & 7), lane >> 3)
       ldmatrix_x4(hi, kb + 1024 * mt + 512);
 #pragma unroll
@@ -243,8 +243,7 @@ __device__ __forceinline__ void tile_partial_swapped(const uint32_t (&qa)[D / 16
       for (int db = 0; db < D / 16; db += 2) {
         // L::off(16 kk + (lane & 7) + 8 ((lane >> 3) & 1), db + (lane >> 4))
         uint32_t b[4];
-        ldmatrix_x4_trans(b, static_cast<uint32_t>(__cvta_generic_to_shared(vs)) +
-                                 (db == 0 ? lo8.v0 : lo8.v2) + 1024 * kk);
+        ldmatrix_x4_trans(b, smem_u32(vs) + (db == 0 ? lo8.v0 : lo8.v2) + 1024 * kk);
 #pragma unroll
         for (int m = 0; m < 2; m++) {
           // keys 2t, 2t+1 | keys 8 + 2t, 9 + 2t; each word's dim 2g pair low, 2g + 1 pair high

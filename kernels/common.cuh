@@ -19,6 +19,11 @@ namespace loom::gpu {
 
 using bf16 = __nv_bfloat16;
 
+// A shared-memory pointer as the 32-bit address PTX's .shared operands take.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 __device__ __forceinline__ float to_f32(float v) {
   return v;
 }
