@@ -7,9 +7,9 @@
 
 Each JSON is `cuda_bench OUT --step-case B CTX … power` or `--gemm-rows-case M,… power` output:
 its step_case / gemm_rows_case rows carry power_windows ({without or what, t0, t1, ms}, t0 / t1
-in seconds since the epoch). Per window, the
-median power and SM clock of the samples in [t0 + 1 s, t1], how many carry a clock event (0x4:
-the board's power cap), and the median power times the replay's time: joules a replay. Used by
+in seconds since the epoch). Per window, the median power and SM clock of the samples in
+[t0 + 1 s, t1], how many carry a clock event (0x4: the board's power cap), and the median power
+times the replay's time: joules a replay. Used by
 the device calls in bench/experiments/ (session 41 on); the log's timestamps are read as UTC.
 
 An argument marks=FILE instead reads `loom bench` runs' windows from lines `--- bench NAME T`

@@ -5,7 +5,6 @@
 // times (profiling pass); the batch-1 graph with kernel families left out; the cost of top-k /
 // top-p draws; a 3-frame prefill (1746 slots).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -274,10 +273,6 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
     cuda_set_debug_skip(be, 0);
     // power: a few of those graphs replayed for ~8 s each, the windows' wall-clock bounds in the
     // JSON, for nvidia-smi's power and clock samples (a 256-job run holds the 700 W cap).
-    const auto now = [] {
-      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-    };
     if (power)
       for (const char* what : {"nothing", "attention", "all but attention", "nothing"}) {
         const auto m = std::find_if(masks.begin(), masks.end(),
@@ -285,9 +280,9 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
         cuda_set_debug_skip(be, m->first);
         time_steps(be, b, 2, 2);
         const double ms = row["graph_ms_without"][what].get<double>();
-        const double t0 = now();
+        const double t0 = wall_s();
         const double got = cuda_time_graph_replay(be, batch, int(8000 / ms));
-        const double t1 = now();
+        const double t1 = wall_s();
         row["power_windows"].push_back({{"without", what}, {"t0", t0}, {"t1", t1}, {"ms", got}});
         std::printf("power window without %-20s %.3f .. %.3f s (%.3f ms a replay)\n", what, t0, t1,
                     got);

@@ -88,6 +88,8 @@ inline const std::vector<Family>& families() {
 // ---- helpers shared by the family files (bench_util.cpp)
 
 double now_s();
+// Seconds since the epoch (the wall clock nvidia-smi's timestamps are read against).
+double wall_s();
 // One decode batch: n sequences, each with `ctx` cached slots (block tables of block_size
 // slots, sequence s on blocks s · per_seq …), one new token, every sequence drawing.
 StepBatch decode_batch(int n, int ctx, int block_size, float temperature, int top_k, float top_p);

@@ -7,7 +7,6 @@
 // power: each m's graph replayed for ~8 s, the window's wall-clock bounds in the JSON for
 // scripts/power_windows.py (nvidia-smi's samples: joules a replay).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "bench.h"
@@ -21,10 +20,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr int kLayers = 22, kHidden = 2048, kInter = 5632, kQkv = 2560;
-
-double wall_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Median ms of one replay of g over `iters`.
 double replay_ms(cudaGraphExec_t g, cudaStream_t s, int iters) {
