@@ -118,7 +118,8 @@ void add_engine_options(CLI::App* cmd, EngineArgs& e) {
       ->type_name("N");
   cmd->add_option("--block-size", e.block_size, "KV slots per block")
       ->check(integer_in(1, 1024))
-      ->type_name("N");
+      ->type_name("N")
+      ->default_str("64 on cuda, 16 on cpu");
   cmd->add_option("--kv-blocks", e.kv_blocks,
                   "KV blocks (default: sized by --gpu-memory-fraction or --kv-cache-gib)")
       ->check(integer_in(1))

@@ -24,7 +24,7 @@ struct EngineArgs {
   int device = 0;
   int max_seqs = 256;
   int max_batch_slots = 2048;
-  int block_size = 16;
+  int block_size = 0;  // 0: the backend's (Backend::default_block_size)
   int kv_blocks = 0;
   double gpu_memory_fraction = 0.9;
   double kv_cache_gib = 2.0;

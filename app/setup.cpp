@@ -149,7 +149,7 @@ EngineOptions engine_options(const EngineArgs& a, const OpenedModel& om) {
   o.scheduler.max_batch_slots = a.max_batch_slots;
   o.scheduler.prefix_sharing = !a.no_prefix_sharing;
   o.pipeline = !a.no_overlap;
-  o.cache.block_size = a.block_size;
+  o.cache.block_size = a.block_size > 0 ? a.block_size : om.backend->default_block_size();
   o.cache.num_blocks = a.kv_blocks;
   o.cache.gpu_memory_fraction = a.gpu_memory_fraction;
   o.cache.host_cache_gib = a.kv_cache_gib;

@@ -99,6 +99,9 @@ TEST_CASE("run: every sample of every job, with the documented schema") {
     CHECK(report["jobs_summary"]["failed"] == 0);
     CHECK(report["generated"]["tokens"].get<int64_t>() > 0);
     CHECK(report["kv_cache"]["peak_blocks"].get<int>() > 0);
+    // No --block-size: the backend's own (Backend::default_block_size).
+    CHECK(report["kv_cache"]["block_size"] == (report["backend"] == "cuda" ? 64 : 16));
+    CHECK(report["provenance"]["options"]["block_size"] == 0);  // the backend chose
   }
 }
 

@@ -8,8 +8,8 @@
 #  - with the CUDA module removed from the prefix, inspect, merge and run --backend cpu/auto
 #    succeed and --backend cuda says what is missing; a module that cannot load is named with
 #    the loader's error;
-#  - with the module in place, --backend cuda runs on a GPU machine and, elsewhere, says there
-#    is no driver.
+#  - with the module in place, --backend cuda runs on a GPU machine (with the backend's KV block
+#    size, 64, when --block-size is not given) and, elsewhere, says there is no driver.
 #   tests/test_install.sh BUILD_DIR SOURCE_DIR HAVE_CUDA(ON|OFF)
 set -euo pipefail
 build=$1
@@ -107,8 +107,12 @@ echo "ok: installed loom reads $prefix/share/loom/models"
 # --- with the module in place: cuda runs where a GPU is, and otherwise says why not
 if [ "$have_cuda" = ON ]; then
   if nvidia-smi -L >/dev/null 2>&1; then
-    "$loom" run -q --backend cuda --dtype f32 --model "$model" --jobs "$jobs" --out cuda.jsonl
+    "$loom" run -q --backend cuda --dtype f32 --model "$model" --jobs "$jobs" --out cuda.jsonl \
+      --report cuda_report.json
     [ "$(grep -c '"status":"ok"' cuda.jsonl)" = "$n" ] || fail "cuda: not $n records ok"
+    bs=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["kv_cache"]["block_size"])' \
+      cuda_report.json)
+    [ "$bs" = 64 ] || fail "cuda: KV block size $bs without --block-size, expected the backend's 64"
     echo "ok: installed loom runs --backend cuda"
   else
     expect_error "--backend cuda without a GPU" "NVIDIA driver" "--backend cpu" -- \

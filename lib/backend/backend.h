@@ -104,6 +104,9 @@ class Backend {
   virtual int allocate_cache(const CacheRequest& request) = 0;
   // Bytes of one block over all layers, K and V.
   virtual size_t kv_block_bytes(int block_size) const = 0;
+  // The block size the CLI uses when --block-size is not given: the one this backend's
+  // attention reads best (any block size gives the same tokens).
+  virtual int default_block_size() const { return 16; }
   // One forward over the batch and the draws it asks for.
   virtual void step(const StepBatch& batch, StepOutput& out) = 0;
 

@@ -69,12 +69,13 @@ StepBatch decode_batch(const std::vector<int>& ctx, int blocks_per_seq, uint64_t
   return b;
 }
 
-std::unique_ptr<Backend> random_backend(ComputeDType dtype, MegakernelMode mode, int blocks) {
+std::unique_ptr<Backend> random_backend(ComputeDType dtype, MegakernelMode mode, int blocks,
+                                        int block_size = 16) {
   auto be = make_cuda_backend(dtype, 0);
   cuda_set_megakernel(*be, mode);
   cuda_load_random_weights(*be, long_spec(), 7);
   CacheRequest cr;
-  cr.block_size = 16;
+  cr.block_size = block_size;
   cr.num_blocks = blocks;
   REQUIRE(be->allocate_cache(cr) == blocks);
   cuda_fill_cache_random(*be, 11);
@@ -85,13 +86,14 @@ std::unique_ptr<Backend> random_backend(ComputeDType dtype, MegakernelMode mode,
 // context list and each debug setting in turn, `steps` steps at contexts ctx + step (each step
 // appends a key: the next one reads it): logits within tol and, in f32, the same tokens.
 void compare_with_graph(ComputeDType dtype, const std::vector<std::vector<int>>& ctxs,
-                        const std::vector<MegakernelDebug>& settings, int steps, double tol) {
-  const int per_seq = 4096 / 16;
+                        const std::vector<MegakernelDebug>& settings, int steps, double tol,
+                        int block_size = 16) {
+  const int per_seq = 4096 / block_size;
   for (const std::vector<int>& ctx : ctxs) {
     CAPTURE(ctx.size());
     const int blocks = int(ctx.size()) * per_seq;
-    auto graph = random_backend(dtype, MegakernelMode::Off, blocks);
-    auto mega = random_backend(dtype, MegakernelMode::Force, blocks);
+    auto graph = random_backend(dtype, MegakernelMode::Off, blocks, block_size);
+    auto mega = random_backend(dtype, MegakernelMode::Force, blocks, block_size);
     for (size_t k = 0; k < settings.size(); k++) {
       CAPTURE(k);
       cuda_set_megakernel_debug(*mega, settings[k]);
@@ -147,6 +149,16 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
   compare_with_graph(ComputeDType::F32,
                      {{3000}, {300, 2999}, {255, 256, 257, 511, 512, 1300, 2048, 3071}}, settings,
                      3, 2e-5);
+}
+
+// Block size 64, the CUDA backend's default (a block is a whole decode tile of the graph
+// path and four blocks a 256-key partition of the megakernel), at contexts on and off the
+// block edges; the default splits, then one split a (slot, KV head).
+TEST_CASE("f32 megakernel equals the graph path at block size 64") {
+  std::vector<MegakernelDebug> settings(2);
+  settings[1].attn_splits = 1;
+  compare_with_graph(ComputeDType::F32, {{300, 2999}, {63, 64, 65, 511, 512, 1300, 2048, 3071}},
+                     settings, 2, 2e-5, 64);
 }
 
 // bf16 at head_dim 64: attention's k and v rows sit swizzled in shared memory at 1-2 slots
