@@ -337,6 +337,7 @@ int bench_command(const BenchArgs& a) {
            {"mean_step_ms", step_ms},
            {"achieved_tflops", tf},
            {"kv_blocks", st.kv_blocks},
+           {"block_size", st.block_size},
            {"kv_peak_blocks", st.kv_peak_blocks},
            {"kv_utilisation", kv_util},
            {"prompt_blocks", st.scheduler.prompt_blocks},

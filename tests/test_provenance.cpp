@@ -118,9 +118,10 @@ TEST_CASE("run: the report, dataset.json, a dataset file and the side file carry
 TEST_CASE("bench --json carries the provenance of its run") {
   const std::string dir = temp_dir("prov_bench");
   // --megakernel: recorded, and on the cpu backend (which has none) no step takes it.
-  const std::string args = " bench --model " + kData +
-                           "/tiny_v1 --frames 1 --batch-sizes 1,2 --megakernel --json " + dir +
-                           "/bench.json";
+  const std::string args =
+      " bench --model " + kData +
+      "/tiny_v1 --frames 1 --batch-sizes 1,2 --num-jobs 3 --megakernel --json " + dir +
+      "/bench.json";
   const auto [code, text] = shell(kLoom + args, dir);
   INFO(text);
   REQUIRE(code == 0);
@@ -136,6 +137,12 @@ TEST_CASE("bench --json carries the provenance of its run") {
     CHECK(row["decode_steps_all_repeats"].get<int64_t>() >= row["decode_steps"].get<int64_t>());
     CHECK(row["decode_steps"].get<int64_t>() > 0);
   }
+  // The throughput row says the KV block size that ran: the cpu backend's 16, where the
+  // options record 0 (--block-size not given).
+  REQUIRE(b["throughput"].size() == 1);
+  CHECK(b["throughput"][0]["jobs"] == 3);
+  CHECK(b["throughput"][0]["block_size"] == 16);
+  CHECK(p["options"]["block_size"] == 0);
   CHECK(p["model"]["architecture"] == "LlamaActionForCausalLM");
   // The table's tokens/s is the JSON's (one definition, engine/report.h).
   for (const json& row : b["latency"]) {
