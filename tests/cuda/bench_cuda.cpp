@@ -19,7 +19,8 @@
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
 // of G sequences sharing their first KEYS keys' blocks against each with its own, each config.
 // `cuda_bench OUT.json --step-case B CTX[,CTX…] [fp8] [scatter] [power]` splits a Terra-size decode
-// step of B sequences: its graph replayed with each kernel family left out (bf16 or e4m3 KV;
+// step of B sequences on the backend's default KV block size (64, as `loom run` on cuda; 16
+// before session 45): its graph replayed with each kernel family left out (bf16 or e4m3 KV;
 // scatter: the sequences' blocks interleaved as running decode steps leave them; power: whole,
 // attention alone and without attention replayed ~8 s each, with their wall-clock windows).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode

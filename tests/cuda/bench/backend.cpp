@@ -100,12 +100,14 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
               host_bytes / 1e9 / load_s);
 
   CacheRequest cr;
-  cr.block_size = 16;
+  const int bs = be->default_block_size();  // what `loom run` uses on cuda
+  cr.block_size = bs;
   cr.gpu_memory_fraction = 0.9;
   const int blocks = be->allocate_cache(cr);
   cuda_fill_cache_random(*be, 9);
   const DeviceInfo di = be->device_info();
   r["kv_blocks"] = blocks;
+  r["block_size"] = bs;
   r["weight_bytes"] = di.weight_bytes;
   // Weights a decode step streams: everything but the embedding table (Terra: lm_head untied).
   const double streamed = double(di.weight_bytes) - double(spec.vocab) * spec.hidden * 2;
@@ -120,7 +122,7 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
   std::printf("\n%-6s %-6s %12s %12s %10s\n", "batch", "ctx", "step_ms", "s/frame", "x floor");
   for (auto [n, ctx] : std::vector<std::pair<int, int>>{
            {1, 600}, {1, 7000}, {1, 14000}, {8, 600}, {64, 600}, {256, 600}}) {
-    const StepBatch b = decode_batch(n, ctx, 16, 0.9f, 0, 1.0f);
+    const StepBatch b = decode_batch(n, ctx, bs, 0.9f, 0, 1.0f);
     const double st = time_steps(*be, b, 5, n >= 64 ? 20 : 60);
     const double gpu = cuda_time_graph_replay(*be, n, n >= 64 ? 10 : 50) * 1e-3;
     const double spf = 576 * st;
@@ -141,7 +143,7 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
   // Where a batch-1 step's GPU time goes: the graph with kernel families left out.
   json parts = json::array();
   for (int ctx : {600, 14000}) {
-    const StepBatch b = decode_batch(1, ctx, 16, 0.9f, 0, 1.0f);
+    const StepBatch b = decode_batch(1, ctx, bs, 0.9f, 0, 1.0f);
     json row = {{"ctx", ctx}};
     for (int mask : {0, 1, 2, 4, 3, 7}) {
       cuda_set_debug_skip(*be, mask);
@@ -165,7 +167,7 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
   // Draw cost: batch 1, ctx 600, with top-k / top-p on.
   json draws = json::array();
   for (auto [k, p] : std::vector<std::pair<int, float>>{{0, 1.0f}, {50, 1.0f}, {0, 0.9f}}) {
-    const double st = time_steps(*be, decode_batch(1, 600, 16, 0.9f, k, p), 3, 20);
+    const double st = time_steps(*be, decode_batch(1, 600, bs, 0.9f, k, p), 3, 20);
     draws.push_back({{"top_k", k}, {"top_p", p}, {"step_s", st}});
     std::printf("draw top_k %d top_p %.2f: step %.3f ms\n", k, p, st * 1e3);
   }
@@ -174,7 +176,7 @@ void bench_backend(Backend& be_ref, double bw, json& r) {
   {  // 3-frame prefill (time to first token of a Terra job)
     StepBatch b;
     const int n = 3 * 582;
-    b.blocks_per_seq = (n + 15) / 16;
+    b.blocks_per_seq = (n + bs - 1) / bs;
     b.slot_start = {0, n};
     for (int p = 0; p < n; p++) {
       const bool act = p % 582 >= 576;
@@ -221,7 +223,7 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
   spec.positions = PositionKind::None;
   be.load(spec, terra_weights(spec));
   CacheRequest cr;
-  cr.block_size = 16;
+  cr.block_size = be.default_block_size();  // what `loom run` uses on cuda
   cr.gpu_memory_fraction = 0.9;
   cr.kv_dtype = kv;
   be.allocate_cache(cr);
@@ -252,14 +254,18 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
       {1 | 2 | 4 | 8, "all but embed"}};
   json rows = json::array();
   for (int ctx : ctxs) {
-    StepBatch b = decode_batch(batch, ctx, 16, 1.0f, 0, 1.0f);
+    StepBatch b = decode_batch(batch, ctx, cr.block_size, 1.0f, 0, 1.0f);
     // scatter: block j of sequence s at j n + s, as decode steps that append a block to each of
     // n running sequences in turn leave them, instead of each sequence's blocks side by side.
     if (scatter)
       for (int s = 0; s < batch; s++)
         for (int j = 0; j < b.blocks_per_seq; j++)
           b.block_tables[size_t(s) * b.blocks_per_seq + j] = j * batch + s;
-    json row = {{"batch", batch}, {"ctx", ctx}, {"kv", kv_dtype_name(kv)}, {"scatter", scatter}};
+    json row = {{"batch", batch},
+                {"ctx", ctx},
+                {"kv", kv_dtype_name(kv)},
+                {"block_size", cr.block_size},
+                {"scatter", scatter}};
     double full = 0;
     for (auto [mask, what] : masks) {
       cuda_set_debug_skip(be, mask);

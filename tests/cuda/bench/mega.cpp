@@ -15,9 +15,9 @@ namespace {
 
 using json = nlohmann::json;
 
-// The benchmark sampler's decode batch (temperature 1, no filter).
-StepBatch bench_batch(int n, int ctx) {
-  return decode_batch(n, ctx, 16, 1.0f, 0, 1.0f);
+// The benchmark sampler's decode batch (temperature 1, no filter) on blocks of block_size.
+StepBatch bench_batch(int n, int ctx, int block_size) {
+  return decode_batch(n, ctx, block_size, 1.0f, 0, 1.0f);
 }
 
 }  // namespace
@@ -27,8 +27,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   spec.positions = PositionKind::None;
   cuda_load_random_weights(be, spec, 3);
   CacheRequest cr;
-  cr.block_size = 16;
-  cr.num_blocks = 8 * ((7000 + 16) / 16 + 1);
+  const int bs = be.default_block_size();  // what `loom run` uses on cuda
+  cr.block_size = bs;
+  cr.num_blocks = 8 * ((7000 + bs) / bs + 1);
   be.allocate_cache(cr);
   cuda_fill_cache_random(be, 9);
   const double streamed =
@@ -43,7 +44,7 @@ void bench_megakernel(Backend& be, double bw, json& r) {
               "graph us", "x floor", "GB/s");
   json rows = json::array();
   for (auto [n, ctx] : std::vector<std::pair<int, int>>{{1, 600}, {1, 7000}, {8, 600}}) {
-    const StepBatch b = bench_batch(n, ctx);
+    const StepBatch b = bench_batch(n, ctx, bs);
     for (bool mega : {false, true}) {
       be.set_megakernel(mega);
       const int64_t m0 = be.megakernel_steps();
@@ -73,7 +74,7 @@ void bench_megakernel(Backend& be, double bw, json& r) {
       MegakernelDebug dbg;
       dbg.*knob = v;
       cuda_set_megakernel_debug(be, dbg);
-      time_steps(be, bench_batch(1, ctx), 5, 20);
+      time_steps(be, bench_batch(1, ctx, bs), 5, 20);
       const double gpu = cuda_time_graph_replay(be, 1, 50) * 1e-3;
       rows.push_back({{key, v}, {"graph_gpu_s", gpu}});
       std::printf("  %3d: graph %.1f us = %.3f x floor\n", v, gpu * 1e6, gpu * 1e6 / floor_us);
@@ -115,7 +116,7 @@ void bench_megakernel(Backend& be, double bw, json& r) {
     dbg.trace = true;
     dbg.skip_math = tr[2];
     cuda_set_megakernel_debug(be, dbg);
-    time_steps(be, bench_batch(n, ctx), 3, 20);
+    time_steps(be, bench_batch(n, ctx, bs), 3, 20);
     const MegakernelTrace t = cuda_megakernel_trace(be);
     cuda_set_megakernel_debug(be, MegakernelDebug{});
     std::printf(
