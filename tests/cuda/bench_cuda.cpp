@@ -22,7 +22,8 @@
 // step of B sequences on the backend's default KV block size (64, as `loom run` on cuda; 16
 // before session 45): its graph replayed with each kernel family left out (bf16 or e4m3 KV;
 // scatter: the sequences' blocks interleaved as running decode steps leave them; power: whole,
-// attention alone and without attention replayed ~8 s each, with their wall-clock windows).
+// attention alone, without attention and without lm_head + draw, ~8 s each, with their
+// wall-clock windows).
 // `cuda_bench OUT.json --batch-invariant` runs the backend measurements in batch-invariant mode
 // (compare its decode and prefill rows with a default run: the cost of --batch-invariant).
 // `cuda_bench OUT.json --only KEY[,KEY…]` runs those microbenchmarks alone (no backend part).

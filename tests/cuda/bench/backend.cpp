@@ -278,9 +278,11 @@ json bench_step_case(Backend& be, int batch, const std::vector<int>& ctxs, KvDTy
     }
     cuda_set_debug_skip(be, 0);
     // power: a few of those graphs replayed for ~8 s each, the windows' wall-clock bounds in the
-    // JSON, for nvidia-smi's power and clock samples (a 256-job run holds the 700 W cap).
+    // JSON, for nvidia-smi's power and clock samples (a 256-job run holds the 700 W cap); the
+    // step without lm_head and the draw gives their joules a step under the cap.
     if (power)
-      for (const char* what : {"nothing", "attention", "all but attention", "nothing"}) {
+      for (const char* what :
+           {"nothing", "attention", "all but attention", "lm_head+draw", "nothing"}) {
         const auto m = std::find_if(masks.begin(), masks.end(),
                                     [&](const auto& e) { return std::string(e.second) == what; });
         cuda_set_debug_skip(be, m->first);
