@@ -43,7 +43,7 @@ inline GoldenRun run_golden_case(const nlohmann::json& c, const ModelSpec& spec,
   GoldenRun out;
   EngineOptions opt;
   opt.scheduler.max_seqs = max_seqs;
-  opt.cache.block_size = 16;
+  opt.cache.block_size = backend.default_block_size();  // as `loom run` (cuda 64, cpu 16)
   opt.cache.num_blocks = 64;
   if (!wanted.empty())
     opt.on_logits = [&](const Sequence& s, const float* logits, int vocab) {

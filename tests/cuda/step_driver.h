@@ -1,8 +1,8 @@
 // Hand-built step batches for driving backends side by side (tests/cuda): a prompt chunk,
-// frame chunks of last token + action slots, single-slot decodes that cross 16-slot block
-// boundaries (graph replays), n_seqs sequences together with greedy / seeded / top-k+top-p
-// draws. Every backend gets the same batches, fed the reference's (backends[0]) draws:
-// teacher forcing, so the others' logits are compared on the same inputs.
+// frame chunks of last token + action slots, single-slot decodes that cross block boundaries
+// (blocks of 16 slots unless given; graph replays), n_seqs sequences together with greedy / seeded
+// / top-k+top-p draws. Every backend gets the same batches, fed the reference's (backends[0])
+// draws: teacher forcing, so the others' logits are compared on the same inputs.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -27,7 +27,8 @@ struct StepCounts {
 inline StepCounts drive_steps(
     const ModelSpec& spec, const std::vector<Backend*>& backends, int n_seqs, int num_blocks,
     const std::function<void(int, const StepBatch&, std::vector<StepOutput>&)>& check,
-    int n_modes = 3) {
+    int n_modes = 3, int block_size = 16) {
+  const int bs = block_size;
   struct Seq {
     std::vector<int32_t> blocks;
     int pos = 0;  // slots cached so far (= kv_len)
@@ -53,7 +54,7 @@ inline StepCounts drive_steps(
   StepCounts c;
   for (int it = 0; it < 60; it++) {
     StepBatch b;
-    b.blocks_per_seq = std::min(5, (max_pos + 15) / 16);  // within the graphs' table width
+    b.blocks_per_seq = std::min(5, (max_pos + bs - 1) / bs);  // within the graphs' table width
     b.want_logits = true;
     std::vector<int> in_batch;
     for (int s = 0; s < n_seqs; s++) {
@@ -63,7 +64,7 @@ inline StepCounts drive_steps(
       // token plus the frame's action slots (the "7-slot chunk").
       int n = it == 0 ? firsts[s % 3] + s / 3 : 1;
       if (it > 0 && S > 0 && q.pos % S == P - 1) n = 1 + spec.action_tokens;
-      if (q.pos + n > max_pos || q.pos + n > b.blocks_per_seq * 16) {
+      if (q.pos + n > max_pos || q.pos + n > b.blocks_per_seq * bs) {
         q.done = true;
         continue;
       }
@@ -82,7 +83,7 @@ inline StepCounts drive_steps(
         }
         b.positions.push_back(p);
       }
-      while (int(q.blocks.size()) * 16 < q.pos + n) q.blocks.push_back(next_block++);
+      while (int(q.blocks.size()) * bs < q.pos + n) q.blocks.push_back(next_block++);
       for (int j = 0; j < b.blocks_per_seq; j++)
         b.block_tables.push_back(j < int(q.blocks.size()) ? q.blocks[size_t(j)] : -1);
       // Draw only where the chunk ends on an image slot's predecessor (as the engine does).
@@ -128,13 +129,13 @@ inline StepCounts drive_steps(
 // tokens equal where tol < 1e-3, -1 exactly where a sequence draws nothing. Also checks that the
 // run had ≥ 20 steps, ≥ 10 decode steps and, for frame models, ≥ 3 chunk steps.
 inline StepCounts compare_with_cpu(const LoadedModel& m, Backend& gpu, double tol, int n_seqs,
-                                   int n_modes = 3) {
+                                   int n_modes = 3, int block_size = 16) {
   const ModelSpec& spec = m.spec;
   auto cpu = make_cpu_backend();
   cpu->load(spec, m.weights);
   gpu.load(spec, m.weights);
   CacheRequest cr;
-  cr.block_size = 16;
+  cr.block_size = block_size;
   cr.num_blocks = 5 * n_seqs + 8;
   REQUIRE(cpu->allocate_cache(cr) >= cr.num_blocks);
   REQUIRE(gpu.allocate_cache(cr) == cr.num_blocks);
@@ -158,7 +159,7 @@ inline StepCounts compare_with_cpu(const LoadedModel& m, Backend& gpu, double to
             CHECK(got.tokens[size_t(r)] == -1);
         }
       },
-      n_modes);
+      n_modes, block_size);
   CHECK(c.steps >= 20);
   CHECK(c.decode_steps >= 10);
   if (spec.has_frames()) CHECK(c.chunk_steps >= 3);
