@@ -203,33 +203,40 @@ TEST_CASE("FP8 KV costs the bf16 CUDA backend what it costs the fp32 reference")
   }
 }
 
+// At blocks of 16 slots and of 64 (the cuda default; tiny_v1's 78 positions cross one).
 TEST_CASE("fp32 compute with an FP8 KV cache equals the CPU backend with the same scales") {
   for (const char* name : {"tiny_v1", "tiny_llama"}) {
     CAPTURE(name);
     const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/" + name);
     const KvScales scales = calibrate_on_cpu(m);
-    auto cpu = make_cpu_backend();
-    auto gpu = make_cuda_backend(ComputeDType::F32, 0, false);
-    CacheRequest cr;
-    cr.num_blocks = 32;
-    cr.kv_dtype = KvDType::FP8;
-    cr.kv_scales = scales;
-    for (Backend* b : {cpu.get(), gpu.get()}) {
-      b->load(m.spec, m.weights);
-      REQUIRE(b->allocate_cache(cr) >= cr.num_blocks);
+    for (int block_size : {16, 64}) {
+      CAPTURE(block_size);
+      auto cpu = make_cpu_backend();
+      auto gpu = make_cuda_backend(ComputeDType::F32, 0, false);
+      CacheRequest cr;
+      cr.block_size = block_size;
+      cr.num_blocks = 32;
+      cr.kv_dtype = KvDType::FP8;
+      cr.kv_scales = scales;
+      for (Backend* b : {cpu.get(), gpu.get()}) {
+        b->load(m.spec, m.weights);
+        REQUIRE(b->allocate_cache(cr) >= cr.num_blocks);
+      }
+      const int V = m.spec.vocab;
+      drive_steps(
+          m.spec, {cpu.get(), gpu.get()}, 3, cr.num_blocks,
+          [&](int, const StepBatch& b, std::vector<StepOutput>& o) {
+            for (int r = 0; r < b.n_seqs(); r++) {
+              CAPTURE(r);
+              const std::vector<float> c(o[0].logits.begin() + long(r) * V,
+                                         o[0].logits.begin() + long(r + 1) * V);
+              const std::vector<float> g(o[1].logits.begin() + long(r) * V,
+                                         o[1].logits.begin() + long(r + 1) * V);
+              CHECK(rel_err(g, c) < 1e-2);
+              CHECK(o[1].tokens[size_t(r)] == o[0].tokens[size_t(r)]);
+            }
+          },
+          3, block_size);
     }
-    const int V = m.spec.vocab;
-    drive_steps(m.spec, {cpu.get(), gpu.get()}, 3, cr.num_blocks,
-                [&](int, const StepBatch& b, std::vector<StepOutput>& o) {
-                  for (int r = 0; r < b.n_seqs(); r++) {
-                    CAPTURE(r);
-                    const std::vector<float> c(o[0].logits.begin() + long(r) * V,
-                                               o[0].logits.begin() + long(r + 1) * V);
-                    const std::vector<float> g(o[1].logits.begin() + long(r) * V,
-                                               o[1].logits.begin() + long(r + 1) * V);
-                    CHECK(rel_err(g, c) < 1e-2);
-                    CHECK(o[1].tokens[size_t(r)] == o[0].tokens[size_t(r)]);
-                  }
-                });
   }
 }
