@@ -27,9 +27,8 @@ namespace loom {
 namespace {
 
 constexpr int kD = 64;
-// KV slots a cache block and block-table entries a sequence (ceil(14,550 / bs));
-// attention_decode_case may change the block size for one case.
-int cache_bs = 16, bt_width = 910;
+// KV slots a cache block; attention_decode_case may change it for one case.
+int cache_bs = 16;
 // Terra's heads; attention_decode_case may change the kv heads (8 q heads each) for one case.
 int n_heads = 32, n_kv = 4;
 bool kv_fp8 = false;  // the cases' caches hold e4m3 (scales 1)
@@ -81,6 +80,7 @@ void make_setup(Setup& S, const std::vector<std::pair<int, int>>& seqs, int spt,
   const DType kv_t = kv_fp8 ? DType::F8E4M3 : DType::BF16;
   LOOM_KERNEL(gpu::fill_uniform(kv_t, S.kc, cache_elems, 2, 1.0f, nullptr));
   LOOM_KERNEL(gpu::fill_uniform(kv_t, S.vc, cache_elems, 3, 1.0f, nullptr));
+  const int bt_width = (14550 + cache_bs - 1) / cache_bs;  // a 22-frame Terra sequence's blocks
   // Ints: block tables [n_seqs, bt_width], kv_len, slot_start, tiles.
   std::vector<int32_t> bt, kv_len, slot_start{0}, tiles;
   int next = 0;
@@ -293,7 +293,6 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
   n_heads = 8 * kv_heads;
   kv_fp8 = fp8;
   cache_bs = block_size;
-  bt_width = (14550 + block_size - 1) / block_size;
   json r = decode_entry(stream, sms, batch, ctx);
   r["kv_heads"] = kv_heads;
   r["block_size"] = block_size;
@@ -301,7 +300,6 @@ json attention_decode_case(cudaStream_t stream, int sms, int batch, int ctx, int
   n_kv = 4;
   kv_fp8 = false;
   cache_bs = 16;
-  bt_width = 910;
   return r;
 }
 

@@ -34,6 +34,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,6 +46,24 @@
 
 using namespace loom;
 using json = nlohmann::json;
+
+namespace {
+
+// "a,b,c" → {"a", "b", "c"}: --only's keys, --step-case's contexts, --gemm-rows-case's rows.
+std::vector<std::string> split_commas(const char* list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+std::vector<int> int_list(const char* list) {
+  std::vector<int> out;
+  for (const std::string& item : split_commas(list)) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string reason;
@@ -89,11 +109,8 @@ int main(int argc, char** argv) {
                                    .dump(2);
     return 0;
   }
-  std::vector<std::string> only;
-  if (argc > 3 && mode == "--only") {
-    std::stringstream keys(argv[3]);
-    for (std::string k; std::getline(keys, k, ',');) only.push_back(k);
-  }
+  const std::vector<std::string> only =
+      argc > 3 && mode == "--only" ? split_commas(argv[3]) : std::vector<std::string>{};
   try {
     json r;
     auto be = make_cuda_backend(ComputeDType::BF16, 0, invariant);
@@ -106,9 +123,7 @@ int main(int argc, char** argv) {
 
     // cuda_bench OUT --step-case B CTX[,CTX…] [fp8] [scatter] [power]
     if (argc > 4 && mode == "--step-case") {
-      std::vector<int> ctxs;
-      std::stringstream list(argv[4]);
-      for (std::string c; std::getline(list, c, ',');) ctxs.push_back(std::stoi(c));
+      const std::vector<int> ctxs = int_list(argv[4]);
       const std::vector<std::string> rest(argv + 5, argv + argc);
       auto has = [&](const char* w) {
         return std::find(rest.begin(), rest.end(), w) != rest.end();
@@ -130,11 +145,8 @@ int main(int argc, char** argv) {
     const bench::Context ctx{stream, sms, bw, &gemm};
     // cuda_bench OUT --gemm-rows-case M[,M…] [power]
     if (argc > 3 && mode == "--gemm-rows-case") {
-      std::vector<int> rows;
-      std::stringstream list(argv[3]);
-      for (std::string m; std::getline(list, m, ',');) rows.push_back(std::stoi(m));
-      r["gemm_rows_case"] =
-          bench::bench_gemm_rows(ctx, rows, argc > 4 && std::string(argv[4]) == "power");
+      r["gemm_rows_case"] = bench::bench_gemm_rows(ctx, int_list(argv[3]),
+                                                   argc > 4 && std::string(argv[4]) == "power");
       std::ofstream(out_path) << r.dump(2) << "\n";
       return 0;
     }

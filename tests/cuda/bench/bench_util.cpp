@@ -18,14 +18,21 @@ double wall_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iters, int warm) {
+namespace {
+
+// Milliseconds of `iters` runs of body() on s, each between its own events, ascending; before(i)
+// runs ahead of run i's first event (the first `warm` runs are not counted).
+std::vector<double> event_times_ms(cudaStream_t s, int iters, int warm,
+                                   const std::function<void()>& body,
+                                   const std::function<void(int)>& before = nullptr) {
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<double> ms;
   for (int i = 0; i < warm + iters; i++) {
+    if (before) before(i);
     LOOM_CUDA_CHECK(cudaEventRecord(e0, s));
-    LOOM_CUDA_CHECK(cudaGraphLaunch(g, s));
+    body();
     LOOM_CUDA_CHECK(cudaEventRecord(e1, s));
     LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
     float t = 0;
@@ -38,6 +45,12 @@ std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iter
   return ms;
 }
 
+}  // namespace
+
+std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iters, int warm) {
+  return event_times_ms(s, iters, warm, [&] { LOOM_CUDA_CHECK(cudaGraphLaunch(g, s)); });
+}
+
 double time_us(const Context& c, const std::function<void()>& launch, int iters, int warm) {
   static void* flush = nullptr;
   static size_t flush_bytes = 0;
@@ -47,24 +60,10 @@ double time_us(const Context& c, const std::function<void()>& launch, int iters,
     flush_bytes = size_t(std::max(l2, 1 << 20)) * 2;
     LOOM_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
   }
-  cudaEvent_t e0, e1;
-  LOOM_CUDA_CHECK(cudaEventCreate(&e0));
-  LOOM_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> us;
-  for (int i = 0; i < warm + iters; i++) {
+  const std::vector<double> ms = event_times_ms(c.stream, iters, warm, launch, [&](int i) {
     LOOM_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, c.stream));
-    LOOM_CUDA_CHECK(cudaEventRecord(e0, c.stream));
-    launch();
-    LOOM_CUDA_CHECK(cudaEventRecord(e1, c.stream));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= warm) us.push_back(1e3 * double(ms));
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  });
+  return 1e3 * ms[ms.size() / 2];
 }
 
 nlohmann::json report(const Context& c, const char* op, DType t, const std::string& shape,
