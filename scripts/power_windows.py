@@ -5,12 +5,12 @@
       clocks_throttle_reasons.active --format=csv,noheader -lms 100 > smi.csv &
     scripts/power_windows.py smi.csv NAME=power.json [NAME=power.json ...]
 
-Each JSON is `cuda_bench OUT --step-case B CTX … power` or `--gemm-rows-case M,… power` output:
-its step_case / gemm_rows_case rows carry power_windows ({without or what, t0, t1, ms}, t0 / t1
-in seconds since the epoch). Per window, the median power and SM clock of the samples in
-[t0 + 1 s, t1], how many carry a clock event (0x4: the board's power cap), and the median power
-times the replay's time: joules a replay. Used by
-the device calls in bench/experiments/ (session 41 on); the log's timestamps are read as UTC.
+Each JSON is `cuda_bench OUT --step-case B CTX … power`, `--gemm-rows-case M,… power` or
+`--gemm-energy-case` output: its step_case / gemm_rows_case / gemm_energy_case rows carry
+power_windows ({without or what, t0, t1, ms}, t0 / t1 in seconds since the epoch). Per window,
+the median power and SM clock of the samples in [t0 + 1 s, t1], how many carry a clock event
+(0x4: the board's power cap), and the median power times the replay's time: joules a replay.
+Used by the device calls in bench/experiments/ (session 41 on); the log's timestamps are read as UTC.
 
 An argument marks=FILE instead reads `loom bench` runs' windows from lines `--- bench NAME T`
 closed by the next line's last field (`--- end T`), T in seconds since the epoch, and prints
@@ -67,7 +67,8 @@ def main(argv):
             bench_windows(smi, path)
             continue
         j = json.load(open(path))
-        for row in j.get("step_case", []) + j.get("gemm_rows_case", []):
+        rows = j.get("step_case", []) + j.get("gemm_rows_case", []) + j.get("gemm_energy_case", [])
+        for row in rows:
             for pw in row.get("power_windows", []):
                 what = "without " + pw["without"] if "without" in pw else pw["what"]
                 w = window(smi, pw["t0"] + 1.0, pw["t1"])

@@ -14,6 +14,10 @@
 // `cuda_bench OUT.json --gemm-rows-case M[,M…] [power]` times Terra's 22 layers of GEMMs through
 // cuBLAS at each row count (a 256-row decode step against one with action slots: 262, 268),
 // with power an ~8 s window each for scripts/power_windows.py.
+// `cuda_bench OUT.json --gemm-energy-case [M [NAME,…]]` measures joules a replay of those GEMMs
+// and lm_head (or the named ones: qkv, o, gate_up, down, lm_head) at M rows (default 256) for
+// cuBLAS's default and each cuBLASLt heuristic algorithm near its speed (NVML's energy counter,
+// under the board's power cap).
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
@@ -147,6 +151,14 @@ int main(int argc, char** argv) {
     if (argc > 3 && mode == "--gemm-rows-case") {
       r["gemm_rows_case"] = bench::bench_gemm_rows(ctx, int_list(argv[3]),
                                                    argc > 4 && std::string(argv[4]) == "power");
+      std::ofstream(out_path) << r.dump(2) << "\n";
+      return 0;
+    }
+    // cuda_bench OUT --gemm-energy-case [M [NAME,…]]
+    if (mode == "--gemm-energy-case") {
+      r["gemm_energy_case"] =
+          bench::bench_gemm_energy(ctx, argc > 3 ? std::atoi(argv[3]) : 256,
+                                   argc > 4 ? split_commas(argv[4]) : std::vector<std::string>{});
       std::ofstream(out_path) << r.dump(2) << "\n";
       return 0;
     }

@@ -63,6 +63,10 @@ void bench_megakernel(Backend& be, double copy_gbps, nlohmann::json& r);
 // graph a count (gemm_rows.cpp): ms a replay, and with power an ~8 s window of replays a count
 // ({what, t0, t1, ms}) for scripts/power_windows.py.
 nlohmann::json bench_gemm_rows(const Context& c, const std::vector<int>& rows, bool power);
+// Joules a replay of Terra's decode GEMMs at m rows (only: those names, empty: all) for cuBLAS's
+// default and cuBLASLt's heuristic algorithms (gemm_energy.cpp; NVML's energy counter, else
+// power windows).
+nlohmann::json bench_gemm_energy(const Context& c, int m, const std::vector<std::string>& only);
 
 inline const std::vector<Family>& families() {
   static const std::vector<Family> kFamilies = {
