@@ -145,19 +145,38 @@ struct MassTarget {
 // before's, or the aligned start of the buffer), and the last chunk reads only up to the row's
 // end. Ids outside the row, and a last round's missing chunks, pass i = vocab. The trip count is
 // the block's, so f may hold a warp collective.
+// The rounds whose chunks are all whole and inside the row (all but the first where the row
+// starts inside a chunk, and the last one or two) are told apart by the round alone: their copy
+// is the plain 16-byte form at a running address and their ids go unchecked. Addresses by a
+// generic pointer, a copy size and a warp vote a round had cost ~49 instructions a round, a
+// third of an fp32 top-p filter's instructions (ncu, H200, session 46).
 constexpr int kRing = 4;  // 16-byte chunks a filter thread's ring holds
 template <class T, class F>
 __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f) {
   constexpr int kPer = 16 / int(sizeof(T));  // logits a chunk
+  constexpr int nt = kFilterThreads;         // the filter kernel's block (its launch bounds)
+  constexpr uint32_t kRoundBytes = 16u * nt;
   const int lead = int(reinterpret_cast<uintptr_t>(logits) % 16) / int(sizeof(T));
-  const T* aligned = logits - lead;
-  const int chunks = (lead + vocab + kPer - 1) / kPer, nt = int(blockDim.x);
+  const int chunks = (lead + vocab + kPer - 1) / kPer;
   const int rounds = (chunks + nt - 1) / nt;
+  // Chunks below `whole` hold kPer logits of the buffer; those from chunk 1 (0 where the row is
+  // aligned) lie inside the row too. Rounds below whole_rounds copy only such chunks.
+  const int whole = (lead + vocab) / kPer, whole_rounds = whole / nt, first = lead > 0 ? 1 : 0;
+  const uint32_t slot0 = smem_u32(ring) + 16u * threadIdx.x;
+  // This thread's chunk of round 0 (chunk c = r nt + t of round r is kRoundBytes r further on).
+  const char* src = reinterpret_cast<const char*>(logits - lead) + 16 * size_t(threadIdx.x);
   auto issue = [&](int r) {  // round r's chunk of this thread into slot r % kRing
-    const int c = r * nt + int(threadIdx.x);
-    if (r < rounds && c < chunks)
-      cp_async16_bytes(&ring[(r % kRing) * nt + int(threadIdx.x)], aligned + size_t(c) * kPer,
-                       min(kPer, lead + vocab - c * kPer) * int(sizeof(T)));
+    const uint32_t dst = slot0 + uint32_t(r % kRing) * kRoundBytes;
+    const char* from = src + size_t(r) * kRoundBytes;
+    if (r < whole_rounds) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(from) : "memory");
+    } else {
+      const int c = r * nt + int(threadIdx.x);
+      if (r < rounds && c < chunks)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from),
+                     "r"(min(kPer, lead + vocab - c * kPer) * int(sizeof(T)))
+                     : "memory");
+    }
     cp_async_commit();  // one group a round, empty or not: wait_group counts rounds
   };
 #pragma unroll
@@ -167,11 +186,16 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
     issue(r + kRing - 1);  // into the slot round r - 1 read (its values are used by now)
     cp_async_wait<kRing - 1>();
     const int c = r * nt + int(threadIdx.x), i0 = c * kPer - lead;
-    const uint4 q = ring[(r % kRing) * nt + int(threadIdx.x)];
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    // A warp whose chunks all lie inside the row (all but the first and last few) passes ids
-    // unchecked; f sees the same ids either way, and its collectives the whole warp on one side.
-    if (__all_sync(0xffffffffu, c < chunks && i0 >= 0 && i0 + kPer <= vocab)) {
+    uint32_t w[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(slot0 + uint32_t(r % kRing) * kRoundBytes)
+                 : "memory");
+    // Every chunk of a whole round lies inside the row; elsewhere a warp whose chunks all do
+    // passes ids unchecked too. f sees the same ids either way, and its collectives the whole
+    // warp on one side.
+    if ((r >= first && r < whole_rounds) ||
+        __all_sync(0xffffffffu, c < chunks && i0 >= 0 && i0 + kPer <= vocab)) {
 #pragma unroll
       for (int j = 0; j < kPer; j++) f(i0 + j, word_logit<T>(w, j));
     } else {
