@@ -151,8 +151,10 @@ struct MassTarget {
 // generic pointer, a copy size and a warp vote a round had cost ~49 instructions a round, a
 // third of an fp32 top-p filter's instructions (ncu, H200, session 46).
 constexpr int kRing = 4;  // 16-byte chunks a filter thread's ring holds
-template <class T, class F>
-__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f) {
+// inside(i, x) instead of f where the chunk lies inside the row (i < vocab: no id check needed).
+template <class T, class F, class G>
+__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f,
+                                               G&& inside) {
   constexpr int kPer = 16 / int(sizeof(T));  // logits a chunk
   constexpr int nt = kFilterThreads;         // the filter kernel's block (its launch bounds)
   constexpr uint32_t kRoundBytes = 16u * nt;
@@ -197,7 +199,7 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
     if ((r >= first && r < whole_rounds) ||
         __all_sync(0xffffffffu, c < chunks && i0 >= 0 && i0 + kPer <= vocab)) {
 #pragma unroll
-      for (int j = 0; j < kPer; j++) f(i0 + j, word_logit<T>(w, j));
+      for (int j = 0; j < kPer; j++) inside(i0 + j, word_logit<T>(w, j));
     } else {
 #pragma unroll
       for (int j = 0; j < kPer; j++) {
@@ -206,6 +208,10 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
       }
     }
   }
+}
+template <class T, class F>
+__device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f) {
+  for_each_logit(logits, vocab, ring, f, f);
 }
 
 // mass[slot] += w as two 32-bit words (shared-memory atomics on 64-bit words are compare-and-swap

@@ -193,13 +193,26 @@ __device__ bool gather_ranked(const T* lg, int vocab, const ClassSplit& split, u
   C* cut = buf + kBinCand;  // [cut_count] where with_cut
   if (threadIdx.x == 0) n_cut_s = 0u, n_draw_s = 0u;
   __syncthreads();
-  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
-    if (i >= vocab) return;
+  auto take = [&](int i, float x) {  // (the bounds only guard a class_of that disagrees)
     const uint32_t h = class_of(x);
-    if (h == draw_class) draw[atomicAdd(&n_draw_s, 1u)] = cand_at(i, x);
-    if (with_cut && h == cut_class) cut[atomicAdd(&n_cut_s, 1u)] = cand_at(i, x);
-  });
+    if (h == draw_class) {
+      const unsigned e = atomicAdd(&n_draw_s, 1u);
+      if (e < unsigned(kBinCand)) draw[e] = cand_at(i, x);
+    }
+    if (with_cut && h == cut_class) {
+      const unsigned e = atomicAdd(&n_cut_s, 1u);
+      if (e < unsigned(kBinCand)) cut[e] = cand_at(i, x);
+    }
+  };
+  for_each_logit(
+      lg, vocab, sm.ring,
+      [&](int i, float x) {
+        if (i < vocab) take(i, x);
+      },
+      take);
   __syncthreads();
+  // Every token of a class gathered, none else (else the caller's slower path decides).
+  if (n_draw_s != split.draw_count || (with_cut && n_cut_s != split.cut_count)) return false;
   ranked(draw, int(split.draw_count), split.m, draw_out);
   if (with_cut) ranked(cut, int(split.cut_count), split.j - 1, cut_out);
   __syncthreads();
@@ -303,16 +316,28 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   __syncthreads();
   uint32_t n = 0u;  // tokens past the classes, and their weight
   Mass tail = 0u;
-  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
-    if (i >= vocab) return;
-    const uint32_t q = top_p_quantum(z_of(x), zmax);
-    if (q < uint32_t(kClasses)) {
-      count_class(hist, q);
-    } else {
-      n++;
-      tail += top_p_weight_of(q, tables, tables + 64);
-    }
-  });
+  // z_of's branch taken once for the pass (a multiply, or the IEEE division: z_of's values).
+  auto count = [&](auto z) {
+    auto tally = [&](int, float x) {
+      const uint32_t q = top_p_quantum(z(x), zmax);
+      if (q < uint32_t(kClasses)) {
+        count_class(hist, q);
+      } else {
+        n++;
+        tail += top_p_weight_of(q, tables, tables + 64);
+      }
+    };
+    for_each_logit(
+        lg, vocab, sm.ring,
+        [&](int i, float x) {
+          if (i < vocab) tally(i, x);
+        },
+        tally);
+  };
+  if (z_of.r != 0.0f)
+    count([r = z_of.r](float x) { return x * r; });
+  else
+    count([t = z_of.t](float x) { return x / t; });
   __syncthreads();
   Mass mine = 0u;
   for (int s = 0; s < kClassesPerThread; s++) {
@@ -331,7 +356,37 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
       mine, total, p, scratch);
   if (!split.ok) return false;
   __shared__ unsigned long long cut_s, draw_s;
-  auto q_of = [&](float x) { return top_p_quantum(z_of(x), zmax); };
+  // q(x) is non-increasing in x's order key (z_of, the subtraction from zmax and the products
+  // are each monotone), so a quantum's logits are the keys of one interval: threads 0-3 find the
+  // draw's and the cut's by bisection, and the gathering pass tests keys, not quanta.
+  __shared__ uint32_t lo_s[2], span_s[2];  // [draw, cut]
+  if (threadIdx.x < 4) {
+    const uint32_t c = threadIdx.x < 2 ? split.draw : split.cut;
+    const bool past = threadIdx.x & 1;  // the first key past the class (q < c), else its first
+    uint32_t lo = order_key(-INFINITY), hi = order_key(INFINITY) + 1u;
+    if (!(past && c == 0u))
+      while (lo < hi) {  // the first key whose q is at most c (c - 1 past the class)
+        const uint32_t mid = lo + (hi - lo) / 2u;
+        const float x = __uint_as_float((mid & 0x80000000u) ? mid & 0x7fffffffu : ~mid);
+        const uint32_t q = top_p_quantum(z_of(x), zmax);  // kTopPNoWeight: below every class
+        if (q != kTopPNoWeight && q + uint32_t(past) <= c)
+          hi = mid;
+        else
+          lo = mid + 1u;
+      }
+    const uint32_t k = past && c == 0u ? order_key(INFINITY) + 1u : lo;
+    if (!past) lo_s[threadIdx.x / 2] = k;
+    __syncwarp(0xfu);
+    if (past) span_s[threadIdx.x / 2] = k - 1u - lo_s[threadIdx.x / 2];
+  }
+  __syncthreads();
+  const uint32_t draw_lo = lo_s[0], draw_span = span_s[0], cut_lo = lo_s[1], cut_span = span_s[1];
+  auto q_of = [&](float x) {  // the draw's or the cut's quantum, else none (kTopPNoWeight)
+    const uint32_t k = float_key(x);
+    return k - draw_lo <= draw_span ? split.draw
+           : k - cut_lo <= cut_span ? split.cut
+                                    : kTopPNoWeight;
+  };
   if (!gather_ranked(
           lg, vocab, split, split.draw, split.cut, true, q_of,
           [&](int i, float x) { return cand_of(float_key(z_of(x)), i); },
