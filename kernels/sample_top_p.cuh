@@ -175,17 +175,19 @@ __device__ __forceinline__ void ranked(const C* cand, int n, int rank, C* out) {
   }
 }
 
-// One pass gathers the tokens whose class_of(x) is draw_class, and cut_class where with_cut,
-// as candidates cand_at(i, x) (ordered as the kept prefix orders a class's tokens) into
-// buf [kBinCand] and buf + kBinCand [kBinCand] (over BinSmem, outside sm.ring), and ranks them:
-// *draw_out the m-th of the draw class, *cut_out the j-th of the cut class (not written without
-// with_cut). Returns false (nothing written) where a gathered class has over kBinCand tokens. The
-// callers pick the class test a logit pays: the bf16 values compare bits (a z, a 64-bit candidate
-// and a class index a logit cost that path ~50 us at 256 rows, H200, session 25).
-template <class C, class T, class ClassOf, class CandAt>
-__device__ bool gather_ranked(const T* lg, int vocab, const ClassSplit& split, uint32_t draw_class,
-                              uint32_t cut_class, bool with_cut, ClassOf class_of, CandAt cand_at,
-                              C* buf, BinSmem& sm, C* draw_out, C* cut_out) {
+// One pass gathers the tokens x with in_draw(x), and in_cut(x) where with_cut (the logits of the
+// split's draw and cut classes), as candidates cand_at(i, x) (ordered as the kept prefix orders
+// a class's tokens) into buf [kBinCand] and buf + kBinCand [kBinCand] (over BinSmem, outside
+// sm.ring), and ranks them: *draw_out the m-th of the draw class, *cut_out the j-th of the cut
+// class (not written without with_cut). Returns false (nothing written) where a gathered class
+// has over kBinCand tokens, or a test took more or fewer than its class's count. The callers
+// pick the tests a logit pays: bits or order keys compared, never a z or a class index (a z, a
+// 64-bit candidate and a class index a logit cost the bf16 path ~50 us at 256 rows, H200,
+// session 25).
+template <class C, class T, class InDraw, class InCut, class CandAt>
+__device__ bool gather_ranked(const T* lg, int vocab, const ClassSplit& split, bool with_cut,
+                              InDraw in_draw, InCut in_cut, CandAt cand_at, C* buf, BinSmem& sm,
+                              C* draw_out, C* cut_out) {
   __shared__ unsigned n_cut_s, n_draw_s;
   if (split.draw_count > unsigned(kBinCand) || (with_cut && split.cut_count > unsigned(kBinCand)))
     return false;
@@ -193,13 +195,12 @@ __device__ bool gather_ranked(const T* lg, int vocab, const ClassSplit& split, u
   C* cut = buf + kBinCand;  // [cut_count] where with_cut
   if (threadIdx.x == 0) n_cut_s = 0u, n_draw_s = 0u;
   __syncthreads();
-  auto take = [&](int i, float x) {  // (the bounds only guard a class_of that disagrees)
-    const uint32_t h = class_of(x);
-    if (h == draw_class) {
+  auto take = [&](int i, float x) {  // (the bounds only guard tests that disagree with a count)
+    if (in_draw(x)) {
       const unsigned e = atomicAdd(&n_draw_s, 1u);
       if (e < unsigned(kBinCand)) draw[e] = cand_at(i, x);
     }
-    if (with_cut && h == cut_class) {
+    if (with_cut && in_cut(x)) {
       const unsigned e = atomicAdd(&n_cut_s, 1u);
       if (e < unsigned(kBinCand)) cut[e] = cand_at(i, x);
     }
@@ -211,7 +212,6 @@ __device__ bool gather_ranked(const T* lg, int vocab, const ClassSplit& split, u
       },
       take);
   __syncthreads();
-  // Every token of a class gathered, none else (else the caller's slower path decides).
   if (n_draw_s != split.draw_count || (with_cut && n_cut_s != split.cut_count)) return false;
   ranked(draw, int(split.draw_count), split.m, draw_out);
   if (with_cut) ranked(cut, int(split.cut_count), split.j - 1, cut_out);
@@ -283,10 +283,11 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
   __shared__ uint32_t cut_id_s, draw_id_s;
   const bool with_cut = uint32_t(split.j) < split.cut_count;
   if (threadIdx.x == 0) cut_id_s = uint32_t(INT_MAX);
-  const uint32_t cut_b = bits_at(split.cut);
+  const uint32_t cut_b = bits_at(split.cut), draw_b = bits_at(split.draw);
   if (!gather_ranked(
-          lg, vocab, split, bits_at(split.draw), cut_b, with_cut,
-          [](float x) { return __float_as_uint(x) >> 16; },
+          lg, vocab, split, with_cut,
+          [draw_b](float x) { return __float_as_uint(x) >> 16 == draw_b; },
+          [cut_b](float x) { return __float_as_uint(x) >> 16 == cut_b; },
           [](int i, float) { return uint32_t(i); }, reinterpret_cast<uint32_t*>(sm.cand), sm,
           &draw_id_s, &cut_id_s))
     return false;
@@ -295,6 +296,39 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
   *drawn = int(draw_id_s);
   __syncthreads();
   return true;
+}
+
+// The value of an order key (core/top_p_weight.h order_key's inverse).
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
+}
+
+// The first order key, from -inf's to +inf's, whose value x has a quantum q(x) =
+// top_p_quantum(z_of(min(x, xmax)), zmax) below t (kTopPNoWeight is none), or one past +inf's
+// key where no key has (zmax = z_of(xmax); a logit above xmax has q(xmax) = 0). q is
+// non-increasing in the key, so the warp's 32 lanes test the last key of 32 equal parts of the
+// range and the first part whose last key passes is searched next: 7 rounds over the ~2^32
+// keys. Called by whole warps.
+__device__ __forceinline__ uint32_t first_key_below(uint32_t t, const ZOf& z_of, float xmax,
+                                                    float zmax) {
+  const uint32_t lane = threadIdx.x & 31u;
+  uint32_t lo = order_key(-INFINITY);
+  uint64_t n = uint64_t(order_key(INFINITY)) + 1u - lo;  // the keys [lo, lo + n)
+  while (n > 1u) {
+    const uint64_t s = (n + 31u) / 32u, begin = lane * s, end = min((lane + 1u) * s, n);
+    bool below = false;
+    if (begin < n) {
+      const float x = fminf(key_value(lo + uint32_t(end - 1u)), xmax);
+      const uint32_t q = top_p_quantum(z_of(x), zmax);
+      below = q != kTopPNoWeight && q < t;
+    }
+    const unsigned hits = __ballot_sync(0xffffffffu, below);
+    if (hits == 0u) return lo + uint32_t(n);  // (the first round only: later a part's last passes)
+    const uint64_t j = uint64_t(__ffs(hits) - 1);
+    lo += uint32_t(j * s);
+    n = min((j + 1u) * s, n) - j * s;
+  }
+  return lo;
 }
 
 // Top-p alone over fp32 logits, with draw stream 4's token, from counts of the weight's quanta
@@ -306,7 +340,7 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
 // bits, the cut lies past u = 16, or a split quantum has over kBinCand tokens.
 template <class T>
 __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const SampleParamsDev& p,
-                                                float zmax, Mass* scratch, BinSmem& sm,
+                                                float xmax, float zmax, Mass* scratch, BinSmem& sm,
                                                 uint32_t* out_thr, int* out_cut, int* drawn) {
   if (!isfinite(zmax)) return false;
   uint32_t* hist = reinterpret_cast<uint32_t*>(&sm);  // [kClassWords], indexed by q
@@ -357,38 +391,22 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   if (!split.ok) return false;
   __shared__ unsigned long long cut_s, draw_s;
   // q(x) is non-increasing in x's order key (z_of, the subtraction from zmax and the products
-  // are each monotone), so a quantum's logits are the keys of one interval: threads 0-3 find the
-  // draw's and the cut's by bisection, and the gathering pass tests keys, not quanta.
-  __shared__ uint32_t lo_s[2], span_s[2];  // [draw, cut]
-  if (threadIdx.x < 4) {
-    const uint32_t c = threadIdx.x < 2 ? split.draw : split.cut;
-    const bool past = threadIdx.x & 1;  // the first key past the class (q < c), else its first
-    uint32_t lo = order_key(-INFINITY), hi = order_key(INFINITY) + 1u;
-    if (!(past && c == 0u))
-      while (lo < hi) {  // the first key whose q is at most c (c - 1 past the class)
-        const uint32_t mid = lo + (hi - lo) / 2u;
-        const float x = __uint_as_float((mid & 0x80000000u) ? mid & 0x7fffffffu : ~mid);
-        const uint32_t q = top_p_quantum(z_of(x), zmax);  // kTopPNoWeight: below every class
-        if (q != kTopPNoWeight && q + uint32_t(past) <= c)
-          hi = mid;
-        else
-          lo = mid + 1u;
-      }
-    const uint32_t k = past && c == 0u ? order_key(INFINITY) + 1u : lo;
-    if (!past) lo_s[threadIdx.x / 2] = k;
-    __syncwarp(0xfu);
-    if (past) span_s[threadIdx.x / 2] = k - 1u - lo_s[threadIdx.x / 2];
+  // are each monotone), so a quantum's logits are one interval of keys, and of values: warps 0-3
+  // find the draw's and the cut's ends (first_key_below), and the gathering pass compares values,
+  // not quanta (-0 and +0 share a quantum, a NaN none).
+  __shared__ float ends_s[4];  // draw's first and last value, cut's first and last
+  const int warp = int(threadIdx.x >> 5);
+  if (warp < 4) {
+    const uint32_t c = warp < 2 ? split.draw : split.cut;
+    const bool past = warp & 1;  // the last key of the class, else its first
+    const uint32_t k = first_key_below(past ? c : c + 1u, z_of, xmax, zmax);
+    if ((threadIdx.x & 31) == 0) ends_s[warp] = key_value(past ? k - 1u : k);
   }
   __syncthreads();
-  const uint32_t draw_lo = lo_s[0], draw_span = span_s[0], cut_lo = lo_s[1], cut_span = span_s[1];
-  auto q_of = [&](float x) {  // the draw's or the cut's quantum, else none (kTopPNoWeight)
-    const uint32_t k = float_key(x);
-    return k - draw_lo <= draw_span ? split.draw
-           : k - cut_lo <= cut_span ? split.cut
-                                    : kTopPNoWeight;
-  };
+  const float draw_lo = ends_s[0], draw_hi = ends_s[1], cut_lo = ends_s[2], cut_hi = ends_s[3];
   if (!gather_ranked(
-          lg, vocab, split, split.draw, split.cut, true, q_of,
+          lg, vocab, split, true, [&](float x) { return x >= draw_lo && x <= draw_hi; },
+          [&](float x) { return x >= cut_lo && x <= cut_hi; },
           [&](int i, float x) { return cand_of(float_key(z_of(x)), i); },
           reinterpret_cast<unsigned long long*>(&sm), sm, &draw_s, &cut_s))
     return false;

@@ -31,21 +31,23 @@ __device__ __forceinline__ void filter_by_selects(const T* lg, int vocab, const 
   const float t = p.temperature;
   // Top-p's weights are relative to zmax, the largest logit / t (the quotient is monotone in
   // the logit, so one division a row; fmaxf passes over NaN either way).
-  float zmax = -INFINITY;
+  float xmax = -INFINITY, zmax = -INFINITY;  // the largest logit, and its z
   if (top_p_on) {
     for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
-      if (i < vocab) zmax = fmaxf(zmax, x);
+      if (i < vocab) xmax = fmaxf(xmax, x);
     });
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    zmax = warp_max(zmax);
-    if (lane == 0) fscratch[warp] = zmax;
+    xmax = warp_max(xmax);
+    if (lane == 0) fscratch[warp] = xmax;
     __syncthreads();
-    zmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY) / t;
+    xmax = warp_max(lane < int(blockDim.x >> 5) ? fscratch[lane] : -INFINITY);
+    zmax = xmax / t;
   }
   // (fp32 only: a bf16 row top_p_by_values leaves has a logit that is not finite, or values
   // whose z collide, which the quanta would leave too.)
   if constexpr (std::is_same<T, float>::value)
-    if (top_p_on && !top_k_on && top_p_by_quanta(lg, vocab, p, zmax, scratch, sm, thr, cut, drawn))
+    if (top_p_on && !top_k_on &&
+        top_p_by_quanta(lg, vocab, p, xmax, zmax, scratch, sm, thr, cut, drawn))
       return;
   const SelectWeight count{false, zmax, sm.top_p_tables};
   const Mass k = Mass(p.top_k);

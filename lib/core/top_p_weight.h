@@ -62,14 +62,26 @@ LOOM_HD uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// q of the definition above, or kTopPNoWeight.
+// q of u = (zmax - z) · log2(e) >= 0, or kTopPNoWeight (u >= 40, NaN).
+LOOM_HD uint32_t top_p_quantum_of_u(float u) {
+  if (!(u < 40.0f)) return kTopPNoWeight;
+#if defined(__CUDA_ARCH__)
+  // floor(u · 4096) as the low bits of u · 4096 + 2^23 rounded toward zero (exact: u · 4096 is,
+  // and below 2^23 the sum's unit is 1): two full-rate operations for a quarter-rate F2I
+  // (tests/cuda/test_sampling_noise.cu checks every u in [0, 40)).
+  return __float_as_uint(__fmaf_rz(u, 4096.0f, 8388608.0f)) - 0x4b000000u;
+#else
+  return uint32_t(u * 4096.0f);
+#endif
+}
+
+// q of the definition above, or kTopPNoWeight, for z <= zmax (u >= 0: zmax is the largest z).
 LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 #if defined(__CUDA_ARCH__)
-  const float u = __fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f);  // never an FMA
+  return top_p_quantum_of_u(__fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f));  // no FMA
 #else
-  const float u = (zmax - z) * 1.44269504088896341f;
+  return top_p_quantum_of_u((zmax - z) * 1.44269504088896341f);
 #endif
-  return u < 40.0f ? uint32_t(u * 4096.0f) : kTopPNoWeight;  // (u >= 0: zmax is the largest z)
 }
 
 // w of the definition above from q (kTopPNoWeight: 0), the tables where the caller keeps them.

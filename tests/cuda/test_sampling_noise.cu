@@ -1,10 +1,12 @@
 // Over all 2^23 uniforms the Philox stream produces (core/philox.h as the device compiles it):
 // the device's uniform_from_bits equals the host's, and the device draw's noise estimate
 // (gumbel_noise_estimate: a series and the fast log) is within kGumbelEstimateErr of the exact fp64
-// noise, the bound kernels/sampling.cu's pruning relies on.
+// noise, the bound kernels/sampling.cu's pruning relies on. Over every fp32 u in [0, 40), the
+// device's top-p quantum (core/top_p_weight.h) equals floor(u · 4096) as the host converts it.
 #include <doctest/doctest.h>
 
 #include "core/philox.h"
+#include "core/top_p_weight.h"
 #include "cuda/cuda_test_util.h"
 
 using namespace loom;
@@ -56,4 +58,33 @@ TEST_CASE("the device's uniform from Philox bits equals the host's for every 23-
   CHECK(differ == 0);
   CHECK(u[0] == 0.5f / 8388608.0f);
   CHECK(u[n - 1] == 1.0f - 1.0f / 16777216.0f);
+}
+
+// bad[0] += 1 for each u = the float with bits b, b < bits(40), whose device quantum differs from
+// the conversion the host makes (uint32_t(u * 4096): F2I on the device); bad[1] = a b that does.
+__global__ void quantum_kernel(unsigned long long* bad, uint32_t limit) {
+  const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= limit) return;
+  const float u = __uint_as_float(b);
+  if (top_p_quantum_of_u(u) != uint32_t(u * 4096.0f)) {
+    atomicAdd(&bad[0], 1ull);
+    bad[1] = b;
+  }
+}
+
+TEST_CASE("the device's top-p quantum equals the host's conversion for every u in [0, 40)") {
+  const uint32_t limit = 0x42200000u;  // the bits of 40.0f: every u below it
+  DevBuf d(16);
+  LOOM_CUDA_CHECK(cudaMemset(d.get(), 0, 16));
+  quantum_kernel<<<(limit + 255) / 256, 256>>>(d.as<unsigned long long>(), limit);
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  unsigned long long bad[2] = {};
+  LOOM_CUDA_CHECK(cudaMemcpy(bad, d.get(), 16, cudaMemcpyDeviceToHost));
+  CAPTURE(bad[1]);
+  CHECK(bad[0] == 0u);
+  // The host's, at the ends the fixed point is built on.
+  CHECK(top_p_quantum_of_u(0.0f) == 0u);
+  CHECK(top_p_quantum_of_u(1.0f / 4096.0f) == 1u);
+  CHECK(top_p_quantum_of_u(std::nextafter(40.0f, 0.0f)) == 163839u);
+  CHECK(top_p_quantum_of_u(40.0f) == kTopPNoWeight);
 }
