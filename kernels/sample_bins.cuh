@@ -135,23 +135,25 @@ struct MassTarget {
   }
 };
 
-// f(i, x) for every logit x = logits[i] of the row, in no particular order. The row streams
-// through shared memory by cp.async: thread t copies 16-byte chunks t, t + blockDim.x, ... of it
-// into its own kRing slots of `ring` and reads back only those, so the copies need no barrier and
-// kRing - 1 of them stay in flight a thread without holding registers (register loads, four a
-// thread at 64 registers, left every pass waiting on memory latency: ~100 us a row for a pass,
-// 256 rows in two waves). Chunks are counted from the 16-byte boundary at or below the row's
-// start (an odd vocabulary's rows start anywhere; the bytes before a row's start are the row
-// before's, or the aligned start of the buffer), and the last chunk reads only up to the row's
-// end. Ids outside the row, and a last round's missing chunks, pass i = vocab. The trip count is
-// the block's, so f may hold a warp collective.
+constexpr int kRing = 4;  // 16-byte chunks a filter thread's ring holds
+
+// f(i, x) for every logit x = logits[i] of the row, in no particular order, or inside(i, x)
+// where the chunk lies inside the row (i < vocab: no id check needed; the one-functor form passes
+// f for both). The row streams through shared memory by cp.async: thread t copies 16-byte chunks
+// t, t + blockDim.x, ... of it into its own kRing slots of `ring` and reads back only those, so
+// the copies need no barrier and kRing - 1 of them stay in flight a thread without holding
+// registers (register loads, four a thread at 64 registers, left every pass waiting on memory
+// latency: ~100 us a row for a pass, 256 rows in two waves; more slots where a pass has the
+// shared memory bought nothing, session 46). Chunks are counted from the 16-byte boundary at or
+// below the row's start (an odd vocabulary's rows start anywhere; the bytes before a row's start
+// are the row before's, or the aligned start of the buffer), and the last chunk reads only up to
+// the row's end. Ids outside the row, and a last round's missing chunks, pass i = vocab. The trip
+// count is the block's, so f may hold a warp collective.
 // The rounds whose chunks are all whole and inside the row (all but the first where the row
 // starts inside a chunk, and the last one or two) are told apart by the round alone: their copy
 // is the plain 16-byte form at a running address and their ids go unchecked. Addresses by a
 // generic pointer, a copy size and a warp vote a round had cost ~49 instructions a round, a
 // third of an fp32 top-p filter's instructions (ncu, H200, session 46).
-constexpr int kRing = 4;  // 16-byte chunks a filter thread's ring holds
-// inside(i, x) instead of f where the chunk lies inside the row (i < vocab: no id check needed).
 template <class T, class F, class G>
 __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f,
                                                G&& inside) {
