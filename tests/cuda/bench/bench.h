@@ -159,6 +159,13 @@ struct LtSession {
   LtSession& operator=(const LtSession&) = delete;
 };
 
+// cuBLASLt's heuristic algorithms for g (at most max) within LtSession's workspace, in the
+// heuristic's order; a result whose state is not CUBLAS_STATUS_SUCCESS cannot run.
+std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristics(cublasLtHandle_t lt, const LtGemm& g,
+                                                           int max);
+// One configuration attribute of an algorithm (its id, tile, stages, split-K, swizzle, ...).
+uint32_t lt_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t at);
+
 // ‖a − b‖ / ‖b‖ (inf where a is not finite); the tolerance per dtype of the test suites.
 double rel_err(const std::vector<float>& a, const std::vector<float>& b);
 inline double tolerance(DType t) {

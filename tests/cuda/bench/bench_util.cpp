@@ -216,6 +216,30 @@ void LtGemm::batch(int count, int64_t stride_w, int64_t stride_x, int64_t stride
   }
 }
 
+std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristics(cublasLtHandle_t lt, const LtGemm& g,
+                                                           int max) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &LtSession::kWsBytes, sizeof LtSession::kWsBytes));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(max));
+  int n = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt, g.op, g.w, g.x, g.y, g.y, pref, max, res.data(), &n);
+  cublasLtMatmulPreferenceDestroy(pref);
+  LOOM_CUBLAS_CHECK(st);
+  res.resize(static_cast<size_t>(n));
+  return res;
+}
+
+uint32_t lt_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t at) {
+  uint32_t v = 0;
+  size_t sz = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, at, &v, sizeof v, &sz);
+  return v;
+}
+
 LtSession::LtSession() {
   LOOM_CUBLAS_CHECK(cublasLtCreate(&lt));
   ws = buffers.alloc(kWsBytes);

@@ -52,14 +52,8 @@ json bench_gemm_algos(const Context& c) {
       const LtGemm g(m, s.n, s.k, s.ldy, yt);
       const cublasLtMatmulDesc_t op = g.op;
       const cublasLtMatrixLayout_t la = g.w, lb = g.x, ly = g.y;
-      cublasLtMatmulPreference_t pref = nullptr;
-      LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
-      cublasLtMatmulHeuristicResult_t res[32];
-      int n_res = 0;
-      LOOM_CUBLAS_CHECK(
-          cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ly, ly, pref, 32, res, &n_res));
+      const std::vector<cublasLtMatmulHeuristicResult_t> res = lt_heuristics(lt, g, 32);
+      const int n_res = int(res.size());
       const float alpha = 1.0f, beta = 0.0f;
       double best_us = 1e30;
       int best = -1;
@@ -84,12 +78,6 @@ json bench_gemm_algos(const Context& c) {
       // default's output.
       json split_k = nullptr;
       if (m == 256 && s.out == DType::BF16) {
-        auto cfg_of = [](const cublasLtMatmulAlgo_t& al, cublasLtMatmulAlgoConfigAttributes_t at) {
-          uint32_t v = 0;
-          size_t sz = 0;
-          cublasLtMatmulAlgoConfigGetAttribute(&al, at, &v, sizeof v, &sz);
-          return v;
-        };
         double sk_us = 1e30;
         std::string sk_desc;
         int tried = 0, rejected = 0;
@@ -100,13 +88,14 @@ json bench_gemm_algos(const Context& c) {
             std::printf(
                 "%-8s %5d heuristic's best: algo %u tile %u stages %u splitK %u "
                 "reduction %u swizzle %u custom %u cluster %u\n",
-                s.name, m, cfg_of(h, CUBLASLT_ALGO_CONFIG_ID),
-                cfg_of(h, CUBLASLT_ALGO_CONFIG_TILE_ID), cfg_of(h, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-                cfg_of(h, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                cfg_of(h, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-                cfg_of(h, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-                cfg_of(h, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-                cfg_of(h, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+                s.name, m, lt_config(h, CUBLASLT_ALGO_CONFIG_ID),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                lt_config(h, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
           uint32_t schemes = 0;
           size_t sz = 0;
           cublasLtMatmulAlgoCapGetAttribute(&h, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
@@ -149,7 +138,6 @@ json bench_gemm_algos(const Context& c) {
             s.name, m, sk_us, sk_desc.c_str(), tried, rejected, def_us / sk_us);
         split_k = {{"best_us", sk_us}, {"best", sk_desc}, {"tried", tried}};
       }
-      cublasLtMatmulPreferenceDestroy(pref);
       std::printf("%-8s %5d %12.1f %12.1f %8.2f %6d  %s\n", s.name, m, def_us, best_us,
                   def_us / best_us, n_res, err < 1e-2 ? "valid" : "INVALID");
       out.push_back({{"gemm", s.name},

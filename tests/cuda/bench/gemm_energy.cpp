@@ -67,21 +67,14 @@ class Nvml {
   int (*clock_)(void*, int, unsigned*) = nullptr;
 };
 
-uint32_t cfg_u32(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t at) {
-  uint32_t v = 0;
-  size_t sz = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&a, at, &v, sizeof v, &sz);
-  return v;
-}
-
 std::string describe(const cublasLtMatmulAlgo_t& a) {
-  return "algo " + std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
-         std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
-         std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitK " +
-         std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " swizzle " +
-         std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) + " cluster " +
-         std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) + " custom " +
-         std::to_string(cfg_u32(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
+  return "algo " + std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
+         std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
+         std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " splitK " +
+         std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " swizzle " +
+         std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING)) + " cluster " +
+         std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)) + " custom " +
+         std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
 }
 
 struct Candidate {
@@ -125,16 +118,7 @@ json bench_gemm_energy(const Context& c, int m, const std::vector<std::string>& 
     LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(m) * s.k, 5, 1.0f, nullptr));
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
     const LtGemm g(m, s.n, s.k, s.ldy, CUDA_R_16BF);
-    cublasLtMatmulPreference_t pref = nullptr;
-    LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws_bytes = LtSession::kWsBytes;
-    LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
-    cublasLtMatmulHeuristicResult_t res[16];
-    int n_res = 0;
-    LOOM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(session.lt, g.op, g.w, g.x, g.y, g.y, pref, 16,
-                                                     res, &n_res));
-    cublasLtMatmulPreferenceDestroy(pref);
 
     // Candidate 0 is the default; 1.. the heuristic's algorithms in its order.
     std::vector<Candidate> cand;
@@ -159,9 +143,9 @@ json bench_gemm_energy(const Context& c, int m, const std::vector<std::string>& 
         y_ref);
     const size_t n_check = std::min<size_t>(size_t(s.ldy) * 8, size_t(m) * s.ldy);
     const std::vector<float> ref = b.download(y_ref, n_check, DType::BF16);
-    for (int i = 0; i < n_res; i++) {
-      if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > ws_bytes) continue;
-      const cublasLtMatmulAlgo_t algo = res[i].algo;
+    for (const cublasLtMatmulHeuristicResult_t& h : lt_heuristics(session.lt, g, 16)) {
+      if (h.state != CUBLAS_STATUS_SUCCESS || h.workspaceSize > ws_bytes) continue;
+      const cublasLtMatmulAlgo_t algo = h.algo;
       Candidate k{describe(algo)};
       k.exec = capture(
           [&](void* wl, void* out) {

@@ -82,22 +82,12 @@ json bench_gemm_tiles(const Context& c) {
 
     // A configuration starts from one of the heuristic's results for its algorithm (the sm90
     // kernels reject a bare cublasLtMatmulAlgoInit's defaults), else from cublasLtMatmulAlgoInit.
-    cublasLtMatmulPreference_t pref = nullptr;
-    LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
-    cublasLtMatmulHeuristicResult_t res[32];
-    int n_res = 0;
-    LOOM_CUBLAS_CHECK(
-        cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ly, ly, pref, 32, res, &n_res));
-    cublasLtMatmulPreferenceDestroy(pref);
+    const std::vector<cublasLtMatmulHeuristicResult_t> res = lt_heuristics(lt, g, 32);
+    const int n_res = int(res.size());
     auto seed = [&](int algo, cublasLtMatmulAlgo_t& a) {
-      for (int i = 0; i < n_res; i++) {
-        uint32_t id = 0;
-        size_t sz = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, 4, &sz);
-        if (int(id) == algo) return a = res[i].algo, true;
-      }
+      for (int i = 0; i < n_res; i++)
+        if (int(lt_config(res[i].algo, CUBLASLT_ALGO_CONFIG_ID)) == algo)
+          return a = res[i].algo, true;
       return cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
                                     CUDA_R_16BF, CUDA_R_16BF, algo, &a) == CUBLAS_STATUS_SUCCESS;
     };
@@ -117,12 +107,7 @@ json bench_gemm_tiles(const Context& c) {
     };
     // The heuristic's own choices, as they come (the default's neighbours).
     for (int i = 0; i < n_res; i++) {
-      auto g = [&](cublasLtMatmulAlgoConfigAttributes_t at) {
-        uint32_t v = 0;
-        size_t sz = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, at, &v, 4, &sz);
-        return v;
-      };
+      auto g = [&](cublasLtMatmulAlgoConfigAttributes_t at) { return lt_config(res[i].algo, at); };
       std::printf(
           "%-8s m %3d: heuristic %d: algo %u tile %u stages %u splitK %u cluster %u inner %u\n",
           s.name, s.m, i, g(CUBLASLT_ALGO_CONFIG_ID), g(CUBLASLT_ALGO_CONFIG_TILE_ID),
