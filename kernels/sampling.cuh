@@ -34,7 +34,7 @@ struct SampleParamsDev {
 };
 static_assert(sizeof(SampleParamsDev) == 40, "SampleParamsDev layout is shared with the host");
 
-constexpr int kSampleChunks = 64;  // blocks per row in the draw
+constexpr int kSampleChunks = 32;  // blocks per row in the draw
 constexpr int kSampleList = 1024;  // kept ids a row's filter may list (top-k <= this)
 
 // A row's kept set as the filter leaves it, the first n_rows entries of the workspace: id i

@@ -1,7 +1,7 @@
 // The sampling family (kernels/sampling.cuh): sample_tokens against the host sampler
 // (backend/sampler.h, pinned by tests/test_sampler.cpp) over the full 262,145-entry vocabulary,
 // greedy, temperature, top-k and top-p, on continuous and quantised (tied) logits, as fp32 and
-// as the bf16 the lm_head GEMM writes; an inactive row writes -1.
+// as the bf16 the lm_head GEMM writes; an inactive row writes -1; many rows in a reused workspace.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -107,6 +107,61 @@ TEST_CASE("device sampler gives sample_token's token over the full 262,145 vocab
   int32_t got = 0;
   LOOM_CUDA_CHECK(cudaMemcpy(&got, tok.get(), 4, cudaMemcpyDeviceToHost));
   CHECK(got == -1);
+}
+
+// A draw over many rows (700: 22,400 draw blocks, many waves of them) in a workspace a first call
+// filled (temperature on every row: every partial written) and a second reuses with greedy,
+// temperature, listed top-k, top-p and inactive rows mixed: a top-p row's token is its filter's
+// and its draw blocks write no partial, so a stale partial read would give the first call's token.
+TEST_CASE("device draw over many rows never reads a stale partial") {
+  const int vocab = 65537, rows = 700;
+  for (const DType lt : {DType::F32, DType::BF16}) {
+    CAPTURE(dtype_name(lt));
+    std::mt19937_64 g(5);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<float> logits(size_t(rows) * vocab);
+    for (float& v : logits) v = nd(g);
+    if (lt == DType::BF16) logits = round_bf16(logits);
+    DevBuf dl = upload(logits, lt), ws(sample_workspace_bytes(rows)), tok(size_t(rows) * 4);
+    for (int call = 0; call < 2; call++) {
+      CAPTURE(call);
+      std::vector<SamplingParams> sp(static_cast<size_t>(rows));
+      std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
+      for (int r = 0; r < rows; r++) {
+        SamplingParams& s = sp[size_t(r)];
+        s.seed = 11;
+        s.temperature = 0.9f;
+        const int mode = call == 0 ? 1 : r % 5;  // greedy, temperature, top-k, top-p, inactive
+        if (mode == 0) s.temperature = 0.0f;
+        if (mode == 2) s.top_k = 50;
+        if (mode == 3) s.top_p = 0.9f;
+        SampleParamsDev& d = p[size_t(r)];
+        d.seed = s.seed;
+        d.draw_index = 3;
+        d.temperature = s.temperature;
+        d.top_k = s.top_k;
+        d.top_p = s.top_p;
+        d.sample_index = uint32_t(r);
+        d.active = mode == 4 ? 0 : 1;
+      }
+      DevBuf dp = upload_ints(p);
+      tok.poison();
+      LOOM_KERNEL(sample_tokens(lt, dl.get(), rows, vocab, vocab, dp.as<SampleParamsDev>(),
+                                ws.get(), tok.as<int32_t>(), nullptr));
+      std::vector<int32_t> got(static_cast<size_t>(rows));
+      LOOM_CUDA_CHECK(cudaMemcpy(got.data(), tok.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+      int mismatched = 0;
+      for (int r = 0; r < rows; r++) {
+        const int32_t want = p[size_t(r)].active == 0
+                                 ? -1
+                                 : sample_token(logits.data() + size_t(r) * vocab, vocab,
+                                                sp[size_t(r)], uint32_t(r), 3);
+        if (got[size_t(r)] != want && mismatched++ < 5)
+          MESSAGE("row ", r, ": got ", got[size_t(r)], ", want ", want);
+      }
+      CHECK(mismatched == 0);
+    }
+  }
 }
 
 // The filter's kept set itself (the draw tests above see it only through the tokens, which a cut
