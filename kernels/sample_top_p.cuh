@@ -373,9 +373,9 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   else
     count([t = z_of.t](float x) { return x / t; });
   __syncthreads();
-  // top_p_weight_of inlined over the thread's classes q = 64 t + j, j < 64: they share the coarse
-  // table's entry (q >> 6 = t) and the shift (q >> 12 = t >> 6), so a class costs its count, a fine
-  // entry and the products, with no branch (the scan was ~13 us of a row's ~115, H200, session 47).
+  // The thread's classes q = 64 t + j, j < 64, share the coarse table's entry (q >> 6 = t) and the
+  // shift (q >> 12 = t >> 6), so a class costs its count, a fine entry and the products, with no
+  // branch (the scan was ~13 us of a row's ~115, H200, session 47).
   static_assert(kClassesPerThread == 64, "a thread's classes share q >> 6");
   const uint64_t coarse = tables[threadIdx.x & 63u];
   const uint32_t shift = threadIdx.x >> 6;
@@ -384,7 +384,7 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
     const uint32_t q = thread_class(s);
     const uint32_t c = class_count(hist, q);
     n += c;
-    mine += c * ((((coarse * tables[64 + (q & 63u)]) >> 31) << 9) >> shift);
+    mine += c * top_p_weight_parts(coarse, tables[64 + (q & 63u)], shift);
   }
   if (block_sum(n, scratch) != Mass(vocab)) return false;
   const Mass total = block_sum(mine + tail, scratch);

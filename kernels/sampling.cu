@@ -324,9 +324,10 @@ __global__ void sample_final_kernel(const SampleParamsDev* params, const SampleF
   pdl_wait();
   const int row = blockIdx.x;
   const int lane = threadIdx.x;
-  const int drawn = filters[row].drawn;  // the filter's token (the draw kernel wrote nothing)
+  // The filter's token (the draw kernel wrote nothing); the filter draws active rows only.
+  const int drawn = filters[row].drawn;
   if (drawn >= 0) {
-    if (lane == 0) tokens[row] = params[row].active ? drawn : -1;
+    if (lane == 0) tokens[row] = drawn;
     return;
   }
   float bv = -INFINITY;

@@ -84,11 +84,16 @@ LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 #endif
 }
 
+// w of the definition above from q's table entries coarse[(q >> 6) & 63], fine[q & 63] and its
+// shift q >> 12 (a caller weighing many q that share the first and last holds them).
+LOOM_HD uint64_t top_p_weight_parts(uint64_t coarse, uint32_t fine, uint32_t shift) {
+  return (((coarse * fine) >> 31) << 9) >> shift;
+}
+
 // w of the definition above from q (kTopPNoWeight: 0), the tables where the caller keeps them.
 LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
   if (q == kTopPNoWeight) return 0u;
-  const uint64_t f = (uint64_t(coarse[(q >> 6) & 63u]) * fine[q & 63u]) >> 31;
-  return (f << 9) >> (q >> 12);
+  return top_p_weight_parts(coarse[(q >> 6) & 63u], fine[q & 63u], q >> 12);
 }
 
 // The weight with the tables above (host code; device code keeps its own copy of the tables).
