@@ -70,6 +70,7 @@ __device__ bool mass_select(const T* lg, int vocab, float t, SelectWeight mass, 
 // word (class h in the low half of word h / 2 when h is even), over BinSmem's count, mass, incl
 // and cand (none live while it is); then the same bytes hold the gathered candidates.
 constexpr int kClassWords = 32768, kClasses = 2 * kClassWords;
+static_assert(kClasses == 16 << 12, "top_p_tail_weight's q start at u = 16");
 constexpr int kClassesPerThread = kClasses / kFilterThreads;  // the scan's share: 64
 static_assert(offsetof(BinSmem, ring) >= size_t(kClassWords) * 4, "the class counts fit");
 static_assert(offsetof(BinSmem, ring) >= size_t(2 * kBinCand) * 8, "two candidate lists fit");
@@ -358,7 +359,7 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
         count_class(hist, q);
       } else {
         n++;
-        tail += top_p_weight_of(q, tables, tables + 64);
+        tail += top_p_tail_weight(q, tables, tables + 64);  // (q >= kClasses: u >= 16)
       }
     };
     for_each_logit(

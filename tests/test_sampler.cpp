@@ -178,6 +178,17 @@ TEST_CASE("top-p weights: the fixed-point definition's known answers") {
   CHECK(top_p_target(0.5f, 0) == 0u);
 }
 
+TEST_CASE("top-p tail weights in 32-bit operations equal the definition past u = 16") {
+  // Every quantum the fp32 filter weighs past its 65,536 classes, and a token that weighs 0.
+  long differ = 0;
+  for (uint32_t q = 16u << 12; q < 40u * 4096u; q++)
+    differ +=
+        top_p_tail_weight(q, kTopPCoarse, kTopPFine) != top_p_weight_of(q, kTopPCoarse, kTopPFine);
+  CHECK(differ == 0);
+  CHECK(top_p_tail_weight(kTopPNoWeight, kTopPCoarse, kTopPFine) == 0u);
+  CHECK(top_p_tail_weight(16u << 12, kTopPCoarse, kTopPFine) == (uint64_t(1) << 40) >> 16);
+}
+
 TEST_CASE("sample_kept lists the kept set in order, empty when every id is a candidate") {
   const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 1.0f, 2.0f};
   SamplingParams sp;

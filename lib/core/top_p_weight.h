@@ -96,6 +96,17 @@ LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint3
   return top_p_weight_parts(coarse[(q >> 6) & 63u], fine[q & 63u], q >> 12);
 }
 
+// top_p_weight_of for q >= 16 << 12 (u >= 16) or kTopPNoWeight, in 32-bit operations: F is below
+// 2^32 and, with s = q >> 12 >= 16, (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros).
+// kTopPNoWeight needs no test: its shift is capped at 31 and its F (coarse[63] · fine[63] >> 31)
+// is below 2^31. The fp32 top-p filter weighs every token past its classes with this (~95% of a
+// sigma-4 row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
+LOOM_HD uint32_t top_p_tail_weight(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
+  const uint32_t f = uint32_t((uint64_t(coarse[(q >> 6) & 63u]) * fine[q & 63u]) >> 31);
+  const uint32_t s = (q >> 12) - 9u;
+  return f >> (s < 31u ? s : 31u);
+}
+
 // The weight with the tables above (host code; device code keeps its own copy of the tables).
 inline uint64_t top_p_weight(float z, float zmax) {
   return top_p_weight_of(top_p_quantum(z, zmax), kTopPCoarse, kTopPFine);
