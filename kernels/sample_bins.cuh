@@ -154,7 +154,12 @@ constexpr int kRing = 4;  // 16-byte chunks a filter thread's ring holds
 // is the plain 16-byte form at a running address and their ids go unchecked. Addresses by a
 // generic pointer, a copy size and a warp vote a round had cost ~49 instructions a round, a
 // third of an fp32 top-p filter's instructions (ncu, H200, session 46).
-template <class T, class F, class G>
+// kBackward streams the rounds from the row's end, so that a pass after a forward one starts
+// on the bytes that pass read last (a wave of 132 one-row blocks streams 132 MB of fp32 rows
+// through the 50 MB L2; a second forward pass starts on evicted bytes). It buys less than that
+// predicts (L2 turns over in ~12 us at full HBM rate): fp32 top-p 257.5 -> 250.6 us at 256 rows
+// with its count pass backward, 2 us slower at one row (H200, session 48).
+template <bool kBackward = false, class T, class F, class G>
 __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f,
                                                G&& inside) {
   constexpr int kPer = 16 / int(sizeof(T));  // logits a chunk
@@ -169,8 +174,14 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
   const uint32_t slot0 = smem_u32(ring) + 16u * threadIdx.x;
   // This thread's chunk of round 0 (chunk c = r nt + t of round r is kRoundBytes r further on).
   const char* src = reinterpret_cast<const char*>(logits - lead) + 16 * size_t(threadIdx.x);
-  auto issue = [&](int r) {  // round r's chunk of this thread into slot r % kRing
-    const uint32_t dst = slot0 + uint32_t(r % kRing) * kRoundBytes;
+  auto round_at = [&](int k) { return kBackward ? rounds - 1 - k : k; };  // the k-th streamed
+  auto issue = [&](int k) {  // the k-th streamed round's chunk of this thread into slot k % kRing
+    const uint32_t dst = slot0 + uint32_t(k % kRing) * kRoundBytes;
+    const int r = round_at(k);
+    if (kBackward && r < 0) {  // (past the row's start: an empty group)
+      cp_async_commit();
+      return;
+    }
     const char* from = src + size_t(r) * kRoundBytes;
     if (r < whole_rounds) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(from) : "memory");
@@ -186,14 +197,14 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
 #pragma unroll
   for (int r = 0; r < kRing - 1; r++) issue(r);
 #pragma unroll 1
-  for (int r = 0; r < rounds; r++) {
-    issue(r + kRing - 1);  // into the slot round r - 1 read (its values are used by now)
+  for (int k = 0; k < rounds; k++) {
+    issue(k + kRing - 1);  // into the slot round k - 1 read (its values are used by now)
     cp_async_wait<kRing - 1>();
-    const int c = r * nt + int(threadIdx.x), i0 = c * kPer - lead;
+    const int r = round_at(k), c = r * nt + int(threadIdx.x), i0 = c * kPer - lead;
     uint32_t w[4];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "r"(slot0 + uint32_t(r % kRing) * kRoundBytes)
+                 : "r"(slot0 + uint32_t(k % kRing) * kRoundBytes)
                  : "memory");
     // Every chunk of a whole round lies inside the row; elsewhere a warp whose chunks all do
     // passes ids unchecked too. f sees the same ids either way, and its collectives the whole
@@ -211,9 +222,9 @@ __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4
     }
   }
 }
-template <class T, class F>
+template <bool kBackward = false, class T, class F>
 __device__ __forceinline__ void for_each_logit(const T* logits, int vocab, uint4* ring, F&& f) {
-  for_each_logit(logits, vocab, ring, f, f);
+  for_each_logit<kBackward>(logits, vocab, ring, f, f);
 }
 
 // mass[slot] += w as two 32-bit words (shared-memory atomics on 64-bit words are compare-and-swap

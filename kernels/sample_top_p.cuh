@@ -241,7 +241,8 @@ __device__ __forceinline__ bool top_p_by_values(const __nv_bfloat16* lg, int voc
   zero_classes(hist);
   if (threadIdx.x == 0) top_key_s = 0u;
   __syncthreads();
-  for_each_logit(lg, vocab, sm.ring, [&](int i, float x) {
+  // (backward: the gathering pass after it starts where this one ends, in L2)
+  for_each_logit<true>(lg, vocab, sm.ring, [&](int i, float x) {
     if (i < vocab) count_class(hist, __float_as_uint(x) >> 16);
   });
   __syncthreads();
@@ -362,7 +363,7 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
         tail += top_p_tail_weight(q, tables, tables + 64);  // (q >= kClasses: u >= 16)
       }
     };
-    for_each_logit(
+    for_each_logit<true>(  // (backward, between the forward zmax and gathering passes)
         lg, vocab, sm.ring,
         [&](int i, float x) {
           if (i < vocab) tally(i, x);
