@@ -174,12 +174,16 @@ __device__ __forceinline__ void load4(const T* lg, int i, int end, bool aligned,
 // drew the row): at 256 rows on an H200, greedy 101 -> 85 us (f32) and 122 -> 103 (bf16),
 // temperature 195 -> 172 and 220 -> 194, fp32 top-p 272 -> 262; 16 chunks took bf16's
 // temperature back to 203 (64 KB of v̂ a block: 3 blocks an SM) (session 47).
-__host__ __device__ inline int draw_groups(int vocab) {
+__host__ __device__ constexpr int draw_groups(int vocab) {
   return (vocab + 3) / 4;
 }
-__host__ __device__ inline int draw_max_groups(int vocab) {
+__host__ __device__ constexpr int draw_max_groups(int vocab) {
   return draw_groups(vocab) - (kSampleChunks - 1) * (draw_groups(vocab) / kSampleChunks);
 }
+// (the largest block's groups only grow with the vocabulary, so the limit is one number)
+static_assert(draw_max_groups(kSampleMaxVocab) * sizeof(float4) == kDrawMaxSmem &&
+                  draw_max_groups(kSampleMaxVocab + 1) * sizeof(float4) > kDrawMaxSmem,
+              "kSampleMaxVocab is the device draw's limit");
 
 // x[k] = the groups g0 + k kDrawThreads of a thread's batch (load4 each).
 template <class T>
@@ -372,7 +376,7 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
   if (!st.ok) return st;
   const size_t vhat_bytes = size_t(draw_max_groups(vocab)) * sizeof(float4);
   LOOM_ARG_CHECK(vhat_bytes <= kDrawMaxSmem, "sample_tokens: vocab ", vocab,
-                 " is above the device draw's limit of ", kDrawMaxSmem / 4 * kSampleChunks);
+                 " is above the device draw's limit of ", kSampleMaxVocab);
   static const cudaError_t smem_set = cudaFuncSetAttribute(
       sample_draw_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDrawMaxSmem));
   if (smem_set != cudaSuccess)

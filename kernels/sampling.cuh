@@ -35,6 +35,9 @@ struct SampleParamsDev {
 static_assert(sizeof(SampleParamsDev) == 40, "SampleParamsDev layout is shared with the host");
 
 constexpr int kSampleChunks = 32;  // blocks per row in the draw
+// The largest vocabulary the device draw takes (a chunk's v-hat in the draw block's 160 KB of
+// shared memory, kernels/sampling.cu); the CUDA backend refuses a larger model at load.
+constexpr int kSampleMaxVocab = 1310720;
 constexpr int kSampleList = 1024;  // kept ids a row's filter may list (top-k <= this)
 
 // A row's kept set as the filter leaves it, the first n_rows entries of the workspace: id i

@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "kernels/sampling.cuh"
 #include "cuda_test_util.h"
 #include "feature_models.h"
 #include "golden.h"
@@ -153,6 +154,18 @@ TEST_CASE("the CUDA backend refuses a head_dim its attention kernels lack, namin
   const std::string err = fixture::error_of([&] { gpu->load(m.spec, m.weights); });
   CHECK(err.find("head_dim 4") != std::string::npos);
   CHECK(err.find("does not implement") != std::string::npos);
+}
+
+TEST_CASE("the CUDA backend refuses a vocabulary above the device draw's limit at load") {
+  ModelSpec f;
+  fixture::TempDir dir;
+  LoadedModel m = load_feature_model(dir.path, f, kCudaDims);
+  m.spec.vocab = gpu::kSampleMaxVocab + 1;  // (refused before the weights' shapes are read)
+  auto gpu = make_cuda_backend(ComputeDType::F32, 0);
+  const std::string err = fixture::error_of([&] { gpu->load(m.spec, m.weights); });
+  CHECK(err.find("a vocabulary of 1310721 (the device draw takes at most 1310720)") !=
+        std::string::npos);
+  CHECK(err.find("--backend cpu") != std::string::npos);
 }
 
 // ------------------------------------------------------------------ 2. OPT and GPT-2

@@ -122,6 +122,9 @@ std::string unsupported_feature(const ModelSpec& s) {
     return cat("a GQA ratio of ", s.heads, " / ", s.kv_heads, " heads (at most ", kAttnRows, ")");
   if (s.norm_bias && !(s.norm == NormKind::Layer && s.norm_affine))
     return "norm_bias without an affine LayerNorm";
+  if (s.vocab > kSampleMaxVocab)
+    return cat("a vocabulary of ", s.vocab, " (the device draw takes at most ", kSampleMaxVocab,
+               ")");
   if (s.logit_end > 0 &&
       !(s.logit_begin >= 0 && s.logit_begin < s.logit_end && s.logit_end <= s.vocab))
     return "a logit range outside the vocabulary";
