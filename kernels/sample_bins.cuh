@@ -89,13 +89,16 @@ __device__ Mass block_scan(Mass v, Mass* scratch, Mass* total) {
   __syncthreads();
   if (lane == 31) scratch[warp] = x;
   __syncthreads();
-  Mass before = 0u, all = 0u;
-  for (int w = 0; w < int(blockDim.x >> 5); w++) {
-    if (w < warp) before += scratch[w];
-    all += scratch[w];
+  // The warps' totals scanned by every warp at once (lane w holds warp w's), not a loop over them.
+  const Mass mine = lane < int(blockDim.x >> 5) ? scratch[lane] : 0u;
+  Mass y = mine;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const Mass z = __shfl_up_sync(0xffffffffu, y, o);
+    if (lane >= o) y += z;
   }
-  *total = all;
-  return before + x;
+  *total = __shfl_sync(0xffffffffu, y, 31);
+  return __shfl_sync(0xffffffffu, y - mine, warp) + x;
 }
 
 // core/top_p_weight.h's tables, copied by the filter into BinSmem::top_p_tables (a warp's lanes

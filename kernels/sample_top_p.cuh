@@ -375,19 +375,19 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   else
     count([t = z_of.t](float x) { return x / t; });
   __syncthreads();
-  // The thread's classes q = 64 t + j, j < 64, share the coarse table's entry (q >> 6 = t) and the
-  // shift (q >> 12 = t >> 6), so a class costs its count, a fine entry and the products, with no
-  // branch (the scan was ~13 us of a row's ~115, H200, session 47).
+  // The thread's classes q = 64 t + j, j < 64, are its 32 words of counts; they share the coarse
+  // table's entry and the shift, so a class costs a 32-bit F and a widening multiply-add
+  // (top_p_class_mass; the scan was ~13 us of a row's ~115, H200, session 47). Lane l starts at
+  // its word l, so that a warp's lanes read 32 banks.
   static_assert(kClassesPerThread == 64, "a thread's classes share q >> 6");
-  const uint64_t coarse = tables[threadIdx.x & 63u];
-  const uint32_t shift = threadIdx.x >> 6;
-  Mass mine = 0u;
-  for (int s = 0; s < kClassesPerThread; s++) {
-    const uint32_t q = thread_class(s);
-    const uint32_t c = class_count(hist, q);
-    n += c;
-    mine += c * top_p_weight_parts(coarse, tables[64 + (q & 63u)], shift);
-  }
+  const uint32_t* words = hist + kClassesPerThread / 2 * threadIdx.x;
+  const Mass mine =
+      top_p_class_mass(threadIdx.x, tables, tables + 64, [&](int i, uint32_t* w, uint32_t* j) {
+        const uint32_t x = (uint32_t(i) + threadIdx.x) & 31u;
+        *w = words[x];
+        *j = 2u * x;
+        n += (*w & 0xffffu) + (*w >> 16);
+      });
   if (block_sum(n, scratch) != Mass(vocab)) return false;
   const Mass total = block_sum(mine + tail, scratch);
   const ClassSplit split = split_classes(

@@ -189,6 +189,36 @@ TEST_CASE("top-p tail weights in 32-bit operations equal the definition past u =
   CHECK(top_p_tail_weight(16u << 12, kTopPCoarse, kTopPFine) == (uint64_t(1) << 40) >> 16);
 }
 
+TEST_CASE("top_p_class_mass sums a thread's 64 classes as top_p_weight_of weighs them") {
+  // Every thread t of the class scan (q = 64 t + j < 16 << 12), with counts from a fixed
+  // generator (0 to 65,535) and with every count at 65,535 (the sum of c F at its largest,
+  // 2^16 · 64 · 2^31 = 2^53, still shifts exactly), the words in a skewed order as the kernel
+  // reads them.
+  uint32_t state = 12345u;
+  long differ = 0;
+  for (uint32_t t = 0; t < 1024u; t++) {
+    for (int fill = 0; fill < 2; fill++) {
+      uint32_t counts[64];
+      for (uint32_t& c : counts) {
+        state = state * 1664525u + 1013904223u;
+        c = fill == 0 ? state >> 16 : 65535u;
+      }
+      uint64_t want = 0u;
+      for (uint32_t j = 0; j < 64u; j++)
+        want += counts[j] * top_p_weight_of(64u * t + j, kTopPCoarse, kTopPFine);
+      const uint64_t got =
+          top_p_class_mass(t, kTopPCoarse, kTopPFine, [&](int i, uint32_t* w, uint32_t* j) {
+            const uint32_t x = (uint32_t(i) + t) & 31u;
+            *w = counts[2 * x] | counts[2 * x + 1] << 16;
+            *j = 2u * x;
+          });
+      differ += got != want;
+    }
+  }
+  CHECK(differ == 0);
+  CHECK(top_p_weight_f(kTopPCoarse[0], kTopPFine[0]) == 1u << 31);  // q = 0: w = 2^40
+}
+
 TEST_CASE("sample_kept lists the kept set in order, empty when every id is a candidate") {
   const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 1.0f, 2.0f};
   SamplingParams sp;

@@ -84,16 +84,15 @@ LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 #endif
 }
 
-// w of the definition above from q's table entries coarse[(q >> 6) & 63], fine[q & 63] and its
-// shift q >> 12 (a caller weighing many q that share the first and last holds them).
-LOOM_HD uint64_t top_p_weight_parts(uint64_t coarse, uint32_t fine, uint32_t shift) {
-  return (((coarse * fine) >> 31) << 9) >> shift;
+// F of the definition above from q's table entries: at most 2^31 (both entries are).
+LOOM_HD uint32_t top_p_weight_f(uint32_t coarse, uint32_t fine) {
+  return uint32_t((uint64_t(coarse) * fine) >> 31);
 }
 
 // w of the definition above from q (kTopPNoWeight: 0), the tables where the caller keeps them.
 LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
   if (q == kTopPNoWeight) return 0u;
-  return top_p_weight_parts(coarse[(q >> 6) & 63u], fine[q & 63u], q >> 12);
+  return (uint64_t(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u])) << 9) >> (q >> 12);
 }
 
 // top_p_weight_of for q >= 16 << 12 (u >= 16) or kTopPNoWeight, in 32-bit operations: F is below
@@ -102,9 +101,37 @@ LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint3
 // is below 2^31. The fp32 top-p filter weighs every token past its classes with this (~95% of a
 // sigma-4 row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
 LOOM_HD uint32_t top_p_tail_weight(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
-  const uint32_t f = uint32_t((uint64_t(coarse[(q >> 6) & 63u]) * fine[q & 63u]) >> 31);
+  const uint32_t f = top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u]);
   const uint32_t s = (q >> 12) - 9u;
   return f >> (s < 31u ? s : 31u);
+}
+
+// The total weight of the 64 quanta q = 64 t + j, j < 64 (t < 1024: u < 16), as the fp32
+// filter's class scan sums a thread's classes from their 16-bit counts, two a word:
+// word_at(i, &w, &j) gives the i-th of the 32 words (i < 32, in any order), the count of class
+// j (even) in its low half and of j + 1 in its high half. The classes share coarse[t & 63] and
+// the shift s = t >> 6, and F fits 32 bits, so a class costs a 32-bit F and a widening
+// multiply-add: for s >= 9, w = F >> (s - 9) (the bits (F << 9) >> s drops are F's low ones);
+// for s < 9, w = F << (9 - s), a factor taken out of the sum (exact: the sum of c F is below
+// 2^53). tests/test_sampler.cpp compares it with top_p_weight_of.
+template <class WordAt>
+LOOM_HD uint64_t top_p_class_mass(uint32_t t, const uint32_t* coarse, const uint32_t* fine,
+                                  WordAt word_at) {
+  const uint32_t k = coarse[t & 63u], s = t >> 6;
+  uint64_t m = 0u;
+  auto sum = [&](auto weigh) {
+    for (int i = 0; i < 32; i++) {
+      uint32_t w, j;
+      word_at(i, &w, &j);
+      m += uint64_t(w & 0xffffu) * weigh(fine[j]) + uint64_t(w >> 16) * weigh(fine[j + 1]);
+    }
+  };
+  if (s >= 9u) {
+    sum([&](uint32_t f) { return top_p_weight_f(k, f) >> (s - 9u); });
+    return m;
+  }
+  sum([&](uint32_t f) { return top_p_weight_f(k, f); });
+  return m << (9u - s);
 }
 
 // The weight with the tables above (host code; device code keeps its own copy of the tables).
