@@ -74,6 +74,9 @@ static_assert(kClasses == 16 << 12, "top_p_tail_weight's q start at u = 16");
 constexpr int kClassesPerThread = kClasses / kFilterThreads;  // the scan's share: 64
 static_assert(offsetof(BinSmem, ring) >= size_t(kClassWords) * 4, "the class counts fit");
 static_assert(offsetof(BinSmem, ring) >= size_t(2 * kBinCand) * 8, "two candidate lists fit");
+// top_p_by_quanta's table of F by q & 4095 (core/top_p_weight.h), after the class counts.
+constexpr int kTopPFWords = 4096;
+static_assert(offsetof(BinSmem, ring) >= size_t(kClassWords + kTopPFWords) * 4, "F's table fits");
 
 __device__ __forceinline__ void zero_classes(uint32_t* hist) {
   for (int j = threadIdx.x; j < kClassWords; j += blockDim.x) hist[j] = 0u;
@@ -347,8 +350,13 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   if (!isfinite(zmax)) return false;
   uint32_t* hist = reinterpret_cast<uint32_t*>(&sm);  // [kClassWords], indexed by q
   const uint32_t* tables = sm.top_p_tables;
+  // F by q & 4095 for the tokens past the classes: one load for two, and no product (~95% of a
+  // sigma-4 row's tokens).
+  uint32_t* f_of = hist + kClassWords;  // [kTopPFWords]
   const ZOf z_of(p.temperature);
   zero_classes(hist);
+  for (int i = threadIdx.x; i < kTopPFWords; i += blockDim.x)
+    f_of[i] = top_p_weight_f(tables[i >> 6], tables[64 + (i & 63)]);
   __syncthreads();
   uint32_t n = 0u;  // tokens past the classes, and their weight
   Mass tail = 0u;
@@ -360,7 +368,7 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
         count_class(hist, q);
       } else {
         n++;
-        tail += top_p_tail_weight(q, tables, tables + 64);  // (q >= kClasses: u >= 16)
+        tail += top_p_tail_weight_of_f(f_of[q & 4095u], q);  // (q >= kClasses: u >= 16)
       }
     };
     for_each_logit<true>(  // (backward, between the forward zmax and gathering passes)

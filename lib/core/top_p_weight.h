@@ -95,15 +95,19 @@ LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint3
   return (uint64_t(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u])) << 9) >> (q >> 12);
 }
 
+// top_p_tail_weight below from q's F (a caller with a table of F by q & 4095 looks it up once).
+LOOM_HD uint32_t top_p_tail_weight_of_f(uint32_t f, uint32_t q) {
+  const uint32_t s = (q >> 12) - 9u;
+  return f >> (s < 31u ? s : 31u);
+}
+
 // top_p_weight_of for q >= 16 << 12 (u >= 16) or kTopPNoWeight, in 32-bit operations: F is below
 // 2^32 and, with s = q >> 12 >= 16, (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros).
 // kTopPNoWeight needs no test: its shift is capped at 31 and its F (coarse[63] · fine[63] >> 31)
 // is below 2^31. The fp32 top-p filter weighs every token past its classes with this (~95% of a
 // sigma-4 row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
 LOOM_HD uint32_t top_p_tail_weight(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
-  const uint32_t f = top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u]);
-  const uint32_t s = (q >> 12) - 9u;
-  return f >> (s < 31u ? s : 31u);
+  return top_p_tail_weight_of_f(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u]), q);
 }
 
 // The total weight of the 64 quanta q = 64 t + j, j < 64 (t < 1024: u < 16), as the fp32
