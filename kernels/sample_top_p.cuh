@@ -363,7 +363,7 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   // z_of's branch taken once for the pass (a multiply, or the IEEE division: z_of's values).
   auto count = [&](auto z) {
     auto tally = [&](int, float x) {
-      const uint32_t q = top_p_quantum(z(x), zmax);
+      const uint32_t q = top_p_count_quantum(z(x), zmax);  // (u >= 40, NaN: weight 0)
       if (q < uint32_t(kClasses)) {
         count_class(hist, q);
       } else {

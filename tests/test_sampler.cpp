@@ -186,7 +186,26 @@ TEST_CASE("top-p tail weights in 32-bit operations equal the definition past u =
         top_p_tail_weight(q, kTopPCoarse, kTopPFine) != top_p_weight_of(q, kTopPCoarse, kTopPFine);
   CHECK(differ == 0);
   CHECK(top_p_tail_weight(kTopPNoWeight, kTopPCoarse, kTopPFine) == 0u);
+  CHECK(top_p_tail_weight(kTopPPastQuanta, kTopPCoarse, kTopPFine) == 0u);  // F = 2^31 there
   CHECK(top_p_tail_weight(16u << 12, kTopPCoarse, kTopPFine) == (uint64_t(1) << 40) >> 16);
+}
+
+TEST_CASE("top_p_count_quantum is top_p_quantum below u = 40, kTopPPastQuanta from there") {
+  // z below zmax = 3 by steps that cross u = 40 (z = 3 - 40 ln 2 ≈ -24.73), then -inf and NaN.
+  long differ = 0, past = 0;
+  for (float z = 3.0f; z > -40.0f; z = std::nextafter(z, -INFINITY) - 1e-4f) {
+    const uint32_t q = top_p_quantum(z, 3.0f), c = top_p_count_quantum(z, 3.0f);
+    if (q == kTopPNoWeight) {
+      past++;
+      differ += c != kTopPPastQuanta;
+    } else {
+      differ += c != q;
+    }
+  }
+  CHECK(differ == 0);
+  CHECK(past > 1000);
+  CHECK(top_p_count_quantum(-INFINITY, 3.0f) == kTopPPastQuanta);
+  CHECK(top_p_count_quantum(NAN, 3.0f) == kTopPPastQuanta);
 }
 
 TEST_CASE("top_p_class_mass sums a thread's 64 classes as top_p_weight_of weighs them") {

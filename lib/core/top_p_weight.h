@@ -18,6 +18,7 @@
 // p >= 2^-17); at least one token.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -75,12 +76,30 @@ LOOM_HD uint32_t top_p_quantum_of_u(float u) {
 #endif
 }
 
-// q of the definition above, or kTopPNoWeight, for z <= zmax (u >= 0: zmax is the largest z).
-LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
+// u of the definition above for z <= zmax (u >= 0: zmax is the largest z).
+LOOM_HD float top_p_u(float z, float zmax) {
 #if defined(__CUDA_ARCH__)
-  return top_p_quantum_of_u(__fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f));  // no FMA
+  return __fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f);  // no FMA
 #else
-  return top_p_quantum_of_u((zmax - z) * 1.44269504088896341f);
+  return (zmax - z) * 1.44269504088896341f;
+#endif
+}
+
+// q of the definition above, or kTopPNoWeight, for z <= zmax.
+LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
+  return top_p_quantum_of_u(top_p_u(z, zmax));
+}
+
+// The quantum the fp32 filter's count pass takes: q for u < 40, and kTopPPastQuanta (40 << 12)
+// for u >= 40 and a NaN, which top_p_tail_weight weighs 0 as it does kTopPNoWeight. fminf passes
+// a NaN's other operand, so there is no test: a min, an FMA and an add on the device.
+constexpr uint32_t kTopPPastQuanta = 40u << 12;
+LOOM_HD uint32_t top_p_count_quantum(float z, float zmax) {
+  const float u = fminf(top_p_u(z, zmax), 40.0f);
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(__fmaf_rz(u, 4096.0f, 8388608.0f)) - 0x4b000000u;  // (as above)
+#else
+  return uint32_t(u * 4096.0f);
 #endif
 }
 
@@ -98,13 +117,12 @@ LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint3
 // top_p_tail_weight below from q's F (a caller with a table of F by q & 4095 looks it up once).
 LOOM_HD uint32_t top_p_tail_weight_of_f(uint32_t f, uint32_t q) {
   const uint32_t s = (q >> 12) - 9u;
-  return f >> (s < 31u ? s : 31u);
+  return s < 31u ? f >> s : 0u;
 }
 
 // top_p_weight_of for q >= 16 << 12 (u >= 16) or kTopPNoWeight, in 32-bit operations: F is below
 // 2^32 and, with s = q >> 12 >= 16, (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros).
-// kTopPNoWeight needs no test: its shift is capped at 31 and its F (coarse[63] · fine[63] >> 31)
-// is below 2^31. The fp32 top-p filter weighs every token past its classes with this (~95% of a
+// u < 40 shifts F by at most 30; kTopPNoWeight and kTopPPastQuanta (a shift of 31 or more) weigh 0. The fp32 top-p filter weighs every token past its classes with this (~95% of a
 // sigma-4 row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
 LOOM_HD uint32_t top_p_tail_weight(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
   return top_p_tail_weight_of_f(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u]), q);
