@@ -122,8 +122,9 @@ LOOM_HD uint32_t top_p_tail_weight_of_f(uint32_t f, uint32_t q) {
 
 // top_p_weight_of for q >= 16 << 12 (u >= 16) or kTopPNoWeight, in 32-bit operations: F is below
 // 2^32 and, with s = q >> 12 >= 16, (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros).
-// u < 40 shifts F by at most 30; kTopPNoWeight and kTopPPastQuanta (a shift of 31 or more) weigh 0. The fp32 top-p filter weighs every token past its classes with this (~95% of a
-// sigma-4 row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
+// u < 40 shifts F by at most 30; kTopPNoWeight and kTopPPastQuanta (a shift of 31 or more)
+// weigh 0. The fp32 top-p filter weighs every token past its classes so (~95% of a sigma-4
+// row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
 LOOM_HD uint32_t top_p_tail_weight(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
   return top_p_tail_weight_of_f(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u]), q);
 }

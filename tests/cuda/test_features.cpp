@@ -19,10 +19,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "kernels/sampling.cuh"
 #include "cuda_test_util.h"
 #include "feature_models.h"
 #include "golden.h"
+#include "kernels/sampling.cuh"
 
 using namespace loom;
 using namespace loom::gpu;
