@@ -368,7 +368,7 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
         count_class(hist, q);
       } else {
         n++;
-        tail += top_p_tail_weight_of_f(f_of[q & 4095u], q);  // (q >= kClasses: u >= 16)
+        tail += top_p_tail_weight(f_of[q & 4095u], q);  // (q >= kClasses: u >= 16)
       }
     };
     for_each_logit<true>(  // (backward, between the forward zmax and gathering passes)

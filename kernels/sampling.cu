@@ -374,9 +374,9 @@ static Status sample_tokens_t(const T* logits, int n_rows, int vocab, int ld,
   if (e != cudaSuccess) return Status::bad(cat("sample_filter: launch: ", cudaGetErrorString(e)));
   Status st = launch_status("sample_filter");
   if (!st.ok) return st;
-  const size_t vhat_bytes = size_t(draw_max_groups(vocab)) * sizeof(float4);
-  LOOM_ARG_CHECK(vhat_bytes <= kDrawMaxSmem, "sample_tokens: vocab ", vocab,
+  LOOM_ARG_CHECK(vocab <= kSampleMaxVocab, "sample_tokens: vocab ", vocab,
                  " is above the device draw's limit of ", kSampleMaxVocab);
+  const size_t vhat_bytes = size_t(draw_max_groups(vocab)) * sizeof(float4);
   static const cudaError_t smem_set = cudaFuncSetAttribute(
       sample_draw_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDrawMaxSmem));
   if (smem_set != cudaSuccess)

@@ -2,10 +2,11 @@
 # The device sampler on the GPU machine (issue 13 §4), from the repository root with a packed
 # build (scripts/pack_device.sh, unpacked): its CUDA tests (test_sampling: every mode against
 # the host sampler over 262,145 logits; test_sampling_noise: the uniform and noise-estimate
-# bounds over all 2^23 uniforms, the top-p quantum over every u in [0, 40)), then `cuda_bench --only sampling` for BUILD and, where BASE is
-# set, for BASE's build (another commit's cuda_bench, e.g. unpacked as base/bin), alternated
-# REPEATS times (2), and a table: one row a case, µs a step for each run (stdout). Logs go to
-# $OUT as one archive, sampling.tgz (tests' logs, device facts, the runs' logs and JSON).
+# bounds over all 2^23 uniforms, the top-p quantum over every u in [0, 40)), then
+# `cuda_bench --only sampling` for BUILD and, where BASE is set, for BASE's build (another
+# commit's cuda_bench, e.g. unpacked as base/bin), alternated REPEATS times (2), and a table:
+# one row a case, µs a step for each run (stdout). Logs go to $OUT as one archive, sampling.tgz
+# (tests' logs, device facts, the runs' logs and JSON).
 #   BUILD=build BASE=base REPEATS=2 scripts/sampling_check.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/out-sampling}

@@ -63,17 +63,20 @@ LOOM_HD uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// q of u = (zmax - z) · log2(e) >= 0, or kTopPNoWeight (u >= 40, NaN).
-LOOM_HD uint32_t top_p_quantum_of_u(float u) {
-  if (!(u < 40.0f)) return kTopPNoWeight;
+// floor(u · 4096) for u in [0, 40]. On the device the low bits of u · 4096 + 2^23 rounded toward
+// zero (exact: u · 4096 is, and below 2^23 the sum's unit is 1): two full-rate operations for a
+// quarter-rate F2I (tests/cuda/test_sampling_noise.cu checks every u in [0, 40)).
+LOOM_HD uint32_t top_p_floor_4096(float u) {
 #if defined(__CUDA_ARCH__)
-  // floor(u · 4096) as the low bits of u · 4096 + 2^23 rounded toward zero (exact: u · 4096 is,
-  // and below 2^23 the sum's unit is 1): two full-rate operations for a quarter-rate F2I
-  // (tests/cuda/test_sampling_noise.cu checks every u in [0, 40)).
   return __float_as_uint(__fmaf_rz(u, 4096.0f, 8388608.0f)) - 0x4b000000u;
 #else
   return uint32_t(u * 4096.0f);
 #endif
+}
+
+// q of u = (zmax - z) · log2(e) >= 0, or kTopPNoWeight (u >= 40, NaN).
+LOOM_HD uint32_t top_p_quantum_of_u(float u) {
+  return u < 40.0f ? top_p_floor_4096(u) : kTopPNoWeight;
 }
 
 // u of the definition above for z <= zmax (u >= 0: zmax is the largest z).
@@ -95,12 +98,7 @@ LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 // a NaN's other operand, so there is no test: a min, an FMA and an add on the device.
 constexpr uint32_t kTopPPastQuanta = 40u << 12;
 LOOM_HD uint32_t top_p_count_quantum(float z, float zmax) {
-  const float u = fminf(top_p_u(z, zmax), 40.0f);
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(__fmaf_rz(u, 4096.0f, 8388608.0f)) - 0x4b000000u;  // (as above)
-#else
-  return uint32_t(u * 4096.0f);
-#endif
+  return top_p_floor_4096(fminf(top_p_u(z, zmax), 40.0f));
 }
 
 // F of the definition above from q's table entries: at most 2^31 (both entries are).
@@ -114,19 +112,15 @@ LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint3
   return (uint64_t(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u])) << 9) >> (q >> 12);
 }
 
-// top_p_tail_weight below from q's F (a caller with a table of F by q & 4095 looks it up once).
-LOOM_HD uint32_t top_p_tail_weight_of_f(uint32_t f, uint32_t q) {
+// top_p_weight_of for q >= 16 << 12 (u >= 16), kTopPNoWeight or kTopPPastQuanta, from q's F
+// (top_p_weight_f), in 32-bit operations: F is below 2^32 and, with s = q >> 12 >= 16,
+// (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros). u < 40 shifts F by at most 30;
+// kTopPNoWeight and kTopPPastQuanta (a shift of 31 or more) weigh 0. The fp32 top-p filter weighs
+// every token past its classes so (~95% of a sigma-4 row's), F from a table by q & 4095;
+// tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
+LOOM_HD uint32_t top_p_tail_weight(uint32_t f, uint32_t q) {
   const uint32_t s = (q >> 12) - 9u;
   return s < 31u ? f >> s : 0u;
-}
-
-// top_p_weight_of for q >= 16 << 12 (u >= 16) or kTopPNoWeight, in 32-bit operations: F is below
-// 2^32 and, with s = q >> 12 >= 16, (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros).
-// u < 40 shifts F by at most 30; kTopPNoWeight and kTopPPastQuanta (a shift of 31 or more)
-// weigh 0. The fp32 top-p filter weighs every token past its classes so (~95% of a sigma-4
-// row's); tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
-LOOM_HD uint32_t top_p_tail_weight(uint32_t q, const uint32_t* coarse, const uint32_t* fine) {
-  return top_p_tail_weight_of_f(top_p_weight_f(coarse[(q >> 6) & 63u], fine[q & 63u]), q);
 }
 
 // The total weight of the 64 quanta q = 64 t + j, j < 64 (t < 1024: u < 16), as the fp32
