@@ -1,6 +1,6 @@
 #!/bin/bash
 # Prepared in session 48, not run (its device time was spent): session 49's first call, ~4
-# minutes. Session 48 left both packs built (.device/base.tgz at d835718, .device/new.tgz with
+# minutes. Session 48 left both packs built (.device/base.tgz at the review commit that follows d835718, .device/new.tgz with
 # the patch; git-ignored, so rebuild them if lost, ~1 minute each after a build):
 #   base: main's cuda_bench and sampling tests  -> tar czf .device/base.tgz base/build/bin/{...}
 #   new:  the same with bench/experiments/2026-12-04-count-quantum-one-product.patch applied
