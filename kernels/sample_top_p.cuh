@@ -82,7 +82,7 @@ __device__ __forceinline__ void zero_classes(uint32_t* hist) {
   for (int j = threadIdx.x; j < kClassWords; j += blockDim.x) hist[j] = 0u;
 }
 __device__ __forceinline__ void count_class(uint32_t* hist, uint32_t h) {
-  atomicAdd(&hist[h >> 1], (h & 1u) ? 0x10000u : 1u);
+  atomicAdd(&hist[h >> 1], 1u + (h & 1u) * 0xffffu);
 }
 __device__ __forceinline__ uint32_t class_count(const uint32_t* hist, uint32_t h) {
   return (hist[h >> 1] >> ((h & 1u) * 16u)) & 0xffffu;

@@ -98,7 +98,16 @@ LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 // a NaN's other operand, so there is no test: a min, an FMA and an add on the device.
 constexpr uint32_t kTopPPastQuanta = 40u << 12;
 LOOM_HD uint32_t top_p_count_quantum(float z, float zmax) {
+#if defined(__CUDA_ARCH__)
+  // u · 4096 as one product by log2(e)'s float times 2^12 (exact: scaling by 2^12 commutes with
+  // the rounding, and a u too small for that has q = 0 either way), then floor by the low bits
+  // of a sum with 2^23 rounded toward zero: no FMA with two constants (a register move a logit).
+  const float u4096 = fminf(__fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f * 4096.0f),
+                            float(kTopPPastQuanta));
+  return __float_as_uint(__fadd_rz(u4096, 8388608.0f)) - 0x4b000000u;
+#else
   return top_p_floor_4096(fminf(top_p_u(z, zmax), 40.0f));
+#endif
 }
 
 // F of the definition above from q's table entries: at most 2^31 (both entries are).

@@ -88,3 +88,29 @@ TEST_CASE("the device's top-p quantum equals the host's conversion for every u i
   CHECK(top_p_quantum_of_u(std::nextafter(40.0f, 0.0f)) == 163839u);
   CHECK(top_p_quantum_of_u(40.0f) == kTopPNoWeight);
 }
+
+// bad[0] += 1 for each difference d = zmax - z >= 0 (the float with bits b <= bits(+inf), and
+// one NaN) whose count-pass quantum differs from top_p_quantum's (kTopPPastQuanta where that is
+// kTopPNoWeight); bad[1] = a b that does. z = 0 and zmax = d make the difference d exactly.
+__global__ void count_quantum_kernel(unsigned long long* bad, uint32_t limit) {
+  const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b > limit) return;
+  const float d = b == limit ? __uint_as_float(0x7fc00000u) : __uint_as_float(b);
+  const uint32_t q = top_p_quantum(0.0f, d);
+  if (top_p_count_quantum(0.0f, d) != (q == kTopPNoWeight ? kTopPPastQuanta : q)) {
+    atomicAdd(&bad[0], 1ull);
+    bad[1] = b;
+  }
+}
+
+TEST_CASE("the device's count-pass quantum equals top_p_quantum for every difference from zmax") {
+  const uint32_t limit = 0x7f800001u;  // every d from +0 to +inf, then a NaN
+  DevBuf d(16);
+  LOOM_CUDA_CHECK(cudaMemset(d.get(), 0, 16));
+  count_quantum_kernel<<<(limit + 256) / 256, 256>>>(d.as<unsigned long long>(), limit);
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  unsigned long long bad[2] = {};
+  LOOM_CUDA_CHECK(cudaMemcpy(bad, d.get(), 16, cudaMemcpyDeviceToHost));
+  CAPTURE(bad[1]);
+  CHECK(bad[0] == 0u);
+}
