@@ -95,7 +95,7 @@ LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 
 // The quantum the fp32 filter's count pass takes: q for u < 40, and kTopPPastQuanta (40 << 12)
 // for u >= 40 and a NaN, which top_p_tail_weight weighs 0 as it does kTopPNoWeight. fminf passes
-// a NaN's other operand, so there is no test: a min, an FMA and an add on the device.
+// a NaN's other operand, so there is no test: a product, a min and an add on the device.
 constexpr uint32_t kTopPPastQuanta = 40u << 12;
 LOOM_HD uint32_t top_p_count_quantum(float z, float zmax) {
 #if defined(__CUDA_ARCH__)
