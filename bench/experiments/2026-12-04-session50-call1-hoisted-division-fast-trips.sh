@@ -1,0 +1,32 @@
+#!/bin/bash
+# Prepared in session 49, not run (no device machine was lent after its first call): session 50's
+# first call, ~6 minutes. Two stacked patches on main (683635f), each A/B alternated twice
+# against the one below it:
+#   hq: bench/experiments/2026-12-04-top-p-hoisted-division.patch: the fp32 top-p count pass
+#       (1) divides rows whose t has no exact reciprocal by the IEEE division's fast path with
+#       the reciprocal hoisted (QuotientOf: 3 FMAs a logit for MUFU.RCP, FCHK, 5 FMAs and a
+#       branch) where hoisted_quotient_fits says no quantum can change, else the row takes the
+#       selects; (2) keeps the quantum in its biased bits (no subtraction a logit); (3) counts
+#       the tail's tokens in bit 40 of their weight sum (no increment a tail token). New CUDA
+#       tests: QuotientOf against x / t for every |x| in [2^-100, 2^100] for 58 t, and the count
+#       quantum of every float below 35 rows' xmax; two new rows in the filter test that the
+#       hoisted division does not take (zmax = 0; logits times 2^100).
+#       Predicted: T 0.9 sigma 1 254 -> ~240 us, sigma 4 271 -> ~255; T 1 sigma 4 251 -> ~247.
+#   ft: hq + bench/experiments/2026-12-04-for-each-logit-fast-trips.patch: for_each_logit streams
+#       the whole rounds four a trip, unrolled (slot addresses constant, the copy's address a
+#       running pointer, no test a round): the count pass's per-round overhead ~35 -> ~6 SASS
+#       instructions (~8 -> ~1.5 a logit; cuobjdump). Every pass takes it (xmax, count, gather,
+#       the selects); filter spills 44 -> 148 bytes (f32) and 200 (bf16), none in a per-logit
+#       loop (cuobjdump: the spill instructions sit in the selects' digit loops).
+#       Predicted: fp32 top-p sigma 4 -10 to -20 us, sigma 1 -3 to -8; bf16 modes -2 to -5%.
+# Packs (git-ignored, built in session 49 from the tree with the patches applied; rebuild with
+# `cmake --build build` and copy cuda_bench, cuda_test_sampling, cuda_test_sampling_noise and
+# libsimdjson.so.14 into X/build/bin, then tar czf .device/X.tgz X): .device/new.tgz (main's
+# code: session 48's pack, new/build/bin, differs from 683635f in a comment), .device/hq.tgz
+# (hq/build/bin), .device/ft.tgz (ft/build/bin).
+python3 -c "
+import tarfile
+for p, d in (('hq', '.'), ('ft', '.'), ('new', 'b')): tarfile.open('.device/' + p + '.tgz').extractall(d)"
+OUT0=$OUT
+OUT=$OUT0/hq BUILD=hq/build BASE=b/new/build REPEATS=2 scripts/sampling_check.sh
+OUT=$OUT0/ft BUILD=ft/build BASE=hq/build REPEATS=2 scripts/sampling_check.sh
