@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepared in session 49, not run (no device machine was lent after its first call): session 50's
-# first call, ~6 minutes. Two stacked patches on main (683635f), each A/B alternated twice
-# against the one below it:
+# first call, ~5 minutes. Two stacked patches on main (683635f), main / hq / ft alternated
+# twice (scripts/sampling_check.sh's VARIANTS), the tests of hq and ft first:
 #   hq: bench/experiments/2026-12-04-top-p-hoisted-division.patch: the fp32 top-p count pass
 #       (1) divides rows whose t has no exact reciprocal by the IEEE division's fast path with
 #       the reciprocal hoisted (QuotientOf: 3 FMAs a logit for MUFU.RCP, FCHK, 5 FMAs and a
@@ -27,6 +27,5 @@
 python3 -c "
 import tarfile
 for p, d in (('hq', '.'), ('ft', '.'), ('new', 'b')): tarfile.open('.device/' + p + '.tgz').extractall(d)"
-OUT0=$OUT
-OUT=$OUT0/hq BUILD=hq/build BASE=b/new/build REPEATS=2 scripts/sampling_check.sh
-OUT=$OUT0/ft BUILD=ft/build BASE=hq/build REPEATS=2 scripts/sampling_check.sh
+rm -f b/new/build/bin/cuda_test_*  # (main's tests ran in session 49's call 1)
+VARIANTS="base=b/new/build hq=hq/build ft=ft/build" REPEATS=2 scripts/sampling_check.sh
