@@ -6,10 +6,10 @@
 # `cuda_bench --only sampling` for BUILD and, where BASE is set, for BASE's build (another
 # commit's cuda_bench, e.g. unpacked as base/bin), alternated REPEATS times (2), and a table:
 # one row a case, µs a step for each run (stdout). Logs go to $OUT as one archive, sampling.tgz
-# (tests' logs, device facts, the runs' logs and JSON).
+# (tests' logs NAME-cuda_test_*.log, device facts, the runs' logs and JSON).
 #   BUILD=build BASE=base REPEATS=2 scripts/sampling_check.sh
 # VARIANTS="name=dir ..." instead compares any number of builds, alternated in that order, each
-# with its tests where its bin holds them (logs NAME-cuda_test_*.log; runs NAME1, NAME2, ...):
+# with its tests where its bin holds them (runs NAME1, NAME2, ...):
 #   VARIANTS="base=b/new/build hq=hq/build ft=ft/build" scripts/sampling_check.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/out-sampling}
@@ -21,21 +21,21 @@ mkdir -p "$OUT"
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 rc=0
-# Without VARIANTS: BASE as "base" (no tests), BUILD as "new" (tests logged without a prefix).
+# Without VARIANTS: BASE as "base" and BUILD as "new", the tests of "new" only.
+tested=
 if [ -z "$VARIANTS" ]; then
   VARIANTS="${BASE:+base=$BASE }new=$BUILD"
   tested=new
-  prefix=
 fi
 for v in $VARIANTS; do
   name=${v%%=*} dir=${v#*=}
-  [ -n "${tested:-}" ] && [ "$name" != "$tested" ] && continue
+  [ -n "$tested" ] && [ "$name" != "$tested" ] && continue
   for t in cuda_test_sampling cuda_test_sampling_noise; do
     if [ ! -x "$dir/bin/$t" ]; then
       echo "$name $t: not in $dir/bin (not run)"
       continue
     fi
-    log="$OUT/${prefix-$name-}$t.log"
+    log="$OUT/$name-$t.log"
     "$dir/bin/$t" > "$log" 2>&1 || rc=1
     echo "$name $t: $(grep -E 'test cases:' "$log" | tail -1)"
   done
@@ -65,7 +65,7 @@ PY
 grep -l INVALID "$OUT"/*.log && rc=1
 # The device tool returns only a few files a call (two checks in one call must fit): the table
 # is on stdout, everything else (tests' logs, device facts, the runs' logs and JSON) in one archive.
-(cd "$OUT" && files=$(ls device.txt *cuda_test_*.log 2>/dev/null || true) &&
+(cd "$OUT" && files=$(ls device.txt *-cuda_test_*.log 2>/dev/null || true) &&
   tar czf sampling.tgz $files $(for r in "${runs[@]}"; do echo "$r.log $r.json"; done) &&
   rm -f $files $(for r in "${runs[@]}"; do echo "$r.log $r.json"; done))
 exit $rc

@@ -5,6 +5,8 @@
 // device's top-p quantum (core/top_p_weight.h) equals floor(u · 4096) as the host converts it.
 #include <doctest/doctest.h>
 
+#include <array>
+
 #include "core/philox.h"
 #include "core/top_p_weight.h"
 #include "cuda/cuda_test_util.h"
@@ -60,6 +62,19 @@ TEST_CASE("the device's uniform from Philox bits equals the host's for every 23-
   CHECK(u[n - 1] == 1.0f - 1.0f / 16777216.0f);
 }
 
+// The pair a checking kernel counts into, zeroed before launch(bad) and read after: bad[0] the
+// inputs that fail the check, bad[1] one of them.
+template <class Launch>
+static std::array<unsigned long long, 2> mismatches(Launch launch) {
+  DevBuf d(16);
+  LOOM_CUDA_CHECK(cudaMemset(d.get(), 0, 16));
+  launch(d.as<unsigned long long>());
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  std::array<unsigned long long, 2> bad{};
+  LOOM_CUDA_CHECK(cudaMemcpy(bad.data(), d.get(), 16, cudaMemcpyDeviceToHost));
+  return bad;
+}
+
 // bad[0] += 1 for each u = the float with bits b, b < bits(40), whose device quantum differs from
 // the conversion the host makes (uint32_t(u * 4096): F2I on the device); bad[1] = a b that does.
 __global__ void quantum_kernel(unsigned long long* bad, uint32_t limit) {
@@ -74,12 +89,8 @@ __global__ void quantum_kernel(unsigned long long* bad, uint32_t limit) {
 
 TEST_CASE("the device's top-p quantum equals the host's conversion for every u in [0, 40)") {
   const uint32_t limit = 0x42200000u;  // the bits of 40.0f: every u below it
-  DevBuf d(16);
-  LOOM_CUDA_CHECK(cudaMemset(d.get(), 0, 16));
-  quantum_kernel<<<(limit + 255) / 256, 256>>>(d.as<unsigned long long>(), limit);
-  LOOM_CUDA_CHECK(cudaGetLastError());
-  unsigned long long bad[2] = {};
-  LOOM_CUDA_CHECK(cudaMemcpy(bad, d.get(), 16, cudaMemcpyDeviceToHost));
+  const auto bad = mismatches(
+      [&](unsigned long long* b) { quantum_kernel<<<(limit + 255) / 256, 256>>>(b, limit); });
   CAPTURE(bad[1]);
   CHECK(bad[0] == 0u);
   // The host's, at the ends the fixed point is built on.
@@ -105,12 +116,8 @@ __global__ void count_quantum_kernel(unsigned long long* bad, uint32_t limit) {
 
 TEST_CASE("the device's count-pass quantum equals top_p_quantum for every difference from zmax") {
   const uint32_t limit = 0x7f800001u;  // every d from +0 to +inf, then a NaN
-  DevBuf d(16);
-  LOOM_CUDA_CHECK(cudaMemset(d.get(), 0, 16));
-  count_quantum_kernel<<<(limit + 256) / 256, 256>>>(d.as<unsigned long long>(), limit);
-  LOOM_CUDA_CHECK(cudaGetLastError());
-  unsigned long long bad[2] = {};
-  LOOM_CUDA_CHECK(cudaMemcpy(bad, d.get(), 16, cudaMemcpyDeviceToHost));
+  const auto bad = mismatches(
+      [&](unsigned long long* b) { count_quantum_kernel<<<(limit + 256) / 256, 256>>>(b, limit); });
   CAPTURE(bad[1]);
   CHECK(bad[0] == 0u);
 }
