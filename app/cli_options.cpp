@@ -307,6 +307,7 @@ void add_merge(CLI::App* cmd, MergeArgs& m) {
       ->type_name("DIR");
   cmd->add_flag("--allow-partial", m.allow_partial,
                 "merge what is there when shards or jobs are missing, report them, exit 1");
+  cmd->add_flag("--overwrite", m.overwrite, "replace an existing --out");
 }
 
 // ---- After the parse ------------------------------------------------------------------------

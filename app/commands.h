@@ -98,12 +98,14 @@ struct MergeArgs {
   std::vector<std::string> inputs, reports;  // results files, or --reports files
   std::string jobs, out, dataset;
   bool allow_partial = false;
+  bool overwrite = false;  // replace an existing --out
 };
 
 // `loom merge`: results files (with --jobs), --reports, or --dataset; exactly one form.
 int merge_command(const MergeArgs& args);
 int bench_command(const BenchArgs& args);
 // `loom merge --reports R... --out F`: the shards' run reports merged into one (report_merge.h).
-int merge_reports_command(const std::vector<std::string>& reports, const std::string& out);
+int merge_reports_command(const std::vector<std::string>& reports, const std::string& out,
+                          bool overwrite);
 
 }  // namespace loom

@@ -1,7 +1,6 @@
 // `loom merge --reports`: merges the run reports of a sharded run (lib/engine/report_merge.h)
 // and writes the result whole or not at all: a temporary file beside --out, fsync, rename.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,16 +10,11 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "engine/report_merge.h"
+#include "io/merge.h"
+#include "io/outputs.h"
 
 namespace loom {
 namespace {
-
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {};
-  struct stat sb {};
-  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
 
 void write_file(const std::string& path, const std::string& text) {
   const std::string tmp = cat(path, ".tmp-", ::getpid());
@@ -49,11 +43,13 @@ void write_file(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-int merge_reports_command(const std::vector<std::string>& reports, const std::string& out) {
+int merge_reports_command(const std::vector<std::string>& reports, const std::string& out,
+                          bool overwrite) {
   for (const std::string& r : reports) {
-    LOOM_CHECK(!same_file(r, out), "merge: --out ", out, " is also an input (", r,
+    LOOM_CHECK(!same_path(r, out), "merge: --out ", out, " is also an input (", r,
                "); write the merged report somewhere else");
   }
+  check_merge_out(out, overwrite);
   const nlohmann::json merged = merge_reports(reports);
   const std::string text = merged.dump(2) + "\n";
   if (out == "-") {

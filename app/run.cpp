@@ -205,8 +205,15 @@ int run_jobs(const RunArgs& a) {
                o.report_path.empty()
                    ? ""
                    : ", report in " + (o.report_path == "-" ? "stdout" : o.report_path)));
+  // Jobs that failed in an earlier run are not retried (bad input fails again), but their
+  // error records are this output's too: a resubmitted script must not read it as clean.
+  const int64_t failed_before = a.resume ? o.done.error_records : 0;
+  if (failed_before > 0)
+    log_warning(cat("resume: ", failed_before, failed_before == 1 ? " job" : " jobs",
+                    " failed in an earlier run of ", o.out_path,
+                    " (their error records are kept; bad input is not retried)"));
   if (st.stopped) return kExitInterrupted;
-  return st.jobs_failed > 0 ? kExitJobsFailed : kExitOk;
+  return st.jobs_failed + failed_before > 0 ? kExitJobsFailed : kExitOk;
 }
 
 }  // namespace
@@ -232,12 +239,12 @@ int merge_command(const MergeArgs& m) {
   if (!m.reports.empty()) {
     LOOM_CHECK(!m.out.empty(), "merge --reports: expected --out FILE for the merged report");
     LOOM_CHECK(m.jobs.empty(), "merge --reports: --jobs belongs to merging results files");
-    return merge_reports_command(m.reports, m.out);
+    return merge_reports_command(m.reports, m.out, m.overwrite);
   }
   if (!m.dataset.empty()) {
-    LOOM_CHECK(m.out.empty() && m.jobs.empty(),
+    LOOM_CHECK(m.out.empty() && m.jobs.empty() && !m.overwrite,
                "merge --dataset DIR writes DIR/manifest.jsonl "
-               "and DIR/dataset.json; expected no --out or --jobs with it");
+               "and DIR/dataset.json; expected no --out, --jobs or --overwrite with it");
     const DatasetMerge d = merge_dataset(m.dataset, m.allow_partial);
     std::fprintf(stderr,
                  "loom: merged %zu of %d dataset shards: %lld samples, %lld rows in %lld files "
@@ -254,6 +261,7 @@ int merge_command(const MergeArgs& m) {
   LOOM_CHECK(!m.out.empty(), "merge: expected --out FILE for the merged results");
   MergeOptions mo;
   mo.allow_partial = m.allow_partial;
+  check_merge_out(m.out, m.overwrite);
   const MergeCounts c = merge_results(m.inputs, m.jobs, m.out, mo);
   std::fprintf(
       stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",

@@ -3,7 +3,12 @@
 // reads or rewrites an existing output.
 #include "app/run_outputs.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -26,12 +31,79 @@ std::string absolute(const std::string& p) {
   return ec ? p : a.lexically_normal().string();
 }
 
+// One of the run's paths, with the form two spellings of one file share.
+struct RunPath {
+  std::string what;  // "--out", "--out's side file", ...
+  std::string path;
+  fs::path real;  // same_path_form(path)
+};
+
+// Whether `a` is `b` or lies below it, component by component.
+bool within(const fs::path& a, const fs::path& b) {
+  return std::mismatch(b.begin(), b.end(), a.begin(), a.end()).first == b.end();
+}
+
+// Names loom writes in a --tokens-out folder (any shard's): data-*.safetensors, manifest*,
+// dataset* and their temporary files.
+bool dataset_owned_name(const std::string& name) {
+  return name.rfind("manifest", 0) == 0 || name.rfind("dataset", 0) == 0 ||
+         (name.rfind("data-", 0) == 0 && name.find(".safetensors") != std::string::npos);
+}
+
+// Refuses, before anything is created, two of the run's paths that are one file however they
+// are spelled (./x, a/../x, a symlinked folder, a hard link): --report onto --out or its side
+// or lock file, an output onto --jobs; and an output that is --tokens-out, holds it, or takes a
+// name the dataset writes there.
+void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_file) {
+  std::vector<RunPath> files;
+  auto add = [&](const std::string& what, const std::string& path) {
+    files.push_back({what, path, same_path_form(path)});
+  };
+  if (a.jobs != "-") add("--jobs", a.jobs);
+  if (o.out_path != "-") {
+    add("--out", o.out_path);
+    add("--out's side file", o.sidecar);
+    add("--out's lock file", o.out_path + ".lock");
+  }
+  if (report_file) {
+    add("--report", o.report_path);
+    add("--report's lock file", o.report_path + ".lock");
+  }
+  for (size_t j = 1; j < files.size(); ++j) {
+    for (size_t i = 0; i < j; ++i) {
+      if (!same_path(files[i].path, files[j].path)) continue;
+      fail(files[j].what, " ", files[j].path, " is the same file as ", files[i].what, " ",
+           files[i].path,
+           i == 0 && a.jobs != "-" ? "; loom would overwrite the jobs it reads"
+                                   : "; one would overwrite the other",
+           ": expected different paths");
+    }
+  }
+  if (o.dataset.dir.empty()) return;
+  const fs::path dir = same_path_form(o.dataset.dir);
+  for (const RunPath& f : files) {
+    LOOM_CHECK(!within(dir, f.real), "--tokens-out ", o.dataset.dir, " is or lies inside ", f.what,
+               " ", f.path, ": expected a folder of its own");
+    LOOM_CHECK(!(f.real.parent_path() == dir && dataset_owned_name(f.real.filename().string())),
+               f.what, " ", f.path, " takes a name the dataset writes in --tokens-out ",
+               o.dataset.dir,
+               " (data-*.safetensors, manifest*, dataset*): expected another name or folder");
+  }
+}
+
 // Whether `path` is the dataset.json that `loom merge --dataset` wrote.
 bool is_merged_index(const std::string& path) {
   std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   return j.is_object() && j.contains("shard") && j["shard"].is_object() &&
          j["shard"].contains("merged_from");
+}
+
+// Whether `path` is one JSON object with "provenance", as `loom run --report` writes.
+bool is_report(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("provenance");
 }
 
 // Whether this shard of the dataset folder already holds anything.
@@ -52,8 +124,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
              "--no-tokens-in-results needs --tokens-out DIR: without it the tokens would be "
              "written nowhere");
   o.shard = resolve_shard(a.shard);
-  if (a.shard.empty()) {
-    const std::string w = unrequested_shard_warning();
+  if (a.shard.empty() || (a.shard == "auto" && o.shard.count == 1)) {
+    const std::string w = unrequested_shard_warning(nullptr, a.shard);
     if (!w.empty()) log_warning(w);  // even with -q
   }
   o.out_path = shard_path(a.out, o.shard);
@@ -73,6 +145,18 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     o.dataset.file_seconds = a.file_seconds;
     o.dataset.actions = !a.no_dataset_actions;
     o.dataset.context = !a.no_dataset_context;
+    o.dataset.results = to_stdout ? "-" : same_path_form(o.out_path).string();
+  }
+  check_paths_distinct(a, o, report_file);
+  if (a.jobs != "-") {  // read later, after the model loads: say now that it cannot be
+    std::error_code ec;
+    const fs::file_status st = fs::status(a.jobs, ec);
+    LOOM_CHECK(fs::exists(st), "cannot read jobs from ", a.jobs,
+               ": no such file; expected a JSONL jobs file, or - for stdin");
+    LOOM_CHECK(!fs::is_directory(st), "cannot read jobs from ", a.jobs,
+               ": it is a folder; expected a JSONL jobs file, or - for stdin");
+    LOOM_CHECK(::access(a.jobs.c_str(), R_OK) == 0, "cannot read jobs from ", a.jobs, ": ",
+               std::strerror(errno));
   }
 
   // 2. Every output can be written, and none is a finished one we would replace by accident.
@@ -90,6 +174,11 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
                " already exists; pass --resume or --overwrite to replace it, or choose a new "
                "--report");
+    LOOM_CHECK(
+        !a.resume || !nonempty_file(o.report_path) || is_report(o.report_path), "--report ",
+        o.report_path,
+        " holds something other than a loom report (expected one JSON object with "
+        "\"provenance\"); --resume replaces only its own run's report: choose a new --report");
   }
   if (!o.dataset.dir.empty()) {
     probe_output("--tokens-out", o.dataset.dir, true);
@@ -103,6 +192,13 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
         " already holds a dataset for shard ", o.shard.index, "/", o.shard.count, " (",
         dataset_manifest_path(o.dataset),
         "); pass --resume to continue it, --overwrite to replace it, or choose a new folder");
+    // --resume rolls back the files whose samples --out lacks: only with their own results.
+    const std::string owner = dataset_results_path(o.dataset);
+    LOOM_CHECK(!a.resume || owner.empty() || owner == o.dataset.results, "--tokens-out ",
+               o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count,
+               " holds the samples of the results file ", owner, " (", dataset_info_path(o.dataset),
+               "), not of --out ", o.out_path,
+               "; --resume would roll its files back: expected --out ", owner, ", or a new folder");
   }
 
   // 3. The model's identity (headers only) and the options that change tokens.
@@ -122,6 +218,16 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                 {"tokens_out", a.tokens_out.empty() ? "" : absolute(a.tokens_out)},
                 {"tokens_in_results", !a.no_tokens_in_results},
                 {"draw_stream", kDrawStream}};
+  // Options that change tokens or the dataset's form, each only when not at its default, so
+  // results of a loom that did not record them resume as before when they were not given.
+  const SamplingParams defaults;
+  const SamplingParams& sp = a.sampling;
+  if (sp.seed != defaults.seed) o.identity["seed"] = sp.seed;
+  if (sp.temperature != defaults.temperature) o.identity["temperature"] = sp.temperature;
+  if (sp.top_k != defaults.top_k) o.identity["top_k"] = sp.top_k;
+  if (sp.top_p != defaults.top_p) o.identity["top_p"] = sp.top_p;
+  if (!o.dataset.dir.empty() && !o.dataset.actions) o.identity["dataset_actions"] = false;
+  if (!o.dataset.dir.empty() && !o.dataset.context) o.identity["dataset_context"] = false;
   // An FP8 KV cache changes tokens: its scales are part of the identity (absent otherwise,
   // so runs without one resume as before).
   if (a.engine.kv_dtype == "fp8") {
@@ -139,6 +245,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   if (report_file) create_parent_dirs("--report", o.report_path, false);
   if (!o.dataset.dir.empty()) create_parent_dirs("--tokens-out", o.dataset.dir, true);
   if (!to_stdout) o.out_lock = OutputLock(o.out_path + ".lock", "--out " + o.out_path, a.no_lock);
+  if (report_file)  // also catches another run whose --out this --report names
+    o.report_lock = OutputLock(o.report_path + ".lock", "--report " + o.report_path, a.no_lock);
   if (!o.dataset.dir.empty()) {
     o.dataset_lock = OutputLock(
         dataset_lock_path(o.dataset),

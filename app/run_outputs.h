@@ -25,7 +25,7 @@ struct RunOutputs {
   nlohmann::ordered_json identity;  // what a resume must match (sidecar "identity")
   ResumeState done;                 // --resume: what the results file already holds
   DatasetReconcile reconciled;      // --resume with --tokens-out
-  OutputLock out_lock, dataset_lock;
+  OutputLock out_lock, report_lock, dataset_lock;
 };
 
 // Checks, creates, locks and (with --resume) reconciles; prints the warnings and the resume

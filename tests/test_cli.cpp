@@ -224,11 +224,25 @@ TEST_CASE("run: stdin to stdout gives the same tokens as files") {
 }
 
 TEST_CASE("fatal errors: one readable line and exit code 2") {
-  Ran missing = run("run --model /nonexistent/model --jobs x --out " + kTmp + "x.jsonl", "missing");
+  Ran missing = run("run --model /nonexistent/model --jobs " + kData +
+                        "/jobs/tiny_v1.jsonl --out " + kTmp + "x.jsonl",
+                    "missing");
   CHECK(missing.code == 2);
   CHECK(missing.err.rfind("loom: error: ", 0) == 0);
   CHECK(missing.err.find("/nonexistent/model") != std::string::npos);
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);
+
+  // A jobs file that cannot be read is said before the model loads, and leaves nothing.
+  for (const std::string& jobs : {kTmp + "no-such-jobs.jsonl", kTmp}) {
+    Ran no_jobs = run(
+        "run --model " + kData + "/tiny_v1 --jobs " + jobs + " --out " + kTmp + "nojobs/r.jsonl",
+        "nojobs");
+    CHECK(no_jobs.code == 2);
+    CHECK(no_jobs.err == "loom: error: cannot read jobs from " + jobs +
+                             (jobs == kTmp ? ": it is a folder" : ": no such file") +
+                             "; expected a JSONL jobs file, or - for stdin\n");
+    CHECK(!std::filesystem::exists(kTmp + "nojobs"));
+  }
 
   Ran unwritable = run("run --model " + kData + "/tiny_v1 --jobs " + kData +
                            "/jobs/tiny_v1.jsonl --out /proc/loom_dir/out.jsonl",

@@ -135,6 +135,14 @@ std::string dataset_lock_path(const DatasetOptions& o) {
   return cat(o.dir, "/dataset", shard_tag(o), ".lock");
 }
 
+std::string dataset_results_path(const DatasetOptions& o) {
+  std::ifstream in(dataset_info_path(o));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("results") && j["results"].is_string()
+             ? j["results"].get<std::string>()
+             : "";
+}
+
 int64_t data_file_seq(const DatasetOptions& o, const std::string& n) {
   const std::string suffix = shard_tag(o) + ".safetensors";
   if (n.size() <= 5 + suffix.size() || n.compare(0, 5, "data-") != 0 ||
@@ -344,6 +352,7 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["action_dim"] = s.action_dim;
   j["stores"] = {{"actions", s.has_frames() && o.actions}, {"context", o.context}};
   j["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
+  if (!o.results.empty()) j["results"] = o.results;
   j["manifest"] = fs::path(dataset_manifest_path(o)).filename().string();
   j["totals"] = {{"files", files}, {"samples", samples}, {"rows", rows}};
   j["state"] = state;

@@ -55,6 +55,7 @@ struct DatasetOptions {
   double file_seconds = 60;      // a file open this long closes at the next chance
   bool actions = true;           // store actions / context_actions
   bool context = true;           // store context / context_offsets (and their actions)
+  std::string results;           // the results file its records go to (same_path_form; "-": stdout)
 };
 
 struct DatasetModel {
@@ -68,6 +69,9 @@ struct DatasetModel {
 std::string dataset_manifest_path(const DatasetOptions& o);
 std::string dataset_info_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].json
 std::string dataset_lock_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].lock
+// The results file this shard's dataset.json names ("results"); "" when it names none (no
+// file yet, or one written before loom recorded it).
+std::string dataset_results_path(const DatasetOptions& o);
 // The sequence number of a data file name of this shard ("data-000012.safetensors" → 12), or
 // -1 for any other name (another shard's, a temporary file, ...).
 int64_t data_file_seq(const DatasetOptions& o, const std::string& name);

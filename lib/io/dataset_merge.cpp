@@ -84,6 +84,17 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
          whole ? " (dataset.json there is already a whole dataset: nothing to merge)"
                : "; expected the --tokens-out folder of a run with --shard");
   }
+  // The folder's own index is the merge's to write only when a merge wrote it: an unsharded
+  // run's dataset.json and manifest.jsonl there would be replaced, its samples unlisted.
+  const std::string index = dir + "/dataset.json";
+  if (fs::exists(index, ec)) {
+    const json j = read_json_file(index);
+    LOOM_CHECK(j.contains("shard") && j["shard"].is_object() && j["shard"].contains("merged_from"),
+               "merge --dataset ", dir, ": ", index, " is the index of an unsharded run (",
+               j.value("totals", json::object()).value("samples", int64_t(0)),
+               " samples), which merging the shards would replace; expected the shards of "
+               "one run in a folder of their own");
+  }
   std::sort(shards.begin(), shards.end(),
             [](const ShardInfo& a, const ShardInfo& b) { return a.index < b.index; });
   const ShardInfo& first = shards[0];
@@ -175,6 +186,7 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   info["shard"] = {{"index", 0},         {"count", 1},           {"merged_from", m.shard_count},
                    {"shards", m.merged}, {"missing", m.missing}, {"unfinished", m.unfinished}};
   info["manifest"] = "manifest.jsonl";
+  info.erase("results");  // shard 0's; each shard's dataset.shard-K-of-N.json names its own
   info["totals"] = {{"files", m.files}, {"samples", m.samples}, {"rows", m.rows}};
   info["state"] = m.missing.empty() && m.unfinished.empty() ? "complete" : "partial";
   info["updated_utc"] = utc_now_iso();

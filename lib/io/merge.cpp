@@ -5,7 +5,6 @@
 #include "io/merge.h"
 
 #include <simdjson.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,8 @@
 
 #include "core/error.h"
 #include "io/job_ids.h"
+#include "io/outputs.h"
+#include "io/sidecar.h"
 
 namespace loom {
 namespace {
@@ -352,11 +353,38 @@ int64_t check_against_jobs(Inputs& in, const std::vector<Rec>& recs, const std::
   return n_jobs;
 }
 
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {
-  }, sb{};
-  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+// The inputs' side files, where they have one: made by one model with the same options but
+// the shard, and finished.
+void check_side_files(const std::vector<std::string>& inputs, bool allow_partial,
+                      MergeCounts& counts) {
+  nlohmann::json first;
+  size_t first_input = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const nlohmann::json side = read_sidecar(sidecar_path(inputs[i]));
+    if (side.is_null()) continue;
+    nlohmann::json id = side["identity"];
+    id.erase("shard");
+    if (first.is_null()) {
+      first = id;
+      first_input = i;
+    }
+    nlohmann::json keys = first;
+    keys.update(id);
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      const auto value = [&](const nlohmann::json& j) {
+        return j.contains(it.key()) ? j[it.key()].dump() : std::string("(absent)");
+      };
+      LOOM_CHECK(value(id) == value(first), "merge: ", inputs[i], " was made with ", it.key(),
+                 " = ", value(id), ", ", inputs[first_input], " with ", value(first),
+                 " (their side files); expected the shards of one run");
+    }
+    const std::string state = side.value("state", "(none)");
+    if (state == "complete") continue;
+    LOOM_CHECK(allow_partial, "merge: ", inputs[i], " is not finished (", sidecar_path(inputs[i]),
+               " says \"", state,
+               "\"); finish it with `loom run --resume`, or pass --allow-partial");
+    if (counts.unfinished_files++ == 0) counts.first_unfinished = cat(inputs[i], ": ", state);
+  }
 }
 
 }  // namespace
@@ -367,11 +395,16 @@ MergeCounts merge_results(const std::vector<std::string>& inputs, const std::str
   const IdHash hash = options.id_hash ? options.id_hash : job_id_hash;
   LOOM_CHECK(!inputs.empty(), "merge: expected at least one results file, found none");
   for (const std::string& in : inputs) {
-    LOOM_CHECK(!same_file(in, out_path), "merge: --out ", out_path, " is also an input (", in,
+    LOOM_CHECK(!same_path(in, out_path), "merge: --out ", out_path, " is also an input (", in,
                "); write the merged file somewhere else");
+    LOOM_CHECK(!same_path(sidecar_path(in), out_path), "merge: --out ", out_path,
+               " is the side file of the input ", in, "; write the merged file somewhere else");
   }
+  LOOM_CHECK(jobs_path.empty() || !same_path(jobs_path, out_path), "merge: --out ", out_path,
+             " is the jobs file (--jobs ", jobs_path, "); write the merged file somewhere else");
   MergeCounts counts;
   check_shard_set(inputs, allow_partial, counts);
+  check_side_files(inputs, allow_partial, counts);
   simdjson::dom::parser parser;
   std::vector<Rec> recs;
   for (uint32_t f = 0; f < inputs.size(); ++f) index_file(inputs, f, hash, recs, parser);
@@ -416,9 +449,17 @@ MergeCounts merge_results(const std::vector<std::string>& inputs, const std::str
   return counts;
 }
 
+void check_merge_out(const std::string& out, bool overwrite) {
+  LOOM_CHECK(out == "-" || overwrite || !nonempty_file(out), "merge: --out ", out,
+             " already exists; pass --overwrite to replace it, or choose a new --out");
+}
+
 std::string merge_missing_summary(const MergeCounts& c) {
   std::string s;
   auto sep = [&] { return s.empty() ? "" : "; "; };
+  if (c.unfinished_files > 0)
+    s += cat(c.unfinished_files, c.unfinished_files == 1 ? " input" : " inputs", " not finished (",
+             c.first_unfinished, c.unfinished_files > 1 ? ", ..." : "", ")");
   if (c.missing_shard_count > 0) {
     std::string list;
     for (size_t i = 0; i < c.missing_shards.size() && i < 10; ++i)

@@ -41,12 +41,15 @@ struct MergeCounts {
   std::vector<int> missing_shards;        // the first kListedShards of them, ascending
   int64_t missing_jobs = 0;               // job lines with no record (needs the jobs file)
   int64_t incomplete_jobs = 0;            // job lines with some of their samples
+  int64_t unfinished_files = 0;           // inputs whose side file's state is not "complete"
+  std::string first_unfinished;           // the first of them, with its state
   std::vector<MissingJob> first_missing;  // the first kListedMissing of both, by line
   static constexpr size_t kListedMissing = 5;
   static constexpr size_t kListedShards = 100;
 
   bool complete() const {
-    return missing_shard_count == 0 && missing_jobs == 0 && incomplete_jobs == 0;
+    return missing_shard_count == 0 && missing_jobs == 0 && incomplete_jobs == 0 &&
+           unfinished_files == 0;
   }
 };
 
@@ -57,9 +60,17 @@ struct MergeOptions {
 
 // `jobs_path` may be empty (no completeness check of job lines); `out_path` "-" writes stdout,
 // otherwise the file is written beside itself and renamed into place, so a failed merge leaves
-// nothing.
+// nothing. Where an input has a side file (`<input>.loom.json`, sidecar.h), the inputs must
+// have been made by one model with the same options but the shard, and be finished (state
+// "complete"; with allow_partial an unfinished one is counted instead). out_path must not be
+// an input, the jobs file or an input's side file (an existing one is replaced: the CLI asks
+// check_merge_out first).
 MergeCounts merge_results(const std::vector<std::string>& inputs, const std::string& jobs_path,
                           const std::string& out_path, const MergeOptions& options = {});
+
+// Refuses an existing, non-empty `out` (not "-") unless overwrite: merges replace nothing by
+// accident, as runs do.
+void check_merge_out(const std::string& out, bool overwrite);
 
 // One line on what a partial merge lacks, e.g. `missing shard 3 of 4; 5 jobs without records
 // (job id "j3" (line 4), ...)`; "" when complete().

@@ -86,6 +86,21 @@ std::string parent_dir(const std::string& path) {
   return p.empty() ? "." : p.string();
 }
 
+fs::path same_path_form(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path, ec).lexically_normal();
+  return p.filename().empty() ? p.parent_path() : p;  // "a/b/" → "a/b"
+}
+
+bool same_path(const std::string& a, const std::string& b) {
+  if (same_path_form(a) == same_path_form(b)) return true;
+  struct stat sa {};
+  struct stat sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 bool nonempty_file(const std::string& path) {
   struct stat sb {};
   return ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;

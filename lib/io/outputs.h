@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,14 @@ void probe_output(const std::string& option, const std::string& path, bool is_di
 
 // Creates the missing folders above `path` (or `path` itself with is_dir); throws naming it.
 void create_parent_dirs(const std::string& option, const std::string& path, bool is_dir);
+
+// A path in the form two spellings of one file share: absolute, "." and ".." folded, the
+// symlinks of its existing part resolved (what does not exist yet is taken as written).
+std::filesystem::path same_path_form(const std::string& path);
+
+// Whether `a` and `b` name one file: the same form, or both exist and are one inode (a hard
+// link, a bind mount).
+bool same_path(const std::string& a, const std::string& b);
 
 // True when `path` exists and is a regular file with at least one byte.
 bool nonempty_file(const std::string& path);

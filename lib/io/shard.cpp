@@ -153,7 +153,7 @@ Shard resolve_shard(const std::string& flag, const EnvLookup& lookup) {
   return parse_shard(flag);
 }
 
-std::string unrequested_shard_warning(const EnvLookup& lookup) {
+std::string unrequested_shard_warning(const EnvLookup& lookup, const std::string& flag) {
   Env env{lookup};
   // SLURM_NTASKS counts the allocation's tasks even in the batch script, which is one process;
   // it still says the user meant several, so it warns although auto never reads it.
@@ -170,6 +170,13 @@ std::string unrequested_shard_warning(const EnvLookup& lookup) {
     if (v && *v >= at_least) seen += cat(seen.empty() ? "" : ", ", name, "=", *v);
   }
   if (seen.empty()) return "";
+  if (flag == "auto")
+    return cat(
+        "--shard auto found no srun/mpirun/torchrun rank, so this process runs every job of "
+        "the jobs file, though the environment shows several tasks (",
+        seen,
+        "); for Slurm array tasks pass --shard array, in a batch script start loom with srun, "
+        "or pass --shard K/N");
   return cat(
       "no --shard, so this process runs every job of the jobs file, though the "
       "environment shows several tasks (",

@@ -12,7 +12,7 @@
 //                  resolve_shard); none found: 0/1.
 //   --shard array  the Slurm array task: one jobs file shared by every task of the array.
 //   no --shard     0/1 whatever the environment; unrequested_shard_warning says so when the
-//                  environment shows several tasks.
+//                  environment shows several tasks (as it does for auto without a launcher).
 #pragma once
 
 #include <cstdint>
@@ -55,11 +55,12 @@ Shard parse_shard(const std::string& text);
 // loom::Error naming the variables.
 Shard resolve_shard(const std::string& flag, const EnvLookup& env = nullptr);
 
-// Without --shard: a one-line warning (no "loom: warning: " prefix, no newline) when the
-// environment shows a launcher or array of more than one task (SLURM_NTASKS,
-// SLURM_STEP_NUM_TASKS, SLURM_ARRAY_TASK_COUNT, OMPI_COMM_WORLD_SIZE, PMI_SIZE or WORLD_SIZE
-// above 1, PMIX_RANK above 0); "" otherwise. Never throws: an unreadable value is no sign.
-std::string unrequested_shard_warning(const EnvLookup& env = nullptr);
+// Without --shard (flag "") or with --shard auto that found no launcher (flag "auto"): a
+// one-line warning (no "loom: warning: " prefix, no newline) when the environment shows a
+// launcher or array of more than one task (SLURM_NTASKS, SLURM_STEP_NUM_TASKS,
+// SLURM_ARRAY_TASK_COUNT, OMPI_COMM_WORLD_SIZE, PMI_SIZE or WORLD_SIZE above 1, PMIX_RANK
+// above 0); "" otherwise. Never throws: an unreadable value is no sign.
+std::string unrequested_shard_warning(const EnvLookup& env = nullptr, const std::string& flag = "");
 
 // Whether the job on non-blank line j (0-based) belongs to `shard`.
 inline bool in_shard(int64_t j, const Shard& shard) {

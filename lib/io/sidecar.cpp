@@ -70,6 +70,15 @@ void write_sidecar(const std::string& path, const ordered_json& identity, const 
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
+json read_sidecar(const std::string& path) {
+  std::ifstream probe(path);
+  if (!probe.is_open()) return json();
+  json j = read_json(path);
+  LOOM_CHECK(j.is_object() && j.contains("identity") && j["identity"].is_object(), path,
+             " is not a loom results side file (expected a JSON object with \"identity\")");
+  return j;
+}
+
 std::string sidecar_state(const std::string& path) {
   const json j = read_json(path);
   return j.is_object() && j.contains("state") && j["state"].is_string()

@@ -19,11 +19,16 @@ void check_sidecar(const std::string& path, const std::string& out_path,
                    const nlohmann::ordered_json& identity);
 
 // Writes {"schema", "loom_version", "identity": identity, "state", "updated_utc", "host",
-// "provenance" (run_provenance(), when set), ...extra} atomically. state: "running", "complete" (every job has its records), "stopped" (SIGINT).
+// "provenance" (run_provenance(), when set), ...extra} atomically. state: "running", "complete"
+// (every job has its records), "stopped" (SIGINT).
 void write_sidecar(const std::string& path, const nlohmann::ordered_json& identity,
                    const std::string& state, const nlohmann::ordered_json& extra = {});
 
 // The stored state, or "" when there is no readable side file.
 std::string sidecar_state(const std::string& path);
+
+// The side file as stored; null when there is none, and a loom::Error naming it when it is
+// not one (no "identity" object).
+nlohmann::json read_sidecar(const std::string& path);
 
 }  // namespace loom

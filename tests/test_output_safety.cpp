@@ -1,0 +1,257 @@
+// Outputs are never lost, overwritten or mixed (README "Outputs that are never lost..."), for
+// the ways an audit found them to be: one file under two spellings, an output onto the jobs
+// file or into the dataset's names, a --report onto another run's --out, --resume onto another
+// run's dataset, options that change tokens, an unsharded dataset under merge --dataset, and
+// merges of shards of two runs, unfinished shards or onto an existing file. Through the loom
+// binary on tiny_v1 (cpu backend).
+#include <chrono>
+#include <thread>
+
+#include "cli_util.h"
+
+using namespace cli;
+
+namespace {
+
+const std::string kModel = " --model " + kData + "/tiny_v1";
+
+std::string run_args(const std::string& jobs, const std::string& out, const std::string& extra) {
+  return "run -q" + kModel + " --jobs " + jobs + " --out " + out + " " + extra;
+}
+
+// Every file below `dir`, with its bytes.
+std::map<std::string, std::string> tree(const std::string& dir) {
+  std::map<std::string, std::string> m;
+  for (const auto& de : fs::recursive_directory_iterator(dir))
+    if (de.is_regular_file()) m[de.path().string()] = slurp(de.path().string());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("one file under two names: refused before anything is created") {
+  const std::string dir = temp_dir("safety_alias");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
+  fs::create_directories(dir + "/real");
+  fs::create_directory_symlink(dir + "/real", dir + "/link");
+  const std::string jobs_bytes = slurp(jobs);
+
+  struct Case {
+    std::string args, error;
+  };
+  const std::string o = dir + "/o/r.jsonl";
+  const std::vector<Case> cases = {
+      {run_args(jobs, o, "--report " + dir + "/o/./r.jsonl"),
+       "--report " + dir + "/o/./r.jsonl is the same file as --out " + o},
+      {run_args(jobs, dir + "/real/r.jsonl", "--report " + dir + "/link/r.jsonl"),
+       "--report " + dir + "/link/r.jsonl is the same file as --out " + dir + "/real/r.jsonl"},
+      {run_args(jobs, o, "--report " + o + ".loom.json"),
+       "--report " + o + ".loom.json is the same file as --out's side file"},
+      {run_args(jobs, o, "--report " + o + ".lock"),
+       "--report " + o + ".lock is the same file as --out's lock file"},
+      {run_args(jobs, jobs, "--overwrite"), "--out " + jobs + " is the same file as --jobs " +
+                                                jobs + "; loom would overwrite the jobs it reads"},
+      {run_args(
+           jobs, o,
+           "--resume --report " + dir + "/../" + fs::path(dir).filename().string() + "/jobs.jsonl"),
+       "the same file as --jobs " + jobs + "; loom would overwrite the jobs it reads"},
+      {run_args(jobs, o, "--tokens-out " + o),
+       "--tokens-out " + o + " is or lies inside --out " + o},
+      {run_args(jobs, dir + "/o/ds/dataset.json", "--tokens-out " + dir + "/o/ds"),
+       "--out " + dir + "/o/ds/dataset.json takes a name the dataset writes in --tokens-out"},
+      {run_args(jobs, o, "--tokens-out " + dir + "/o/ds --report " + dir + "/o/ds/manifest.jsonl"),
+       "--report " + dir + "/o/ds/manifest.jsonl takes a name the dataset writes"},
+  };
+  for (const Case& c : cases) {
+    Exit e = run(c.args, dir);
+    CHECK_MESSAGE(e.code == 2, c.args);
+    CHECK_MESSAGE(e.err.find(c.error) != std::string::npos, e.err, " lacks: ", c.error);
+    CHECK(!fs::exists(dir + "/o"));
+    CHECK(fs::is_empty(dir + "/real"));
+    CHECK(slurp(jobs) == jobs_bytes);
+  }
+
+  // Results in the dataset folder under a name of their own are fine.
+  Exit inside =
+      run(run_args(jobs, dir + "/o/ds/results.jsonl", "--tokens-out " + dir + "/o/ds"), dir);
+  CHECK(inside.code == 0);
+  CHECK(tokens_by_sample(dir + "/o/ds/results.jsonl") == dataset_samples(dir + "/o/ds"));
+}
+
+TEST_CASE("a --report onto a running run's --out fails at once; its records are kept") {
+  const std::string dir = temp_dir("safety_report_lock");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
+  Spawned first = spawn(run_args(jobs, dir + "/a.jsonl", "--max-seqs 2"), dir + "/a.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/a.jsonl").empty() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // --overwrite passes the check for an existing --report; the lock still holds it off.
+  Exit second = run(run_args(make_tiny_v1_jobs(dir + "/b_jobs.jsonl", 2, 2), dir + "/b.jsonl",
+                             "--overwrite --report " + dir + "/a.jsonl"),
+                    dir);
+  kill(first.pid, SIGKILL);
+  wait_for(first);
+  CHECK(second.code == 2);
+  CHECK(second.err.find("--report " + dir + "/a.jsonl is being written by another loom run") !=
+        std::string::npos);
+  CHECK(second.err.find(" pid " + std::to_string(first.pid) + " since ") != std::string::npos);
+  const std::vector<json> records = read_lines(dir + "/a.jsonl");
+  CHECK(!records.empty());
+  for (const json& r : records) CHECK(r["status"] == "ok");
+  CHECK(!fs::exists(dir + "/b.jsonl"));
+}
+
+TEST_CASE("--resume with another --out never rolls back a dataset that is not its own") {
+  const std::string dir = temp_dir("safety_owner");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 8, 2);
+  REQUIRE(run(run_args(jobs, dir + "/a.jsonl",
+                       "--tokens-out " + dir + "/ds --samples-per-file 3 --no-tokens-in-results"),
+              dir)
+              .code == 0);
+  const auto before = tree(dir + "/ds");
+  Exit other = run(run_args(jobs, dir + "/b.jsonl", "--tokens-out " + dir + "/ds --resume"), dir);
+  CHECK(other.code == 2);
+  CHECK(other.err.find("--tokens-out " + dir +
+                       "/ds shard 0/1 holds the samples of the results "
+                       "file " +
+                       dir + "/a.jsonl") != std::string::npos);
+  CHECK(tree(dir + "/ds") == before);
+  CHECK(!fs::exists(dir + "/b.jsonl"));
+  // Its own results resume it (nothing left to do: no file rolled back).
+  CHECK(run(run_args(jobs, dir + "/a.jsonl",
+                     "--tokens-out " + dir + "/ds --no-tokens-in-results --resume"),
+            dir)
+            .code == 0);
+  CHECK(dataset_samples(dir + "/ds").size() == 12);
+}
+
+TEST_CASE("--resume refuses sampling defaults and dataset options other than the run's") {
+  const std::string dir = temp_dir("safety_identity");
+  // Jobs without "sampling": the defaults decide their tokens.
+  std::ifstream in(make_tiny_v1_jobs(dir + "/with.jsonl", 6, 2));
+  std::ofstream jobs_out(dir + "/jobs.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line);
+    j.erase("sampling");
+    jobs_out << j.dump() << "\n";
+  }
+  jobs_out.close();
+  const std::string jobs = dir + "/jobs.jsonl";
+  const std::string base = "--tokens-out " + dir + "/ds --seed 7 --no-dataset-actions";
+  REQUIRE(run(run_args(jobs, dir + "/r.jsonl", base), dir).code == 0);
+  const std::string records = slurp(dir + "/r.jsonl");
+  struct Case {
+    std::string extra, error;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"--tokens-out " + dir + "/ds --seed 8 --no-dataset-actions",
+                          "was made with seed = 7, this run has seed = 8"},
+                         {"--tokens-out " + dir + "/ds --no-dataset-actions",
+                          "was made with seed = 7, this run has none"},
+                         {base + " --temperature 0.5",
+                          "was made with temperature = \"(absent)\", this run has "
+                          "temperature = 0.5"},
+                         {"--tokens-out " + dir + "/ds --seed 7",
+                          "was made with dataset_actions = false, this run has none"}}) {
+    Exit e = run(run_args(jobs, dir + "/r.jsonl", c.extra + " --resume"), dir);
+    CHECK(e.code == 2);
+    CHECK_MESSAGE(e.err.find(c.error) != std::string::npos, e.err, " lacks: ", c.error);
+    CHECK(slurp(dir + "/r.jsonl") == records);
+  }
+  CHECK(run(run_args(jobs, dir + "/r.jsonl", base + " --resume"), dir).code == 0);
+  CHECK(slurp(dir + "/r.jsonl") == records);
+}
+
+TEST_CASE("--resume of a run with failed jobs still exits 1 and says why") {
+  const std::string dir = temp_dir("safety_failed");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 12, 2, true);  // 1 bad line
+  CHECK(run(run_args(jobs, dir + "/r.jsonl", ""), dir).code == 1);
+  Exit again = run("run" + kModel + " --jobs " + jobs + " --out " + dir + "/r.jsonl --resume", dir);
+  CHECK(again.code == 1);
+  CHECK(again.err.find("loom: warning: resume: 1 job failed in an earlier run of " + dir +
+                       "/r.jsonl") != std::string::npos);
+}
+
+TEST_CASE("merge --dataset never replaces an unsharded run's index") {
+  const std::string dir = temp_dir("safety_merge_ds");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  REQUIRE(run(run_args(jobs, dir + "/all.jsonl", "--tokens-out " + dir + "/ds"), dir).code == 0);
+  for (const char* k : {"0/2", "1/2"})
+    REQUIRE(run(run_args(jobs, dir + "/s.jsonl", "--tokens-out " + dir + "/ds --shard " + k), dir)
+                .code == 0);
+  const std::string index = slurp(dir + "/ds/dataset.json"),
+                    manifest = slurp(dir + "/ds/manifest.jsonl");
+  Exit e = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find(dir + "/ds/dataset.json is the index of an unsharded run (9 samples)") !=
+        std::string::npos);
+  CHECK(slurp(dir + "/ds/dataset.json") == index);
+  CHECK(slurp(dir + "/ds/manifest.jsonl") == manifest);
+}
+
+TEST_CASE("merge refuses shards of two runs, unfinished shards, and replacing a file") {
+  const std::string dir = temp_dir("safety_merge");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  for (const char* k : {"0/2", "1/2"})
+    REQUIRE(run(run_args(jobs, dir + "/s.jsonl", "--shard " + std::string(k)), dir).code == 0);
+  const std::string s0 = dir + "/s.shard-0-of-2.jsonl", s1 = dir + "/s.shard-1-of-2.jsonl";
+  REQUIRE(run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --shard 1/2 --out " + dir +
+                  "/v2.jsonl",
+              dir)
+              .code == 0);
+  const std::string v2 = dir + "/v2.shard-1-of-2.jsonl";
+
+  Exit mixed = run("merge --jobs " + jobs + " --out " + dir + "/m.jsonl " + s0 + " " + v2, dir);
+  CHECK(mixed.code == 2);
+  CHECK(mixed.err.find("merge: " + v2 + " was made with ") != std::string::npos);
+  CHECK(mixed.err.find("(their side files); expected the shards of one run") != std::string::npos);
+  CHECK(!fs::exists(dir + "/m.jsonl"));
+
+  // A stopped shard: its side file says so; --allow-partial merges it and exits 1.
+  const std::string side = slurp(s1 + ".loom.json");
+  json stopped = json::parse(side);
+  stopped["state"] = "stopped";
+  std::ofstream(s1 + ".loom.json") << stopped.dump();
+  Exit unfinished = run("merge --out " + dir + "/m.jsonl " + s0 + " " + s1, dir);
+  CHECK(unfinished.code == 2);
+  CHECK(unfinished.err == "loom: error: merge: " + s1 + " is not finished (" + s1 +
+                              ".loom.json says \"stopped\"); finish it with `loom run --resume`, "
+                              "or pass --allow-partial\n");
+  Exit partial = run("merge --allow-partial --out " + dir + "/m.jsonl " + s0 + " " + s1, dir);
+  CHECK(partial.code == 1);
+  CHECK(partial.err.find("partial merge: 1 input not finished (" + s1 + ": stopped)") !=
+        std::string::npos);
+  std::ofstream(s1 + ".loom.json") << side;
+
+  const std::string merged = slurp(dir + "/m.jsonl");
+  Exit exists = run("merge --out " + dir + "/m.jsonl " + s0 + " " + s1, dir);
+  CHECK(exists.code == 2);
+  CHECK(exists.err == "loom: error: merge: --out " + dir +
+                          "/m.jsonl already exists; pass --overwrite to replace it, or choose a "
+                          "new --out\n");
+  CHECK(run("merge --overwrite --out " + dir + "/m.jsonl " + s0 + " " + s1, dir).code == 0);
+  CHECK(tokens_by_sample(dir + "/m.jsonl").size() == 9);
+
+  const std::string jobs_bytes = slurp(jobs);
+  Exit onto_jobs =
+      run("merge --overwrite --jobs " + jobs + " --out " + jobs + " " + s0 + " " + s1, dir);
+  CHECK(onto_jobs.code == 2);
+  CHECK(onto_jobs.err.find("is the jobs file") != std::string::npos);
+  CHECK(slurp(jobs) == jobs_bytes);
+  Exit report_onto = run("merge --reports " + s0 + " --out " + s1, dir);
+  CHECK(report_onto.code == 2);
+  CHECK(report_onto.err.find("merge: --out " + s1 + " already exists") != std::string::npos);
+}
+
+TEST_CASE("--shard auto that finds no launcher under an array says so") {
+  const std::string dir = temp_dir("safety_auto");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
+  Exit e = run(run_args(jobs, dir + "/r.jsonl", "--shard auto"), dir,
+               {"SLURM_ARRAY_TASK_ID=2", "SLURM_ARRAY_TASK_COUNT=4"});
+  CHECK(e.code == 0);
+  CHECK(e.err.find("loom: warning: --shard auto found no srun/mpirun/torchrun rank, so this "
+                   "process runs every job of the jobs file, though the environment shows "
+                   "several tasks (SLURM_ARRAY_TASK_COUNT=4); for Slurm array tasks pass "
+                   "--shard array") != std::string::npos);
+}
