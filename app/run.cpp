@@ -39,6 +39,8 @@ std::string gib(double bytes) {
   return buf;
 }
 
+int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice);
+
 // The run itself; run_command maps its errors to a log line.
 int run_jobs(const RunArgs& a) {
   // A file-size limit must show up as EFBIG on write (a clear error), not kill the process.
@@ -63,7 +65,22 @@ int run_jobs(const RunArgs& a) {
                                       : ", report " + o.report_path,
                with_dataset ? ", dataset " + o.dataset.dir : ""));
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
+  try {
+    return run_engine(a, o, choice);
+  } catch (const Error& e) {
+    // No run writes the output any more: "failed" with the reason, not "running" (where the
+    // disk lets it: the error that stopped the run is the one to report).
+    try {
+      if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "failed", {{"error", e.what()}});
+    } catch (const Error&) {
+    }
+    throw;
+  }
+}
 
+// run_jobs past its checks: the model, the engine, the records, the report.
+int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
+  const bool with_dataset = !o.dataset.dir.empty();
   OpenedModel om = open_model(a.model, a.engine, choice, a.quiet);
   RunProvenance prov;
   prov.started_utc = format_utc(process_start_time());
@@ -147,7 +164,9 @@ int run_jobs(const RunArgs& a) {
   auto source = [&](Job& job, JobError& err, bool& ok) {
     while (reader.next(job, err, ok)) {
       // Records of another jobs file are refused (one CLI line, exit 2), not continued.
-      if (a.resume) done.match_line(ok ? job.line : err.line, ok ? job.id : err.id);
+      if (a.resume)
+        done.match_line(ok ? job.line : err.line, ok ? job.id : err.id,
+                        ok ? job.line_hash : err.line_hash);
       if (!(a.resume && !ok && done.failed(err.line))) return true;  // else: its record is written
       counter.forget(err.line);  // failed in an earlier run: nothing left to do for it
     }

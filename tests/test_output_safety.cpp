@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli_util.h"
+#include "core/fnv.h"
 
 using namespace cli;
 
@@ -161,6 +162,38 @@ TEST_CASE("--resume refuses sampling defaults and dataset options other than the
   }
   CHECK(run(run_args(jobs, dir + "/r.jsonl", base + " --resume"), dir).code == 0);
   CHECK(slurp(dir + "/r.jsonl") == records);
+}
+
+TEST_CASE("--resume and merge --jobs refuse a jobs file whose lines changed under the same ids") {
+  const std::string dir = temp_dir("safety_line_hash");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  REQUIRE(run(run_args(jobs, dir + "/r.jsonl", ""), dir).code == 0);
+  // Every record carries its job line's hash.
+  std::ifstream in(jobs);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  for (const json& r : read_lines(dir + "/r.jsonl"))
+    CHECK(r["line_hash"] == loom::hex64(loom::fnv1a64(lines[r["line"].get<size_t>() - 1])));
+
+  // The same ids, other frame counts: made again, not the file the records came from.
+  const std::string records = slurp(dir + "/r.jsonl");
+  const std::string other = make_tiny_v1_jobs(dir + "/other.jsonl", 7, 3);
+  Exit merged =
+      run("merge --jobs " + other + " --out " + dir + "/m.jsonl " + dir + "/r.jsonl", dir);
+  CHECK(merged.code == 2);
+  CHECK(merged.err.find("was made from another text of that line than " + other) !=
+        std::string::npos);
+  CHECK(!fs::exists(dir + "/m.jsonl"));
+  Exit resumed = run(run_args(other, dir + "/r.jsonl", "--resume"), dir);
+  CHECK(resumed.code == 2);
+  const std::string why =
+      "has records for line 1 (id \"job-0\") made from another text of that line";
+  CHECK(resumed.err.find(why) != std::string::npos);
+  CHECK(slurp(dir + "/r.jsonl") == records);
+  // The refused run no longer writes the output: its side file says so, and why.
+  const json side = json::parse(slurp(dir + "/r.jsonl.loom.json"));
+  CHECK(side["state"] == "failed");
+  CHECK(side["error"].get<std::string>().find(why) != std::string::npos);
 }
 
 TEST_CASE("--resume of a run with failed jobs still exits 1 and says why") {

@@ -20,6 +20,7 @@ JobResult error_result(const JobError& e) {
   r.id = e.id;
   r.id_is_number = e.id_is_number;
   r.line = e.line;
+  r.line_hash = e.line_hash;
   r.ok = false;
   r.error = e.message;
   return r;
@@ -31,6 +32,7 @@ JobResult finished_result(const Running& r, bool frames) {
   out.id = s.job().id;
   out.id_is_number = s.job().id_is_number;
   out.line = s.job().line;
+  out.line_hash = s.job().line_hash;
   out.sample = s.sample();
   out.job = s.job_ptr();
   out.seed = s.job().sampling.seed;

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/fnv.h"
 #include "io/job_ids.h"
 #include "io/job_parse.h"
 #include "io/jobs.h"
@@ -355,6 +356,7 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       duplicate_id(id, m.line, earlier, error);
       ok = false;
     }
+    (ok ? job.line_hash : error.line_hash) = too_long ? 0 : fnv1a64(t);
     return true;
   }
 }

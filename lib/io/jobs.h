@@ -53,6 +53,7 @@ struct Job {
   int overlap = 3;                  // frames carried into a new round
   SamplingParams sampling;
   int num_samples = 1;
+  uint64_t line_hash = 0;  // fnv1a64 of the line's text (BOM and CR cut): records carry it
 };
 
 struct JobError {
@@ -60,6 +61,7 @@ struct JobError {
   int64_t line = 0;
   std::string message;  // "line 7: field \"actions\": expected 18 rows of 3 numbers, found 17"
   bool id_is_number = false;  // the id was read and was a JSON integer
+  uint64_t line_hash = 0;     // as Job's; 0 for a line too long to hold
 };
 
 constexpr int kMaxJobFrames = 100000;                  // num_frames upper bound per job

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -17,6 +18,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/fnv.h"
 #include "io/job_ids.h"
 #include "io/outputs.h"
 #include "io/sidecar.h"
@@ -25,9 +27,10 @@ namespace loom {
 namespace {
 
 struct Rec {
-  uint64_t id_hash = 0;  // job_id_hash of the id's text
-  int64_t line = 0;      // job line the record answers
-  int64_t sample = -1;   // -1: an error record
+  uint64_t id_hash = 0;    // job_id_hash of the id's text
+  int64_t line = 0;        // job line the record answers
+  int64_t sample = -1;     // -1: an error record
+  uint64_t line_hash = 0;  // the job line's text ("line_hash"; 0: the record has none)
   int64_t file_line = 0;
   uint64_t offset = 0;  // bytes [offset, offset + len) of the record in its file, no newline
   uint32_t file = 0;    // input index
@@ -109,6 +112,11 @@ void index_file(const std::vector<std::string>& inputs, uint32_t f, IdHash hash,
     Rec r;
     r.id_hash = hash(id);
     r.line = line;
+    std::string_view line_hash;
+    if (!root["line_hash"].get(line_hash)) {
+      if (line_hash.size() != 16) bad("expected \"line_hash\" to be 16 hex digits");
+      r.line_hash = std::strtoull(std::string(line_hash).c_str(), nullptr, 16);
+    }
     r.file = f;
     r.file_line = n;
     r.offset = start;
@@ -312,11 +320,18 @@ int64_t check_against_jobs(Inputs& in, const std::vector<Rec>& recs, const std::
       continue;
     }
     const uint64_t h = in.hash(id);
+    const uint64_t line_hash = fnv1a64(text);
     for (size_t i = begin; i < r; ++i) {
       if (recs[i].id_hash != h) {
         fail("record for line ", line, " (", in.where(recs[i]), ") has id \"", in.id(recs[i]),
              "\" but ", jobs_path, " line ", line, " has id \"", id,
              "\"; were these results made from this jobs file?");
+      }
+      if (recs[i].line_hash != 0 && recs[i].line_hash != line_hash) {
+        fail("record for line ", line, " (", in.where(recs[i]), ", id \"", id,
+             "\") was made from another text of that line than ", jobs_path, " has (line_hash ",
+             hex64(recs[i].line_hash), ", the jobs file's is ", hex64(line_hash),
+             "); were these results made from this jobs file?");
       }
     }
     if (recs[begin].sample < 0) continue;  // an error record answers the whole job

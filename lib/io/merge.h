@@ -11,7 +11,7 @@
 // Ids are compared by their text (job_ids.h): 8 and "8" are the same id. A refused duplicate
 // (the run turned a later line with an earlier line's id into an error record) is not a
 // duplicate here; two lines with ok records under one id are.
-// Memory: 48 bytes per record (a 64-bit id hash, line, sample, where its bytes are); records
+// Memory: 56 bytes per record (a 64-bit id hash, line, sample, where its bytes are); records
 // are copied, not held, and ids are read back only to settle a hash match or for a message.
 #pragma once
 

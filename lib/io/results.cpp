@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fnv.h"
 
 namespace loom {
 
@@ -38,11 +39,13 @@ std::string result_to_json(const JobResult& r) {
   if (!r.ok) {
     j["status"] = "error";
     j["line"] = r.line;
+    if (r.line_hash != 0) j["line_hash"] = hex64(r.line_hash);
     j["error"] = r.error;
   } else {
     j["sample"] = r.sample;
     j["status"] = "ok";
     j["line"] = r.line;
+    if (r.line_hash != 0) j["line_hash"] = hex64(r.line_hash);
     if (!r.tokens_file.empty()) {
       j["tokens_file"] = r.tokens_file;
       j["rows"] = {r.row_begin, r.row_end};

@@ -25,6 +25,7 @@ struct JobResult {
   std::string id;
   bool id_is_number = false;  // "id": 8 in the job, written back as 8
   int64_t line = 0;
+  uint64_t line_hash = 0;  // the job line's (Job::line_hash); 0: not written
   uint32_t sample = 0;
   uint64_t seed = 0;  // the job's sampling seed (dataset metadata)
   bool ok = true;

@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
 #include "core/error.h"
+#include "core/fnv.h"
 #include "io/job_ids.h"
 
 namespace loom {
@@ -70,11 +72,18 @@ bool read_record(simdjson::dom::parser& parser, const std::string& text, int64_t
     return false;
   }
   const uint64_t h = job_id_hash(id);
+  std::string_view line_hash;
+  if (!root["line_hash"].get(line_hash) && line_hash.size() != 16) {
+    why = "expected \"line_hash\" to be 16 hex digits";
+    return false;
+  }
   auto [it, added] = st.lines.try_emplace(line);
   ResumeState::LineRecords& rec = it->second;
   if (added) {
     rec.id_hash = h;
     rec.offset = offset;
+    if (!line_hash.empty())
+      rec.line_hash = std::strtoull(std::string(line_hash).c_str(), nullptr, 16);
   } else if (rec.id_hash != h) {  // a whole record, not a torn one: never cut off
     fail("results file ", st.path, " line ", file_line, ": a record for job line ", line,
          " with id ", show(id), ", but an earlier record for that job line has id ",
@@ -105,7 +114,7 @@ bool ResumeState::failed(int64_t line) const {
   return it != lines.end() && it->second.failed;
 }
 
-void ResumeState::match_line(int64_t line, const std::string& id) {
+void ResumeState::match_line(int64_t line, const std::string& id, uint64_t line_hash) {
   auto it = lines.find(line);
   if (it == lines.end()) return;  // not run yet
   LineRecords& rec = it->second;
@@ -113,6 +122,12 @@ void ResumeState::match_line(int64_t line, const std::string& id) {
     fail("results file ", path, " has a record for line ", line, " with id ",
          show(record_id_at(path, rec.offset)), ", but the jobs file's line ", line, " has id ",
          show(id), "; --resume needs the same jobs file (or write to a new --out)");
+  }
+  if (rec.line_hash != 0 && line_hash != 0 && rec.line_hash != line_hash) {
+    fail("results file ", path, " has records for line ", line, " (id ", show(id),
+         ") made from another text of that line (line_hash ", hex64(rec.line_hash),
+         ", the jobs file's is ", hex64(line_hash),
+         "); --resume needs the same jobs file (or write to a new --out)");
   }
   rec.matched = true;
 }

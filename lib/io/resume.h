@@ -35,15 +35,18 @@ struct ResumeState {
   bool skip(int64_t line, uint32_t sample) const { return done(line, sample) || failed(line); }
 
   // The run calls this for every job line it reads (its shard's lines, job or error alike,
-  // with the id the record would carry: "line-N" when the line has none it could read). Throws
-  // loom::Error when the file has records for `line` under another id.
-  void match_line(int64_t line, const std::string& id);
+  // with the id the record would carry: "line-N" when the line has none it could read, and
+  // the line's hash, Job::line_hash). Throws loom::Error when the file has records for `line`
+  // under another id, or made from another text of the line (where its records carry the
+  // line's hash; an older loom's do not, and are not checked for it).
+  void match_line(int64_t line, const std::string& id, uint64_t line_hash = 0);
   // At the end of the jobs (not when stopped early): throws loom::Error when records answer a
   // line match_line never saw. `jobs_path` names the jobs file in the message ("-": stdin).
   void check_all_matched(const std::string& jobs_path) const;
 
   struct LineRecords {
     uint64_t id_hash = 0;
+    uint64_t line_hash = 0;         // the job line's text (its records' "line_hash"; 0: none)
     uint64_t offset = 0;            // byte offset of its first record (to quote its id)
     std::vector<uint32_t> samples;  // "ok" samples written
     bool failed = false;            // an "error" record answers the line

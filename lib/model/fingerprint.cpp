@@ -1,11 +1,11 @@
 // model_identity (fingerprint.h).
 #include "model/fingerprint.h"
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fnv.h"
 #include "io/checkpoint.h"
 #include "model/mapping.h"
 #include "model/table.h"
@@ -14,10 +14,9 @@ namespace loom {
 namespace {
 
 struct Fnv1a {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnvOffset;
   void add(const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull;  // field separator: "ab","c" != "a","bc"
+    h = (fnv1a64(s, h) ^ 0xff) * kFnvPrime;  // field separator: "ab","c" != "a","bc"
   }
 };
 
@@ -51,9 +50,7 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
       f.add(std::to_string(e.begin) + ":" + std::to_string(e.end));
     }
   }
-  char hex[40];
-  std::snprintf(hex, sizeof hex, "fnv1a64:%016llx", (unsigned long long)f.h);
-  id.fingerprint = hex;
+  id.fingerprint = "fnv1a64:" + hex64(f.h);
   return id;
 }
 

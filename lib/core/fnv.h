@@ -1,0 +1,28 @@
+// FNV-1a 64, loom's stable content hash: the same value on every machine and build, so it can
+// be written to files and compared by a later run (model fingerprints, job lines in records).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace loom {
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+// The hash of `bytes`, continuing from `h` (a chained hash passes the previous value).
+inline uint64_t fnv1a64(std::string_view bytes, uint64_t h = kFnvOffset) {
+  for (unsigned char c : bytes) h = (h ^ c) * kFnvPrime;
+  return h;
+}
+
+// 16 lowercase hex digits, as records and fingerprints write a hash.
+inline std::string hex64(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
+
+}  // namespace loom
