@@ -279,7 +279,7 @@ TEST_SUITE("resume") {
                           "); --resume needs the same jobs file (or write to a new --out)")
                              .c_str(),
                          loom::Error);
-    put(p, R"({"id":"a","sample":0,"status":"ok","line":1,"line_hash":"12","tokens":[1]})"
+    put(p, R"({"id":"a","sample":0,"status":"ok","line":1,"line_hash":"0123456789abcdeg","tokens":[1]})"
            "\n"
            R"({"id":"a","sample":1,"status":"ok","line":1,"tokens":[1]})"
            "\n");

@@ -2,6 +2,7 @@
 // be written to files and compared by a later run (model fingerprints, job lines in records).
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -23,6 +24,13 @@ inline std::string hex64(uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
   return buf;
+}
+
+// hex64's inverse: exactly 16 hex digits into `h`; false for anything else.
+inline bool parse_hex64(std::string_view s, uint64_t& h) {
+  if (s.size() != 16) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), h, 16);
+  return ec == std::errc() && end == s.data() + s.size();
 }
 
 }  // namespace loom

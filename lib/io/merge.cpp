@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -113,10 +112,8 @@ void index_file(const std::vector<std::string>& inputs, uint32_t f, IdHash hash,
     r.id_hash = hash(id);
     r.line = line;
     std::string_view line_hash;
-    if (!root["line_hash"].get(line_hash)) {
-      if (line_hash.size() != 16) bad("expected \"line_hash\" to be 16 hex digits");
-      r.line_hash = std::strtoull(std::string(line_hash).c_str(), nullptr, 16);
-    }
+    if (!root["line_hash"].get(line_hash) && !parse_hex64(line_hash, r.line_hash))
+      bad("expected \"line_hash\" to be 16 hex digits");
     r.file = f;
     r.file_line = n;
     r.offset = start;

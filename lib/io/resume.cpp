@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -72,8 +71,9 @@ bool read_record(simdjson::dom::parser& parser, const std::string& text, int64_t
     return false;
   }
   const uint64_t h = job_id_hash(id);
-  std::string_view line_hash;
-  if (!root["line_hash"].get(line_hash) && line_hash.size() != 16) {
+  std::string_view line_hash_text;
+  uint64_t line_hash = 0;
+  if (!root["line_hash"].get(line_hash_text) && !parse_hex64(line_hash_text, line_hash)) {
     why = "expected \"line_hash\" to be 16 hex digits";
     return false;
   }
@@ -82,8 +82,7 @@ bool read_record(simdjson::dom::parser& parser, const std::string& text, int64_t
   if (added) {
     rec.id_hash = h;
     rec.offset = offset;
-    if (!line_hash.empty())
-      rec.line_hash = std::strtoull(std::string(line_hash).c_str(), nullptr, 16);
+    rec.line_hash = line_hash;
   } else if (rec.id_hash != h) {  // a whole record, not a torn one: never cut off
     fail("results file ", st.path, " line ", file_line, ": a record for job line ", line,
          " with id ", show(id), ", but an earlier record for that job line has id ",
