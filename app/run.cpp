@@ -68,10 +68,17 @@ int run_jobs(const RunArgs& a) {
   try {
     return run_engine(a, o, choice);
   } catch (const Error& e) {
-    // No run writes the output any more: "failed" with the reason, not "running" (where the
-    // disk lets it: the error that stopped the run is the one to report).
+    // No run writes the output any more: "failed" with the reason, not "running"; or, where
+    // this run changed nothing (a resume refused as it read the jobs), as it was. Where the
+    // disk lets it: the error that stopped the run is the one to report.
     try {
-      if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "failed", {{"error", e.what()}});
+      if (!o.changed && !o.sidecar_before.empty()) {
+        write_file_atomic(o.sidecar, o.sidecar_before);
+        if (!o.dataset_info_before.empty())
+          write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
+      } else if (!o.sidecar.empty()) {
+        write_sidecar(o.sidecar, o.identity, "failed", {{"error", e.what()}});
+      }
     } catch (const Error&) {
     }
     throw;
@@ -135,6 +142,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   constexpr double kSyncInterval_s = 5.0;
   double last_sync = now_seconds();
   auto write_record = [&](const JobResult& r) {
+    o.changed = true;
     writer.write(r);
     fault_point("record");
     if (now_seconds() - last_sync > kSyncInterval_s) {
@@ -144,7 +152,9 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   };
   // Data before index: with a dataset, ok records wait until their file is durable.
   auto commit_dataset = [&] {
-    for (const JobResult& r : dataset.commit()) write_record(r);
+    const std::vector<JobResult> committed = dataset.commit();
+    o.changed = o.changed || !committed.empty();
+    for (const JobResult& r : committed) write_record(r);
     writer.sync();
     last_sync = now_seconds();
   };
@@ -206,6 +216,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
     if (with_dataset) rep["dataset"] = o.dataset.dir;
+    if (o.out_path != "-") rep["results"] = same_path_form(o.out_path).string();
     rep["provenance"] = run_provenance();
     const std::string text = rep.dump(2) + "\n";
     if (o.report_path == "-") {

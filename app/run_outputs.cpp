@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "app/log.h"
 #include "app/setup.h"
@@ -24,12 +25,6 @@ namespace loom {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string absolute(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::absolute(p, ec);
-  return ec ? p : a.lexically_normal().string();
-}
 
 // One of the run's paths, with the form two spellings of one file share.
 struct RunPath {
@@ -99,11 +94,21 @@ bool is_merged_index(const std::string& path) {
          j["shard"].contains("merged_from");
 }
 
-// Whether `path` is one JSON object with "provenance", as `loom run --report` writes.
-bool is_report(const std::string& path) {
+// What the run report at `path` reports on: its "results" (same_path_form of its --out), or
+// for a report without it its "out" in that form; "" when `path` is no run report.
+std::string report_results(const std::string& path) {
   std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() && j.contains("provenance");
+  if (!j.is_object() || !j.contains("generated") || !j.contains("out") || !j["out"].is_string())
+    return "";
+  if (j.contains("results") && j["results"].is_string()) return j["results"];
+  return same_path_form(j["out"].get<std::string>()).string();
+}
+
+// The bytes of `path`; "" when it cannot be read.
+std::string slurp_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Whether this shard of the dataset folder already holds anything.
@@ -174,11 +179,14 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
                " already exists; pass --resume or --overwrite to replace it, or choose a new "
                "--report");
-    LOOM_CHECK(
-        !a.resume || !nonempty_file(o.report_path) || is_report(o.report_path), "--report ",
-        o.report_path,
-        " holds something other than a loom report (expected one JSON object with "
-        "\"provenance\"); --resume replaces only its own run's report: choose a new --report");
+    if (a.resume && nonempty_file(o.report_path)) {
+      const std::string of = report_results(o.report_path);
+      LOOM_CHECK(of == same_path_form(o.out_path).string(), "--report ", o.report_path,
+                 of.empty() ? std::string(" is not a loom run report")
+                            : " is the report of the results file " + of,
+                 "; --resume replaces only the report of its own --out (", o.out_path,
+                 "): choose a new --report");
+    }
   }
   if (!o.dataset.dir.empty()) {
     probe_output("--tokens-out", o.dataset.dir, true);
@@ -192,13 +200,26 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
         " already holds a dataset for shard ", o.shard.index, "/", o.shard.count, " (",
         dataset_manifest_path(o.dataset),
         "); pass --resume to continue it, --overwrite to replace it, or choose a new folder");
-    // --resume rolls back the files whose samples --out lacks: only with their own results.
+    // --resume rolls back the files whose samples --out lacks, --overwrite removes them: only
+    // with their own results (or, to --overwrite, results that are gone).
     const std::string owner = dataset_results_path(o.dataset);
-    LOOM_CHECK(!a.resume || owner.empty() || owner == o.dataset.results, "--tokens-out ",
-               o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count,
+    std::error_code ec;
+    LOOM_CHECK(owner.empty() || owner == o.dataset.results || !(a.resume || a.overwrite) ||
+                   (a.overwrite && !fs::exists(owner, ec)),
+               "--tokens-out ", o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count,
                " holds the samples of the results file ", owner, " (", dataset_info_path(o.dataset),
-               "), not of --out ", o.out_path,
-               "; --resume would roll its files back: expected --out ", owner, ", or a new folder");
+               "), not of --out ", o.out_path, "; ", a.resume ? "--resume" : "--overwrite",
+               " would ", a.resume ? "roll its files back" : "remove them under its records",
+               ": expected --out ", owner, ", or a new folder");
+    // A run writes its side file before any data: data files without it have their records
+    // elsewhere, and --resume would roll every one back.
+    LOOM_CHECK(!a.resume || fs::exists(o.sidecar, ec) || nonempty_file(o.out_path) ||
+                   dataset_files(o.dataset).empty(),
+               "--resume: --out ", o.out_path, " and its side file are missing, but --tokens-out ",
+               o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count, " holds ",
+               dataset_files(o.dataset).size(),
+               " data files, which resuming would roll back: restore the results file that "
+               "names them (and its side file), or pass --overwrite to start over");
   }
 
   // 3. The model's identity (headers only) and the options that change tokens.
@@ -215,7 +236,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                 {"placeholder_id", a.placeholder_id},
                 {"overlap", a.overlap},
                 {"shard", cat(o.shard.index, "/", o.shard.count)},
-                {"tokens_out", a.tokens_out.empty() ? "" : absolute(a.tokens_out)},
+                {"tokens_out", a.tokens_out.empty() ? "" : same_path_form(a.tokens_out).string()},
                 {"tokens_in_results", !a.no_tokens_in_results},
                 {"draw_stream", kDrawStream}};
   // Options that change tokens or the dataset's form, each only when not at its default, so
@@ -257,7 +278,10 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   // 5. Continue (same identity, torn tail cut, dataset reconciled) or start clean.
   if (a.resume) {
     check_sidecar(o.sidecar, o.out_path, o.identity);
+    o.sidecar_before = slurp_file(o.sidecar);
+    if (!o.dataset.dir.empty()) o.dataset_info_before = slurp_file(dataset_info_path(o.dataset));
     o.done = scan_results(o.out_path);
+    o.changed = o.done.dropped_bytes > 0;
     if (!a.quiet && o.done.dropped_bytes > 0)
       log_info(cat("resume: cut a torn last line (line ", o.done.dropped_line, ", ",
                    o.done.dropped_bytes, " bytes) from ", o.out_path));
@@ -265,6 +289,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
       o.reconciled = reconcile_dataset(o.dataset, o.model, o.out_path);
       const DatasetReconcile& r = o.reconciled;
       if (r.records_dropped > 0) o.done = scan_results(o.out_path);  // the rewritten file
+      o.changed = o.changed || r.files_removed > 0 || r.records_dropped > 0;
       if (!a.quiet && (r.files_removed > 0 || r.records_dropped > 0 || r.temp_removed > 0))
         log_info(cat("resume: dataset ", o.dataset.dir, ": kept ", r.files_kept, " files (",
                      r.samples_kept, " samples); rolled back ", r.files_removed, " files and ",

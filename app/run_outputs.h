@@ -26,6 +26,10 @@ struct RunOutputs {
   ResumeState done;                 // --resume: what the results file already holds
   DatasetReconcile reconciled;      // --resume with --tokens-out
   OutputLock out_lock, report_lock, dataset_lock;
+  // --resume: the side file and dataset.json as they were, so that a run refused before it
+  // changed anything (another jobs file, found as its lines are read) can put them back.
+  std::string sidecar_before, dataset_info_before;
+  bool changed = false;  // records, data files or a reconciliation written by this run
 };
 
 // Checks, creates, locks and (with --resume) reconciles; prints the warnings and the resume

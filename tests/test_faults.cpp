@@ -112,6 +112,10 @@ TEST_CASE("a file-size limit: EFBIG is a fatal error naming the file; resume com
   CHECK(e.err.rfind("loom: error: cannot write ", 0) == 0);
   CHECK(e.err.find(dir + "/out/") != std::string::npos);
   CHECK(e.err.find("File too large") != std::string::npos);
+  // No run writes the output now: its side file (small enough to pass) says so, and why.
+  const json side = json::parse(slurp(dir + "/out/r.jsonl.loom.json"));
+  CHECK(side["state"] == "failed");
+  CHECK(e.err.find(side["error"].get<std::string>()) != std::string::npos);
   resume_and_compare(dir, "after EFBIG");
 }
 

@@ -172,11 +172,13 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   const std::map<SampleKey, Rows> recorded = recorded_rows(results_path);
   std::set<SampleKey> kept_samples;
   std::vector<json> manifest;
+  std::vector<std::string> unrecorded;  // whole files with samples the records lack
   for (const auto& [seq, name] : dataset_files(opt)) {
     rc.next_seq = std::max(rc.next_seq, seq + 1);
     const std::string path = opt.dir + "/" + name;
     std::vector<json> entries;
     std::string problem = check_data_file(path, name, model, entries);
+    const bool whole = problem.empty();
     for (size_t i = 0; problem.empty() && i < entries.size(); ++i) {
       const json& e = entries[i];
       SampleKey key{id_text(e["id"]), e["sample"].get<uint64_t>()};
@@ -188,9 +190,13 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
     }
     if (!problem.empty()) {
       if (rc.first_problem.empty()) rc.first_problem = name + ": " + problem;
+      ++rc.files_removed;
+      if (whole) {
+        unrecorded.push_back(path);  // removed below, once it is clear there is only one
+        continue;
+      }
       fs::remove(path, ec);
       LOOM_CHECK(!ec, "cannot remove the incomplete dataset file ", path, ": ", ec.message());
-      ++rc.files_removed;
       continue;
     }
     ++rc.files_kept;
@@ -199,6 +205,16 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
       rc.rows_kept += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
       manifest.push_back(std::move(e));
     }
+  }
+  // Data before index: a stopped run leaves at most one whole file whose records it did not
+  // write. More are files whose records are in another results file: never rolled back.
+  LOOM_CHECK(unrecorded.size() <= 1, "--resume: ", unrecorded.size(), " data files of ", opt.dir,
+             " have samples with no record in ", results_path, " (", rc.first_problem,
+             "); a stopped run leaves at most one, so these are another results file's: resume "
+             "with the --out that made them, or pass --overwrite to start over");
+  for (const std::string& path : unrecorded) {
+    fs::remove(path, ec);
+    LOOM_CHECK(!ec, "cannot remove the incomplete dataset file ", path, ": ", ec.message());
   }
   rc.samples_kept = int64_t(kept_samples.size());
   for (const auto& [key, where] : recorded) {

@@ -68,8 +68,8 @@ struct MergeOptions {
 MergeCounts merge_results(const std::vector<std::string>& inputs, const std::string& jobs_path,
                           const std::string& out_path, const MergeOptions& options = {});
 
-// Refuses an existing, non-empty `out` (not "-") unless overwrite: merges replace nothing by
-// accident, as runs do.
+// Refuses an `out` (not "-") that is a run's results file (its side file beside it), and an
+// existing, non-empty one unless overwrite: merges replace nothing by accident, as runs do.
 void check_merge_out(const std::string& out, bool overwrite);
 
 // One line on what a partial merge lacks, e.g. `missing shard 3 of 4; 5 jobs without records
