@@ -188,6 +188,11 @@ TEST_CASE("a dataset and a report belong to their results file: no other run rep
                          "/alink/ds --samples-per-file 3 --resume"),
             dir)
             .code == 0);
+  // An older loom wrote tokens_out as spelled: the folder behind the link still resumes.
+  json side = json::parse(slurp(dir + "/a/r.jsonl.loom.json"));
+  side["identity"]["tokens_out"] = dir + "/alink/ds";
+  std::ofstream(dir + "/a/r.jsonl.loom.json") << side.dump();
+  CHECK(run(a + " --resume", dir).code == 0);
 }
 
 TEST_CASE("--resume refuses sampling defaults and dataset options other than the run's") {
