@@ -6,7 +6,6 @@
 // measures no ceiling (the cpu) shows n/a for it and for what is relative to it, JSON null.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "app/setup.h"
 #include "core/error.h"
 #include "engine/report.h"
+#include "io/outputs.h"
 
 namespace loom {
 namespace {
@@ -143,6 +143,7 @@ int bench_command(const BenchArgs& a) {
   // --json -: the JSON alone on stdout, the table on stderr.
   const bool json_stdout = a.json_out == "-";
   FILE* tab = json_stdout ? stderr : stdout;
+  if (!a.json_out.empty()) check_file_output("bench: ", "--json", a.json_out, a.overwrite);
   OpenedModel om = open_model(a.model, a.engine, false);
   const ModelSpec& spec = om.model.spec;
   Backend& be = *om.backend;
@@ -377,9 +378,8 @@ int bench_command(const BenchArgs& a) {
   if (json_stdout) {
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
   } else if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    LOOM_CHECK(f.good(), "cannot write ", a.json_out);
-    f << out.dump(2) << "\n";
+    create_parent_dirs("--json", a.json_out, false);
+    write_file_atomic(a.json_out, out.dump(2) + "\n");  // whole or not at all
   }
   return kExitOk;
 }

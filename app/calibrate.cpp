@@ -5,7 +5,9 @@
 // s = absmax · margin / 448, and the held-out run counts the elements those scales would
 // saturate. Scales that saturate more than 1e-5 of the held-out elements are refused.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "app/commands.h"
 #include "app/log.h"
@@ -43,8 +45,8 @@ int calibrate_command(const CalibrateArgs& a) {
              "calibrate: --kv-dtype fp8 given; calibration measures K and V with the KV cache in "
              "the compute dtype (drop --kv-dtype)");
   LOOM_CHECK(a.engine.kv_scales.empty(), "calibrate: --kv-scales given; calibrate makes them");
-  create_parent_dirs("--out", a.out, false);
-  probe_output("--out", a.out, false);
+  // Checked before the rollouts; its folders made only when the scales pass.
+  check_file_output("calibrate: ", "--out", a.out, a.overwrite, {a.jobs});
   OpenedModel om = open_model(a.model, a.engine, false);
   const ModelSpec& spec = om.model.spec;
 
@@ -117,7 +119,14 @@ int calibrate_command(const CalibrateArgs& a) {
   absmax["k"] = fitted.k_absmax;
   absmax["v"] = fitted.v_absmax;
   extra["absmax"] = absmax;
-  write_file_atomic(a.out, kv_scales_json(s, extra).dump(2) + "\n");
+  const std::string text = kv_scales_json(s, extra).dump(2) + "\n";
+  if (a.out == "-") {
+    LOOM_CHECK(std::fputs(text.c_str(), stdout) >= 0 && std::fflush(stdout) == 0,
+               "calibrate: cannot write the scales to stdout: ", std::strerror(errno));
+    return kExitOk;
+  }
+  create_parent_dirs("--out", a.out, false);
+  write_file_atomic(a.out, text);
   log_info(cat("calibrate: wrote ", a.out));
   return kExitOk;
 }

@@ -255,6 +255,7 @@ void add_bench(CLI::App* cmd, BenchArgs& b, int& deprecated_jobs) {
   cmd->add_option("--json", b.json_out,
                   "write results as JSON here ('-' = stdout, the table to stderr)")
       ->type_name("FILE");
+  cmd->add_flag("--overwrite", b.overwrite, "replace an existing --json file");
   add_engine_options(cmd, b.engine);
   cmd->add_option("--jobs", deprecated_jobs, "use --num-jobs (run --jobs is a file)")
       ->check(integer_in(1))
@@ -268,9 +269,10 @@ void add_calibrate(CLI::App* cmd, CalibrateArgs& c) {
   cmd->add_option("--jobs,-i", c.jobs, "jobs JSONL whose rollouts set the scales")
       ->required()
       ->type_name("FILE");
-  cmd->add_option("--out,-o", c.out, "scales JSON to write (for run --kv-scales)")
+  cmd->add_option("--out,-o", c.out, "scales JSON to write (for run --kv-scales; '-' = stdout)")
       ->required()
       ->type_name("FILE");
+  cmd->add_flag("--overwrite", c.overwrite, "replace an existing --out");
   cmd->add_option("--margin", c.margin, "scale = absmax x margin / 448")
       ->check(number_in(1.0, false, 64.0, false))
       ->type_name("F");

@@ -77,6 +77,7 @@ struct BenchArgs {
   bool shared_only = false;  // with shared_group: leave out the unshared pass
   int repeats = 1;
   bool profile = false;
+  bool overwrite = false;  // replace an existing --json file
 };
 
 // `loom calibrate`: FP8 KV scales from rollouts of real jobs (app/calibrate.cpp).
@@ -89,6 +90,7 @@ struct CalibrateArgs {
   double margin = 1.25;              // s = absmax · margin / 448
   int held_out_every = 4;            // every Nth job checks the scales instead of setting them
   std::string granularity = "head";  // head | layer
+  bool overwrite = false;            // replace an existing --out
 };
 
 int run_command(const RunArgs& args);

@@ -4,7 +4,10 @@
 // `loom: error:` line on stderr and exit 2.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "app/cli_errors.h"
@@ -15,7 +18,20 @@
 
 using namespace loom;
 
+namespace {
+
+// Output that a full disk or a closed pipe refused fails at the last flush too: never exit 0.
+int flushed(int code) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+  std::fprintf(stderr, "loom: error: cannot write to stdout: %s\n", std::strerror(errno));
+  return kExitFatal;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // A closed pipe on stdout or stderr is an error on write (EPIPE), not a silent death.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"loom: fast offline batch inference for video-token world models", "loom"};
   app.set_version_flag("--version", version_text());
   CliArgs args;
@@ -37,11 +53,11 @@ int main(int argc, char** argv) {
   }
   try {
     finish_args(cmd, args, argc, argv);
-    if (*cmd.run) return run_command(args.run);
-    if (*cmd.inspect) return inspect_command(args.inspect);
-    if (*cmd.merge) return merge_command(args.merge);
-    if (*cmd.bench) return bench_command(args.bench);
-    if (*cmd.calibrate) return calibrate_command(args.calibrate);
+    if (*cmd.run) return flushed(run_command(args.run));
+    if (*cmd.inspect) return flushed(inspect_command(args.inspect));
+    if (*cmd.merge) return flushed(merge_command(args.merge));
+    if (*cmd.bench) return flushed(bench_command(args.bench));
+    if (*cmd.calibrate) return flushed(calibrate_command(args.calibrate));
   } catch (const Error& e) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     return kExitFatal;

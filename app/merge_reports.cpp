@@ -49,7 +49,7 @@ int merge_reports_command(const std::vector<std::string>& reports, const std::st
     LOOM_CHECK(!same_path(r, out), "merge: --out ", out, " is also an input (", r,
                "); write the merged report somewhere else");
   }
-  check_merge_out(out, overwrite);
+  check_file_output("merge: ", "--out", out, overwrite);
   const nlohmann::json merged = merge_reports(reports);
   const std::string text = merged.dump(2) + "\n";
   if (out == "-") {

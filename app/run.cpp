@@ -170,6 +170,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   };
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGHUP, on_signal);  // a closed terminal or `scancel --signal=HUP`: stop as well
 
   auto source = [&](Job& job, JobError& err, bool& ok) {
     while (reader.next(job, err, ok)) {
@@ -291,7 +292,7 @@ int merge_command(const MergeArgs& m) {
   LOOM_CHECK(!m.out.empty(), "merge: expected --out FILE for the merged results");
   MergeOptions mo;
   mo.allow_partial = m.allow_partial;
-  check_merge_out(m.out, m.overwrite);
+  check_file_output("merge: ", "--out", m.out, m.overwrite);
   const MergeCounts c = merge_results(m.inputs, m.jobs, m.out, mo);
   std::fprintf(
       stderr, "loom: merged %lld files: %lld records (%lld ok, %lld errors)%s into %s\n",

@@ -302,6 +302,24 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", o.out_path, ": ", ec.message());
     if (!o.dataset.dir.empty()) remove_dataset_shard(o.dataset);
   }
+
+  // A shard writing here makes the folder's merged index (loom merge --dataset) stale, and a
+  // reader would take it for the dataset: it goes, and the next merge writes it again.
+  const std::string merged_index = o.dataset.dir + "/dataset.json";
+  if (!o.dataset.dir.empty() && o.shard.count > 1 && is_merged_index(merged_index)) {
+    std::error_code ec;
+    for (const std::string& p : {o.dataset.dir + "/manifest.jsonl", merged_index}) {
+      fs::remove(p, ec);
+      LOOM_CHECK(!ec, "cannot remove the merged index ", p, " (stale once shard ", o.shard.index,
+                 "/", o.shard.count, " writes): ", ec.message());
+    }
+    if (!a.quiet)
+      log_info(cat("removed ", o.dataset.dir,
+                   "'s merged index (manifest.jsonl, dataset.json): "
+                   "shard ",
+                   o.shard.index, "/", o.shard.count,
+                   " writes there now; run loom merge --dataset again when the shards are done"));
+  }
 }
 
 }  // namespace loom

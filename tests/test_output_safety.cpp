@@ -356,3 +356,105 @@ TEST_CASE("--shard auto that finds no launcher under an array says so") {
                    "several tasks (SLURM_ARRAY_TASK_COUNT=4); for Slurm array tasks pass "
                    "--shard array") != std::string::npos);
 }
+
+TEST_CASE("calibrate and bench: an existing file only with --overwrite, never a run's results") {
+  const std::string dir = temp_dir("safety_other_outputs");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
+  REQUIRE(run(run_args(jobs, dir + "/r.jsonl", ""), dir).code == 0);
+  const std::string records = slurp(dir + "/r.jsonl"), jobs_bytes = slurp(jobs);
+  std::ofstream(dir + "/old.json") << "{}\n";
+  const std::string cal = "calibrate --backend cpu" + kModel + " --jobs " + jobs + " --margin 3 ";
+  const std::string bench =
+      "bench --backend cpu" + kModel + " --frames 1 --context-frames 1 --json ";
+  struct Case {
+    std::string args, error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {cal + "--out " + dir + "/r.jsonl",
+            "calibrate: --out " + dir + "/r.jsonl is a loom run's results file"},
+           {cal + "--overwrite --out " + dir + "/r.jsonl", "is a loom run's results file"},
+           {cal + "--overwrite --out " + jobs, "calibrate: --out " + jobs + " is also an input"},
+           {cal + "--out " + dir + "/old.json",
+            "calibrate: --out " + dir + "/old.json already exists; pass --overwrite"},
+           {bench + dir + "/r.jsonl", "bench: --json " + dir + "/r.jsonl is a loom run's results"},
+           {bench + dir + "/old.json", "bench: --json " + dir + "/old.json already exists"}}) {
+    Exit e = run(c.args, dir);
+    CHECK(e.code == 2);
+    CHECK_MESSAGE(e.err.find(c.error) != std::string::npos, e.err, " lacks: ", c.error);
+  }
+  CHECK(slurp(dir + "/r.jsonl") == records);
+  CHECK(slurp(jobs) == jobs_bytes);
+  CHECK(slurp(dir + "/old.json") == "{}\n");
+
+  // --overwrite replaces; "-" is stdout; a new path's folders are made.
+  CHECK(run(cal + "--overwrite --out " + dir + "/old.json", dir).code == 0);
+  CHECK(json::parse(slurp(dir + "/old.json")).contains("k"));
+  CHECK(std::system(
+            (kLoom + " " + cal + "--out - > " + dir + "/stdout.json 2>/dev/null").c_str()) == 0);
+  CHECK(json::parse(slurp(dir + "/stdout.json")).contains("v"));
+  CHECK(run(bench + dir + "/new/b.json", dir).code == 0);
+  CHECK(json::parse(slurp(dir + "/new/b.json")).contains("latency"));
+}
+
+TEST_CASE("SIGHUP stops as SIGINT does; a closed stdout pipe is an error, not a silent death") {
+  const std::string dir = temp_dir("safety_signals");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
+  Spawned s = spawn(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2 --report " + dir + "/rep.json"),
+                    dir + "/hup.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/r.jsonl").empty() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  kill(s.pid, SIGHUP);
+  Exit hup = wait_for(s);
+  CHECK(hup.code == 130);
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "stopped");
+  CHECK(json::parse(slurp(dir + "/rep.json")).contains("generated"));
+  CHECK(!fs::exists(dir + "/r.jsonl.lock"));
+
+  // `loom run --out - | head -c 100`: loom's exit status, through bash's PIPESTATUS.
+  const std::string piped = "bash -c '" + kLoom + " " + run_args(jobs, "-", "--max-seqs 2") +
+                            " 2>" + dir + "/pipe.err | head -c 100 >/dev/null; " +
+                            "exit ${PIPESTATUS[0]}'";
+  const int status = std::system(piped.c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(slurp(dir + "/pipe.err").find("cannot write results to stdout: Broken pipe") !=
+        std::string::npos);
+}
+
+TEST_CASE("a jobs file truncated under the run is a fatal error, not a bad line") {
+  const std::string dir = temp_dir("safety_truncated");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
+  Spawned s = spawn(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2"), dir + "/run.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/r.jsonl").empty() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::ofstream(jobs, std::ios::trunc).close();
+  Exit e = wait_for(s);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("loom: error: the jobs file " + jobs + " shrank while it was read") !=
+        std::string::npos);
+  for (const json& r : read_lines(dir + "/r.jsonl")) CHECK(r["status"] == "ok");
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "failed");
+}
+
+TEST_CASE("a shard that writes into a merged folder removes the stale merged index") {
+  const std::string dir = temp_dir("safety_stale_index");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  const std::string shard =
+      run_args(jobs, dir + "/s.jsonl", "--tokens-out " + dir + "/ds --shard ");
+  for (const char* k : {"0/2", "1/2"}) REQUIRE(run(shard + k, dir).code == 0);
+  REQUIRE(run("merge --dataset " + dir + "/ds", dir).code == 0);
+  REQUIRE(fs::exists(dir + "/ds/manifest.jsonl"));
+  Exit again = run("run" + kModel + " --jobs " + jobs + " --out " + dir + "/s.jsonl --tokens-out " +
+                       dir + "/ds --shard 1/2 --resume",
+                   dir);
+  CHECK(again.code == 0);
+  CHECK(again.err.find("removed " + dir + "/ds's merged index") != std::string::npos);
+  CHECK(!fs::exists(dir + "/ds/manifest.jsonl"));
+  CHECK(!fs::exists(dir + "/ds/dataset.json"));
+  CHECK(run("merge --dataset " + dir + "/ds", dir).code == 0);
+  CHECK(read_lines(dir + "/ds/manifest.jsonl").size() == 9);
+}

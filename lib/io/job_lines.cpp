@@ -328,13 +328,29 @@ void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
   impl_->make_index(hash);
 }
 
+namespace {
+
+// A regular jobs file that is now shorter than what was read of it was truncated or replaced
+// under the run: what was read last may be half a line, and what follows is gone.
+void check_not_shrunk(const std::string& path, bool regular, uint64_t read) {
+  struct stat sb {};
+  if (!regular || ::stat(path.c_str(), &sb) != 0 || uint64_t(sb.st_size) >= read) return;
+  fail("the jobs file ", path, " shrank while it was read (", read, " bytes read, ",
+       uint64_t(sb.st_size),
+       " now): it was truncated or replaced; restore it and rerun with --resume");
+}
+
+}  // namespace
+
 bool JobReader::next(Job& job, JobError& error, bool& ok) {
   Impl& m = *impl_;
   bool too_long = false;
   for (;;) {
     const uint64_t start = m.offset;
-    if (!read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset))
+    if (!read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset)) {
+      check_not_shrunk(m.path, m.regular, m.offset);
       return false;
+    }
     ++m.line;
     std::string& t = m.text;
     trim_job_line(t, m.line);
@@ -351,6 +367,7 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       ok = false;
     } else {
       ok = parse_line(t, m.line, m.spec, m.defaults, job, error, id);
+      if (!ok) check_not_shrunk(m.path, m.regular, m.offset);  // not a bad line: a cut one
     }
     if (int64_t earlier = m.ids.add(id.text, m.line, start)) {
       duplicate_id(id, m.line, earlier, error);

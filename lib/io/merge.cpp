@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -460,17 +459,6 @@ MergeCounts merge_results(const std::vector<std::string>& inputs, const std::str
     }
   }
   return counts;
-}
-
-void check_merge_out(const std::string& out, bool overwrite) {
-  if (out == "-") return;
-  // A run's results (running or done) are never a merge's to replace, --overwrite or not.
-  std::error_code ec;
-  LOOM_CHECK(!std::filesystem::exists(sidecar_path(out), ec), "merge: --out ", out,
-             " is a loom run's results file (", sidecar_path(out),
-             " beside it); choose another --out");
-  LOOM_CHECK(overwrite || !nonempty_file(out), "merge: --out ", out,
-             " already exists; pass --overwrite to replace it, or choose a new --out");
 }
 
 std::string merge_missing_summary(const MergeCounts& c) {

@@ -64,13 +64,9 @@ struct MergeOptions {
 // have been made by one model with the same options but the shard, and be finished (state
 // "complete"; with allow_partial an unfinished one is counted instead). out_path must not be
 // an input, the jobs file or an input's side file (an existing one is replaced: the CLI asks
-// check_merge_out first).
+// check_file_output first).
 MergeCounts merge_results(const std::vector<std::string>& inputs, const std::string& jobs_path,
                           const std::string& out_path, const MergeOptions& options = {});
-
-// Refuses an `out` (not "-") that is a run's results file (its side file beside it), and an
-// existing, non-empty one unless overwrite: merges replace nothing by accident, as runs do.
-void check_merge_out(const std::string& out, bool overwrite);
 
 // One line on what a partial merge lacks, e.g. `missing shard 3 of 4; 5 jobs without records
 // (job id "j3" (line 4), ...)`; "" when complete().

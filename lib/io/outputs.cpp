@@ -101,6 +101,22 @@ bool same_path(const std::string& a, const std::string& b) {
          sa.st_ino == sb.st_ino;
 }
 
+void check_file_output(const std::string& who, const std::string& option, const std::string& path,
+                       bool overwrite, const std::vector<std::string>& inputs) {
+  if (path == "-") return;
+  for (const std::string& in : inputs) {
+    LOOM_CHECK(!same_path(in, path), who, option, " ", path, " is also an input (", in,
+               "); write it somewhere else");
+  }
+  std::error_code ec;
+  const std::string side = path + ".loom.json";  // sidecar.h's sidecar_path
+  LOOM_CHECK(!fs::exists(side, ec), who, option, " ", path, " is a loom run's results file (", side,
+             " beside it); choose another ", option);
+  LOOM_CHECK(overwrite || !nonempty_file(path), who, option, " ", path,
+             " already exists; pass --overwrite to replace it, or choose a new ", option);
+  probe_output(option, path, false);
+}
+
 bool nonempty_file(const std::string& path) {
   struct stat sb {};
   return ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;

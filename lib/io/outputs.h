@@ -32,6 +32,14 @@ std::filesystem::path same_path_form(const std::string& path);
 // link, a bind mount).
 bool same_path(const std::string& a, const std::string& b);
 
+// A single-file output of a command other than `run` (calibrate --out, bench --json, merge
+// --out), checked before any work: never a run's results file (its side file
+// `<path>.loom.json` beside it, a run writing it or done), never one of `inputs`, an existing
+// one replaced only with overwrite, and its folder able to take it (probe_output). `who` and
+// `option` name it in errors ("merge: ", "--out"). "-" (stdout) passes.
+void check_file_output(const std::string& who, const std::string& option, const std::string& path,
+                       bool overwrite, const std::vector<std::string>& inputs = {});
+
 // True when `path` exists and is a regular file with at least one byte.
 bool nonempty_file(const std::string& path);
 

@@ -10,6 +10,7 @@ import collections
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 from safetensors import safe_open
@@ -44,6 +45,22 @@ def manifest_paths(root):
         raise ValueError(f"{root}: manifests of runs with different shard counts {counts}; "
                          "remove the stale ones")
     return [os.path.join(root, name) for _, _, name in sorted(shards)]
+
+
+def _unfinished(root, manifests):
+    """'name: state' of each index (dataset.json beside a manifest) whose state is not
+    complete: a run still writing, stopped, or a merge with --allow-partial."""
+    out = []
+    for path in manifests:
+        name = "dataset" + os.path.basename(path)[len("manifest"):-len(".jsonl")] + ".json"
+        try:
+            with open(os.path.join(root, name), encoding="utf-8") as f:
+                state = json.load(f).get("state")
+        except (OSError, ValueError):
+            continue
+        if state != "complete":
+            out.append(f"{name}: {state}")
+    return out
 
 
 def _lines(path):
@@ -81,6 +98,11 @@ class Dataset:
         if os.path.exists(info):
             with open(info, encoding="utf-8") as f:
                 self.info = json.load(f)
+        unfinished = _unfinished(self.root, self.manifests)
+        if unfinished:
+            warnings.warn(f"{self.root}: not a finished dataset ({', '.join(unfinished)}); "
+                          "samples may be missing: finish the runs (loom run --resume) and "
+                          "merge again (loom merge --dataset)", stacklevel=2)
 
     def entries(self):
         """The manifest lines as dicts, in order, read as they are needed."""

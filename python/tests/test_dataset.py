@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 
@@ -211,3 +212,20 @@ class TorchAdapter(TempDirTest):
                  for r in (0, 1)]
         self.assertEqual(sorted(ranks[0] + ranks[1]), sorted(want))
         self.assertTrue(ranks[0] and ranks[1])
+
+
+class UnfinishedWarns(TempDirTest):
+    def test_an_unfinished_index_warns(self):
+        root = self.path("ds")
+        os.makedirs(root)
+        open(os.path.join(root, "manifest.jsonl"), "w").close()
+        with open(os.path.join(root, "dataset.json"), "w") as f:
+            json.dump({"format": "loom-dataset", "state": "partial"}, f)
+        with self.assertWarnsRegex(UserWarning, r"dataset.json: partial"):
+            loom.Dataset(root)
+        with open(os.path.join(root, "dataset.json"), "w") as f:
+            json.dump({"format": "loom-dataset", "state": "complete"}, f)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            self.assertEqual(len(loom.Dataset(root)), 0)
+
