@@ -229,6 +229,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   o.model.name = mid.architecture + ":" + a.model;
   o.model.spec = mid.spec;
   o.identity = {{"model_fingerprint", mid.fingerprint},
+                {"weights_sample", mid.weights_sample},
                 {"architecture", mid.architecture},
                 {"backend", backend},
                 {"dtype", dtype},

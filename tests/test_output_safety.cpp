@@ -458,3 +458,34 @@ TEST_CASE("a shard that writes into a merged folder removes the stale merged ind
   CHECK(run("merge --dataset " + dir + "/ds", dir).code == 0);
   CHECK(read_lines(dir + "/ds/manifest.jsonl").size() == 9);
 }
+
+TEST_CASE("--resume refuses a checkpoint whose weights changed in place") {
+  const std::string dir = temp_dir("safety_weights");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
+  fs::copy(kData + "/tiny_v1", dir + "/ck", fs::copy_options::recursive);
+  const std::string args =
+      "run -q --model " + dir + "/ck --jobs " + jobs + " --out " + dir + "/r.jsonl --resume";
+  REQUIRE(run(args, dir).code == 0);
+  // An older loom's side file has no weights_sample: it resumes as before.
+  const std::string side = slurp(dir + "/r.jsonl.loom.json");
+  json old_side = json::parse(side);
+  REQUIRE(old_side["identity"].contains("weights_sample"));
+  old_side["identity"].erase("weights_sample");
+  std::ofstream(dir + "/r.jsonl.loom.json") << old_side.dump();
+  CHECK(run(args, dir).code == 0);
+  std::ofstream(dir + "/r.jsonl.loom.json") << side;
+
+  // The last byte of a weight file (the end of a tensor) changed, its size and shapes kept.
+  std::string weights;
+  for (const auto& de : fs::directory_iterator(dir + "/ck"))
+    if (de.path().extension() == ".safetensors") weights = de.path().string();
+  std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-1, std::ios::end);
+  const char last = char(f.get());
+  f.seekp(-1, std::ios::end);
+  f.put(char(last ^ 0x01));
+  f.close();
+  Exit changed = run(args, dir);
+  CHECK(changed.code == 2);
+  CHECK(changed.err.find("was made with weights_sample = ") != std::string::npos);
+}

@@ -383,6 +383,8 @@ void check_side_files(const std::vector<std::string>& inputs, bool allow_partial
     nlohmann::json keys = first;
     keys.update(id);
     for (auto it = keys.begin(); it != keys.end(); ++it) {
+      if (it.key() == kIdentitySince && !(id.contains(it.key()) && first.contains(it.key())))
+        continue;
       const auto value = [&](const nlohmann::json& j) {
         return j.contains(it.key()) ? j[it.key()].dump() : std::string("(absent)");
       };

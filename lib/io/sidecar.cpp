@@ -22,6 +22,8 @@ json read_json(const std::string& path) {
 
 }  // namespace
 
+const char* const kIdentitySince = "weights_sample";
+
 std::string sidecar_path(const std::string& out_path) {
   return out_path + ".loom.json";
 }
@@ -52,7 +54,7 @@ void check_sidecar(const std::string& path, const std::string& out_path,
     // A folder is the same folder however it was spelled (an older loom wrote it unresolved).
     const bool same_folder = it.key() == "tokens_out" && was.is_string() && now.is_string() &&
                              same_path(was.get<std::string>(), now.get<std::string>());
-    if (was != now && !same_folder) {
+    if (was != now && !same_folder && !(it.key() == kIdentitySince && !old.contains(it.key()))) {
       fail("--resume: ", out_path, " was made with ", it.key(), " = ", was.dump(),
            ", this run has ", it.key(), " = ", json(it.value()).dump(), " (", path,
            "); resume with the same model and options, or write to a new --out");

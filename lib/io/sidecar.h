@@ -13,6 +13,9 @@ namespace loom {
 // "<out>.loom.json"
 std::string sidecar_path(const std::string& out_path);
 
+// The identity key side files of loom 0.5.0 and before lack: compared only where both have it.
+extern const char* const kIdentitySince;
+
 // Fails when `path` exists and one of `identity`'s fields differs from the stored one, or when
 // `path` is missing but `out_path` already holds records (they cannot be checked).
 void check_sidecar(const std::string& path, const std::string& out_path,

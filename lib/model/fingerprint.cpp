@@ -1,6 +1,7 @@
 // model_identity (fingerprint.h).
 #include "model/fingerprint.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +40,7 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
   table_text << table.rdbuf();
 
   Fnv1a f;
+  uint64_t sample = kFnvOffset;
   f.add(ck->config().dump());
   f.add(table_text.str());
   for (const SafetensorsFile& file : ck->files()) {
@@ -48,9 +50,14 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
       f.add(std::to_string(int(e.dtype)));
       for (int64_t d : e.shape) f.add(std::to_string(d));
       f.add(std::to_string(e.begin) + ":" + std::to_string(e.end));
+      const char* bytes = static_cast<const char*>(file.tensor(e).data);
+      const uint64_t n = e.nbytes(), k = std::min<uint64_t>(n, 4096);
+      for (uint64_t at : {uint64_t(0), (n - k) / 2, n - k})
+        sample = fnv1a64(std::string_view(bytes + at, k), sample);
     }
   }
   id.fingerprint = "fnv1a64:" + hex64(f.h);
+  id.weights_sample = "fnv1a64:" + hex64(sample);
   return id;
 }
 
