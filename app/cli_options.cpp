@@ -310,6 +310,8 @@ void add_merge(CLI::App* cmd, MergeArgs& m) {
   cmd->add_flag("--allow-partial", m.allow_partial,
                 "merge what is there when shards or jobs are missing, report them, exit 1");
   cmd->add_flag("--overwrite", m.overwrite, "replace an existing --out");
+  cmd->add_flag("--no-lock", m.no_lock,
+                "--dataset: skip the shards' locks, only on file systems without fcntl locks");
 }
 
 // ---- After the parse ------------------------------------------------------------------------

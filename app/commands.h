@@ -101,6 +101,7 @@ struct MergeArgs {
   std::string jobs, out, dataset;
   bool allow_partial = false;
   bool overwrite = false;  // replace an existing --out
+  bool no_lock = false;    // --dataset: skip the shards' locks (file systems without locks)
 };
 
 // `loom merge`: results files (with --jobs), --reports, or --dataset; exactly one form.

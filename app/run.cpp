@@ -276,7 +276,7 @@ int merge_command(const MergeArgs& m) {
     LOOM_CHECK(m.out.empty() && m.jobs.empty() && !m.overwrite,
                "merge --dataset DIR writes DIR/manifest.jsonl "
                "and DIR/dataset.json; expected no --out, --jobs or --overwrite with it");
-    const DatasetMerge d = merge_dataset(m.dataset, m.allow_partial);
+    const DatasetMerge d = merge_dataset(m.dataset, m.allow_partial, m.no_lock);
     std::fprintf(stderr,
                  "loom: merged %zu of %d dataset shards: %lld samples, %lld rows in %lld files "
                  "into %s/manifest.jsonl\n",

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 
 #include "app/log.h"
 #include "app/setup.h"
@@ -38,11 +39,12 @@ bool within(const fs::path& a, const fs::path& b) {
   return std::mismatch(b.begin(), b.end(), a.begin(), a.end()).first == b.end();
 }
 
-// Names loom writes in a --tokens-out folder (any shard's): data-*.safetensors, manifest*,
-// dataset* and their temporary files.
+// Names loom writes in a --tokens-out folder (any shard's), and their temporary files.
 bool dataset_owned_name(const std::string& name) {
-  return name.rfind("manifest", 0) == 0 || name.rfind("dataset", 0) == 0 ||
-         (name.rfind("data-", 0) == 0 && name.find(".safetensors") != std::string::npos);
+  static const std::regex owned(
+      R"((manifest(\.shard-\d+-of-\d+)?\.jsonl|dataset(\.shard-\d+-of-\d+)?\.(json|lock))"
+      R"(|data-\d+(\.shard-\d+-of-\d+)?\.safetensors)(\.tmp-\d+)?)");
+  return std::regex_match(name, owned);
 }
 
 // Refuses, before anything is created, two of the run's paths that are one file however they
@@ -82,7 +84,8 @@ void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_fil
     LOOM_CHECK(!(f.real.parent_path() == dir && dataset_owned_name(f.real.filename().string())),
                f.what, " ", f.path, " takes a name the dataset writes in --tokens-out ",
                o.dataset.dir,
-               " (data-*.safetensors, manifest*, dataset*): expected another name or folder");
+               " (data-N.safetensors, manifest.jsonl, dataset.json and their shard forms): "
+               "expected another name or folder");
   }
 }
 
@@ -94,15 +97,28 @@ bool is_merged_index(const std::string& path) {
          j["shard"].contains("merged_from");
 }
 
-// What the run report at `path` reports on: its "results" (same_path_form of its --out), or
-// for a report without it its "out" in that form; "" when `path` is no run report.
-std::string report_results(const std::string& path) {
+// Whether the run report at `path` reports on `out`: by its "results" (same_path_form of its
+// --out), or, in a report of a loom that did not write it, by its "out" as typed: the same
+// file from this folder, or (typed relative to a folder unknown now) the last components of
+// `out`'s. `of` says what it reports on ("" when it is no run report).
+bool report_of(const std::string& path, const std::string& out, std::string& of) {
   std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  of.clear();
   if (!j.is_object() || !j.contains("generated") || !j.contains("out") || !j["out"].is_string())
-    return "";
-  if (j.contains("results") && j["results"].is_string()) return j["results"];
-  return same_path_form(j["out"].get<std::string>()).string();
+    return false;
+  if (j.contains("results") && j["results"].is_string()) {
+    of = j["results"];
+    return of == same_path_form(out).string();
+  }
+  const fs::path typed = fs::path(j["out"].get<std::string>()).lexically_normal();
+  of = typed.string();
+  if (same_path(typed.string(), out)) return true;
+  if (!typed.is_relative()) return false;
+  const fs::path ours = same_path_form(out);
+  const auto n = std::distance(typed.begin(), typed.end());
+  return std::distance(ours.begin(), ours.end()) >= n &&
+         std::equal(typed.begin(), typed.end(), std::prev(ours.end(), n));
 }
 
 // The bytes of `path`; "" when it cannot be read.
@@ -179,14 +195,18 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
                " already exists; pass --resume or --overwrite to replace it, or choose a new "
                "--report");
-    if (a.resume && nonempty_file(o.report_path)) {
-      const std::string of = report_results(o.report_path);
-      LOOM_CHECK(of == same_path_form(o.out_path).string(), "--report ", o.report_path,
-                 of.empty() ? std::string(" is not a loom run report")
-                            : " is the report of the results file " + of,
-                 "; --resume replaces only the report of its own --out (", o.out_path,
-                 "): choose a new --report");
-    }
+    std::error_code ec;
+    LOOM_CHECK(!fs::exists(sidecar_path(o.report_path), ec), "--report ", o.report_path,
+               " is a loom run's results file (", sidecar_path(o.report_path),
+               " beside it); choose another --report");
+    std::string of;
+    LOOM_CHECK(
+        !a.resume || !nonempty_file(o.report_path) || report_of(o.report_path, o.out_path, of),
+        "--report ", o.report_path,
+        of.empty() ? std::string(" is not a loom run report")
+                   : " is the report of the results file " + of,
+        "; --resume replaces only the report of its own --out (", o.out_path,
+        "): choose a new --report");
   }
   if (!o.dataset.dir.empty()) {
     probe_output("--tokens-out", o.dataset.dir, true);

@@ -79,24 +79,33 @@ TEST_CASE("one file under two names: refused before anything is created") {
   CHECK(tokens_by_sample(dir + "/o/ds/results.jsonl") == dataset_samples(dir + "/o/ds"));
 }
 
-TEST_CASE("a --report onto a running run's --out fails at once; its records are kept") {
+TEST_CASE("a --report onto a running run's --out or --report fails at once; its records are kept") {
   const std::string dir = temp_dir("safety_report_lock");
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
-  Spawned first = spawn(run_args(jobs, dir + "/a.jsonl", "--max-seqs 2"), dir + "/a.err");
+  Spawned first =
+      spawn(run_args(jobs, dir + "/a.jsonl", "--max-seqs 2 --report " + dir + "/rep.json"),
+            dir + "/a.err");
   const auto t0 = std::chrono::steady_clock::now();
   while (slurp(dir + "/a.jsonl").empty() &&
          std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  // --overwrite passes the check for an existing --report; the lock still holds it off.
-  Exit second = run(run_args(make_tiny_v1_jobs(dir + "/b_jobs.jsonl", 2, 2), dir + "/b.jsonl",
-                             "--overwrite --report " + dir + "/a.jsonl"),
-                    dir);
+  // --overwrite passes the check for an existing --report; what holds it off is that a.jsonl is
+  // a run's results (its side file beside it), and that rep.json is locked by the run.
+  const std::string b_jobs = make_tiny_v1_jobs(dir + "/b_jobs.jsonl", 2, 2);
+  Exit onto_out =
+      run(run_args(b_jobs, dir + "/b.jsonl", "--overwrite --report " + dir + "/a.jsonl"), dir);
+  Exit onto_report =
+      run(run_args(b_jobs, dir + "/b.jsonl", "--overwrite --report " + dir + "/rep.json"), dir);
   kill(first.pid, SIGKILL);
   wait_for(first);
-  CHECK(second.code == 2);
-  CHECK(second.err.find("--report " + dir + "/a.jsonl is being written by another loom run") !=
+  CHECK(onto_out.code == 2);
+  CHECK(onto_out.err.find("--report " + dir + "/a.jsonl is a loom run's results file") !=
         std::string::npos);
-  CHECK(second.err.find(" pid " + std::to_string(first.pid) + " since ") != std::string::npos);
+  CHECK(onto_report.code == 2);
+  CHECK(
+      onto_report.err.find("--report " + dir + "/rep.json is being written by another loom run") !=
+      std::string::npos);
+  CHECK(onto_report.err.find(" pid " + std::to_string(first.pid) + " since ") != std::string::npos);
   const std::vector<json> records = read_lines(dir + "/a.jsonl");
   CHECK(!records.empty());
   for (const json& r : records) CHECK(r["status"] == "ok");
@@ -471,6 +480,7 @@ TEST_CASE("--resume refuses a checkpoint whose weights changed in place") {
   json old_side = json::parse(side);
   REQUIRE(old_side["identity"].contains("weights_sample"));
   old_side["identity"].erase("weights_sample");
+  old_side["schema"] = 1;
   std::ofstream(dir + "/r.jsonl.loom.json") << old_side.dump();
   CHECK(run(args, dir).code == 0);
   std::ofstream(dir + "/r.jsonl.loom.json") << side;
@@ -488,4 +498,96 @@ TEST_CASE("--resume refuses a checkpoint whose weights changed in place") {
   Exit changed = run(args, dir);
   CHECK(changed.code == 2);
   CHECK(changed.err.find("was made with weights_sample = ") != std::string::npos);
+}
+
+TEST_CASE("results of loom 0.5.0 resume and merge: keys it did not record are not compared") {
+  const std::string dir = temp_dir("safety_schema1");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
+  fs::create_directories(dir + "/real");
+  fs::create_directory_symlink(dir + "/real", dir + "/link");
+  const std::string shard =
+      run_args(jobs, dir + "/link/r.jsonl", "--seed 7 --tokens-out " + dir + "/link/ds --shard ");
+  for (const char* k : {"0/2", "1/2"}) REQUIRE(run(shard + k, dir).code == 0);
+  // As 0.5.0 wrote shard 0's side file: schema 1, no weights_sample or seed, the folder as typed.
+  const std::string side0 = dir + "/real/r.shard-0-of-2.jsonl.loom.json";
+  json old = json::parse(slurp(side0));
+  old["schema"] = 1;
+  old["identity"].erase("weights_sample");
+  old["identity"].erase("seed");
+  old["identity"]["tokens_out"] = dir + "/link/ds";
+  std::ofstream(side0) << old.dump();
+  CHECK(run("merge --jobs " + jobs + " --out " + dir + "/all.jsonl " + dir +
+                "/real/r.shard-0-of-2.jsonl " + dir + "/real/r.shard-1-of-2.jsonl",
+            dir)
+            .code == 0);
+  CHECK(run(shard + "0/2 --resume", dir).code == 0);
+  // A 0.5.0 report has no "results": its "out" as typed, from another folder, still matches.
+  const std::string rep = dir + "/real/rep.json";
+  REQUIRE(run(run_args(jobs, dir + "/real/r2.jsonl", "--report " + rep), dir).code == 0);
+  json report = json::parse(slurp(rep));
+  report.erase("results");
+  report["out"] = "real/r2.jsonl";
+  std::ofstream(rep) << report.dump();
+  CHECK(run(run_args(jobs, dir + "/real/r2.jsonl", "--resume --report " + rep), dir).code == 0);
+}
+
+TEST_CASE("merge --dataset holds the shards' locks; a running shard is refused or left out") {
+  const std::string dir = temp_dir("safety_merge_lock");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
+  const std::string shard =
+      run_args(jobs, dir + "/s.jsonl", "--tokens-out " + dir + "/ds --shard ");
+  REQUIRE(run(shard + "0/2", dir).code == 0);
+  const std::string big = make_tiny_v1_jobs(dir + "/big.jsonl", 400, 8);
+  Spawned s1 =
+      spawn(run_args(big, dir + "/s.jsonl", "--max-seqs 2 --tokens-out " + dir + "/ds --shard 1/2"),
+            dir + "/s1.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/ds/dataset.shard-1-of-2.lock").find("pid") == std::string::npos &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Exit busy = run("merge --dataset " + dir + "/ds", dir);
+  Exit partial = run("merge --allow-partial --dataset " + dir + "/ds", dir);
+  kill(s1.pid, SIGKILL);
+  wait_for(s1);
+  CHECK(busy.code == 2);
+  CHECK(busy.err.find("shard 1/2 is being written by another loom run") != std::string::npos);
+  CHECK(partial.code == 1);
+  const json index = json::parse(slurp(dir + "/ds/dataset.json"));
+  CHECK(index["state"] == "partial");
+  CHECK(index["shard"]["unfinished"] == json::array({1}));
+  CHECK(read_lines(dir + "/ds/manifest.jsonl").size() == 2);  // shard 0: jobs 0 and 2
+}
+
+TEST_CASE("a jobs file rewritten in place under the run is a fatal error; appended lines run") {
+  const std::string dir = temp_dir("safety_rewritten");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
+  const std::string other = make_tiny_v1_jobs(dir + "/other.jsonl", 500, 3);
+  Spawned s = spawn(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2"), dir + "/run.err");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/r.jsonl").empty() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::string text = slurp(other);
+  text[9] = 'X';                                 // "job-0" → another id: the first bytes differ
+  std::ofstream(jobs, std::ios::trunc) << text;  // longer than before, same inode
+  Exit e = wait_for(s);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("loom: error: the jobs file " + jobs + " was rewritten while it was read") !=
+        std::string::npos);
+
+  // Lines appended to a jobs file are jobs of the run.
+  const std::string grow = make_tiny_v1_jobs(dir + "/grow.jsonl", 40, 8);
+  Spawned g = spawn(run_args(grow, dir + "/g.jsonl", "--max-seqs 1"), dir + "/grow.err");
+  const auto t1 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/g.jsonl").empty() &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::ifstream more(make_tiny_v1_jobs(dir + "/more.jsonl", 45, 8));
+  std::string line;
+  std::ofstream app(grow, std::ios::app);
+  for (int i = 0; std::getline(more, line); ++i)
+    if (i >= 40) app << line << "\n";
+  app.close();
+  CHECK(wait_for(g).code == 0);
+  CHECK(tokens_by_sample(dir + "/g.jsonl").size() == 67);  // 45 jobs, 1 + i % 2 samples each
 }

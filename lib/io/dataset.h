@@ -139,6 +139,8 @@ struct DatasetMerge {
 // and DIR/manifest.jsonl (atomically). Refuses shards of different N or models, a sample in
 // two shards, a manifest line naming a missing file, and — unless allow_partial — a missing
 // or unfinished shard. Memory: a 64-bit hash per sample.
-DatasetMerge merge_dataset(const std::string& dir, bool allow_partial);
+// Holds every shard's lock (dataset_lock_path) while it reads and writes, so no shard run
+// changes the folder under a merge; no_lock skips them (file systems without fcntl locks).
+DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_lock = false);
 
 }  // namespace loom

@@ -28,6 +28,7 @@ namespace {
 
 struct ShardInfo {
   int index = 0, count = 0;
+  bool busy = false;  // a run is writing it (allow_partial): left out
   std::string info_path, manifest_path;
   json info;
 };
@@ -63,7 +64,7 @@ std::string line_at(const std::string& path, uint64_t offset) {
 
 }  // namespace
 
-DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
+DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_lock) {
   std::error_code ec;
   LOOM_CHECK(fs::is_directory(dir, ec), "merge --dataset ", dir,
              ": expected a --tokens-out "
@@ -97,6 +98,27 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   }
   std::sort(shards.begin(), shards.end(),
             [](const ShardInfo& a, const ShardInfo& b) { return a.index < b.index; });
+  // A shard run holds its lock while it writes (and removes a merged index it finds): with
+  // every lock held, what is read below stays as read until the index is written. A shard
+  // being written is an error, or with allow_partial an unfinished shard left out.
+  std::vector<OutputLock> locks;
+  for (ShardInfo& s : shards) {
+    DatasetOptions opt;
+    opt.dir = dir;
+    opt.shard_index = s.index;
+    opt.shard_count = s.count;
+    try {
+      locks.emplace_back(
+          dataset_lock_path(opt),
+          cat("merge --dataset: --tokens-out ", dir, " shard ", s.index, "/", s.count), no_lock);
+    } catch (const Error&) {
+      if (!allow_partial) throw;
+      s.busy = true;
+      s.info["state"] = "running";
+      continue;
+    }
+    s.info = read_json_file(s.info_path);  // again, now that no run can be writing it
+  }
   const ShardInfo& first = shards[0];
   DatasetMerge m;
   m.shard_count = first.count;
@@ -145,6 +167,7 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial) {
   std::string manifest;
   for (size_t si = 0; si < shards.size(); ++si) {
     const ShardInfo& s = shards[si];
+    if (s.busy) continue;
     std::ifstream in(s.manifest_path, std::ios::binary);
     LOOM_CHECK(in.is_open(), "merge --dataset: cannot read ", s.manifest_path, " (named by ",
                s.info_path, "): ", std::strerror(errno));

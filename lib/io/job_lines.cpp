@@ -7,9 +7,12 @@
 // business (jobs.cpp).
 #include "io/job_lines.h"
 
+#include <fcntl.h>
 #include <simdjson.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -264,6 +267,45 @@ struct JobReader::Impl {
   std::vector<char> chunk = std::vector<char>(size_t(1) << 16);
   JobIdIndex ids;
   std::ifstream reread;  // opened on the first hash match of two ids
+  // A regular file is read as it grows (lines appended are jobs), never as it is rewritten:
+  // a second descriptor of the same file watches its size and first bytes.
+  int watch = -1;
+  struct stat seen {};
+  std::string head;  // its first bytes at open (4 KB at most)
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    if (watch >= 0) ::close(watch);
+  }
+
+  void start_watch() {
+    watch = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (watch < 0 || ::fstat(watch, &seen) != 0) return;
+    head.resize(size_t(std::min<off_t>(seen.st_size, 4096)));
+    head.resize(size_t(std::max<ssize_t>(::pread(watch, head.data(), head.size(), 0), 0)));
+  }
+
+  // Called at each line: once the file changed (size or time), it must still hold what was
+  // read of it, with the same first bytes; else the lines read next are another file's.
+  void check_unchanged() {
+    struct stat now {};
+    if (watch < 0 || ::fstat(watch, &now) != 0) return;
+    if (now.st_size == seen.st_size && now.st_mtim.tv_sec == seen.st_mtim.tv_sec &&
+        now.st_mtim.tv_nsec == seen.st_mtim.tv_nsec)
+      return;
+    LOOM_CHECK(uint64_t(now.st_size) >= offset, "the jobs file ", path,
+               " shrank while it was read (", offset, " bytes read, ", uint64_t(now.st_size),
+               " now): it was truncated or rewritten; restore it and rerun with --resume");
+    std::string first(head.size(), '\0');
+    const bool same =
+        ::pread(watch, first.data(), first.size(), 0) == ssize_t(first.size()) && first == head;
+    LOOM_CHECK(same, "the jobs file ", path,
+               " was rewritten while it was read (its first bytes changed; lines may only be "
+               "appended): restore it and rerun with --resume");
+    seen = now;
+  }
 
   void make_index(IdHash hash) {
     JobIdIndex::IdAt id_at;
@@ -311,6 +353,7 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
     impl_->in = &impl_->file;
     struct stat sb {};
     impl_->regular = ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+    if (impl_->regular) impl_->start_watch();
   }
   impl_->make_index(job_id_hash);
 }
@@ -328,29 +371,15 @@ void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
   impl_->make_index(hash);
 }
 
-namespace {
-
-// A regular jobs file that is now shorter than what was read of it was truncated or replaced
-// under the run: what was read last may be half a line, and what follows is gone.
-void check_not_shrunk(const std::string& path, bool regular, uint64_t read) {
-  struct stat sb {};
-  if (!regular || ::stat(path.c_str(), &sb) != 0 || uint64_t(sb.st_size) >= read) return;
-  fail("the jobs file ", path, " shrank while it was read (", read, " bytes read, ",
-       uint64_t(sb.st_size),
-       " now): it was truncated or replaced; restore it and rerun with --resume");
-}
-
-}  // namespace
-
 bool JobReader::next(Job& job, JobError& error, bool& ok) {
   Impl& m = *impl_;
   bool too_long = false;
   for (;;) {
     const uint64_t start = m.offset;
-    if (!read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset)) {
-      check_not_shrunk(m.path, m.regular, m.offset);
-      return false;
-    }
+    const bool got =
+        read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
+    m.check_unchanged();
+    if (!got) return false;
     ++m.line;
     std::string& t = m.text;
     trim_job_line(t, m.line);
@@ -367,7 +396,6 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       ok = false;
     } else {
       ok = parse_line(t, m.line, m.spec, m.defaults, job, error, id);
-      if (!ok) check_not_shrunk(m.path, m.regular, m.offset);  // not a bad line: a cut one
     }
     if (int64_t earlier = m.ids.add(id.text, m.line, start)) {
       duplicate_id(id, m.line, earlier, error);

@@ -369,27 +369,33 @@ int64_t check_against_jobs(Inputs& in, const std::vector<Rec>& recs, const std::
 // the shard, and finished.
 void check_side_files(const std::vector<std::string>& inputs, bool allow_partial,
                       MergeCounts& counts) {
-  nlohmann::json first;
+  nlohmann::json first_side;
   size_t first_input = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const nlohmann::json side = read_sidecar(sidecar_path(inputs[i]));
     if (side.is_null()) continue;
-    nlohmann::json id = side["identity"];
-    id.erase("shard");
-    if (first.is_null()) {
-      first = id;
+    if (first_side.is_null()) {
+      first_side = side;
       first_input = i;
     }
+    const nlohmann::json& id = side["identity"];
+    const nlohmann::json& first = first_side["identity"];
     nlohmann::json keys = first;
     keys.update(id);
+    keys.erase("shard");
     for (auto it = keys.begin(); it != keys.end(); ++it) {
-      if (it.key() == kIdentitySince && !(id.contains(it.key()) && first.contains(it.key())))
-        continue;
+      const std::string& key = it.key();
+      if (identity_key_unrecorded(side, key) || identity_key_unrecorded(first_side, key)) continue;
       const auto value = [&](const nlohmann::json& j) {
-        return j.contains(it.key()) ? j[it.key()].dump() : std::string("(absent)");
+        return j.contains(key) ? j[key].dump() : std::string("(absent)");
       };
-      LOOM_CHECK(value(id) == value(first), "merge: ", inputs[i], " was made with ", it.key(),
-                 " = ", value(id), ", ", inputs[first_input], " with ", value(first),
+      // A folder is the same folder however it was spelled (an older loom wrote it as typed).
+      if (key == "tokens_out" && id.contains(key) && first.contains(key) && id[key].is_string() &&
+          first[key].is_string() &&
+          same_path(id[key].get<std::string>(), first[key].get<std::string>()))
+        continue;
+      LOOM_CHECK(value(id) == value(first), "merge: ", inputs[i], " was made with ", key, " = ",
+                 value(id), ", ", inputs[first_input], " with ", value(first),
                  " (their side files); expected the shards of one run");
     }
     const std::string state = side.value("state", "(none)");

@@ -22,7 +22,15 @@ json read_json(const std::string& path) {
 
 }  // namespace
 
-const char* const kIdentitySince = "weights_sample";
+bool identity_key_unrecorded(const json& side, const std::string& key) {
+  static const char* const kSchema2[] = {"weights_sample", "seed",  "temperature",
+                                         "top_k",          "top_p", "dataset_actions",
+                                         "dataset_context"};
+  if (side.value("schema", 1) >= 2 || side["identity"].contains(key)) return false;
+  for (const char* k : kSchema2)
+    if (key == k) return true;
+  return false;
+}
 
 std::string sidecar_path(const std::string& out_path) {
   return out_path + ".loom.json";
@@ -54,7 +62,7 @@ void check_sidecar(const std::string& path, const std::string& out_path,
     // A folder is the same folder however it was spelled (an older loom wrote it unresolved).
     const bool same_folder = it.key() == "tokens_out" && was.is_string() && now.is_string() &&
                              same_path(was.get<std::string>(), now.get<std::string>());
-    if (was != now && !same_folder && !(it.key() == kIdentitySince && !old.contains(it.key()))) {
+    if (was != now && !same_folder && !identity_key_unrecorded(stored, it.key())) {
       fail("--resume: ", out_path, " was made with ", it.key(), " = ", was.dump(),
            ", this run has ", it.key(), " = ", json(it.value()).dump(), " (", path,
            "); resume with the same model and options, or write to a new --out");
@@ -65,7 +73,7 @@ void check_sidecar(const std::string& path, const std::string& out_path,
 void write_sidecar(const std::string& path, const ordered_json& identity, const std::string& state,
                    const ordered_json& extra) {
   ordered_json j;
-  j["schema"] = 1;
+  j["schema"] = 2;
   j["loom_version"] = kLoomVersion;
   j["identity"] = identity;
   j["state"] = state;

@@ -13,8 +13,10 @@ namespace loom {
 // "<out>.loom.json"
 std::string sidecar_path(const std::string& out_path);
 
-// The identity key side files of loom 0.5.0 and before lack: compared only where both have it.
-extern const char* const kIdentitySince;
+// Whether `side` (a stored side file) lacks `key` because its schema predates it (schema 1,
+// loom 0.5.0 and before: no weights_sample, sampling defaults or dataset options). Such a key
+// is not compared, so runs in progress resume and merge after an upgrade.
+bool identity_key_unrecorded(const nlohmann::json& side, const std::string& key);
 
 // Fails when `path` exists and one of `identity`'s fields differs from the stored one, or when
 // `path` is missing but `out_path` already holds records (they cannot be checked).
