@@ -20,6 +20,17 @@ std::string run_args(const std::string& jobs, const std::string& out, const std:
   return "run -q" + kModel + " --jobs " + jobs + " --out " + out + " " + extra;
 }
 
+// Waits (30 s at most) until the file at `path` holds `text` ("": anything), as a run that
+// started writing it does.
+void wait_until_holds(const std::string& path, const std::string& text) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    const std::string now = slurp(path);
+    if (!now.empty() && now.find(text) != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 // Every file below `dir`, with its bytes.
 std::map<std::string, std::string> tree(const std::string& dir) {
   std::map<std::string, std::string> m;
@@ -85,10 +96,7 @@ TEST_CASE("a --report onto a running run's --out or --report fails at once; its 
   Spawned first =
       spawn(run_args(jobs, dir + "/a.jsonl", "--max-seqs 2 --report " + dir + "/rep.json"),
             dir + "/a.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while (slurp(dir + "/a.jsonl").empty() &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until_holds(dir + "/a.jsonl", "");
   // --overwrite passes the check for an existing --report; what holds it off is that a.jsonl is
   // a run's results (its side file beside it), and that rep.json is locked by the run.
   const std::string b_jobs = make_tiny_v1_jobs(dir + "/b_jobs.jsonl", 2, 2);
@@ -410,10 +418,7 @@ TEST_CASE("SIGHUP stops as SIGINT does; a closed stdout pipe is an error, not a 
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
   Spawned s = spawn(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2 --report " + dir + "/rep.json"),
                     dir + "/hup.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while (slurp(dir + "/r.jsonl").empty() &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until_holds(dir + "/r.jsonl", "");
   kill(s.pid, SIGHUP);
   Exit hup = wait_for(s);
   CHECK(hup.code == 130);
@@ -436,10 +441,7 @@ TEST_CASE("a jobs file truncated under the run is a fatal error, not a bad line"
   const std::string dir = temp_dir("safety_truncated");
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
   Spawned s = spawn(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2"), dir + "/run.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while (slurp(dir + "/r.jsonl").empty() &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until_holds(dir + "/r.jsonl", "");
   std::ofstream(jobs, std::ios::trunc).close();
   Exit e = wait_for(s);
   CHECK(e.code == 2);
@@ -541,10 +543,7 @@ TEST_CASE("merge --dataset holds the shards' locks; a running shard is refused o
   Spawned s1 =
       spawn(run_args(big, dir + "/s.jsonl", "--max-seqs 2 --tokens-out " + dir + "/ds --shard 1/2"),
             dir + "/s1.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while (slurp(dir + "/ds/dataset.shard-1-of-2.lock").find("pid") == std::string::npos &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until_holds(dir + "/ds/dataset.shard-1-of-2.lock", "pid");
   Exit busy = run("merge --dataset " + dir + "/ds", dir);
   Exit partial = run("merge --allow-partial --dataset " + dir + "/ds", dir);
   kill(s1.pid, SIGKILL);
@@ -563,10 +562,7 @@ TEST_CASE("a jobs file rewritten in place under the run is a fatal error; append
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);
   const std::string other = make_tiny_v1_jobs(dir + "/other.jsonl", 500, 3);
   Spawned s = spawn(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2"), dir + "/run.err");
-  const auto t0 = std::chrono::steady_clock::now();
-  while (slurp(dir + "/r.jsonl").empty() &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until_holds(dir + "/r.jsonl", "");
   std::string text = slurp(other);
   text[9] = 'X';                                 // "job-0" → another id: the first bytes differ
   std::ofstream(jobs, std::ios::trunc) << text;  // longer than before, same inode
@@ -578,10 +574,7 @@ TEST_CASE("a jobs file rewritten in place under the run is a fatal error; append
   // Lines appended to a jobs file are jobs of the run.
   const std::string grow = make_tiny_v1_jobs(dir + "/grow.jsonl", 40, 8);
   Spawned g = spawn(run_args(grow, dir + "/g.jsonl", "--max-seqs 1"), dir + "/grow.err");
-  const auto t1 = std::chrono::steady_clock::now();
-  while (slurp(dir + "/g.jsonl").empty() &&
-         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until_holds(dir + "/g.jsonl", "");
   std::ifstream more(make_tiny_v1_jobs(dir + "/more.jsonl", 45, 8));
   std::string line;
   std::ofstream app(grow, std::ios::app);
