@@ -189,6 +189,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
       counter.forget(r.line);
     }
     if (!with_dataset || !r.ok) return write_record(r);
+    retire_merged_index(o, a.quiet);
     JobResult kept = r;
     kept.include_tokens = !a.no_tokens_in_results;
     dataset.add(kept, now_seconds());

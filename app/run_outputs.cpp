@@ -183,6 +183,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   // 2. Every output can be written, and none is a finished one we would replace by accident.
   const bool keep_or_replace = a.resume || a.overwrite;
   if (!to_stdout) {
+    const std::string owned = run_owned(o.out_path);
+    LOOM_CHECK(owned.empty() || owned.rfind("a loom run's results file", 0) == 0, "--out ",
+               o.out_path, " is ", owned, "; choose another --out");
     probe_output("--out", o.out_path, false);
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.out_path), "--out ", o.out_path,
                " already holds results; pass --resume to continue it, --overwrite to replace "
@@ -195,10 +198,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
                " already exists; pass --resume or --overwrite to replace it, or choose a new "
                "--report");
-    std::error_code ec;
-    LOOM_CHECK(!fs::exists(sidecar_path(o.report_path), ec), "--report ", o.report_path,
-               " is a loom run's results file (", sidecar_path(o.report_path),
-               " beside it); choose another --report");
+    const std::string owned = run_owned(o.report_path);
+    LOOM_CHECK(owned.empty(), "--report ", o.report_path, " is ", owned,
+               "; choose another --report");
     std::string of;
     LOOM_CHECK(
         !a.resume || !nonempty_file(o.report_path) || report_of(o.report_path, o.out_path, of),
@@ -311,6 +313,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
       const DatasetReconcile& r = o.reconciled;
       if (r.records_dropped > 0) o.done = scan_results(o.out_path);  // the rewritten file
       o.changed = o.changed || r.files_removed > 0 || r.records_dropped > 0;
+      if (r.files_removed > 0) retire_merged_index(o, a.quiet);
       if (!a.quiet && (r.files_removed > 0 || r.records_dropped > 0 || r.temp_removed > 0))
         log_info(cat("resume: dataset ", o.dataset.dir, ": kept ", r.files_kept, " files (",
                      r.samples_kept, " samples); rolled back ", r.files_removed, " files and ",
@@ -321,26 +324,29 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     std::error_code ec;
     fs::remove(o.out_path, ec);
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", o.out_path, ": ", ec.message());
-    if (!o.dataset.dir.empty()) remove_dataset_shard(o.dataset);
-  }
-
-  // A shard writing here makes the folder's merged index (loom merge --dataset) stale, and a
-  // reader would take it for the dataset: it goes, and the next merge writes it again.
-  const std::string merged_index = o.dataset.dir + "/dataset.json";
-  if (!o.dataset.dir.empty() && o.shard.count > 1 && is_merged_index(merged_index)) {
-    std::error_code ec;
-    for (const std::string& p : {o.dataset.dir + "/manifest.jsonl", merged_index}) {
-      fs::remove(p, ec);
-      LOOM_CHECK(!ec, "cannot remove the merged index ", p, " (stale once shard ", o.shard.index,
-                 "/", o.shard.count, " writes): ", ec.message());
+    if (!o.dataset.dir.empty()) {
+      retire_merged_index(o, a.quiet);  // before the files it lists
+      remove_dataset_shard(o.dataset);
     }
-    if (!a.quiet)
-      log_info(cat("removed ", o.dataset.dir,
-                   "'s merged index (manifest.jsonl, dataset.json): "
-                   "shard ",
-                   o.shard.index, "/", o.shard.count,
-                   " writes there now; run loom merge --dataset again when the shards are done"));
   }
+}
+
+void retire_merged_index(RunOutputs& o, bool quiet) {
+  if (o.index_retired || o.dataset.dir.empty() || o.shard.count <= 1) return;
+  o.index_retired = true;
+  const std::string merged_index = o.dataset.dir + "/dataset.json";
+  if (!is_merged_index(merged_index)) return;
+  std::error_code ec;
+  for (const std::string& p : {merged_index, o.dataset.dir + "/manifest.jsonl"}) {
+    fs::remove(p, ec);
+    LOOM_CHECK(!ec, "cannot remove the merged index ", p, " (stale once shard ", o.shard.index, "/",
+               o.shard.count, " writes): ", ec.message());
+  }
+  sync_dir(o.dataset.dir);
+  if (!quiet)
+    log_info(cat("removed ", o.dataset.dir, "'s merged index (dataset.json, manifest.jsonl): ",
+                 "shard ", o.shard.index, "/", o.shard.count,
+                 " writes there now; run loom merge --dataset again when the shards are done"));
 }
 
 }  // namespace loom

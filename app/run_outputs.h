@@ -29,7 +29,8 @@ struct RunOutputs {
   // --resume: the side file and dataset.json as they were, so that a run refused before it
   // changed anything (another jobs file, found as its lines are read) can put them back.
   std::string sidecar_before, dataset_info_before;
-  bool changed = false;  // records, data files or a reconciliation written by this run
+  bool changed = false;        // records, data files or a reconciliation written by this run
+  bool index_retired = false;  // retire_merged_index has run
 };
 
 // Checks, creates, locks and (with --resume) reconciles; prints the warnings and the resume
@@ -37,5 +38,12 @@ struct RunOutputs {
 // Throws loom::Error (one CLI line) for every refusal, before anything is created.
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
                      RunOutputs& o);
+
+// A shard's first change to a --tokens-out folder holding a merged index (loom merge --dataset)
+// makes that index stale, and a reader would take it for the dataset: it is removed (once, and
+// before the change; the next merge writes it again). Called by prepare_outputs before
+// --overwrite removes the shard's files or after --resume rolled one back, and by the run
+// before its first sample reaches the dataset, so a run refused before that leaves it.
+void retire_merged_index(RunOutputs& o, bool quiet);
 
 }  // namespace loom

@@ -271,7 +271,8 @@ struct JobReader::Impl {
   // a second descriptor of the same file watches its size and first bytes.
   int watch = -1;
   struct stat seen {};
-  std::string head;  // its first bytes at open (4 KB at most)
+  std::string head;    // its first bytes at open (4 KB at most)
+  std::string recent;  // the last bytes read (4 KB at most), ending at `offset`
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -287,8 +288,34 @@ struct JobReader::Impl {
     head.resize(size_t(std::max<ssize_t>(::pread(watch, head.data(), head.size(), 0), 0)));
   }
 
+  // Keeps `recent` the last 4 KB read, given the line just read from `start` (its text before
+  // trimming; `offset` past its newline, if it had one).
+  void note_read(uint64_t start, const std::string& text, bool too_long) {
+    if (too_long) {
+      recent.clear();  // not kept: the check below then reads back nothing of it
+      return;
+    }
+    recent += text;
+    if (offset - start > text.size()) recent += '\n';
+    if (recent.size() > 4096) recent.erase(0, recent.size() - 4096);
+  }
+
+  // Whether the file grows past `offset` within half a second: a last line without its
+  // newline may be half of one still being appended.
+  bool grows_past(uint64_t at) const {
+    for (int i = 0; i < 50; ++i) {
+      struct stat now {};
+      if (watch < 0 || ::fstat(watch, &now) != 0) return false;
+      if (uint64_t(now.st_size) > at) return true;
+      ::usleep(10000);
+    }
+    return false;
+  }
+
   // Called at each line: once the file changed (size or time), it must still hold what was
-  // read of it, with the same first bytes; else the lines read next are another file's.
+  // read of it (no shorter, the same first and last bytes read); else the lines read next are
+  // another file's. A rewrite that truncates and outgrows what was read between two lines is
+  // caught by the last bytes.
   void check_unchanged() {
     struct stat now {};
     if (watch < 0 || ::fstat(watch, &now) != 0) return;
@@ -298,11 +325,14 @@ struct JobReader::Impl {
     LOOM_CHECK(uint64_t(now.st_size) >= offset, "the jobs file ", path,
                " shrank while it was read (", offset, " bytes read, ", uint64_t(now.st_size),
                " now): it was truncated or rewritten; restore it and rerun with --resume");
-    std::string first(head.size(), '\0');
-    const bool same =
-        ::pread(watch, first.data(), first.size(), 0) == ssize_t(first.size()) && first == head;
+    std::string first(head.size(), '\0'), last(recent.size(), '\0');
+    const bool same = ::pread(watch, first.data(), first.size(), 0) == ssize_t(first.size()) &&
+                      first == head &&
+                      ::pread(watch, last.data(), last.size(), off_t(offset - recent.size())) ==
+                          ssize_t(last.size()) &&
+                      last == recent;
     LOOM_CHECK(same, "the jobs file ", path,
-               " was rewritten while it was read (its first bytes changed; lines may only be "
+               " was rewritten while it was read (bytes it had read changed; lines may only be "
                "appended): restore it and rerun with --resume");
     seen = now;
   }
@@ -376,8 +406,19 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
   bool too_long = false;
   for (;;) {
     const uint64_t start = m.offset;
-    const bool got =
-        read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
+    bool got = read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
+    // The last line without its newline, in a file being appended to: read the rest of it.
+    while (got && m.regular && !too_long && m.offset - start == m.text.size() &&
+           m.grows_past(m.offset)) {
+      std::string part = std::move(m.text);
+      m.in->clear();
+      got = read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
+      m.text = part + (got ? m.text : std::string());
+      too_long = too_long || m.text.size() > kMaxJobLineBytes;
+      got = true;
+      if (m.offset - start > m.text.size()) break;  // its newline came
+    }
+    m.note_read(start, m.text, too_long);
     m.check_unchanged();
     if (!got) return false;
     ++m.line;

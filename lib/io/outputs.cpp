@@ -101,6 +101,25 @@ bool same_path(const std::string& a, const std::string& b) {
          sa.st_ino == sb.st_ino;
 }
 
+std::string run_owned(const std::string& path) {
+  std::error_code ec;
+  const std::string real = same_path_form(path).string();
+  for (const std::string& p : {path, real}) {
+    if (fs::exists(p + ".loom.json", ec))  // sidecar.h's sidecar_path
+      return "a loom run's results file (" + p + ".loom.json beside it)";
+  }
+  auto named = [&](const std::string& suffix) {
+    for (const std::string& p : {path, real})
+      if (p.size() >= suffix.size() &&
+          p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return true;
+    return false;
+  };
+  if (named(".loom.json")) return "a loom run's side file";
+  if (named(".lock")) return "a loom lock file";
+  return "";
+}
+
 void check_file_output(const std::string& who, const std::string& option, const std::string& path,
                        bool overwrite, const std::vector<std::string>& inputs) {
   if (path == "-") return;
@@ -108,10 +127,8 @@ void check_file_output(const std::string& who, const std::string& option, const 
     LOOM_CHECK(!same_path(in, path), who, option, " ", path, " is also an input (", in,
                "); write it somewhere else");
   }
-  std::error_code ec;
-  const std::string side = path + ".loom.json";  // sidecar.h's sidecar_path
-  LOOM_CHECK(!fs::exists(side, ec), who, option, " ", path, " is a loom run's results file (", side,
-             " beside it); choose another ", option);
+  const std::string owned = run_owned(path);
+  LOOM_CHECK(owned.empty(), who, option, " ", path, " is ", owned, "; choose another ", option);
   LOOM_CHECK(overwrite || !nonempty_file(path), who, option, " ", path,
              " already exists; pass --overwrite to replace it, or choose a new ", option);
   probe_output(option, path, false);

@@ -32,6 +32,11 @@ std::filesystem::path same_path_form(const std::string& path);
 // link, a bind mount).
 bool same_path(const std::string& a, const std::string& b);
 
+// Why `path` is a file of a loom run's that no other output may take ("" when it is none): a
+// results file (its side file `<path>.loom.json` beside it, through any symlink), a side file
+// or a lock file (by their names).
+std::string run_owned(const std::string& path);
+
 // A single-file output of a command other than `run` (calibrate --out, bench --json, merge
 // --out), checked before any work: never a run's results file (its side file
 // `<path>.loom.json` beside it, a run writing it or done), never one of `inputs`, an existing
