@@ -200,6 +200,11 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   ctx.started = std::chrono::system_clock::now();
   RunStats st = engine.run(source, sink);
   commit_dataset();
+  const int64_t cut = reader.cut_last_line();
+  if (cut > 0)
+    log_warning(cat("line ", cut, " of ", a.jobs,
+                    ", the last, has no newline and is no valid job (still being written?): it "
+                    "was not run and has no record; rerun with --resume once it is whole"));
   if (a.resume && !st.stopped) done.check_all_matched(a.jobs);
   ctx.ended = std::chrono::system_clock::now();
   progress.finish(st);
@@ -245,7 +250,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
                     " failed in an earlier run of ", o.out_path,
                     " (their error records are kept; bad input is not retried)"));
   if (st.stopped) return kExitInterrupted;
-  return st.jobs_failed + failed_before > 0 ? kExitJobsFailed : kExitOk;
+  return st.jobs_failed + failed_before > 0 || cut > 0 ? kExitJobsFailed : kExitOk;
 }
 
 }  // namespace

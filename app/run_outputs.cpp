@@ -150,6 +150,15 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     if (!w.empty()) log_warning(w);  // even with -q
   }
   o.out_path = shard_path(a.out, o.shard);
+  // An --out that is a symlink is written, locked and given its side file at its target, so a
+  // run's files are the same whichever name reaches them.
+  std::error_code link_ec;
+  if (o.out_path != "-" && fs::is_symlink(o.out_path, link_ec)) {
+    const fs::path target = fs::read_symlink(o.out_path, link_ec);
+    if (!link_ec)
+      o.out_path = same_path_form(
+          (target.is_absolute() ? target : fs::path(o.out_path).parent_path() / target).string());
+  }
   o.report_path = a.report.empty() ? "" : shard_path(a.report, o.shard);
   const bool to_stdout = o.out_path == "-";
   // "--report -" is stdout: nothing to probe, create or lock, and no room for the records too.

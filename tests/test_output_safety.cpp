@@ -608,3 +608,40 @@ TEST_CASE("a jobs file rewritten in place under the run is a fatal error; append
   CHECK(wait_for(g).code == 0);
   CHECK(tokens_by_sample(dir + "/g.jsonl").size() == 67);  // 45 jobs, 1 + i % 2 samples each
 }
+
+TEST_CASE("a last jobs line still being written gets no record; --resume runs it once whole") {
+  const std::string dir = temp_dir("safety_cut_line");
+  const std::string full = make_tiny_v1_jobs(dir + "/full.jsonl", 3, 2);
+  const std::string text = slurp(full);
+  const size_t second_end = text.find('\n', text.find('\n') + 1);
+  const std::string jobs = dir + "/jobs.jsonl";
+  std::ofstream(jobs) << text.substr(0, second_end + 1 + 100);  // two lines and a third's head
+  Exit cut = run(run_args(jobs, dir + "/r.jsonl", ""), dir);
+  CHECK(cut.code == 1);
+  CHECK(cut.err.find("loom: warning: line 3 of " + jobs +
+                     ", the last, has no newline and is no valid job (still being written?)") !=
+        std::string::npos);
+  CHECK(tokens_by_sample(dir + "/r.jsonl").size() == 3);  // job-0 (1 sample), job-1 (2)
+  for (const json& r : read_lines(dir + "/r.jsonl")) CHECK(r["line"] != 3);
+  std::ofstream(jobs, std::ios::app) << text.substr(second_end + 1 + 100);
+  CHECK(run(run_args(jobs, dir + "/r.jsonl", "--resume"), dir).code == 0);
+  CHECK(tokens_by_sample(dir + "/r.jsonl").size() == 4);
+}
+
+TEST_CASE("an --out that is a symlink keeps its side file and lock at the target") {
+  const std::string dir = temp_dir("safety_out_link");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
+  fs::create_symlink("real.jsonl", dir + "/link.jsonl");
+  REQUIRE(run(run_args(jobs, dir + "/link.jsonl", ""), dir).code == 0);
+  CHECK(fs::exists(dir + "/real.jsonl.loom.json"));
+  CHECK(!fs::exists(dir + "/link.jsonl.loom.json"));
+  const std::string records = slurp(dir + "/real.jsonl");
+  Exit onto =
+      run(run_args(jobs, dir + "/b.jsonl", "--overwrite --report " + dir + "/real.jsonl"), dir);
+  CHECK(onto.code == 2);
+  CHECK(onto.err.find("is a loom run's results file") != std::string::npos);
+  CHECK(slurp(dir + "/real.jsonl") == records);
+  CHECK(run(run_args(jobs, dir + "/link.jsonl", "--resume"), dir).code == 0);
+  CHECK(run(run_args(jobs, dir + "/real.jsonl", "--resume"), dir).code == 0);
+  CHECK(slurp(dir + "/real.jsonl") == records);
+}

@@ -271,8 +271,9 @@ struct JobReader::Impl {
   // a second descriptor of the same file watches its size and first bytes.
   int watch = -1;
   struct stat seen {};
-  std::string head;    // its first bytes at open (4 KB at most)
-  std::string recent;  // the last bytes read (4 KB at most), ending at `offset`
+  std::string head;      // its first bytes at open (4 KB at most)
+  std::string recent;    // the last bytes read (4 KB at most), ending at `offset`
+  int64_t cut_line = 0;  // cut_last_line()
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -418,6 +419,7 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       got = true;
       if (m.offset - start > m.text.size()) break;  // its newline came
     }
+    const bool unterminated = got && m.offset - start == m.text.size();
     m.note_read(start, m.text, too_long);
     m.check_unchanged();
     if (!got) return false;
@@ -437,6 +439,10 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       ok = false;
     } else {
       ok = parse_line(t, m.line, m.spec, m.defaults, job, error, id);
+      if (!ok && unterminated && m.regular) {  // half a line, not a bad job: left for later
+        m.cut_line = m.line;
+        return false;
+      }
     }
     if (int64_t earlier = m.ids.add(id.text, m.line, start)) {
       duplicate_id(id, m.line, earlier, error);
@@ -452,6 +458,9 @@ int64_t JobReader::lines_read() const {
 }
 int64_t JobReader::records_read() const {
   return impl_->records;
+}
+int64_t JobReader::cut_last_line() const {
+  return impl_->cut_line;
 }
 
 }  // namespace loom

@@ -97,6 +97,10 @@ class JobReader {
   bool next(Job& job, JobError& error, bool& ok);
   int64_t lines_read() const;    // physical lines consumed, blank ones included
   int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
+  // The line number of a last line left unread, 0 if none: it had no newline and was no
+  // valid job, as a line still being written is (a writer that paused past the reader's
+  // wait). It gets no record, so a later --resume runs it once it is whole.
+  int64_t cut_last_line() const;
   // Keep only the jobs of shard `index` of `count`: the j-th non-blank line (0-based) belongs
   // to shard j mod count. Other lines are skipped unparsed. Call before the first next().
   void set_shard(int index, int count);
