@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fnv.h"
 
 namespace loom {
 
@@ -91,11 +92,11 @@ void KvCache::check_invariants() const {
 
 uint64_t hash_block(uint64_t parent, const int32_t* tokens, const float* actions, int slots,
                     int action_dim) {
-  uint64_t h = 1469598103934665603ull ^ parent;
+  uint64_t h = kFnvOffset ^ parent;
   auto mix = [&h](uint32_t v) {
     for (int i = 0; i < 4; i++) {
       h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
+      h *= kFnvPrime;
     }
   };
   mix(uint32_t(parent >> 32));

@@ -385,17 +385,11 @@ void check_side_files(const std::vector<std::string>& inputs, bool allow_partial
     keys.erase("shard");
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const std::string& key = it.key();
-      if (identity_key_unrecorded(side, key) || identity_key_unrecorded(first_side, key)) continue;
       const auto value = [&](const nlohmann::json& j) {
         return j.contains(key) ? j[key].dump() : std::string("(absent)");
       };
-      // A folder is the same folder however it was spelled (an older loom wrote it as typed).
-      if (key == "tokens_out" && id.contains(key) && first.contains(key) && id[key].is_string() &&
-          first[key].is_string() &&
-          same_path(id[key].get<std::string>(), first[key].get<std::string>()))
-        continue;
-      LOOM_CHECK(value(id) == value(first), "merge: ", inputs[i], " was made with ", key, " = ",
-                 value(id), ", ", inputs[first_input], " with ", value(first),
+      LOOM_CHECK(identity_agrees(side, first_side, key), "merge: ", inputs[i], " was made with ",
+                 key, " = ", value(id), ", ", inputs[first_input], " with ", value(first),
                  " (their side files); expected the shards of one run");
     }
     const std::string state = side.value("state", "(none)");

@@ -14,15 +14,17 @@ using nlohmann::ordered_json;
 
 namespace {
 
+constexpr int kSchema = 2;  // identity_agrees: what schema 1 did not record
+
 json read_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in.is_open()) return json();
   return json::parse(in, nullptr, false);
 }
 
-}  // namespace
-
-bool identity_key_unrecorded(const json& side, const std::string& key) {
+// Whether `side` lacks `key` because its schema predates it (schema 1, loom 0.5.0 and before:
+// no weights_sample, sampling defaults or dataset options).
+bool unrecorded(const json& side, const std::string& key) {
   static const char* const kSchema2[] = {"weights_sample", "seed",  "temperature",
                                          "top_k",          "top_p", "dataset_actions",
                                          "dataset_context"};
@@ -30,6 +32,19 @@ bool identity_key_unrecorded(const json& side, const std::string& key) {
   for (const char* k : kSchema2)
     if (key == k) return true;
   return false;
+}
+
+}  // namespace
+
+bool identity_agrees(const json& a, const json& b, const std::string& key) {
+  if (unrecorded(a, key) || unrecorded(b, key)) return true;
+  const json& x = a["identity"];
+  const json& y = b["identity"];
+  if (!x.contains(key) || !y.contains(key)) return !x.contains(key) && !y.contains(key);
+  // A folder is the same folder however it was spelled (an older loom wrote it as typed).
+  if (key == "tokens_out" && x[key].is_string() && y[key].is_string())
+    return same_path(x[key].get<std::string>(), y[key].get<std::string>());
+  return x[key] == y[key];
 }
 
 std::string sidecar_path(const std::string& out_path) {
@@ -56,13 +71,10 @@ void check_sidecar(const std::string& path, const std::string& out_path,
       fail("--resume: ", out_path, " was made with ", it.key(), " = ", it.value().dump(),
            ", this run has none (", path,
            "); resume with the same model and options, or write to a new --out");
+  const json now = {{"schema", kSchema}, {"identity", identity}};
   for (auto it = identity.begin(); it != identity.end(); ++it) {
-    const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
-    const json now = it.value();
-    // A folder is the same folder however it was spelled (an older loom wrote it unresolved).
-    const bool same_folder = it.key() == "tokens_out" && was.is_string() && now.is_string() &&
-                             same_path(was.get<std::string>(), now.get<std::string>());
-    if (was != now && !same_folder && !identity_key_unrecorded(stored, it.key())) {
+    if (!identity_agrees(stored, now, it.key())) {
+      const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
       fail("--resume: ", out_path, " was made with ", it.key(), " = ", was.dump(),
            ", this run has ", it.key(), " = ", json(it.value()).dump(), " (", path,
            "); resume with the same model and options, or write to a new --out");
@@ -73,7 +85,7 @@ void check_sidecar(const std::string& path, const std::string& out_path,
 void write_sidecar(const std::string& path, const ordered_json& identity, const std::string& state,
                    const ordered_json& extra) {
   ordered_json j;
-  j["schema"] = 2;
+  j["schema"] = kSchema;
   j["loom_version"] = kLoomVersion;
   j["identity"] = identity;
   j["state"] = state;

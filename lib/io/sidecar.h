@@ -13,10 +13,11 @@ namespace loom {
 // "<out>.loom.json"
 std::string sidecar_path(const std::string& out_path);
 
-// Whether `side` (a stored side file) lacks `key` because its schema predates it (schema 1,
-// loom 0.5.0 and before: no weights_sample, sampling defaults or dataset options). Such a key
-// is not compared, so runs in progress resume and merge after an upgrade.
-bool identity_key_unrecorded(const nlohmann::json& side, const std::string& key);
+// Whether two side files (as stored) agree on identity key `key`: equal values, or both absent;
+// tokens_out naming one folder however spelled; or a key one of them lacks because its schema
+// predates it (schema 1, loom 0.5.0 and before: no weights_sample, sampling defaults or dataset
+// options), so runs in progress resume and merge after an upgrade.
+bool identity_agrees(const nlohmann::json& a, const nlohmann::json& b, const std::string& key);
 
 // Fails when `path` exists and one of `identity`'s fields differs from the stored one, or when
 // `path` is missing but `out_path` already holds records (they cannot be checked).
