@@ -430,6 +430,16 @@ CliCommands add_commands(CLI::App& app, CliArgs& a, bool with_env) {
   c.calibrate = app.add_subcommand(
       "calibrate", "FP8 KV scales from rollouts of real jobs (for run --kv-dtype fp8)");
   add_calibrate(c.calibrate, a.calibrate);
+  c.verify = app.add_subcommand(
+      "verify", "check a --tokens-out folder: every index, data file and SHA-256 as loom wrote it");
+  c.verify->add_option("dir", a.verify.dir, "the --tokens-out folder")
+      ->type_name("DIR")
+      ->required();
+  c.verify
+      ->add_option("--threads", a.verify.threads, "files hashed at once (0: a core each, up to 8)")
+      ->check(integer_in(0, 256))
+      ->type_name("N");
+  c.verify->add_flag("--json", a.verify.json, "the result as one JSON object on stdout");
   if (with_env) {
     for (CLI::Option* o : c.run->get_options())
       if (!o->get_lnames().empty() && o->get_lnames()[0] != "help")

@@ -20,13 +20,14 @@ struct CliArgs {
   MergeArgs merge;
   BenchArgs bench;
   CalibrateArgs calibrate;
+  VerifyArgs verify;
   std::string inspect_dir;  // deprecated positional `inspect DIR` (= --model DIR)
   int bench_jobs = 0;       // deprecated `bench --jobs N` (= --num-jobs N)
 };
 
 struct CliCommands {
   CLI::App *run = nullptr, *inspect = nullptr, *merge = nullptr, *bench = nullptr,
-           *calibrate = nullptr;
+           *calibrate = nullptr, *verify = nullptr;
 };
 
 // Adds the subcommands and their options to `app`, bound to `args`. with_env: run's options

@@ -104,6 +104,13 @@ struct MergeArgs {
   bool no_lock = false;    // --dataset: skip the shards' locks (file systems without locks)
 };
 
+struct VerifyArgs {
+  std::string dir;  // a --tokens-out folder
+  int threads = 0;  // 0: one a core, at most 8
+  bool json = false;
+};
+int verify_command(const VerifyArgs& args);
+
 // `loom merge`: results files (with --jobs), --reports, or --dataset; exactly one form.
 int merge_command(const MergeArgs& args);
 int bench_command(const BenchArgs& args);

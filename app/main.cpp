@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     if (*cmd.merge) return flushed(merge_command(args.merge));
     if (*cmd.bench) return flushed(bench_command(args.bench));
     if (*cmd.calibrate) return flushed(calibrate_command(args.calibrate));
+    if (*cmd.verify) return flushed(verify_command(args.verify));
   } catch (const Error& e) {
     std::fprintf(stderr, "loom: error: %s\n", e.what());
     return kExitFatal;

@@ -43,7 +43,7 @@ bool within(const fs::path& a, const fs::path& b) {
 bool dataset_owned_name(const std::string& name) {
   static const std::regex owned(
       R"((manifest(\.shard-\d+-of-\d+)?\.jsonl|dataset(\.shard-\d+-of-\d+)?\.(json|lock))"
-      R"(|data-\d+(\.shard-\d+-of-\d+)?\.safetensors)(\.tmp-\d+)?)");
+      R"(|SHA256SUMS(\.shard-\d+-of-\d+)?|data-\d+(\.shard-\d+-of-\d+)?\.safetensors)(\.tmp-\d+)?)");
   return std::regex_match(name, owned);
 }
 
@@ -81,11 +81,11 @@ void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_fil
   for (const RunPath& f : files) {
     LOOM_CHECK(!within(dir, f.real), "--tokens-out ", o.dataset.dir, " is or lies inside ", f.what,
                " ", f.path, ": expected a folder of its own");
-    LOOM_CHECK(!(f.real.parent_path() == dir && dataset_owned_name(f.real.filename().string())),
-               f.what, " ", f.path, " takes a name the dataset writes in --tokens-out ",
-               o.dataset.dir,
-               " (data-N.safetensors, manifest.jsonl, dataset.json and their shard forms): "
-               "expected another name or folder");
+    LOOM_CHECK(
+        !(f.real.parent_path() == dir && dataset_owned_name(f.real.filename().string())), f.what,
+        " ", f.path, " takes a name the dataset writes in --tokens-out ", o.dataset.dir,
+        " (data-N.safetensors, manifest.jsonl, dataset.json, SHA256SUMS and their shard forms): "
+        "expected another name or folder");
   }
 }
 

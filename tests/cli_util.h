@@ -107,6 +107,23 @@ inline Exit run(const std::string& args, const std::string& dir,
   return wait_for(spawn(args, dir + "/stderr.txt", env, fsize));
 }
 
+// `loom verify --json <ds>`: its exit code and what it printed (null when it printed no JSON).
+struct Verified {
+  int code = -1;
+  json out;
+  std::string err;
+};
+inline Verified verify_dataset(const std::string& ds, const std::string& dir) {
+  const std::string out = dir + "/verify.json", err = dir + "/verify.err";
+  const int st =
+      std::system((kLoom + " verify --json '" + ds + "' > " + out + " 2> " + err).c_str());
+  Verified v;
+  v.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  v.out = json::parse(slurp(out), nullptr, false);
+  v.err = slurp(err);
+  return v;
+}
+
 inline std::vector<json> read_lines(const std::string& path) {
   std::vector<json> out;
   std::ifstream in(path);

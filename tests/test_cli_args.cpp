@@ -112,7 +112,7 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"rnu", "unknown command \"rnu\"; did you mean \"run\"?"},
       {"benhc" + m, "unknown command \"benhc\"; did you mean \"bench\"?"},
       {"frobnicate",
-       "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench, calibrate"},
+       "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench, calibrate, verify"},
       {"run --max-seq 4" + m, "unknown option --max-seq for run; did you mean --max-seqs?"},
       {"run --max-num-seq=4" + m,
        "unknown option --max-num-seq for run; did you mean --max-num-seqs?"},
@@ -173,7 +173,7 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"bench -m " + kModel + " --batch-sizes 1,0", "--batch-sizes 1,0: expected an integer >= 1"},
       {"-q",
        "unknown option -q before the command; expected a command (run, inspect, merge, bench, "
-       "calibrate) first, then its options"},
+       "calibrate, verify) first, then its options"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.args);

@@ -61,6 +61,14 @@ void resume_and_compare(const std::string& dir, const std::string& what) {
   }
 }
 
+// `loom verify` finds the resumed dataset whole: every file's SHA-256 as recorded.
+void check_verified(const std::string& dir, const std::string& what) {
+  const Verified v = verify_dataset(dir + "/out/ds", dir);
+  CHECK_MESSAGE(v.code == 0, what, ": ", v.out.dump(), v.err);
+  CHECK_MESSAGE(v.out.value("checksums_matched", -1) == v.out.value("files", -2), what);
+  CHECK(v.out.value("samples", 0) == 60);
+}
+
 }  // namespace
 
 TEST_CASE("kill -9 at 24 seeded instants, resumed each time: the uninterrupted run's tokens") {
@@ -82,11 +90,12 @@ TEST_CASE("kill -9 at 24 seeded instants, resumed each time: the uninterrupted r
   }
   CHECK(killed >= 12);  // most attempts were really cut short
   resume_and_compare(dir, "after 24 kills");
+  check_verified(dir, "after 24 kills");
 }
 
 TEST_CASE("LOOM_TEST_FAULT: killed at each commit point, then resumed") {
-  for (const std::string point : {"data-file:1", "data-file:4", "manifest:1", "manifest:3",
-                                  "record:1", "record:2", "record:7"}) {
+  for (const std::string point : {"data-file:1", "data-file:4", "checksums:2", "manifest:1",
+                                  "manifest:3", "record:1", "record:2", "record:7"}) {
     CAPTURE(point);
     const std::string dir = temp_dir("faults_point");
     Exit e = run(run_args(dir), dir, {"LOOM_TEST_FAULT=" + point});
@@ -99,6 +108,7 @@ TEST_CASE("LOOM_TEST_FAULT: killed at each commit point, then resumed") {
     resume_and_compare(dir, point);
     CHECK(fs::exists(ds + "data-000001.shard-0-of-2.safetensors.tmp-4"));
     fs::remove(ds + "data-000001.shard-0-of-2.safetensors.tmp-4");
+    check_verified(dir, point);
   }
 }
 

@@ -4,6 +4,7 @@
 // would, with no destructor, flush or handler run. Without the variable it costs one load.
 // Points (in the order a committed dataset file passes them):
 //   data-file    the data file is renamed into place and its folder synced
+//   checksums    its SHA256SUMS line is written and synced
 //   manifest     its manifest lines are written and synced
 //   record       one results record is written and flushed
 #pragma once

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/philox.h"
+#include "core/sha256.h"
 #include "core/version.h"
 #include "io/jobs.h"
 #include "io/outputs.h"
@@ -123,6 +124,20 @@ uint64_t sample_bytes(const JobResult& r, const ModelSpec& s, const DatasetOptio
   return b;
 }
 
+// Appends `text` to `path` (created if missing) and syncs it; throws naming the file as `what`.
+void append_synced(const std::string& path, const std::string& text, const char* what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot write ", what, " ", path, ": ", std::strerror(errno));
+  try {
+    write_all(fd, text.data(), text.size(), path);
+    if (::fsync(fd) != 0) fail("cannot write ", what, " ", path, ": ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 std::string dataset_manifest_path(const DatasetOptions& o) {
@@ -133,6 +148,9 @@ std::string dataset_info_path(const DatasetOptions& o) {
 }
 std::string dataset_lock_path(const DatasetOptions& o) {
   return cat(o.dir, "/dataset", shard_tag(o), ".lock");
+}
+std::string dataset_sums_path(const DatasetOptions& o) {
+  return cat(o.dir, "/SHA256SUMS", shard_tag(o));
 }
 
 std::string dataset_results_path(const DatasetOptions& o) {
@@ -301,24 +319,18 @@ std::vector<JobResult> DatasetWriter::commit() {
   // 1. The data, durable under its final name.
   std::vector<Bytes> pieces{{&header_len, 8}, {text.data(), text.size()}};
   for (const TensorOut* t : order) pieces.push_back({t->bytes.data(), t->bytes.size()});
+  Sha256 sum;
+  for (const Bytes& b : pieces) sum.update(b.data, b.size);
   write_file_atomic(path, pieces);
   fault_point("data-file");
 
-  // 2. Its manifest lines, appended and synced.
+  // 2. Its checksum and manifest lines, appended and synced.
+  append_synced(dataset_sums_path(opt_), cat(sum.hex(), "  ", name, "\n"), "checksums");
+  fault_point("checksums");
   std::string lines;
   for (const auto& e : manifest)
     lines += e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  const std::string mpath = dataset_manifest_path(opt_);
-  int mfd = ::open(mpath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (mfd < 0) fail("cannot write manifest ", mpath, ": ", std::strerror(errno));
-  try {
-    write_all(mfd, lines.data(), lines.size(), mpath);
-    if (::fsync(mfd) != 0) fail("cannot write manifest ", mpath, ": ", std::strerror(errno));
-  } catch (...) {
-    ::close(mfd);
-    throw;
-  }
-  ::close(mfd);
+  append_synced(dataset_manifest_path(opt_), lines, "manifest");
   fault_point("manifest");
 
   // 3. The totals.

@@ -24,11 +24,14 @@
 //   DIR/dataset[.shard-K-of-N].json     schema, model, vocabulary, P, A, action_dim, shard,
 //                                       totals (files, samples, rows), state, loom_version,
 //                                       draw_stream, provenance
+//   DIR/SHA256SUMS[.shard-K-of-N]       "<sha256>  <file>" a data file, as `sha256sum`
+//                                       writes it (core/sha256.h); `loom verify` checks them
 // `loom merge --dataset DIR` (merge_dataset) joins the shards' manifests into manifest.jsonl
 // and dataset.json once every shard is complete; the data files stay where they are.
 //
 // Commit order, data before index: the data file is written under a temporary name, synced,
-// renamed and its folder synced; then its manifest lines are appended and synced; then
+// renamed and its folder synced; then its checksum line and its manifest lines are appended
+// and synced; then
 // dataset.json is replaced; only then does the caller write the results records that name the
 // file. A kill at any instant leaves either a whole file with every record or a file whose
 // samples `reconcile_dataset` rolls back and the resumed run makes again.
@@ -69,6 +72,7 @@ struct DatasetModel {
 std::string dataset_manifest_path(const DatasetOptions& o);
 std::string dataset_info_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].json
 std::string dataset_lock_path(const DatasetOptions& o);  // dataset[.shard-K-of-N].lock
+std::string dataset_sums_path(const DatasetOptions& o);  // SHA256SUMS[.shard-K-of-N]
 // The results file this shard's dataset.json names ("results"); "" when it names none (no
 // file yet, or one written before loom recorded it).
 std::string dataset_results_path(const DatasetOptions& o);
@@ -116,7 +120,9 @@ class DatasetWriter {
 // kept when whole and every sample in it has its record with the same rows; otherwise it is
 // removed and so are its records (rewriting the results file), and those samples run again.
 // Records that name a missing file are dropped too. Stale temporary files are removed; the
-// manifest is rebuilt from the files kept and dataset.json is rewritten.
+// manifest is rebuilt from the files kept, their checksums kept (computed for a file that has
+// none: one written by loom 0.5.0 or before), and dataset.json is rewritten. Checksums are not
+// re-read here (that reads the whole dataset): `loom verify` does.
 DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel& model,
                                    const std::string& results_path);
 
@@ -126,7 +132,7 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
 void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
                         int64_t samples, int64_t rows, const std::string& state);
 
-// Removes this shard's data files, manifest and dataset.json (--overwrite).
+// Removes this shard's data files, manifest, checksums and dataset.json (--overwrite).
 void remove_dataset_shard(const DatasetOptions& opt);
 
 struct DatasetMerge {
@@ -142,5 +148,24 @@ struct DatasetMerge {
 // Holds every shard's lock (dataset_lock_path) while it reads and writes, so no shard run
 // changes the folder under a merge; no_lock skips them (file systems without fcntl locks).
 DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_lock = false);
+
+// `loom verify DIR`: whether a dataset folder is whole and unchanged since loom wrote it.
+struct DatasetVerify {
+  std::vector<std::string> indexes;  // dataset.json files checked (the merged one, or shards')
+  int64_t files = 0, samples = 0, rows = 0;
+  uint64_t bytes = 0;                 // data bytes read and hashed
+  int64_t checksummed = 0;            // files whose SHA-256 matched SHA256SUMS
+  std::vector<std::string> problems;  // "<file>: <what is wrong>", in a stable order
+  std::vector<std::string> notes;     // not wrong, but worth saying (checksums not recorded)
+};
+
+// Checks, without changing anything: every index (the merged dataset.json + manifest.jsonl, or
+// each shard's) says "complete" and its totals match its manifest; no sample is listed twice;
+// every data file a manifest names exists, is whole, was made by the index's model, and
+// describes itself (its __metadata__ manifest) exactly as the folder's manifest does; every
+// data file's SHA-256 equals its SHA256SUMS line; no data file, temporary file or checksum line
+// is left outside the index. Files are hashed on `threads` threads. Throws loom::Error only
+// when `dir` is no dataset folder at all.
+DatasetVerify verify_dataset(const std::string& dir, int threads);
 
 }  // namespace loom

@@ -17,7 +17,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "io/dataset.h"
+#include "io/dataset_file.h"
 #include "io/job_ids.h"
 #include "io/outputs.h"
 
@@ -37,60 +39,6 @@ struct Rows {
     return file == o.file && begin == o.begin && end == o.end;
   }
 };
-
-bool read_at(int fd, void* buf, size_t n, uint64_t off) {
-  return ::pread(fd, buf, n, off_t(off)) == ssize_t(n);
-}
-
-// Checks one data file; fills `entries` (its manifest, in order) or returns a problem.
-std::string check_data_file(const std::string& path, const std::string& name,
-                            const DatasetModel& model, std::vector<json>& entries) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return cat("cannot open it (", std::strerror(errno), ")");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat sb {};
-  uint64_t hlen = 0;
-  if (::fstat(fd, &sb) != 0 || !read_at(fd, &hlen, 8, 0)) return "shorter than its header";
-  const uint64_t size = uint64_t(sb.st_size);
-  if (hlen > size - 8 || hlen > (uint64_t(1) << 30)) return "its header length is past the end";
-  std::string text(hlen, '\0');
-  if (!read_at(fd, text.data(), hlen, 8)) return "cannot read its header";
-  json header = json::parse(text, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return "its header is not JSON";
-  const json meta = header.value("__metadata__", json::object());
-  if (meta.value("format", "") != "loom-dataset") return "not a loom dataset file";
-  if (meta.value("config_hash", "") != model.config_hash) {
-    fail("dataset file ", path, " was made by model ", meta.value("model", "?"), " (",
-         meta.value("config_hash", "?"), "), not by this run's ", model.name, " (",
-         model.config_hash, "); write to another --tokens-out");
-  }
-  uint64_t end = 0;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    end = std::max<uint64_t>(end, it.value()["data_offsets"][1].get<uint64_t>());
-  }
-  if (size != 8 + hlen + end)
-    return cat("truncated: ", size, " bytes, its header says ", 8 + hlen + end);
-  json manifest = json::parse(meta.value("manifest", "[]"), nullptr, false);
-  const json& off = header["sample_offsets"];
-  if (manifest.is_discarded() || !off.is_object() ||
-      off["shape"][0].get<uint64_t>() != manifest.size() + 1)
-    return "its manifest and sample_offsets disagree";
-  std::vector<int64_t> o(manifest.size() + 1);
-  if (!read_at(fd, o.data(), 8 * o.size(), 8 + hlen + off["data_offsets"][0].get<uint64_t>()))
-    return "cannot read sample_offsets";
-  for (size_t i = 0; i < manifest.size(); ++i) {
-    const json& rows = manifest[i]["rows"];
-    if (manifest[i].value("file", "") != name || rows[0].get<int64_t>() != o[i] ||
-        rows[1].get<int64_t>() != o[i + 1])
-      return cat("its manifest entry ", i, " disagrees with sample_offsets");
-    entries.push_back(manifest[i]);
-  }
-  return "";
-}
 
 // Every "ok" record of the results file that names a data file.
 std::map<SampleKey, Rows> recorded_rows(const std::string& results_path) {
@@ -158,12 +106,13 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   // hold the lock), so any left are from a run that died.
   const std::string mname = fs::path(dataset_manifest_path(opt)).filename().string();
   const std::string iname = fs::path(dataset_info_path(opt)).filename().string();
+  const std::string sname = fs::path(dataset_sums_path(opt)).filename().string();
   for (const auto& de : fs::directory_iterator(opt.dir, ec)) {
     const std::string n = de.path().filename().string();
     const size_t tmp = n.find(".tmp-");
     if (tmp == std::string::npos) continue;
     const std::string base = n.substr(0, tmp);
-    if (data_file_seq(opt, base) >= 0 || base == mname || base == iname) {
+    if (data_file_seq(opt, base) >= 0 || base == mname || base == iname || base == sname) {
       fs::remove(de.path(), ec);
       ++rc.temp_removed;
     }
@@ -173,11 +122,17 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   std::set<SampleKey> kept_samples;
   std::vector<json> manifest;
   std::vector<std::string> unrecorded;  // whole files with samples the records lack
+  std::vector<std::string> kept_files;
   for (const auto& [seq, name] : dataset_files(opt)) {
     rc.next_seq = std::max(rc.next_seq, seq + 1);
     const std::string path = opt.dir + "/" + name;
-    std::vector<json> entries;
-    std::string problem = check_data_file(path, name, model, entries);
+    DataFileInfo file = read_data_file(path, name);
+    if (!file.config_hash.empty() && file.config_hash != model.config_hash)
+      fail("dataset file ", path, " was made by model ", file.model, " (", file.config_hash,
+           "), not by this run's ", model.name, " (", model.config_hash,
+           "); write to another --tokens-out");
+    std::vector<json>& entries = file.entries;
+    std::string problem = file.problem;
     const bool whole = problem.empty();
     for (size_t i = 0; problem.empty() && i < entries.size(); ++i) {
       const json& e = entries[i];
@@ -200,6 +155,7 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
       continue;
     }
     ++rc.files_kept;
+    kept_files.push_back(name);
     for (json& e : entries) {
       kept_samples.insert({id_text(e["id"]), e["sample"].get<uint64_t>()});
       rc.rows_kept += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
@@ -227,7 +183,17 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
   sync_dir(parent_dir(results_path));
   if (rc.files_removed > 0) sync_dir(opt.dir);
 
+  // The kept files' checksums as written at their commit; a file from loom 0.5.0 or before
+  // has none, and gets one now.
+  const std::map<std::string, std::string> sums = read_sums(dataset_sums_path(opt));
   std::string text;
+  for (const std::string& name : kept_files) {
+    auto it = sums.find(name);
+    text +=
+        cat(it != sums.end() ? it->second : sha256_file(opt.dir + "/" + name), "  ", name, "\n");
+  }
+  write_file_atomic(dataset_sums_path(opt), text);
+  text.clear();
   for (const json& e : manifest)
     text += e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   write_file_atomic(dataset_manifest_path(opt), text);
@@ -241,7 +207,8 @@ void remove_dataset_shard(const DatasetOptions& opt) {
     fs::remove(opt.dir + "/" + name, ec);
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", opt.dir, "/", name, ": ", ec.message());
   }
-  for (const std::string& p : {dataset_manifest_path(opt), dataset_info_path(opt)}) {
+  for (const std::string& p :
+       {dataset_manifest_path(opt), dataset_sums_path(opt), dataset_info_path(opt)}) {
     fs::remove(p, ec);
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", p, ": ", ec.message());
   }

@@ -1,0 +1,343 @@
+// `loom verify DIR` (dataset.h verify_dataset) and the reading of data files that `--resume`
+// shares with it (dataset_file.h). Verification changes nothing: it reads every index, every
+// data file's header and every data byte (for its SHA-256), and lists what disagrees.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "io/dataset.h"
+#include "io/dataset_file.h"
+#include "io/job_ids.h"
+
+namespace loom {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool read_at(int fd, void* buf, size_t n, uint64_t off) {
+  return ::pread(fd, buf, n, off_t(off)) == ssize_t(n);
+}
+
+// One index of the folder: the merged dataset.json + manifest.jsonl, or a shard's pair.
+struct Index {
+  std::string info_name, manifest_name;
+  json info;
+};
+
+// A data file as the manifests name it: the entries, in order, and where the first one is.
+struct Named {
+  std::vector<json> entries;
+  std::string where;                  // "manifest.jsonl line 4"
+  std::string config_hash;            // the model its index names
+  std::vector<std::string> problems;  // filled by the checking thread
+  uint64_t bytes = 0;
+  bool checksummed = false;
+};
+
+const std::regex kDataName(R"(data-\d+(\.shard-\d+-of-\d+)?\.safetensors)");
+const std::regex kSumsName(R"(SHA256SUMS(\.shard-\d+-of-\d+)?)");
+const std::regex kShardInfo(R"(dataset\.shard-(\d+)-of-(\d+)\.json)");
+
+// The indexes of `dir`: dataset.json when there is one (a merged index lists every shard's
+// files), else every dataset.shard-K-of-N.json.
+std::vector<Index> find_indexes(const std::string& dir, DatasetVerify& v) {
+  std::vector<Index> out;
+  std::error_code ec;
+  if (fs::exists(dir + "/dataset.json", ec)) return {{"dataset.json", "manifest.jsonl", {}}};
+  std::map<std::pair<int, int>, Index> shards;  // (N, K) → index
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string n = de.path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(n, m, kShardInfo)) continue;
+    const int k = std::stoi(m[1]), count = std::stoi(m[2]);
+    shards[{count, k}] = {n, cat("manifest.shard-", k, "-of-", count, ".jsonl"), {}};
+  }
+  std::set<int> counts;
+  for (auto& [nk, index] : shards) {
+    counts.insert(nk.first);
+    out.push_back(std::move(index));
+  }
+  if (counts.size() > 1)
+    v.problems.push_back(cat("shards of ", counts.size(), " different counts (", *counts.begin(),
+                             " and ", *counts.rbegin(),
+                             "): the indexes of two runs; remove the stale one's files"));
+  if (counts.size() == 1) {
+    const int count = *counts.begin();
+    for (int k = 0; k < count; ++k)
+      if (!shards.count({count, k}))
+        v.problems.push_back(cat("dataset.shard-", k, "-of-", count, ".json: missing (shard ", k,
+                                 "/", count, " never ran here)"));
+  }
+  return out;
+}
+
+// Reads one index and its manifest into `named`; problems into v.
+void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>& named,
+                std::map<std::pair<std::string, uint64_t>, std::string>& samples,
+                DatasetVerify& v) {
+  std::ifstream in(dir + "/" + ix.info_name, std::ios::binary);
+  ix.info = json::parse(in, nullptr, false);
+  if (!in.is_open() || ix.info.is_discarded() || !ix.info.is_object() ||
+      ix.info.value("format", "") != "loom-dataset") {
+    v.problems.push_back(
+        cat(ix.info_name, ": not a loom dataset.json (\"format\": \"loom-dataset\")"));
+    return;
+  }
+  v.indexes.push_back(ix.info_name);
+  const std::string state = ix.info.value("state", "");
+  if (state != "complete")
+    v.problems.push_back(cat(ix.info_name, ": state \"", state,
+                             "\", not \"complete\": a run is writing it, or stopped (finish it "
+                             "with loom run --resume), or a merge left shards out"));
+  std::string config_hash;
+  if (ix.info.contains("model") && ix.info["model"].is_object())
+    config_hash = ix.info["model"].value("config_hash", "");
+
+  std::ifstream mf(dir + "/" + ix.manifest_name, std::ios::binary);
+  if (!mf.is_open()) {
+    v.problems.push_back(cat(ix.manifest_name, ": missing (named by ", ix.info_name, ")"));
+    return;
+  }
+  int64_t files = 0, count = 0, rows = 0, line = 0;
+  std::set<std::string> files_here;
+  for (std::string text; std::getline(mf, text);) {
+    ++line;
+    const std::string where = cat(ix.manifest_name, " line ", line);
+    json e = json::parse(text, nullptr, false);
+    if (e.is_discarded() || !e.is_object() || !e.contains("id") ||
+        !e["sample"].is_number_unsigned() || !e["file"].is_string() || !e["rows"].is_array() ||
+        e["rows"].size() != 2 || !e["rows"][0].is_number_integer() ||
+        !e["rows"][1].is_number_integer()) {
+      v.problems.push_back(cat(where, ": not a manifest entry (id, sample, file, rows)"));
+      continue;
+    }
+    const auto key = std::make_pair(id_text(e["id"]), e["sample"].get<uint64_t>());
+    auto [it, fresh] = samples.emplace(key, where);
+    if (!fresh) {
+      v.problems.push_back(cat(where, ": job ", key.first, " sample ", key.second,
+                               " again (first in ", it->second, ")"));
+      continue;
+    }
+    ++count;
+    rows += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
+    const std::string file = e["file"];
+    if (files_here.insert(file).second) ++files;
+    Named& n = named[file];
+    if (n.entries.empty()) {
+      n.where = where;
+      n.config_hash = config_hash;
+    }
+    n.entries.push_back(std::move(e));
+  }
+  v.samples += count;
+  v.rows += rows;
+  const json totals = ix.info.value("totals", json::object());
+  const json want = {{"files", files}, {"samples", count}, {"rows", rows}};
+  for (const char* k : {"files", "samples", "rows"})
+    if (totals.value(k, int64_t(-1)) != want[k].get<int64_t>())
+      v.problems.push_back(cat(ix.info_name, ": totals.", k, " is ", totals.value(k, json()).dump(),
+                               ", its manifest ", ix.manifest_name, " has ",
+                               want[k].get<int64_t>()));
+}
+
+// Checks one named data file (run on a worker thread).
+void check_file(const std::string& dir, const std::string& name, Named& n,
+                const std::map<std::string, std::string>& sums, bool have_sums) {
+  const std::string path = dir + "/" + name;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    n.problems.push_back(cat(name, ": missing (named by ", n.where, ")"));
+    return;
+  }
+  n.bytes = fs::file_size(path, ec);
+  DataFileInfo f = read_data_file(path, name);
+  if (!f.problem.empty()) n.problems.push_back(cat(name, ": ", f.problem));
+  if (!f.config_hash.empty() && f.config_hash != n.config_hash)
+    n.problems.push_back(cat(name, ": made by model ", f.model, " (", f.config_hash,
+                             "), its index names ", n.config_hash));
+  if (f.problem.empty()) {
+    size_t i = 0;  // the first sample where the file and the manifest disagree
+    while (i < f.entries.size() && i < n.entries.size() && f.entries[i] == n.entries[i]) ++i;
+    if (i < f.entries.size() || i < n.entries.size())
+      n.problems.push_back(cat(name, ": holds ", f.entries.size(), " samples, the manifest lists ",
+                               n.entries.size(), " in it (from ", n.where, "); they differ at its ",
+                               "sample ", i, ": an index that is not this file's"));
+  }
+  if (!have_sums) return;
+  auto it = sums.find(name);
+  if (it == sums.end()) {
+    n.problems.push_back(cat(name, ": no checksum in any SHA256SUMS file"));
+    return;
+  }
+  const std::string got = sha256_file(path);
+  if (got != it->second)
+    n.problems.push_back(cat(name, ": SHA-256 ", got, ", SHA256SUMS says ", it->second,
+                             ": its bytes changed after loom wrote it"));
+  else
+    n.checksummed = true;
+}
+
+}  // namespace
+
+DataFileInfo read_data_file(const std::string& path, const std::string& name) {
+  DataFileInfo out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out.problem = cat("cannot open it (", std::strerror(errno), ")");
+    return out;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::string& problem = out.problem;
+  struct stat sb {};
+  uint64_t hlen = 0;
+  if (::fstat(fd, &sb) != 0 || !read_at(fd, &hlen, 8, 0))
+    return problem = "shorter than its header", out;
+  const uint64_t size = uint64_t(sb.st_size);
+  if (hlen > size - 8 || hlen > (uint64_t(1) << 30))
+    return problem = "its header length is past the end", out;
+  std::string text(hlen, '\0');
+  if (!read_at(fd, text.data(), hlen, 8)) return problem = "cannot read its header", out;
+  const json header = json::parse(text, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) return problem = "its header is not JSON", out;
+  try {
+    const json meta = header.value("__metadata__", json::object());
+    if (meta.value("format", "") != "loom-dataset") return problem = "not a loom dataset file", out;
+    out.model = meta.value("model", "?");
+    out.config_hash = meta.value("config_hash", "?");
+    uint64_t end = 0;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+      if (it.key() == "__metadata__") continue;
+      end = std::max<uint64_t>(end, it.value().at("data_offsets").at(1).get<uint64_t>());
+    }
+    if (size != 8 + hlen + end)
+      return problem = cat("truncated: ", size, " bytes, its header says ", 8 + hlen + end), out;
+    const json manifest = json::parse(meta.value("manifest", "[]"), nullptr, false);
+    const json& off = header.at("sample_offsets");
+    if (manifest.is_discarded() || !manifest.is_array() ||
+        off.at("shape").at(0).get<uint64_t>() != manifest.size() + 1)
+      return problem = "its manifest and sample_offsets disagree", out;
+    std::vector<int64_t> o(manifest.size() + 1);
+    if (!read_at(fd, o.data(), 8 * o.size(),
+                 8 + hlen + off.at("data_offsets").at(0).get<uint64_t>()))
+      return problem = "cannot read sample_offsets", out;
+    for (size_t i = 0; i < manifest.size(); ++i) {
+      const json& rows = manifest[i].at("rows");
+      if (manifest[i].value("file", "") != name || rows.at(0).get<int64_t>() != o[i] ||
+          rows.at(1).get<int64_t>() != o[i + 1]) {
+        out.entries.clear();
+        return problem = cat("its manifest entry ", i, " disagrees with sample_offsets"), out;
+      }
+      out.entries.push_back(manifest[i]);
+    }
+  } catch (const json::exception&) {
+    out.entries.clear();
+    problem = "its header is not a loom dataset header (a field of the wrong type)";
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_sums(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path, std::ios::binary);
+  int64_t line = 0;
+  for (std::string text; std::getline(in, text);) {
+    ++line;
+    const bool ok = text.size() > 66 && text.compare(64, 2, "  ") == 0 &&
+                    std::all_of(text.begin(), text.begin() + 64, [](char c) {
+                      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                    });
+    LOOM_CHECK(ok, path, " line ", line, ": expected \"<64 lowercase hex digits>  <file name>\"");
+    out[text.substr(66)] = text.substr(0, 64);
+  }
+  return out;
+}
+
+DatasetVerify verify_dataset(const std::string& dir, int threads) {
+  std::error_code ec;
+  LOOM_CHECK(fs::is_directory(dir, ec), "verify ", dir, ": expected a --tokens-out folder, found ",
+             fs::exists(dir, ec) ? "a file" : "nothing");
+  DatasetVerify v;
+  std::vector<Index> indexes = find_indexes(dir, v);
+  LOOM_CHECK(!indexes.empty(), "verify ", dir,
+             ": no dataset.json or dataset.shard-K-of-N.json; expected a --tokens-out folder");
+  std::map<std::string, Named> named;
+  std::map<std::pair<std::string, uint64_t>, std::string> samples;
+  for (Index& ix : indexes) read_index(dir, ix, named, samples, v);
+  v.files = int64_t(named.size());
+
+  // What else the folder holds: data files no index lists, stale temporary files, checksums.
+  std::map<std::string, std::string> sums;
+  bool have_sums = false;
+  std::vector<std::string> on_disk;
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string n = de.path().filename().string();
+    if (std::regex_match(n, kDataName)) on_disk.push_back(n);
+    if (n.find(".tmp-") != std::string::npos)
+      v.problems.push_back(cat(n, ": a temporary file left by a run that was killed ",
+                               "(loom run --resume removes it)"));
+    if (!std::regex_match(n, kSumsName)) continue;
+    have_sums = true;
+    for (const auto& [file, hex] : read_sums(de.path().string())) {
+      auto [it, fresh] = sums.emplace(file, hex);
+      if (!fresh && it->second != hex)
+        v.problems.push_back(cat(file, ": two different checksums in the SHA256SUMS files"));
+    }
+  }
+  std::sort(on_disk.begin(), on_disk.end());
+  for (const std::string& n : on_disk)
+    if (!named.count(n))
+      v.problems.push_back(cat(n, ": a data file no manifest lists (a stopped run's last file: ",
+                               "loom run --resume removes it)"));
+  for (const auto& [file, hex] : sums)
+    if (!named.count(file) && !fs::exists(dir + "/" + file, ec))
+      v.problems.push_back(cat(file, ": in SHA256SUMS but not in the folder"));
+  if (!have_sums)
+    v.notes.push_back(
+        "no SHA256SUMS file (a dataset written by loom 0.5.0 or before): data files "
+        "checked against the manifest, not their bytes");
+
+  // Every named file, on `threads` workers; problems kept in file order.
+  std::vector<std::pair<const std::string, Named>*> work;
+  for (auto& kv : named) work.push_back(&kv);
+  std::atomic<size_t> next{0};
+  std::vector<std::string> errors(size_t(std::max(threads, 1)));
+  auto worker = [&](size_t w) {
+    try {
+      for (size_t i; (i = next++) < work.size();)
+        check_file(dir, work[i]->first, work[i]->second, sums, have_sums);
+    } catch (const std::exception& e) {
+      errors[w] = e.what();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < errors.size(); ++w) pool.emplace_back(worker, w);
+  worker(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::string& e : errors) LOOM_CHECK(e.empty(), "verify ", dir, ": ", e);
+  for (const auto* kv : work) {
+    const Named& n = kv->second;
+    v.problems.insert(v.problems.end(), n.problems.begin(), n.problems.end());
+    v.bytes += n.bytes;
+    v.checksummed += n.checksummed;
+  }
+  return v;
+}
+
+}  // namespace loom

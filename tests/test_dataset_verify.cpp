@@ -1,0 +1,225 @@
+// Checksums and `loom verify` (io/dataset_verify.cpp): SHA-256 against FIPS 180-4's examples;
+// every committed data file gets its SHA256SUMS line (the one `sha256sum -c` reads); verify
+// finds a whole dataset whole, and names each way one can be damaged: a changed byte, a
+// truncated or missing file, a file no index lists, a stale temporary file, an index whose
+// totals, state or lines disagree with the files. Through the loom binary on tiny_v1.
+#include <cstdio>
+
+#include "cli_util.h"
+#include "core/sha256.h"
+
+using namespace cli;
+
+namespace {
+
+const std::string kModel = " --model " + kData + "/tiny_v1";
+
+// A finished dataset of 10 jobs (15 samples) in files of 4 samples, under dir/ds.
+std::string make_dataset(const std::string& dir, const std::string& extra = "") {
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 10, 2);
+  Exit e = run("run -q" + kModel + " --jobs " + jobs + " --out " + dir + "/r.jsonl --tokens-out " +
+                   dir + "/ds --samples-per-file 4 " + extra,
+               dir);
+  REQUIRE_MESSAGE(e.code == 0, e.err);
+  return dir + "/ds";
+}
+
+bool has_problem(const Verified& v, const std::string& text) {
+  for (const json& p : v.out.value("problems", json::array()))
+    if (p.get<std::string>().find(text) != std::string::npos) return true;
+  return false;
+}
+
+// Replaces the byte at `offset` from the end of `path` with its complement.
+void flip_byte_from_end(const std::string& path, long offset) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  REQUIRE(f);
+  std::fseek(f, -offset, SEEK_END);
+  const int c = std::fgetc(f);
+  std::fseek(f, -offset, SEEK_END);
+  std::fputc(~c & 0xff, f);
+  std::fclose(f);
+}
+
+}  // namespace
+
+TEST_CASE("SHA-256: FIPS 180-4's examples, and any split of the input") {
+  CHECK(loom::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(loom::sha256_hex("abc") ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(loom::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  const std::string million(1000000, 'a');
+  CHECK(loom::sha256_hex(million) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  for (size_t split : {size_t(1), size_t(55), size_t(64), size_t(999999)}) {
+    loom::Sha256 h;
+    h.update(million.substr(0, split));
+    h.update(million.substr(split));
+    CHECK(h.hex() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  }
+}
+
+TEST_CASE("every data file has its SHA256SUMS line, and verify finds the dataset whole") {
+  const std::string dir = temp_dir("verify_whole");
+  const std::string ds = make_dataset(dir);
+  // One "<sha256>  <name>" line a data file, in commit order, equal to the file's SHA-256.
+  const std::vector<std::string> sums = [&] {
+    std::vector<std::string> v;
+    std::ifstream in(ds + "/SHA256SUMS");
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+  }();
+  REQUIRE(sums.size() == 4);  // 15 samples, 4 a file
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const std::string name = "data-00000" + std::to_string(i) + ".safetensors";
+    CHECK(sums[i] == loom::sha256_file(ds + "/" + name) + "  " + name);
+  }
+  const Verified v = verify_dataset(ds, dir);
+  CHECK(v.code == 0);
+  CHECK(v.out["ok"] == true);
+  CHECK(v.out["files"] == 4);
+  CHECK(v.out["samples"] == 15);
+  CHECK(v.out["rows"] == 30);
+  CHECK(v.out["checksums_matched"] == 4);
+  CHECK(v.out["problems"].empty());
+}
+
+TEST_CASE("verify names each kind of damage, exit 1; a folder that is no dataset, exit 2") {
+  const std::string dir = temp_dir("verify_damage");
+  const std::string ds = make_dataset(dir);
+  const std::string base = dir + "/base";
+  fs::copy(ds, base, fs::copy_options::recursive);
+  auto fresh = [&] {
+    fs::remove_all(ds);
+    fs::copy(base, ds, fs::copy_options::recursive);
+  };
+  struct Damage {
+    const char* what;
+    std::function<void()> apply;
+    std::vector<std::string> expect;  // each must be in some problem
+  };
+  const std::string d1 = ds + "/data-000001.safetensors";
+  const std::vector<Damage> cases = {
+      {"one token byte changed",
+       [&] { flip_byte_from_end(d1, 3); },
+       {"data-000001.safetensors: SHA-256 ", "its bytes changed after loom wrote it"}},
+      {"a file cut short",
+       [&] { fs::resize_file(d1, fs::file_size(d1) - 8); },
+       {"data-000001.safetensors: truncated", "its bytes changed"}},
+      {"a file removed",
+       [&] { fs::remove(d1); },
+       {"data-000001.safetensors: missing (named by manifest.jsonl line 5)"}},
+      {"a data file no index lists",
+       [&] { fs::copy_file(d1, ds + "/data-000007.safetensors"); },
+       {"data-000007.safetensors: a data file no manifest lists"}},
+      {"a temporary file left",
+       [&] { std::ofstream(ds + "/manifest.jsonl.tmp-9") << "x"; },
+       {"manifest.jsonl.tmp-9: a temporary file"}},
+      {"a checksum line removed",
+       [&] {
+         const std::string s = slurp(ds + "/SHA256SUMS");
+         std::ofstream(ds + "/SHA256SUMS") << s.substr(s.find('\n') + 1);
+       },
+       {"data-000000.safetensors: no checksum in any SHA256SUMS file"}},
+      {"a manifest line twice",
+       [&] {
+         const std::string s = slurp(ds + "/manifest.jsonl");
+         std::ofstream(ds + "/manifest.jsonl", std::ios::app) << s.substr(0, s.find('\n') + 1);
+       },
+       {"manifest.jsonl line 16: job job-0 sample 0 again (first in manifest.jsonl line 1)"}},
+      {"a manifest line dropped",
+       [&] {
+         const std::string s = slurp(ds + "/manifest.jsonl");
+         std::ofstream(ds + "/manifest.jsonl") << s.substr(s.find('\n') + 1);
+       },
+       {"dataset.json: totals.samples is 15, its manifest manifest.jsonl has 14",
+        "data-000000.safetensors: holds 4 samples, the manifest lists 3"}},
+      {"an index still running",
+       [&] {
+         json info = json::parse(slurp(ds + "/dataset.json"));
+         info["state"] = "running";
+         std::ofstream(ds + "/dataset.json") << info.dump(2);
+       },
+       {"dataset.json: state \"running\", not \"complete\""}},
+  };
+  for (const Damage& c : cases) {
+    CAPTURE(c.what);
+    fresh();
+    c.apply();
+    const Verified v = verify_dataset(ds, dir);
+    CHECK(v.code == 1);
+    CHECK(v.out["ok"] == false);
+    for (const std::string& e : c.expect)
+      CHECK_MESSAGE(has_problem(v, e), e, " in ", v.out.dump(2));
+  }
+  fresh();
+  CHECK(verify_dataset(ds, dir).code == 0);  // the copies were whole
+
+  for (const std::string& not_ds : {dir + "/nothing", dir + "/r.jsonl", dir}) {
+    CAPTURE(not_ds);
+    const Verified v = verify_dataset(not_ds, dir);
+    CHECK(v.code == 2);
+    CHECK(v.err.find("loom: error: verify " + not_ds + ": ") == 0);
+  }
+}
+
+TEST_CASE("shards: each verified before the merge and the merged index after; a shard missing") {
+  const std::string dir = temp_dir("verify_shards");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 9, 2);
+  for (int k = 0; k < 3; ++k) {
+    Exit e = run("run -q" + kModel + " --jobs " + jobs + " --out " + dir + "/r" +
+                     std::to_string(k) + ".jsonl --tokens-out " + dir + "/ds --shard " +
+                     std::to_string(k) + "/3 --samples-per-file 2",
+                 dir);
+    REQUIRE_MESSAGE(e.code == 0, e.err);
+  }
+  Verified v = verify_dataset(dir + "/ds", dir);
+  CHECK(v.code == 0);
+  CHECK(v.out["indexes"].size() == 3);
+  CHECK(v.out["samples"] == 13);  // 9 jobs, every second one with 2 samples
+  CHECK(v.out["checksums_matched"] == v.out["files"]);
+  REQUIRE(run("merge --dataset " + dir + "/ds", dir).code == 0);
+  v = verify_dataset(dir + "/ds", dir);
+  CHECK(v.code == 0);
+  CHECK(v.out["indexes"] == json::array({"dataset.json"}));
+  CHECK(v.out["samples"] == 13);
+
+  // Without the merged index, a shard's files gone: the missing shard is said.
+  for (const char* f : {"dataset.json", "manifest.jsonl", "dataset.shard-1-of-3.json",
+                        "manifest.shard-1-of-3.jsonl"})
+    fs::remove(dir + "/ds/" + f);
+  v = verify_dataset(dir + "/ds", dir);
+  CHECK(v.code == 1);
+  CHECK(has_problem(v, "dataset.shard-1-of-3.json: missing (shard 1/3 never ran here)"));
+  CHECK(has_problem(v, "data-000000.shard-1-of-3.safetensors: a data file no manifest lists"));
+}
+
+TEST_CASE("a dataset from before SHA256SUMS gets them on --resume; --overwrite replaces them") {
+  const std::string dir = temp_dir("verify_old");
+  const std::string ds = make_dataset(dir);
+  const std::string sums = slurp(ds + "/SHA256SUMS");
+  fs::remove(ds + "/SHA256SUMS");  // as loom 0.5.0 left it
+  Verified v = verify_dataset(ds, dir);
+  CHECK(v.code == 0);
+  CHECK(v.out["checksums_matched"] == 0);
+  CHECK(v.out["notes"][0].get<std::string>().find("no SHA256SUMS file") == 0);
+
+  const std::string args = "run -q" + kModel + " --jobs " + dir + "/jobs.jsonl --out " + dir +
+                           "/r.jsonl --tokens-out " + ds + " --samples-per-file 4";
+  REQUIRE(run(args + " --resume", dir).code == 0);
+  CHECK(slurp(ds + "/SHA256SUMS") == sums);  // made from the files, the same lines
+
+  // --overwrite with fewer jobs: the old files' lines go with them.
+  make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
+  REQUIRE(run(args + " --overwrite", dir).code == 0);
+  v = verify_dataset(ds, dir);
+  CHECK(v.code == 0);
+  CHECK(v.out["files"] == 1);
+  CHECK(v.out["checksums_matched"] == 1);
+
+  // SHA256SUMS is the dataset's own name: no output may take it.
+  Exit e = run(args + " --overwrite --report " + ds + "/SHA256SUMS", dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("takes a name the dataset writes") != std::string::npos);
+}
