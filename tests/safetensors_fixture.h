@@ -24,6 +24,7 @@ struct FixtureTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;  // row-major, little endian
+  std::string st_name;         // the header's dtype when not dtype's ("BOOL", "F64")
 };
 
 inline const char* st_dtype(DType t) {
@@ -93,7 +94,7 @@ inline void write_safetensors(const std::string& path, const std::vector<Fixture
   for (const auto& t : tensors) {
     const uint64_t begin = data.size();
     data.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-    header[t.name] = {{"dtype", st_dtype(t.dtype)},
+    header[t.name] = {{"dtype", t.st_name.empty() ? st_dtype(t.dtype) : t.st_name.c_str()},
                       {"shape", t.shape},
                       {"data_offsets", {begin, uint64_t(data.size())}}};
   }
@@ -141,9 +142,9 @@ struct TempDir {
 }  // namespace loom::fixture
 
 // Checks that `expr` throws a loom::Error whose message contains `expected`.
-#define CHECK_ERROR(expr, expected)                                          \
-  do {                                                                       \
+#define CHECK_ERROR(expr, expected)                                            \
+  do {                                                                         \
     const std::string msg_ = ::loom::fixture::error_of([&] { (void)(expr); }); \
-    INFO("message: ", msg_);                                                 \
-    CHECK(msg_.find(expected) != std::string::npos);                         \
+    INFO("message: ", msg_);                                                   \
+    CHECK(msg_.find(expected) != std::string::npos);                           \
   } while (0)

@@ -9,6 +9,7 @@
 
 #include "model/inspect.h"
 #include "model/mapping.h"
+#include "model_copy.h"
 #include "safetensors_fixture.h"
 
 using namespace loom;
@@ -678,34 +679,6 @@ TEST_SUITE("mapping") {
 }
 
 // ------------------------------------------------------------------ OPT and GPT-2 tables
-
-namespace {
-
-// A copy of testdata/<model> in `dir`: its config with `patch` applied, its tensors renamed by
-// `rename` (return "" to drop one) and optionally rewritten by `edit`.
-void copy_model(const std::string& model, const std::string& dir, const nlohmann::json& patch,
-                const std::function<std::string(const std::string&)>& rename = nullptr,
-                const std::function<void(FixtureTensor&)>& edit = nullptr) {
-  const std::string src = std::string(LOOM_TESTDATA) + "/" + model;
-  auto ck = Checkpoint::open(src);
-  nlohmann::json config = ck->config();
-  if (patch.is_object()) config.merge_patch(patch);
-  write_file(dir + "/config.json", config.dump(1));
-  std::vector<FixtureTensor> out;
-  for (const std::string& n : ck->names()) {
-    const std::string name = rename ? rename(n) : n;
-    if (name.empty()) continue;
-    const Tensor t = ck->tensor(n);
-    FixtureTensor f{name, t.dtype, t.shape, {}};
-    const uint8_t* p = static_cast<const uint8_t*>(t.data);
-    f.bytes.assign(p, p + t.nbytes());
-    if (edit) edit(f);
-    out.push_back(std::move(f));
-  }
-  write_safetensors(dir + "/model.safetensors", out);
-}
-
-}  // namespace
 
 TEST_CASE("OPT: config checks refuse the variants the table does not implement") {
   const std::pair<nlohmann::json, std::string> cases[] = {

@@ -13,7 +13,6 @@ using namespace loom::fixture;
 
 namespace {
 
-
 std::string header_of(const nlohmann::json& j) {
   return j.dump();
 }
@@ -134,11 +133,50 @@ TEST_SUITE("safetensors") {
                   "bad.safetensors: tensors \"a\" [0, 16] and \"b\" [8, 24] overlap");
     }
     SUBCASE("unknown dtype") {
-      write_raw(p, R"({"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}})",
-                std::string(16, '\0'));
+      write_raw(p, R"({"w": {"dtype": "F128", "shape": [2], "data_offsets": [0, 32]}})",
+                std::string(32, '\0'));
+      CHECK_ERROR(
+          SafetensorsFile::open(p),
+          "bad.safetensors: tensor \"w\": unknown dtype \"F128\" (the safetensors format "
+          "has F64, F32, F16, BF16, F8_E5M2, F8_E4M3, I64, I32, I16, I8, U64, U32, U16, U8, "
+          "BOOL)");
+    }
+    SUBCASE("a dtype loom computes with none of: its size checked, the tensor kept as foreign") {
+      write_raw(p,
+                R"({"m": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]},)"
+                R"( "w": {"dtype": "F64", "shape": [2], "data_offsets": [3, 19]}})",
+                std::string(19, '\0'));
+      const SafetensorsFile f = SafetensorsFile::open(p);
+      CHECK(f.find("m")->foreign == "BOOL");
+      CHECK(f.find("w")->foreign == "F64");
+      CHECK(f.find("w")->foreign_size == 8);
+      write_raw(p, R"({"w": {"dtype": "F64", "shape": [2], "data_offsets": [0, 8]}})",
+                std::string(8, '\0'));
       CHECK_ERROR(SafetensorsFile::open(p),
-                  "bad.safetensors: tensor \"w\": unknown dtype \"F64\" (supported: F32, F16, "
-                  "BF16, I32, I64, U8)");
+                  "bad.safetensors: tensor \"w\": data_offsets [0, 8] hold 8 bytes, shape [2] F64 "
+                  "needs 16");
+    }
+    SUBCASE("a name listed twice (the last entry would win silently)") {
+      write_raw(p,
+                R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                R"( "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                std::string(8, '\0'));
+      CHECK_ERROR(SafetensorsFile::open(p),
+                  "bad.safetensors: tensor \"w\" is listed twice in the header");
+    }
+    SUBCASE("bytes no tensor owns: a gap, or after the last tensor") {
+      write_raw(p,
+                R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+                std::string(12, '\0'));
+      CHECK_ERROR(SafetensorsFile::open(p),
+                  "bad.safetensors: bytes [4, 8) of the data section belong to no tensor (before "
+                  "\"b\"); expected tensors back to back");
+      write_raw(p, R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                std::string(6, '\0'));
+      CHECK_ERROR(SafetensorsFile::open(p),
+                  "bad.safetensors: the data section is 6 bytes but its tensors end at 4; "
+                  "expected no bytes after the last tensor");
     }
     SUBCASE("negative shape") {
       write_raw(p, R"({"w": {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 0]}})", "");
@@ -211,17 +249,29 @@ TEST_SUITE("checkpoint") {
     // A stray shard beside the real ones (an old delta, a renamed copy) must not be read.
     write_safetensors(tmp.path + "/delta-model-00001-of-00002.safetensors",
                       {make_tensor("a", DType::F32, {2}, {-100, -200})});
-    write_safetensors(tmp.path + "/model.safetensors",
-                      {make_tensor("a", DType::F32, {2}, {-1, -1})});
     write_file(tmp.path + "/model.safetensors.index.json",
                R"({"metadata": {"total_size": 12}, "weight_map": {
                    "a": "model-00001-of-00002.safetensors",
                    "b": "model-00002-of-00002.safetensors"}})");
-    const auto ck = Checkpoint::open(tmp.path);
+    auto ck = Checkpoint::open(tmp.path);
     CHECK(ck->files().size() == 2);
     CHECK(ck->tensor("a").to_f32() == std::vector<float>{1, 2});
     CHECK(ck->tensor("b").to_f32() == std::vector<float>{3});
     CHECK(ck->file_of("b") == tmp.path + "/model-00002-of-00002.safetensors");
+    CHECK(ck->warnings().empty());
+
+    // A model.safetensors beside the index wins, as in HF transformers' from_pretrained, and
+    // the index left unread is said.
+    write_safetensors(tmp.path + "/model.safetensors",
+                      {make_tensor("a", DType::F32, {2}, {-1, -1})});
+    ck = Checkpoint::open(tmp.path);
+    CHECK(ck->files().size() == 1);
+    CHECK(ck->tensor("a").to_f32() == std::vector<float>{-1, -1});
+    CHECK(!ck->has("b"));
+    REQUIRE(ck->warnings().size() == 1);
+    CHECK(ck->warnings()[0].find("holds both model.safetensors and model.safetensors.index.json: "
+                                 "reading model.safetensors, as HF transformers does") !=
+          std::string::npos);
   }
 
   TEST_CASE("malformed checkpoint directories fail naming the file and tensor") {

@@ -320,9 +320,13 @@ TEST_CASE(
   CHECK(load_with([](ojson& t) {
           t["config"]["hidden"] = ojson{{"default", 0}};
         }) == std::string(LOOM_TESTDATA) +
-                  "/tiny_llama/config.json: spec field hidden is 0; it must be positive (mapping "
-                  "table " +
-                  table + ")");
+                  "/tiny_llama/config.json: spec field hidden (a constant of fuzz_table.json) is "
+                  "0; it must be positive");
+  // A field the table maps no key to is the table's fault, and the message says so.
+  CHECK(load_with([](ojson& t) { t["config"].erase("vocab"); }) ==
+        std::string(LOOM_TESTDATA) +
+            "/tiny_llama/config.json: spec field vocab (fuzz_table.json maps no config key to "
+            "it: add \"vocab\" to its \"config\") is 0; it must be positive");
   CHECK(load_with([](ojson& t) { t["weights"][0]["name"] = "embed.weight"; }) ==
         "missing tensor embed.weight (role embed) in " + std::string(LOOM_TESTDATA) +
             "/tiny_llama (mapping table " + table + ")");

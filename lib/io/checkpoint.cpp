@@ -60,8 +60,15 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
   // weight_map name → shard file name, as the index lists it (empty without an index).
   std::map<std::string, std::string> weight_map;
   std::vector<std::string> shard_names;
-  if (is_file(index_path)) {
-    // The index wins over a model.safetensors lying beside it: only named shards are read.
+  if (is_file(single_path)) {
+    // As HF transformers' from_pretrained: model.safetensors wins over an index beside it.
+    shard_names.push_back("model.safetensors");
+    if (is_file(index_path))
+      ck->warnings_.push_back(cat(dir, " holds both model.safetensors and ",
+                                  "model.safetensors.index.json: reading model.safetensors, as HF "
+                                  "transformers does; remove the one that is stale"));
+  } else if (is_file(index_path)) {
+    // Only the shards the index names are read: a stray shard in the folder changes nothing.
     const nlohmann::json index = read_json_file(index_path, "shard index");
     auto wm = index.is_object() ? index.find("weight_map") : index.end();
     if (!index.is_object() || wm == index.end() || !wm->is_object())
@@ -81,8 +88,6 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
     for (const std::string& s : shard_names)
       if (!is_file(dir + "/" + s))
         fail(index_path, " names shard ", quoted(s), ", which does not exist in ", dir);
-  } else if (is_file(single_path)) {
-    shard_names.push_back("model.safetensors");
   } else {
     fail("no model.safetensors or model.safetensors.index.json in ", dir);
   }

@@ -34,6 +34,8 @@ class Checkpoint {
   const std::string& file_of(const std::string& name) const;  // shard path; throws if absent
   const std::vector<SafetensorsFile>& files() const { return files_; }
   uint64_t total_file_bytes() const;
+  // What was odd but not wrong (a model.safetensors beside an index: the index is not read).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::string dir_;
@@ -41,6 +43,7 @@ class Checkpoint {
   std::string config_path_;
   std::vector<SafetensorsFile> files_;
   std::unordered_map<std::string, size_t> where_;  // tensor name → files_ position
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace loom

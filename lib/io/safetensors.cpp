@@ -9,12 +9,22 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 
 namespace loom {
 
 namespace {
+
+// Bytes an element of a safetensors dtype that loom's DType lacks; 0 for no safetensors dtype.
+size_t foreign_dtype_size(const std::string& d) {
+  if (d == "BOOL" || d == "I8" || d == "F8_E5M2" || d == "F8_E4M3") return 1;
+  if (d == "I16" || d == "U16") return 2;
+  if (d == "U32") return 4;
+  if (d == "F64" || d == "U64") return 8;
+  return 0;
+}
 
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;  // same limit as the Rust crate
 
@@ -85,14 +95,25 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const uint64_t data_size = size - 8 - header_len;
   f.data_ = base + 8 + header_len;
 
+  // A name given twice would silently take its last entry (nlohmann keeps the last key): the
+  // safetensors library refuses such a file, and so does loom.
   nlohmann::json header;
+  std::set<std::string> keys;
+  std::string twice;
+  auto on_key = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (ev == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+        !keys.insert(parsed.get<std::string>()).second)
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
     header = nlohmann::json::parse(reinterpret_cast<const char*>(base + 8),
-                                   reinterpret_cast<const char*>(base + 8 + header_len));
+                                   reinterpret_cast<const char*>(base + 8 + header_len), on_key);
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": header is not valid JSON: ", e.what());
   }
   if (!header.is_object()) fail(path, ": header is not a JSON object");
+  if (!twice.empty()) fail(path, ": tensor ", quoted(twice), " is listed twice in the header");
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -114,9 +135,16 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
     auto dt = v.find("dtype");
     if (dt == v.end() || !dt->is_string()) fail(where, "missing \"dtype\" string");
-    if (!parse_safetensors_dtype(dt->get<std::string>(), &e.dtype))
-      fail(where, "unknown dtype ", quoted(dt->get<std::string>()),
-           " (supported: F32, F16, BF16, I32, I64, U8)");
+    if (!parse_safetensors_dtype(dt->get<std::string>(), &e.dtype)) {
+      const size_t size = foreign_dtype_size(dt->get<std::string>());
+      if (size == 0)
+        fail(where, "unknown dtype ", quoted(dt->get<std::string>()),
+             " (the safetensors format has F64, F32, F16, BF16, F8_E5M2, F8_E4M3, I64, I32, I16, "
+             "I8, U64, U32, U16, U8, BOOL)");
+      e.foreign = dt->get<std::string>();
+      e.dtype = DType::U8;
+      e.foreign_size = size;
+    }
 
     auto sh = v.find("shape");
     if (sh == v.end() || !sh->is_array()) fail(where, "missing \"shape\" list");
@@ -139,10 +167,11 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (e.begin > e.end) fail(where, range, " has begin after end");
     if (e.end > data_size) fail(where, range, " run past the data section (", data_size, " bytes)");
     uint64_t need = 0;
-    overflow |= __builtin_mul_overflow(numel, uint64_t(dtype_size(e.dtype)), &need);
+    const uint64_t elem = e.foreign.empty() ? dtype_size(e.dtype) : e.foreign_size;
+    overflow |= __builtin_mul_overflow(numel, elem, &need);
     if (overflow || need != e.nbytes())
       fail(where, range, " hold ", e.nbytes(), " bytes, shape ", shape_str(e.shape), " ",
-           dtype_name(e.dtype), " needs ",
+           e.foreign.empty() ? std::string(dtype_name(e.dtype)) : e.foreign, " needs ",
            overflow ? std::string("more than 2^64") : std::to_string(need));
     f.entries_.push_back(std::move(e));
   }
@@ -160,6 +189,19 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       fail(path, ": tensors ", quoted(a.name), " [", a.begin, ", ", a.end, "] and ", quoted(b.name),
            " [", b.begin, ", ", b.end, "] overlap");
   }
+
+  // Every data byte belongs to a tensor, as the safetensors library requires (a gap or trailing
+  // bytes: a file written by something else, or a header that lies).
+  uint64_t covered = 0;
+  for (const Entry* e : by_begin) {
+    if (e->begin != covered)
+      fail(path, ": bytes [", covered, ", ", e->begin, ") of the data section belong to no tensor ",
+           "(before ", quoted(e->name), "); expected tensors back to back");
+    covered = e->end;
+  }
+  if (covered != data_size)
+    fail(path, ": the data section is ", data_size, " bytes but its tensors end at ", covered,
+         "; expected no bytes after the last tensor");
 
   // nlohmann::json objects iterate in key order, so entries_ is already sorted by name.
   for (size_t i = 0; i < f.entries_.size(); i++) f.index_[f.entries_[i].name] = i;

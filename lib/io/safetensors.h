@@ -26,6 +26,10 @@ class SafetensorsFile {
     std::vector<int64_t> shape;
     uint64_t begin = 0;  // byte range [begin, end) relative to the data section
     uint64_t end = 0;
+    // A safetensors dtype loom computes with none of (BOOL, I8, F64, …): its name, with dtype
+    // U8 and shape as given; "" for the rest. Such a tensor can be present but never read.
+    std::string foreign;
+    size_t foreign_size = 0;  // its element's bytes
     uint64_t nbytes() const { return end - begin; }
   };
 

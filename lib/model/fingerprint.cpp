@@ -26,14 +26,10 @@ struct Fnv1a {
 ModelIdentity model_identity(const std::string& model_dir, const std::string& table_path) {
   auto ck = Checkpoint::open(model_dir);
   ModelIdentity id;
-  const auto& archs = ck->config().value("architectures", nlohmann::json::array());
-  id.architecture =
-      archs.is_array() && !archs.empty() && archs[0].is_string() ? archs[0].get<std::string>() : "";
-  id.table_path = table_path.empty() ? find_mapping_table(id.architecture, table_search_dirs(""),
-                                                          ck->config_path())
-                                     : table_path;
-  id.spec = spec_from_config(parse_mapping_table(id.table_path), ck->config(), ck->config_path(),
-                             nullptr, ck.get());
+  LoadOptions opts;
+  opts.table_path = table_path;
+  id.table_path = choose_mapping_table(*ck, opts, &id.architecture);
+  id.spec = checkpoint_spec(*ck, parse_mapping_table(id.table_path), id.table_path, nullptr);
   std::ifstream table(id.table_path, std::ios::binary);
   LOOM_CHECK(table.is_open(), "cannot read mapping table ", id.table_path);
   std::stringstream table_text;
@@ -48,6 +44,7 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
     for (const auto& e : file.entries()) {
       f.add(e.name);
       f.add(std::to_string(int(e.dtype)));
+      if (!e.foreign.empty()) f.add(e.foreign);  // only then: other fingerprints stay as they were
       for (int64_t d : e.shape) f.add(std::to_string(d));
       f.add(std::to_string(e.begin) + ":" + std::to_string(e.end));
       const char* bytes = static_cast<const char*>(file.tensor(e).data);

@@ -1,8 +1,12 @@
 #include "model/mapping.h"
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <cmath>
+
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
@@ -38,10 +42,22 @@ int64_t config_int(const nlohmann::json& v, const std::string& what,
   fail(what, " is ", v.dump(), "; expected an integer");
 }
 
+// Where a spec field's value came from, for messages: its config key, or the table that sets
+// it (a constant, or nothing at all).
+std::string source_of(const MappingTable& t, const std::string& field) {
+  for (const ConfigField& cf : t.config)
+    if (cf.field == field)
+      return cf.keys.empty() ? cat(" (a constant of ", base_name(t.path), ")")
+                             : cat(" (config \"", cf.keys[0], "\")");
+  return cat(" (", base_name(t.path), " maps no config key to it: add \"", field,
+             "\" to its \"config\")");
+}
+
 void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_given,
                    const std::string& where, std::vector<std::string>* warnings) {
   auto positive = [&](const char* name, int64_t v) {
-    LOOM_CHECK(v > 0, where, ": spec field ", name, " is ", v, "; it must be positive");
+    LOOM_CHECK(v > 0, where, ": spec field ", name, source_of(t, name), " is ", v,
+               "; it must be positive");
   };
   positive("hidden", s.hidden);
   positive("layers", s.layers);
@@ -66,8 +82,13 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
 
   LOOM_CHECK(s.logit_begin >= 0 && s.logit_end >= 0 && s.logit_end <= s.vocab &&
                  (s.logit_end == 0 || s.logit_begin < s.logit_end),
-             where, ": logit range [", s.logit_begin, ", ", s.logit_end,
-             ") must lie within the vocab of ", s.vocab, " (logit_end 0: the whole vocab)");
+             where, ": the ids image slots sample, [logit_begin, logit_end) = [", s.logit_begin,
+             ", ", s.logit_end, ")", source_of(t, "logit_end"), ", must lie within the vocab of ",
+             s.vocab, source_of(t, "vocab"), " (logit_end 0: the whole vocab)");
+  if (s.action_projection == ActionProjection::Tokens && s.logit_end > 0)
+    LOOM_CHECK(s.logit_end - s.logit_begin < s.vocab, where, ": image ids [", s.logit_begin, ", ",
+               s.logit_end, ")", source_of(t, "logit_end"), " take the whole vocab of ", s.vocab,
+               ", leaving no ids for action tokens; expected an image range smaller than vocab");
   if (s.positions == PositionKind::Absolute)
     LOOM_CHECK(s.max_positions > 0, where, ": max_positions is ", s.max_positions,
                "; learned absolute positions need a table of max_positions rows");
@@ -93,8 +114,17 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
       s.action_projection == ActionProjection::Mlp)
     LOOM_CHECK(s.action_dim > 0, where, ": action_dim is ", s.action_dim,
                "; the action projection needs its input width");
-  LOOM_CHECK(s.temporal_rows > 0, where, ": temporal_rows (frames per round) is ", s.temporal_rows,
-             "; it must be positive");
+  // A new round starts from the last `overlap` frames of the old, overlap in [1, T - 1]: a round
+  // of one frame could never make room for the next.
+  LOOM_CHECK(s.temporal_rows >= 2, where, ": temporal_rows (frames per round, T)",
+             source_of(t, "temporal_rows"), " is ", s.temporal_rows,
+             "; a round must hold at least 2 frames (one carried over, one new)");
+  LOOM_CHECK(int64_t(s.image_tokens) + s.action_tokens <= (int64_t(1) << 24), where,
+             ": image_tokens ", s.image_tokens, " + action_tokens ", s.action_tokens,
+             " slots a frame; expected at most 2^24");
+  LOOM_CHECK(int64_t(s.frame_slots()) * s.temporal_rows <= std::numeric_limits<int32_t>::max(),
+             where, ": a round of ", s.temporal_rows, " frames × ", s.frame_slots(),
+             " slots passes 2^31 positions");
   const int64_t round = int64_t(s.frame_slots()) * s.temporal_rows;
   if (s.positions == PositionKind::SpatioTemporal) {
     LOOM_CHECK(s.spatial_rows == s.image_tokens + s.action_tokens, where, ": spatial_rows ",
@@ -149,11 +179,37 @@ class Binder {
         else
           bind(r, -1);
       }
-    for (const std::string& name : ck_.names())
-      if (!used_.count(name))
-        m_.warnings.push_back(cat("unused checkpoint tensor ", name, " (",
-                                  base_name(ck_.file_of(name)), "): no role in ",
-                                  base_name(t_.path), " uses it"));
+    // An unused tensor of a module whose other tensors are bound (a bias beside a bound
+    // weight) is math the table leaves out: an error, as vLLM's loaders make it. Others (a
+    // rotary inv_freq buffer, GPT-2's attention masks) are only warned about.
+    std::set<std::string> modules;
+    for (const std::string& name : used_) modules.insert(module_of(name));
+    std::vector<std::string> left_out;
+    for (const std::string& name : ck_.names()) {
+      if (used_.count(name)) continue;
+      if (modules.count(module_of(name))) {
+        left_out.push_back(name);
+        continue;
+      }
+      m_.warnings.push_back(cat("unused checkpoint tensor ", name, " (",
+                                base_name(ck_.file_of(name)), "): no role in ", base_name(t_.path),
+                                " uses it"));
+    }
+    if (!left_out.empty())
+      fail(ck_.file_of(left_out[0]), ": ", left_out[0], " belongs to module ",
+           module_of(left_out[0]), ", whose other tensors ", base_name(t_.path),
+           " binds, but no role uses it",
+           left_out.size() > 1 ? cat(" (nor ", left_out.size() - 1, " more like it: ", left_out[1],
+                                     left_out.size() > 2 ? ", …" : "", ")")
+                               : std::string(),
+           "; loom's output would differ from the model's. Expected the table to bind it (a "
+           "feature such as qkv_bias and its role) or a checkpoint without it");
+  }
+
+  // "model.layers.0.self_attn.q_proj.bias" → "model.layers.0.self_attn.q_proj".
+  static std::string module_of(const std::string& name) {
+    const size_t dot = name.rfind('.');
+    return dot == std::string::npos ? std::string() : name.substr(0, dot);
   }
 
  private:
@@ -246,6 +302,8 @@ class Binder {
   void check_part(const WeightRule& r, int layer, const Found& f) {
     const auto& e = *f.entry;
     const std::string& file = ck_.file_of(f.name);
+    LOOM_CHECK(e.foreign.empty(), file, ": ", f.name, " is ", e.foreign,
+               "; weights must be bf16, f16 or f32 (", role_desc(r, layer), ")");
     if (!dtype_set_) {
       LOOM_CHECK(e.dtype == DType::BF16 || e.dtype == DType::F16 || e.dtype == DType::F32, file,
                  ": ", f.name, " is ", dtype_name(e.dtype), "; weights must be bf16, f16 or f32");
@@ -377,7 +435,10 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
     std::string key;
     for (const std::string& k : cf.keys) {
       auto it = config.find(k);
-      if (it != config.end() && !it->is_null()) {
+      // Meta's params.json writes "vocab_size": -1 for "take it from the tokenizer": with a
+      // tensor to read the field from, -1 counts as absent.
+      const bool unset = !cf.shape_of.empty() && it != config.end() && *it == -1;
+      if (it != config.end() && !it->is_null() && !unset) {
         v = &*it;
         key = k;
         break;
@@ -458,23 +519,53 @@ void rope_permute_rows(const uint8_t* src, uint8_t* dst, int64_t rows, size_t ro
       }
 }
 
+std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, std::string* arch) {
+  const std::string& config_path = ck.config_path();
+  arch->clear();
+  auto a = ck.config().find("architectures");
+  if (a != ck.config().end() && a->is_array() && !a->empty() && (*a)[0].is_string())
+    *arch = (*a)[0].get<std::string>();
+  if (!opts.table_path.empty()) {
+    // A bare name that is no file here ("llama_meta.json") is one of loom's own tables.
+    struct stat st {};
+    if (opts.table_path.find('/') == std::string::npos && stat(opts.table_path.c_str(), &st) != 0)
+      for (const std::string& dir : table_search_dirs(opts.tables_dir))
+        if (stat((dir + "/" + opts.table_path).c_str(), &st) == 0)
+          return dir + "/" + opts.table_path;
+    return opts.table_path;
+  }
+  if (arch->empty() && base_name(config_path) == "params.json")
+    *arch = "MetaLlamaForCausalLM";  // models/llama_meta.json
+  LOOM_CHECK(!arch->empty(), config_path,
+             ": no \"architectures\" list to choose a mapping table by; pass --model-table FILE");
+  const char* env = std::getenv("LOOM_MODELS_DIR");
+  struct stat st {};
+  LOOM_CHECK(
+      !opts.tables_dir.empty() || !env || !*env || (stat(env, &st) == 0 && S_ISDIR(st.st_mode)),
+      "LOOM_MODELS_DIR=", env ? env : "", " is not a folder; expected the folder of ",
+      "mapping tables (unset it to use loom's own)");
+  return find_mapping_table(*arch, table_search_dirs(opts.tables_dir), config_path);
+}
+
+ModelSpec checkpoint_spec(const Checkpoint& ck, const MappingTable& table,
+                          const std::string& table_path, std::vector<std::string>* warnings) {
+  try {
+    return spec_from_config(table, ck.config(), ck.config_path(), warnings, &ck);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.find(base_name(table_path)) != std::string::npos) throw;
+    fail(msg, " (mapping table ", table_path, ")");
+  }
+}
+
 LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
   LoadedModel m;
   m.checkpoint = Checkpoint::open(model_dir);
   const Checkpoint& ck = *m.checkpoint;
+  m.warnings = ck.warnings();
   const std::string config_path = ck.config_path();
-
   std::string arch;
-  auto a = ck.config().find("architectures");
-  if (a != ck.config().end() && a->is_array() && !a->empty() && (*a)[0].is_string())
-    arch = (*a)[0].get<std::string>();
-  if (opts.table_path.empty()) {
-    LOOM_CHECK(!arch.empty(), config_path,
-               ": no \"architectures\" list to choose a mapping table by; pass --model-table");
-    m.table_path = find_mapping_table(arch, table_search_dirs(opts.tables_dir), config_path);
-  } else {
-    m.table_path = opts.table_path;
-  }
+  m.table_path = choose_mapping_table(ck, opts, &arch);
   const MappingTable table = parse_mapping_table(m.table_path);
   if (arch.empty()) arch = table.architectures[0];
   if (std::find(table.architectures.begin(), table.architectures.end(), arch) ==
@@ -484,11 +575,10 @@ LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
 
   // From here every error is about this checkpoint read through this table; messages that
   // name only config.json or a tensor (a field, a spec check, a missing tensor) get the table.
+  m.spec = checkpoint_spec(ck, table, m.table_path, &m.warnings);
+  m.spec.architecture = arch;
+  m.spec.table = base_name(m.table_path);
   try {
-    m.spec = spec_from_config(table, ck.config(), config_path, &m.warnings, &ck);
-    m.spec.architecture = arch;
-    m.spec.table = base_name(m.table_path);
-
     for (const SafetensorsFile& f : ck.files()) f.prefetch();
     Binder(table, ck, m).run();
   } catch (const Error& e) {

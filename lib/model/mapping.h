@@ -61,6 +61,16 @@ ModelSpec spec_from_config(const MappingTable& table, const nlohmann::json& conf
                            std::vector<std::string>* warnings = nullptr,
                            const Checkpoint* checkpoint = nullptr);  // for "shape_of" fields
 
+// The mapping table a checkpoint is read through: `opts.table_path` when given, else the table
+// whose "architectures" lists config.json's architectures[0] (a Meta params.json, which has no
+// such list: MetaLlamaForCausalLM). Sets *arch to the architecture. Throws naming the config.
+std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, std::string* arch);
+
+// spec_from_config through the table at `table_path` for the checkpoint; every error names the
+// table (load_model and model/fingerprint.h read a checkpoint's spec alike).
+ModelSpec checkpoint_spec(const Checkpoint& ck, const MappingTable& table,
+                          const std::string& table_path, std::vector<std::string>* warnings);
+
 // Meta → HF rotary row order (transformers' convert_llama_weights_to_hf.py `permute`): within
 // each head of `head_dim` rows, Meta interleaves rotary pairs (2j, 2j+1); HF keeps the first
 // halves then the second halves: dst row h*hd + a*hd/2 + j = src row h*hd + 2j + a.

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -227,6 +229,9 @@ class ExprParser {
         return 1;
       }
       auto it = vars_->find(name);
+      if (it == vars_->end() && find_field(kIntFields, name))
+        error(cat("\"", name, "\" has no value here: the table's \"config\" sets no \"", name,
+                  "\" before this expression"));
       if (it == vars_->end())
         error(cat("unknown name \"", name, "\" (known: ", join(int_field_names()), ")"));
       return it->second;
@@ -262,8 +267,11 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 ojson read_table_json(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    fail("mapping table ", path, " is a folder; expected a table's JSON file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read mapping table ", path);
+  if (!in) fail("cannot read mapping table ", path, ": ", std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   try {
