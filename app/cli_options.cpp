@@ -11,6 +11,8 @@
 #include <map>
 
 #include "app/cli_suggest.h"
+#include "app/log.h"
+#include "app/progress.h"
 #include "app/setup.h"
 #include "core/error.h"
 
@@ -214,7 +216,7 @@ void add_run(CLI::App* cmd, RunArgs& r) {
   cmd->add_option("--progress-interval", r.progress_interval,
                   "seconds between progress lines when stderr is not a terminal (at least "
                   "0.1)")
-      ->check(number_in(0, false))
+      ->check(number_in(kMinProgressInterval_s, false))
       ->type_name("S");
   cmd->add_flag("--quiet,-q", r.quiet, "no progress or summary on stderr");
   cmd->add_option("--log-format", r.log_format,
@@ -327,11 +329,12 @@ struct Given {
   std::vector<std::string> typed;  // options_on_command_line
 
   bool set(const std::string& name) const { return cmd->get_option(name)->count() > 0; }
-  void unused(const std::string& name, const std::string& why) const {
-    if (!set(name)) return;
+  // True when `name` came from its LOOM_ variable, now ignored: the caller drops its value.
+  bool unused(const std::string& name, const std::string& why) const {
+    if (!set(name)) return false;
     if (contains(typed, name)) fail(name, " ", why);
-    std::fprintf(stderr, "loom: warning: %s is ignored: %s %s\n", env_name(name).c_str(),
-                 name.c_str(), why.c_str());
+    log_warning(cat(env_name(name), " is ignored: ", name, " ", why));
+    return true;
   }
 };
 
@@ -341,8 +344,8 @@ void check_engine(const Given& g, const EngineArgs& e) {
     for (const char* name : {"--kv-cache-gib", "--gpu-memory-fraction"})
       g.unused(name, "sizes the KV pool, which --kv-blocks fixes; expected one of them");
   }
-  const bool backend_specific =
-      g.set("--kv-cache-gib") || g.set("--gpu-memory-fraction") || g.set("--device");
+  const bool backend_specific = g.set("--kv-cache-gib") || g.set("--gpu-memory-fraction") ||
+                                g.set("--device") || g.set("--megakernel");
   if (!backend_specific) return;
   // Only now ask the driver (auto): most runs give none of these options.
   const std::string backend = e.backend != "auto" ? e.backend : choose_backend(e).backend_name();
@@ -354,6 +357,7 @@ void check_engine(const Given& g, const EngineArgs& e) {
     g.unused("--gpu-memory-fraction",
              "applies to cuda; on the cpu backend expected --kv-cache-gib or --kv-blocks");
     g.unused("--device", "selects a CUDA device; the cpu backend has none");
+    g.unused("--megakernel", "is a cuda decode path; the cpu backend has none");
   }
 }
 
@@ -362,7 +366,13 @@ void finish_run(const Given& g, RunArgs& r) {
     for (const char* name :
          {"--samples-per-file", "--file-seconds", "--no-dataset-actions", "--no-dataset-context"})
       g.unused(name, "applies to the token dataset; expected --tokens-out DIR with it");
+    if (g.unused("--no-tokens-in-results",
+                 "needs --tokens-out DIR: without it the tokens would be written nowhere"))
+      r.no_tokens_in_results = false;
   }
+  if (r.engine.kv_dtype != "fp8" &&
+      g.unused("--kv-scales", "applies to an fp8 KV cache; expected --kv-dtype fp8 with it"))
+    r.engine.kv_scales.clear();
   check_engine(g, r.engine);
   r.overlap_given = g.set("--overlap");
   for (const CLI::Option* o : g.cmd->get_options()) {

@@ -85,7 +85,7 @@ void log_line(LogLevel level, const std::string& message, const nlohmann::ordere
       std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   const std::string now = format_utc(std::chrono::system_clock::now());
   std::string line;
-  if (s.started && s.json) {
+  if (s.json) {
     nlohmann::ordered_json j;
     j["time"] = now;
     j["elapsed_s"] = double(long(elapsed * 1000)) / 1000;

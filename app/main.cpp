@@ -13,6 +13,7 @@
 #include "app/cli_errors.h"
 #include "app/cli_options.h"
 #include "app/commands.h"
+#include "app/log.h"
 #include "core/error.h"
 #include "io/provenance.h"
 
@@ -51,6 +52,15 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitFatal;
   }
+  // A run logs in its --log-format from here on: its warnings and refusals too.
+  if (*cmd.run) {
+    try {
+      log_init(args.run.log_format, args.run.quiet);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "loom: error: %s\n", e.what());
+      return kExitFatal;
+    }
+  }
   try {
     finish_args(cmd, args, argc, argv);
     if (*cmd.run) return flushed(run_command(args.run));
@@ -60,7 +70,7 @@ int main(int argc, char** argv) {
     if (*cmd.calibrate) return flushed(calibrate_command(args.calibrate));
     if (*cmd.verify) return flushed(verify_command(args.verify));
   } catch (const Error& e) {
-    std::fprintf(stderr, "loom: error: %s\n", e.what());
+    log_error(e.what());
     return kExitFatal;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "loom: error: out of host memory; lower --max-seqs or --kv-cache-gib\n");

@@ -20,7 +20,6 @@ namespace {
 // Lines a log gets before the first interval: the run shows it is alive within seconds.
 constexpr double kFirstLine_s = 2.0;
 constexpr double kLiveRefresh_s = 0.2;
-constexpr double kMinInterval_s = 0.1;
 
 // num_samples and num_frames × num_samples of one job line, as the pre-count sees it: a field
 // it cannot read counts as its default (1 sample, 0 frames); the job's own validation decides
@@ -132,7 +131,7 @@ void JobCounter::count(std::string path, int shard_index, int shard_count) {
 
 Progress::Progress(const JobCounter& counter, double interval_s, int tokens_per_frame)
     : counter_(counter),
-      interval_(std::max(kMinInterval_s, interval_s)),
+      interval_(std::max(kMinProgressInterval_s, interval_s)),
       tokens_per_frame_(tokens_per_frame) {}
 
 Progress::~Progress() {

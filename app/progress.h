@@ -24,6 +24,9 @@
 
 namespace loom {
 
+// The shortest --progress-interval (seconds): shorter ones are refused, not raised.
+constexpr double kMinProgressInterval_s = 0.1;
+
 // Pre-count of a regular jobs file, on its own thread; inert for stdin, pipes and FIFOs.
 class JobCounter {
  public:

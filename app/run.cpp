@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "app/commands.h"
@@ -67,7 +68,7 @@ int run_jobs(const RunArgs& a) {
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
   try {
     return run_engine(a, o, choice);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // loom::Error, and std::bad_alloc of a huge pool
     // No run writes the output any more: "failed" with the reason, not "running"; or, where
     // this run changed nothing (a resume refused as it read the jobs), as it was. Where the
     // disk lets it: the error that stopped the run is the one to report.
@@ -76,8 +77,11 @@ int run_jobs(const RunArgs& a) {
         write_file_atomic(o.sidecar, o.sidecar_before);
         if (!o.dataset_info_before.empty())
           write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
-      } else if (!o.sidecar.empty()) {
-        write_sidecar(o.sidecar, o.identity, "failed", {{"error", e.what()}});
+      } else {
+        if (!o.changed) remove_created(o);  // a refusal after the load leaves nothing behind
+        std::error_code ec;
+        if (!o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec))
+          write_sidecar(o.sidecar, o.identity, "failed", {{"error", e.what()}});
       }
     } catch (const Error&) {
     }

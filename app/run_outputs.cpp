@@ -293,7 +293,38 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     o.identity["kv_scales"] = {{"k", sj["k"]}, {"v", sj["v"]}};
   }
 
+  // 3b. What needs the model's spec but no weights: said before anything is created.
+  JobDefaults overlap;
+  overlap.overlap = a.overlap;
+  overlap.overlap_given = a.overlap_given;
+  check_job_defaults(mid.spec, overlap);
+  LOOM_CHECK(!(backend == "cpu" && a.engine.kv_dtype == "bf16"),
+             "--kv-dtype bf16: the cpu backend computes in f32; its KV cache is f32 or fp8");
+  if (a.engine.kv_dtype != "fp8") {
+    CacheRequest kv;
+    kv_format(a.engine, mid.spec, kv);  // --kv-scales without fp8
+  }
+
   // 4. Only now create folders, then take the locks (a second writer fails here, at once).
+  // What did not exist goes again if the run fails before its first change (run.cpp).
+  auto note_new = [&](const fs::path& p, bool is_dir) {
+    std::error_code ec;
+    std::vector<std::string> missing;
+    for (fs::path d = is_dir ? p : p.parent_path(); !d.empty() && !fs::exists(d, ec);
+         d = d.parent_path())
+      missing.push_back(d.string());
+    o.created.insert(o.created.end(), missing.begin(), missing.end());  // deepest first
+    if (!is_dir && !fs::exists(p, ec)) o.created.insert(o.created.begin(), p.string());
+  };
+  if (!to_stdout) {
+    note_new(o.out_path, false);
+    note_new(o.sidecar, false);
+  }
+  if (report_file) note_new(o.report_path, false);
+  if (!o.dataset.dir.empty()) {
+    note_new(dataset_info_path(o.dataset), false);
+    note_new(o.dataset.dir, true);
+  }
   if (!to_stdout) create_parent_dirs("--out", o.out_path, false);
   if (report_file) create_parent_dirs("--report", o.report_path, false);
   if (!o.dataset.dir.empty()) create_parent_dirs("--tokens-out", o.dataset.dir, true);
@@ -338,6 +369,15 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
       remove_dataset_shard(o.dataset);
     }
   }
+}
+
+void remove_created(RunOutputs& o) {
+  o.out_lock = OutputLock();
+  o.report_lock = OutputLock();
+  o.dataset_lock = OutputLock();
+  std::error_code ec;
+  for (const std::string& p : o.created)
+    if (!fs::is_directory(p, ec) || fs::is_empty(p, ec)) fs::remove(p, ec);
 }
 
 void retire_merged_index(RunOutputs& o, bool quiet) {

@@ -29,7 +29,10 @@ struct RunOutputs {
   // --resume: the side file and dataset.json as they were, so that a run refused before it
   // changed anything (another jobs file, found as its lines are read) can put them back.
   std::string sidecar_before, dataset_info_before;
-  bool changed = false;        // records, data files or a reconciliation written by this run
+  bool changed = false;  // records, data files or a reconciliation written by this run
+  // Files and folders that did not exist before this run (files first, then folders deepest
+  // first): a run that fails before its first change removes them, leaving nothing behind.
+  std::vector<std::string> created;
   bool index_retired = false;  // retire_merged_index has run
 };
 
@@ -38,6 +41,9 @@ struct RunOutputs {
 // Throws loom::Error (one CLI line) for every refusal, before anything is created.
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
                      RunOutputs& o);
+
+// Releases the locks and removes what o.created lists (files, then folders that are empty).
+void remove_created(RunOutputs& o);
 
 // A shard's first change to a --tokens-out folder holding a merged index (loom merge --dataset)
 // makes that index stale, and a reader would take it for the dataset: it is removed (once, and

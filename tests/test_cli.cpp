@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -262,12 +263,38 @@ TEST_CASE("fatal errors: one readable line and exit code 2") {
   const std::string too_much =
       "loom: error: --overlap 6: expected an integer in [1, 5] for this model (its temporal "
       "table has 6 rows), found 6";
-  Ran overlap = run("run -q --overwrite --model " + kData + "/tiny_v1 --jobs " + kData +
-                        "/jobs/tiny_v1.jsonl --out " + kTmp + "overlap.jsonl --overlap 6",
+  // Said before any output is made, as every refusal that needs the model's spec but no
+  // weights (--kv-dtype bf16 on the cpu, --kv-scales without fp8).
+  const std::string outs = "/jobs/tiny_v1.jsonl --out " + kTmp + "refused/a/r.jsonl --report " +
+                           kTmp + "refused/rep.json --tokens-out " + kTmp + "refused/ds";
+  Ran overlap = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData + outs + " --overlap 6",
                     "overlap");
   CHECK(overlap.code == 2);
-  CHECK(overlap.err.rfind(too_much, 0) == 0);
-  CHECK(std::count(overlap.err.begin(), overlap.err.end(), '\n') == 1);
+  CHECK(overlap.err == too_much + "\n");
+  CHECK(!std::filesystem::exists(kTmp + "refused"));
+  for (const std::string& opt :
+       {std::string("--backend cpu --kv-dtype bf16"), "--kv-scales " + kTmp + "s.json"}) {
+    CAPTURE(opt);
+    Ran r = run("run -q --model " + kData + "/tiny_v1 --jobs " + kData + outs + " " + opt, "kv");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("loom: error: --kv-") == 0);
+    CHECK(!std::filesystem::exists(kTmp + "refused"));
+  }
+  // A refusal after the model loaded (a KV pool no host can allocate): the same, nothing left,
+  // not even the side file of a run that never wrote a record.
+  Ran pool = run("run -q --backend cpu --kv-blocks 2147483647 --model " + kData +
+                     "/tiny_v1 --jobs " + kData + outs,
+                 "pool");
+  CHECK(pool.code == 2);
+  CHECK(pool.err.find("out of host memory") != std::string::npos);
+  CHECK(!std::filesystem::exists(kTmp + "refused"));
+  // --max-seqs up to 2^31 - 1 runs (twice it once overflowed the jobs read ahead).
+  Ran wide =
+      run("run -q --backend cpu --max-seqs 2147483647 --model " + kData + "/tiny_v1 --jobs " +
+              kData + "/jobs/tiny_v1.jsonl --out " + kTmp + "wide.jsonl",
+          "wide");
+  CHECK(wide.code == 0);
+  CHECK(read_lines(kTmp + "wide.jsonl").size() == 5);
   Ran overlap_env = run("run -q --overwrite --model " + kData + "/tiny_v1 --jobs " + kData +
                             "/jobs/tiny_v1.jsonl --out " + kTmp + "overlap.jsonl",
                         "overlap_env", "LOOM_OVERLAP=6 ");
@@ -288,7 +315,7 @@ TEST_CASE("inspect: spec, roles and totals of a checkpoint") {
 }
 
 TEST_CASE("progress: plain lines on a non-terminal stderr, none with --quiet") {
-  const std::string args = "run --progress-interval 0 --model " + kData + "/tiny_v1 --jobs " +
+  const std::string args = "run --progress-interval 0.1 --model " + kData + "/tiny_v1 --jobs " +
                            kData + "/jobs/tiny_v1.jsonl --overwrite --out " + kTmp +
                            "loom_cli_progress.jsonl";
   Ran r = run(args, "progress");

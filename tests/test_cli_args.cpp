@@ -112,7 +112,8 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"rnu", "unknown command \"rnu\"; did you mean \"run\"?"},
       {"benhc" + m, "unknown command \"benhc\"; did you mean \"bench\"?"},
       {"frobnicate",
-       "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench, calibrate, verify"},
+       "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench, calibrate, "
+       "verify"},
       {"run --max-seq 4" + m, "unknown option --max-seq for run; did you mean --max-seqs?"},
       {"run --max-num-seq=4" + m,
        "unknown option --max-num-seq for run; did you mean --max-num-seqs?"},
@@ -217,6 +218,19 @@ TEST_CASE("LOOM_<OPTION> fills an option; the command line wins") {
   CHECK(ignored.err ==
         "loom: warning: LOOM_KV_CACHE_GIB is ignored: --kv-cache-gib sizes the KV pool, which "
         "--kv-blocks fixes; expected one of them\n");
+  // So with every option that needs another: the variable warns and is dropped, the typed
+  // option is refused.
+  const Out scales = run_loom(run_args("env_scales.jsonl", ""), {"LOOM_KV_SCALES=/none.json"});
+  CHECK(scales.code == 0);
+  CHECK(scales.err ==
+        "loom: warning: LOOM_KV_SCALES is ignored: --kv-scales applies to an fp8 KV cache; "
+        "expected --kv-dtype fp8 with it\n");
+  const Out no_tokens =
+      run_loom(run_args("env_no_tokens.jsonl", ""), {"LOOM_NO_TOKENS_IN_RESULTS=1"});
+  CHECK(no_tokens.code == 0);
+  CHECK(cli::tokens_by_sample(dir() + "/env_no_tokens.jsonl").size() == 5);  // tokens kept
+  CHECK(run_loom(run_args("mega.jsonl", "--megakernel")).err ==
+        "loom: error: --megakernel is a cuda decode path; the cpu backend has none\n");
 }
 
 TEST_CASE("vLLM-style aliases are the options they name") {

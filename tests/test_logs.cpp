@@ -112,11 +112,24 @@ TEST_CASE(
 TEST_CASE("--log-format json: every line a JSON object; progress lines carry their numbers") {
   const std::string dir = temp_dir("logs_json");
   const std::string jobs = kData + "/jobs/tiny_v1.jsonl";
+  // LOOM_FILE_SECONDS without --tokens-out: a warning said as the options are checked, before
+  // the banner, and a JSON line as well.
   const Exit e = run("run --log-format json --progress-interval 0.1" + kModel + " --jobs " + jobs +
                          " --out " + dir + "/out.jsonl",
-                     dir);
+                     dir, {"LOOM_FILE_SECONDS=3"});
   INFO(e.err);
   CHECK(e.code == 0);
+  CHECK(e.err.find("{\"time\":") == 0);
+  CHECK(e.err.find("LOOM_FILE_SECONDS is ignored") != std::string::npos);
+  // A refused run's one error line too.
+  const Exit refused = run(
+      "run --log-format json" + kModel + " --jobs " + dir + "/none.jsonl --out " + dir + "/x.jsonl",
+      dir);
+  CHECK(refused.code == 2);
+  const json error = json::parse(refused.err, nullptr, false);
+  REQUIRE(error.is_object());
+  CHECK(error["level"] == "error");
+  CHECK(error["message"].get<std::string>().find("cannot read jobs from") == 0);
   const auto [samples, frames] = totals_of(jobs);
   int progress = 0, info = 0;
   json last;

@@ -105,7 +105,10 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   st.kv_block_bytes = backend_.kv_block_bytes(opt_.cache.block_size);
   if (opt_.on_start) opt_.on_start(st);
 
-  const int lookahead = opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * opt_.scheduler.max_seqs;
+  // Jobs read ahead of the scheduler: twice what one step can hold (in 64 bits: --max-seqs may
+  // be up to 2^31 - 1).
+  const int64_t lookahead =
+      opt_.lookahead_jobs > 0 ? opt_.lookahead_jobs : 2 * int64_t(opt_.scheduler.max_seqs);
   struct Waiting {
     std::unique_ptr<Sequence> seq;
     double read_at;
@@ -167,7 +170,7 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   };
   while (true) {
     // Read ahead while there is room in the waiting line.
-    while (!input_done && !stopping() && int(waiting.size()) < lookahead) {
+    while (!input_done && !stopping() && int64_t(waiting.size()) < lookahead) {
       Job job;
       JobError err;
       bool ok = false;
