@@ -344,8 +344,8 @@ void check_engine(const Given& g, const EngineArgs& e) {
     for (const char* name : {"--kv-cache-gib", "--gpu-memory-fraction"})
       g.unused(name, "sizes the KV pool, which --kv-blocks fixes; expected one of them");
   }
-  const bool backend_specific = g.set("--kv-cache-gib") || g.set("--gpu-memory-fraction") ||
-                                g.set("--device") || g.set("--megakernel");
+  const bool backend_specific =
+      g.set("--kv-cache-gib") || g.set("--gpu-memory-fraction") || g.set("--device");
   if (!backend_specific) return;
   // Only now ask the driver (auto): most runs give none of these options.
   const std::string backend = e.backend != "auto" ? e.backend : choose_backend(e).backend_name();
@@ -357,7 +357,6 @@ void check_engine(const Given& g, const EngineArgs& e) {
     g.unused("--gpu-memory-fraction",
              "applies to cuda; on the cpu backend expected --kv-cache-gib or --kv-blocks");
     g.unused("--device", "selects a CUDA device; the cpu backend has none");
-    g.unused("--megakernel", "is a cuda decode path; the cpu backend has none");
   }
 }
 
@@ -374,6 +373,10 @@ void finish_run(const Given& g, RunArgs& r) {
       g.unused("--kv-scales", "applies to an fp8 KV cache; expected --kv-dtype fp8 with it"))
     r.engine.kv_scales.clear();
   check_engine(g, r.engine);
+  // (bench takes it on the cpu too, and records that no step used it.)
+  if (g.set("--megakernel") && (r.engine.backend == "auto" ? choose_backend(r.engine).backend_name()
+                                                           : r.engine.backend) == "cpu")
+    g.unused("--megakernel", "is a cuda decode path; the cpu backend has none");
   r.overlap_given = g.set("--overlap");
   for (const CLI::Option* o : g.cmd->get_options()) {
     const std::string name = o->get_name();

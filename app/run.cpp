@@ -156,8 +156,8 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   };
   // Data before index: with a dataset, ok records wait until their file is durable.
   auto commit_dataset = [&] {
+    o.changed = o.changed || !dataset.empty();  // before: a failed commit leaves a data file
     const std::vector<JobResult> committed = dataset.commit();
-    o.changed = o.changed || !committed.empty();
     for (const JobResult& r : committed) write_record(r);
     writer.sync();
     last_sync = now_seconds();

@@ -242,7 +242,8 @@ TEST_CASE("loom calibrate writes scales that run --kv-dtype fp8 reads; the error
                    "/x.jsonl --kv-scales " + scales,
                dir);
   CHECK(e.code == 2);
-  CHECK(e.err.find("pass --kv-dtype fp8 too") != std::string::npos);
+  CHECK(e.err.find("--kv-scales applies to an fp8 KV cache; expected --kv-dtype fp8 with it") !=
+        std::string::npos);
   std::ofstream(dir + "/bad.json") << R"({"format": "loom-kv-scales", "version": 1, "layers": 7,
       "kv_heads": 1, "k": [1], "v": [1]})";
   e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
