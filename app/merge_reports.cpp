@@ -24,13 +24,20 @@ int merge_reports_command(const std::vector<std::string>& reports, const std::st
     write_file_atomic(out, text);  // whole or not at all
   }
   const nlohmann::json& gen = merged["generated"];
+  // What the results files hold, where the reports say (loom 0.5.0's do not): after a
+  // resubmission the last runs' work (generated) can be far less, even nothing.
+  const std::string records =
+      merged.contains("records")
+          ? cat("; the results files hold ", merged["records"].value("ok", int64_t(0)),
+                " samples and ", merged["records"].value("error", int64_t(0)), " error records")
+          : std::string();
   std::fprintf(stderr,
-               "loom: merged %zu reports: %lld tokens, %lld frames in %.2f s (%.1f tokens/s; "
-               "%.1f summed over shards) into %s\n",
+               "loom: merged %zu reports: these runs generated %lld tokens, %lld frames in %.2f "
+               "s (%.1f tokens/s; %.1f summed over shards)%s; into %s\n",
                reports.size(), (long long)gen["tokens"].get<int64_t>(),
                (long long)gen["frames"].get<int64_t>(), merged["time_s"]["run"].get<double>(),
                gen["tokens_per_s"].get<double>(),
-               gen["sum_of_shard_rates"]["tokens_per_s"].get<double>(),
+               gen["sum_of_shard_rates"]["tokens_per_s"].get<double>(), records.c_str(),
                out == "-" ? "stdout" : out.c_str());
   return kExitOk;
 }

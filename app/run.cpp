@@ -145,8 +145,10 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   // loss (not just a crash) can take, without a disk flush per record.
   constexpr double kSyncInterval_s = 5.0;
   double last_sync = now_seconds();
+  int64_t ok_written = 0, errors_written = 0;  // this run's records, for the report
   auto write_record = [&](const JobResult& r) {
     o.changed = true;
+    ++(r.ok ? ok_written : errors_written);
     writer.write(r);
     fault_point("record");
     if (now_seconds() - last_sync > kSyncInterval_s) {
@@ -228,6 +230,11 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     nlohmann::json rep = run_report(st, ctx);
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     if (o.out_path != "-") rep["results"] = same_path_form(o.out_path).string();
+    // The whole results file, earlier runs' records included (generated.* is this run's work;
+    // after a --resume of a finished run it is 0).
+    rep["records"] = {{"ok", done.ok_records + ok_written},
+                      {"error", done.error_records + errors_written},
+                      {"this_run", ok_written + errors_written}};
     rep["provenance"] = run_provenance();
     const std::string text = rep.dump(2) + "\n";
     if (o.report_path == "-") {

@@ -106,6 +106,14 @@ TEST_CASE(
   // Totals from the pre-count: 3000 jobs, 1 or 2 samples each, 8 frames a sample.
   CHECK(std::regex_search(done, std::regex(R"(^done: \d+/3000 jobs read, \d+/4500 samples, )"
                                            R"(\d+/36000 frames \(\d+\.\d%\), 0 failed)")));
+  // The summary's tokens include the in-flight samples' ones; the stop line says how many, so
+  // the rest are exactly the written frames' (10 image tokens a frame).
+  std::smatch totals, unwritten;
+  REQUIRE(std::regex_search(e.err, totals, std::regex(R"((\d+) frames, (\d+) tokens in)")));
+  REQUIRE(std::regex_search(e.err, unwritten,
+                            std::regex(R"(in-flight samples were not written \((\d+) of the )"
+                                       R"(tokens above\); --resume runs them)")));
+  CHECK(std::stoll(totals[2]) - std::stoll(unwritten[1]) == 10 * std::stoll(totals[1]));
   fs::remove_all(dir);
 }
 

@@ -434,4 +434,18 @@ TEST_CASE("two shards of a real run merge to the sum of their reports") {
         doctest::Approx(m["generated"]["tokens"].get<double>() / wall_s));
   CHECK(m["generated"]["sum_of_shard_rates"]["tokens_per_s"].get<double>() ==
         doctest::Approx(g0["tokens_per_s"].get<double>() + g1["tokens_per_s"].get<double>()));
+  CHECK(m["records"] == json{{"ok", 5}, {"error", 0}, {"this_run", 5}});  // 5 samples
+
+  // Resubmitted (the README's sbatch script): these runs generate nothing, and the reports say
+  // so while still counting what the results files hold.
+  for (int k = 0; k < 2; ++k) {
+    const std::string cmd = std::string(LOOM_BIN_DIR) + "/loom run -q --backend cpu --model " +
+                            data + "/tiny_v1 --jobs " + data + "/jobs/tiny_v1.jsonl --out " +
+                            (dir / "results.jsonl") + " --report " + (dir / "report.json") +
+                            " --resume --shard " + std::to_string(k) + "/2";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+  const json again = merge_reports(reports);
+  CHECK(again["generated"]["tokens"] == 0);
+  CHECK(again["records"] == json{{"ok", 5}, {"error", 0}, {"this_run", 0}});
 }

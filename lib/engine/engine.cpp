@@ -160,7 +160,10 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
       st.frames += int64_t(r.seq->frames().size());
       for (double f : r.frame_s) st.frame_s.add(f);
       add_latencies(r, frames ? spec_.image_tokens : 0, st);
-      sink(finished_result(r, frames));
+      const JobResult res = finished_result(r, frames);
+      st.tokens_written +=
+          frames ? int64_t(res.frames.size()) * spec_.image_tokens : int64_t(res.tokens.size());
+      sink(res);
     }
     if (opt_.on_progress) {
       st.wall_s = now_s() - t0;

@@ -65,7 +65,8 @@ struct RunStats {
   int64_t samples_read = 0;        // samples of the accepted jobs (skipped ones included)
   int64_t frames_read = 0;         // frames those samples are to generate
   int64_t frames_skipped = 0;      // frames of the skipped samples (resume)
-  int64_t tokens = 0, frames = 0;  // generated
+  int64_t tokens = 0, frames = 0;  // generated (tokens as sampled, in-flight ones included)
+  int64_t tokens_written = 0;      // tokens of the finished samples (what the results hold)
   double wall_s = 0;               // the whole run: tokens_per_s divides by this
   // Step time by kind: only prefill chunks, only decode slots (one token, or a frame's A+1
   // chunk), or both in one step (continuous batching mixes them).

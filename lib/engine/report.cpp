@@ -1,7 +1,9 @@
 #include "engine/report.h"
 
 #include <algorithm>
+
 #include <cstdio>
+#include "core/error.h"
 
 namespace loom {
 namespace {
@@ -131,6 +133,10 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                     {"frames", st.frames},
                     {"tokens_per_s", tokens_per_s(st)},
                     {"frames_per_s", frames_per_s(st)}};
+  // A stop leaves the in-flight samples unwritten: their tokens are in "tokens" (work done),
+  // not in the results.
+  if (st.stopped)
+    j["generated"]["tokens_unwritten"] = std::max<int64_t>(0, st.tokens - st.tokens_written);
   j["frame_s"] = frame_stats(st.frame_s);
   j["ttft_s"] = frame_stats(st.ttft_s);
   j["tpot_s"] = frame_stats(st.tpot_s);
@@ -191,7 +197,11 @@ std::vector<std::string> run_summary(const RunStats& st, const RunContext& ctx) 
                   st.queue_s.percentile(0.5), st.queue_s.percentile(0.99));
     lines.push_back(buf);
   }
-  if (st.stopped) lines.push_back("stopped by a signal; in-flight samples were not written");
+  if (st.stopped)
+    lines.push_back(cat("stopped by a signal; ", st.samples_abandoned,
+                        " in-flight samples were not written (",
+                        std::max<int64_t>(0, st.tokens - st.tokens_written),
+                        " of the tokens above); --resume runs them"));
   return lines;
 }
 

@@ -9,7 +9,8 @@
 //   all         batch_invariant                                 holds only if it held everywhere
 //   any         jobs_summary.stopped                            one stopped shard stops the run
 //   sum         jobs_summary.{read, accepted, failed,           counts: the shards' work adds up
-//               samples_*}, generated.{tokens, frames},
+//               samples_*}, generated.{tokens, frames,
+//               tokens_unwritten}, records.{ok, error, this_run},
 //               batch.{steps, prefill_steps, decode_steps,
 //               mixed_steps}, kv_cache.{blocks, peak_blocks,
 //               prompt_blocks, shared_blocks,
@@ -86,6 +87,7 @@ const Field kFields[] = {
     {"/jobs_summary/stopped", Kind::boolean, Rule::any},
     {"/generated/tokens", Kind::integer, Rule::sum},
     {"/generated/frames", Kind::integer, Rule::sum},
+    {"/generated/tokens_unwritten", Kind::integer, Rule::sum, true},  // stopped shards only
     {"/generated/tokens_per_s", Kind::number, Rule::recompute},
     {"/generated/frames_per_s", Kind::number, Rule::recompute},
     {"/batch/steps", Kind::integer, Rule::sum},
@@ -107,6 +109,9 @@ const Field kFields[] = {
     {"/kv_cache/preemptions", Kind::integer, Rule::sum},
     {"/kv_cache/recomputed_slots", Kind::integer, Rule::sum},
     {"/decode_weight_gbps", Kind::number, Rule::per_decode_s, true},
+    {"/records/ok", Kind::integer, Rule::sum, true},  // loom 0.5.0's reports lack records
+    {"/records/error", Kind::integer, Rule::sum, true},
+    {"/records/this_run", Kind::integer, Rule::sum, true},
 };
 
 struct ShardReport {
