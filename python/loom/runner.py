@@ -121,6 +121,12 @@ def shard_path(path, shard):
     return path + tag if dot <= name else path[:dot] + tag + path[dot:]
 
 
+# The banner's "jobs FILE, shard K/N (source); results ..." (text or a JSON log line).
+_SHARD_BANNER = re.compile(r"\bjobs .*, shard (\d+)/(\d+) \(")
+# What --quiet keeps: warnings and errors, in either log format.
+_LOUD = re.compile(r'loom: (warning|error|internal error):|"level": ?"(warning|error)"')
+
+
 def _flags(options):
     argv = []
     for key, value in options.items():
@@ -143,9 +149,10 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
     to sys.stderr when None; progress=False drops it.
 
     Returns a RunResult for exit 0 and exit 1 (`jobs_failed`: some jobs wrote error
-    records); with shard="K/N" its `out` and `report` are the shard-tagged files loom wrote
-    (with shard="auto" or "array", the names as given: loom.shard_path makes the others). Raises LoomError with loom's `loom: error:` line for exit 2 and any other
-    failure, LoomInterrupted for exit 130.
+    records); with a shard its `out` and `report` are the shard-tagged files loom wrote (for
+    shard="auto" or "array", the shard loom resolved from the environment, as its banner
+    says). Raises LoomError with loom's `loom: error:` line for exit 2 and any other failure,
+    LoomInterrupted for exit 130.
     """
     from .jobs import write_jobs
     binary = find_loom(binary)
@@ -155,6 +162,13 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
         jobs = os.fspath(jobs)
     else:
         jobs = write_jobs(jobs_path or out + ".jobs.jsonl", jobs)
+    shard = options.get("shard")
+    # loom resolves "auto" and "array" from the environment and names the shard in its banner,
+    # which --quiet would hide: then loom runs without it and only warnings and errors pass.
+    resolving = str(shard) in ("auto", "array")
+    filter_quiet = resolving and bool(options.get("quiet"))
+    if filter_quiet:
+        options = dict(options, quiet=None)
     command = [binary, "run", "--model", model_path, "--jobs", jobs, "--out", out]
     command += _flags({"report": report, "tokens_out": tokens_out, **options})
     if progress is None:
@@ -169,7 +183,10 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
             tail.append(line)
             if error_line is None and re.match(r"loom: (internal )?error:", line):
                 error_line = line
-            if progress:
+            banner = _SHARD_BANNER.search(line) if resolving else None
+            if banner:
+                shard, resolving = f"{banner.group(1)}/{banner.group(2)}", False
+            if progress and not (filter_quiet and not _LOUD.search(line)):
                 progress(line)
         code = proc.wait()
     except BaseException:  # KeyboardInterrupt included: let loom stop cleanly, then re-raise
@@ -180,7 +197,6 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
     finally:
         proc.stderr.close()
     if code in (0, 1):
-        shard = options.get("shard")
         return RunResult(code, command, jobs, shard_path(out, shard), shard_path(report, shard),
                          tokens_out)
     kind = LoomInterrupted if code == 130 else LoomError

@@ -105,6 +105,22 @@ class Run(TempDirTest):
                                   ("r.jsonl", "auto", "r.jsonl"), ("r.jsonl", None, "r.jsonl")]:
             self.assertEqual(loom.shard_path(path, shard), want)
 
+    def test_shard_from_the_environment(self):
+        # torchrun's variables: --shard auto resolves 1/2, and the result names that shard's
+        # files, also with quiet=True (the banner naming the shard is read, not passed on).
+        model = loom.Model(TINY_V1)
+        env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
+        for quiet in (False, True):
+            lines = []
+            with mock.patch.dict(os.environ, env):
+                result = loom.run(model, tiny_jobs(model, 4), self.path(f"q{quiet}", "r.jsonl"),
+                                  report=self.path(f"q{quiet}", "rep.json"), shard="auto",
+                                  quiet=quiet, progress=lines.append)
+            self.assertEqual(result.out, self.path(f"q{quiet}", "r.shard-1-of-2.jsonl"))
+            self.assertEqual(result.report, self.path(f"q{quiet}", "rep.shard-1-of-2.json"))
+            self.assertEqual(sorted(r.id for r in result.results()), [1, 3])  # every 2nd job
+            self.assertEqual(any("loom: 2 jobs" in l for l in lines), not quiet, lines)
+
     def test_interrupted_run(self):
         fake = self.path("loom")
         with open(fake, "w") as f:
