@@ -178,6 +178,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGHUP, on_signal);  // a closed terminal or `scancel --signal=HUP`: stop as well
 
+  int64_t failed_earlier = 0;
   auto source = [&](Job& job, JobError& err, bool& ok) {
     while (reader.next(job, err, ok)) {
       // Records of another jobs file are refused (one CLI line, exit 2), not continued.
@@ -186,6 +187,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
                         ok ? job.line_hash : err.line_hash);
       if (!(a.resume && !ok && done.failed(err.line))) return true;  // else: its record is written
       counter.forget(err.line);  // failed in an earlier run: nothing left to do for it
+      ++failed_earlier;
     }
     return false;
   };
@@ -205,6 +207,8 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   RunContext ctx;
   ctx.started = std::chrono::system_clock::now();
   RunStats st = engine.run(source, sink);
+  st.jobs_read += failed_earlier;  // read, and answered by their earlier error records
+  st.jobs_failed_earlier = failed_earlier;
   commit_dataset();
   const int64_t cut = reader.cut_last_line();
   if (cut > 0)

@@ -304,6 +304,9 @@ TEST_CASE("--resume of a run with failed jobs still exits 1 and says why") {
   CHECK(again.code == 1);
   CHECK(again.err.find("loom: warning: resume: 1 job failed in an earlier run of " + dir +
                        "/r.jsonl") != std::string::npos);
+  // Every line counts as read (13: 12 jobs and the bad one), the bad one as failed earlier.
+  CHECK(again.err.find("loom: done: 13/13 jobs read") != std::string::npos);
+  CHECK(again.err.find("loom: 13 jobs (0 failed, 1 more in an earlier run)") != std::string::npos);
 }
 
 TEST_CASE("merge --dataset never replaces an unsharded run's index") {

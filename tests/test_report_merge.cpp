@@ -231,6 +231,7 @@ TEST_CASE("merge two shards: counts summed, rates and frame statistics recompute
   CHECK(m["jobs_summary"] == json{{"read", 11},
                                   {"accepted", 10},
                                   {"failed", 1},
+                                  {"failed_earlier", 0},
                                   {"samples_done", 15},
                                   {"samples_skipped", 2},
                                   {"samples_abandoned", 0},

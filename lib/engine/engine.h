@@ -62,6 +62,8 @@ class FrameTimes {
 struct RunStats {
   int64_t jobs_read = 0, jobs_ok = 0, jobs_failed = 0, samples_done = 0, samples_skipped = 0;
   int64_t samples_abandoned = 0;   // in flight when a stop was asked for
+  int64_t jobs_failed_earlier = 0;  // --resume: lines an earlier run's error records answer
+                                    // (in jobs_read, not in jobs_failed; set by the caller)
   int64_t samples_read = 0;        // samples of the accepted jobs (skipped ones included)
   int64_t frames_read = 0;         // frames those samples are to generate
   int64_t frames_skipped = 0;      // frames of the skipped samples (resume)

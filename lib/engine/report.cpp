@@ -125,6 +125,7 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   j["jobs_summary"] = {{"read", st.jobs_read},
                        {"accepted", st.jobs_ok},
                        {"failed", st.jobs_failed},
+                       {"failed_earlier", st.jobs_failed_earlier},
                        {"samples_done", st.samples_done},
                        {"samples_skipped", st.samples_skipped},
                        {"samples_abandoned", st.samples_abandoned},
@@ -171,9 +172,13 @@ std::vector<std::string> run_summary(const RunStats& st, const RunContext& ctx) 
   char buf[512];
   std::vector<std::string> lines;
   std::snprintf(buf, sizeof buf,
-                "%lld jobs (%lld failed), %lld samples, %lld frames, %lld tokens in %.2f s "
+                "%lld jobs (%lld failed%s), %lld samples, %lld frames, %lld tokens in %.2f s "
                 "(%.1f tokens/s, %.2f frames/s) on %s %s",
-                (long long)st.jobs_read, (long long)st.jobs_failed, (long long)st.samples_done,
+                (long long)st.jobs_read, (long long)st.jobs_failed,
+                st.jobs_failed_earlier > 0
+                    ? cat(", ", st.jobs_failed_earlier, " more in an earlier run").c_str()
+                    : "",
+                (long long)st.samples_done,
                 (long long)st.frames, (long long)st.tokens, st.wall_s, tokens_per_s(st),
                 frames_per_s(st), ctx.backend.c_str(), ctx.dtype.c_str());
   lines.push_back(buf);

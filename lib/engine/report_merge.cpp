@@ -81,6 +81,7 @@ const Field kFields[] = {
     {"/jobs_summary/read", Kind::integer, Rule::sum},
     {"/jobs_summary/accepted", Kind::integer, Rule::sum},
     {"/jobs_summary/failed", Kind::integer, Rule::sum},
+    {"/jobs_summary/failed_earlier", Kind::integer, Rule::sum, true},
     {"/jobs_summary/samples_done", Kind::integer, Rule::sum},
     {"/jobs_summary/samples_skipped", Kind::integer, Rule::sum},
     {"/jobs_summary/samples_abandoned", Kind::integer, Rule::sum},
