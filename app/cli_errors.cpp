@@ -1,5 +1,7 @@
 #include "app/cli_errors.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 
 #include "app/cli_options.h"
@@ -154,8 +156,11 @@ std::string cli_error_line(const CLI::App& app, const CLI::Error& e, int argc,
   // By type, not e.get_name(): CLI11 names an ExtrasError after the subcommand that threw it.
   auto is = [&e](auto* type) { return dynamic_cast<decltype(type)>(&e) != nullptr; };
   std::string line;
+  // An unknown option explains a missing one better (a typo of it: "--mdoel"), so it comes first.
   if (is((const CLI::RequiredError*)nullptr))
-    line = &cmd == &app ? no_command(app) : required(cmd, what);
+    line = &cmd == &app               ? no_command(app)
+           : !cmd.remaining().empty() ? unexpected(app, cmd)
+                                      : required(cmd, what);
   if (is((const CLI::ExtrasError*)nullptr)) line = unexpected(app, cmd);
   if (is((const CLI::ValidationError*)nullptr)) line = invalid(cmd, what, argc, argv);
   if (is((const CLI::ConversionError*)nullptr)) line = not_converted(cmd, what, argc, argv);
@@ -165,10 +170,12 @@ std::string cli_error_line(const CLI::App& app, const CLI::Error& e, int argc,
 
 std::string cli_usage(const CLI::App& app) {
   std::string s = "usage: loom <command> [options]\n\ncommands:\n";
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    std::string name = sub->get_name();
-    name += std::string(name.size() < 9 ? 9 - name.size() : 1, ' ');
-    s += "  " + name + sub->get_description() + "\n";
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  size_t width = 0;
+  for (const CLI::App* sub : subs) width = std::max(width, sub->get_name().size());
+  for (const CLI::App* sub : subs) {
+    const std::string& name = sub->get_name();
+    s += "  " + name + std::string(width + 2 - name.size(), ' ') + sub->get_description() + "\n";
   }
   s += "\n`loom <command> --help` lists a command's options with their defaults;\n";
   s += "`loom --version` prints the build.\n";

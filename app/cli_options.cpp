@@ -42,7 +42,8 @@ CLI::Validator integer_in(int64_t lo, int64_t hi = kIntMax) {
         if (whole && v >= lo && v <= hi) return "";
         const bool type_max = hi == kIntMax || hi == kInt64Max;
         if (type_max && lo == std::numeric_limits<int>::min()) return "expected an integer";
-        if (type_max && !(whole && v > hi)) return cat("expected an integer >= ", lo);
+        const bool too_large = (whole && v > hi) || (errno == ERANGE && v > 0);
+        if (type_max && !too_large) return cat("expected an integer >= ", lo);
         return cat("expected an integer in [", lo, ", ", hi, "]");
       },
       "");

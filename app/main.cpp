@@ -23,7 +23,8 @@ namespace {
 
 // Output that a full disk or a closed pipe refused fails at the last flush too: never exit 0.
 int flushed(int code) {
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+  // (A command that failed has said why, a failed write to stdout included.)
+  if ((std::fflush(stdout) == 0 && !std::ferror(stdout)) || code == kExitFatal) return code;
   std::fprintf(stderr, "loom: error: cannot write to stdout: %s\n", std::strerror(errno));
   return kExitFatal;
 }
@@ -73,7 +74,9 @@ int main(int argc, char** argv) {
     log_error(e.what());
     return kExitFatal;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "loom: error: out of host memory; lower --max-seqs or --kv-cache-gib\n");
+    std::fprintf(stderr,
+                 "loom: error: out of host memory: the model's weights and the KV pool must fit; "
+                 "lower --kv-cache-gib or --kv-blocks (the pool), or --max-seqs\n");
     return kExitFatal;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loom: internal error: %s\n", e.what());

@@ -96,8 +96,11 @@ TEST_CASE("loom alone: usage and one line per command on stderr, exit 2") {
   CHECK(o.code == 2);
   CHECK(o.out == "");
   CHECK(o.err.rfind("usage: loom <command>", 0) == 0);
-  for (const char* line : {"\n  run      generate for every job", "\n  inspect  print what loom",
-                           "\n  merge    join shard result files", "\n  bench    time synthetic"})
+  // One column for the descriptions, past the longest command name ("calibrate").
+  for (const char* line :
+       {"\n  run        generate for every job", "\n  inspect    print what loom",
+        "\n  merge      join shard result files", "\n  bench      time synthetic",
+        "\n  calibrate  FP8 KV scales", "\n  verify     check a --tokens-out folder"})
     CHECK_MESSAGE(o.err.find(line) != std::string::npos, line);
   CHECK(o.err.find("error") == std::string::npos);
 }
@@ -125,6 +128,11 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"run --max-seqs=0" + m, "--max-seqs 0: expected an integer >= 1"},
       {"run --max-seqs 99999999999" + m,
        "--max-seqs 99999999999: expected an integer in [1, 2147483647]"},
+      {"run --max-seqs 99999999999999999999" + m,  // past int64 too
+       "--max-seqs 99999999999999999999: expected an integer in [1, 2147483647]"},
+      // A typo of a required option is said as the typo, not as the option missing.
+      {"run --mdoel x -i y -o z", "unknown option --mdoel for run; did you mean --model?"},
+      {"run --bakend cpu", "unknown option --bakend for run; did you mean --backend?"},
       {"run --max-seqs four" + m, "--max-seqs four: expected an integer >= 1"},
       {"run --block-size 4096" + m, "--block-size 4096: expected an integer in [1, 1024]"},
       {"run --gpu-memory-fraction 2" + m,

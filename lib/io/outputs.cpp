@@ -188,8 +188,11 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      fail("cannot write ", path, ": ", std::strerror(w < 0 ? errno : ENOSPC),
-           "; check free space, quotas and file-size limits");
+      const int err = w < 0 ? errno : ENOSPC;
+      fail("cannot write ", path, ": ", std::strerror(err),
+           err == ENOSPC || err == EDQUOT || err == EFBIG
+               ? "; check free space, quotas and file-size limits"
+               : "");
     }
     p += w;
     n -= size_t(w);

@@ -94,20 +94,22 @@ ResultWriter::~ResultWriter() {
   }
 }
 
+void ResultWriter::write_failed() const {
+  const int err = errno;
+  fail("cannot write results to ", path_, ": ", std::strerror(err),
+       err == EPIPE ? "; the reader of the pipe closed it"
+                    : "; check free space and that the file is writable");
+}
+
 void ResultWriter::write(const JobResult& r) {
   std::string line = result_to_json(r);
   line += '\n';
-  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
-    fail("cannot write results to ", path_, ": ", std::strerror(errno),
-         "; check free space and that the file is writable");
-  }
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+    write_failed();
 }
 
 void ResultWriter::sync() {
-  if (std::fflush(f_) != 0) {
-    fail("cannot write results to ", path_, ": ", std::strerror(errno),
-         "; check free space and that the file is writable");
-  }
+  if (std::fflush(f_) != 0) write_failed();
   // fsync on a pipe or terminal fails with EINVAL: there is nothing to make durable there.
   if (owned_ && ::fsync(fileno(f_)) != 0 && errno != EINVAL && errno != EROFS) {
     fail("cannot sync results to ", path_, ": ", std::strerror(errno));

@@ -59,6 +59,7 @@ class ResultWriter {
   void sync();                     // fsync (no-op on stdout)
 
  private:
+  [[noreturn]] void write_failed() const;  // names the file and errno's reason
   std::FILE* f_ = nullptr;
   bool owned_ = false;
   std::string path_;

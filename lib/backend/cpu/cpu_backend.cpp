@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/ops.h"
@@ -94,9 +95,14 @@ class CpuBackend final : public Backend {
   int allocate_cache(const CacheRequest& req) override {
     block_size_ = req.block_size;
     num_blocks_ = req.num_blocks;
-    if (num_blocks_ <= 0)
-      num_blocks_ =
-          int(req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_)));
+    if (num_blocks_ <= 0) {
+      const double blocks =
+          req.host_cache_gib * double(1ull << 30) / double(kv_block_bytes(block_size_));
+      LOOM_CHECK(blocks < double(std::numeric_limits<int>::max()), "--kv-cache-gib ",
+                 req.host_cache_gib, ": ", blocks, " blocks of ", kv_block_bytes(block_size_),
+                 " bytes; a pool holds at most 2^31 - 1 blocks");
+      num_blocks_ = int(blocks);
+    }
     LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib, " GiB holds no block of ",
                kv_block_bytes(block_size_), " bytes");
     LOOM_CHECK(req.kv_dtype != KvDType::BF16,
