@@ -60,10 +60,18 @@ int calibrate_command(const CalibrateArgs& a) {
     Job j;
     JobError e;
     bool ok = false;
-    for (int64_t i = 0; reader.next(j, e, ok); i++) {
-      LOOM_CHECK(ok, a.jobs, ": ", e.message);
-      (i % a.held_out_every == a.held_out_every - 1 ? held : fit).push_back(j);
+    int64_t i = 0, bad = 0;
+    std::string first_bad;
+    while (reader.next(j, e, ok)) {
+      if (!ok) {  // as `run` does: a bad line costs itself only, and is said
+        if (bad++ == 0) first_bad = e.message;
+        continue;
+      }
+      (i++ % a.held_out_every == a.held_out_every - 1 ? held : fit).push_back(j);
     }
+    if (bad > 0)
+      log_warning(cat("calibrate: ", bad, " line", bad > 1 ? "s" : "", " of ", a.jobs,
+                      " skipped, no valid job (the first: ", first_bad, ")"));
   }
   LOOM_CHECK(!fit.empty() && !held.empty(), "calibrate: ", a.jobs, " has ",
              fit.size() + held.size(), " jobs; it needs at least ", a.held_out_every, " (every ",

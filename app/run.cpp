@@ -291,6 +291,10 @@ int merge_command(const MergeArgs& m) {
   if (!m.reports.empty()) {
     LOOM_CHECK(!m.out.empty(), "merge --reports: expected --out FILE for the merged report");
     LOOM_CHECK(m.jobs.empty(), "merge --reports: --jobs belongs to merging results files");
+    LOOM_CHECK(!m.allow_partial && !m.no_lock,
+               "merge --reports: ", m.allow_partial ? "--allow-partial" : "--no-lock",
+               " applies to merging results files or --dataset; a merged report needs every "
+               "shard's report");
     return merge_reports_command(m.reports, m.out, m.overwrite);
   }
   if (!m.dataset.empty()) {

@@ -133,6 +133,9 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       // A typo of a required option is said as the typo, not as the option missing.
       {"run --mdoel x -i y -o z", "unknown option --mdoel for run; did you mean --model?"},
       {"run --bakend cpu", "unknown option --bakend for run; did you mean --backend?"},
+      {"merge --reports a.json --out b.json --allow-partial",
+       "merge --reports: --allow-partial applies to merging results files or --dataset; a "
+       "merged report needs every shard's report"},
       {"run --max-seqs four" + m, "--max-seqs four: expected an integer >= 1"},
       {"run --block-size 4096" + m, "--block-size 4096: expected an integer in [1, 1024]"},
       {"run --gpu-memory-fraction 2" + m,

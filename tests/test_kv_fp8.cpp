@@ -268,4 +268,16 @@ TEST_CASE("loom calibrate writes scales that run --kv-dtype fp8 reads; the error
   CHECK(e.err.find("(at most 1e-05 allowed); raise --margin or calibrate on more jobs") !=
         std::string::npos);
   CHECK(!cli::fs::exists(dir + "/tight.json"));
+  // A bad job line costs itself only, as in `run`: the same scales, and a warning naming it.
+  const std::string with_bad = dir + "/with_bad.jsonl";
+  std::ofstream(with_bad) << cli::slurp(jobs) << "{\"id\": \"bad\", \"num_frames\": 0}\n";
+  e = cli::run("calibrate --backend cpu --model " + model + " --jobs " + with_bad + " --out " +
+                   dir + "/bad_line.json",
+               dir);
+  CHECK(e.code == 0);
+  CHECK(e.err.find("calibrate: 1 line of " + with_bad +
+                   " skipped, no valid job (the first: line 5") != std::string::npos);
+  const auto again = cli::json::parse(cli::slurp(dir + "/bad_line.json"));
+  CHECK(again["k"] == j["k"]);
+  CHECK(again["v"] == j["v"]);
 }
