@@ -1,6 +1,8 @@
 #include "model/inspect.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <utility>
 
@@ -104,6 +106,16 @@ static std::string features_line(const ModelSpec& s) {
   return out;
 }
 
+// A float as the shortest decimal that reads back as it (1e-06, not 9.999999974752427e-07).
+static double shortest(float v) {
+  char buf[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, double(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
 std::string describe_model(const LoadedModel& m) {
   const ModelSpec& s = m.spec;
   std::ostringstream os;
@@ -122,9 +134,9 @@ std::string describe_model(const LoadedModel& m) {
             {"layers", std::to_string(s.layers)},
             {"max_positions", std::to_string(s.max_positions)},
             {"heads", std::to_string(s.heads)},
-            {"rms_eps", short_float(s.rms_eps)},
+            {s.norm == NormKind::Rms ? "rms_eps" : "ln_eps", short_float(s.rms_eps)},
             {"kv_heads", std::to_string(s.kv_heads)},
-            {"rope_theta", short_float(s.rope_theta)},
+            {"rope_theta", s.rotary ? short_float(s.rope_theta) : "(no rotary)"},
             {"head_dim", std::to_string(s.head_dim)},
             {"tied_lm_head", s.tied_lm_head ? "true" : "false"},
             {"intermediate", std::to_string(s.intermediate)},
@@ -146,7 +158,9 @@ std::string describe_model(const LoadedModel& m) {
   }
 
   os << "\nweights\n";
-  os << "  " << pad("role", 18) << pad("count", 7) << pad("shape", 17) << pad("dtype", 7)
+  size_t role_w = 18;  // past the longest role ("layer.attn_norm_bias")
+  for (const Binding& b : m.bindings) role_w = std::max(role_w, b.role.size() + 2);
+  os << "  " << pad("role", role_w) << pad("count", 7) << pad("shape", 17) << pad("dtype", 7)
      << "source\n";
   for (size_t i = 0; i < m.bindings.size();) {
     const Binding& b = m.bindings[i];
@@ -158,7 +172,7 @@ std::string describe_model(const LoadedModel& m) {
       source = "= " + b.note.substr(b.note.find("tied to ") + 8) + " (tied)";
     else if (!b.note.empty())
       source += "  (" + b.note + ")";
-    os << "  " << pad(b.role, 18) << pad(count, 7) << pad(shape_str(b.shape), 17)
+    os << "  " << pad(b.role, role_w) << pad(count, 7) << pad(shape_str(b.shape), 17)
        << pad(dtype_name(b.dtype), 7) << source << "\n";
     i = j;
   }
@@ -168,7 +182,8 @@ std::string describe_model(const LoadedModel& m) {
      << short_count(m.parameters) << ")\n";
   os << "weight bytes           " << gigabytes(m.bytes) << "  (" << dtype_name(m.dtype) << ")\n";
   os << "read per decode step   " << gigabytes(m.step_bytes)
-     << "  (every weight but the embedding table)\n";
+     << (s.tied_lm_head ? "  (every weight: the embedding table is also lm_head)\n"
+                        : "  (every weight but the embedding table)\n");
   if (!m.warnings.empty()) {
     os << "\nwarnings (" << m.warnings.size() << ")\n";
     for (const std::string& w : m.warnings) os << "  " << w << "\n";
@@ -187,8 +202,8 @@ nlohmann::ordered_json describe_model_json(const LoadedModel& m) {
                        {"intermediate", s.intermediate},
                        {"vocab", s.vocab},
                        {"max_positions", s.max_positions},
-                       {"rms_eps", s.rms_eps},
-                       {"rope_theta", s.rope_theta},
+                       {"rms_eps", shortest(s.rms_eps)},
+                       {"rope_theta", shortest(s.rope_theta)},
                        {"tied_lm_head", s.tied_lm_head},
                        {"bos_id", s.bos_id},
                        {"eos_id", s.eos_id},

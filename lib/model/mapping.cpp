@@ -285,8 +285,12 @@ class Binder {
       b.hf_names.push_back(f.name);
       for (const std::string& tmpl : f.part->names)
         if (expand_layer(tmpl, layer) == f.name) b.templates.push_back(tmpl);
-      if (f.part->transform != "none")
-        b.note += (b.note.empty() ? "" : ", ") + f.part->transform + " on " + f.name;
+      if (f.part->transform != "none")  // which part, when there are several (by template)
+        b.note +=
+            (b.note.empty() ? "" : ", ") + f.part->transform +
+            (found.size() == 1
+                 ? ""
+                 : " on " + (layer >= 0 && !b.templates.empty() ? b.templates.back() : f.name));
     }
     const std::vector<int64_t> want = canonical_shape(r.role, m_.spec);
     if (out.shape != want)
@@ -472,6 +476,9 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
       try {
         set_spec_int(s, cf.field, eval_expr(cf.fallback.get<std::string>(), vars));
       } catch (const Error& e) {
+        if (cf.keys.empty())  // no config key: the table's formula itself does not fit
+          fail(config_path, ": ", cf.field, " (", base_name(t.path), " sets it to \"",
+               cf.fallback.get<std::string>(), "\") fails: ", e.what());
         fail(config_path, ": no \"", first_key, "\", and the default of ", cf.field,
              " fails: ", e.what());
       }
