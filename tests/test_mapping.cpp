@@ -345,13 +345,22 @@ TEST_SUITE("mapping") {
       CHECK(contains(m.warnings, "lm_head tied to embed (tied_lm_head)"));
       CHECK(describe_model(m).find("= embed (tied)") != std::string::npos);
     }
-    SUBCASE("untied in config but lm_head.weight absent: the table allows the fallback") {
+    SUBCASE("no tie_word_embeddings and no lm_head.weight: the table's fallback ties it") {
       drop(ts, "lm_head.weight");
+      cfg.erase("tie_word_embeddings");
       write_model(tmp.path, cfg, ts);
       const LoadedModel m = load(tmp.path);
       CHECK(m.spec.tied_lm_head);
       CHECK(m.weights.lm_head.data == m.weights.embed.data);
       CHECK(contains(m.warnings, "lm_head tied to embed: lm_head.weight is absent"));
+    }
+    SUBCASE("untied in config but lm_head.weight absent: a missing tensor, not a tie") {
+      drop(ts, "lm_head.weight");
+      write_model(tmp.path, cfg, ts);  // "tie_word_embeddings": false
+      CHECK_ERROR(load(tmp.path), "missing tensor lm_head.weight (role lm_head) in " + tmp.path +
+                                      ": " + tmp.path +
+                                      "/config.json says \"tie_word_embeddings\": false, so "
+                                      "it is not tied to embed");
     }
     SUBCASE("tied but lm_head.weight present: ignored, said once") {
       cfg["tie_word_embeddings"] = true;
@@ -384,12 +393,27 @@ TEST_SUITE("mapping") {
     auto ts = tiny_tensors(Variant::V1, DType::BF16, d);
     auto cfg = tiny_config(Variant::V1, d);
 
-    SUBCASE("one f32 tensor among bf16") {
+    SUBCASE("one f32 tensor among bf16: converted to the checkpoint's dtype, and said") {
       auto& n = named(ts, "model.layers.1.input_layernorm.weight");
-      n = make_tensor(n.name, DType::F32, {8}, pattern(8, 3));
+      std::vector<float> values = pattern(8, 3);
+      values[0] = 1.0f + 1.0f / 512;  // between two bf16 values: rounds to nearest even, 1.0
+      n = make_tensor(n.name, DType::F32, {8}, values);
+      write_model(tmp.path, cfg, ts);
+      const LoadedModel m = load(tmp.path);
+      CHECK(m.dtype == DType::BF16);
+      const Tensor& w = m.weights.layers[1].attn_norm;
+      CHECK(w.dtype == DType::BF16);
+      CHECK(w.to_f32()[0] == 1.0f);
+      CHECK(w.to_f32()[1] == values[1]);  // exact in bf16 (pattern's values are)
+      CHECK(contains(m.warnings,
+                     "1 weight tensor stored as f32 converted to bf16, the checkpoint's dtype"));
+    }
+    SUBCASE("a wrong shape is still an error, whatever the dtype") {
+      auto& n = named(ts, "model.layers.1.input_layernorm.weight");
+      n = make_tensor(n.name, DType::F32, {4}, pattern(4, 3));
       write_model(tmp.path, cfg, ts);
       CHECK_ERROR(load(tmp.path),
-                  "expected [8] bf16, found [8] f32 for model.layers.1.input_layernorm.weight");
+                  "expected [8] bf16, found [4] f32 for model.layers.1.input_layernorm.weight");
     }
     SUBCASE("integer weights") {
       ts[0].dtype = DType::I32;  // embed [20, 8] bf16 bytes read as [20, 4] i32

@@ -128,3 +128,51 @@ TEST_CASE("LOOM_MODELS_DIR that is no folder is an error, not silently passed ov
         "LOOM_MODELS_DIR=/nonexistent/loom-tables is not a folder; expected the folder of "
         "mapping tables (unset it to use loom's own)");
 }
+
+TEST_CASE("OPT as the Hub stores it (decoder.*, no model. prefix) loads as model.decoder.* does") {
+  TempDir hub;
+  copy_model("tiny_opt", hub.path, {},
+             [](const std::string& n) { return n.rfind("model.", 0) == 0 ? n.substr(6) : n; });
+  const LoadedModel a = load_model(hub.path);
+  const LoadedModel b = load_model(std::string(LOOM_TESTDATA) + "/tiny_opt");
+  CHECK(a.weights.layers[1].qkv.to_f32() == b.weights.layers[1].qkv.to_f32());
+  CHECK(a.weights.pos_absolute.to_f32() == b.weights.pos_absolute.to_f32());
+  CHECK(a.warnings == b.warnings);
+}
+
+TEST_CASE("unused buffers of every layer: one warning a name pattern") {
+  TempDir dir;
+  std::vector<FixtureTensor> masks;
+  for (int i = 0; i < 2; ++i)
+    masks.push_back(FixtureTensor{"transformer.h." + std::to_string(i) + ".attn.bias",
+                                  DType::U8,
+                                  {1, 1, 4, 4},
+                                  std::vector<uint8_t>(16, 1),
+                                  "BOOL"});
+  copy_model("tiny_gpt2", dir.path, {}, nullptr, nullptr, masks);
+  const LoadedModel m = load_model(dir.path);
+  CHECK(has(m.warnings,
+            "unused checkpoint tensor transformer.h.{i}.attn.bias ×2 "
+            "(model.safetensors): no role in gpt2.json uses it"));
+}
+
+TEST_CASE("Mistral's release layout: consolidated.safetensors read; sliding_window refused") {
+  TempDir dir;
+  const std::string src = std::string(LOOM_TESTDATA) + "/tiny_llama_meta";
+  std::filesystem::copy_file(src + "/model.safetensors", dir.path + "/consolidated.safetensors");
+  std::ifstream in(src + "/params.json");
+  nlohmann::json params = nlohmann::json::parse(in);
+  write_file(dir.path + "/params.json", params.dump());
+  CHECK(load_model(dir.path).spec.table == "llama_meta.json");
+  // Mistral 7B v0.1 attends within a window of 4096: loom attends to every position.
+  params["sliding_window"] = 4096;
+  write_file(dir.path + "/params.json", params.dump());
+  CHECK(load_error(dir.path).find("params.json: \"sliding_window\" is 4096; ") !=
+        std::string::npos);
+  // A folder of PyTorch pickles only is said as such, with the way to convert it.
+  std::filesystem::remove(dir.path + "/consolidated.safetensors");
+  write_file(dir.path + "/consolidated.00.pth", "not read");
+  CHECK(load_error(dir.path).find("consolidated.00.pth is a PyTorch pickle, which loom does not "
+                                  "read: convert it with scripts/convert_meta.py") !=
+        std::string::npos);
+}

@@ -320,7 +320,7 @@ TEST_CASE(
   CHECK(load_with([](ojson& t) {
           t["config"]["hidden"] = ojson{{"default", 0}};
         }) == std::string(LOOM_TESTDATA) +
-                  "/tiny_llama/config.json: spec field hidden (a constant of fuzz_table.json) is "
+                  "/tiny_llama/config.json: spec field hidden (set by fuzz_table.json to 0) is "
                   "0; it must be positive");
   // A field the table maps no key to is the table's fault, and the message says so.
   CHECK(load_with([](ojson& t) { t["config"].erase("vocab"); }) ==

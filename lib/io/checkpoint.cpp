@@ -1,8 +1,10 @@
 #include "io/checkpoint.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -88,8 +90,28 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
     for (const std::string& s : shard_names)
       if (!is_file(dir + "/" + s))
         fail(index_path, " names shard ", quoted(s), ", which does not exist in ", dir);
+  } else if (is_file(dir + "/consolidated.safetensors")) {  // Mistral's own release layout
+    shard_names.push_back("consolidated.safetensors");
   } else {
-    fail("no model.safetensors or model.safetensors.index.json in ", dir);
+    // PyTorch pickles are never read (they run code): say how to convert them.
+    std::string pickle;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        const std::string n = e->d_name;
+        for (const char* ext : {".pth", ".bin", ".pt"})
+          if (pickle.empty() && n.size() > strlen(ext) &&
+              n.compare(n.size() - strlen(ext), strlen(ext), ext) == 0)
+            pickle = n;
+      }
+      closedir(d);
+    }
+    fail("no model.safetensors or model.safetensors.index.json in ", dir,
+         pickle.empty() ? std::string()
+                        : cat("; ", pickle,
+                              " is a PyTorch pickle, which loom does not read: "
+                              "convert it with scripts/convert_meta.py (Meta's "
+                              "consolidated.*.pth) or save_pretrained(..., "
+                              "safe_serialization=True)"));
   }
 
   for (const std::string& s : shard_names) {

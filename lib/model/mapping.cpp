@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <regex>
 #include <set>
 
 #include "core/error.h"
@@ -42,21 +44,23 @@ int64_t config_int(const nlohmann::json& v, const std::string& what,
   fail(what, " is ", v.dump(), "; expected an integer");
 }
 
-// Where a spec field's value came from, for messages: its config key, or the table that sets
-// it (a constant, or nothing at all).
-std::string source_of(const MappingTable& t, const std::string& field) {
-  for (const ConfigField& cf : t.config)
-    if (cf.field == field)
-      return cf.keys.empty() ? cat(" (a constant of ", base_name(t.path), ")")
-                             : cat(" (config \"", cf.keys[0], "\")");
+// Where each spec field's value came from, for messages: "config \"vocab_size\"", "no config
+// \"frames_per_round\": llama_action_tokens.json's default max_positions/(…)", …
+using FieldSources = std::map<std::string, std::string>;
+
+std::string source_of(const MappingTable& t, const FieldSources& sources,
+                      const std::string& field) {
+  auto it = sources.find(field);
+  if (it != sources.end()) return cat(" (", it->second, ")");
   return cat(" (", base_name(t.path), " maps no config key to it: add \"", field,
              "\" to its \"config\")");
 }
 
-void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_given,
-                   const std::string& where, std::vector<std::string>* warnings) {
+void validate_spec(const ModelSpec& s, const MappingTable& t, const FieldSources& sources,
+                   bool head_dim_given, const std::string& where,
+                   std::vector<std::string>* warnings) {
   auto positive = [&](const char* name, int64_t v) {
-    LOOM_CHECK(v > 0, where, ": spec field ", name, source_of(t, name), " is ", v,
+    LOOM_CHECK(v > 0, where, ": spec field ", name, source_of(t, sources, name), " is ", v,
                "; it must be positive");
   };
   positive("hidden", s.hidden);
@@ -83,11 +87,13 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
   LOOM_CHECK(s.logit_begin >= 0 && s.logit_end >= 0 && s.logit_end <= s.vocab &&
                  (s.logit_end == 0 || s.logit_begin < s.logit_end),
              where, ": the ids image slots sample, [logit_begin, logit_end) = [", s.logit_begin,
-             ", ", s.logit_end, ")", source_of(t, "logit_end"), ", must lie within the vocab of ",
-             s.vocab, source_of(t, "vocab"), " (logit_end 0: the whole vocab)");
+             ", ", s.logit_end, ")", source_of(t, sources, "logit_end"),
+             ", must lie within the vocab of ", s.vocab, source_of(t, sources, "vocab"),
+             " (logit_end 0: the whole vocab)");
   if (s.action_projection == ActionProjection::Tokens && s.logit_end > 0)
     LOOM_CHECK(s.logit_end - s.logit_begin < s.vocab, where, ": image ids [", s.logit_begin, ", ",
-               s.logit_end, ")", source_of(t, "logit_end"), " take the whole vocab of ", s.vocab,
+               s.logit_end, ")", source_of(t, sources, "logit_end"), " take the whole vocab of ",
+               s.vocab,
                ", leaving no ids for action tokens; expected an image range smaller than vocab");
   if (s.positions == PositionKind::Absolute)
     LOOM_CHECK(s.max_positions > 0, where, ": max_positions is ", s.max_positions,
@@ -117,7 +123,7 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, bool head_dim_give
   // A new round starts from the last `overlap` frames of the old, overlap in [1, T - 1]: a round
   // of one frame could never make room for the next.
   LOOM_CHECK(s.temporal_rows >= 2, where, ": temporal_rows (frames per round, T)",
-             source_of(t, "temporal_rows"), " is ", s.temporal_rows,
+             source_of(t, sources, "temporal_rows"), " is ", s.temporal_rows,
              "; a round must hold at least 2 frames (one carried over, one new)");
   LOOM_CHECK(int64_t(s.image_tokens) + s.action_tokens <= (int64_t(1) << 24), where,
              ": image_tokens ", s.image_tokens, " + action_tokens ", s.action_tokens,
@@ -179,22 +185,33 @@ class Binder {
         else
           bind(r, -1);
       }
+    for (const auto& [from, n] : converted_)
+      m_.warnings.push_back(cat(n, " weight tensor", n > 1 ? "s" : "", " stored as ", from,
+                                " converted to ", dtype_name(m_.dtype),
+                                ", the checkpoint's dtype (its first weight's)"));
     // An unused tensor of a module whose other tensors are bound (a bias beside a bound
     // weight) is math the table leaves out: an error, as vLLM's loaders make it. Others (a
     // rotary inv_freq buffer, GPT-2's attention masks) are only warned about.
     std::set<std::string> modules;
     for (const std::string& name : used_) modules.insert(module_of(name));
     std::vector<std::string> left_out;
+    // One warning per name pattern, layers as {i}: a 48-layer GPT-2's attention masks are two.
+    std::map<std::string, std::pair<std::string, int>> unused;  // pattern → (a name, count)
     for (const std::string& name : ck_.names()) {
       if (used_.count(name)) continue;
       if (modules.count(module_of(name))) {
         left_out.push_back(name);
         continue;
       }
-      m_.warnings.push_back(cat("unused checkpoint tensor ", name, " (",
-                                base_name(ck_.file_of(name)), "): no role in ", base_name(t_.path),
-                                " uses it"));
+      static const std::regex layer_number(R"(\.\d+\.)");
+      auto& [first, count] = unused[std::regex_replace(name, layer_number, ".{i}.")];
+      if (count++ == 0) first = name;
     }
+    for (const auto& [pattern, seen] : unused)
+      m_.warnings.push_back(cat("unused checkpoint tensor ", seen.second > 1 ? pattern : seen.first,
+                                seen.second > 1 ? cat(" ×", seen.second) : std::string(), " (",
+                                base_name(ck_.file_of(seen.first)), "): no role in ",
+                                base_name(t_.path), " uses it"));
     if (!left_out.empty())
       fail(ck_.file_of(left_out[0]), ": ", left_out[0], " belongs to module ",
            module_of(left_out[0]), ", whose other tensors ", base_name(t_.path),
@@ -204,6 +221,17 @@ class Binder {
                                : std::string(),
            "; loom's output would differ from the model's. Expected the table to bind it (a "
            "feature such as qkv_bias and its role) or a checkpoint without it");
+  }
+
+  // The config key that sets bool spec field `field` to false, if the config has one.
+  std::string config_key_set_false(const std::string& field) const {
+    for (const ConfigField& cf : t_.config)
+      if (cf.field == field)
+        for (const std::string& k : cf.keys) {
+          auto it = ck_.config().find(k);
+          if (it != ck_.config().end() && it->is_boolean() && !it->get<bool>()) return k;
+        }
+    return "";
   }
 
   // "model.layers.0.self_attn.q_proj.bias" → "model.layers.0.self_attn.q_proj".
@@ -250,6 +278,12 @@ class Binder {
       return;
     }
     if (!any && r.tie_if_absent) {
+      // A config that says the head is not tied means its absence is a missing tensor (a shard
+      // the index no longer lists), not a tied head: HF would leave it random.
+      const std::string key = r.tied_when.empty() ? "" : config_key_set_false(r.tied_when);
+      LOOM_CHECK(key.empty(), "missing tensor ", found[0].part->names[0], " (", role_desc(r, layer),
+                 ") in ", ck_.dir(), ": ", ck_.config_path(), " says \"", key,
+                 "\": false, so it is not tied to ", r.tied_to);
       if (!r.tied_when.empty()) set_spec_bool(m_.spec, r.tied_when, true);
       tie(r, layer,
           cat(r.role, " tied to ", r.tied_to, ": ", found[0].part->names[0], " is absent"));
@@ -273,7 +307,12 @@ class Binder {
     b.role = r.role;
     b.layer = layer;
     Tensor out;
-    const bool copy = found.size() > 1 || found[0].part->transform != "none";
+    bool copy = found.size() > 1 || found[0].part->transform != "none";
+    for (const Found& f : found)
+      if (f.entry->dtype != m_.dtype) {  // a weight of another float dtype: converted
+        copy = true;
+        ++converted_[dtype_name(f.entry->dtype)];
+      }
     if (!copy) {
       out = ck_.tensor(found[0].name);
     } else {
@@ -322,7 +361,11 @@ class Binder {
         fail(t_.path, ": shape of ", f.name, ": ", err.what());
       }
     }
-    if (e.dtype != m_.dtype || e.shape != want) {
+    const bool float_dtype =
+        e.dtype == DType::BF16 || e.dtype == DType::F16 || e.dtype == DType::F32;
+    LOOM_CHECK(float_dtype, file, ": ", f.name, " is ", dtype_name(e.dtype),
+               "; weights must be bf16, f16 or f32 (", role_desc(r, layer), ")");
+    if (e.shape != want) {
       const bool transposed = want.size() == 2 && e.shape.size() == 2 && want[0] != want[1] &&
                               e.shape[0] == want[1] && e.shape[1] == want[0];
       fail(file, ": expected ", shape_str(want), " ", dtype_name(m_.dtype), ", found ",
@@ -344,7 +387,7 @@ class Binder {
     };
     std::vector<int64_t> shape = part_shape(found[0]);
     shape[0] = 0;
-    size_t total = 0;
+    size_t total = 0;  // in the model's dtype
     for (const Found& f : found) {
       const std::vector<int64_t> es = part_shape(f);
       LOOM_CHECK(
@@ -353,14 +396,15 @@ class Binder {
           shape_str(found[0].entry->shape), " and ", f.name, " ", shape_str(es),
           " cannot be concatenated along dim 0");
       shape[0] += es[0];
-      total += f.entry->nbytes();
+      total += f.entry->nbytes() / dtype_size(f.entry->dtype) * dtype_size(m_.dtype);
     }
     // Uninitialised on purpose: every byte is written below, and zero-filling first would
     // double the page faults and memory traffic of the ~1.2 GB Terra merges.
     std::shared_ptr<uint8_t[]> bytes(new uint8_t[total]);
     size_t off = 0;
     for (const Found& f : found) {
-      const Tensor src = ck_.tensor(f.name);
+      Tensor src = ck_.tensor(f.name);
+      if (src.dtype != m_.dtype) src = converted(src, m_.dtype);
       const size_t n = src.nbytes();
       if (f.part->transform == "rope_permute") {
         const int64_t rows = src.shape[0];
@@ -387,6 +431,26 @@ class Binder {
     Tensor out;
     out.dtype = m_.dtype;
     out.shape = shape;
+    out.data = bytes.get();
+    out.owner = std::move(bytes);
+    return out;
+  }
+
+  // `src` (bf16, f16 or f32) as dtype `to`, in a buffer of its own (round to nearest even).
+  static Tensor converted(const Tensor& src, DType to) {
+    const std::vector<float> v = src.to_f32();
+    std::shared_ptr<uint8_t[]> bytes(new uint8_t[v.size() * dtype_size(to)]);
+    for (size_t i = 0; i < v.size(); i++) {
+      if (to == DType::F32) {
+        std::memcpy(bytes.get() + 4 * i, &v[i], 4);
+      } else {
+        const uint16_t h = to == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+        std::memcpy(bytes.get() + 2 * i, &h, 2);
+      }
+    }
+    Tensor out;
+    out.dtype = to;
+    out.shape = src.shape;
     out.data = bytes.get();
     out.owner = std::move(bytes);
     return out;
@@ -422,6 +486,7 @@ class Binder {
   std::map<std::string, int64_t> vars_;
   std::set<std::string> used_;
   bool dtype_set_ = false;
+  std::map<std::string, int> converted_;  // dtype name → weights converted from it
 };
 
 }  // namespace
@@ -432,6 +497,7 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
   ModelSpec s = t.features;             // feature fields from the table, the rest defaults
   std::map<std::string, int64_t> vars;  // int fields set so far (defaults may use them)
   bool head_dim_given = false;
+  FieldSources sources;
   for (const ConfigField& cf : t.config) {
     FieldKind kind;
     spec_field_kind(cf.field, &kind);
@@ -451,6 +517,16 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
     if (cf.field == "head_dim") head_dim_given = v != nullptr;
     const std::string what = cat(config_path, ": \"", key, "\" (spec field ", cf.field, ")");
     const std::string first_key = cf.keys.empty() ? std::string("(no key)") : cf.keys[0];
+    const std::string table_name = base_name(t.path);
+    if (v)
+      sources[cf.field] = cat("config \"", key, "\"");
+    else if (!cf.shape_of.empty() && checkpoint && checkpoint->find(cf.shape_of))
+      sources[cf.field] = cat("the shape of ", cf.shape_of);
+    else if (cf.keys.empty())
+      sources[cf.field] = cat("set by ", table_name, " to ", cf.fallback.dump());
+    else
+      sources[cf.field] =
+          cat("no config \"", first_key, "\": ", table_name, "'s default ", cf.fallback.dump());
     if (v) {
       if (kind == FieldKind::Int) {
         set_spec_int(s, cf.field, config_int(*v, what, warnings));
@@ -508,7 +584,7 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
            allowed.dump());
   }
 
-  validate_spec(s, t, head_dim_given, config_path, warnings);
+  validate_spec(s, t, sources, head_dim_given, config_path, warnings);
   return s;
 }
 
@@ -532,9 +608,14 @@ std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, 
   auto a = ck.config().find("architectures");
   if (a != ck.config().end() && a->is_array() && !a->empty() && (*a)[0].is_string())
     *arch = (*a)[0].get<std::string>();
+  const char* env = std::getenv("LOOM_MODELS_DIR");
+  struct stat st {};
+  LOOM_CHECK(
+      !opts.tables_dir.empty() || !env || !*env || (stat(env, &st) == 0 && S_ISDIR(st.st_mode)),
+      "LOOM_MODELS_DIR=", env ? env : "", " is not a folder; expected the folder of ",
+      "mapping tables (unset it to use loom's own)");
   if (!opts.table_path.empty()) {
     // A bare name that is no file here ("llama_meta.json") is one of loom's own tables.
-    struct stat st {};
     if (opts.table_path.find('/') == std::string::npos && stat(opts.table_path.c_str(), &st) != 0)
       for (const std::string& dir : table_search_dirs(opts.tables_dir))
         if (stat((dir + "/" + opts.table_path).c_str(), &st) == 0)
@@ -545,12 +626,6 @@ std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, 
     *arch = "MetaLlamaForCausalLM";  // models/llama_meta.json
   LOOM_CHECK(!arch->empty(), config_path,
              ": no \"architectures\" list to choose a mapping table by; pass --model-table FILE");
-  const char* env = std::getenv("LOOM_MODELS_DIR");
-  struct stat st {};
-  LOOM_CHECK(
-      !opts.tables_dir.empty() || !env || !*env || (stat(env, &st) == 0 && S_ISDIR(st.st_mode)),
-      "LOOM_MODELS_DIR=", env ? env : "", " is not a folder; expected the folder of ",
-      "mapping tables (unset it to use loom's own)");
   return find_mapping_table(*arch, table_search_dirs(opts.tables_dir), config_path);
 }
 
