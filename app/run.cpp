@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "app/commands.h"
 #include "app/log.h"
@@ -65,7 +66,8 @@ int run_jobs(const RunArgs& a) {
                : o.report_path == "-" ? ", report stdout"
                                       : ", report " + o.report_path,
                with_dataset ? ", dataset " + o.dataset.dir : ""));
-  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
+  // (--overwrite keeps the old output, side file included, until the engine is ready.)
+  if (!o.sidecar.empty() && !o.replace_pending) write_sidecar(o.sidecar, o.identity, "running");
   try {
     return run_engine(a, o, choice);
   } catch (const std::exception& e) {  // loom::Error, and std::bad_alloc of a huge pool
@@ -116,8 +118,6 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
       prov.weight_dtype, ", KV ", prov.kv_dtype, ")", om.batch_invariant ? ", batch-invariant" : "",
       prov.backend == "cuda" ? cat(", driver CUDA ", prov.driver, ", runtime ", prov.cuda_runtime)
                              : std::string()));
-  // Again, now with the provenance block (the first write marked the output as running).
-  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
 
   const ModelSpec& spec = om.model.spec;
   JobDefaults defaults;
@@ -127,10 +127,18 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   defaults.sampling = a.sampling;
   JobReader reader(a.jobs, spec, defaults);
   reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed
-  ResultWriter writer(o.out_path, a.resume);
   o.model.spec = spec;
   DatasetWriter dataset(o.dataset, o.model, o.reconciled);
-  if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0, "running");
+  // The outputs open once the engine is ready (its KV pool allocated): a run refused before
+  // that leaves what --overwrite would replace as it was.
+  std::optional<ResultWriter> writer;
+  auto open_outputs = [&] {
+    replace_outputs(o);
+    writer.emplace(o.out_path, a.resume);
+    if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0, "running");
+    // Again, now with the provenance block (the first write marked the output as running).
+    if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
+  };
 
   EngineOptions opt = engine_options(a.engine, om);
   opt.stop = &g_stop;
@@ -149,10 +157,10 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   auto write_record = [&](const JobResult& r) {
     o.changed = true;
     ++(r.ok ? ok_written : errors_written);
-    writer.write(r);
+    writer->write(r);
     fault_point("record");
     if (now_seconds() - last_sync > kSyncInterval_s) {
-      writer.sync();
+      writer->sync();
       last_sync = now_seconds();
     }
   };
@@ -161,10 +169,11 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     o.changed = o.changed || !dataset.empty();  // before: a failed commit leaves a data file
     const std::vector<JobResult> committed = dataset.commit();
     for (const JobResult& r : committed) write_record(r);
-    writer.sync();
+    writer->sync();
     last_sync = now_seconds();
   };
   opt.on_start = [&](const RunStats& st) {
+    open_outputs();
     log_info(cat("KV pool ", gib(double(st.kv_blocks) * double(st.kv_block_bytes)), ": ",
                  st.kv_blocks, " blocks of ", st.block_size, " slots, ", prov.kv_dtype, "; up to ",
                  a.engine.max_seqs, " sequences and ", a.engine.max_batch_slots, " slots a step"));
@@ -234,6 +243,8 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     nlohmann::json rep = run_report(st, ctx);
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     if (o.out_path != "-") rep["results"] = same_path_form(o.out_path).string();
+    if (o.out_path != "-" && o.report_path != "-")  // still true when both files move together
+      rep["results_relative"] = relative_to(o.out_path, parent_dir(o.report_path));
     // The whole results file, earlier runs' records included (generated.* is this run's work;
     // after a --resume of a finished run it is 0).
     rep["records"] = {{"ok", done.ok_records + ok_written},

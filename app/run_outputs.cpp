@@ -109,7 +109,10 @@ bool report_of(const std::string& path, const std::string& out, std::string& of)
     return false;
   if (j.contains("results") && j["results"].is_string()) {
     of = j["results"];
-    return of == same_path_form(out).string();
+    // Or the results file at the same place relative to the report: both moved together.
+    return of == same_path_form(out).string() ||
+           (j.contains("results_relative") && j["results_relative"].is_string() &&
+            j["results_relative"] == relative_to(out, parent_dir(path)));
   }
   const fs::path typed = fs::path(j["out"].get<std::string>()).lexically_normal();
   of = typed.string();
@@ -322,7 +325,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   }
   if (report_file) note_new(o.report_path, false);
   if (!o.dataset.dir.empty()) {
-    note_new(dataset_info_path(o.dataset), false);
+    for (const std::string& p : {dataset_info_path(o.dataset), dataset_manifest_path(o.dataset),
+                                 dataset_sums_path(o.dataset)})
+      note_new(p, false);
     note_new(o.dataset.dir, true);
   }
   if (!to_stdout) create_parent_dirs("--out", o.out_path, false);
@@ -341,6 +346,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   // 5. Continue (same identity, torn tail cut, dataset reconciled) or start clean.
   if (a.resume) {
     check_sidecar(o.sidecar, o.out_path, o.identity);
+    LOOM_CHECK(sidecar_state(o.sidecar) != "replacing", "--resume: the --overwrite of ", o.out_path,
+               " was stopped while it removed the old output (", o.sidecar,
+               " says \"replacing\"): run it again with --overwrite to finish it");
     o.sidecar_before = slurp_file(o.sidecar);
     if (!o.dataset.dir.empty()) o.dataset_info_before = slurp_file(dataset_info_path(o.dataset));
     o.done = scan_results(o.out_path);
@@ -360,24 +368,44 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                      r.records_dropped, " records, removed ", r.temp_removed, " temporary files (",
                      r.first_problem, ")"));
     }
-  } else if (a.overwrite && !to_stdout) {
-    std::error_code ec;
+  } else if (a.overwrite) {
+    // Replaced only once the engine is ready (replace_outputs): a refusal before that leaves
+    // the old output, side file and dataset as they were.
+    o.replace_pending = true;
+    o.quiet = a.quiet;
+    if (!o.sidecar.empty()) o.sidecar_before = slurp_file(o.sidecar);
+    if (!o.dataset.dir.empty()) o.dataset_info_before = slurp_file(dataset_info_path(o.dataset));
+  }
+}
+
+void replace_outputs(RunOutputs& o) {
+  if (!o.replace_pending) return;
+  o.replace_pending = false;
+  o.changed = true;
+  std::error_code ec;
+  if (!o.sidecar.empty() && fs::exists(o.sidecar, ec))
+    write_sidecar(o.sidecar, o.identity, "replacing");
+  if (o.out_path != "-") {
     fs::remove(o.out_path, ec);
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", o.out_path, ": ", ec.message());
-    if (!o.dataset.dir.empty()) {
-      retire_merged_index(o, a.quiet);  // before the files it lists
-      remove_dataset_shard(o.dataset);
-    }
+  }
+  if (!o.dataset.dir.empty()) {
+    retire_merged_index(o, o.quiet);  // before the files it lists
+    remove_dataset_shard(o.dataset);
   }
 }
 
 void remove_created(RunOutputs& o) {
+  // Files while the locks are held (a run waiting for them must not find its own outputs
+  // removed afterwards), then the locks, then the folders they leave empty.
+  std::error_code ec;
+  for (const std::string& p : o.created)
+    if (!fs::is_directory(p, ec)) fs::remove(p, ec);
   o.out_lock = OutputLock();
   o.report_lock = OutputLock();
   o.dataset_lock = OutputLock();
-  std::error_code ec;
   for (const std::string& p : o.created)
-    if (!fs::is_directory(p, ec) || fs::is_empty(p, ec)) fs::remove(p, ec);
+    if (fs::is_directory(p, ec) && fs::is_empty(p, ec)) fs::remove(p, ec);
 }
 
 void retire_merged_index(RunOutputs& o, bool quiet) {

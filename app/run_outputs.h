@@ -26,10 +26,13 @@ struct RunOutputs {
   ResumeState done;                 // --resume: what the results file already holds
   DatasetReconcile reconciled;      // --resume with --tokens-out
   OutputLock out_lock, report_lock, dataset_lock;
-  // --resume: the side file and dataset.json as they were, so that a run refused before it
-  // changed anything (another jobs file, found as its lines are read) can put them back.
+  // --resume and --overwrite: the side file and dataset.json as they were, so that a run
+  // refused before it changed anything (another jobs file, found as its lines are read; a KV
+  // pool that does not fit) can put them back.
   std::string sidecar_before, dataset_info_before;
-  bool changed = false;  // records, data files or a reconciliation written by this run
+  bool changed = false;          // records, data files or a reconciliation written by this run
+  bool replace_pending = false;  // --overwrite: the old output goes at replace_outputs
+  bool quiet = false;
   // Files and folders that did not exist before this run (files first, then folders deepest
   // first): a run that fails before its first change removes them, leaving nothing behind.
   std::vector<std::string> created;
@@ -41,6 +44,11 @@ struct RunOutputs {
 // Throws loom::Error (one CLI line) for every refusal, before anything is created.
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
                      RunOutputs& o);
+
+// --overwrite, once the engine is ready: marks the side file "replacing" (a --resume after a
+// kill now is refused, naming --overwrite), then removes the old results and this shard's
+// dataset files. Nothing when no --overwrite is pending.
+void replace_outputs(RunOutputs& o);
 
 // Releases the locks and removes what o.created lists (files, then folders that are empty).
 void remove_created(RunOutputs& o);

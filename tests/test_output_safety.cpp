@@ -648,3 +648,40 @@ TEST_CASE("an --out that is a symlink keeps its side file and lock at the target
   CHECK(run(run_args(jobs, dir + "/real.jsonl", "--resume"), dir).code == 0);
   CHECK(slurp(dir + "/real.jsonl") == records);
 }
+
+TEST_CASE("--overwrite refused after the model loads keeps the old output; a killed one says so") {
+  const std::string dir = temp_dir("safety_replace");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 8, 2);
+  const std::string outs =
+      " --tokens-out " + dir + "/out/ds --report " + dir + "/out/rep.json --samples-per-file 2";
+  REQUIRE(run(run_args(jobs, dir + "/out/r.jsonl", outs), dir).code == 0);
+  const auto before = tree(dir + "/out");
+  const auto tokens = tokens_by_sample(dir + "/out/r.jsonl");
+  // A KV pool no host can allocate: refused once the model is loaded, before any step.
+  Exit e =
+      run(run_args(jobs, dir + "/out/r.jsonl", outs + " --overwrite --kv-blocks 2147483647"), dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("out of host memory") != std::string::npos);
+  CHECK(tree(dir + "/out") == before);  // results, side file, report, every dataset file
+
+  // Killed while it removes the old output: its side file says "replacing", so a --resume
+  // (which would mix the old samples with the new options) is refused, naming the way out.
+  json side = json::parse(slurp(dir + "/out/r.jsonl.loom.json"));
+  side["state"] = "replacing";
+  std::ofstream(dir + "/out/r.jsonl.loom.json") << side.dump();
+  fs::remove(dir + "/out/r.jsonl");
+  e = run(run_args(jobs, dir + "/out/r.jsonl", outs + " --resume"), dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("was stopped while it removed the old output") != std::string::npos);
+  CHECK(e.err.find("run it again with --overwrite to finish it") != std::string::npos);
+  REQUIRE(run(run_args(jobs, dir + "/out/r.jsonl", outs + " --overwrite"), dir).code == 0);
+  CHECK(tokens_by_sample(dir + "/out/r.jsonl") == tokens);  // made again, the same
+  CHECK(verify_dataset(dir + "/out/ds", dir).code == 0);
+
+  // A first --resume refused after the load leaves nothing either (no empty index files).
+  e = run(run_args(jobs, dir + "/new/a/r.jsonl",
+                   "--tokens-out " + dir + "/new/a/ds --resume --kv-blocks 2147483647"),
+          dir);
+  CHECK(e.code == 2);
+  CHECK(!fs::exists(dir + "/new"));
+}

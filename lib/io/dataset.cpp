@@ -156,9 +156,12 @@ std::string dataset_sums_path(const DatasetOptions& o) {
 std::string dataset_results_path(const DatasetOptions& o) {
   std::ifstream in(dataset_info_path(o));
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() && j.contains("results") && j["results"].is_string()
-             ? j["results"].get<std::string>()
-             : "";
+  if (!j.is_object() || !j.contains("results") || !j["results"].is_string()) return "";
+  // A folder moved together with its results file: the one at the same relative place.
+  if (j.contains("results_relative") && j["results_relative"].is_string() && !o.results.empty() &&
+      o.results != "-" && relative_to(o.results, o.dir) == j["results_relative"].get<std::string>())
+    return o.results;
+  return j["results"].get<std::string>();
 }
 
 int64_t data_file_seq(const DatasetOptions& o, const std::string& n) {
@@ -365,6 +368,8 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["stores"] = {{"actions", s.has_frames() && o.actions}, {"context", o.context}};
   j["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}};
   if (!o.results.empty()) j["results"] = o.results;
+  if (!o.results.empty() && o.results != "-")
+    j["results_relative"] = relative_to(o.results, o.dir);  // still true after a move of both
   j["manifest"] = fs::path(dataset_manifest_path(o)).filename().string();
   j["totals"] = {{"files", files}, {"samples", samples}, {"rows", rows}};
   j["state"] = state;

@@ -93,6 +93,10 @@ fs::path same_path_form(const std::string& path) {
   return p.filename().empty() ? p.parent_path() : p;  // "a/b/" → "a/b"
 }
 
+std::string relative_to(const std::string& path, const std::string& base) {
+  return same_path_form(path).lexically_relative(same_path_form(base)).string();
+}
+
 bool same_path(const std::string& a, const std::string& b) {
   if (same_path_form(a) == same_path_form(b)) return true;
   struct stat sa {};

@@ -28,6 +28,10 @@ void create_parent_dirs(const std::string& option, const std::string& path, bool
 // symlinks of its existing part resolved (what does not exist yet is taken as written).
 std::filesystem::path same_path_form(const std::string& path);
 
+// `path` relative to folder `base`, both in same_path_form ("../r.jsonl"): what stays true when
+// a folder holding both moves.
+std::string relative_to(const std::string& path, const std::string& base);
+
 // Whether `a` and `b` name one file: the same form, or both exist and are one inode (a hard
 // link, a bind mount).
 bool same_path(const std::string& a, const std::string& b);

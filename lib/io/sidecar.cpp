@@ -1,6 +1,7 @@
 // Results side file (sidecar.h).
 #include "io/sidecar.h"
 
+#include <cstring>
 #include <fstream>
 
 #include "core/error.h"
@@ -41,9 +42,17 @@ bool identity_agrees(const json& a, const json& b, const std::string& key) {
   const json& x = a["identity"];
   const json& y = b["identity"];
   if (!x.contains(key) || !y.contains(key)) return !x.contains(key) && !y.contains(key);
-  // A folder is the same folder however it was spelled (an older loom wrote it as typed).
-  if (key == "tokens_out" && x[key].is_string() && y[key].is_string())
-    return same_path(x[key].get<std::string>(), y[key].get<std::string>());
+  // A folder is the same folder however it was spelled (an older loom wrote it as typed), or
+  // where it moved to with its results file (the same place relative to it).
+  if (key == "tokens_out" && x[key].is_string() && y[key].is_string()) {
+    const std::string p = x[key], q = y[key];
+    if (same_path(p, q)) return true;
+    const bool placed = !p.empty() && !q.empty() && a.contains("results") &&
+                        b.contains("results") && a["results"].is_string() &&
+                        b["results"].is_string();
+    return placed && relative_to(p, parent_dir(a["results"])) ==
+                         relative_to(q, parent_dir(b["results"]));
+  }
   return x[key] == y[key];
 }
 
@@ -71,7 +80,9 @@ void check_sidecar(const std::string& path, const std::string& out_path,
       fail("--resume: ", out_path, " was made with ", it.key(), " = ", it.value().dump(),
            ", this run has none (", path,
            "); resume with the same model and options, or write to a new --out");
-  const json now = {{"schema", kSchema}, {"identity", identity}};
+  const json now = {{"schema", kSchema},
+                    {"identity", identity},
+                    {"results", same_path_form(out_path).string()}};
   for (auto it = identity.begin(); it != identity.end(); ++it) {
     if (!identity_agrees(stored, now, it.key())) {
       const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
@@ -91,6 +102,11 @@ void write_sidecar(const std::string& path, const ordered_json& identity, const 
   j["state"] = state;
   j["updated_utc"] = utc_now_iso();
   j["host"] = host_name();
+  // The results file it describes (where it was when written): tokens_out is compared
+  // relative to it, so a folder holding both can move.
+  constexpr const char* kSuffix = ".loom.json";
+  if (path.size() > strlen(kSuffix))
+    j["results"] = same_path_form(path.substr(0, path.size() - strlen(kSuffix))).string();
   if (!run_provenance().is_null()) j["provenance"] = run_provenance();
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   write_file_atomic(path, j.dump(2) + "\n");
