@@ -685,3 +685,30 @@ TEST_CASE("--overwrite refused after the model loads keeps the old output; a kil
   CHECK(e.code == 2);
   CHECK(!fs::exists(dir + "/new"));
 }
+
+TEST_CASE("a folder holding results, report and dataset moves and resumes") {
+  const std::string dir = temp_dir("safety_move");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 10, 2);
+  auto outs = [&](const std::string& at) {
+    return " --tokens-out " + at + "/ds --report " + at + "/rep.json --samples-per-file 2";
+  };
+  REQUIRE(run(run_args(jobs, dir + "/whole/r.jsonl", outs(dir + "/whole")), dir).code == 0);
+  const auto whole = tokens_by_sample(dir + "/whole/r.jsonl");
+  // Stopped at its 5th record (scratch purged, say), moved, and resumed where it now is.
+  Exit e = run(run_args(jobs, dir + "/a/out/r.jsonl", outs(dir + "/a/out")), dir,
+               {"LOOM_TEST_FAULT=record:5"});
+  REQUIRE(e.signal == SIGKILL);
+  fs::rename(dir + "/a", dir + "/b");
+  e = run(run_args(jobs, dir + "/b/out/r.jsonl", outs(dir + "/b/out") + " --resume"), dir);
+  CHECK_MESSAGE(e.code == 0, e.err);
+  CHECK(tokens_by_sample(dir + "/b/out/r.jsonl") == whole);
+  CHECK(verify_dataset(dir + "/b/out/ds", dir).code == 0);
+  // Moved apart, they are other files: the dataset's records are not this --out's.
+  fs::create_directories(dir + "/c");
+  fs::rename(dir + "/b/out/ds", dir + "/c/ds");
+  e = run(run_args(jobs, dir + "/b/out/r.jsonl",
+                   " --tokens-out " + dir + "/c/ds --samples-per-file 2 --resume"),
+          dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("tokens_out") != std::string::npos);
+}
