@@ -362,6 +362,10 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
       if (r.records_dropped > 0) o.done = scan_results(o.out_path);  // the rewritten file
       o.changed = o.changed || r.files_removed > 0 || r.records_dropped > 0;
       if (r.files_removed > 0) retire_merged_index(o, a.quiet);
+      if (!r.unsummed.empty())
+        log_warning(cat("resume: ", dataset_sums_path(o.dataset), " had no line for ", r.unsummed,
+                        " (lost or edited): it is hashed as it is now, so a change "
+                        "made to it before is no longer seen by loom verify"));
       if (!a.quiet && (r.files_removed > 0 || r.records_dropped > 0 || r.temp_removed > 0))
         log_info(cat("resume: dataset ", o.dataset.dir, ": kept ", r.files_kept, " files (",
                      r.samples_kept, " samples); rolled back ", r.files_removed, " files and ",

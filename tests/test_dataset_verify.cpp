@@ -3,6 +3,7 @@
 // finds a whole dataset whole, and names each way one can be damaged: a changed byte, a
 // truncated or missing file, a file no index lists, a stale temporary file, an index whose
 // totals, state or lines disagree with the files. Through the loom binary on tiny_v1.
+#include <cctype>
 #include <cstdio>
 
 #include "cli_util.h"
@@ -135,6 +136,34 @@ TEST_CASE("verify names each kind of damage, exit 1; a folder that is no dataset
        },
        {"dataset.json: totals.samples is 15, its manifest manifest.jsonl has 14",
         "data-000000.safetensors: holds 4 samples, the manifest lists 3"}},
+      {"dataset.json describing another form than its files",
+       [&] {
+         json info = json::parse(slurp(ds + "/dataset.json"));
+         info["tokens_per_frame"] = 11;
+         info["stores"]["actions"] = false;
+         std::ofstream(ds + "/dataset.json") << info.dump(2);
+       },
+       {"data-000000.safetensors: its tokens per frame is 10, dataset.json says 11",
+        "data-000000.safetensors: its action rows is true, dataset.json says false"}},
+      {"a field of dataset.json of the wrong type (not a crash, not exit 2)",
+       [&] {
+         json info = json::parse(slurp(ds + "/dataset.json"));
+         info["totals"]["files"] = "4";
+         std::ofstream(ds + "/dataset.json") << info.dump(2);
+       },
+       {"dataset.json: a field of the wrong type"}},
+      {"a malformed checksum line, and a data file gone: both said",
+       [&] {
+         std::ofstream(ds + "/SHA256SUMS", std::ios::app) << "not a checksum line\n";
+         fs::remove(ds + "/data-000003.safetensors");
+       },
+       {"SHA256SUMS line 5: expected", "data-000003.safetensors: missing"}},
+      {"a checksum line for a file that is no data file",
+       [&] {
+         std::ofstream(ds + "/SHA256SUMS", std::ios::app)
+             << std::string(64, '0') << "  dataset.json\n";
+       },
+       {"dataset.json: has a SHA256SUMS line but is no data file the index lists"}},
       {"an index still running",
        [&] {
          json info = json::parse(slurp(ds + "/dataset.json"));
@@ -155,6 +184,17 @@ TEST_CASE("verify names each kind of damage, exit 1; a folder that is no dataset
   }
   fresh();
   CHECK(verify_dataset(ds, dir).code == 0);  // the copies were whole
+  // sha256sum's other forms of a line: upper-case digits, the binary marker, CRLF.
+  {
+    std::string sums = slurp(ds + "/SHA256SUMS");
+    for (size_t i = 0; i < 64; ++i) sums[i] = char(std::toupper(sums[i]));
+    sums.replace(sums.find("  ", sums.find('\n')), 2, " *");
+    sums.insert(sums.rfind('\n'), "\r");
+    std::ofstream(ds + "/SHA256SUMS") << sums;
+    const Verified v = verify_dataset(ds, dir);
+    CHECK(v.code == 0);
+    CHECK(v.out["checksums_matched"] == 4);
+  }
 
   for (const std::string& not_ds : {dir + "/nothing", dir + "/r.jsonl", dir}) {
     CAPTURE(not_ds);
@@ -207,8 +247,19 @@ TEST_CASE("a dataset from before SHA256SUMS gets them on --resume; --overwrite r
 
   const std::string args = "run -q" + kModel + " --jobs " + dir + "/jobs.jsonl --out " + dir +
                            "/r.jsonl --tokens-out " + ds + " --samples-per-file 4";
-  REQUIRE(run(args + " --resume", dir).code == 0);
+  Exit e = run(args + " --resume", dir);
+  REQUIRE(e.code == 0);
+  CHECK(e.err.empty());  // a dataset from before the checksums: nothing to warn about
   CHECK(slurp(ds + "/SHA256SUMS") == sums);  // made from the files, the same lines
+
+  // A line lost from an existing SHA256SUMS: hashed again, but said (a change made before
+  // would now pass verify).
+  std::ofstream(ds + "/SHA256SUMS") << sums.substr(sums.find('\n') + 1);
+  e = run(args + " --resume", dir);
+  REQUIRE(e.code == 0);
+  CHECK(e.err.find("had no line for data-000000.safetensors (lost or edited)") !=
+        std::string::npos);
+  CHECK(slurp(ds + "/SHA256SUMS") == sums);
 
   // --overwrite with fewer jobs: the old files' lines go with them.
   make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
@@ -219,7 +270,7 @@ TEST_CASE("a dataset from before SHA256SUMS gets them on --resume; --overwrite r
   CHECK(v.out["checksums_matched"] == 1);
 
   // SHA256SUMS is the dataset's own name: no output may take it.
-  Exit e = run(args + " --overwrite --report " + ds + "/SHA256SUMS", dir);
+  e = run(args + " --overwrite --report " + ds + "/SHA256SUMS", dir);
   CHECK(e.code == 2);
   CHECK(e.err.find("takes a name the dataset writes") != std::string::npos);
 }

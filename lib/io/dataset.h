@@ -88,6 +88,9 @@ struct DatasetReconcile {
   int64_t samples_kept = 0, rows_kept = 0;
   int64_t records_dropped = 0;  // results records removed: their data was not whole
   std::string first_problem;    // why the first removal happened, for the resume line
+  // A kept file with no line in an existing SHA256SUMS (lost, or edited): hashed as it is now,
+  // which no longer shows a change made before. "" when every kept file had its line.
+  std::string unsummed;
 };
 
 class DatasetWriter {

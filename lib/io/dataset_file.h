@@ -13,6 +13,7 @@ struct DataFileInfo {
   std::string problem;                  // "" when whole and self-consistent, else what is wrong
   std::string model, config_hash;       // its __metadata__'s, once the header parsed
   std::vector<nlohmann::json> entries;  // its own manifest lines, in order (when no problem)
+  nlohmann::json header;                // its safetensors header (tensors and __metadata__)
 };
 
 // Reads the header of data file `path` (named `name` in the folder): the loom-dataset format,
@@ -20,8 +21,13 @@ struct DataFileInfo {
 // to its sample_offsets. Reads the header and offsets only, never the tokens.
 DataFileInfo read_data_file(const std::string& path, const std::string& name);
 
-// A SHA256SUMS file: file name → 64 hex digits. A missing file is an empty map; a line that is
-// not "<64 hex>  <name>" is an error naming the file and line.
-std::map<std::string, std::string> read_sums(const std::string& path);
+// A SHA256SUMS file as `sha256sum -c` reads it: "<64 hex digits> <' ' or '*'><name>", CRLF
+// ends allowed. `sums`: file name → the digits in lowercase; `problems`: "line N: ..." for a
+// line of another form. A missing file reads as empty.
+struct Sums {
+  std::map<std::string, std::string> sums;
+  std::vector<std::string> problems;
+};
+Sums read_sums(const std::string& path);
 
 }  // namespace loom

@@ -185,12 +185,19 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
 
   // The kept files' checksums as written at their commit; a file from loom 0.5.0 or before
   // has none, and gets one now.
-  const std::map<std::string, std::string> sums = read_sums(dataset_sums_path(opt));
+  const std::string sums_path = dataset_sums_path(opt);
+  const Sums read = read_sums(sums_path);
+  LOOM_CHECK(read.problems.empty(), "--resume: ", sums_path, " ",
+             read.problems.empty() ? std::string() : read.problems[0],
+             "; restore it, or remove it to have the data files hashed as they are now");
+  std::error_code sums_ec;
+  const bool had_sums = fs::exists(sums_path, sums_ec);
   std::string text;
   for (const std::string& name : kept_files) {
-    auto it = sums.find(name);
-    text +=
-        cat(it != sums.end() ? it->second : sha256_file(opt.dir + "/" + name), "  ", name, "\n");
+    auto it = read.sums.find(name);
+    if (it == read.sums.end() && had_sums && rc.unsummed.empty()) rc.unsummed = name;
+    text += cat(it != read.sums.end() ? it->second : sha256_file(opt.dir + "/" + name), "  ", name,
+                "\n");
   }
   write_file_atomic(dataset_sums_path(opt), text);
   text.clear();

@@ -41,8 +41,10 @@ struct Index {
 // A data file as the manifests name it: the entries, in order, and where the first one is.
 struct Named {
   std::vector<json> entries;
-  std::string where;                  // "manifest.jsonl line 4"
-  std::string config_hash;            // the model its index names
+  std::string where;           // "manifest.jsonl line 4"
+  std::string config_hash;     // the model its index names
+  const json* info = nullptr;  // its index (dataset.json), for the file's form
+  std::string info_name;
   std::vector<std::string> problems;  // filled by the checking thread
   uint64_t bytes = 0;
   bool checksummed = false;
@@ -99,6 +101,9 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
   }
   v.indexes.push_back(ix.info_name);
   const std::string state = ix.info.value("state", "");
+  if (ix.info.value("manifest", ix.manifest_name) != ix.manifest_name)
+    v.problems.push_back(cat(ix.info_name, ": its manifest is ", ix.info["manifest"].dump(),
+                             ", expected \"", ix.manifest_name, "\""));
   if (state != "complete")
     v.problems.push_back(cat(ix.info_name, ": state \"", state,
                              "\", not \"complete\": a run is writing it, or stopped (finish it "
@@ -140,6 +145,8 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
     if (n.entries.empty()) {
       n.where = where;
       n.config_hash = config_hash;
+      n.info = &ix.info;
+      n.info_name = ix.info_name;
     }
     n.entries.push_back(std::move(e));
   }
@@ -152,6 +159,42 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
       v.problems.push_back(cat(ix.info_name, ": totals.", k, " is ", totals.value(k, json()).dump(),
                                ", its manifest ", ix.manifest_name, " has ",
                                want[k].get<int64_t>()));
+}
+
+// What the file's own header says against what its index says of every file: the readers of a
+// dataset take P, A, the action width and which tensors exist from dataset.json.
+std::vector<std::string> form_problems(const std::string& name, const json& header,
+                                       const json& info, const std::string& info_name) {
+  std::vector<std::string> out;
+  auto differs = [&](const std::string& what, const json& file, const json& index) {
+    if (file != index)
+      out.push_back(
+          cat(name, ": its ", what, " is ", file.dump(), ", ", info_name, " says ", index.dump()));
+  };
+  const json& meta = header.at("__metadata__");
+  differs("schema", meta.value("schema", ""), std::to_string(info.value("schema", 0)));
+  differs("model", meta.value("model", ""), info.at("model").value("name", ""));
+  differs("draw_stream", meta.value("draw_stream", ""),
+          std::to_string(info.value("draw_stream", 0)));
+  if (!info.at("shard").contains("merged_from"))
+    differs("shard", meta.value("shard", ""),
+            cat(info.at("shard").value("index", 0), "/", info.at("shard").value("count", 0)));
+  const bool frames = info.at("frames").get<bool>();
+  const json& tokens = header.at("tokens").at("shape");
+  differs("tokens' rank", tokens.size(), frames ? 2 : 1);
+  if (frames && tokens.size() == 2)
+    differs("tokens per frame", tokens[1], info.at("tokens_per_frame"));
+  const json& stores = info.at("stores");
+  const bool ids = header.contains("action_ids");
+  differs("action rows", header.contains("actions") || ids, stores.value("actions", false));
+  differs("context", header.contains("context"), stores.value("context", false));
+  if (frames && (header.contains("actions") || ids)) {
+    const json& a = header.at(ids ? "action_ids" : "actions").at("shape");
+    json want = {tokens[0], info.at("action_tokens")};
+    if (!ids) want.push_back(info.at("action_dim"));
+    differs(ids ? "action_ids shape" : "actions shape", a, want);
+  }
+  return out;
 }
 
 // Checks one named data file (run on a worker thread).
@@ -169,6 +212,16 @@ void check_file(const std::string& dir, const std::string& name, Named& n,
   if (!f.config_hash.empty() && f.config_hash != n.config_hash)
     n.problems.push_back(cat(name, ": made by model ", f.model, " (", f.config_hash,
                              "), its index names ", n.config_hash));
+  if (f.problem.empty() && n.info) {
+    try {
+      for (std::string& p : form_problems(name, f.header, *n.info, n.info_name))
+        n.problems.push_back(std::move(p));
+    } catch (const json::exception&) {
+      n.problems.push_back(cat(name, ": ", n.info_name,
+                               " or its header lacks a field of the "
+                               "dataset's form (frames, tokens_per_frame, stores, ...)"));
+    }
+  }
   if (f.problem.empty()) {
     size_t i = 0;  // the first sample where the file and the manifest disagree
     while (i < f.entries.size() && i < n.entries.size() && f.entries[i] == n.entries[i]) ++i;
@@ -214,7 +267,8 @@ DataFileInfo read_data_file(const std::string& path, const std::string& name) {
     return problem = "its header length is past the end", out;
   std::string text(hlen, '\0');
   if (!read_at(fd, text.data(), hlen, 8)) return problem = "cannot read its header", out;
-  const json header = json::parse(text, nullptr, false);
+  json& header = out.header;
+  header = json::parse(text, nullptr, false);
   if (header.is_discarded() || !header.is_object()) return problem = "its header is not JSON", out;
   try {
     const json meta = header.value("__metadata__", json::object());
@@ -253,18 +307,22 @@ DataFileInfo read_data_file(const std::string& path, const std::string& name) {
   return out;
 }
 
-std::map<std::string, std::string> read_sums(const std::string& path) {
-  std::map<std::string, std::string> out;
+Sums read_sums(const std::string& path) {
+  Sums out;
   std::ifstream in(path, std::ios::binary);
   int64_t line = 0;
   for (std::string text; std::getline(in, text);) {
     ++line;
-    const bool ok = text.size() > 66 && text.compare(64, 2, "  ") == 0 &&
-                    std::all_of(text.begin(), text.begin() + 64, [](char c) {
-                      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                    });
-    LOOM_CHECK(ok, path, " line ", line, ": expected \"<64 lowercase hex digits>  <file name>\"");
-    out[text.substr(66)] = text.substr(0, 64);
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    const bool hex = text.size() > 66 && std::all_of(text.begin(), text.begin() + 64, ::isxdigit);
+    if (!hex || text[64] != ' ') {
+      out.problems.push_back(cat("line ", line, ": expected \"<64 hex digits>  <file name>\""));
+      continue;
+    }
+    const size_t name = text[65] == ' ' || text[65] == '*' ? 66 : 65;
+    std::string digits = text.substr(0, 64);
+    std::transform(digits.begin(), digits.end(), digits.begin(), ::tolower);
+    out.sums[text.substr(name)] = digits;
   }
   return out;
 }
@@ -279,7 +337,13 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
              ": no dataset.json or dataset.shard-K-of-N.json; expected a --tokens-out folder");
   std::map<std::string, Named> named;
   std::map<std::pair<std::string, uint64_t>, std::string> samples;
-  for (Index& ix : indexes) read_index(dir, ix, named, samples, v);
+  for (Index& ix : indexes) {
+    try {
+      read_index(dir, ix, named, samples, v);
+    } catch (const json::exception& e) {
+      v.problems.push_back(cat(ix.info_name, ": a field of the wrong type (", e.what(), ")"));
+    }
+  }
   v.files = int64_t(named.size());
 
   // What else the folder holds: data files no index lists, stale temporary files, checksums.
@@ -290,11 +354,13 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
     const std::string n = de.path().filename().string();
     if (std::regex_match(n, kDataName)) on_disk.push_back(n);
     if (n.find(".tmp-") != std::string::npos)
-      v.problems.push_back(cat(n, ": a temporary file left by a run that was killed ",
-                               "(loom run --resume removes it)"));
+      v.problems.push_back(cat(n, ": a temporary file (of a run writing now, or left by one ",
+                               "that was killed: loom run --resume removes it)"));
     if (!std::regex_match(n, kSumsName)) continue;
     have_sums = true;
-    for (const auto& [file, hex] : read_sums(de.path().string())) {
+    const Sums read = read_sums(de.path().string());
+    for (const std::string& p : read.problems) v.problems.push_back(cat(n, " ", p));
+    for (const auto& [file, hex] : read.sums) {
       auto [it, fresh] = sums.emplace(file, hex);
       if (!fresh && it->second != hex)
         v.problems.push_back(cat(file, ": two different checksums in the SHA256SUMS files"));
@@ -306,8 +372,11 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
       v.problems.push_back(cat(n, ": a data file no manifest lists (a stopped run's last file: ",
                                "loom run --resume removes it)"));
   for (const auto& [file, hex] : sums)
-    if (!named.count(file) && !fs::exists(dir + "/" + file, ec))
-      v.problems.push_back(cat(file, ": in SHA256SUMS but not in the folder"));
+    if (!named.count(file))
+      v.problems.push_back(cat(file,
+                               ": has a SHA256SUMS line but is no data file the index "
+                               "lists",
+                               fs::exists(dir + "/" + file, ec) ? "" : " (nor in the folder)"));
   if (!have_sums)
     v.notes.push_back(
         "no SHA256SUMS file (a dataset written by loom 0.5.0 or before): data files "

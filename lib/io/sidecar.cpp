@@ -50,8 +50,8 @@ bool identity_agrees(const json& a, const json& b, const std::string& key) {
     const bool placed = !p.empty() && !q.empty() && a.contains("results") &&
                         b.contains("results") && a["results"].is_string() &&
                         b["results"].is_string();
-    return placed && relative_to(p, parent_dir(a["results"])) ==
-                         relative_to(q, parent_dir(b["results"]));
+    return placed &&
+           relative_to(p, parent_dir(a["results"])) == relative_to(q, parent_dir(b["results"]));
   }
   return x[key] == y[key];
 }
@@ -80,9 +80,8 @@ void check_sidecar(const std::string& path, const std::string& out_path,
       fail("--resume: ", out_path, " was made with ", it.key(), " = ", it.value().dump(),
            ", this run has none (", path,
            "); resume with the same model and options, or write to a new --out");
-  const json now = {{"schema", kSchema},
-                    {"identity", identity},
-                    {"results", same_path_form(out_path).string()}};
+  const json now = {
+      {"schema", kSchema}, {"identity", identity}, {"results", same_path_form(out_path).string()}};
   for (auto it = identity.begin(); it != identity.end(); ++it) {
     if (!identity_agrees(stored, now, it.key())) {
       const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
