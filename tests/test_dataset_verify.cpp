@@ -224,6 +224,13 @@ TEST_CASE("shards: each verified before the merge and the merged index after; a 
   CHECK(v.code == 0);
   CHECK(v.out["indexes"] == json::array({"dataset.json"}));
   CHECK(v.out["samples"] == 13);
+  // A shard's index changed after the merge: the merged one no longer describes it.
+  const std::string m2 = dir + "/ds/manifest.shard-2-of-3.jsonl", kept = slurp(m2);
+  std::ofstream(m2) << kept.substr(kept.find('\n') + 1);
+  v = verify_dataset(dir + "/ds", dir);
+  CHECK(v.code == 1);
+  CHECK(has_problem(v, "manifest.jsonl: not the lines of the shards' manifests"));
+  std::ofstream(m2) << kept;
 
   // Without the merged index, a shard's files gone: the missing shard is said.
   for (const char* f : {"dataset.json", "manifest.jsonl", "dataset.shard-1-of-3.json",

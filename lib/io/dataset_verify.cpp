@@ -87,6 +87,40 @@ std::vector<Index> find_indexes(const std::string& dir, DatasetVerify& v) {
   return out;
 }
 
+// The manifest lines of `path`, each as a parsed object (compared by value).
+std::multiset<std::string> manifest_lines(const std::string& path) {
+  std::multiset<std::string> out;
+  std::ifstream in(path, std::ios::binary);
+  for (std::string text; std::getline(in, text);) {
+    const json e = json::parse(text, nullptr, false);
+    out.insert(e.is_discarded() ? text : e.dump());
+  }
+  return out;
+}
+
+// A merged index lists what its shards' indexes list: each shard's dataset.json complete, and
+// manifest.jsonl holding exactly their lines (a shard changed after the merge shows here).
+void check_shards_of_merge(const std::string& dir, DatasetVerify& v) {
+  std::multiset<std::string> shards;
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string n = de.path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(n, m, kShardInfo)) continue;
+    std::ifstream in(de.path());
+    const json info = json::parse(in, nullptr, false);
+    if (!info.is_object() || !info.contains("state") || info["state"] != "complete")
+      v.problems.push_back(cat(n, ": not \"complete\", but the merged dataset.json lists it"));
+    const std::string manifest = cat("manifest.shard-", m[1].str(), "-of-", m[2].str(), ".jsonl");
+    const std::multiset<std::string> lines = manifest_lines(dir + "/" + manifest);
+    shards.insert(lines.begin(), lines.end());
+  }
+  if (manifest_lines(dir + "/manifest.jsonl") != shards)
+    v.problems.push_back(
+        "manifest.jsonl: not the lines of the shards' manifests (a shard changed after `loom "
+        "merge --dataset`: merge again)");
+}
+
 // Reads one index and its manifest into `named`; problems into v.
 void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>& named,
                 std::map<std::pair<std::string, uint64_t>, std::string>& samples,
@@ -345,6 +379,10 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
     }
   }
   v.files = int64_t(named.size());
+  if (indexes.size() == 1 && indexes[0].info_name == "dataset.json" &&
+      indexes[0].info.is_object() && indexes[0].info.contains("shard") &&
+      indexes[0].info["shard"].is_object() && indexes[0].info["shard"].contains("merged_from"))
+    check_shards_of_merge(dir, v);
 
   // What else the folder holds: data files no index lists, stale temporary files, checksums.
   std::map<std::string, std::string> sums;
