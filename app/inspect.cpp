@@ -75,8 +75,10 @@ Rules plain_rules(const ModelSpec& s) {
   r.push_back({"max_tokens", N > 0 ? cat("tokens to generate, 1 to ", N,
                                          " - prompt length (max_position_embeddings ", N, ")")
                                    : "tokens to generate, 1 or more"});
-  r.push_back({"optional", cat("id (string or integer), ignore_eos (true: go on past eos ",
-                               s.eos_id, "), ", kSamplingRule, "; num_samples")});
+  std::string eos = std::to_string(s.eos_id);
+  for (int id : s.more_eos) eos += cat(", ", id);
+  r.push_back({"optional", cat("id (string or integer), ignore_eos (true: go on past eos ", eos,
+                               "), ", kSamplingRule, "; num_samples")});
   return r;
 }
 

@@ -389,3 +389,33 @@ TEST_CASE("run: integer ids come back as integers; a duplicate id is one error r
   fs::remove_all(dir);
   std::remove((kTmp + "loom_cli_" + tag + ".err").c_str());
 }
+
+TEST_CASE("run: a plain model stops at any id of an eos_token_id list") {
+  // The tiny model's first greedy tokens, then the same job with one of them as a second eos.
+  const std::string job =
+      R"({"id": "e", "prompt_token_ids": [671, 805, 25, 808, 470], "max_tokens": 16, )"
+      R"("sampling": {"temperature": 0.0}})";
+  std::ofstream(kTmp + "eos_jobs.jsonl") << job << "\n";
+  Ran base = run("run -q --backend cpu --overwrite --model " + kData + "/tiny_llama --jobs " +
+                     kTmp + "eos_jobs.jsonl --out " + kTmp + "eos_base.jsonl",
+                 "eos_base");
+  REQUIRE(base.code == 0);
+  const std::vector<int> t = read_lines(kTmp + "eos_base.jsonl")[0]["tokens"];
+  size_t k = 1;  // the first token not seen before it
+  while (k < t.size() && std::find(t.begin(), t.begin() + long(k), t[k]) != t.begin() + long(k))
+    ++k;
+  REQUIRE(k < t.size());
+  const std::string model = kTmp + "eos_model";
+  std::filesystem::remove_all(model);
+  std::filesystem::copy(kData + "/tiny_llama", model);
+  json config = json::parse(std::ifstream(model + "/config.json"));
+  config["eos_token_id"] = {config["eos_token_id"], t[k]};
+  std::ofstream(model + "/config.json") << config.dump();
+  Ran list = run("run -q --backend cpu --overwrite --model " + model + " --jobs " + kTmp +
+                     "eos_jobs.jsonl --out " + kTmp + "eos_list.jsonl",
+                 "eos_list");
+  REQUIRE(list.code == 0);
+  const json r = read_lines(kTmp + "eos_list.jsonl")[0];
+  CHECK(r["finish_reason"] == "eos");
+  CHECK(r["tokens"] == json(std::vector<int>(t.begin(), t.begin() + long(k) + 1)));
+}

@@ -176,3 +176,18 @@ TEST_CASE("Mistral's release layout: consolidated.safetensors read; sliding_wind
                                   "read: convert it with scripts/convert_meta.py") !=
         std::string::npos);
 }
+
+TEST_CASE("an eos_token_id list (Llama 3): every id ends a sample, as in HF's generate") {
+  TempDir dir;
+  copy_model("tiny_llama", dir.path, {{"eos_token_id", {2, 948, 17}}});
+  const LoadedModel m = load_model(dir.path);
+  CHECK(m.spec.eos_id == 2);
+  CHECK(m.spec.more_eos == std::vector<int>{948, 17});
+  CHECK(m.spec.is_eos(2));
+  CHECK(m.spec.is_eos(948));
+  CHECK(m.spec.is_eos(17));
+  CHECK_FALSE(m.spec.is_eos(998));
+  CHECK_FALSE(has(m.warnings, "is a list"));
+  copy_model("tiny_llama", dir.path, {{"eos_token_id", {2, 4096}}});
+  CHECK(load_error(dir.path).find("eos id 4096 must lie in [0, ") != std::string::npos);
+}

@@ -100,7 +100,7 @@ bool Sequence::on_token(int32_t token) {
   draw_index_++;
   if (!spec_.has_frames()) {
     generated_.push_back(token);
-    eos_ = token == spec_.eos_id && !job_->ignore_eos;
+    eos_ = spec_.is_eos(token) && !job_->ignore_eos;
     if (eos_ || int(generated_.size()) == job_->max_tokens) {
       finished_ = true;
       return false;

@@ -107,6 +107,14 @@ static std::string features_line(const ModelSpec& s) {
 }
 
 // A float as the shortest decimal that reads back as it (1e-06, not 9.999999974752427e-07).
+// "2", or "128001 (+128008, 128009)" for a list of end ids.
+static std::string eos_text(const ModelSpec& s) {
+  std::string out = std::to_string(s.eos_id);
+  for (size_t i = 0; i < s.more_eos.size(); ++i)
+    out += (i == 0 ? " (+" : ", ") + std::to_string(s.more_eos[i]);
+  return s.more_eos.empty() ? out : out + ")";
+}
+
 static double shortest(float v) {
   char buf[32];
   for (int digits = 1; digits <= 9; ++digits) {
@@ -140,7 +148,7 @@ std::string describe_model(const LoadedModel& m) {
             {"head_dim", std::to_string(s.head_dim)},
             {"tied_lm_head", s.tied_lm_head ? "true" : "false"},
             {"intermediate", std::to_string(s.intermediate)},
-            {"bos_id / eos_id", std::to_string(s.bos_id) + " / " + std::to_string(s.eos_id)}});
+            {"bos_id / eos_id", std::to_string(s.bos_id) + " / " + eos_text(s)}});
   os << "features      " << features_line(s) << "\n";
   if (s.has_frames()) {
     os << "frame layout\n";
@@ -207,6 +215,7 @@ nlohmann::ordered_json describe_model_json(const LoadedModel& m) {
                        {"tied_lm_head", s.tied_lm_head},
                        {"bos_id", s.bos_id},
                        {"eos_id", s.eos_id},
+                       {"more_eos", s.more_eos},
                        {"image_tokens", s.image_tokens},
                        {"action_tokens", s.action_tokens},
                        {"action_dim", s.action_dim},

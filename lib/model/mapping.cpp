@@ -37,7 +37,7 @@ int64_t config_int(const nlohmann::json& v, const std::string& what,
   if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
     return int64_t(v.get<double>());
   if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
-    // e.g. Llama 3's eos_token_id list: the spec holds one id.
+    // A list where one id is wanted (eos_token_id's is read whole by the caller).
     if (warnings) warnings->push_back(cat(what, " is a list ", v.dump(), "; using its first id"));
     return v[0].get<int64_t>();
   }
@@ -83,6 +83,8 @@ void validate_spec(const ModelSpec& s, const MappingTable& t, const FieldSources
              " must be a positive number");
   LOOM_CHECK(s.bos_id < s.vocab && s.eos_id < s.vocab, where, ": bos_id ", s.bos_id, " / eos_id ",
              s.eos_id, " must be below vocab ", s.vocab);
+  for (int id : s.more_eos)
+    LOOM_CHECK(id >= 0 && id < s.vocab, where, ": eos id ", id, " must lie in [0, ", s.vocab, ")");
 
   LOOM_CHECK(s.logit_begin >= 0 && s.logit_end >= 0 && s.logit_end <= s.vocab &&
                  (s.logit_end == 0 || s.logit_begin < s.logit_end),
@@ -529,7 +531,17 @@ ModelSpec spec_from_config(const MappingTable& t, const nlohmann::json& config,
           cat("no config \"", first_key, "\": ", table_name, "'s default ", cf.fallback.dump());
     if (v) {
       if (kind == FieldKind::Int) {
-        set_spec_int(s, cf.field, config_int(*v, what, warnings));
+        if (cf.field == "eos_id" && v->is_array() && !v->empty()) {
+          // Llama 3's [128001, 128008, 128009]: generation ends at any of them, as in HF.
+          for (const auto& id : *v)
+            LOOM_CHECK(id.is_number_integer(), what, " is ", v->dump(),
+                       "; expected an integer or a list of integers");
+          s.more_eos.assign(v->begin() + 1, v->end());
+        }
+        set_spec_int(s, cf.field,
+                     cf.field == "eos_id" && v->is_array() && !v->empty()
+                         ? (*v)[0].get<int64_t>()
+                         : config_int(*v, what, warnings));
       } else if (kind == FieldKind::Float) {
         LOOM_CHECK(v->is_number(), what, " is ", v->dump(), "; expected a number");
         set_spec_float(s, cf.field, v->get<double>());

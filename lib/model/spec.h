@@ -5,6 +5,9 @@
 // proxy such as has_frames().
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include <cstdint>
 #include <string>
 
@@ -35,6 +38,11 @@ struct ModelSpec {
   int max_positions = 0;  // max_position_embeddings
   bool tied_lm_head = false;
   int bos_id = -1, eos_id = -1;
+  std::vector<int> more_eos;  // further end ids (Llama 3's eos_token_id list); any one stops
+  bool is_eos(int token) const {
+    return token == eos_id ||
+           (token >= 0 && std::find(more_eos.begin(), more_eos.end(), token) != more_eos.end());
+  }
 
   // Features (the table's "features"; issue 12 §1).
   NormKind norm = NormKind::Rms;
