@@ -7,6 +7,7 @@ files are opened on first use and kept open (at most `max_open_files`); rows are
 of them without reading the rest of the file.
 """
 import collections
+import hashlib
 import json
 import os
 import re
@@ -16,6 +17,8 @@ import numpy as np
 from safetensors import safe_open
 
 _SHARD_MANIFEST = re.compile(r"manifest\.shard-(\d+)-of-(\d+)\.jsonl$")
+_SUMS = re.compile(r"SHA256SUMS(\.shard-\d+-of-\d+)?$")
+_SUM_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *]?(.+)$")
 
 
 def _slice(f, names, begin, end):
@@ -158,6 +161,39 @@ class Dataset:
         context = f.get_slice("context")[int(c[k]):int(c[k + 1])]
         actions = _slice(f, ("context_actions", "context_action_ids"), int(c[k]), int(c[k + 1]))
         return context, actions
+
+    def check_files(self):
+        """Hashes every data file the manifests name and compares it with its SHA256SUMS line
+        (what `loom verify` does for the bytes, without the loom binary: for a dataset copied
+        to a machine that has none). Returns the problems, one string each; [] when every file
+        is there with the bytes loom wrote. A dataset from loom 0.5.0 has no SHA256SUMS: then
+        every file is a problem."""
+        sums = {}
+        for name in os.listdir(self.root):
+            if not _SUMS.match(name):
+                continue
+            with open(os.path.join(self.root, name), encoding="utf-8", newline="") as f:
+                for n, line in enumerate(f, 1):
+                    m = _SUM_LINE.match(line.rstrip("\r\n"))
+                    if m:
+                        sums[m.group(2)] = m.group(1).lower()
+        problems = []
+        for name in sorted({e["file"] for e in self.entries()}):
+            path = os.path.join(self.root, name)
+            if not os.path.isfile(path):
+                problems.append(f"{name}: missing")
+                continue
+            if name not in sums:
+                problems.append(f"{name}: no line in SHA256SUMS")
+                continue
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            if digest.hexdigest() != sums[name]:
+                problems.append(f"{name}: SHA-256 {digest.hexdigest()}, SHA256SUMS says "
+                                f"{sums[name]}: its bytes changed after loom wrote it")
+        return problems
 
     def _offsets(self):
         if self._index is None:

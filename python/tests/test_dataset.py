@@ -113,9 +113,12 @@ class DatasetMatchesResults(TempDirTest):
             self.check_sample(records[key(meta["id"], meta["sample"])].frames, frames, actions,
                               meta, unmerged.context(i))
 
+        self.assertEqual(unmerged.check_files(), [])  # SHA256SUMS.shard-K-of-2 lines
+
         subprocess.run([loom_bin(), "merge", "--dataset", folder], check=True,
                        capture_output=True)
         merged = loom.Dataset(folder)
+        self.assertEqual(merged.check_files(), [])
         self.assertEqual(merged.manifests, [os.path.join(folder, "manifest.jsonl")])
         self.assertEqual(merged.info["state"], "complete")
         self.assertEqual(sorted(key(e["id"], e["sample"]) for e in merged.entries()),
@@ -123,6 +126,18 @@ class DatasetMatchesResults(TempDirTest):
         for i, (frames, actions, meta) in enumerate(merged):
             self.check_sample(records[key(meta["id"], meta["sample"])].frames, frames, actions,
                               meta, merged.context(i))
+        # A byte changed in a data file, another file gone: each said.
+        first, second = sorted({e["file"] for e in merged.entries()})[:2]
+        with open(os.path.join(folder, first), "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 0xFF]))
+        os.remove(os.path.join(folder, second))
+        problems = merged.check_files()
+        self.assertEqual(len(problems), 2, problems)
+        self.assertIn(f"{first}: SHA-256 ", problems[0] if first < second else problems[1])
+        self.assertIn(f"{second}: missing", problems)
 
     def test_a_line_being_written_is_left_out(self):
         result = self.run_v1("a")
