@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,13 @@ constexpr int kExitOk = 0;             // every job finished
 constexpr int kExitJobsFailed = 1;     // the run finished, some jobs wrote error records
 constexpr int kExitFatal = 2;          // nothing useful ran: bad arguments, model, or output
 constexpr int kExitInterrupted = 130;  // SIGINT / SIGTERM: finished records kept, report written
+
+// What std::bad_alloc means to a user (main.cpp, the run's log and side file).
+constexpr const char* kOutOfHostMemory =
+    "out of host memory: the model's weights and the KV pool must fit; lower --kv-cache-gib or "
+    "--kv-blocks (the pool), or --max-seqs";
+// An exception's message as loom says it (std::bad_alloc as kOutOfHostMemory).
+std::string error_text(const std::exception& e);
 
 // Defaults are the ones `--help` shows; a user's value, from the command line or a LOOM_<OPTION>
 // variable (run only), replaces them once app/cli_options.cpp's validators have checked it.

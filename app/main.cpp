@@ -74,9 +74,7 @@ int main(int argc, char** argv) {
     log_error(e.what());
     return kExitFatal;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr,
-                 "loom: error: out of host memory: the model's weights and the KV pool must fit; "
-                 "lower --kv-cache-gib or --kv-blocks (the pool), or --max-seqs\n");
+    std::fprintf(stderr, "loom: error: %s\n", kOutOfHostMemory);
     return kExitFatal;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loom: internal error: %s\n", e.what());

@@ -74,16 +74,15 @@ int run_jobs(const RunArgs& a) {
     // No run writes the output any more: "failed" with the reason, not "running"; or, where
     // this run changed nothing (a resume refused as it read the jobs), as it was. Where the
     // disk lets it: the error that stopped the run is the one to report.
+    const std::string why = error_text(e);
     try {
-      if (!o.changed && !o.sidecar_before.empty()) {
-        write_file_atomic(o.sidecar, o.sidecar_before);
+      if (!o.changed) {  // a refusal after the load: as it was, and nothing of its own left
+        if (!o.sidecar_before.empty()) write_file_atomic(o.sidecar, o.sidecar_before);
         if (!o.dataset_info_before.empty())
           write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
-      } else {
-        if (!o.changed) remove_created(o);  // a refusal after the load leaves nothing behind
-        std::error_code ec;
-        if (!o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec))
-          write_sidecar(o.sidecar, o.identity, "failed", {{"error", e.what()}});
+        remove_created(o);
+      } else if (std::error_code ec; !o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec)) {
+        write_sidecar(o.sidecar, o.identity, "failed", {{"error", why}});
       }
     } catch (const Error&) {
     }
@@ -281,14 +280,18 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
 
 }  // namespace
 
+std::string error_text(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) ? kOutOfHostMemory : e.what();
+}
+
 int run_command(const RunArgs& a) {
   log_init(a.log_format, a.quiet);
   // The run's own errors go through its log, so once it has started they take its form (a
   // json line with --log-format json, the time at the end in a log file).
   try {
     return run_jobs(a);
-  } catch (const Error& e) {
-    log_error(e.what());
+  } catch (const std::exception& e) {  // loom::Error, std::bad_alloc: in the run's log format
+    log_error(error_text(e));
     return kExitFatal;
   }
 }

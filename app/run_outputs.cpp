@@ -17,6 +17,7 @@
 #include "app/log.h"
 #include "app/setup.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/philox.h"
 #include "io/kv_scales.h"
 #include "io/sidecar.h"
@@ -109,10 +110,11 @@ bool report_of(const std::string& path, const std::string& out, std::string& of)
     return false;
   if (j.contains("results") && j["results"].is_string()) {
     of = j["results"];
-    // Or the results file at the same place relative to the report: both moved together.
-    return of == same_path_form(out).string() ||
-           (j.contains("results_relative") && j["results_relative"].is_string() &&
-            j["results_relative"] == relative_to(out, parent_dir(path)));
+    // Where a report says so, the results at the same place relative to it (it and they
+    // moved or were copied together; a report moved alone is another's).
+    if (j.contains("results_relative") && j["results_relative"].is_string())
+      return j["results_relative"] == relative_to(out, parent_dir(path));
+    return of == same_path_form(out).string();
   }
   const fs::path typed = fs::path(j["out"].get<std::string>()).lexically_normal();
   of = typed.string();
@@ -224,6 +226,22 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   }
   if (!o.dataset.dir.empty()) {
     probe_output("--tokens-out", o.dataset.dir, true);
+    if (o.shard.count > 1) {  // one folder, one layout: no unsharded index, no other count
+      std::error_code ec;
+      const std::string whole = o.dataset.dir + "/dataset.json";
+      LOOM_CHECK(!fs::exists(whole, ec) || is_merged_index(whole), "--tokens-out ", o.dataset.dir,
+                 " holds the dataset of an unsharded run (", whole, "); a shard of ", o.shard.count,
+                 " would mix into it: expected a new folder");
+      for (const auto& de : fs::directory_iterator(o.dataset.dir, ec)) {
+        int k = 0, n = 0;
+        const std::string name = de.path().filename().string();
+        LOOM_CHECK(std::sscanf(name.c_str(), "dataset.shard-%d-of-%d.json", &k, &n) != 2 ||
+                       n == o.shard.count,
+                   "--tokens-out ", o.dataset.dir, " holds shards of ", n, " (", name,
+                   "), this run is a shard of ", o.shard.count,
+                   ": expected the same --shard count as that run, or a new folder");
+      }
+    }
     LOOM_CHECK(o.shard.count > 1 || !is_merged_index(dataset_info_path(o.dataset)), "--tokens-out ",
                o.dataset.dir, " holds the merged index of a sharded run (",
                dataset_info_path(o.dataset),
@@ -389,6 +407,15 @@ void replace_outputs(RunOutputs& o) {
   std::error_code ec;
   if (!o.sidecar.empty() && fs::exists(o.sidecar, ec))
     write_sidecar(o.sidecar, o.identity, "replacing");
+  // The dataset's index too, so that merge and verify stop trusting it before a file goes.
+  if (!o.dataset.dir.empty() && !o.dataset_info_before.empty()) {
+    nlohmann::json info = nlohmann::json::parse(o.dataset_info_before, nullptr, false);
+    if (info.is_object()) {
+      info["state"] = "replacing";
+      write_file_atomic(dataset_info_path(o.dataset), info.dump(2) + "\n");
+    }
+  }
+  fault_point("replacing");
   if (o.out_path != "-") {
     fs::remove(o.out_path, ec);
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", o.out_path, ": ", ec.message());

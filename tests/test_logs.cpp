@@ -138,6 +138,16 @@ TEST_CASE("--log-format json: every line a JSON object; progress lines carry the
   REQUIRE(error.is_object());
   CHECK(error["level"] == "error");
   CHECK(error["message"].get<std::string>().find("cannot read jobs from") == 0);
+  // A refusal after the banner (a KV pool the host cannot hold) too, in words, not bad_alloc.
+  const Exit pool = run("run --log-format json --kv-blocks 2147483647" + kModel + " --jobs " +
+                            jobs + " --out " + dir + "/pool.jsonl",
+                        dir);
+  CHECK(pool.code == 2);
+  const std::vector<std::string> lines = lines_of(pool.err);
+  REQUIRE(!lines.empty());
+  for (const std::string& l : lines) CHECK_MESSAGE(json::parse(l, nullptr, false).is_object(), l);
+  const json refusal = json::parse(lines.back(), nullptr, false);
+  CHECK(refusal.value("message", "").find("out of host memory") == 0);
   const auto [samples, frames] = totals_of(jobs);
   int progress = 0, info = 0;
   json last;

@@ -309,16 +309,31 @@ TEST_CASE("--resume of a run with failed jobs still exits 1 and says why") {
   CHECK(again.err.find("loom: 13 jobs (0 failed, 1 more in an earlier run)") != std::string::npos);
 }
 
-TEST_CASE("merge --dataset never replaces an unsharded run's index") {
+TEST_CASE("one dataset folder, one layout: shards never mix into an unsharded run's index") {
   const std::string dir = temp_dir("safety_merge_ds");
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
   REQUIRE(run(run_args(jobs, dir + "/all.jsonl", "--tokens-out " + dir + "/ds"), dir).code == 0);
-  for (const char* k : {"0/2", "1/2"})
-    REQUIRE(run(run_args(jobs, dir + "/s.jsonl", "--tokens-out " + dir + "/ds --shard " + k), dir)
-                .code == 0);
   const std::string index = slurp(dir + "/ds/dataset.json"),
                     manifest = slurp(dir + "/ds/manifest.jsonl");
-  Exit e = run("merge --dataset " + dir + "/ds", dir);
+  // A shard run into it is refused before anything is made.
+  Exit e = run(run_args(jobs, dir + "/s.jsonl", "--tokens-out " + dir + "/ds --shard 0/2"), dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("holds the dataset of an unsharded run") != std::string::npos);
+  CHECK(!fs::exists(dir + "/s.shard-0-of-2.jsonl"));
+  // Shard files put there by hand: merge --dataset does not replace the index either.
+  const std::string other = temp_dir("safety_merge_ds_shards");
+  for (const char* k : {"0/2", "1/2"})
+    REQUIRE(
+        run(run_args(jobs, other + "/s.jsonl", "--tokens-out " + other + "/ds --shard " + k), other)
+            .code == 0);
+  for (const auto& de : fs::directory_iterator(other + "/ds"))
+    if (de.path().filename().string().find(".shard-") != std::string::npos)
+      fs::copy_file(de.path(), dir + "/ds/" + de.path().filename().string());
+  // Other shard counts do not mix either.
+  e = run(run_args(jobs, other + "/t.jsonl", "--tokens-out " + other + "/ds --shard 0/3"), other);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("holds shards of 2") != std::string::npos);
+  e = run("merge --dataset " + dir + "/ds", dir);
   CHECK(e.code == 2);
   CHECK(e.err.find(dir + "/ds/dataset.json is the index of an unsharded run (9 samples)") !=
         std::string::npos);
@@ -664,12 +679,16 @@ TEST_CASE("--overwrite refused after the model loads keeps the old output; a kil
   CHECK(e.err.find("out of host memory") != std::string::npos);
   CHECK(tree(dir + "/out") == before);  // results, side file, report, every dataset file
 
-  // Killed while it removes the old output: its side file says "replacing", so a --resume
-  // (which would mix the old samples with the new options) is refused, naming the way out.
-  json side = json::parse(slurp(dir + "/out/r.jsonl.loom.json"));
-  side["state"] = "replacing";
-  std::ofstream(dir + "/out/r.jsonl.loom.json") << side.dump();
-  fs::remove(dir + "/out/r.jsonl");
+  // Killed as it starts removing the old output: its side file and dataset.json say
+  // "replacing", so a --resume (which would mix the old samples with the new options), a merge
+  // or verify does not take the old files for a finished dataset.
+  e = run(run_args(jobs, dir + "/out/r.jsonl", outs + " --overwrite"), dir,
+          {"LOOM_TEST_FAULT=replacing:1"});
+  REQUIRE(e.signal == SIGKILL);
+  CHECK(json::parse(slurp(dir + "/out/r.jsonl.loom.json"))["state"] == "replacing");
+  CHECK(json::parse(slurp(dir + "/out/ds/dataset.json"))["state"] == "replacing");
+  const Verified replacing = verify_dataset(dir + "/out/ds", dir);
+  CHECK(replacing.code == 1);
   e = run(run_args(jobs, dir + "/out/r.jsonl", outs + " --resume"), dir);
   CHECK(e.code == 2);
   CHECK(e.err.find("was stopped while it removed the old output") != std::string::npos);
@@ -710,5 +729,38 @@ TEST_CASE("a folder holding results, report and dataset moves and resumes") {
                    " --tokens-out " + dir + "/c/ds --samples-per-file 2 --resume"),
           dir);
   CHECK(e.code == 2);
-  CHECK(e.err.find("tokens_out") != std::string::npos);
+  CHECK(e.err.find("holds the samples of the results file " + dir + "/c/r.jsonl") !=
+        std::string::npos);
+  fs::rename(dir + "/c/ds", dir + "/b/out/ds");
+  // A copy's dataset is the copy's: the original's run may not take it, nor its report.
+  fs::copy(dir + "/b", dir + "/d", fs::copy_options::recursive);
+  e = run(run_args(jobs, dir + "/b/out/r.jsonl",
+                   " --tokens-out " + dir + "/d/out/ds --samples-per-file 2 --overwrite"),
+          dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("holds the samples of the results file " + dir + "/d/out/r.jsonl") !=
+        std::string::npos);
+  e = run(run_args(jobs, dir + "/b/out/r.jsonl",
+                   " --tokens-out " + dir + "/b/out/ds --samples-per-file 2 --report " + dir +
+                       "/d/out/rep.json --resume"),
+          dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("is the report of the results file") != std::string::npos);
+  CHECK(verify_dataset(dir + "/d/out/ds", dir).code == 0);
+}
+
+TEST_CASE("merge --dataset refuses shards that store different things") {
+  const std::string dir = temp_dir("safety_merge_form");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  REQUIRE(
+      run(run_args(jobs, dir + "/s.jsonl", "--tokens-out " + dir + "/ds --shard 0/2"), dir).code ==
+      0);
+  REQUIRE(run(run_args(jobs, dir + "/s.jsonl",
+                       "--tokens-out " + dir + "/ds --shard 1/2 --no-dataset-actions"),
+              dir)
+              .code == 0);
+  Exit e = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("has stores {\"actions\":false,\"context\":true}") != std::string::npos);
+  CHECK(!fs::exists(dir + "/ds/dataset.json"));
 }

@@ -7,6 +7,7 @@
 //   checksums    its SHA256SUMS line is written and synced
 //   manifest     its manifest lines are written and synced
 //   record       one results record is written and flushed
+//   replacing    --overwrite marked the side file and dataset.json "replacing" (before removing)
 #pragma once
 
 #include <signal.h>

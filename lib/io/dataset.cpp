@@ -157,10 +157,14 @@ std::string dataset_results_path(const DatasetOptions& o) {
   std::ifstream in(dataset_info_path(o));
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (!j.is_object() || !j.contains("results") || !j["results"].is_string()) return "";
-  // A folder moved together with its results file: the one at the same relative place.
-  if (j.contains("results_relative") && j["results_relative"].is_string() && !o.results.empty() &&
-      o.results != "-" && relative_to(o.results, o.dir) == j["results_relative"].get<std::string>())
-    return o.results;
+  // Where the results are from where the folder is now: after a move or a copy of both, the
+  // results beside it (a copy's dataset is the copy's results', not the original's).
+  if (j.contains("results_relative") && j["results_relative"].is_string() && j["results"] != "-")
+    return same_path_form(
+               (fs::path(same_path_form(o.dir)) / j["results_relative"].get<std::string>())
+                   .lexically_normal()
+                   .string())
+        .string();
   return j["results"].get<std::string>();
 }
 

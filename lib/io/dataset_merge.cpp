@@ -140,6 +140,15 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_l
                "), ", first.info_path, " with draw stream ", first_stream, " (loom ",
                first.info.value("loom_version", "?"),
                "); expected one stream: rerun the other shards with one loom");
+    // One form of sample in the merged index: the readers take it from dataset.json.
+    for (const char* key :
+         {"frames", "tokens_per_frame", "action_tokens", "action_dim", "vocab_size", "stores"})
+      LOOM_CHECK(s.info.value(key, json()) == first.info.value(key, json()),
+                 "merge --dataset: ", s.info_path, " has ", key, " ",
+                 s.info.value(key, json()).dump(), ", ", first.info_path, " has ",
+                 first.info.value(key, json()).dump(),
+                 "; expected shards of one run (the same --no-dataset-actions and "
+                 "--no-dataset-context)");
     if (s.info.value("state", "") != "complete") {
       if (m.unfinished.empty()) unfinished_state = s.info.value("state", "(none)");
       m.unfinished.push_back(s.index);

@@ -353,10 +353,11 @@ Sums read_sums(const std::string& path) {
       out.problems.push_back(cat("line ", line, ": expected \"<64 hex digits>  <file name>\""));
       continue;
     }
-    const size_t name = text[65] == ' ' || text[65] == '*' ? 66 : 65;
-    std::string digits = text.substr(0, 64);
+    const size_t at = text[65] == ' ' || text[65] == '*' ? 66 : 65;
+    std::string digits = text.substr(0, 64), name = text.substr(at);
     std::transform(digits.begin(), digits.end(), digits.begin(), ::tolower);
-    out.sums[text.substr(name)] = digits;
+    if (name.rfind("./", 0) == 0) name = name.substr(2);  // as sha256sum -c takes it
+    out.sums[name] = digits;
   }
   return out;
 }

@@ -46,12 +46,12 @@ bool identity_agrees(const json& a, const json& b, const std::string& key) {
   // where it moved to with its results file (the same place relative to it).
   if (key == "tokens_out" && x[key].is_string() && y[key].is_string()) {
     const std::string p = x[key], q = y[key];
-    if (same_path(p, q)) return true;
-    const bool placed = !p.empty() && !q.empty() && a.contains("results") &&
-                        b.contains("results") && a["results"].is_string() &&
-                        b["results"].is_string();
-    return placed &&
-           relative_to(p, parent_dir(a["results"])) == relative_to(q, parent_dir(b["results"]));
+    const bool placed = a.contains("results") && b.contains("results") &&
+                        a["results"].is_string() && b["results"].is_string();
+    // Results that moved (or a copy of them): the folder must have moved with them.
+    if (placed && !p.empty() && !q.empty() && a["results"] != b["results"])
+      return relative_to(p, parent_dir(a["results"])) == relative_to(q, parent_dir(b["results"]));
+    return same_path(p, q);
   }
   return x[key] == y[key];
 }
