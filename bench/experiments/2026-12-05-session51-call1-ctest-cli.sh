@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 51, call 1 (~4 minutes): ctest -L cuda on the session's final host tree (547929b's code:
+# Session 51, call 1 (~4 minutes): ctest -L cuda on the session's final host tree (255da93's code:
 # outputs opened in the engine's on_start, --overwrite replaced there, mixed float dtypes
 # converted at load, eos lists, read-ahead in 64 bits), then the CLI on the GPU: a dataset run,
 # an --overwrite refused after the model loads (the old output must stay byte for byte), the
