@@ -3,13 +3,8 @@
 // so after a kill the last file may hold samples whose records were never written: the file
 // and the records it has are rolled back, and those samples run again. Nothing that is whole
 // and recorded is touched; a file made by another model is an error, never removed.
-#include <fcntl.h>
 #include <simdjson.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
