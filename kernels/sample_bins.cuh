@@ -54,6 +54,34 @@ struct ZOf {
   }
 };
 
+// x / t by the IEEE division's own fast path with its reciprocal hoisted, for a row whose t
+// has no exact one: y = rcp(t) and one Newton step once (MUFU.RCP and two FMAs, as nvcc's x / t
+// computes them for every x), then q = x y, r = x - t q, z = q + r y: three FMAs a logit instead
+// of ~10 with FCHK's branch to the slow path. The same number as x / t wherever that branch is
+// not taken; tests/cuda/test_sampling_noise.cu checks every x with |x| in [2^-100, 2^100] for
+// t across [2^-20, 2^20] (hoisted_quotient_fits says where a top-p row may take it).
+struct QuotientOf {
+  float t, y;
+  __device__ explicit QuotientOf(float temperature) : t(temperature) {
+    float y0;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(t));
+    y = __fmaf_rn(y0, __fmaf_rn(-t, y0, 1.0f), y0);
+  }
+  __device__ __forceinline__ float operator()(float x) const {
+    const float q = __fmul_rn(x, y);
+    return __fmaf_rn(y, __fmaf_rn(-t, q, x), q);
+  }
+};
+
+// Whether every logit x <= xmax of a row has the top-p quantum (core/top_p_weight.h) of
+// QuotientOf(t)(x) that it has of x / t, zmax = xmax / t. Where |x| is in [2^-100, 2^100] the two
+// quotients are one number. Else x is a zero (both give a zero), below 2^-100 in magnitude
+// (|z| < 2^-80, a quarter of zmax's unit or less: zmax - z rounds to zmax either way), below
+// -2^100 (z at least 2^79 under zmax, u past 40 either way, NaN included), or a NaN.
+__device__ __forceinline__ bool hoisted_quotient_fits(float t, float xmax, float zmax) {
+  return t >= 0x1p-20f && t <= 0x1p20f && fabsf(xmax) <= 0x1p99f && fabsf(zmax) >= 0x1p-40f;
+}
+
 __device__ __forceinline__ bool in_filter(uint32_t key, int i, uint32_t thr, int id_cut) {
   return key > thr || (key == thr && i <= id_cut);
 }

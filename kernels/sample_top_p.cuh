@@ -341,34 +341,39 @@ __device__ __forceinline__ uint32_t first_key_below(uint32_t t, const ZOf& z_of,
 // z, so the classes are q = 0 .. 65,535, u below 16): after the zmax pass, one pass counts every
 // token's q (those past 65,535, and the NaN, weighed in registers), the classes' scan finds the
 // quanta of the cut and the draw, and one pass gathers and ranks their tokens by (key, id). Returns
-// false (nothing written the caller reads) where zmax is not finite, a quantum's count passes 16
-// bits, the cut lies past u = 16, or a split quantum has over kBinCand tokens.
+// false (nothing written the caller reads) where zmax is not finite, t has no exact reciprocal
+// and the row is not one hoisted_quotient_fits takes, a quantum's count passes 16 bits, the cut
+// lies past u = 16, or a split quantum has over kBinCand tokens.
 template <class T>
 __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const SampleParamsDev& p,
                                                 float xmax, float zmax, Mass* scratch, BinSmem& sm,
                                                 uint32_t* out_thr, int* out_cut, int* drawn) {
-  if (!isfinite(zmax)) return false;
+  const ZOf z_of(p.temperature);
+  // (a t without an exact reciprocal: the hoisted division, in the rows where it gives the quanta)
+  if (!isfinite(zmax) || (z_of.r == 0.0f && !hoisted_quotient_fits(z_of.t, xmax, zmax)))
+    return false;
   uint32_t* hist = reinterpret_cast<uint32_t*>(&sm);  // [kClassWords], indexed by q
   const uint32_t* tables = sm.top_p_tables;
   // F by q & 4095 for the tokens past the classes: one load for two, and no product (~95% of a
   // sigma-4 row's tokens).
   uint32_t* f_of = hist + kClassWords;  // [kTopPFWords]
-  const ZOf z_of(p.temperature);
   zero_classes(hist);
   for (int i = threadIdx.x; i < kTopPFWords; i += blockDim.x)
     f_of[i] = top_p_weight_f(tables[i >> 6], tables[64 + (i & 63)]);
   __syncthreads();
-  uint32_t n = 0u;  // tokens past the classes, and their weight
+  // The tokens past the classes: their weights (each below 2^24: F <= 2^31 shifted by 7 or more,
+  // so a thread's ~vocab / 1024 sum below 2^40) and, from bit 40, their count, in one sum.
+  constexpr int kTailCountBit = 40;
   Mass tail = 0u;
-  // z_of's branch taken once for the pass (a multiply, or the IEEE division: z_of's values).
+  // The quantum in its biased bits b (top_p_count_biased): q < kClasses is b < kTopPQuantumBias +
+  // kClasses, and q's low 16 bits are b's. z_of's branch is taken once for the pass.
   auto count = [&](auto z) {
     auto tally = [&](int, float x) {
-      const uint32_t q = top_p_count_quantum(z(x), zmax);  // (u >= 40, NaN: weight 0)
-      if (q < uint32_t(kClasses)) {
-        count_class(hist, q);
-      } else {
-        n++;
-        tail += top_p_tail_weight(f_of[q & 4095u], q);  // (q >= kClasses: u >= 16)
+      const uint32_t b = top_p_count_biased(z(x), zmax);  // (u >= 40, NaN: weight 0)
+      if (b < kTopPQuantumBias + uint32_t(kClasses)) {
+        count_class(hist, b & 0xffffu);
+      } else {  // (q >= kClasses: u >= 16)
+        tail += top_p_tail_weight(f_of[b & 4095u], b) + (Mass(1) << kTailCountBit);
       }
     };
     for_each_logit<true>(  // (backward, between the forward zmax and gathering passes)
@@ -381,7 +386,9 @@ __device__ __forceinline__ bool top_p_by_quanta(const T* lg, int vocab, const Sa
   if (z_of.r != 0.0f)
     count([r = z_of.r](float x) { return x * r; });
   else
-    count([t = z_of.t](float x) { return x / t; });
+    count(QuotientOf(z_of.t));
+  uint32_t n = uint32_t(tail >> kTailCountBit);  // tokens past the classes, then all counted
+  tail &= (Mass(1) << kTailCountBit) - 1u;
   __syncthreads();
   // The thread's classes q = 64 t + j, j < 64, are its 32 words of counts; they share the coarse
   // table's entry and the shift, so a class costs a 32-bit F and a widening multiply-add

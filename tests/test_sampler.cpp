@@ -182,7 +182,8 @@ TEST_CASE("top-p tail weights in 32-bit operations equal the definition past u =
   // Every quantum the fp32 filter weighs past its 65,536 classes, and a token that weighs 0.
   // F as the filter's table holds it, by q & 4095.
   auto tail = [](uint32_t q) {
-    return top_p_tail_weight(top_p_weight_f(kTopPCoarse[(q >> 6) & 63u], kTopPFine[q & 63u]), q);
+    const uint32_t f = top_p_weight_f(kTopPCoarse[(q >> 6) & 63u], kTopPFine[q & 63u]);
+    return top_p_tail_weight(f, q + kTopPQuantumBias);
   };
   long differ = 0;
   for (uint32_t q = 16u << 12; q < 40u * 4096u; q++)

@@ -96,18 +96,25 @@ LOOM_HD uint32_t top_p_quantum(float z, float zmax) {
 // The quantum the fp32 filter's count pass takes: q for u < 40, and kTopPPastQuanta (40 << 12)
 // for u >= 40 and a NaN, which top_p_tail_weight weighs 0 as it does kTopPNoWeight. fminf passes
 // a NaN's other operand, so there is no test: a product, a min and an add on the device.
+// top_p_count_biased is that quantum plus kTopPQuantumBias, the bits of the device's sum before
+// the subtraction, which the count pass tests and indexes by directly (q's low 23 bits are the
+// sum's).
 constexpr uint32_t kTopPPastQuanta = 40u << 12;
-LOOM_HD uint32_t top_p_count_quantum(float z, float zmax) {
+constexpr uint32_t kTopPQuantumBias = 0x4b000000u;  // 2^23's bits
+LOOM_HD uint32_t top_p_count_biased(float z, float zmax) {
 #if defined(__CUDA_ARCH__)
   // u · 4096 as one product by log2(e)'s float times 2^12 (exact: scaling by 2^12 commutes with
   // the rounding, and a u too small for that has q = 0 either way), then floor by the low bits
   // of a sum with 2^23 rounded toward zero: no FMA with two constants (a register move a logit).
   const float u4096 = fminf(__fmul_rn(__fsub_rn(zmax, z), 1.44269504088896341f * 4096.0f),
                             float(kTopPPastQuanta));
-  return __float_as_uint(__fadd_rz(u4096, 8388608.0f)) - 0x4b000000u;
+  return __float_as_uint(__fadd_rz(u4096, 8388608.0f));
 #else
-  return top_p_floor_4096(fminf(top_p_u(z, zmax), 40.0f));
+  return top_p_floor_4096(fminf(top_p_u(z, zmax), 40.0f)) + kTopPQuantumBias;
 #endif
+}
+LOOM_HD uint32_t top_p_count_quantum(float z, float zmax) {
+  return top_p_count_biased(z, zmax) - kTopPQuantumBias;
 }
 
 // F of the definition above from q's table entries: at most 2^31 (both entries are).
@@ -122,13 +129,14 @@ LOOM_HD uint64_t top_p_weight_of(uint32_t q, const uint32_t* coarse, const uint3
 }
 
 // top_p_weight_of for q >= 16 << 12 (u >= 16), kTopPNoWeight or kTopPPastQuanta, from q's F
-// (top_p_weight_f), in 32-bit operations: F is below 2^32 and, with s = q >> 12 >= 16,
-// (F << 9) >> s = F >> (s - 9) (the bits shifted in are zeros). u < 40 shifts F by at most 30;
-// kTopPNoWeight and kTopPPastQuanta (a shift of 31 or more) weigh 0. The fp32 top-p filter weighs
-// every token past its classes so (~95% of a sigma-4 row's), F from a table by q & 4095;
-// tests/test_sampler.cpp compares it with top_p_weight_of over every such q.
-LOOM_HD uint32_t top_p_tail_weight(uint32_t f, uint32_t q) {
-  const uint32_t s = (q >> 12) - 9u;
+// (top_p_weight_f) and b = q + kTopPQuantumBias (top_p_count_biased), in 32-bit operations: F is
+// below 2^32 and, with s = q >> 12 >= 16, (F << 9) >> s = F >> (s - 9) (the bits shifted in are
+// zeros). u < 40 shifts F by at most 30; kTopPNoWeight and kTopPPastQuanta (a shift of 31 or
+// more) weigh 0. The fp32 top-p filter weighs every token past its classes so (~95% of a
+// sigma-4 row's), F from a table by q & 4095; tests/test_sampler.cpp compares it with
+// top_p_weight_of over every such q.
+LOOM_HD uint32_t top_p_tail_weight(uint32_t f, uint32_t b) {
+  const uint32_t s = (b >> 12) - ((kTopPQuantumBias >> 12) + 9u);  // (the bias's low 12 bits: 0)
   return s < 31u ? f >> s : 0u;
 }
 

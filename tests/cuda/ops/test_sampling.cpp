@@ -171,8 +171,6 @@ TEST_CASE("device draw over many rows never reads a stale partial") {
 // top-k's listed ids.
 TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
   const int vocab = 262145;
-  // Row r's temperature: 0.9 (z by IEEE division), 1 or 0.5 (a power of two: x · (1/T)).
-  auto temperature_of = [](int r) { return r % 3 == 0 ? 0.9f : r % 3 == 1 ? 1.0f : 0.5f; };
   struct Mode {
     int top_k;
     float top_p;
@@ -182,9 +180,17 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
   // Then three sigma-1 rows with non-finite logits: a +inf (every weight 0: the first kept),
   // NaN at ids 7, 99, 1000 under top-k 50 + top-p (their keys sort first, their weights are 0,
   // zmax skips them) and the same under top-p alone; and a row of zeros but ids 5 and 9 (1.0),
-  // whose 262,143 zeros pass the 16-bit count a bf16 value gets in top_p_by_values.
-  const int grid = int(modes.size() * sigmas.size()), rows = grid + 4;
-  const std::vector<Mode> special = {{0, 0.9f}, {50, 0.9f}, {0, 0.9f}, {0, 0.9f}};
+  // whose 262,143 zeros pass the 16-bit count a bf16 value gets in top_p_by_values. Then two
+  // top-p rows at temperature 0.9 that the fp32 filter's hoisted division does not take
+  // (hoisted_quotient_fits): sigma 1 less its largest logit (zmax = 0), and sigma 1 times 2^100.
+  const int grid = int(modes.size() * sigmas.size()), rows = grid + 6;
+  const std::vector<Mode> special = {{0, 0.9f}, {50, 0.9f}, {0, 0.9f},
+                                     {0, 0.9f}, {0, 0.9f},  {0, 0.9f}};
+  // Row r's temperature: 0.9 (z by IEEE division), 1 or 0.5 (a power of two: x · (1/T)); the
+  // last two rows 0.9.
+  auto temperature_of = [grid](int r) {
+    return r % 3 == 0 || r >= grid + 4 ? 0.9f : r % 3 == 1 ? 1.0f : 0.5f;
+  };
   auto key_of = [](float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -204,6 +210,10 @@ TEST_CASE("device filter keeps exactly sample_kept's set over logit spreads") {
     float* zeros = logits.data() + size_t(grid + 3) * vocab;
     std::fill(zeros, zeros + vocab, 0.0f);
     zeros[5] = zeros[9] = 1.0f;
+    float* below_zero = zeros + vocab;
+    const float top = *std::max_element(below_zero, below_zero + vocab);
+    for (float* x = below_zero; x < below_zero + vocab; x++) *x -= top;
+    for (float* x = below_zero + vocab; x < below_zero + 2 * vocab; x++) *x *= 0x1p100f;
     if (lt == DType::BF16) logits = round_bf16(logits);
     std::vector<SampleParamsDev> p(static_cast<size_t>(rows));
     for (int r = 0; r < rows; r++) {
