@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     log_error(e.what());
     return kExitFatal;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "loom: error: %s\n", kOutOfHostMemory);
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "loom: error: %s\n", error_text(e).c_str());
     return kExitFatal;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loom: internal error: %s\n", e.what());

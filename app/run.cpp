@@ -132,7 +132,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   // that leaves what --overwrite would replace as it was.
   std::optional<ResultWriter> writer;
   auto open_outputs = [&] {
-    replace_outputs(o);
+    replace_outputs(o, a.quiet);
     writer.emplace(o.out_path, a.resume);
     if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0, "running");
     // Again, now with the provenance block (the first write marked the output as running).

@@ -394,13 +394,12 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     // Replaced only once the engine is ready (replace_outputs): a refusal before that leaves
     // the old output, side file and dataset as they were.
     o.replace_pending = true;
-    o.quiet = a.quiet;
     if (!o.sidecar.empty()) o.sidecar_before = slurp_file(o.sidecar);
     if (!o.dataset.dir.empty()) o.dataset_info_before = slurp_file(dataset_info_path(o.dataset));
   }
 }
 
-void replace_outputs(RunOutputs& o) {
+void replace_outputs(RunOutputs& o, bool quiet) {
   if (!o.replace_pending) return;
   o.replace_pending = false;
   o.changed = true;
@@ -421,7 +420,7 @@ void replace_outputs(RunOutputs& o) {
     LOOM_CHECK(!ec, "--overwrite: cannot remove ", o.out_path, ": ", ec.message());
   }
   if (!o.dataset.dir.empty()) {
-    retire_merged_index(o, o.quiet);  // before the files it lists
+    retire_merged_index(o, quiet);  // before the files it lists
     remove_dataset_shard(o.dataset);
   }
 }

@@ -32,7 +32,6 @@ struct RunOutputs {
   std::string sidecar_before, dataset_info_before;
   bool changed = false;          // records, data files or a reconciliation written by this run
   bool replace_pending = false;  // --overwrite: the old output goes at replace_outputs
-  bool quiet = false;
   // Files and folders that did not exist before this run (files first, then folders deepest
   // first): a run that fails before its first change removes them, leaving nothing behind.
   std::vector<std::string> created;
@@ -48,7 +47,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
 // --overwrite, once the engine is ready: marks the side file "replacing" (a --resume after a
 // kill now is refused, naming --overwrite), then removes the old results and this shard's
 // dataset files. Nothing when no --overwrite is pending.
-void replace_outputs(RunOutputs& o);
+void replace_outputs(RunOutputs& o, bool quiet);
 
 // Releases the locks and removes what o.created lists (files, then folders that are empty).
 void remove_created(RunOutputs& o);

@@ -42,7 +42,6 @@ struct Index {
 struct Named {
   std::vector<json> entries;
   std::string where;           // "manifest.jsonl line 4"
-  std::string config_hash;     // the model its index names
   const json* info = nullptr;  // its index (dataset.json), for the file's form
   std::string info_name;
   std::vector<std::string> problems;  // filled by the checking thread
@@ -142,9 +141,6 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
     v.problems.push_back(cat(ix.info_name, ": state \"", state,
                              "\", not \"complete\": a run is writing it, or stopped (finish it "
                              "with loom run --resume), or a merge left shards out"));
-  std::string config_hash;
-  if (ix.info.contains("model") && ix.info["model"].is_object())
-    config_hash = ix.info["model"].value("config_hash", "");
 
   std::ifstream mf(dir + "/" + ix.manifest_name, std::ios::binary);
   if (!mf.is_open()) {
@@ -178,7 +174,6 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
     Named& n = named[file];
     if (n.entries.empty()) {
       n.where = where;
-      n.config_hash = config_hash;
       n.info = &ix.info;
       n.info_name = ix.info_name;
     }
@@ -243,9 +238,11 @@ void check_file(const std::string& dir, const std::string& name, Named& n,
   n.bytes = fs::file_size(path, ec);
   DataFileInfo f = read_data_file(path, name);
   if (!f.problem.empty()) n.problems.push_back(cat(name, ": ", f.problem));
-  if (!f.config_hash.empty() && f.config_hash != n.config_hash)
-    n.problems.push_back(cat(name, ": made by model ", f.model, " (", f.config_hash,
-                             "), its index names ", n.config_hash));
+  const json& model = n.info->value("model", json::object());
+  const std::string want = model.is_object() ? model.value("config_hash", "") : "";
+  if (!f.config_hash.empty() && f.config_hash != want)
+    n.problems.push_back(
+        cat(name, ": made by model ", f.model, " (", f.config_hash, "), its index names ", want));
   if (f.problem.empty() && n.info) {
     try {
       for (std::string& p : form_problems(name, f.header, *n.info, n.info_name))

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -620,16 +619,12 @@ std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, 
   auto a = ck.config().find("architectures");
   if (a != ck.config().end() && a->is_array() && !a->empty() && (*a)[0].is_string())
     *arch = (*a)[0].get<std::string>();
-  const char* env = std::getenv("LOOM_MODELS_DIR");
+  const std::vector<std::string> dirs = table_search_dirs(opts.tables_dir);
   struct stat st {};
-  LOOM_CHECK(
-      !opts.tables_dir.empty() || !env || !*env || (stat(env, &st) == 0 && S_ISDIR(st.st_mode)),
-      "LOOM_MODELS_DIR=", env ? env : "", " is not a folder; expected the folder of ",
-      "mapping tables (unset it to use loom's own)");
   if (!opts.table_path.empty()) {
     // A bare name that is no file here ("llama_meta.json") is one of loom's own tables.
     if (opts.table_path.find('/') == std::string::npos && stat(opts.table_path.c_str(), &st) != 0)
-      for (const std::string& dir : table_search_dirs(opts.tables_dir))
+      for (const std::string& dir : dirs)
         if (stat((dir + "/" + opts.table_path).c_str(), &st) == 0)
           return dir + "/" + opts.table_path;
     return opts.table_path;
@@ -638,7 +633,7 @@ std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, 
     *arch = "MetaLlamaForCausalLM";  // models/llama_meta.json
   LOOM_CHECK(!arch->empty(), config_path,
              ": no \"architectures\" list to choose a mapping table by; pass --model-table FILE");
-  return find_mapping_table(*arch, table_search_dirs(opts.tables_dir), config_path);
+  return find_mapping_table(*arch, dirs, config_path);
 }
 
 ModelSpec checkpoint_spec(const Checkpoint& ck, const MappingTable& table,

@@ -582,7 +582,13 @@ std::vector<std::string> table_search_dirs(const std::string& tables_dir) {
   // Relative to the binary only, never a path compiled in: an installed or copied loom must not
   // read a source tree that happens to exist where it was built.
   std::vector<std::string> cands;
-  if (const char* env = std::getenv("LOOM_MODELS_DIR"); env && *env) cands.push_back(env);
+  if (const char* env = std::getenv("LOOM_MODELS_DIR"); env && *env) {
+    struct stat st;
+    LOOM_CHECK(stat(env, &st) == 0 && S_ISDIR(st.st_mode), "LOOM_MODELS_DIR=", env,
+               " is not a folder; expected the folder of mapping tables (unset it to use "
+               "loom's own)");
+    cands.push_back(env);
+  }
   if (const std::string dir = exe_dir(); !dir.empty()) {
     cands.push_back(dir + "/models");                      // build tree: build/bin/models
     cands.push_back(exe_prefix() + "/share/loom/models");  // install prefix

@@ -88,6 +88,7 @@ MappingTable parse_mapping_table(const std::string& path);
 
 // Where tables are looked for: {tables_dir} if given, else $LOOM_MODELS_DIR, <exe dir>/models
 // (build tree), <exe dir>/../share/loom/models (install prefix) — those that exist, in order.
+// A LOOM_MODELS_DIR that is set but no folder is an error, never passed over.
 std::vector<std::string> table_search_dirs(const std::string& tables_dir);
 
 // The table file whose "architectures" lists `architecture`: the first search dir holding a
