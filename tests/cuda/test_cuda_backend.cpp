@@ -249,3 +249,29 @@ TEST_CASE("CUDA backend through the engine reproduces the HF goldens") {
     }
   }
 }
+
+// A pool larger than the device (--kv-blocks 2147483647: its byte count overflowed int before)
+// is refused naming the option, the true byte count and the blocks that would fit; the backend
+// then still takes a pool that fits.
+TEST_CASE("a KV pool over the device's free memory is refused with its true size") {
+  const LoadedModel m = load_model(std::string(LOOM_TESTDATA) + "/tiny_v1");
+  auto be = make_cuda_backend(ComputeDType::F32, 0);
+  be->load(m.spec, m.weights);
+  CacheRequest cr;
+  cr.block_size = 16;
+  cr.num_blocks = 2147483647;
+  const size_t per_block = be->kv_block_bytes(cr.block_size);
+  const std::string need = std::to_string(per_block * (size_t(cr.num_blocks) + 1));
+  std::string msg;
+  try {
+    be->allocate_cache(cr);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("--kv-blocks 2147483647: a KV pool of 2147483647 + 1 blocks of " +
+                 std::to_string(per_block) + " bytes needs " + need + " bytes") !=
+        std::string::npos);
+  CHECK(msg.find("expected at most ") != std::string::npos);
+  cr.num_blocks = 8;
+  CHECK(be->allocate_cache(cr) == 8);
+}

@@ -351,7 +351,16 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
     blocks = int(std::min<size_t>((allowed - used - reserve) / per_block - 1, 1u << 30));
   }
   LOOM_CHECK(blocks > 0, "CUDA backend: num_blocks ", blocks);
-  kv_bytes_ = per_block * size_t(blocks + 1);
+  kv_bytes_ = per_block * (size_t(blocks) + 1);  // the extra block takes padded slots
+  if (request.num_blocks > 0) {
+    size_t free_b = 0, total_b = 0;
+    LOOM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    LOOM_CHECK(kv_bytes_ <= free_b, "--kv-blocks ", blocks, ": a KV pool of ", blocks,
+               " + 1 blocks of ", per_block, " bytes needs ", kv_bytes_, " bytes; ", device_name_,
+               " has ", free_b, " of ", total_b, " bytes free (expected at most ",
+               std::max<size_t>(free_b / per_block, 1) - 1,
+               " blocks, or leave --kv-blocks out to size the pool by --gpu-memory-fraction)");
+  }
   kv_ = dev_alloc(kv_bytes_);
   num_blocks_ = blocks;
   size_t free_b = 0, total_b = 0;
