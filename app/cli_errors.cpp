@@ -114,6 +114,9 @@ std::string invalid(const CLI::App& cmd, const std::string& what, int argc,
   const std::string name = what.substr(0, colon);
   const CLI::Option* o = cmd.get_option_no_throw(name);
   if (o == nullptr) return what;
+  // CLI11 validates each value before it counts them: "--backend cpu --backend CPU" is a repeat.
+  if (o->results().size() > 1 && o->get_expected_max() == 1)
+    return cat(name, " given more than once; expected it once");
   return cat(name, " ", join(o->results(), ","), env_note(*o, argc, argv), ": ",
              what.substr(colon + 2));
 }

@@ -151,6 +151,7 @@ TEST_CASE("every argument error is one line naming the option and what was expec
        "bfloat16?"},
       {"run" + m + " --max-seqs", "--max-seqs: expected a value (N: most sequences in one step)"},
       {"run --max-seqs 1 --max-seqs 2" + m, "--max-seqs given more than once; expected it once"},
+      {"run --backend cpu --backend CPU" + m, "--backend given more than once; expected it once"},
       {"run --resume=maybe" + m, "--resume maybe: expected true or false (a flag)"},
       {"run" + m + " stray",
        "run: unexpected argument \"stray\" (loom run --help lists what it takes)"},
