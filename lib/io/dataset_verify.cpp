@@ -377,10 +377,17 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
     }
   }
   v.files = int64_t(named.size());
-  if (indexes.size() == 1 && indexes[0].info_name == "dataset.json" &&
-      indexes[0].info.is_object() && indexes[0].info.contains("shard") &&
-      indexes[0].info["shard"].is_object() && indexes[0].info["shard"].contains("merged_from"))
-    check_shards_of_merge(dir, v);
+  const json& info = indexes[0].info;
+  const bool merged = indexes[0].info_name == "dataset.json" && info.is_object() &&
+                      info.contains("shard") && info["shard"].is_object() &&
+                      info["shard"].contains("merged_from");
+  if (merged) check_shards_of_merge(dir, v);
+  if (indexes[0].info_name == "dataset.json" && !merged)
+    for (const auto& de : fs::directory_iterator(dir, ec))
+      if (std::regex_match(de.path().filename().string(), kShardInfo))
+        v.problems.push_back(cat(de.path().filename().string(),
+                                 ": a shard's index beside an unsharded dataset.json (the two "
+                                 "layouts of two runs; remove the stale one's files)"));
 
   // What else the folder holds: data files no index lists, stale temporary files, checksums.
   std::map<std::string, std::string> sums;
