@@ -138,6 +138,23 @@ bool dataset_has_shard(const DatasetOptions& d) {
   return fs::exists(dataset_manifest_path(d), ec) || !dataset_files(d).empty();
 }
 
+// Whether the results file `owner` has moved on from dataset folder `dir`: its side file names
+// another --tokens-out, or none (it was replaced by an --overwrite that wrote elsewhere), so the
+// samples in `dir` have no records left to keep.
+bool owner_left(const std::string& owner, const std::string& dir) {
+  nlohmann::json side;
+  try {
+    side = read_sidecar(sidecar_path(owner));
+  } catch (const Error&) {
+    return false;
+  }
+  if (side.is_null()) return false;
+  const nlohmann::json here = {{"schema", side.value("schema", 1)},
+                               {"identity", {{"tokens_out", same_path_form(dir).string()}}},
+                               {"results", same_path_form(owner).string()}};
+  return !identity_agrees(side, here, "tokens_out");
+}
+
 }  // namespace
 
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
@@ -253,16 +270,24 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
         dataset_manifest_path(o.dataset),
         "); pass --resume to continue it, --overwrite to replace it, or choose a new folder");
     // --resume rolls back the files whose samples --out lacks, --overwrite removes them: only
-    // with their own results (or, to --overwrite, results that are gone).
+    // with their own results (or, to --overwrite, results that are gone or now of another
+    // folder).
     const std::string owner = dataset_results_path(o.dataset);
     std::error_code ec;
+    const bool orphaned =
+        !owner.empty() && (!fs::exists(owner, ec) || owner_left(owner, o.dataset.dir));
     LOOM_CHECK(owner.empty() || owner == o.dataset.results || !(a.resume || a.overwrite) ||
-                   (a.overwrite && !fs::exists(owner, ec)),
+                   (a.overwrite && orphaned),
                "--tokens-out ", o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count,
                " holds the samples of the results file ", owner, " (", dataset_info_path(o.dataset),
-               "), not of --out ", o.out_path, "; ", a.resume ? "--resume" : "--overwrite",
-               " would ", a.resume ? "roll its files back" : "remove them under its records",
-               ": expected --out ", owner, ", or a new folder");
+               "), not of --out ", o.out_path, "; ",
+               orphaned ? "that file's records are gone (replaced, or of another --tokens-out), so "
+                          "--resume cannot continue them: pass --overwrite to start the folder "
+                          "over, or choose a new folder"
+               : a.resume ? "--resume would roll its files back: expected --out " + owner +
+                                ", or a new folder"
+                          : "--overwrite would remove them under its records: expected --out " +
+                                owner + ", or a new folder");
     // A run writes its side file before any data: data files without it have their records
     // elsewhere, and --resume would roll every one back.
     LOOM_CHECK(!a.resume || fs::exists(o.sidecar, ec) || nonempty_file(o.out_path) ||
