@@ -5,7 +5,7 @@
         consolidated.00.pth (one shard) → META_DIR/model.safetensors; loom reads safetensors
         only, never pickles. params.json stays as it is.
     python scripts/convert_meta.py from-hf --hf testdata/tiny_llama --out testdata/tiny_llama_meta
-        an HF LlamaForCausalLM directory renamed to Meta's names with Meta's interleaved rotary
+        an HF LlamaForCausalLM directory (one model.safetensors, or shards by their index) renamed to Meta's names with Meta's interleaved rotary
         rows in wq / wk (the inverse of transformers' convert_llama_weights_to_hf.py permute)
         and a params.json; loom must give the HF copy's tokens from it.
 """
@@ -24,10 +24,28 @@ def unpermute(w, n_heads):
     return w.view(n_heads, 2, rows // n_heads // 2, cols).transpose(1, 2).reshape(rows, cols)
 
 
+def load_hf_weights(folder):
+    """Every tensor of an HF folder: its shards by model.safetensors.index.json (as HF reads
+    it, the index first), else model.safetensors."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return load_file(os.path.join(folder, "model.safetensors"))
+    with open(index) as f:
+        weight_map = json.load(f)["weight_map"]
+    t = {}
+    for shard in sorted(set(weight_map.values())):
+        t.update(load_file(os.path.join(folder, shard)))
+    missing = sorted(set(weight_map) - set(t))
+    if missing:
+        raise SystemExit("%s: the index names %d tensors no shard holds (first %s)"
+                         % (index, len(missing), missing[0]))
+    return t
+
+
 def cmd_from_hf(args):
     with open(os.path.join(args.hf, "config.json")) as f:
         c = json.load(f)
-    t = load_file(os.path.join(args.hf, "model.safetensors"))
+    t = load_hf_weights(args.hf)
     h, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
     out = {"tok_embeddings.weight": t["model.embed_tokens.weight"],
            "norm.weight": t["model.norm.weight"],
