@@ -2,13 +2,15 @@
 
 The manifest is the index: one JSON line per sample naming its data file and rows. A merged
 folder (`loom merge --dataset`) has manifest.jsonl; a sharded one before the merge has only
-manifest.shard-K-of-N.jsonl files, which are read one after the other in shard order. Data
-files are opened on first use and kept open (at most `max_open_files`); rows are sliced out
-of them without reading the rest of the file.
+manifest.shard-K-of-N.jsonl files, which are read one after the other in shard order (each
+shard's stays after the merge, for Dataset(shard="K/N")). Data files are opened on first use
+and kept open (at most `max_open_files`); rows are sliced out of them without reading the
+rest of the file.
 """
 import collections
 import hashlib
 import json
+import operator
 import os
 import re
 import warnings
@@ -16,7 +18,9 @@ import warnings
 import numpy as np
 from safetensors import safe_open
 
-_SHARD_MANIFEST = re.compile(r"manifest\.shard-(\d+)-of-(\d+)\.jsonl$")
+# A shard's manifest (its samples) and index (dataset.shard-K-of-N.json: its state); a shard
+# that generated no sample has an index and no manifest.
+_SHARD_FILE = re.compile(r"(?:manifest|dataset)\.shard-(\d+)-of-(\d+)\.jsonl?$")
 _SUMS = re.compile(r"SHA256SUMS(\.shard-\d+-of-\d+)?$")
 _SUM_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *]?(.+)$")
 
@@ -30,32 +34,63 @@ def _slice(f, names, begin, end):
     return None
 
 
-def manifest_paths(root):
-    """The manifest files of a dataset folder, in reading order."""
-    merged = os.path.join(root, "manifest.jsonl")
-    if os.path.exists(merged):
-        return [merged]
-    shards = []
+def _parse_shard(shard):
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
+    if not m or not int(m.group(1)) < int(m.group(2)):
+        raise ValueError(f"shard {shard!r}: expected \"K/N\" with 0 <= K < N")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _parts(root, shard=None):
+    """What a dataset folder holds to read: (tags, missing). A tag names one index and its
+    manifest: "" for dataset.json and manifest.jsonl (a merged folder, or a run without
+    shards), ".shard-K-of-N" for a shard's. `missing`: the "K/N" of shards with neither (never
+    ran here). shard="K/N": only that shard's tag."""
+    if shard is not None:
+        k, n = _parse_shard(shard)
+        tag = f".shard-{k}-of-{n}" if n > 1 else ""
+        if not any(os.path.exists(os.path.join(root, f"{kind}{tag}{ext}"))
+                   for kind, ext in (("manifest", ".jsonl"), ("dataset", ".json"))):
+            raise FileNotFoundError(f"{root}: no manifest{tag}.jsonl or dataset{tag}.json: "
+                                    f"shard {k}/{n} has written nothing here")
+        return [tag], []
+    if os.path.exists(os.path.join(root, "manifest.jsonl")):
+        return [""], []
+    shards = {}  # N -> {K}
     for name in os.listdir(root):
-        m = _SHARD_MANIFEST.match(name)
+        m = _SHARD_FILE.match(name)
         if m:
-            shards.append((int(m.group(2)), int(m.group(1)), name))
+            shards.setdefault(int(m.group(2)), set()).add(int(m.group(1)))
     if not shards:
+        if os.path.exists(os.path.join(root, "dataset.json")):
+            return [""], []  # a run of no samples
         raise FileNotFoundError(f"{root}: no manifest.jsonl or manifest.shard-K-of-N.jsonl; "
                                 "is it a `loom run --tokens-out` folder?")
-    counts = sorted({n for n, _, _ in shards})
-    if len(counts) > 1:
-        raise ValueError(f"{root}: manifests of runs with different shard counts {counts}; "
-                         "remove the stale ones")
-    return [os.path.join(root, name) for _, _, name in sorted(shards)]
+    if len(shards) > 1:
+        raise ValueError(f"{root}: shard files of runs with different shard counts "
+                         f"{sorted(shards)}; remove the stale ones")
+    [(n, found)] = shards.items()
+    tags = [f".shard-{k}-of-{n}" for k in sorted(found)]
+    return tags, [f"{k}/{n}" for k in range(n) if k not in found]
 
 
-def _unfinished(root, manifests):
-    """'name: state' of each index (dataset.json beside a manifest) whose state is not
-    complete: a run still writing, stopped, or a merge with --allow-partial."""
+def _manifests(root, tags):
+    """The manifest files of these parts that exist, in reading order."""
+    paths = [os.path.join(root, f"manifest{tag}.jsonl") for tag in tags]
+    return [p for p in paths if os.path.exists(p)]
+
+
+def manifest_paths(root, shard=None):
+    """The manifest files of a dataset folder, in reading order (shard="K/N": that shard's)."""
+    return _manifests(root, _parts(root, shard)[0])
+
+
+def _unfinished(root, tags):
+    """'name: state' of each index (dataset.json, dataset.shard-K-of-N.json) whose state is
+    not complete: a run still writing, stopped, or a merge with --allow-partial."""
     out = []
-    for path in manifests:
-        name = "dataset" + os.path.basename(path)[len("manifest"):-len(".jsonl")] + ".json"
+    for tag in tags:
+        name = f"dataset{tag}.json"
         try:
             with open(os.path.join(root, name), encoding="utf-8") as f:
                 state = json.load(f).get("state")
@@ -66,17 +101,97 @@ def _unfinished(root, manifests):
     return out
 
 
-def _lines(path):
-    """(byte offset, line) of each complete non-blank line; a last line without its newline
-    is one loom is still writing and is left out."""
+def _lines(f):
+    """(byte offset, line) of each complete non-blank line of a file open for reading bytes;
+    a last line without its newline is one loom is still writing and is left out."""
+    offset = 0
+    for raw in f:
+        if not raw.endswith(b"\n"):
+            return
+        if raw.strip():
+            yield offset, raw
+        offset += len(raw)
+
+
+def _path_lines(path):
     with open(path, "rb") as f:
-        offset = 0
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                return
-            if raw.strip():
-                yield offset, raw
-            offset += len(raw)
+        yield from _lines(f)
+
+
+def _identity(st):
+    return st.st_dev, st.st_ino
+
+
+def _replaced(path, why):
+    return RuntimeError(f"{path} {why} since this Dataset indexed it (a run with --overwrite "
+                        "or --resume, or a merge, rewrote the folder); make a new loom.Dataset")
+
+
+class _Index:
+    """Where each sample's manifest line is (`which` manifest, byte `offsets`), and what each
+    manifest file was when indexed: its (st_dev, st_ino) and the bytes indexed. While the
+    index is held its manifests stay open (`files`): the inode of an open file is not reused,
+    so a path that names another inode names a file that replaced the indexed one."""
+
+    def __init__(self, paths):
+        self.paths, self.files, self.ids, self.ends = paths, [], [], []
+        which, offsets = [], []
+        try:
+            for n, path in enumerate(paths):
+                f = open(path, "rb")
+                self.files.append(f)
+                self.ids.append(_identity(os.fstat(f.fileno())))
+                end = 0
+                for offset, raw in _lines(f):
+                    which.append(n)
+                    offsets.append(offset)
+                    end = offset + len(raw)
+                self.ends.append(end)
+        except BaseException:
+            self.close()
+            raise
+        self.which = np.asarray(which, dtype=np.int32)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    def line(self, i):
+        """The manifest line of sample i, from the file indexed, once its path is checked to
+        name that file still, as long as it was then."""
+        n, offset = int(self.which[i]), int(self.offsets[i])
+        path = self.paths[n]
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise _replaced(path, "was removed") from None
+        if self.files[n] is None:  # unpickled in a DataLoader worker: reopen, the same file
+            f = open(path, "rb")
+            if _identity(os.fstat(f.fileno())) != self.ids[n]:
+                f.close()
+                raise _replaced(path, "was replaced")
+            self.files[n] = f
+        if _identity(st) != self.ids[n]:
+            raise _replaced(path, "was replaced")
+        if st.st_size < self.ends[n]:
+            raise _replaced(path, "is shorter than it was")
+        fd = self.files[n].fileno()
+        raw = b""
+        while not raw.endswith(b"\n"):  # pread: no shared file position between threads
+            block = os.pread(fd, 4096, offset + len(raw))
+            if not block:
+                raise _replaced(path, "is shorter than it was")
+            raw += block[:block.find(b"\n") + 1 or len(block)]
+        return raw
+
+    def close(self):
+        for f in self.files:
+            if f is not None:
+                f.close()
+
+    __del__ = close  # the manifests are closed with the index, without a ResourceWarning
+
+    def __getstate__(self):  # the open files stay behind; line() reopens and checks them
+        state = dict(self.__dict__)
+        state["files"] = [None] * len(self.files)
+        return state
 
 
 class Dataset:
@@ -85,32 +200,48 @@ class Dataset:
     (models whose actions are vocabulary tokens: the ids, int32 [F, A], -1 where none)
     (the rows after each frame, NaN where the job gave none; None for plain models or
     --no-dataset-actions), meta the sample's manifest line as a dict. `len(ds)`, iteration in
-    manifest order, `ds.context(i)` for the prompt's frames. `len` and `ds[i]` use an index of
-    the manifest taken at their first use; iteration reads the manifest as it is then."""
+    manifest order, `ds.context(i)` for the prompt's frames.
 
-    def __init__(self, root, max_open_files=64):
+    `len` and `ds[i]` use an index of the manifest taken at their first use; if a run
+    replaces the folder's manifest after that (--overwrite, --resume, a merge), they raise
+    RuntimeError rather than read another run's line: make a new Dataset (lines appended by
+    a run still writing are fine). Iteration reads the manifest files as they are when it
+    starts. Data files are checked as they are opened, and a file replaced since is opened
+    anew, so a sample's frames always come from the file its manifest line names.
+
+    `shard="K/N"`: only the samples of shard K of N (its manifest.shard-K-of-N.jsonl, also
+    after a merge). Without it, a folder whose shards have not all run (or finished) warns
+    which, as `loom verify` says it."""
+
+    def __init__(self, root, max_open_files=64, shard=None):
         self.root = os.fspath(root)
-        self.manifests = manifest_paths(self.root)
+        self.shard = shard
+        tags, missing = _parts(self.root, shard)
+        self.manifests = _manifests(self.root, tags)
         self.max_open_files = max_open_files
-        self._files = collections.OrderedDict()  # file name -> safe_open handle (LRU)
-        self._index = None  # (manifest number, byte offset) per sample, built on first use
+        self._files = collections.OrderedDict()  # name -> (safe_open handle, identity), LRU
+        self._index = None  # an _Index, built on first use
         # dataset.json beside manifest.jsonl, dataset.shard-K-of-N.json beside a shard's.
-        name = os.path.basename(self.manifests[0])
-        info = os.path.join(self.root, "dataset" + name[len("manifest"):-len(".jsonl")] + ".json")
+        info = os.path.join(self.root, f"dataset{tags[0]}.json")
         self.info = None
         if os.path.exists(info):
             with open(info, encoding="utf-8") as f:
                 self.info = json.load(f)
-        unfinished = _unfinished(self.root, self.manifests)
-        if unfinished:
-            warnings.warn(f"{self.root}: not a finished dataset ({', '.join(unfinished)}); "
-                          "samples may be missing: finish the runs (loom run --resume) and "
-                          "merge again (loom merge --dataset)", stacklevel=2)
+        problems = _unfinished(self.root, tags)
+        problems += [f"dataset.shard-{k.replace('/', '-of-')}.json: missing (shard {k} never "
+                     "ran here)" for k in missing]
+        if problems:
+            todo = ("run the missing shards, finish the others (loom run --resume) and merge "
+                    "(loom merge --dataset)" if missing else
+                    "finish the runs (loom run --resume) and merge again (loom merge --dataset)")
+            warnings.warn(f"{self.root}: not a finished dataset ({', '.join(problems)}); "
+                          f"samples may be missing: {todo}", stacklevel=2)
 
     def entries(self):
-        """The manifest lines as dicts, in order, read as they are needed."""
-        for path in self.manifests:
-            for _, raw in _lines(path):
+        """The manifest lines as dicts, in order, read as they are needed from the manifest
+        files the folder has when the iteration starts."""
+        for path in manifest_paths(self.root, self.shard):
+            for _, raw in _path_lines(path):
                 yield json.loads(raw)
 
     def __iter__(self):
@@ -118,21 +249,19 @@ class Dataset:
             yield self.read(entry)
 
     def __len__(self):
-        return len(self._offsets()[0])
+        return len(self._indexed().offsets)
 
     def __getitem__(self, i):
         return self.read(self.entry(i))
 
     def entry(self, i):
         """The manifest line of sample i."""
-        which, offsets = self._offsets()
-        n = len(offsets)
+        i = operator.index(i)
+        index = self._indexed()
+        n = len(index.offsets)
         if not -n <= i < n:
             raise IndexError(f"sample {i} of a dataset of {n}")
-        i %= n
-        with open(self.manifests[which[i]], "rb") as f:
-            f.seek(int(offsets[i]))
-            return json.loads(f.readline())
+        return json.loads(index.line(i % n))
 
     def read(self, entry):
         """(frames, actions, meta) of the sample a manifest line describes."""
@@ -143,10 +272,11 @@ class Dataset:
         return tokens, actions, entry
 
     def context(self, i):
-        """(context, context_actions) of sample i: its prompt's frames int32 [n_ctx, P] (plain
-        models: the prompt ids) and their action rows float32 [n_ctx, A, action_dim]; None
-        for what the run left out (--no-dataset-context, --no-dataset-actions)."""
-        entry = self.entry(i) if isinstance(i, int) else i
+        """(context, context_actions) of sample i (an index, or its manifest line): its
+        prompt's frames int32 [n_ctx, P] (plain models: the prompt ids) and their action rows
+        float32 [n_ctx, A, action_dim]; None for what the run left out (--no-dataset-context,
+        --no-dataset-actions)."""
+        entry = i if isinstance(i, dict) else self.entry(i)
         f = self._open(entry["file"])
         keys = f.keys()
         if "context" not in keys:
@@ -195,26 +325,44 @@ class Dataset:
                                 f"{sums[name]}: its bytes changed after loom wrote it")
         return problems
 
-    def _offsets(self):
+    def _indexed(self):
         if self._index is None:
-            which, offsets = [], []
-            for n, path in enumerate(self.manifests):
-                for offset, _ in _lines(path):
-                    which.append(n)
-                    offsets.append(offset)
-            self._index = (np.asarray(which, dtype=np.int32), np.asarray(offsets, dtype=np.int64))
+            self._index = _Index(manifest_paths(self.root, self.shard))
         return self._index
 
     def _open(self, name):
-        f = self._files.get(name)
-        if f is None:
-            f = safe_open(os.path.join(self.root, name), framework="numpy")
-            self._files[name] = f
-            if len(self._files) > self.max_open_files:
-                self._files.popitem(last=False)
-        else:
+        """The open data file `name`. A run with --overwrite writes a new file under the old
+        name: the path's inode, checked at each use, says whether the one held is still it
+        (an open file's inode is not reused while it is held)."""
+        path = os.path.join(self.root, name)
+        held = self._files.get(name)
+        if held is not None and held[1] == _identity(os.stat(path)):
             self._files.move_to_end(name)
+            return held[0]
+        while True:  # the file named then is the file opened: stat around the open
+            before = _identity(os.stat(path))
+            f = safe_open(path, framework="numpy")
+            if _identity(os.stat(path)) == before:
+                break
+        self._files[name] = (f, before)
+        self._files.move_to_end(name)
+        if len(self._files) > self.max_open_files:
+            self._files.popitem(last=False)
         return f
+
+    def close(self):
+        """Closes the data files and manifests held open; the next use opens them again
+        (and indexes the manifest anew)."""
+        self._files.clear()
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def __getstate__(self):  # open files stay behind (DataLoader workers reopen them)
         state = dict(self.__dict__)
@@ -222,4 +370,5 @@ class Dataset:
         return state
 
     def __repr__(self):
-        return f"loom.Dataset({self.root!r}, {len(self.manifests)} manifest file(s))"
+        shard = "" if self.shard is None else f", shard={self.shard!r}"
+        return f"loom.Dataset({self.root!r}{shard}, {len(self.manifests)} manifest file(s))"

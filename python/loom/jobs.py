@@ -6,10 +6,12 @@ reader (lib/io/jobs.cpp, ported check by check in the same order), so a refused 
 `line N: ` prefix. Checking needs the model's layout (`Model`); without one, jobs are written
 unchecked and loom checks them at run time.
 """
+import errno
 import json
 import os
 import re
-import tempfile
+import secrets
+import subprocess
 
 import numpy as np
 
@@ -47,13 +49,20 @@ class JobError(ValueError):
 class Model:
     """The job layout of a checkpoint, read from its config.json: a frame model when the
     config has `num_image_patches` (P image slots, A action slots of `action_dim` numbers per
-    frame, `temporal_rows` frames per round), else a plain Llama model. A frame model of an
+    frame, `temporal_rows` frames per round), else a plain model (Llama, GPT-2, OPT: its
+    `vocab_size` and `max_position_embeddings`, `n_positions` or `n_ctx`). A frame model of an
     ACTION_TOKEN_ARCHITECTURES architecture (`action_ids`) writes its actions as A vocabulary
-    ids per frame (`action_token_ids`) and samples image ids from `image_ids` [lo, hi)."""
+    ids per frame (`action_token_ids`) and samples image ids from `image_ids` [lo, hi). A
+    folder with params.json and no config.json (Meta's layout) is read as loom reads it,
+    through `loom inspect` (the binary of find_loom(binary))."""
 
-    def __init__(self, path):
+    def __init__(self, path, binary=None):
         self.path = os.fspath(path)
-        with open(os.path.join(self.path, "config.json"), encoding="utf-8") as f:
+        config = os.path.join(self.path, "config.json")
+        if not os.path.exists(config) and os.path.isfile(os.path.join(self.path, "params.json")):
+            self._inspect(binary)
+            return
+        with open(config, encoding="utf-8") as f:
             self._load(json.load(f))
 
     @classmethod
@@ -75,7 +84,8 @@ class Model:
         self.config = c
         self.architecture = (c.get("architectures") or [""])[0]
         self.vocab_size = key("vocab_size")
-        self.max_positions = key("max_position_embeddings", 0)
+        # Llama and OPT name it max_position_embeddings, GPT-2 n_positions (older ones n_ctx).
+        self.max_positions = key("max_position_embeddings", key("n_positions", key("n_ctx", 0)))
         self.frames = "num_image_patches" in c
         self.image_tokens = key("num_image_patches") if self.frames else 0  # P
         self.action_tokens = key("num_action_tokens") if self.frames else 0  # A
@@ -91,6 +101,42 @@ class Model:
             self.temporal_rows = key("num_temporal_embeddings") if self.frames else 0  # T
         self.image_end = image_end
         self.image_ids = (0, image_end if image_end > 0 else self.vocab_size)
+
+    def _inspect(self, binary):
+        """The layout `loom inspect --json` reads from a folder that has no config.json: its
+        model table knows where each size is (params.json, or a tensor's shape)."""
+        from .runner import LoomError, find_loom
+        try:
+            binary = find_loom(binary)
+        except LoomError as e:
+            raise LoomError(f"{self.path} has params.json and no config.json: its layout is "
+                            f"read with `loom inspect`, which needs the loom binary: "
+                            f"{e.message}") from None
+        p = subprocess.run([binary, "inspect", "-m", self.path, "--json"], capture_output=True,
+                           text=True, errors="replace")
+        if p.returncode != 0:
+            lines = p.stderr.strip().splitlines()
+            raise LoomError(f"loom inspect -m {self.path} failed: "
+                            f"{lines[-1] if lines else f'exit {p.returncode}'}", p.returncode,
+                            stderr=p.stderr)
+        found = json.loads(p.stdout)
+        spec = found["spec"]
+        with open(os.path.join(self.path, "params.json"), encoding="utf-8") as f:
+            self.config = json.load(f)
+        self.architecture = found.get("architecture", "")
+        self.vocab_size = int(spec["vocab"])
+        self.max_positions = int(spec["max_positions"])
+        self.image_tokens = int(spec["image_tokens"])
+        self.action_tokens = int(spec["action_tokens"])
+        self.frames = self.image_tokens > 0
+        self.action_ids = spec.get("action_projection") == "tokens"
+        if self.action_ids:  # the image-id range is in the config only
+            raise ValueError(f"{self.path}: a model whose actions are vocabulary ids needs its "
+                             "config.json")
+        self.action_dim = int(spec["action_dim"])
+        self.temporal_rows = int(spec["temporal_rows"])
+        self.image_end = 0
+        self.image_ids = (0, self.vocab_size)
 
     def __repr__(self):
         if self.action_ids:
@@ -191,9 +237,10 @@ class Job:
 
     @classmethod
     def from_line(cls, line, *, model=None, placeholder_id=PLACEHOLDER_ID):
-        """A job from one line of a jobs file, checked as loom checks that line."""
+        """A job from one line of a jobs file, checked as loom checks that line. A leading
+        UTF-8 byte order mark is dropped, as loom drops one at the start of a jobs file."""
         job = cls.__new__(cls)
-        job.line = line.rstrip("\r\n")
+        job.line = _strip_bom(line.rstrip("\r\n"))
         job.fields = _parse(job.line)
         if model is not None:
             check_line(job.line, model, placeholder_id, parsed=job.fields)
@@ -222,13 +269,32 @@ class Job:
         return f"loom.Job({self.line[:80]}{'...' if len(self.line) > 80 else ''})"
 
 
-def write_jobs(path, jobs):
+class OtherJobsError(FileExistsError):
+    """write_jobs(overwrite=False) found the file holding other jobs, and left it."""
+
+
+def write_jobs(path, jobs, *, overwrite=True):
     """Writes `jobs` (Job objects, dicts or JSON lines) to a JSONL file, one per line, through
-    a temporary file renamed into place. Returns the path."""
+    a temporary file renamed into place; the file gets the permissions of any new file (0666
+    less the umask). A file already there with the same bytes is left as it is; one with
+    other bytes is replaced, or with overwrite=False kept, raising OtherJobsError (a
+    FileExistsError). A path that cannot be written raises OSError saying why. Returns the
+    path."""
     path = os.fspath(path)
+    if not path:
+        raise ValueError("write_jobs: the path is empty")
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jobs-", suffix=".tmp")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, f"cannot write the jobs file {path}: it is a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise type(e)(e.errno, f"cannot write the jobs file {path}: cannot make its folder "
+                               f"{folder}: {e.strerror} (is a part of it a file?)") from None
+    try:
+        tmp, fd = _new_file(folder)
+    except OSError as e:
+        raise type(e)(e.errno, f"cannot write the jobs file {path}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for job in jobs:
@@ -239,11 +305,40 @@ def write_jobs(path, jobs):
                 else:
                     text = str(job).rstrip("\r\n")
                 f.write(text + "\n")
+        if os.path.exists(path):
+            if _same_bytes(tmp, path):
+                os.unlink(tmp)
+                return path
+            if not overwrite:
+                raise OtherJobsError(errno.EEXIST, f"{path} holds other jobs", path)
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
     return path
+
+
+def _new_file(folder):
+    """A new file in `folder`, (path, fd); created with mode 0666 so that the kernel applies
+    the umask (and a default ACL) as for any file, where mkstemp would make it 0600."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = os.path.join(folder, f".jobs-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+
+
+def _same_bytes(a, b):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
 
 
 # ---- loom's checks (lib/io/jobs.cpp), in its order ---------------------------------------------
@@ -254,6 +349,10 @@ class _Obj(dict):
     def __init__(self, pairs):
         super().__init__(pairs)
         self.pairs = pairs
+
+
+def _strip_bom(text):
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def _parse(text):
@@ -409,7 +508,9 @@ def _literal_message(text):
 
 def check_line(text, model, placeholder_id=PLACEHOLDER_ID, parsed=None):
     """Raises JobError with loom's message if loom would refuse this job line for `model`
-    (run with `--placeholder-id placeholder_id`); the error's `line` is the text checked."""
+    (run with `--placeholder-id placeholder_id`); the error's `line` is the text checked.
+    A leading UTF-8 byte order mark is dropped, as loom drops one at the start of a file."""
+    text = _strip_bom(text)
     try:
         _check(_parse(text) if parsed is None else parsed, text, model, placeholder_id)
     except JobError as e:
