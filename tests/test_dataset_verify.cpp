@@ -284,3 +284,28 @@ TEST_CASE("a dataset from before SHA256SUMS gets them on --resume; --overwrite r
   CHECK(e.code == 2);
   CHECK(e.err.find("takes a name the dataset writes") != std::string::npos);
 }
+
+// A shard given no jobs (2 jobs, 3 shards) is an empty shard: its manifest and checksums exist,
+// empty, so merge and verify take it; one from loom 0.5.0 (only its dataset.json, totals 0)
+// too.
+TEST_CASE("a shard given no jobs merges and verifies as an empty shard") {
+  const std::string dir = temp_dir("verify_empty_shard");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
+  for (int k = 0; k < 3; ++k)
+    REQUIRE(run("run -q" + kModel + " --jobs " + jobs + " --out " + dir + "/r.jsonl --tokens-out " +
+                    dir + "/ds --shard " + std::to_string(k) + "/3",
+                dir)
+                .code == 0);
+  CHECK(fs::file_size(dir + "/ds/manifest.shard-2-of-3.jsonl") == 0);
+  CHECK(fs::file_size(dir + "/ds/SHA256SUMS.shard-2-of-3") == 0);
+  CHECK(verify_dataset(dir + "/ds", dir).code == 0);
+  fs::remove(dir + "/ds/manifest.shard-2-of-3.jsonl");  // as loom 0.5.0 left it
+  fs::remove(dir + "/ds/SHA256SUMS.shard-2-of-3");
+  CHECK(verify_dataset(dir + "/ds", dir).code == 0);
+  Exit m = run("merge --dataset " + dir + "/ds", dir);
+  CHECK_MESSAGE(m.code == 0, m.err);
+  CHECK(m.err.find("merged 3 of 3 dataset shards: 3 samples") != std::string::npos);
+  Verified v = verify_dataset(dir + "/ds", dir);
+  CHECK(v.code == 0);
+  CHECK(v.out["samples"] == 3);  // job-0 one sample, job-1 two
+}

@@ -1,5 +1,5 @@
-// A token dataset's files read back (dataset.h): what `--resume` (dataset_resume.cpp) and
-// `loom verify` (dataset_verify.cpp) both check.
+// A token dataset's files read back (dataset.h): what `--resume` (dataset_resume.cpp), `loom
+// verify` (dataset_verify.cpp) and `loom merge --dataset` (dataset_merge.cpp) share.
 #pragma once
 
 #include <map>
@@ -29,5 +29,9 @@ struct Sums {
   std::vector<std::string> problems;
 };
 Sums read_sums(const std::string& path);
+
+// Whether a dataset.json's totals say it holds nothing (files, samples and rows all 0): a shard
+// given no jobs, whose manifest loom 0.5.0 did not create.
+bool empty_totals(const nlohmann::json& info);
 
 }  // namespace loom

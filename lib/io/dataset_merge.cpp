@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/dataset.h"
+#include "io/dataset_file.h"
 #include "io/job_ids.h"
 #include "io/outputs.h"
 
@@ -178,6 +179,11 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_l
     const ShardInfo& s = shards[si];
     if (s.busy) continue;
     std::ifstream in(s.manifest_path, std::ios::binary);
+    // loom 0.5.0 wrote no manifest for a shard given no jobs: its totals say it is empty.
+    if (!in.is_open() && errno == ENOENT && empty_totals(s.info)) {
+      m.merged.push_back(s.index);
+      continue;
+    }
     LOOM_CHECK(in.is_open(), "merge --dataset: cannot read ", s.manifest_path, " (named by ",
                s.info_path, "): ", std::strerror(errno));
     uint64_t offset = 0;

@@ -144,7 +144,8 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
 
   std::ifstream mf(dir + "/" + ix.manifest_name, std::ios::binary);
   if (!mf.is_open()) {
-    v.problems.push_back(cat(ix.manifest_name, ": missing (named by ", ix.info_name, ")"));
+    if (!empty_totals(ix.info))  // else an empty shard of loom 0.5.0, which made no manifest
+      v.problems.push_back(cat(ix.manifest_name, ": missing (named by ", ix.info_name, ")"));
     return;
   }
   int64_t files = 0, count = 0, rows = 0, line = 0;
@@ -161,12 +162,11 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
       continue;
     }
     const auto key = std::make_pair(id_text(e["id"]), e["sample"].get<uint64_t>());
+    // A sample twice is said once; its line still counts for its own index and file.
     auto [it, fresh] = samples.emplace(key, where);
-    if (!fresh) {
+    if (!fresh)
       v.problems.push_back(cat(where, ": job ", key.first, " sample ", key.second,
                                " again (first in ", it->second, ")"));
-      continue;
-    }
     ++count;
     rows += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
     const std::string file = e["file"];
@@ -357,6 +357,14 @@ Sums read_sums(const std::string& path) {
     out.sums[name] = digits;
   }
   return out;
+}
+
+bool empty_totals(const json& info) {
+  const json t = info.value("totals", json::object());
+  if (!t.is_object()) return false;
+  for (const char* k : {"files", "samples", "rows"})
+    if (!t.contains(k) || t[k] != 0) return false;
+  return true;
 }
 
 DatasetVerify verify_dataset(const std::string& dir, int threads) {
