@@ -372,7 +372,7 @@ TEST_CASE("merge refuses reports that are not the shards of one run") {
     const std::string e = error_of([&] { merge_reports({r0, other}); });
     CHECK(has(e, "report " + other +
                      " names results file gone.jsonl, which does not exist (tried "
-                     "gone.jsonl and " +
+                     "gone.jsonl, " +
                      dir / "gone.jsonl" + ")"));
     put_json(other, make_report(shard1_stats(), 1, 2, t0, t1, "-"));
     CHECK(has(error_of([&] { merge_reports({r0, other}); }), "wrote its results to stdout"));
@@ -449,4 +449,17 @@ TEST_CASE("two shards of a real run merge to the sum of their reports") {
   const json again = merge_reports(reports);
   CHECK(again["generated"]["tokens"] == 0);
   CHECK(again["records"] == json{{"ok", 5}, {"error", 0}, {"this_run", 0}});
+
+  // The folder moved: each report finds its results beside it by "results_relative" (its
+  // "out" and "results" name the old place).
+  const std::string moved = dir.path.string() + "_moved";
+  fs::rename(dir.path, moved);
+  std::vector<std::string> moved_reports;
+  for (const std::string& r : reports)
+    moved_reports.push_back(moved + "/" + fs::path(r).filename().string());
+  const json after = merge_reports(moved_reports);
+  fs::rename(moved, dir.path);
+  CHECK(after["records"] == again["records"]);
+  CHECK(after["frame_s"]["count"] == m["frame_s"]["count"]);
+  CHECK(after["shards"][1]["out"] == moved + "/results.shard-1-of-2.jsonl");
 }

@@ -237,20 +237,32 @@ void check_one_run(const std::vector<ShardReport>& reports) {
   }
 }
 
-// A report's "out" as written, else relative to the report's own folder (the shards of a run
-// usually write beside their reports). No fallback to the report's own frame statistics.
+// The shard's results file: where the report says it is from the report's folder (true after
+// the folder moved), then where it was (absolute), then "out" as typed, from here and from the
+// report's folder. No fallback to the report's own frame statistics.
 std::string results_path(const ShardReport& r) {
   namespace fs = std::filesystem;
   const std::string out = r.j["out"];
   LOOM_CHECK(out != "-", "report ", r.path,
              " is of a run that wrote its results to stdout; merging reports reads the frame "
              "times from each shard's results file, so it needs runs with --out FILE");
+  const fs::path folder = fs::path(r.path).parent_path();
+  std::vector<std::string> tried;
+  auto field = [&](const char* k) {
+    return r.j.contains(k) && r.j[k].is_string() ? r.j[k].get<std::string>() : std::string();
+  };
+  if (!field("results_relative").empty())
+    tried.push_back((folder / field("results_relative")).lexically_normal().string());
+  if (!field("results").empty()) tried.push_back(field("results"));
+  tried.push_back(out);
+  tried.push_back((folder / out).lexically_normal().string());
   std::error_code ec;
-  if (fs::exists(out, ec)) return out;
-  const fs::path beside = fs::path(r.path).parent_path() / out;
-  if (beside != fs::path(out) && fs::exists(beside, ec)) return beside.string();
-  fail("report ", r.path, " names results file ", out, ", which does not exist (tried ", out,
-       beside != fs::path(out) ? cat(" and ", beside.string()) : std::string(),
+  std::string list;
+  for (const std::string& p : tried) {
+    if (fs::exists(p, ec)) return p;
+    if (list.find(p) == std::string::npos) list += (list.empty() ? "" : ", ") + p;
+  }
+  fail("report ", r.path, " names results file ", out, ", which does not exist (tried ", list,
        "); merging reports needs every shard's results file for the frame times");
 }
 
