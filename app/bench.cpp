@@ -227,6 +227,7 @@ int bench_command(const BenchArgs& a) {
                 {"ttft_s", median(ttft)},
                 {"tokens_per_s", median(tps)},
                 {"decode_weight_gbps", g},
+                {"pct_copy", have_copy ? json(100 * g / copy_gbps) : no_value},
                 {"decode_steps", last.st.decode_steps},
                 {"megakernel_steps", mega},
                 {"decode_steps_all_repeats", decode_steps},

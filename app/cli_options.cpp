@@ -401,6 +401,11 @@ void finish_bench(const Given& g, CliArgs& a) {
   LOOM_CHECK(!b.shared_only || b.shared_group > 0,
              "--shared-only keeps only the shared pass; expected --shared-group N with it");
   check_engine(g, b.engine);
+  if (g.set("--profile") &&
+      (b.engine.backend == "auto" ? choose_backend(b.engine).backend_name() : b.engine.backend) ==
+          "cpu" &&
+      g.unused("--profile", "times CUDA kernels; the cpu backend has none to time"))
+    b.profile = false;
 }
 
 void finish_inspect(CliArgs& a) {

@@ -184,6 +184,8 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"bench -m " + kModel + " --shared-only",
        "--shared-only keeps only the shared pass; expected --shared-group N with it"},
       {"bench -m " + kModel + " --batch-sizes 1,0", "--batch-sizes 1,0: expected an integer >= 1"},
+      {"bench --backend cpu --profile -m " + kModel,
+       "--profile times CUDA kernels; the cpu backend has none to time"},
       {"-q",
        "unknown option -q before the command; expected a command (run, inspect, merge, bench, "
        "calibrate, verify) first, then its options"},

@@ -253,6 +253,13 @@ TEST_SUITE("resume") {
     fs::remove_all(dir);
   }
 
+  // line_hash's FNV-1a 64 with loom's offset basis (core/fnv.h; one digit short of the
+  // standard one): pinned, since every record written holds values of this function.
+  TEST_CASE("line_hash is FNV-1a 64 with loom's offset basis 1469598103934665603") {
+    CHECK(loom::fnv1a64("") == 1469598103934665603ull);
+    CHECK(loom::hex64(loom::fnv1a64("a")) == "44bd8ad473cd9906");
+  }
+
   TEST_CASE("a job line whose text changed under the same id is refused by its line_hash") {
     fs::path dir = temp_dir();
     fs::path p = dir / "out.jsonl";
@@ -279,10 +286,11 @@ TEST_SUITE("resume") {
                           "); --resume needs the same jobs file (or write to a new --out)")
                              .c_str(),
                          loom::Error);
-    put(p, R"({"id":"a","sample":0,"status":"ok","line":1,"line_hash":"0123456789abcdeg","tokens":[1]})"
-           "\n"
-           R"({"id":"a","sample":1,"status":"ok","line":1,"tokens":[1]})"
-           "\n");
+    put(p,
+        R"({"id":"a","sample":0,"status":"ok","line":1,"line_hash":"0123456789abcdeg","tokens":[1]})"
+        "\n"
+        R"({"id":"a","sample":1,"status":"ok","line":1,"tokens":[1]})"
+        "\n");
     CHECK_THROWS_WITH_AS(scan_results(p.string()),
                          ("results file " + p.string() +
                           " line 1: expected \"line_hash\" to be 16 hex digits; only the last "
