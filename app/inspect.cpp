@@ -30,27 +30,25 @@ const char* kSamplingRule =
 // every frame, and the frames to generate.
 Rules frame_rules(const ModelSpec& s, const JobDefaults& d) {
   const int P = s.image_tokens, A = s.action_tokens, S = s.frame_slots(), T = s.temporal_rows;
+  const bool tokens = s.action_projection == ActionProjection::Tokens;
+  const std::string image_ids = cat("[", s.sample_begin(), ", ", s.sample_end(), ")");
+  // Action-token models: actions are vocabulary ids in the frame, outside the image ids when
+  // the table sets their range (README "Jobs": action-token models).
+  const std::string action_ids =
+      cat("action ids in [0, ", s.vocab, ")", s.logit_end > 0 ? " outside " + image_ids : "");
   Rules r;
-  if (s.action_projection == ActionProjection::Tokens) {
-    // Actions are vocabulary ids in the frame (README "Jobs": action-token models).
-    r.push_back({"prompt_token_ids",
-                 cat("n_ctx whole context frames, ", S, "·n_ctx ids: per frame ", P,
-                     " image ids then ", A, " action ids, each in [0, ", s.vocab, ")")});
-    r.push_back({"action_token_ids", cat("one row of ", A,
-                                         " action ids after each generated frame (num_frames "
-                                         "rows; the last may be left out)")});
-    r.push_back({"num_frames", cat("frames to generate, 1 to ", kMaxJobFrames)});
-    r.push_back({"optional", cat("id (string or integer), ", kSamplingRule,
-                                 "; num_samples; overlap (frames a new round carries over)")});
-    return r;
-  }
   r.push_back({"prompt_token_ids",
                cat("n_ctx whole context frames (1 <= n_ctx", T > 0 ? cat(" <= ", T) : "", "), ", S,
-                   "·n_ctx ids: per frame ", P, " image ids in [0, ", s.vocab, ")",
-                   A > 0 ? cat(", then ", A, " action slots written ", d.placeholder_id,
-                               " (--placeholder-id)")
-                         : "")});
-  if (A > 0)
+                   "·n_ctx ids: per frame ", P, " image ids in ", image_ids,
+                   A == 0   ? ""
+                   : tokens ? cat(", then ", A, " ", action_ids)
+                            : cat(", then ", A, " action slots written ", d.placeholder_id,
+                                  " (--placeholder-id)"))});
+  if (tokens)
+    r.push_back({"action_token_ids", cat("one row of ", A,
+                                         " action ids after each generated frame (num_frames "
+                                         "rows; the last may be left out), each as above")});
+  else if (A > 0)
     r.push_back({"actions", cat(A, "·(n_ctx + num_frames) rows of ", s.action_dim, " numbers: ", A,
                                 " per context and generated frame (the last "
                                 "frame's ",

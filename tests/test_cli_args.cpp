@@ -305,6 +305,11 @@ TEST_CASE("inspect --model: the job template's example line is a job that runs")
   const Out v1 = run_loom("inspect -m " + kModel);
   CHECK(v1.out.find("13·n_ctx ids: per frame 10 image") != std::string::npos);
   CHECK(v1.out.find("3·(n_ctx + num_frames) rows of 3 numbers") != std::string::npos);
+  // An action-token model: the image-id range its table sets, action ids outside it.
+  const Out tokens = run_loom("inspect --json -m " + kData + "/tiny_action_tokens");
+  CHECK(json::parse(tokens.out)["job_template"]["rules"]["prompt_token_ids"] ==
+        "n_ctx whole context frames (1 <= n_ctx <= 6), 11·n_ctx ids: per frame 8 image ids in "
+        "[0, 480), then 3 action ids in [0, 512) outside [0, 480)");
   const Out plain = run_loom("inspect -m " + kData + "/tiny_llama");
   CHECK(plain.out.find("prompt_token_ids  1 to 63 token ids in [0, 1000)") != std::string::npos);
   CHECK(plain.out.find("1 to 64 - prompt length (max_position_embeddings 64)") !=
