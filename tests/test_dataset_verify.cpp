@@ -227,6 +227,9 @@ TEST_CASE("shards: each verified before the merge and the merged index after; a 
   CHECK(v.code == 0);
   CHECK(v.out["indexes"] == json::array({"dataset.json"}));
   CHECK(v.out["samples"] == 13);
+  const json merged = json::parse(slurp(dir + "/ds/dataset.json"));
+  CHECK(!merged.contains("results"));  // each shard's index names its own results file
+  CHECK(!merged.contains("results_relative"));
   // A shard's index changed after the merge: the merged one no longer describes it.
   const std::string m2 = dir + "/ds/manifest.shard-2-of-3.jsonl", kept = slurp(m2);
   std::ofstream(m2) << kept.substr(kept.find('\n') + 1);

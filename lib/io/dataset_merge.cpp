@@ -225,6 +225,7 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_l
                    {"shards", m.merged}, {"missing", m.missing}, {"unfinished", m.unfinished}};
   info["manifest"] = "manifest.jsonl";
   info.erase("results");  // shard 0's; each shard's dataset.shard-K-of-N.json names its own
+  info.erase("results_relative");
   info["totals"] = {{"files", m.files}, {"samples", m.samples}, {"rows", m.rows}};
   info["state"] = m.missing.empty() && m.unfinished.empty() ? "complete" : "partial";
   info["updated_utc"] = utc_now_iso();
