@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitFatal;
+    const int code = app.exit(e);  // --help and --version print here: to stdout, checked
+    return code == 0 ? flushed(kExitOk) : kExitFatal;
   }
   // A run logs in its --log-format from here on: its warnings and refusals too.
   if (*cmd.run) {

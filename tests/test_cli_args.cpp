@@ -383,3 +383,19 @@ TEST_CASE("--report - writes the report to stdout") {
   CHECK(!cli::fs::exists("-"));
   CHECK(cli::tokens_by_sample(out).size() == 5);
 }
+
+// --version and --help print before any command runs: a full disk on stdout is exit 2 there
+// too, never a silent exit 0.
+TEST_CASE("--version and --help onto a full disk exit 2") {
+  if (!std::filesystem::exists("/dev/full")) {
+    MESSAGE("skipped: no /dev/full");
+    return;
+  }
+  for (const std::string args : {"--version", "run --help"}) {
+    CAPTURE(args);
+    const std::string err = dir() + "/full.err";
+    const int status = std::system((cli::kLoom + " " + args + " > /dev/full 2> " + err).c_str());
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK(cli::slurp(err) == "loom: error: cannot write to stdout: No space left on device\n");
+  }
+}
