@@ -211,6 +211,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     dataset.add(kept, now_seconds());
     if (dataset.due(now_seconds())) commit_dataset();
   };
+  opt.input_ready = [&] { return reader.ready(); };
   Engine engine(spec, *om.backend, opt);
   RunContext ctx;
   ctx.started = std::chrono::system_clock::now();

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -222,6 +224,36 @@ TEST_CASE("run: stdin to stdout gives the same tokens as files") {
   };
   CHECK(frames(a) == frames(b));
   CHECK(frames(a).size() >= 3);
+}
+
+// Jobs from a pipe run as they arrive: a writer that pauses after 3 lines gets their records
+// while it pauses (the engine read ahead and waited for a 4th line before starting any).
+TEST_CASE("run: jobs from a pipe run as they arrive, not once the writer is done") {
+  const std::string dir = cli::temp_dir("cli_pipe_arrive");
+  std::ifstream in(cli::make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l + "\n");
+  const std::string out = dir + "/r.jsonl";
+  FILE* p = popen((kLoom + " run -q --backend cpu --model " + kData + "/tiny_v1 --jobs - --out " +
+                   out + " 2> " + dir + "/err.txt")
+                      .c_str(),
+                  "w");
+  REQUIRE(p != nullptr);
+  for (int i = 0; i < 3; ++i) std::fputs(lines[size_t(i)].c_str(), p);
+  std::fflush(p);
+  auto records = [&] {
+    std::ifstream r(out);
+    return std::count(std::istreambuf_iterator<char>(r), std::istreambuf_iterator<char>(), '\n');
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (records() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(records() == 4);  // jobs 0-2: 1 + 2 + 1 samples, with the pipe still open
+  for (int i = 3; i < 6; ++i) std::fputs(lines[size_t(i)].c_str(), p);
+  const int status = pclose(p);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(records() == 9);
 }
 
 TEST_CASE("fatal errors: one readable line and exit code 2") {

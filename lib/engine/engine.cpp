@@ -174,6 +174,8 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   while (true) {
     // Read ahead while there is room in the waiting line.
     while (!input_done && !stopping() && int64_t(waiting.size()) < lookahead) {
+      const bool busy = !waiting.empty() || !sched.idle();
+      if (busy && opt_.input_ready && !opt_.input_ready()) break;  // a pipe with no line yet
       Job job;
       JobError err;
       bool ok = false;

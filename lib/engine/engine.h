@@ -36,6 +36,10 @@ struct EngineOptions {
   LogitsHook on_logits;
   SampleFilter keep_sample;
   const std::atomic<bool>* stop = nullptr;  // set by a signal: stop after the current step
+  // Whether the source can give its next job without waiting for input (null: always). When
+  // not, the engine reads on only once nothing else is left to do: jobs already read run while
+  // a pipe's writer is still producing.
+  std::function<bool()> input_ready;
   std::function<void(const struct RunStats&)> on_start;     // KV pool allocated, before step 1
   std::function<void(const struct RunStats&)> on_progress;  // after every step
 };

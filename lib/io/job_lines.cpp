@@ -453,6 +453,11 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
   }
 }
 
+bool JobReader::ready() const {
+  // in_avail: bytes in the filebuf's buffer, then what the pipe holds (libstdc++ asks FIONREAD).
+  return impl_->regular || impl_->in == &std::cin || impl_->in->rdbuf()->in_avail() > 0;
+}
+
 int64_t JobReader::lines_read() const {
   return impl_->line;
 }

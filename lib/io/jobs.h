@@ -95,6 +95,10 @@ class JobReader {
   // expected ids unique within a run"). Memory: ~32 bytes per job line read (JobIdIndex), plus
   // the id texts when reading a stream rather than a regular file.
   bool next(Job& job, JobError& error, bool& ok);
+  // Whether next() can go on without waiting for a writer: a regular file, or bytes already in
+  // the pipe (stdin, a FIFO). The engine reads a pipe only as far as it has arrived while it
+  // has other work.
+  bool ready() const;
   int64_t lines_read() const;    // physical lines consumed, blank ones included
   int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
   // The line number of a last line left unread, 0 if none: it had no newline and was no
