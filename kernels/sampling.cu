@@ -249,6 +249,12 @@ __global__ void __launch_bounds__(kDrawThreads)
     __syncthreads();
     float m = -INFINITY;
     float odd = 0.0f;  // NaN once a kept v̂ is infinite or NaN: fma(v̂, 0, odd), one op a logit
+    // The seed's round keys, once: hidden from ptxas (an empty asm), which otherwise re-adds
+    // them in every round of every group under the loop's register pressure (~18 VIADD a Philox,
+    // ~4.5 instructions a logit); held so, they live in uniform registers as LOP3 operands.
+    PhiloxKeys keys = philox_seed_keys(p.seed);
+#pragma unroll
+    for (int r = 0; r < 10; r++) asm volatile("" : "+r"(keys.k0[r]), "+r"(keys.k1[r]));
     for (int g0 = g_begin + threadIdx.x; g0 < g_end; g0 += kDrawGroups * kDrawThreads) {
       float x[kDrawGroups][4];
       load_groups(lg, g0, end, aligned, x);
@@ -267,7 +273,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         }
         float4 out = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
         if (any) {  // the group's noise computed whole, then masked: no branch a logit
-          const Philox4 r = philox_group(p.seed, p.sample_index, p.draw_index, uint32_t(g));
+          const Philox4 r = philox_group(keys, p.sample_index, p.draw_index, uint32_t(g));
           float vh[4];
 #pragma unroll
           for (int j = 0; j < 4; j++) {

@@ -40,6 +40,14 @@ TEST_CASE("philox_uniform takes word token % 4 of the call for counter token / 4
       CHECK(philox_uniform(seed, 3, draw, 4 * g + j) == uniform_from_bits(r.v[j]));
     }
   }
+  // The round keys taken once give the same words (the device draw's loop).
+  const PhiloxKeys keys = philox_seed_keys(seed);
+  for (uint32_t g : {0u, 7u, 0xffffffffu}) {
+    const Philox4 a = philox_group(keys, 3, draw, g), b = philox_group(seed, 3, draw, g);
+    for (uint32_t j = 0; j < 4; j++) CHECK(a.v[j] == b.v[j]);
+  }
+  CHECK(keys.k0[0] == uint32_t(seed));
+  CHECK(keys.k1[9] == uint32_t(seed >> 32) + 9u * 0xBB67AE85u);
   // Four different words: the neighbours of a group do not share a uniform.
   std::set<float> four;
   for (uint32_t t = 8; t < 12; t++) four.insert(philox_uniform(seed, 3, draw, t));

@@ -19,9 +19,26 @@ struct Philox4 {
   uint32_t v[4];
 };
 
-LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
-                              uint32_t k1) {
-  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+// The round keys of a Philox4x32-10 key (k0, k1): round r's are k0 + r W0 and k1 + r W1. A loop
+// over many counters with one key takes them once (kernels/sampling.cu's draw).
+struct PhiloxKeys {
+  uint32_t k0[10], k1[10];
+};
+LOOM_HD PhiloxKeys philox_keys(uint32_t k0, uint32_t k1) {
+  PhiloxKeys k;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int r = 0; r < 10; r++) {
+    k.k0[r] = k0 + uint32_t(r) * 0x9E3779B9u;
+    k.k1[r] = k1 + uint32_t(r) * 0xBB67AE85u;
+  }
+  return k;
+}
+
+LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                              const PhiloxKeys& k) {
+  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
@@ -37,14 +54,16 @@ LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3
     const uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
     const uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
 #endif
-    c0 = hi1 ^ c1 ^ k0;
+    c0 = hi1 ^ c1 ^ k.k0[r];
     c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
+    c2 = hi0 ^ c3 ^ k.k1[r];
     c3 = lo0;
-    k0 += W0;
-    k1 += W1;
   }
   return Philox4{{c0, c1, c2, c3}};
+}
+LOOM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                              uint32_t k1) {
+  return philox4x32_10(c0, c1, c2, c3, philox_keys(k0, k1));
 }
 
 // The uniform in (0, 1) of a Philox output word: its top 23 bits offset by half a step, so every
@@ -63,10 +82,17 @@ LOOM_HD float uniform_from_bits(uint32_t r) {
 // The Philox output for tokens 4 g .. 4 g + 3 of the draw at `draw_index` of sample `sample` of a
 // job seeded with `seed`: key = seed, counter = (g, draw lo, draw hi, sample); word j belongs to
 // token 4 g + j. One call draws four consecutive tokens (curand's layout), so the device draw
-// runs one Philox a four logits (draw stream 2; stream 1 took word 0 of counter token).
+// runs one Philox a four logits (draw stream 2; stream 1 took word 0 of counter token). A loop
+// over g takes the seed's round keys once (philox_seed_keys).
+LOOM_HD PhiloxKeys philox_seed_keys(uint64_t seed) {
+  return philox_keys(uint32_t(seed), uint32_t(seed >> 32));
+}
+LOOM_HD Philox4 philox_group(const PhiloxKeys& seed_keys, uint32_t sample, uint64_t draw_index,
+                             uint32_t g) {
+  return philox4x32_10(g, uint32_t(draw_index), uint32_t(draw_index >> 32), sample, seed_keys);
+}
 LOOM_HD Philox4 philox_group(uint64_t seed, uint32_t sample, uint64_t draw_index, uint32_t g) {
-  return philox4x32_10(g, uint32_t(draw_index), uint32_t(draw_index >> 32), sample, uint32_t(seed),
-                       uint32_t(seed >> 32));
+  return philox_group(philox_seed_keys(seed), sample, draw_index, g);
 }
 // Recorded with results: tokens of another stream differ. 3 (loom 0.4.0): stream 2's Philox
 // layout with top-p's masses in fixed point (core/top_p_weight.h); a top-p job's kept set could
