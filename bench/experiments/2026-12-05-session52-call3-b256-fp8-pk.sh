@@ -3,7 +3,9 @@
 # today's main (pk kept: the benchmark sampler's temperature draw over bf16 logits 194 -> 168 us
 # at 256 rows, ~0.3% of an ~8 ms step), against session 48's main (.device/new.tgz) in the same
 # call, nvidia-smi logging power and clocks (the run is bound by the 700 W cap). Carry
-# .device/s52.txz (main's GPU code with pk) and .device/new.tgz. Predicted: +0.2-0.4%.
+# .device/s52.txz (main's GPU code with pk) and .device/new.tgz. Predicted: +0.2-0.4%. Then
+# batch 1 and 8 with --megakernel beside the graph path (last measured in session 12, 0.982
+# against 0.833 s/frame): where issue 15's required design stands against today's graphs.
 python3 -c "
 import tarfile
 tarfile.open('.device/s52.txz').extractall()
@@ -27,4 +29,8 @@ done
 kill $SMI
 python3 scripts/power_windows.py "$W/smi.csv" marks="$W/smi_marks.txt" > "$W/energy.txt" 2>&1
 cat "$W/energy.txt"
+tar czf "$OUT/s52_3.tgz" -C "$W" .
+timeout 120 build/bin/loom bench --model /tmp/terra --frames 8 --context-frames 3 \
+  --batch-sizes 1,8 --megakernel --json "$W/b18_mega.json" > "$W/b18_mega.log" 2>&1
+echo "mega rc=$?"; tail -3 "$W/b18_mega.log"
 tar czf "$OUT/s52_3.tgz" -C "$W" .
