@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 52, call 4 (~4 minutes): the one-row FMA GEMV with both register batches of weights in
-# flight before its PDL wait (bench/experiments/2026-12-05-gemv-second-batch-before-wait.patch;
+# flight before its PDL wait (bench/experiments/2026-12-05-gemv-second-batch-before-wait-not-kept.patch;
 # the second was issued after the input's staging). Why: call 2's step split puts the layer
 # GEMVs at 64% of copy together, +1.5-3 us a kernel over their bytes; the next kernel's blocks
 # become resident at the previous one's trigger and can have 2 x 8 x 16 bytes a lane in flight
