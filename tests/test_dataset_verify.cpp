@@ -42,6 +42,20 @@ void flip_byte_from_end(const std::string& path, long offset) {
   std::fclose(f);
 }
 
+// Writes int32 `id` over element 0 of tensor `tensor` of the data file `path`.
+void put_id(const std::string& path, const std::string& tensor, int32_t id) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  REQUIRE(f);
+  uint64_t hlen = 0;
+  REQUIRE(std::fread(&hlen, 8, 1, f) == 1);
+  std::string text(hlen, '\0');
+  REQUIRE(std::fread(text.data(), 1, hlen, f) == hlen);
+  const uint64_t at = 8 + hlen + json::parse(text)[tensor]["data_offsets"][0].get<uint64_t>();
+  std::fseek(f, long(at), SEEK_SET);
+  std::fwrite(&id, 4, 1, f);
+  std::fclose(f);
+}
+
 }  // namespace
 
 TEST_CASE("SHA-256: FIPS 180-4's examples, and any split of the input") {
@@ -114,6 +128,12 @@ TEST_CASE("verify names each kind of damage, exit 1; a folder that is no dataset
       {"a data file no index lists",
        [&] { fs::copy_file(d1, ds + "/data-000007.safetensors"); },
        {"data-000007.safetensors: a data file no manifest lists"}},
+      {"a token id outside the vocabulary",
+       [&] { put_id(d1, "tokens", 1000); },
+       {"data-000001.safetensors: tokens element 0 is 1000, outside the vocabulary [0, 1000)"}},
+      {"a context id below 0",
+       [&] { put_id(d1, "context", -7); },
+       {"data-000001.safetensors: context element 0 is -7, outside the vocabulary [0, 1000)"}},
       {"a shard's index beside the unsharded one",
        [&] { fs::copy_file(ds + "/dataset.json", ds + "/dataset.shard-0-of-2.json"); },
        {"dataset.shard-0-of-2.json: a shard's index beside an unsharded dataset.json"}},

@@ -226,6 +226,39 @@ std::vector<std::string> form_problems(const std::string& name, const json& head
   return out;
 }
 
+// The first id of I32 tensor `tensor` outside [0, vocab), as a problem ("" when all are in it,
+// or the file has no such tensor): what a bit flip in a file without a checksum, or a writer's
+// bug, would leave. Read in 1 MiB pieces.
+std::string id_problem(const std::string& path, const std::string& name, const json& header,
+                       const char* tensor, int64_t vocab) {
+  if (!header.contains(tensor) || header[tensor].value("dtype", "") != "I32") return "";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cat(name, ": cannot read ", tensor, ": ", std::strerror(errno));
+  uint64_t hlen = 0;
+  std::string out;
+  const json& off = header[tensor]["data_offsets"];
+  std::vector<int32_t> ids(size_t(1) << 18);
+  if (read_at(fd, &hlen, 8, 0)) {
+    const uint64_t begin = 8 + hlen + off.at(0).get<uint64_t>(),
+                   end = 8 + hlen + off.at(1).get<uint64_t>();
+    for (uint64_t at = begin; at < end && out.empty(); at += ids.size() * 4) {
+      const size_t n = size_t(std::min<uint64_t>(ids.size(), (end - at) / 4));
+      if (!read_at(fd, ids.data(), n * 4, at)) {
+        out = cat(name, ": cannot read ", tensor);
+        break;
+      }
+      for (size_t i = 0; i < n; ++i)
+        if (ids[i] < 0 || ids[i] >= vocab) {
+          out = cat(name, ": ", tensor, " element ", (at - begin) / 4 + i, " is ", ids[i],
+                    ", outside the vocabulary [0, ", vocab, ")");
+          break;
+        }
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
 // Checks one named data file (run on a worker thread).
 void check_file(const std::string& dir, const std::string& name, Named& n,
                 const std::map<std::string, std::string>& sums, bool have_sums) {
@@ -253,6 +286,11 @@ void check_file(const std::string& dir, const std::string& name, Named& n,
                                "dataset's form (frames, tokens_per_frame, stores, ...)"));
     }
   }
+  const int64_t vocab = n.info ? n.info->value("vocab_size", int64_t(0)) : 0;
+  if (f.problem.empty() && vocab > 0)
+    for (const char* tensor : {"tokens", "context"})
+      if (std::string p = id_problem(path, name, f.header, tensor, vocab); !p.empty())
+        n.problems.push_back(std::move(p));
   if (f.problem.empty()) {
     size_t i = 0;  // the first sample where the file and the manifest disagree
     while (i < f.entries.size() && i < n.entries.size() && f.entries[i] == n.entries[i]) ++i;
