@@ -339,6 +339,12 @@ struct Given {
   }
 };
 
+// The backend a run takes: --backend, or for auto what the driver offers (asked only when an
+// option's use depends on it: most runs give none of those).
+std::string backend_of(const EngineArgs& e) {
+  return e.backend != "auto" ? e.backend : choose_backend(e).backend_name();
+}
+
 // Options of one backend given to the other, and the pool sizes --kv-blocks overrides.
 void check_engine(const Given& g, const EngineArgs& e) {
   if (g.set("--kv-blocks")) {
@@ -348,8 +354,7 @@ void check_engine(const Given& g, const EngineArgs& e) {
   const bool backend_specific =
       g.set("--kv-cache-gib") || g.set("--gpu-memory-fraction") || g.set("--device");
   if (!backend_specific) return;
-  // Only now ask the driver (auto): most runs give none of these options.
-  const std::string backend = e.backend != "auto" ? e.backend : choose_backend(e).backend_name();
+  const std::string backend = backend_of(e);
   if (backend == "cuda")
     g.unused("--kv-cache-gib",
              "sizes the cpu backend's KV pool; on cuda expected --gpu-memory-fraction or "
@@ -375,8 +380,7 @@ void finish_run(const Given& g, RunArgs& r) {
     r.engine.kv_scales.clear();
   check_engine(g, r.engine);
   // (bench takes it on the cpu too, and records that no step used it.)
-  if (g.set("--megakernel") && (r.engine.backend == "auto" ? choose_backend(r.engine).backend_name()
-                                                           : r.engine.backend) == "cpu")
+  if (g.set("--megakernel") && backend_of(r.engine) == "cpu")
     g.unused("--megakernel", "is a cuda decode path; the cpu backend has none");
   r.overlap_given = g.set("--overlap");
   for (const CLI::Option* o : g.cmd->get_options()) {
@@ -401,9 +405,7 @@ void finish_bench(const Given& g, CliArgs& a) {
   LOOM_CHECK(!b.shared_only || b.shared_group > 0,
              "--shared-only keeps only the shared pass; expected --shared-group N with it");
   check_engine(g, b.engine);
-  if (g.set("--profile") &&
-      (b.engine.backend == "auto" ? choose_backend(b.engine).backend_name() : b.engine.backend) ==
-          "cpu" &&
+  if (g.set("--profile") && backend_of(b.engine) == "cpu" &&
       g.unused("--profile", "times CUDA kernels; the cpu backend has none to time"))
     b.profile = false;
 }

@@ -73,10 +73,8 @@ Rules plain_rules(const ModelSpec& s) {
   r.push_back({"max_tokens", N > 0 ? cat("tokens to generate, 1 to ", N,
                                          " - prompt length (max_position_embeddings ", N, ")")
                                    : "tokens to generate, 1 or more"});
-  std::string eos = std::to_string(s.eos_id);
-  for (int id : s.more_eos) eos += cat(", ", id);
-  r.push_back({"optional", cat("id (string or integer), ignore_eos (true: go on past eos ", eos,
-                               "), ", kSamplingRule, "; num_samples")});
+  r.push_back({"optional", cat("id (string or integer), ignore_eos (true: go on past eos ",
+                               eos_ids_text(s), "), ", kSamplingRule, "; num_samples")});
   return r;
 }
 

@@ -134,7 +134,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   auto open_outputs = [&] {
     replace_outputs(o, a.quiet);
     writer.emplace(o.out_path, a.resume);
-    if (with_dataset && !a.resume) write_dataset_info(o.dataset, o.model, 0, 0, 0, "running");
+    if (with_dataset && !a.resume) start_dataset(o.dataset, o.model);
     // Again, now with the provenance block (the first write marked the output as running).
     if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "running");
   };

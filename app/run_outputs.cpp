@@ -274,20 +274,19 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     // folder).
     const std::string owner = dataset_results_path(o.dataset);
     std::error_code ec;
-    const bool orphaned =
-        !owner.empty() && (!fs::exists(owner, ec) || owner_left(owner, o.dataset.dir));
-    LOOM_CHECK(owner.empty() || owner == o.dataset.results || !(a.resume || a.overwrite) ||
-                   (a.overwrite && orphaned),
-               "--tokens-out ", o.dataset.dir, " shard ", o.shard.index, "/", o.shard.count,
-               " holds the samples of the results file ", owner, " (", dataset_info_path(o.dataset),
-               "), not of --out ", o.out_path, "; ",
-               orphaned ? "that file's records are gone (replaced, or of another --tokens-out), so "
-                          "--resume cannot continue them: pass --overwrite to start the folder "
-                          "over, or choose a new folder"
-               : a.resume ? "--resume would roll its files back: expected --out " + owner +
-                                ", or a new folder"
-                          : "--overwrite would remove them under its records: expected --out " +
-                                owner + ", or a new folder");
+    if (!owner.empty() && owner != o.dataset.results && (a.resume || a.overwrite)) {
+      const bool orphaned = !fs::exists(owner, ec) || owner_left(owner, o.dataset.dir);
+      LOOM_CHECK(a.overwrite && orphaned, "--tokens-out ", o.dataset.dir, " shard ", o.shard.index,
+                 "/", o.shard.count, " holds the samples of the results file ", owner, " (",
+                 dataset_info_path(o.dataset), "), not of --out ", o.out_path, "; ",
+                 orphaned   ? "that file's records are gone (replaced, or of another "
+                              "--tokens-out), so --resume cannot continue them: pass --overwrite "
+                              "to start the folder over, or choose a new folder"
+                 : a.resume ? "--resume would roll its files back: expected --out " + owner +
+                                  ", or a new folder"
+                            : "--overwrite would remove them under its records: expected --out " +
+                                  owner + ", or a new folder");
+    }
     // A run writes its side file before any data: data files without it have their records
     // elsewhere, and --resume would roll every one back.
     LOOM_CHECK(!a.resume || fs::exists(o.sidecar, ec) || nonempty_file(o.out_path) ||

@@ -75,6 +75,23 @@ TEST_CASE("SHA-256: FIPS 180-4's examples, and any split of the input") {
   }
 }
 
+// sha256_file hands each piece it reads to its caller (verify checks the ids in the same
+// read): in order, contiguous, every byte once.
+TEST_CASE("sha256_file: the hash of the whole file, and every piece seen in order") {
+  const std::string path = temp_dir("verify_sha_pieces") + "/f.bin";
+  std::string bytes(size_t(5) << 19, '\0');  // 2.5 MiB: three pieces
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 2654435761u >> 24);
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::string seen;
+  const std::string hex = loom::sha256_file(path, [&](uint64_t at, const char* p, size_t n) {
+    CHECK(at == seen.size());
+    seen.append(p, n);
+  });
+  CHECK(seen == bytes);
+  CHECK(hex == loom::sha256_hex(bytes));
+  CHECK(loom::sha256_file(path) == hex);
+}
+
 TEST_CASE("every data file has its SHA256SUMS line, and verify finds the dataset whole") {
   const std::string dir = temp_dir("verify_whole");
   const std::string ds = make_dataset(dir);

@@ -108,12 +108,14 @@ std::string Sha256::hex() {
   return out;
 }
 
-std::string sha256_file(const std::string& path) {
+std::string sha256_file(
+    const std::string& path,
+    const std::function<void(uint64_t offset, const char* bytes, size_t n)>& each) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   LOOM_CHECK(fd >= 0, "cannot read ", path, ": ", std::strerror(errno));
   Sha256 h;
   std::vector<char> buf(size_t(1) << 20);
-  for (;;) {
+  for (uint64_t offset = 0;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -123,6 +125,8 @@ std::string sha256_file(const std::string& path) {
     }
     if (n == 0) break;
     h.update(buf.data(), size_t(n));
+    if (each) each(offset, buf.data(), size_t(n));
+    offset += uint64_t(n);
   }
   ::close(fd);
   return h.hex();

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -33,7 +34,11 @@ inline std::string sha256_hex(std::string_view s) {
   return h.hex();
 }
 
-// The SHA-256 of a whole file, read in 1 MiB pieces; throws loom::Error naming it.
-std::string sha256_file(const std::string& path);
+// The SHA-256 of a whole file, read in 1 MiB pieces; throws loom::Error naming it. `each`, when
+// given, sees every piece as it is read (its offset, bytes, length): a caller that checks the
+// bytes too reads the file once.
+std::string sha256_file(
+    const std::string& path,
+    const std::function<void(uint64_t offset, const char* bytes, size_t n)>& each = {});
 
 }  // namespace loom

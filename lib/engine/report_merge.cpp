@@ -258,9 +258,10 @@ std::string results_path(const ShardReport& r) {
   tried.push_back((folder / out).lexically_normal().string());
   std::error_code ec;
   std::string list;
-  for (const std::string& p : tried) {
-    if (fs::exists(p, ec)) return p;
-    if (list.find(p) == std::string::npos) list += (list.empty() ? "" : ", ") + p;
+  for (size_t i = 0; i < tried.size(); ++i) {
+    if (fs::exists(tried[i], ec)) return tried[i];
+    if (std::find(tried.begin(), tried.begin() + long(i), tried[i]) == tried.begin() + long(i))
+      list += (list.empty() ? "" : ", ") + tried[i];
   }
   fail("report ", r.path, " names results file ", out, ", which does not exist (tried ", list,
        "); merging reports needs every shard's results file for the frame times");

@@ -381,11 +381,13 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["draw_stream"] = kDrawStream;
   j["updated_utc"] = utc_now_iso();
   if (!run_provenance().is_null()) j["provenance"] = run_provenance();
-  // The manifest and checksums exist from the start, empty while no file is committed: a
-  // shard given no jobs is an empty shard, not a missing one, to merge and verify.
+  write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");
+}
+
+void start_dataset(const DatasetOptions& o, const DatasetModel& m) {
   append_synced(dataset_manifest_path(o), "", "manifest");
   append_synced(dataset_sums_path(o), "", "checksums");
-  write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");
+  write_dataset_info(o, m, 0, 0, 0, "running");
 }
 
 }  // namespace loom

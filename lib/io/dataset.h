@@ -135,6 +135,10 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
 void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
                         int64_t samples, int64_t rows, const std::string& state);
 
+// A new dataset (shard): its manifest and checksums, empty, then dataset.json "running" with no
+// files, so a shard given no jobs is an empty shard to merge and verify, not a missing one.
+void start_dataset(const DatasetOptions& o, const DatasetModel& m);
+
 // Removes this shard's data files, manifest, checksums and dataset.json (--overwrite).
 void remove_dataset_shard(const DatasetOptions& opt);
 

@@ -14,6 +14,7 @@ struct DataFileInfo {
   std::string model, config_hash;       // its __metadata__'s, once the header parsed
   std::vector<nlohmann::json> entries;  // its own manifest lines, in order (when no problem)
   nlohmann::json header;                // its safetensors header (tensors and __metadata__)
+  uint64_t data_start = 0;              // where the tensors' data_offsets count from (8 + header)
 };
 
 // Reads the header of data file `path` (named `name` in the folder): the loom-dataset format,

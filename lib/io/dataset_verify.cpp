@@ -226,38 +226,36 @@ std::vector<std::string> form_problems(const std::string& name, const json& head
   return out;
 }
 
-// The first id of I32 tensor `tensor` outside [0, vocab), as a problem ("" when all are in it,
-// or the file has no such tensor): what a bit flip in a file without a checksum, or a writer's
-// bug, would leave. Read in 1 MiB pieces.
-std::string id_problem(const std::string& path, const std::string& name, const json& header,
-                       const char* tensor, int64_t vocab) {
-  if (!header.contains(tensor) || header[tensor].value("dtype", "") != "I32") return "";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return cat(name, ": cannot read ", tensor, ": ", std::strerror(errno));
-  uint64_t hlen = 0;
-  std::string out;
-  const json& off = header[tensor]["data_offsets"];
-  std::vector<int32_t> ids(size_t(1) << 18);
-  if (read_at(fd, &hlen, 8, 0)) {
-    const uint64_t begin = 8 + hlen + off.at(0).get<uint64_t>(),
-                   end = 8 + hlen + off.at(1).get<uint64_t>();
-    for (uint64_t at = begin; at < end && out.empty(); at += ids.size() * 4) {
-      const size_t n = size_t(std::min<uint64_t>(ids.size(), (end - at) / 4));
-      if (!read_at(fd, ids.data(), n * 4, at)) {
-        out = cat(name, ": cannot read ", tensor);
-        break;
+// The int32 ids of a tensor's bytes [begin, end) in a data file, fed the file's pieces in order
+// (sha256_file's), against [0, vocab): what a bit flip in a file without a checksum, or a
+// writer's bug, would leave. `problem`: the first id outside, "" while none.
+struct IdCheck {
+  std::string what;  // "data-000001.safetensors: tokens"
+  uint64_t begin = 0, end = 0;
+  int64_t vocab = 0;
+  std::string problem;
+  uint8_t part[4] = {};  // an id split between two pieces
+  int have = 0;
+
+  void feed(uint64_t offset, const char* bytes, size_t n) {
+    for (uint64_t at = std::max(offset, begin);
+         at < std::min(offset + n, end) && problem.empty();) {
+      int32_t id = 0;
+      if (have == 0 && std::min(offset + n, end) - at >= 4) {
+        std::memcpy(&id, bytes + (at - offset), 4);
+        at += 4;
+      } else {
+        part[have++] = uint8_t(bytes[at++ - offset]);
+        if (have < 4) continue;
+        std::memcpy(&id, part, 4);
+        have = 0;
       }
-      for (size_t i = 0; i < n; ++i)
-        if (ids[i] < 0 || ids[i] >= vocab) {
-          out = cat(name, ": ", tensor, " element ", (at - begin) / 4 + i, " is ", ids[i],
-                    ", outside the vocabulary [0, ", vocab, ")");
-          break;
-        }
+      if (id < 0 || id >= vocab)
+        problem = cat(what, " element ", (at - begin) / 4 - 1, " is ", id,
+                      ", outside the vocabulary [0, ", vocab, ")");
     }
   }
-  ::close(fd);
-  return out;
-}
+};
 
 // Checks one named data file (run on a worker thread).
 void check_file(const std::string& dir, const std::string& name, Named& n,
@@ -286,11 +284,20 @@ void check_file(const std::string& dir, const std::string& name, Named& n,
                                "dataset's form (frames, tokens_per_frame, stores, ...)"));
     }
   }
-  const int64_t vocab = n.info ? n.info->value("vocab_size", int64_t(0)) : 0;
-  if (f.problem.empty() && vocab > 0)
-    for (const char* tensor : {"tokens", "context"})
-      if (std::string p = id_problem(path, name, f.header, tensor, vocab); !p.empty())
-        n.problems.push_back(std::move(p));
+  // The ids of the token tensors, checked in the same read as the file's SHA-256.
+  std::vector<IdCheck> ids;
+  const int64_t vocab = n.info->value("vocab_size", int64_t(0));
+  for (const char* tensor : {"tokens", "context"})
+    if (f.problem.empty() && vocab > 0 && f.header.contains(tensor) &&
+        f.header[tensor].value("dtype", "") == "I32") {
+      const json& off = f.header[tensor]["data_offsets"];
+      IdCheck c;
+      c.what = cat(name, ": ", tensor);
+      c.begin = f.data_start + off.at(0).get<uint64_t>();
+      c.end = f.data_start + off.at(1).get<uint64_t>();
+      c.vocab = vocab;
+      ids.push_back(std::move(c));
+    }
   if (f.problem.empty()) {
     size_t i = 0;  // the first sample where the file and the manifest disagree
     while (i < f.entries.size() && i < n.entries.size() && f.entries[i] == n.entries[i]) ++i;
@@ -299,13 +306,18 @@ void check_file(const std::string& dir, const std::string& name, Named& n,
                                n.entries.size(), " in it (from ", n.where, "); they differ at its ",
                                "sample ", i, ": an index that is not this file's"));
   }
+  if (!have_sums && ids.empty()) return;
+  const std::string got = sha256_file(path, [&](uint64_t offset, const char* bytes, size_t k) {
+    for (IdCheck& c : ids) c.feed(offset, bytes, k);
+  });
+  for (IdCheck& c : ids)
+    if (!c.problem.empty()) n.problems.push_back(std::move(c.problem));
   if (!have_sums) return;
   auto it = sums.find(name);
   if (it == sums.end()) {
     n.problems.push_back(cat(name, ": no checksum in any SHA256SUMS file"));
     return;
   }
-  const std::string got = sha256_file(path);
   if (got != it->second)
     n.problems.push_back(cat(name, ": SHA-256 ", got, ", SHA256SUMS says ", it->second,
                              ": its bytes changed after loom wrote it"));
@@ -336,6 +348,7 @@ DataFileInfo read_data_file(const std::string& path, const std::string& name) {
     return problem = "its header length is past the end", out;
   std::string text(hlen, '\0');
   if (!read_at(fd, text.data(), hlen, 8)) return problem = "cannot read its header", out;
+  out.data_start = 8 + hlen;
   json& header = out.header;
   header = json::parse(text, nullptr, false);
   if (header.is_discarded() || !header.is_object()) return problem = "its header is not JSON", out;

@@ -106,15 +106,13 @@ static std::string features_line(const ModelSpec& s) {
   return out;
 }
 
-// A float as the shortest decimal that reads back as it (1e-06, not 9.999999974752427e-07).
-// "2", or "128001 (+128008, 128009)" for a list of end ids.
-static std::string eos_text(const ModelSpec& s) {
+std::string eos_ids_text(const ModelSpec& s) {
   std::string out = std::to_string(s.eos_id);
-  for (size_t i = 0; i < s.more_eos.size(); ++i)
-    out += (i == 0 ? " (+" : ", ") + std::to_string(s.more_eos[i]);
-  return s.more_eos.empty() ? out : out + ")";
+  for (int id : s.more_eos) out += ", " + std::to_string(id);
+  return out;
 }
 
+// A float as the shortest decimal that reads back as it (1e-06, not 9.999999974752427e-07).
 static double shortest(float v) {
   char buf[32];
   for (int digits = 1; digits <= 9; ++digits) {
@@ -148,7 +146,7 @@ std::string describe_model(const LoadedModel& m) {
             {"head_dim", std::to_string(s.head_dim)},
             {"tied_lm_head", s.tied_lm_head ? "true" : "false"},
             {"intermediate", std::to_string(s.intermediate)},
-            {"bos_id / eos_id", std::to_string(s.bos_id) + " / " + eos_text(s)}});
+            {"bos_id / eos_id", std::to_string(s.bos_id) + " / " + eos_ids_text(s)}});
   os << "features      " << features_line(s) << "\n";
   if (s.has_frames()) {
     os << "frame layout\n";

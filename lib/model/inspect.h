@@ -22,4 +22,7 @@ nlohmann::ordered_json describe_model_json(const LoadedModel& model);
 // 2043973632 → "2,043,973,632"
 std::string group_thousands(int64_t n);
 
+// The ids that end a sample: "2", or "128001, 128008, 128009" for an eos_token_id list.
+std::string eos_ids_text(const ModelSpec& s);
+
 }  // namespace loom

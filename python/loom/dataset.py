@@ -18,6 +18,8 @@ import warnings
 import numpy as np
 from safetensors import safe_open
 
+from .runner import _parse_shard as _shard_numbers
+
 # A shard's manifest (its samples) and index (dataset.shard-K-of-N.json: its state); a shard
 # that generated no sample has an index and no manifest.
 _SHARD_FILE = re.compile(r"(?:manifest|dataset)\.shard-(\d+)-of-(\d+)\.jsonl?$")
@@ -35,10 +37,11 @@ def _slice(f, names, begin, end):
 
 
 def _parse_shard(shard):
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
-    if not m or not int(m.group(1)) < int(m.group(2)):
+    """(K, N) of "K/N" (spaces allowed), else ValueError."""
+    parsed = _shard_numbers(re.sub(r"\s", "", str(shard)))
+    if not parsed or not parsed[0] < parsed[1]:
         raise ValueError(f"shard {shard!r}: expected \"K/N\" with 0 <= K < N")
-    return int(m.group(1)), int(m.group(2))
+    return parsed
 
 
 def _parts(root, shard=None):

@@ -7,6 +7,7 @@ reader (lib/io/jobs.cpp, ported check by check in the same order), so a refused 
 unchecked and loom checks them at run time.
 """
 import errno
+import filecmp
 import json
 import os
 import re
@@ -306,7 +307,7 @@ def write_jobs(path, jobs, *, overwrite=True):
                     text = str(job).rstrip("\r\n")
                 f.write(text + "\n")
         if os.path.exists(path):
-            if _same_bytes(tmp, path):
+            if filecmp.cmp(tmp, path, shallow=False):
                 os.unlink(tmp)
                 return path
             if not overwrite:
@@ -329,16 +330,6 @@ def _new_file(folder):
             return tmp, os.open(tmp, flags, 0o666)
         except FileExistsError:
             continue
-
-
-def _same_bytes(a, b):
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(1 << 20), fb.read(1 << 20)
-            if x != y:
-                return False
-            if not x:
-                return True
 
 
 # ---- loom's checks (lib/io/jobs.cpp), in its order ---------------------------------------------
