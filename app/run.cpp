@@ -212,6 +212,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     if (dataset.due(now_seconds())) commit_dataset();
   };
   opt.input_ready = [&] { return reader.ready(); };
+  opt.input_paused = [&] { return reader.paused(); };
   Engine engine(spec, *om.backend, opt);
   RunContext ctx;
   ctx.started = std::chrono::system_clock::now();

@@ -226,34 +226,49 @@ TEST_CASE("run: stdin to stdout gives the same tokens as files") {
   CHECK(frames(a).size() >= 3);
 }
 
-// Jobs from a pipe run as they arrive: a writer that pauses after 3 lines gets their records
-// while it pauses (the engine read ahead and waited for a 4th line before starting any).
-TEST_CASE("run: jobs from a pipe run as they arrive, not once the writer is done") {
-  const std::string dir = cli::temp_dir("cli_pipe_arrive");
+// Jobs from a pipe run as they arrive: loom reads `jobs` (6 lines of 1, 2, 1, 2 … samples)
+// from a pipe whose writer pauses after the first `first` lines; the records of those lines'
+// jobs must come while it pauses, `while_open` of them, and `total` once it is done.
+static void check_pipe_arrivals(const std::string& name, const std::string& options,
+                                const std::string& results, int first, long while_open,
+                                long total) {
+  const std::string dir = cli::temp_dir(name);
   std::ifstream in(cli::make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2));
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l + "\n");
-  const std::string out = dir + "/r.jsonl";
   FILE* p = popen((kLoom + " run -q --backend cpu --model " + kData + "/tiny_v1 --jobs - --out " +
-                   out + " 2> " + dir + "/err.txt")
+                   dir + "/r.jsonl " + options + " 2> " + dir + "/err.txt")
                       .c_str(),
                   "w");
   REQUIRE(p != nullptr);
-  for (int i = 0; i < 3; ++i) std::fputs(lines[size_t(i)].c_str(), p);
+  for (int i = 0; i < first; ++i) std::fputs(lines[size_t(i)].c_str(), p);
   std::fflush(p);
   auto records = [&] {
-    std::ifstream r(out);
-    return std::count(std::istreambuf_iterator<char>(r), std::istreambuf_iterator<char>(), '\n');
+    std::ifstream r(dir + "/" + results);
+    return long(
+        std::count(std::istreambuf_iterator<char>(r), std::istreambuf_iterator<char>(), '\n'));
   };
   const auto t0 = std::chrono::steady_clock::now();
-  while (records() < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+  while (records() < while_open && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK(records() == 4);  // jobs 0-2: 1 + 2 + 1 samples, with the pipe still open
-  for (int i = 3; i < 6; ++i) std::fputs(lines[size_t(i)].c_str(), p);
+  CHECK(records() == while_open);
+  for (size_t i = size_t(first); i < lines.size(); ++i) std::fputs(lines[i].c_str(), p);
   const int status = pclose(p);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  CHECK(records() == 9);
+  CHECK(records() == total);
+}
+
+// The engine read ahead and waited for a 4th line before starting any job.
+TEST_CASE("run: jobs from a pipe run as they arrive, not once the writer is done") {
+  check_pipe_arrivals("cli_pipe_arrive", "", "r.jsonl", 3, 4, 9);  // jobs 0-2: 1 + 2 + 1 samples
+}
+
+// Shard 0 of 2 owns lines 0, 2, 4. After the writer's 4th line (shard 1's) the reader waited
+// inside the read for line 5 of the pipe, so jobs 0 and 2 did not run while the writer paused.
+TEST_CASE("run: a shard of a pipe runs its jobs while the writer pauses after another's line") {
+  // jobs 0, 2, 4: 1 sample each
+  check_pipe_arrivals("cli_pipe_shard", "--shard 0/2", "r.shard-0-of-2.jsonl", 4, 2, 3);
 }
 
 TEST_CASE("fatal errors: one readable line and exit code 2") {

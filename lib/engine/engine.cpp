@@ -180,6 +180,10 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
       JobError err;
       bool ok = false;
       if (!source(job, err, ok)) {
+        if (opt_.input_paused && opt_.input_paused()) {
+          if (busy) break;  // run what there is; read on after the step
+          continue;         // nothing else to do: wait in the read
+        }
         input_done = true;
         break;
       }

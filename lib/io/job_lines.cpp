@@ -274,6 +274,7 @@ struct JobReader::Impl {
   std::string head;      // its first bytes at open (4 KB at most)
   std::string recent;    // the last bytes read (4 KB at most), ending at `offset`
   int64_t cut_line = 0;  // cut_last_line()
+  bool paused = false;   // paused()
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -405,7 +406,14 @@ void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
 bool JobReader::next(Job& job, JobError& error, bool& ok) {
   Impl& m = *impl_;
   bool too_long = false;
-  for (;;) {
+  m.paused = false;
+  for (bool skipped = false;; skipped = true) {
+    // A pipe with nothing more in it after a line of another shard (or a blank one): the next
+    // line of this shard may be minutes away, so hand back rather than wait in the read.
+    if (skipped && !m.regular && m.in != &std::cin && m.in->rdbuf()->in_avail() <= 0) {
+      m.paused = true;
+      return false;
+    }
     const uint64_t start = m.offset;
     bool got = read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
     // The last line without its newline, in a file being appended to: read the rest of it.
@@ -451,6 +459,10 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
     (ok ? job.line_hash : error.line_hash) = too_long ? 0 : fnv1a64(t);
     return true;
   }
+}
+
+bool JobReader::paused() const {
+  return impl_->paused;
 }
 
 bool JobReader::ready() const {

@@ -89,7 +89,8 @@ class JobReader {
   // check_job_defaults refuses `defaults`.
   JobReader(const std::string& path, const ModelSpec& spec, const JobDefaults& defaults);
   ~JobReader();
-  // Reads the next non-blank line. Returns false at end of input; otherwise exactly one of
+  // Reads the next non-blank line. Returns false at end of input, or with paused() when a
+  // pipe ran dry after lines it skipped (another shard's, blank ones); otherwise exactly one of
   // `job` (ok == true) or `error` (ok == false) is filled. A line whose id an earlier line of
   // this shard has is an error ("line 9: field \"id\": \"dup\" is already the id of line 3;
   // expected ids unique within a run"). Memory: ~32 bytes per job line read (JobIdIndex), plus
@@ -99,6 +100,9 @@ class JobReader {
   // the pipe (stdin, a FIFO). The engine reads a pipe only as far as it has arrived while it
   // has other work.
   bool ready() const;
+  // Whether the last next() returned false for want of input, not at its end: a pipe had no
+  // more bytes after lines it skipped, so the next line of this shard was not waited for.
+  bool paused() const;
   int64_t lines_read() const;    // physical lines consumed, blank ones included
   int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
   // The line number of a last line left unread, 0 if none: it had no newline and was no
