@@ -388,6 +388,7 @@ void finish_run(const Given& g, RunArgs& r) {
     if (o->count() > 0 && !o->get_envname().empty() && !contains(g.typed, name))
       r.from_env.push_back(o->get_envname());
   }
+  if (contains(r.from_env, env_name("--overlap"))) r.overlap_note = " (from LOOM_OVERLAP)";
 }
 
 void finish_bench(const Given& g, CliArgs& a) {
@@ -462,6 +463,9 @@ CliCommands add_commands(CLI::App& app, CliArgs& a, bool with_env) {
       ->type_name("N");
   c.verify->add_flag("--json", a.verify.json, "the result as one JSON object on stdout");
   if (with_env) {
+    // CLI11 reads the variables of a subcommand without a parse-complete callback even when
+    // another command runs (LOOM_MAX_SEQS=0 failed `loom inspect`); with one, only when run is.
+    c.run->parse_complete_callback([] {});
     for (CLI::Option* o : c.run->get_options())
       if (!o->get_lnames().empty() && o->get_lnames()[0] != "help")
         o->envname(env_name(o->get_name()));

@@ -51,6 +51,7 @@ struct RunArgs {
   int placeholder_id = -3;
   int overlap = 3;
   bool overlap_given = false;  // --overlap (or LOOM_OVERLAP) set: it must fit the model
+  std::string overlap_note;    // " (from LOOM_OVERLAP)" when the variable set it
   bool resume = false;
   bool overwrite = false;  // replace a finished --out (and this shard's dataset)
   bool no_lock = false;    // file systems without fcntl locks: the user vouches for one writer

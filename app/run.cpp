@@ -123,6 +123,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   defaults.placeholder_id = a.placeholder_id;
   defaults.overlap = a.overlap;
   defaults.overlap_given = a.overlap_given;
+  defaults.overlap_note = a.overlap_note;
   defaults.sampling = a.sampling;
   JobReader reader(a.jobs, spec, defaults);
   reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed

@@ -342,6 +342,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   JobDefaults overlap;
   overlap.overlap = a.overlap;
   overlap.overlap_given = a.overlap_given;
+  overlap.overlap_note = a.overlap_note;
   check_job_defaults(mid.spec, overlap);
   LOOM_CHECK(!(backend == "cpu" && a.engine.kv_dtype == "bf16"),
              "--kv-dtype bf16: the cpu backend computes in f32; its KV cache is f32 or fp8");

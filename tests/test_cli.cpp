@@ -346,7 +346,8 @@ TEST_CASE("fatal errors: one readable line and exit code 2") {
                             "/jobs/tiny_v1.jsonl --out " + kTmp + "overlap.jsonl",
                         "overlap_env", "LOOM_OVERLAP=6 ");
   CHECK(overlap_env.code == 2);
-  CHECK(overlap_env.err.rfind(too_much, 0) == 0);
+  CHECK(overlap_env.err.rfind(
+            "loom: error: --overlap 6 (from LOOM_OVERLAP): expected an integer in [1, 5]", 0) == 0);
 }
 
 TEST_CASE("inspect: spec, roles and totals of a checkpoint") {

@@ -247,6 +247,23 @@ TEST_CASE("LOOM_<OPTION> fills an option; the command line wins") {
         "loom: error: --megakernel is a cuda decode path; the cpu backend has none\n");
 }
 
+// The variables are run's: another command neither reads nor checks them (CLI11 read an
+// unselected subcommand's variables, so LOOM_MAX_SEQS=0 failed inspect, and bench blamed its
+// own valid --max-seqs 4 for run's 0).
+TEST_CASE("LOOM_<OPTION> variables do not reach the other commands") {
+  const std::vector<std::string> bad = {"LOOM_MAX_SEQS=0", "LOOM_TOP_P=2", "LOOM_LOG_FORMAT=xml"};
+  const Out inspect = run_loom("inspect -m " + kModel, bad);
+  CHECK(inspect.code == 0);
+  CHECK(inspect.err == "");
+  const Out bench = run_loom(
+      "bench --backend cpu --frames 1 --batch-sizes 1 --max-seqs 4 --json - -m " + kModel, bad);
+  CHECK(bench.code == 0);
+  CHECK(nlohmann::json::parse(bench.out)["provenance"]["options"]["max_seqs"] == 4);
+  const Out merge = run_loom("merge --dataset " + dir() + "/no_such_dataset", bad);
+  CHECK(merge.code == 2);
+  CHECK(merge.err.find("max-seqs") == std::string::npos);
+}
+
 TEST_CASE("vLLM-style aliases are the options they name") {
   const Out a = run_loom(
       "run -q --backend cpu --max-num-seqs 2 --max-num-batched-tokens 32 --dtype "

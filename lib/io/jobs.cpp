@@ -462,11 +462,11 @@ void check_job_defaults(const ModelSpec& spec, const JobDefaults& d) {
   if (!d.overlap_given || !spec.has_frames()) return;
   const int max_overlap = spec.temporal_rows - 1;
   if (max_overlap < 1) {
-    fail("--overlap ", d.overlap, ": expected no --overlap for this model (",
+    fail("--overlap ", d.overlap, d.overlap_note, ": expected no --overlap for this model (",
          round_size(spec, "its "), ", so rounds cannot carry frames), found ", d.overlap);
   }
   if (d.overlap < 1 || d.overlap > max_overlap) {
-    fail("--overlap ", d.overlap, ": expected an integer in [1, ", max_overlap,
+    fail("--overlap ", d.overlap, d.overlap_note, ": expected an integer in [1, ", max_overlap,
          "] for this model (", round_size(spec, "its "), "), found ", d.overlap);
   }
 }

@@ -74,7 +74,8 @@ struct JobDefaults {
   // lowered to T - 1 for a model with fewer frames per round.
   int overlap = 3;
   bool overlap_given = false;
-  SamplingParams sampling;  // used where a job gives no "sampling" field
+  std::string overlap_note;  // said after the value in a refusal: " (from LOOM_OVERLAP)"
+  SamplingParams sampling;   // used where a job gives no "sampling" field
   int max_num_samples = 1024;
 };
 
