@@ -143,7 +143,9 @@ int bench_command(const BenchArgs& a) {
   // --json -: the JSON alone on stdout, the table on stderr.
   const bool json_stdout = a.json_out == "-";
   FILE* tab = json_stdout ? stderr : stdout;
-  if (!a.json_out.empty()) check_file_output("bench: ", "--json", a.json_out, a.overwrite);
+  if (!a.json_out.empty())
+    check_file_output("bench: ", "--json", a.json_out, a.overwrite,
+                      model_inputs(a.model, a.engine));
   OpenedModel om = open_model(a.model, a.engine, false);
   const ModelSpec& spec = om.model.spec;
   Backend& be = *om.backend;

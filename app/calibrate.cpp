@@ -46,7 +46,9 @@ int calibrate_command(const CalibrateArgs& a) {
              "the compute dtype (drop --kv-dtype)");
   LOOM_CHECK(a.engine.kv_scales.empty(), "calibrate: --kv-scales given; calibrate makes them");
   // Checked before the rollouts; its folders made only when the scales pass.
-  check_file_output("calibrate: ", "--out", a.out, a.overwrite, {a.jobs});
+  std::vector<std::string> inputs = model_inputs(a.model, a.engine);
+  inputs.push_back(a.jobs);
+  check_file_output("calibrate: ", "--out", a.out, a.overwrite, inputs);
   OpenedModel om = open_model(a.model, a.engine, false);
   const ModelSpec& spec = om.model.spec;
 

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "app/commands.h"
 #include "core/error.h"
@@ -13,7 +14,15 @@ namespace loom {
 
 int merge_reports_command(const std::vector<std::string>& reports, const std::string& out,
                           bool overwrite) {
-  check_file_output("merge: ", "--out", out, overwrite, reports);
+  // The reports and the jobs files they name are inputs too (their results files are a run's).
+  std::vector<std::string> inputs = reports;
+  for (const std::string& r : reports) {
+    std::ifstream in(r);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("jobs") && j["jobs"].is_string() && j["jobs"] != "-")
+      inputs.push_back(j["jobs"]);
+  }
+  check_file_output("merge: ", "--out", out, overwrite, inputs);
   const nlohmann::json merged = merge_reports(reports);
   const std::string text = merged.dump(2) + "\n";
   if (out == "-") {

@@ -40,24 +40,25 @@ bool within(const fs::path& a, const fs::path& b) {
   return std::mismatch(b.begin(), b.end(), a.begin(), a.end()).first == b.end();
 }
 
-// Names loom writes in a --tokens-out folder (any shard's), and their temporary files.
-bool dataset_owned_name(const std::string& name) {
-  static const std::regex owned(
-      R"((manifest(\.shard-\d+-of-\d+)?\.jsonl|dataset(\.shard-\d+-of-\d+)?\.(json|lock))"
-      R"(|SHA256SUMS(\.shard-\d+-of-\d+)?|data-\d+(\.shard-\d+-of-\d+)?\.safetensors)(\.tmp-\d+)?)");
-  return std::regex_match(name, owned);
-}
-
 // Refuses, before anything is created, two of the run's paths that are one file however they
 // are spelled (./x, a/../x, a symlinked folder, a hard link): --report onto --out or its side
-// or lock file, an output onto --jobs; and an output that is --tokens-out, holds it, or takes a
-// name the dataset writes there.
+// or lock file, an output onto an input (--jobs, the model's files, --kv-scales); and an output
+// that is --tokens-out, holds it, or takes a name the dataset writes there.
 void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_file) {
   std::vector<RunPath> files;
   auto add = [&](const std::string& what, const std::string& path) {
     files.push_back({what, path, same_path_form(path)});
   };
-  if (a.jobs != "-") add("--jobs", a.jobs);
+  std::vector<std::string> reads;  // what loom would overwrite, for each input
+  auto add_input = [&](const std::string& what, const std::string& path, const char* read) {
+    add(what, path);
+    reads.push_back(read);
+  };
+  if (a.jobs != "-") add_input("--jobs", a.jobs, "the jobs it reads");
+  for (const std::string& f : model_input_files(a.model, a.engine.model_table))
+    add_input("a file of --model", f, "the model it reads");
+  if (!a.engine.kv_scales.empty()) add_input("--kv-scales", a.engine.kv_scales, "its KV scales");
+  const size_t inputs = files.size();  // files[0, inputs) are read, the rest written
   if (o.out_path != "-") {
     add("--out", o.out_path);
     add("--out's side file", o.sidecar);
@@ -67,13 +68,12 @@ void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_fil
     add("--report", o.report_path);
     add("--report's lock file", o.report_path + ".lock");
   }
-  for (size_t j = 1; j < files.size(); ++j) {
+  for (size_t j = inputs; j < files.size(); ++j) {
     for (size_t i = 0; i < j; ++i) {
       if (!same_path(files[i].path, files[j].path)) continue;
       fail(files[j].what, " ", files[j].path, " is the same file as ", files[i].what, " ",
            files[i].path,
-           i == 0 && a.jobs != "-" ? "; loom would overwrite the jobs it reads"
-                                   : "; one would overwrite the other",
+           i < inputs ? "; loom would overwrite " + reads[i] : "; one would overwrite the other",
            ": expected different paths");
     }
   }
@@ -214,7 +214,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   // 2. Every output can be written, and none is a finished one we would replace by accident.
   const bool keep_or_replace = a.resume || a.overwrite;
   if (!to_stdout) {
-    const std::string owned = run_owned(o.out_path);
+    const std::string owned = loom_owned(o.out_path);  // its own results, once: resumed
     LOOM_CHECK(owned.empty() || owned.rfind("a loom run's results file", 0) == 0, "--out ",
                o.out_path, " is ", owned, "; choose another --out");
     probe_output("--out", o.out_path, false);
@@ -229,7 +229,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     LOOM_CHECK(keep_or_replace || !nonempty_file(o.report_path), "--report ", o.report_path,
                " already exists; pass --resume or --overwrite to replace it, or choose a new "
                "--report");
-    const std::string owned = run_owned(o.report_path);
+    std::string owned = run_owned(o.report_path);
+    if (owned.empty()) owned = dataset_owned(o.report_path);
     LOOM_CHECK(owned.empty(), "--report ", o.report_path, " is ", owned,
                "; choose another --report");
     std::string of;

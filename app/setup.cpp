@@ -46,6 +46,12 @@ std::string nvidia_gpu_seen() {
 
 }  // namespace
 
+std::vector<std::string> model_inputs(const std::string& model_dir, const EngineArgs& args) {
+  std::vector<std::string> files = model_input_files(model_dir, args.model_table);
+  if (!args.kv_scales.empty()) files.push_back(args.kv_scales);
+  return files;
+}
+
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();

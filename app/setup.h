@@ -49,6 +49,9 @@ EngineOptions engine_options(const EngineArgs& args, const OpenedModel& om);
 // --kv-dtype / --kv-scales as a cache format for `spec` (throws naming the option or file).
 void kv_format(const EngineArgs& args, const ModelSpec& spec, CacheRequest& cache);
 double now_seconds();
+// The files a command reads besides its jobs: the model's (model_input_files) and --kv-scales.
+// No output may be one of them.
+std::vector<std::string> model_inputs(const std::string& model_dir, const EngineArgs& args);
 
 // Every option of the command after defaults (and LOOM_* variables), as the provenance
 // block's "options".

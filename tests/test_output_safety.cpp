@@ -160,7 +160,8 @@ TEST_CASE("a dataset and a report belong to their results file: no other run rep
   const std::string a_side = dir + "/a/r.jsonl.loom.json";
   for (const auto& [extra, error] : std::vector<std::pair<std::string, std::string>>{
            {"--resume --report " + dir + "/a/rep.json", only_own},
-           {"--resume --report " + dir + "/a/ds/dataset.json", only_own},
+           {"--resume --report " + dir + "/a/ds/dataset.json",
+            "--report " + dir + "/a/ds/dataset.json is a file of the token dataset in"},
            {"--overwrite --report " + a_side, "--report " + a_side + " is a loom run's side file"},
            {"--resume --report " + a_side, "--report " + a_side + " is a loom run's side file"}}) {
     Exit e = run(run_args(jobs, dir + "/b/r.jsonl", extra), dir);

@@ -43,6 +43,13 @@ std::string quoted(const std::string& s) {
 
 }  // namespace
 
+std::vector<std::string> Checkpoint::input_files() const {
+  std::vector<std::string> v{config_path_};
+  if (!index_path_.empty()) v.push_back(index_path_);
+  for (const SafetensorsFile& f : files_) v.push_back(f.path());
+  return v;
+}
+
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
   auto ck = std::make_shared<Checkpoint>();
   std::string dir = dir_in;
@@ -72,6 +79,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
   } else if (is_file(index_path)) {
     // Only the shards the index names are read: a stray shard in the folder changes nothing.
     const nlohmann::json index = read_json_file(index_path, "shard index");
+    ck->index_path_ = index_path;
     auto wm = index.is_object() ? index.find("weight_map") : index.end();
     if (!index.is_object() || wm == index.end() || !wm->is_object())
       fail(index_path, ": no \"weight_map\" object");

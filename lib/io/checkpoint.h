@@ -33,6 +33,8 @@ class Checkpoint {
   std::vector<std::string> names() const;        // sorted
   const std::string& file_of(const std::string& name) const;  // shard path; throws if absent
   const std::vector<SafetensorsFile>& files() const { return files_; }
+  // Every file open() read: the config, the shard index (when read), the weight files.
+  std::vector<std::string> input_files() const;
   uint64_t total_file_bytes() const;
   // What was odd but not wrong (a model.safetensors beside an index: the index is not read).
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -41,6 +43,7 @@ class Checkpoint {
   std::string dir_;
   nlohmann::json config_;
   std::string config_path_;
+  std::string index_path_;  // "" when no index was read
   std::vector<SafetensorsFile> files_;
   std::unordered_map<std::string, size_t> where_;  // tensor name → files_ position
   std::vector<std::string> warnings_;

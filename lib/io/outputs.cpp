@@ -11,6 +11,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -124,6 +128,46 @@ std::string run_owned(const std::string& path) {
   return "";
 }
 
+bool dataset_owned_name(const std::string& name) {
+  static const std::regex owned(
+      R"((manifest(\.shard-\d+-of-\d+)?\.jsonl|dataset(\.shard-\d+-of-\d+)?\.(json|lock))"
+      R"(|SHA256SUMS(\.shard-\d+-of-\d+)?|data-\d+(\.shard-\d+-of-\d+)?\.safetensors)(\.tmp-\d+)?)");
+  return std::regex_match(name, owned);
+}
+
+std::string dataset_owned(const std::string& path) {
+  const fs::path real = same_path_form(path);
+  const std::string name = real.filename().string();
+  if (!dataset_owned_name(name)) return "";
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(real.parent_path(), ec)) {
+    const std::string n = de.path().filename().string();
+    if (n != name && dataset_owned_name(n) &&
+        (n.rfind("dataset", 0) == 0 || n.rfind("manifest", 0) == 0))
+      return cat("a file of the token dataset in ", real.parent_path().string(), " (", n,
+                 " beside it)");
+  }
+  return "";
+}
+
+std::string loom_owned(const std::string& path) {
+  std::string why = run_owned(path);
+  if (why.empty()) why = dataset_owned(path);
+  if (!why.empty()) return why;
+  // A run report (engine/report.h): the results file it reports on. (A merged report names
+  // its shards' files, a list: merge --reports --overwrite replaces it.)
+  std::error_code ec;
+  const fs::path real = same_path_form(path);
+  if (fs::file_size(real, ec) < (64u << 20) && !ec) {
+    std::ifstream in(real);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("generated") && j.contains("jobs") && j.contains("out") &&
+        j["out"].is_string())
+      return cat("a loom run's report (of ", j["out"].get<std::string>(), ")");
+  }
+  return "";
+}
+
 void check_file_output(const std::string& who, const std::string& option, const std::string& path,
                        bool overwrite, const std::vector<std::string>& inputs) {
   if (path == "-") return;
@@ -131,7 +175,7 @@ void check_file_output(const std::string& who, const std::string& option, const 
     LOOM_CHECK(!same_path(in, path), who, option, " ", path, " is also an input (", in,
                "); write it somewhere else");
   }
-  const std::string owned = run_owned(path);
+  const std::string owned = loom_owned(path);
   LOOM_CHECK(owned.empty(), who, option, " ", path, " is ", owned, "; choose another ", option);
   LOOM_CHECK(overwrite || !nonempty_file(path), who, option, " ", path,
              " already exists; pass --overwrite to replace it, or choose a new ", option);

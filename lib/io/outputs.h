@@ -41,9 +41,22 @@ bool same_path(const std::string& a, const std::string& b);
 // or a lock file (by their names).
 std::string run_owned(const std::string& path);
 
+// Whether `name` is one loom writes in a --tokens-out folder (any shard's: data files,
+// manifests, indexes, checksums, the lock) or a temporary file of one.
+bool dataset_owned_name(const std::string& name);
+
+// Why `path` is a token dataset's own file ("" when it is none): a name dataset_owned_name
+// takes, beside another of the dataset's indexes or manifests.
+std::string dataset_owned(const std::string& path);
+
+// Why `path` is a file of a loom run's that the output of another command (calibrate, bench,
+// merge) may not replace ("" when it is none): run_owned's, dataset_owned's, or a run report
+// (a merged report is not: merge --reports replaces it).
+std::string loom_owned(const std::string& path);
+
 // A single-file output of a command other than `run` (calibrate --out, bench --json, merge
-// --out), checked before any work: never a run's results file (its side file
-// `<path>.loom.json` beside it, a run writing it or done), never one of `inputs`, an existing
+// --out), checked before any work: never a run's file (loom_owned: its results, side file,
+// lock, report or dataset files), never one of `inputs`, an existing
 // one replaced only with overwrite, and its folder able to take it (probe_output). `who` and
 // `option` name it in errors ("merge: ", "--out"). "-" (stdout) passes.
 void check_file_output(const std::string& who, const std::string& option, const std::string& path,

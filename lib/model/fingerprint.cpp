@@ -23,6 +23,17 @@ struct Fnv1a {
 
 }  // namespace
 
+std::vector<std::string> model_input_files(const std::string& model_dir,
+                                           const std::string& table_path) {
+  auto ck = Checkpoint::open(model_dir);
+  LoadOptions opts;
+  opts.table_path = table_path;
+  std::vector<std::string> files = ck->input_files();
+  std::string arch;
+  files.push_back(choose_mapping_table(*ck, opts, &arch));
+  return files;
+}
+
 ModelIdentity model_identity(const std::string& model_dir, const std::string& table_path) {
   auto ck = Checkpoint::open(model_dir);
   ModelIdentity id;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/spec.h"
 
@@ -26,5 +27,10 @@ struct ModelIdentity {
 // Opens `model_dir` (headers only) and finds its table as load_model would; throws
 // loom::Error naming the file on any defect.
 ModelIdentity model_identity(const std::string& model_dir, const std::string& table_path);
+
+// The files a command reads the model from (headers only): the checkpoint's config, shard
+// index and weight files, and the mapping table chosen for it. No output may be one of them.
+std::vector<std::string> model_input_files(const std::string& model_dir,
+                                           const std::string& table_path);
 
 }  // namespace loom
