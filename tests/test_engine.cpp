@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 
 #include "core/error.h"
@@ -338,6 +339,46 @@ TEST_CASE("preemption: a pool too small for every job at once, the same tokens")
       CHECK(tight.stats.scheduler.recomputed > 0);
       CHECK(tight.stats.kv_peak_blocks <= p.blocks);
     }
+}
+
+// Random pools, block sizes, batch limits and sequence limits over jobs of 1-4 context frames
+// and 2-14 frames (some crossing a round): every run finishes with the frames of a run alone.
+// (A preempted sequence whose round the prefix cache held but for its last slot began that
+// round decoding, after the decode pass: a step with only it stopped the run with "none can be
+// scheduled".)
+TEST_CASE("no pool that holds each job's round deadlocks, whatever the limits") {
+  const ModelSpec sp = loom::test::tiny_frame_spec();
+  std::vector<Job> jobs;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 10; i++) {
+    const int ctx = 1 + int(rng() % 4), frames = 2 + int(rng() % 13);
+    jobs.push_back(make_job(sp, "d" + std::to_string(i), ctx, frames, 500 + uint64_t(i),
+                            int(rng() % 2), 1 + int(rng() % 3)));
+  }
+  RunOut alone = run_jobs(jobs, 1, 1000, false, 4);
+  int round_slots = 0;  // the longest round of any job: the least pool that holds each
+  for (const Job& j : jobs)
+    round_slots =
+        std::max(round_slots, Sequence(std::make_shared<Job>(j), 0, sp).max_round_slots());
+  int preempted = 0;
+  for (int trial = 0; trial < 400; trial++) {
+    const int bs = std::vector<int>{1, 2, 3, 4, 5, 7, 8, 16}[rng() % 8];
+    const int need = (round_slots + bs - 1) / bs;
+    const int blocks = need + int(rng() % uint32_t(2 * need + 4));
+    const int seqs = std::vector<int>{1, 2, 3, 4, 8, 64}[rng() % 6];
+    const int slots = std::vector<int>{sp.action_tokens + 1, 13, 64, 2048}[rng() % 4];
+    const bool sharing = rng() % 4 != 0, pipeline = rng() % 2 == 0;
+    CAPTURE(bs);
+    CAPTURE(blocks);
+    CAPTURE(seqs);
+    CAPTURE(slots);
+    CAPTURE(sharing);
+    CAPTURE(pipeline);
+    RunOut r = run_jobs(jobs, seqs, blocks, sharing, bs, slots, pipeline);
+    CHECK(r.frames == alone.frames);
+    preempted += r.stats.scheduler.preemptions > 0;
+  }
+  CHECK(preempted > 80);  // the sweep reaches the tight pools it is about
 }
 
 TEST_CASE("pipelined steps: the tokens of waiting for every step, each step fed the last's draws") {

@@ -120,8 +120,19 @@ void Scheduler::preempt(Running& r) {
   stats_.preemptions++;
 }
 
-bool Scheduler::schedule(StepBatch& batch) {
-  batch.clear();
+bool Scheduler::preempt_youngest_holder() {
+  int holders = 0;
+  for (const Running& r : running_) holders += r.blocks.empty() ? 0 : 1;
+  if (holders < 2) return false;
+  for (size_t i = running_.size(); i-- > 0;) {
+    if (!preemptible(running_[i])) continue;
+    preempt(running_[i]);
+    return true;
+  }
+  return false;
+}
+
+bool Scheduler::choose_step() {
   step_order_.clear();
   step_seqs_.clear();
   has_prefill_ = has_decode_ = false;
@@ -156,6 +167,7 @@ bool Scheduler::schedule(StepBatch& batch) {
     for (size_t i = 0; i < running_.size(); i++) {
       Running& r = running_[i];
       const Sequence& s = *r.seq;
+      bool began = false;
       if (r.needs_round) {
         if (pass == 0 || s.undrawn()) continue;  // a new round's prompt hashes its tokens
         if ((s.round_len() + bs - 1) / bs + holders > free_left) continue;
@@ -163,8 +175,11 @@ bool Scheduler::schedule(StepBatch& batch) {
         begin_round(r);
         free_left -= before - cache_.free_blocks();
         holders += r.blocks.empty() ? 0 : 1;
+        // A round whose prompt the prefix cache holds but for its last slots is decoding at
+        // once: it runs in this pass, or a step of only it would find nothing to run.
+        began = true;
       }
-      if ((pass == 0) != decoding(r) || r.scheduled > 0 || s.pending() == 0) continue;
+      if (((pass == 0) != decoding(r) && !began) || r.scheduled > 0 || s.pending() == 0) continue;
       if (int(step_order_.size()) >= opt_.max_seqs || budget == 0) break;
       if (!shared_ready(r)) continue;
       int n = std::min(s.pending(), budget);
@@ -176,10 +191,22 @@ bool Scheduler::schedule(StepBatch& batch) {
       budget -= n;
       free_left -= new_blocks(r, n);
       step_order_.push_back(int(i));
-      (pass == 1 ? has_prefill_ : has_decode_) = true;
+      (decoding(r) ? has_decode_ : has_prefill_) = true;
     }
   }
-  if (step_order_.empty()) return false;
+  return !step_order_.empty();
+}
+
+bool Scheduler::schedule(StepBatch& batch) {
+  batch.clear();
+  bool any = choose_step();
+  // Nothing can run and no step in flight will free blocks: the sequences holding blocks all
+  // wait for more (prefill chunks cut to nothing: rounds began on free blocks that others'
+  // growth then took, and only decode demand preempts above). The youngest holders give
+  // theirs back until an older one runs, so the oldest always progresses.
+  while (!any && launched_.empty() && preempt_youngest_holder()) any = choose_step();
+  if (!any) return false;
+  const int bs = cache_.block_size();
 
   int max_blocks = 0;
   for (int i : step_order_) {

@@ -94,6 +94,8 @@ class Scheduler {
   bool shared_ready(Running& r) const;
   bool preemptible(const Running& r) const;  // drops no block another sequence waits on
   void preempt(Running& r);
+  bool choose_step();              // step_order_ and the slots of each; false when none can run
+  bool preempt_youngest_holder();  // of two or more sequences holding blocks
   bool feed(Running& r, int32_t token);  // on_token; drops a finished round's blocks
 
   // A launched step: per sequence in batch order, its index in running_, whether it draws,
