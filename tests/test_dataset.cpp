@@ -271,3 +271,38 @@ TEST_CASE("action-token model: the dataset stores the action ids, int32 [rows, A
   CHECK(checked == 5);
   CHECK(missing_rows == 3 * A);  // two jobs, three samples, leave their last row out
 }
+
+// The records name their data files; a --resume that finds them gone (the folder moved, a file
+// deleted) dropped those records and ran the samples again, silently. Only the last file may
+// be missing (a rollback killed between removing it and dropping its records).
+TEST_CASE("--resume refuses records whose data files were moved or deleted, keeping them") {
+  const std::string dir = temp_dir("dataset_moved");
+  const std::string args = "run -q --model " + kData + "/tiny_v1 --jobs " + kData +
+                           "/jobs/tiny_v1.jsonl --out " + dir + "/r.jsonl --tokens-out " + dir +
+                           "/ds --samples-per-file 2";
+  REQUIRE(run(args, dir).code == 0);
+  const std::string records = slurp(dir + "/r.jsonl");
+  REQUIRE(fs::exists(dir + "/ds/data-000002.safetensors"));
+
+  fs::rename(dir + "/ds", dir + "/moved");
+  Exit moved = run(args + " --resume", dir);
+  CHECK(moved.code == 2);
+  CHECK(moved.err.find("which holds no manifest of this shard (manifest.jsonl; moved or "
+                       "deleted?)") != std::string::npos);
+  CHECK(slurp(dir + "/r.jsonl") == records);
+  fs::remove_all(dir + "/ds");
+  fs::rename(dir + "/moved", dir + "/ds");
+
+  fs::rename(dir + "/ds/data-000000.safetensors", dir + "/first.safetensors");
+  Exit deleted = run(args + " --resume", dir);
+  CHECK(deleted.code == 2);
+  CHECK(deleted.err.find("1 data files named by the records of " + dir +
+                         "/r.jsonl are missing from --tokens-out " + dir +
+                         "/ds (data-000000.safetensors; moved or deleted?)") != std::string::npos);
+  CHECK(slurp(dir + "/r.jsonl") == records);
+
+  fs::rename(dir + "/first.safetensors", dir + "/ds/data-000000.safetensors");
+  CHECK(run(args + " --resume", dir).code == 0);
+  CHECK(slurp(dir + "/r.jsonl") == records);
+  CHECK(verify_dataset(dir + "/ds", dir).code == 0);
+}

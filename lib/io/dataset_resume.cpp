@@ -95,6 +95,16 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
                                    const std::string& results_path) {
   DatasetReconcile rc;
   std::error_code ec;
+  const std::map<SampleKey, Rows> recorded = recorded_rows(results_path);
+  // Records name data files only after the shard's manifest exists (a data file commits
+  // before its records): without it the folder the records name is not this one.
+  LOOM_CHECK(recorded.empty() || fs::exists(dataset_manifest_path(opt), ec),
+             "--resume: ", recorded.size(), " records of ", results_path,
+             " name data files of --tokens-out ", opt.dir,
+             ", which holds no manifest of this shard (",
+             fs::path(dataset_manifest_path(opt)).filename().string(),
+             "; moved or deleted?): restore it, resume with the --tokens-out that holds them, or "
+             "pass --overwrite to start over");
   if (!fs::is_directory(opt.dir, ec)) return rc;
 
   // Temporary files of this shard ("<name>.tmp-<pid>"): ours is the only live writer (we
@@ -113,13 +123,16 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
     }
   }
 
-  const std::map<SampleKey, Rows> recorded = recorded_rows(results_path);
   std::set<SampleKey> kept_samples;
   std::vector<json> manifest;
   std::vector<std::string> unrecorded;  // whole files with samples the records lack
+  std::vector<std::string> broken;      // files that are no whole data file: rolled back
   std::vector<std::string> kept_files;
+  std::set<std::string> seen;  // every data file of the shard, by name
+  int64_t last_kept = -1;      // the highest sequence number of a kept file
   for (const auto& [seq, name] : dataset_files(opt)) {
     rc.next_seq = std::max(rc.next_seq, seq + 1);
+    seen.insert(name);
     const std::string path = opt.dir + "/" + name;
     DataFileInfo file = read_data_file(path, name);
     if (!file.config_hash.empty() && file.config_hash != model.config_hash)
@@ -145,12 +158,12 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
         unrecorded.push_back(path);  // removed below, once it is clear there is only one
         continue;
       }
-      fs::remove(path, ec);
-      LOOM_CHECK(!ec, "cannot remove the incomplete dataset file ", path, ": ", ec.message());
+      broken.push_back(path);
       continue;
     }
     ++rc.files_kept;
     kept_files.push_back(name);
+    last_kept = seq;
     for (json& e : entries) {
       kept_samples.insert({id_text(e["id"]), e["sample"].get<uint64_t>()});
       rc.rows_kept += e["rows"][1].get<int64_t>() - e["rows"][0].get<int64_t>();
@@ -163,6 +176,22 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
              " have samples with no record in ", results_path, " (", rc.first_problem,
              "); a stopped run leaves at most one, so these are another results file's: resume "
              "with the --out that made them, or pass --overwrite to start over");
+  // Records whose files are gone: a rollback killed between removing its file and dropping its
+  // records leaves one, the last; more, or one before a kept file, were moved or deleted, and
+  // dropping their records would lose those samples for good.
+  std::set<std::string> lost;
+  for (const auto& [key, where] : recorded)
+    if (!seen.count(where.file)) lost.insert(where.file);
+  const bool only_last = lost.size() == 1 && data_file_seq(opt, *lost.begin()) > last_kept;
+  LOOM_CHECK(lost.empty() || only_last, "--resume: ", lost.size(), " data files named by the ",
+             "records of ", results_path, " are missing from --tokens-out ", opt.dir, " (",
+             *lost.begin(), (lost.size() > 1 ? ", ..." : ""),
+             "; moved or deleted?): restore them, resume with the --tokens-out that holds "
+             "them, or pass --overwrite to start over");
+  for (const std::string& path : broken) {
+    fs::remove(path, ec);
+    LOOM_CHECK(!ec, "cannot remove the incomplete dataset file ", path, ": ", ec.message());
+  }
   for (const std::string& path : unrecorded) {
     fs::remove(path, ec);
     LOOM_CHECK(!ec, "cannot remove the incomplete dataset file ", path, ": ", ec.message());
