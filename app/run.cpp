@@ -51,7 +51,12 @@ int run_jobs(const RunArgs& a) {
   // banner after them, so a refused run is one error line.
   const BackendChoice choice = choose_backend(a.engine);
   RunOutputs o;
-  prepare_outputs(a, choice.backend_name(), choice.dtype_name(), o);
+  try {
+    prepare_outputs(a, choice.backend_name(), choice.dtype_name(), o);
+  } catch (const Error&) {
+    remove_created(o, false);  // the folders it made before a refusal (a lock held, ...)
+    throw;
+  }
   const bool with_dataset = !o.dataset.dir.empty();
   const BuildInfo& build = build_info();
   log_run_started();

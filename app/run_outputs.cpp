@@ -155,6 +155,36 @@ bool owner_left(const std::string& owner, const std::string& dir) {
   return !identity_agrees(side, here, "tokens_out");
 }
 
+// --overwrite of an --out written with a --tokens-out that this run does not write (another,
+// or none): that dataset's shard would go on naming records that are gone, and verify and
+// merge --dataset would call it whole. Refused unless the shard is no longer that file's.
+void check_old_dataset_replaced(const RunOutputs& o) {
+  nlohmann::json side;
+  try {
+    side = read_sidecar(o.sidecar);
+  } catch (const Error&) {
+    return;  // no side file, or an unreadable one: check_sidecar's business on --resume
+  }
+  if (!side.is_object() || !side.contains("identity") || !side["identity"].is_object()) return;
+  const nlohmann::json& old = side["identity"].value("tokens_out", nlohmann::json());
+  if (!old.is_string() || old.get<std::string>().empty()) return;
+  DatasetOptions d = o.dataset;
+  d.dir = old.get<std::string>();
+  d.shard_index = o.shard.index;
+  d.shard_count = o.shard.count;
+  if (!o.dataset.dir.empty() && same_path(d.dir, o.dataset.dir)) return;
+  std::error_code ec;
+  LOOM_CHECK(!fs::exists(dataset_info_path(d), ec) ||
+                 dataset_results_path(d) != same_path_form(o.out_path).string(),
+             "--overwrite: --out ", o.out_path, " was written with --tokens-out ", d.dir,
+             ", whose shard ", d.shard_index, "/", d.shard_count, " (", dataset_info_path(d),
+             ") names its records; replacing them ",
+             o.dataset.dir.empty() ? std::string("without a dataset")
+                                   : "with --tokens-out " + o.dataset.dir,
+             " would leave that dataset naming records that are gone: pass --tokens-out ", d.dir,
+             " to replace it too, or remove its shard's files first");
+}
+
 }  // namespace
 
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
@@ -417,6 +447,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                      r.first_problem, ")"));
     }
   } else if (a.overwrite) {
+    check_old_dataset_replaced(o);
     // Replaced only once the engine is ready (replace_outputs): a refusal before that leaves
     // the old output, side file and dataset as they were.
     o.replace_pending = true;
@@ -451,12 +482,12 @@ void replace_outputs(RunOutputs& o, bool quiet) {
   }
 }
 
-void remove_created(RunOutputs& o) {
+void remove_created(RunOutputs& o, bool files) {
   // Files while the locks are held (a run waiting for them must not find its own outputs
   // removed afterwards), then the locks, then the folders they leave empty.
   std::error_code ec;
   for (const std::string& p : o.created)
-    if (!fs::is_directory(p, ec)) fs::remove(p, ec);
+    if (files && !fs::is_directory(p, ec)) fs::remove(p, ec);
   o.out_lock = OutputLock();
   o.report_lock = OutputLock();
   o.dataset_lock = OutputLock();

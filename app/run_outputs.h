@@ -50,7 +50,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
 void replace_outputs(RunOutputs& o, bool quiet);
 
 // Releases the locks and removes what o.created lists (files, then folders that are empty).
-void remove_created(RunOutputs& o);
+// files = false: only the folders (a refusal before every lock was held: a file there may
+// be another run's, made since the check).
+void remove_created(RunOutputs& o, bool files = true);
 
 // A shard's first change to a --tokens-out folder holding a merged index (loom merge --dataset)
 // makes that index stale, and a reader would take it for the dataset: it is removed (once, and

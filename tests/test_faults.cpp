@@ -207,6 +207,10 @@ TEST_CASE("two runs on one --out: the second fails at once naming the first") {
   const auto t1 = std::chrono::steady_clock::now();
   Exit second = run(args + " --resume", dir);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  // --no-lock takes no lock but sees a held one (it tore and doubled records); the folders a
+  // refused run made for its other outputs go again.
+  Exit no_lock = run(args + " --resume --no-lock", dir);
+  Exit folders = run(args + " --overwrite --report " + dir + "/new/rep/x.json", dir);
   kill(first.pid, SIGKILL);
   wait_for(first);
   CHECK(second.code == 2);
@@ -216,6 +220,12 @@ TEST_CASE("two runs on one --out: the second fails at once naming the first") {
   CHECK(second.err.find(" pid " + std::to_string(first.pid) + " since ") != std::string::npos);
   CHECK(second.err.find("this run is host ") != std::string::npos);
   CHECK(took < 5.0);  // at once, not after loading or waiting
+  CHECK(no_lock.code == 2);
+  CHECK(no_lock.err.find("--out " + dir + "/r.jsonl is being written by another loom run") !=
+        std::string::npos);
+  CHECK(no_lock.err.find("--no-lock skips taking locks, not another run's") != std::string::npos);
+  CHECK(folders.code == 2);
+  CHECK(!fs::exists(dir + "/new"));
 
   // Two shards share one dataset folder: each locks only its own files.
   const std::string sd = dir + "/shared";

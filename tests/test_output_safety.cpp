@@ -750,23 +750,28 @@ TEST_CASE("a folder holding results, report and dataset moves and resumes") {
   CHECK(verify_dataset(dir + "/d/out/ds", dir).code == 0);
 }
 
-// Results replaced by an --overwrite that wrote another --tokens-out leave the old dataset with
-// no records: another --out may --overwrite it (no --resume: nothing to continue).
-TEST_CASE("a dataset whose results file moved on to another folder can be overwritten") {
+// Results replaced by an --overwrite that writes another --tokens-out (or none) would leave the
+// old dataset naming records that are gone: refused. Results deleted by hand leave it so all
+// the same: another --out may --overwrite it (no --resume: nothing to continue).
+TEST_CASE("a dataset whose results file is gone can be overwritten; replacing them is refused") {
   const std::string dir = temp_dir("safety_orphan");
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
   REQUIRE(run(run_args(jobs, dir + "/r.jsonl", "--tokens-out " + dir + "/ds1"), dir).code == 0);
-  REQUIRE(
-      run(run_args(jobs, dir + "/r.jsonl", "--tokens-out " + dir + "/ds2 --overwrite"), dir).code ==
-      0);
+  const std::string records = slurp(dir + "/r.jsonl");
+  for (const std::string& other : {" --tokens-out " + dir + "/ds2", std::string()}) {
+    Exit e = run(run_args(jobs, dir + "/r.jsonl", "--overwrite" + other), dir);
+    CHECK(e.code == 2);
+    CHECK(e.err.find("--overwrite: --out " + dir + "/r.jsonl was written with --tokens-out " + dir +
+                     "/ds1, whose shard 0/1") != std::string::npos);
+    CHECK(slurp(dir + "/r.jsonl") == records);
+    CHECK(!fs::exists(dir + "/ds2"));
+  }
+  fs::remove(dir + "/r.jsonl");
+  fs::remove(dir + "/r.jsonl.loom.json");
   Exit e = run(run_args(jobs, dir + "/r2.jsonl", "--tokens-out " + dir + "/ds1 --resume"), dir);
   CHECK(e.code == 2);
   CHECK(e.err.find("that file's records are gone (replaced, or of another --tokens-out), so "
                    "--resume cannot continue them") != std::string::npos);
-  // ds2 is still r.jsonl's: refused as before.
-  e = run(run_args(jobs, dir + "/r2.jsonl", "--tokens-out " + dir + "/ds2 --overwrite"), dir);
-  CHECK(e.code == 2);
-  CHECK(e.err.find("--overwrite would remove them under its records") != std::string::npos);
   e = run(run_args(jobs, dir + "/r2.jsonl", "--tokens-out " + dir + "/ds1 --overwrite"), dir);
   CHECK_MESSAGE(e.code == 0, e.err);
   CHECK(slurp(dir + "/ds1/dataset.json").find(dir + "/r2.jsonl") != std::string::npos);

@@ -64,6 +64,15 @@ std::string holder_text() {
   return cat("host ", host_name(), " pid ", ::getpid(), " since ", utc_now_iso());
 }
 
+// The text of a held lock file: who holds it.
+std::string lock_holder(int fd) {
+  char buf[256] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string holder = n > 0 ? std::string(buf, size_t(n)) : "a process still starting";
+  while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+  return holder;
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -273,7 +282,23 @@ void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces
 }
 
 OutputLock::OutputLock(const std::string& lock_path, const std::string& what, bool no_lock) {
-  if (no_lock) return;
+  if (no_lock) {
+    // --no-lock skips taking the lock, not seeing one: where the file system has locks, one
+    // that another run holds still refuses (a second writer tore and doubled records).
+    int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    const bool held = ::fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    const std::string holder = held ? lock_holder(fd) : "";
+    ::close(fd);
+    LOOM_CHECK(!held, what, " is being written by another loom run (", holder, "; lock file ",
+               lock_path,
+               "), which holds its lock; --no-lock skips taking locks, not another "
+               "run's. Wait for it, stop it, or write to another output");
+    return;
+  }
   // Open, lock, then check the path still names the locked file: a holder unlinks its lock
   // file while holding it, and a process that opened the old file before that must retry.
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -286,11 +311,8 @@ OutputLock::OutputLock(const std::string& lock_path, const std::string& what, bo
         fail("cannot lock ", lock_path, " for ", what, ": the file system has no locks (",
              std::strerror(err), "); pass --no-lock if you are sure no other loom writes there");
       }
-      char buf[256] = {};
-      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      const std::string holder = lock_holder(fd);
       ::close(fd);
-      std::string holder = n > 0 ? std::string(buf, size_t(n)) : "a process still starting";
-      while (!holder.empty() && holder.back() == '\n') holder.pop_back();
       fail(what, " is being written by another loom run (", holder, "; lock file ", lock_path,
            "); this run is host ", host_name(), " pid ", ::getpid(),
            ". Wait for it, stop it, or write to another output");
