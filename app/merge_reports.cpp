@@ -21,6 +21,11 @@ int merge_reports_command(const std::vector<std::string>& reports, const std::st
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_object() && j.contains("jobs") && j["jobs"].is_string() && j["jobs"] != "-")
       inputs.push_back(j["jobs"]);
+    // A stopped shard's results lack samples: the merge of the results refuses it too.
+    const nlohmann::json::json_pointer stopped("/jobs_summary/stopped");
+    LOOM_CHECK(!j.is_object() || !j.contains(stopped) || j[stopped] != true, "merge: ", r,
+               " is the report of a stopped shard (jobs_summary.stopped); finish it with `loom "
+               "run --resume`, then merge");
   }
   check_file_output("merge: ", "--out", out, overwrite, inputs);
   const nlohmann::json merged = merge_reports(reports);

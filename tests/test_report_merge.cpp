@@ -324,6 +324,20 @@ TEST_CASE("merge refuses reports that are not the shards of one run") {
     const std::string e = error_of([&] { merge_reports({r0, r1, other}); });
     CHECK(has(e, r1 + " and " + other + " are both reports of shard 1/2"));
   }
+  SUBCASE("shards of two jobs files") {
+    const std::string a = dir / "a.jsonl", b = dir / "b.jsonl";
+    put(a, "{}\n");
+    put(b, "{}\n");
+    json j0 = make_report(shard0_stats(), 0, 2, t0, t1, results);
+    json j1 = make_report(shard1_stats(), 1, 2, t0, t1, results);
+    j0["jobs"] = a;
+    j1["jobs"] = b;
+    put_json(r0, j0);
+    put_json(r1, j1);
+    const std::string e = error_of([&] { merge_reports({r0, r1}); });
+    CHECK(has(e, "reports of different runs: expected jobs " + a + " (as in " + r0 + "), found " +
+                     b + " in " + r1));
+  }
   SUBCASE("different shard counts") {
     put_json(other, make_report(shard1_stats(), 2, 3, t0, t1, results));
     const std::string e = error_of([&] { merge_reports({r0, other}); });
@@ -408,6 +422,24 @@ TEST_CASE("two shards of a real run merge to the sum of their reports") {
     shard_reports.push_back(j);
   }
   const json m = merge_reports(reports);
+
+  // A stopped shard's report: its results lack samples, so `loom merge --reports` refuses it.
+  json stopped = shard_reports[1];
+  stopped["jobs_summary"]["stopped"] = true;
+  const std::string stopped_path = dir / "stopped.json", out = dir / "merged.json";
+  std::ofstream(stopped_path) << stopped.dump();
+  const int refused =
+      std::system((std::string(LOOM_BIN_DIR) + "/loom merge --reports " + reports[0] + " " +
+                   stopped_path + " --out " + out + " 2> " + (dir / "stopped.err"))
+                      .c_str());
+  CHECK(WEXITSTATUS(refused) == 2);
+  std::ifstream err_in(dir / "stopped.err");
+  const std::string err((std::istreambuf_iterator<char>(err_in)), {});
+  CHECK(err ==
+        "loom: error: merge: " + stopped_path +
+            " is the report of a stopped shard (jobs_summary.stopped); finish it with `loom run "
+            "--resume`, then merge\n");
+  CHECK(!std::filesystem::exists(out));
 
   int64_t frames_in_results = 0;
   double max_frame_s = 0;

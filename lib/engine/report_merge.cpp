@@ -44,8 +44,10 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/report.h"
+#include "io/outputs.h"
 
 namespace loom {
+namespace fs = std::filesystem;
 namespace {
 
 using nlohmann::json;
@@ -222,6 +224,16 @@ void check_one_run(const std::vector<ShardReport>& reports) {
     if (r.count != first.count) {
       fail("reports of different runs: expected shard count ", first.count, " (as in ", first.path,
            "), found ", r.count, " in ", r.path, "; merge the reports of one run");
+    }
+    // Shard runs read one jobs file each; another file (where both names reach a file from
+    // here) is another run.
+    const nlohmann::json &jobs = r.j["jobs"], &first_jobs = first.j["jobs"];
+    if (jobs.is_string() && first_jobs.is_string() && fs::exists(jobs.get<std::string>()) &&
+        fs::exists(first_jobs.get<std::string>()) &&
+        !same_path(jobs.get<std::string>(), first_jobs.get<std::string>())) {
+      fail("reports of different runs: expected jobs ", first_jobs.get<std::string>(), " (as in ",
+           first.path, "), found ", jobs.get<std::string>(), " in ", r.path,
+           "; merge the reports of one run");
     }
     auto [it, fresh] = by_index.emplace(r.index, &r);
     if (!fresh) {
