@@ -86,8 +86,10 @@ int run_jobs(const RunArgs& a) {
         if (!o.dataset_info_before.empty())
           write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
         remove_created(o);
-      } else if (std::error_code ec; !o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec)) {
-        write_sidecar(o.sidecar, o.identity, "failed", {{"error", why}});
+      } else {
+        if (std::error_code ec; !o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec))
+          write_sidecar(o.sidecar, o.identity, "failed", {{"error", why}});
+        set_dataset_state(o, "failed", why);  // was left "running"
       }
     } catch (const Error&) {
     }

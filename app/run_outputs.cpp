@@ -464,13 +464,7 @@ void replace_outputs(RunOutputs& o, bool quiet) {
   if (!o.sidecar.empty() && fs::exists(o.sidecar, ec))
     write_sidecar(o.sidecar, o.identity, "replacing");
   // The dataset's index too, so that merge and verify stop trusting it before a file goes.
-  if (!o.dataset.dir.empty() && !o.dataset_info_before.empty()) {
-    nlohmann::json info = nlohmann::json::parse(o.dataset_info_before, nullptr, false);
-    if (info.is_object()) {
-      info["state"] = "replacing";
-      write_file_atomic(dataset_info_path(o.dataset), info.dump(2) + "\n");
-    }
-  }
+  if (!o.dataset_info_before.empty()) set_dataset_state(o, "replacing");
   fault_point("replacing");
   if (o.out_path != "-") {
     fs::remove(o.out_path, ec);
@@ -480,6 +474,16 @@ void replace_outputs(RunOutputs& o, bool quiet) {
     retire_merged_index(o, quiet);  // before the files it lists
     remove_dataset_shard(o.dataset);
   }
+}
+
+void set_dataset_state(const RunOutputs& o, const std::string& state, const std::string& error) {
+  if (o.dataset.dir.empty()) return;
+  std::ifstream in(dataset_info_path(o.dataset));
+  nlohmann::json info = nlohmann::json::parse(in, nullptr, false);
+  if (!info.is_object()) return;
+  info["state"] = state;
+  if (!error.empty()) info["error"] = error;
+  write_file_atomic(dataset_info_path(o.dataset), info.dump(2) + "\n");
 }
 
 void remove_created(RunOutputs& o, bool files) {

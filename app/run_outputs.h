@@ -49,6 +49,11 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
 // dataset files. Nothing when no --overwrite is pending.
 void replace_outputs(RunOutputs& o, bool quiet);
 
+// Sets the "state" of this shard's dataset.json ("replacing", "failed" with its "error"), where
+// the run has a dataset and its index is there.
+void set_dataset_state(const RunOutputs& o, const std::string& state,
+                       const std::string& error = "");
+
 // Releases the locks and removes what o.created lists (files, then folders that are empty).
 // files = false: only the folders (a refusal before every lock was held: a file there may
 // be another run's, made since the check).

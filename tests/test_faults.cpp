@@ -126,6 +126,10 @@ TEST_CASE("a file-size limit: EFBIG is a fatal error naming the file; resume com
   const json side = json::parse(slurp(dir + "/out/r.jsonl.loom.json"));
   CHECK(side["state"] == "failed");
   CHECK(e.err.find(side["error"].get<std::string>()) != std::string::npos);
+  // And the dataset's index, which said "running" (as if a run still wrote it).
+  const json info = json::parse(slurp(dir + "/out/ds/dataset.json"));
+  CHECK(info["state"] == "failed");
+  CHECK(info["error"] == side["error"]);
   resume_and_compare(dir, "after EFBIG");
 }
 

@@ -139,8 +139,8 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
                              ", expected \"", ix.manifest_name, "\""));
   if (state != "complete")
     v.problems.push_back(cat(ix.info_name, ": state \"", state,
-                             "\", not \"complete\": a run is writing it, or stopped (finish it "
-                             "with loom run --resume), or a merge left shards out"));
+                             "\", not \"complete\": a run is writing it, or stopped or failed "
+                             "(finish it with loom run --resume), or a merge left shards out"));
 
   std::ifstream mf(dir + "/" + ix.manifest_name, std::ios::binary);
   if (!mf.is_open()) {
