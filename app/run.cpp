@@ -17,6 +17,7 @@
 #include "app/setup.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/fnv.h"
 #include "engine/report.h"
 #include "io/dataset.h"
 #include "io/jobs.h"
@@ -268,8 +269,14 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     }
   }
   const char* state = st.stopped ? "stopped" : "complete";
-  if (with_dataset) dataset.finish(state);
-  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, state);
+  // What a finished shard read of the jobs, every shard's lines: its siblings must agree (a
+  // shared pipe or lines appended between the shards' runs give each other jobs).
+  nlohmann::ordered_json jobs_read;
+  if (!st.stopped)
+    jobs_read["jobs_read"] = {{"lines", reader.records_read()},
+                              {"hash", "fnv1a64:" + hex64(reader.lines_hash())}};
+  if (with_dataset) dataset.finish(state, jobs_read);
+  if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, state, jobs_read);
   for (const std::string& line : run_summary(st, ctx)) log_info(line);
   // The reasons, not only the count: a failed run's first errors, grouped by kind.
   for (const std::string& line : errors.lines(st.jobs_read)) log_warning(line);

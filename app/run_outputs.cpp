@@ -335,6 +335,24 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   o.model.config_hash = mid.fingerprint;
   o.model.name = mid.architecture + ":" + a.model;
   o.model.spec = mid.spec;
+  // The other shards of this folder: one model (verify and merge --dataset refuse two).
+  if (!o.dataset.dir.empty() && o.shard.count > 1) {
+    std::error_code ec;
+    for (const auto& de : fs::directory_iterator(o.dataset.dir, ec)) {
+      const std::string name = de.path().filename().string();
+      if (name.rfind("dataset.shard-", 0) != 0 ||
+          name == fs::path(dataset_info_path(o.dataset)).filename().string())
+        continue;
+      std::ifstream in(de.path());
+      const nlohmann::json info = nlohmann::json::parse(in, nullptr, false);
+      const nlohmann::json::json_pointer hash("/model/config_hash");
+      LOOM_CHECK(!info.is_object() || !info.contains(hash) || info[hash] == mid.fingerprint,
+                 "--tokens-out ", o.dataset.dir, " holds ", name, " of model ",
+                 info.value("/model/name"_json_pointer, std::string("?")), " (", info[hash].dump(),
+                 "), this run's model is ", mid.architecture, ":", a.model, " (", mid.fingerprint,
+                 "): the shards of one folder are one run; expected its model, or a new folder");
+    }
+  }
   o.identity = {{"model_fingerprint", mid.fingerprint},
                 {"weights_sample", mid.weights_sample},
                 {"architecture", mid.architecture},

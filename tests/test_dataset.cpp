@@ -306,3 +306,50 @@ TEST_CASE("--resume refuses records whose data files were moved or deleted, keep
   CHECK(slurp(dir + "/r.jsonl") == records);
   CHECK(verify_dataset(dir + "/ds", dir).code == 0);
 }
+
+// Shards read the whole jobs file, each keeping its lines; what they read is recorded
+// (jobs_read: lines and a hash of them all). Shards that read other lines (a shared pipe, lines
+// appended between their runs) merged and verified as whole with jobs missing or doubled.
+TEST_CASE("shards that read other job lines, or of another model, are not one dataset") {
+  const std::string dir = temp_dir("dataset_jobs_read");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  auto shard = [&](int k, const std::string& extra) {
+    return run("run -q --model " + kData + "/tiny_v1 --jobs " + jobs + " --out " + dir +
+                   "/r.jsonl --tokens-out " + dir + "/ds --shard " + std::to_string(k) + "/2 " +
+                   extra,
+               dir);
+  };
+  REQUIRE(shard(0, "").code == 0);
+  const std::string more = make_tiny_v1_jobs(dir + "/more.jsonl", 8, 2);
+  fs::copy_file(more, jobs, fs::copy_options::overwrite_existing);  // 2 lines appended
+  REQUIRE(shard(1, "").code == 0);
+  const json side0 = json::parse(slurp(dir + "/r.shard-0-of-2.jsonl.loom.json"));
+  CHECK(side0["jobs_read"]["lines"] == 6);
+  CHECK(json::parse(slurp(dir + "/ds/dataset.shard-1-of-2.json"))["jobs_read"]["lines"] == 8);
+
+  const std::string results = dir + "/r.shard-0-of-2.jsonl " + dir + "/r.shard-1-of-2.jsonl";
+  Exit merged = run("merge --out " + dir + "/all.jsonl " + results, dir);
+  CHECK(merged.code == 2);
+  CHECK(merged.err.find("read other job lines: jobs_read") != std::string::npos);
+  Exit ds = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(ds.code == 2);
+  CHECK(ds.err.find("are not shards of one run: jobs_read") != std::string::npos);
+  const Verified v = verify_dataset(dir + "/ds", dir);
+  CHECK(v.code == 1);
+  CHECK(v.out["problems"].dump().find("are not shards of one run: jobs_read") != std::string::npos);
+
+  // Resumed on the whole file, shard 0 runs its new job and agrees.
+  REQUIRE(shard(0, "--resume").code == 0);
+  CHECK(run("merge --jobs " + jobs + " --out " + dir + "/all.jsonl " + results, dir).code == 0);
+  CHECK(run("merge --dataset " + dir + "/ds", dir).code == 0);
+  CHECK(verify_dataset(dir + "/ds", dir).code == 0);
+
+  // A shard of another model into this folder is refused before it writes.
+  const std::string before = slurp(dir + "/r.shard-1-of-2.jsonl");
+  Exit other = run("run -q --model " + kData + "/tiny_v2 --jobs " + jobs + " --out " + dir +
+                       "/r.jsonl --tokens-out " + dir + "/ds --shard 1/2 --overwrite",
+                   dir);
+  CHECK(slurp(dir + "/r.shard-1-of-2.jsonl") == before);
+  CHECK(other.code == 2);
+  CHECK(other.err.find("the shards of one folder are one run") != std::string::npos);
+}

@@ -507,8 +507,11 @@ TEST_CASE("a shard's first sample into a merged folder removes the stale index, 
   CHECK(again.err.find("removed " + dir + "/ds's merged index") != std::string::npos);
   CHECK(!fs::exists(dir + "/ds/manifest.jsonl"));
   CHECK(!fs::exists(dir + "/ds/dataset.json"));
+  // Shard 0 read 6 lines, shard 1 8 (jobs_read): not one run until shard 0 reads them too.
+  CHECK(run("merge --dataset " + dir + "/ds", dir).code == 2);
+  CHECK(run(shard + "0/2 -q --resume --jobs " + more, dir).code == 0);
   CHECK(run("merge --dataset " + dir + "/ds", dir).code == 0);
-  CHECK(read_lines(dir + "/ds/manifest.jsonl").size() == 9 + 2);  // + job-7's 2 samples
+  CHECK(read_lines(dir + "/ds/manifest.jsonl").size() == 9 + 1 + 2);  // + jobs 6 and 7
 }
 
 TEST_CASE("--resume refuses a checkpoint whose weights changed in place") {

@@ -353,12 +353,13 @@ std::vector<JobResult> DatasetWriter::commit() {
   return done;
 }
 
-void DatasetWriter::finish(const std::string& state) {
-  write_dataset_info(opt_, model_, files_, samples_, rows_, state);
+void DatasetWriter::finish(const std::string& state, const ordered_json& extra) {
+  write_dataset_info(opt_, model_, files_, samples_, rows_, state, extra);
 }
 
 void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
-                        int64_t samples, int64_t rows, const std::string& state) {
+                        int64_t samples, int64_t rows, const std::string& state,
+                        const ordered_json& extra) {
   const ModelSpec& s = m.spec;
   ordered_json j;
   j["format"] = kFormat;
@@ -380,6 +381,7 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["loom_version"] = kLoomVersion;
   j["draw_stream"] = kDrawStream;
   j["updated_utc"] = utc_now_iso();
+  for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   if (!run_provenance().is_null()) j["provenance"] = run_provenance();
   write_file_atomic(dataset_info_path(o), j.dump(2) + "\n");
 }

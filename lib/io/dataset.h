@@ -106,7 +106,8 @@ class DatasetWriter {
   // results, in order, with tokens_file and rows set. Throws loom::Error naming the file.
   std::vector<JobResult> commit();
   // Rewrites dataset.json with the final state ("complete" or "stopped").
-  void finish(const std::string& state);
+  // `extra`: keys added to dataset.json (the run's jobs_read).
+  void finish(const std::string& state, const nlohmann::ordered_json& extra = {});
 
  private:
   DatasetOptions opt_;
@@ -131,9 +132,11 @@ DatasetReconcile reconcile_dataset(const DatasetOptions& opt, const DatasetModel
 
 // Writes DIR/dataset[.shard-K-of-N].json (atomically) with these totals and the run's state:
 // "running" while loom writes it, "complete" when every job of the shard is done, "stopped"
-// after SIGINT/SIGTERM (merge --dataset refuses shards that are not complete).
+// after SIGINT/SIGTERM (merge --dataset refuses shards that are not complete). `extra`: keys
+// added (a finished run's jobs_read).
 void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t files,
-                        int64_t samples, int64_t rows, const std::string& state);
+                        int64_t samples, int64_t rows, const std::string& state,
+                        const nlohmann::ordered_json& extra = {});
 
 // A new dataset (shard): its manifest and checksums, empty, then dataset.json "running" with no
 // files, so a shard given no jobs is an empty shard to merge and verify, not a missing one.

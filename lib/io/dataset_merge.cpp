@@ -150,6 +150,11 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_l
                  first.info.value(key, json()).dump(),
                  "; expected shards of one run (the same --no-dataset-actions and "
                  "--no-dataset-context)");
+    const std::string why = shards_differ(first.info, s.info);  // jobs_read: what is left
+    LOOM_CHECK(why.empty(), "merge --dataset: ", s.info_path, " and ", first.info_path,
+               " are not shards of one run: ", why,
+               " (jobs_read: the job lines each shard read, of every shard; a shared pipe or "
+               "lines appended between the shards' runs give each other jobs)");
     if (s.info.value("state", "") != "complete") {
       if (m.unfinished.empty()) unfinished_state = s.info.value("state", "(none)");
       m.unfinished.push_back(s.index);

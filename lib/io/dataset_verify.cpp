@@ -418,6 +418,17 @@ bool empty_totals(const json& info) {
   return true;
 }
 
+std::string shards_differ(const json& a, const json& b) {
+  for (const char* key :
+       {"/model/config_hash", "/draw_stream", "/frames", "/tokens_per_frame", "/action_tokens",
+        "/action_dim", "/vocab_size", "/stores", "/jobs_read"}) {
+    const json::json_pointer p(key);
+    if (a.is_object() && b.is_object() && a.contains(p) && b.contains(p) && a[p] != b[p])
+      return cat(std::string(key).substr(1), " ", a[p].dump(), " and ", b[p].dump());
+  }
+  return "";
+}
+
 DatasetVerify verify_dataset(const std::string& dir, int threads) {
   std::error_code ec;
   LOOM_CHECK(fs::is_directory(dir, ec), "verify ", dir, ": expected a --tokens-out folder, found ",
@@ -436,6 +447,13 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
     }
   }
   v.files = int64_t(named.size());
+  for (const Index& ix : indexes) {
+    const std::string why = shards_differ(indexes[0].info, ix.info);
+    if (!why.empty())
+      v.problems.push_back(cat(ix.info_name, " and ", indexes[0].info_name,
+                               " are not shards of one run: ", why,
+                               " (jobs_read: the job lines each shard read, of every shard)"));
+  }
   const json& info = indexes[0].info;
   const bool merged = indexes[0].info_name == "dataset.json" && info.is_object() &&
                       info.contains("shard") && info["shard"].is_object() &&

@@ -271,10 +271,11 @@ struct JobReader::Impl {
   // a second descriptor of the same file watches its size and first bytes.
   int watch = -1;
   struct stat seen {};
-  std::string head;      // its first bytes at open (4 KB at most)
-  std::string recent;    // the last bytes read (4 KB at most), ending at `offset`
-  int64_t cut_line = 0;  // cut_last_line()
-  bool paused = false;   // paused()
+  std::string head;                  // its first bytes at open (4 KB at most)
+  std::string recent;                // the last bytes read (4 KB at most), ending at `offset`
+  int64_t cut_line = 0;              // cut_last_line()
+  bool paused = false;               // paused()
+  uint64_t lines_hash = kFnvOffset;  // lines_hash()
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -435,6 +436,8 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
     std::string& t = m.text;
     trim_job_line(t, m.line);
     if (!too_long && t.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;
+    m.lines_hash =
+        fnv1a64(too_long ? std::string_view("(too long)") : std::string_view(t), m.lines_hash);
     int64_t j = m.records++;
     if (j % m.shard_count != m.shard_index) continue;  // another process's job
     IdInfo id{cat("line-", m.line)};
@@ -475,6 +478,9 @@ int64_t JobReader::lines_read() const {
 }
 int64_t JobReader::records_read() const {
   return impl_->records;
+}
+uint64_t JobReader::lines_hash() const {
+  return impl_->lines_hash;
 }
 int64_t JobReader::cut_last_line() const {
   return impl_->cut_line;

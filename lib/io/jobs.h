@@ -106,6 +106,9 @@ class JobReader {
   bool paused() const;
   int64_t lines_read() const;    // physical lines consumed, blank ones included
   int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
+  // FNV-1a 64 over every non-blank line consumed (each trimmed, every shard's), chained: with
+  // records_read, what the shards of one run must agree they read (merge checks it).
+  uint64_t lines_hash() const;
   // The line number of a last line left unread, 0 if none: it had no newline and was no
   // valid job, as a line still being written is (a writer that paused past the reader's
   // wait). It gets no record, so a later --resume runs it once it is whole.
