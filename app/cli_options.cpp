@@ -328,6 +328,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 struct Given {
   const CLI::App* cmd;
   std::vector<std::string> typed;  // options_on_command_line
+  std::vector<std::string> args;   // the command line, argv[1] on
 
   bool set(const std::string& name) const { return cmd->get_option(name)->count() > 0; }
   // True when `name` came from its LOOM_ variable, now ignored: the caller drops its value.
@@ -367,6 +368,9 @@ void check_engine(const Given& g, const EngineArgs& e) {
 }
 
 void finish_run(const Given& g, RunArgs& r) {
+  // RunArgs::shard "" means no --shard; a typed empty value (`--shard "$SHARD"`, SHARD unset)
+  // is a mistake, not a request for every job. (An empty LOOM_SHARD is unset: CLI11 skips it.)
+  LOOM_CHECK(!g.set("--shard") || !r.shard.empty(), "--shard \"\": expected K/N, auto or array");
   if (r.tokens_out.empty()) {
     for (const char* name :
          {"--samples-per-file", "--file-seconds", "--no-dataset-actions", "--no-dataset-context"})
@@ -405,6 +409,33 @@ void finish_bench(const Given& g, CliArgs& a) {
              " groups the throughput run's jobs; expected --num-jobs N with it");
   LOOM_CHECK(!b.shared_only || b.shared_group > 0,
              "--shared-only keeps only the shared pass; expected --shared-group N with it");
+  if (b.shared_group > 0) {
+    LOOM_CHECK(b.num_jobs >= 2, "--shared-group ", b.shared_group,
+               ": expected no --shared-group with --num-jobs ", b.num_jobs,
+               " (a group shares among at least 2 jobs)");
+    LOOM_CHECK(b.shared_group <= b.num_jobs, "--shared-group ", b.shared_group,
+               ": expected an integer in [2, ", b.num_jobs, "] (a group of the --num-jobs ",
+               b.num_jobs, " jobs)");
+    g.unused("--no-prefix-sharing", cat("turns off the sharing that --shared-group ",
+                                        b.shared_group, " measures; expected one of them"));
+  }
+  // CLI11 drops the empty items of a list before any validator sees it ("1,,2" ran batch sizes
+  // 1 and 2), so the list is looked for as typed: --batch-sizes V..., --batch-sizes=V.
+  for (size_t i = 0; i < g.args.size(); i++) {
+    std::vector<std::string> values;
+    const std::string& arg = g.args[i];
+    if (arg.rfind("--batch-sizes=", 0) == 0) values.push_back(arg.substr(arg.find('=') + 1));
+    if (arg == "--batch-sizes")
+      while (i + 1 < g.args.size() && g.args[i + 1].rfind('-', 0) != 0)
+        values.push_back(g.args[++i]);
+    for (const std::string& v : values)
+      LOOM_CHECK(("," + v + ",").find(",,") == std::string::npos, "--batch-sizes ", v,
+                 ": expected integers >= 1 separated by commas, found an empty item");
+  }
+  if (b.json_out.empty() || b.json_out == "-")
+    g.unused("--overwrite", b.json_out.empty()
+                                ? "replaces an existing --json file; expected --json FILE with it"
+                                : "replaces an existing --json file; --json - writes to stdout");
   check_engine(g, b.engine);
   if (g.set("--profile") && backend_of(b.engine) == "cpu" &&
       g.unused("--profile", "times CUDA kernels; the cpu backend has none to time"))
@@ -497,7 +528,7 @@ void finish_args(const CliCommands& cmd, CliArgs& a, int argc, const char* const
                         : *cmd.calibrate ? cmd.calibrate
                                          : nullptr;
   if (!sub) return;
-  const Given g{sub, options_on_command_line(argc, argv)};
+  const Given g{sub, options_on_command_line(argc, argv), {argv + 1, argv + argc}};
   if (*cmd.run) finish_run(g, a.run);
   if (*cmd.bench) finish_bench(g, a);
   if (*cmd.calibrate) {

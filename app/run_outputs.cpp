@@ -201,6 +201,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     const std::string w = unrequested_shard_warning(nullptr, a.shard);
     if (!w.empty()) log_warning(w);  // even with -q
   }
+  check_untagged("--out", a.out, o.shard);
+  if (!a.report.empty()) check_untagged("--report", a.report, o.shard);
   o.out_path = shard_path(a.out, o.shard);
   // An --out that is a symlink is written, locked and given its side file at its target, so a
   // run's files are the same whichever name reaches them.

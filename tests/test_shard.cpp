@@ -256,7 +256,8 @@ TEST_SUITE("shard") {
     const Vars array = {{"SLURM_ARRAY_TASK_ID", "1"},
                         {"SLURM_ARRAY_TASK_COUNT", "4"},
                         {"SLURM_ARRAY_TASK_MIN", "0"},
-                        {"SLURM_ARRAY_TASK_STEP", "1"}};
+                        {"SLURM_ARRAY_TASK_STEP", "1"},
+                        {"SLURM_ARRAY_TASK_MAX", "3"}};
     struct Case {
       std::string flag;
       Vars base;
@@ -280,6 +281,7 @@ TEST_SUITE("shard") {
         {"array", array, "SLURM_ARRAY_TASK_COUNT"},
         {"array", array, "SLURM_ARRAY_TASK_MIN"},
         {"array", array, "SLURM_ARRAY_TASK_STEP"},
+        {"array", array, "SLURM_ARRAY_TASK_MAX"},
     };
     for (const Case& c : cases) {
       for (const char* bad : {"x", "-1", "1.5", " 2", "2x", "99999999999", "+3"}) {
@@ -338,6 +340,157 @@ TEST_SUITE("shard") {
         loom::Error);
   }
 
+  TEST_CASE("auto: two launchers that disagree are refused; agreeing and nested ones are read") {
+    const Vars step = {
+        {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "1"}};
+    // Fewer torchrun processes than the step has tasks: no launcher started by srun counts so.
+    Vars fewer = step;
+    fewer.insert({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+    CHECK_THROWS_WITH_AS(resolve("auto", fewer),
+                         "RANK=1, WORLD_SIZE=2 but SLURM_PROCID=1, SLURM_STEP_NUM_TASKS=4: "
+                         "expected the same rank and size, or WORLD_SIZE above "
+                         "SLURM_STEP_NUM_TASKS (a launcher started by the other), found neither; "
+                         "unset the stale variables or pass --shard K/N",
+                         loom::Error);
+    // A batch script exports RANK=0 WORLD_SIZE=3, then srun -n 3 starts loom: task 0 agrees and
+    // takes shard 0; tasks 1 and 2 are refused rather than taking shard 0 again.
+    for (const char* procid : {"0", "1", "2"}) {
+      CAPTURE(procid);
+      const Vars stale = {{"SLURM_STEP_ID", "0"},
+                          {"SLURM_STEP_NUM_TASKS", "3"},
+                          {"SLURM_PROCID", procid},
+                          {"RANK", "0"},
+                          {"WORLD_SIZE", "3"}};
+      if (std::string(procid) == "0") {
+        CHECK(same(resolve("auto", stale), 0, 3, "RANK/WORLD_SIZE"));
+      } else {
+        CHECK_THROWS_WITH_AS(resolve("auto", stale),
+                             ("RANK=0, WORLD_SIZE=3 but SLURM_PROCID=" + std::string(procid) +
+                              ", SLURM_STEP_NUM_TASKS=3: expected the same rank and size, or "
+                              "WORLD_SIZE above SLURM_STEP_NUM_TASKS (a launcher started by the "
+                              "other), found neither; unset the stale variables or pass --shard "
+                              "K/N")
+                                 .c_str(),
+                             loom::Error);
+      }
+    }
+    // Launchers outside Slurm are compared with each other too.
+    CHECK_THROWS_WITH_AS(resolve("auto", {{"RANK", "0"},
+                                          {"WORLD_SIZE", "2"},
+                                          {"OMPI_COMM_WORLD_RANK", "1"},
+                                          {"OMPI_COMM_WORLD_SIZE", "2"}}),
+                         "RANK=0, WORLD_SIZE=2 but OMPI_COMM_WORLD_RANK=1, "
+                         "OMPI_COMM_WORLD_SIZE=2: expected the same rank and size, or WORLD_SIZE "
+                         "above OMPI_COMM_WORLD_SIZE (a launcher started by the other), found "
+                         "neither; unset the stale variables or pass --shard K/N",
+                         loom::Error);
+    CHECK_THROWS_WITH_AS(resolve("auto", {{"OMPI_COMM_WORLD_RANK", "3"},
+                                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                                          {"PMI_RANK", "3"},
+                                          {"PMI_SIZE", "6"}}),
+                         "OMPI_COMM_WORLD_RANK=3, OMPI_COMM_WORLD_SIZE=4 but PMI_RANK=3, "
+                         "PMI_SIZE=6: expected the same rank and size, or OMPI_COMM_WORLD_SIZE "
+                         "above PMI_SIZE (a launcher started by the other), found neither; unset "
+                         "the stale variables or pass --shard K/N",
+                         loom::Error);
+
+    // Agreeing duplicates: srun --mpi=pmi2 sets PMI_RANK/PMI_SIZE to the step's; torchrun of
+    // one process per srun task with the same numbers; all four at once.
+    Vars pmi2 = step, one_each = step, all = step;
+    pmi2.insert({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}});
+    one_each.insert({{"RANK", "1"}, {"WORLD_SIZE", "4"}});
+    all.insert({{"RANK", "1"},
+                {"WORLD_SIZE", "4"},
+                {"OMPI_COMM_WORLD_RANK", "1"},
+                {"OMPI_COMM_WORLD_SIZE", "4"},
+                {"PMI_RANK", "1"},
+                {"PMI_SIZE", "4"}});
+    CHECK(same(resolve("auto", pmi2), 1, 4, "PMI_RANK/PMI_SIZE"));
+    CHECK(same(resolve("auto", one_each), 1, 4, "RANK/WORLD_SIZE"));
+    CHECK(same(resolve("auto", all), 1, 4, "RANK/WORLD_SIZE"));
+    // Nested: torchrun started by srun --mpi=pmi2 counts more processes than both.
+    Vars nested = pmi2;
+    nested.insert({{"RANK", "13"}, {"WORLD_SIZE", "16"}});
+    CHECK(same(resolve("auto", nested), 13, 16, "RANK/WORLD_SIZE"));
+    // Outside an srun step the batch script's SLURM_PROCID is no launcher, so nothing to compare.
+    Vars batch = kSbatch;
+    batch.insert({{"RANK", "2"}, {"WORLD_SIZE", "4"}});
+    CHECK(same(resolve("auto", batch), 2, 4, "RANK/WORLD_SIZE"));
+  }
+
+  TEST_CASE("auto: a rank without its size is an error, whatever other launcher is complete") {
+    const Vars step = {
+        {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "1"}};
+    struct Case {
+      Vars vars;
+      std::string message;
+    };
+    const std::vector<Case> cases = {
+        // The full inner pair used to hide the lone outer rank, and only this order failed.
+        {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "2"}},
+         "OMPI_COMM_WORLD_RANK=2 but OMPI_COMM_WORLD_SIZE is not set: expected both, found one"},
+        {{{"RANK", "1"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+         "RANK=1 but WORLD_SIZE is not set: expected both, found one"},
+        {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"PMI_SIZE", "2"}},
+         "PMI_SIZE=2 but PMI_RANK is not set: expected both, found one"},
+        {{{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}},
+         "SLURM_PROCID=1 but SLURM_STEP_NUM_TASKS is not set: expected both, found one"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.message);
+      CHECK_THROWS_WITH_AS(resolve("auto", c.vars), c.message.c_str(), loom::Error);
+    }
+    Vars lone_in_step = step;
+    lone_in_step["WORLD_SIZE"] = "4";
+    CHECK_THROWS_WITH_AS(resolve("auto", lone_in_step),
+                         "WORLD_SIZE=4 but RANK is not set: expected both, found one", loom::Error);
+  }
+
+  TEST_CASE("array: the array variables must agree with each other") {
+    auto array = [](const char* id, const char* count, const char* min, const char* max,
+                    const char* step) {
+      Vars v = {{"SLURM_ARRAY_TASK_ID", id}, {"SLURM_ARRAY_TASK_COUNT", count}};
+      if (*min) v["SLURM_ARRAY_TASK_MIN"] = min;
+      if (*max) v["SLURM_ARRAY_TASK_MAX"] = max;
+      if (*step) v["SLURM_ARRAY_TASK_STEP"] = step;
+      return v;
+    };
+    const char* const kRegular = "; loom shards need a regular --array=A-B[:S]";
+    // --array=0-9 seen with a COUNT of 4: not one array.
+    CHECK_THROWS_WITH_AS(resolve("array", array("3", "4", "0", "9", "")),
+                         (std::string("SLURM_ARRAY_TASK_COUNT=4: expected "
+                                      "(SLURM_ARRAY_TASK_MAX - SLURM_ARRAY_TASK_MIN) / "
+                                      "SLURM_ARRAY_TASK_STEP + 1 = (9 - 0) / 1 + 1 = 10, found 4") +
+                          kRegular)
+                             .c_str(),
+                         loom::Error);
+    // An id past the array's last.
+    CHECK_THROWS_WITH_AS(
+        resolve("array", array("2", "4", "", "1", "")),
+        (std::string("SLURM_ARRAY_TASK_ID=2: expected at most SLURM_ARRAY_TASK_MAX (1), found 2") +
+         kRegular)
+            .c_str(),
+        loom::Error);
+    // --array=1,3,7: Slurm counts 3 tasks from 1 to 7; no step makes that regular.
+    for (const char* step : {"1", "2", "3", "6"}) {
+      CAPTURE(step);
+      CHECK_THROWS_AS(resolve("array", array("3", "3", "1", "7", step)), loom::Error);
+    }
+    CHECK_THROWS_WITH_AS(resolve("array", array("0", "1", "0", "0", "0")),
+                         "SLURM_ARRAY_TASK_STEP=0: expected a step >= 1", loom::Error);
+    // Regular arrays pass: --array=0-7, --array=4-12:4 (MAX the last id or the bound given).
+    Vars full = kArrayTask;
+    full["SLURM_ARRAY_TASK_MAX"] = "7";
+    CHECK(same(resolve("array", full), 3, 8, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"));
+    for (const char* max : {"12", "14", ""}) {
+      CAPTURE(max);
+      CHECK(same(resolve("array", array("8", "3", "4", max, "4")), 1, 3,
+                 "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"));
+    }
+    CHECK(same(resolve("array", array("5", "1", "5", "5", "1")), 0, 1,
+               "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"));
+  }
+
   TEST_CASE("the warning: every sign of more than one task, and nothing else") {
     CHECK(warning({}) == "");
     // One task each: nothing to warn about.
@@ -381,6 +534,24 @@ TEST_SUITE("shard") {
     CHECK(shard_path("a/b.c.jsonl", s) == "a/b.c.shard-1-of-3.jsonl");
     CHECK(shard_path("-", s) == "-");
     CHECK(shard_path("out.jsonl", Shard{}) == "out.jsonl");
+    // A name already tagged would be tagged twice; the message gives the name to pass instead.
+    CHECK_THROWS_WITH_AS(check_untagged("--out", "a.shard-2/r.shard-0-of-3.shard-2-of-3.jsonl", s),
+                         "--out a.shard-2/r.shard-0-of-3.shard-2-of-3.jsonl already has a shard "
+                         "tag (.shard-0-of-3): pass the untagged name, a.shard-2/r.jsonl; loom "
+                         "adds the tag (shard 1/3 writes a.shard-2/r.shard-1-of-3.jsonl)",
+                         loom::Error);
+    CHECK_THROWS_WITH_AS(check_untagged("--report", "rep.shard-1-of-3", s),
+                         "--report rep.shard-1-of-3 already has a shard tag (.shard-1-of-3): pass "
+                         "the untagged name, rep; loom adds the tag (shard 1/3 writes "
+                         "rep.shard-1-of-3)",
+                         loom::Error);
+    // Not a tag: in a folder's name, or running on into more than the extension.
+    for (const char* fine : {"out.jsonl", "runs.shard-0-of-3/out.jsonl", "r.shard-0-of-3x.jsonl",
+                             "r.shard-a-of-3.jsonl", "rshard-0-of-3.jsonl", "-"}) {
+      CAPTURE(fine);
+      CHECK_NOTHROW(check_untagged("--out", fine, s));
+    }
+    CHECK_NOTHROW(check_untagged("--out", "r.shard-0-of-3.jsonl", Shard{}));
     CHECK(in_shard(4, s));
     CHECK_FALSE(in_shard(5, s));
     CHECK(in_shard(5, Shard{}));
@@ -452,6 +623,69 @@ TEST_SUITE("shard") {
     CHECK(samples(dir / "array" / "out.shard-3-of-8.jsonl") ==
           std::set<std::pair<std::string, int>>{{ids[3], 0}});
     CHECK(err() == "");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("loom run refuses --shard \"\" and an --out or --report that already has a shard tag") {
+    const std::string loom = std::string(LOOM_BIN_DIR) + "/loom";
+    const std::string data = LOOM_TESTDATA;
+    const fs::path dir =
+        fs::temp_directory_path() / ("loom_test_shard_args_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "out");
+    // env -i: no LOOM_ variable or launcher of the test runner reaches the child.
+    auto run = [&](const std::string& flags) {
+      const std::string cmd = "env -i " + loom + " run -q --backend cpu --model " + data +
+                              "/tiny_llama --jobs " + data + "/jobs/tiny_llama.jsonl " + flags +
+                              " 2>" + (dir / "err.txt").string();
+      const int status = std::system(cmd.c_str());
+      std::ifstream in(dir / "err.txt");
+      return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                            std::string(std::istreambuf_iterator<char>(in), {}));
+    };
+    const std::string out = (dir / "out").string();
+
+    // `--shard "$SHARD"` with SHARD unset is a typo, not a request to run every job.
+    for (const std::string& flags :
+         {"--shard '' --out " + out + "/r.jsonl", "--out " + out + "/r.jsonl --shard ''"}) {
+      CAPTURE(flags);
+      const auto [code, err] = run(flags);
+      CHECK(code == 2);
+      CHECK(err == "loom: error: --shard \"\": expected K/N, auto or array\n");
+    }
+
+    // A tagged name would be tagged again (r.shard-0-of-2.shard-1-of-2.jsonl), which merge
+    // reads as shard 0.
+    {
+      const auto [code, err] = run("--shard 1/2 --out " + out + "/r.shard-0-of-2.jsonl");
+      CHECK(code == 2);
+      CHECK(err == "loom: error: --out " + out +
+                       "/r.shard-0-of-2.jsonl already has a shard tag (.shard-0-of-2): pass the "
+                       "untagged name, " +
+                       out + "/r.jsonl; loom adds the tag (shard 1/2 writes " + out +
+                       "/r.shard-1-of-2.jsonl)\n");
+    }
+    {
+      const auto [code, err] = run("--shard 0/3 --out " + out + "/r.jsonl --report " + out +
+                                   "/report.shard-0-of-3.json");
+      CHECK(code == 2);
+      CHECK(err ==
+            "loom: error: --report " + out +
+                "/report.shard-0-of-3.json already has a shard tag (.shard-0-of-3): pass the "
+                "untagged name, " +
+                out + "/report.json; loom adds the tag (shard 0/3 writes " + out +
+                "/report.shard-0-of-3.json)\n");
+    }
+    // Nothing was written by the refused runs.
+    CHECK(fs::is_empty(dir / "out"));
+
+    // Unsharded, a tagged name is just a name: one shard rerun by hand keeps its file name.
+    {
+      const auto [code, err] = run("--out " + out + "/r.shard-1-of-2.jsonl");
+      CHECK(code == 0);
+      CHECK(err == "");
+      CHECK(fs::exists(dir / "out" / "r.shard-1-of-2.jsonl"));
+    }
     fs::remove_all(dir);
   }
 }

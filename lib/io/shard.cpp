@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <regex>
+#include <vector>
 
 #include "core/error.h"
 
@@ -89,33 +91,64 @@ bool in_srun_step(const Env& env) {
   return !negative && v < kMaxNormalStepId;
 }
 
+// A launcher's rank/size pair as found, for the message when two disagree.
+struct Found {
+  const char* rank;
+  const char* size;
+  Shard shard;
+};
+
+// Launcher `inner` is read before `outer` (shard.h): both must count the same processes, or
+// `inner` more of them, being started by `outer` (one torchrun or mpirun daemon per srun task).
+// Anything else is a stale or foreign variable, and taking either pair would hand two
+// processes one shard, or leave shards unrun.
+void check_agree(const Found& inner, const Found& outer) {
+  const Shard& i = inner.shard;
+  const Shard& o = outer.shard;
+  if ((i.index == o.index && i.count == o.count) || i.count > o.count) return;
+  fail(inner.rank, "=", i.index, ", ", inner.size, "=", i.count, " but ", outer.rank, "=", o.index,
+       ", ", outer.size, "=", o.count, ": expected the same rank and size, or ", inner.size,
+       " above ", outer.size,
+       " (a launcher started by the other), found neither; unset the stale variables or pass "
+       "--shard K/N");
+}
+
 Shard from_launcher(const Env& env) {
+  // Every pair is read, not just the first set: a half pair is an error whatever else is set,
+  // and every two launchers found must agree (check_agree).
+  std::vector<Found> found;  // innermost first
   const char* pairs[][2] = {{"RANK", "WORLD_SIZE"},
                             {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                             {"PMI_RANK", "PMI_SIZE"}};
   for (auto& [rank, size] : pairs)
-    if (has_pair(env, rank, size)) return from_pair(env, rank, size);
+    if (has_pair(env, rank, size)) found.push_back({rank, size, from_pair(env, rank, size)});
   if (in_srun_step(env)) {
     LOOM_CHECK(has_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS"),
                "SLURM_STEP_ID=", env.text("SLURM_STEP_ID"),
                " but SLURM_PROCID and SLURM_STEP_NUM_TASKS are not set: expected both (srun sets "
                "them), found neither");
-    const Shard s = from_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS");
-    // srun --mpi=pmix gives each task PMIX_RANK = SLURM_PROCID. Anything else is a PMIx
-    // launcher started by srun, whose own processes the step's ranks do not count.
-    LOOM_CHECK(!env.has("PMIX_RANK") || env.get("PMIX_RANK") == s.index,
+    found.push_back({"SLURM_PROCID", "SLURM_STEP_NUM_TASKS",
+                     from_pair(env, "SLURM_PROCID", "SLURM_STEP_NUM_TASKS")});
+    // srun --mpi=pmix gives each task PMIX_RANK = SLURM_PROCID. Anything else, with no
+    // launcher inside the step to count them, is a PMIx launcher started by srun, whose own
+    // processes the step's ranks do not count. (Inside an mpirun or torchrun, PMIX_RANK may
+    // be either launcher's rank, so it is not compared there.)
+    const Shard& s = found.back().shard;
+    LOOM_CHECK(found.size() > 1 || !env.has("PMIX_RANK") || env.get("PMIX_RANK") == s.index,
                "PMIX_RANK=", env.text("PMIX_RANK"), " but SLURM_PROCID=", s.index,
                ": expected the same rank (srun --mpi=pmix), found a PMIx launcher inside an srun "
                "step; pass --shard K/N");
-    return s;
   }
-  if (env.has("PMIX_RANK")) {
+  if (found.empty() && env.has("PMIX_RANK")) {
     fail("PMIX_RANK=", env.get("PMIX_RANK"),
          " but no process count: PMIx keeps the job size in its server (PMIX_JOB_SIZE), not in "
          "the environment; expected srun, mpirun, PMI_SIZE or WORLD_SIZE beside it, found none; "
          "pass --shard K/N");
   }
-  return Shard{0, 1, "--shard auto: no launcher found"};
+  for (size_t i = 0; i < found.size(); ++i)
+    for (size_t j = i + 1; j < found.size(); ++j) check_agree(found[i], found[j]);
+  if (found.empty()) return Shard{0, 1, "--shard auto: no launcher found"};
+  return found.front().shard;
 }
 
 Shard from_array(const Env& env) {
@@ -126,10 +159,34 @@ Shard from_array(const Env& env) {
   const int64_t count = env.get("SLURM_ARRAY_TASK_COUNT");
   const int64_t min = env.has("SLURM_ARRAY_TASK_MIN") ? env.get("SLURM_ARRAY_TASK_MIN") : 0;
   const int64_t step = env.has("SLURM_ARRAY_TASK_STEP") ? env.get("SLURM_ARRAY_TASK_STEP") : 1;
-  LOOM_CHECK(id >= min && step >= 1 && (id - min) % step == 0, "SLURM_ARRAY_TASK_ID=", id,
+  const char* const regular = "; loom shards need a regular --array=A-B[:S]";
+  LOOM_CHECK(step >= 1, "SLURM_ARRAY_TASK_STEP=", step, ": expected a step >= 1");
+  LOOM_CHECK(id >= min && (id - min) % step == 0, "SLURM_ARRAY_TASK_ID=", id,
              ": expected SLURM_ARRAY_TASK_MIN (", min, ") + a multiple of SLURM_ARRAY_TASK_STEP (",
-             step, "), found ", id, "; loom shards need a regular --array=A-B[:S]");
+             step, "), found ", id, regular);
+  // Slurm sets MAX too: the ids must span it, one task per step (an irregular --array=1,3,7
+  // counts 3 tasks from 1 to 7, which no step fills).
+  if (env.has("SLURM_ARRAY_TASK_MAX")) {
+    const int64_t max = env.get("SLURM_ARRAY_TASK_MAX");
+    LOOM_CHECK(id <= max, "SLURM_ARRAY_TASK_ID=", id, ": expected at most SLURM_ARRAY_TASK_MAX (",
+               max, "), found ", id, regular);
+    const int64_t spanned = (max - min) / step + 1;
+    LOOM_CHECK(count == spanned, "SLURM_ARRAY_TASK_COUNT=", count,
+               ": expected (SLURM_ARRAY_TASK_MAX - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP "
+               "+ 1 = (",
+               max, " - ", min, ") / ", step, " + 1 = ", spanned, ", found ", count, regular);
+  }
   return checked((id - min) / step, count, "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
+}
+
+// The first `.shard-K-of-N` in `name` that ends it or a dot follows (merge.cpp reads inputs
+// so); npos when there is none. `len` gets its length.
+size_t find_tag(const std::string& name, size_t& len) {
+  static const std::regex tag(R"(\.shard-\d{1,10}-of-\d{1,10}(?=\.|$))");
+  std::smatch m;
+  if (!std::regex_search(name, m, tag)) return std::string::npos;
+  len = size_t(m.length(0));
+  return size_t(m.position(0));
 }
 
 }  // namespace
@@ -193,6 +250,22 @@ std::string shard_path(const std::string& path, const Shard& shard) {
   size_t dot = path.find_last_of('.');
   if (dot == std::string::npos || dot <= name) return path + tag;  // no extension (or ".hidden")
   return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+void check_untagged(const std::string& option, const std::string& path, const Shard& shard) {
+  if (shard.count <= 1 || path == "-") return;
+  const size_t slash = path.find_last_of('/');
+  const size_t name = slash == std::string::npos ? 0 : slash + 1;  // the tag is in the file name
+  std::string base = path.substr(name);
+  size_t len = 0;
+  const size_t at = find_tag(base, len);
+  if (at == std::string::npos) return;
+  const std::string found = base.substr(at, len);
+  for (size_t i = at; i != std::string::npos; i = find_tag(base, len)) base.erase(i, len);
+  const std::string untagged = path.substr(0, name) + base;
+  fail(option, " ", path, " already has a shard tag (", found, "): pass the untagged name, ",
+       untagged, "; loom adds the tag (shard ", shard.index, "/", shard.count, " writes ",
+       shard_path(untagged, shard), ")");
 }
 
 }  // namespace loom

@@ -34,7 +34,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 // "K/N" with 0 <= K < N. Throws loom::Error saying what --shard accepts.
 Shard parse_shard(const std::string& text);
 
-// flag: the --shard value: "" (unsharded), "K/N", "auto" or "array".
+// flag: the --shard value: "" (unsharded), "K/N", "auto" or "array". The CLI refuses a typed
+// `--shard ""` before this, so "" here is only ever "no --shard".
 //
 // auto takes the first of these rank/size pairs that is set, innermost launcher first (srun
 // often starts torchrun or mpirun, and then the Slurm step counts the launchers, not loom):
@@ -48,9 +49,17 @@ Shard parse_shard(const std::string& text);
 //   PMIX_RANK: PMIx puts no process count in the environment (a PMIx program asks its server
 //     for PMIX_JOB_SIZE), so it only pairs with SLURM_STEP_NUM_TASKS (srun --mpi=pmix, where
 //     it must equal SLURM_PROCID); alone it is an error that asks for --shard K/N.
-// None set: {0, 1, "--shard auto: no launcher found"}.
+// None set: {0, 1, "--shard auto: no launcher found"}. Every pair is read, not only the one
+// taken, and any two found must agree: the same rank and size, or the inner (earlier) one
+// counting more processes, started by the outer (one torchrun or mpirun daemon per srun task).
+// Else both are named in an error: a batch script that exports RANK=0 WORLD_SIZE=3 before
+// `srun -n 3` must not give all three tasks shard 0. A rank without its size (or the reverse)
+// is an error whatever other launcher is complete; PMIX_RANK, sizeless by design, is the one
+// lone rank, compared with SLURM_PROCID only when the srun step is the launcher taken.
 // array: SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, the id counted from SLURM_ARRAY_TASK_MIN
 // in steps of SLURM_ARRAY_TASK_STEP (when set); an error when the array variables are unset.
+// With SLURM_ARRAY_TASK_MAX the id must not pass it and COUNT must be (MAX - MIN) / STEP + 1,
+// which refuses irregular arrays (--array=1,3,7) and variables left from another array.
 // Malformed values, a rank without its size (or the reverse) and rank >= size throw
 // loom::Error naming the variables.
 Shard resolve_shard(const std::string& flag, const EnvLookup& env = nullptr);
@@ -70,5 +79,10 @@ inline bool in_shard(int64_t j, const Shard& shard) {
 // "out.jsonl" → "out.shard-K-of-N.jsonl" when N > 1 ("out" → "out.shard-K-of-N");
 // unchanged for N == 1 and for "-" (stdout).
 std::string shard_path(const std::string& path, const Shard& shard);
+
+// For N > 1, throws loom::Error naming `option` (--out, --report) when the file name of `path`
+// already has a `.shard-K-of-N` tag: shard_path would tag it again, and `loom merge` reads the
+// first tag. Unsharded, a tagged name is only a name (a shard rerun by hand), and passes.
+void check_untagged(const std::string& option, const std::string& path, const Shard& shard);
 
 }  // namespace loom
