@@ -14,6 +14,7 @@
 #include "app/setup.h"
 #include "core/error.h"
 #include "engine/report.h"
+#include "engine/sequence.h"
 #include "io/outputs.h"
 
 namespace loom {
@@ -97,8 +98,50 @@ void print_profile(std::FILE* tab, const Profile& p) {
 
 struct Measured {
   RunStats st;
-  std::vector<double> ttft;  // per sample: admission → first token
+  std::vector<double> ttft;     // per sample: admission → first token
+  std::vector<double> frame_s;  // every generated frame's decode time (decode_frame_times)
 };
+
+// A sample's frame times with the prompt's prefill left out (bench/README.md, "s/frame"). A
+// frame's time runs from the step that sampled the previous frame's last token to the step
+// that samples its own last token: P decode steps (the previous frame's action chunk, which
+// samples its first token, then P - 1 single slots). The first frame's first token is sampled
+// by the prompt's prefill, so its time runs from that token (P - 1 decode steps) and is scaled
+// by P / (P - 1) to a whole frame.
+void decode_frame_times(const JobResult& r, int P, std::vector<double>& out) {
+  for (size_t f = 0; f < r.frame_s.size(); f++) {
+    if (f > 0)
+      out.push_back(r.frame_s[f]);
+    else if (P > 1)  // (JobResult::frame_s[0] runs from admission, prefill_s to the first token)
+      out.push_back((r.frame_s[0] - r.prefill_s) * double(P) / double(P - 1));
+  }
+}
+
+// The KV blocks one synthetic job holds at most (its longest round), as the engine counts
+// them: a pool with fewer fails every job.
+struct JobBlocks {
+  int slots = 0, blocks = 0;
+};
+JobBlocks job_blocks(const ModelSpec& sp, int ctx, int frames, int block_size) {
+  const Sequence s(std::make_shared<const Job>(synthetic_job(sp, 0, 0, ctx, frames)), 0, sp);
+  return {s.max_round_slots(), (s.max_round_slots() + block_size - 1) / block_size};
+}
+
+// Refuses a pool that cannot hold one job of the timed runs (the engine would fail each job
+// with a message for a jobs file), naming the options that size it.
+void check_pool(const BenchArgs& a, const OpenedModel& om, const RunStats& st) {
+  const JobBlocks need = job_blocks(om.model.spec, a.context_frames, a.frames, st.block_size);
+  if (need.blocks <= st.kv_blocks) return;
+  const std::string job = cat("one bench job (--context-frames ", a.context_frames, ", --frames ",
+                              a.frames, ") needs ", need.blocks, " KV blocks of ", st.block_size,
+                              " slots (--block-size) for its round of ", need.slots, " slots");
+  if (a.engine.kv_blocks > 0)
+    fail("--kv-blocks ", a.engine.kv_blocks, ": expected at least ", need.blocks, ": ", job,
+         "; the pool holds ", st.kv_blocks);
+  fail("bench: ", job, "; the pool holds ", st.kv_blocks, "; expected a larger pool: raise ",
+       om.backend_name == "cpu" ? "--kv-cache-gib" : "--gpu-memory-fraction",
+       " or give --kv-blocks ", need.blocks);
+}
 
 Measured run_synthetic(Backend& backend, const ModelSpec& spec, EngineOptions opt, int n_jobs,
                        int group, int ctx, int frames) {
@@ -115,6 +158,7 @@ Measured run_synthetic(Backend& backend, const ModelSpec& spec, EngineOptions op
       [&](const JobResult& r) {
         LOOM_CHECK(r.ok, "bench job failed: ", r.error);
         m.ttft.push_back(r.prefill_s);
+        decode_frame_times(r, spec.image_tokens, m.frame_s);
       });
   return m;
 }
@@ -148,7 +192,14 @@ int bench_command(const BenchArgs& a) {
                       model_inputs(a.model, a.engine));
   OpenedModel om = open_model(a.model, a.engine, false);
   const ModelSpec& spec = om.model.spec;
+  check_synthetic_frames(spec, a.context_frames, a.frames);  // as run checks a job's
   Backend& be = *om.backend;
+  // Every run's engine options: its pool must hold one job of the timed runs.
+  auto options = [&] {
+    EngineOptions opt = engine_options(a.engine, om);
+    opt.on_start = [&](const RunStats& st) { check_pool(a, om, st); };
+    return opt;
+  };
   const double copy_gbps = be.measure_copy_bandwidth_gbps();
   const double gemm_tflops = be.measure_gemm_tflops();
   const size_t step_bytes = om.model.step_bytes;
@@ -180,6 +231,9 @@ int bench_command(const BenchArgs& a) {
   out["frames"] = a.frames;
   out["provenance"] = bench_provenance(a, om);
 
+  // Warm-up (graphs, handles, caches), before the table: a pool too small is refused here.
+  run_synthetic(be, spec, options(), 1, 0, a.context_frames, 1);
+
   std::fprintf(tab, "loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
                dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),
                om.batch_invariant ? ", batch-invariant" : "", om.load_s);
@@ -192,13 +246,8 @@ int bench_command(const BenchArgs& a) {
   std::fprintf(tab, "%6s %10s %10s %10s %12s %10s %9s %6s\n", "batch", "s/frame", "x floor",
                "ttft s", "tokens/s", "GB/s", "% copy", "mega");
 
-  // Warm-up: graphs, handles, caches.
-  {
-    EngineOptions opt = engine_options(a.engine, om);
-    run_synthetic(be, spec, opt, 1, 0, a.context_frames, 1);
-  }
   for (int batch : a.batch_sizes) {
-    EngineOptions opt = engine_options(a.engine, om);
+    EngineOptions opt = options();
     opt.scheduler.max_seqs = std::max(opt.scheduler.max_seqs, batch);
     std::vector<double> sf, tps, gbps, ttft;
     Measured last;
@@ -208,7 +257,7 @@ int bench_command(const BenchArgs& a) {
       last = run_synthetic(be, spec, opt, batch, 0, a.context_frames, a.frames);
       const RunStats& st = last.st;
       decode_steps += st.decode_steps;
-      sf.push_back(st.frame_s.percentile(0.5));
+      sf.push_back(median(last.frame_s));  // prefill excluded (decode_frame_times)
       tps.push_back(tokens_per_s(st));
       gbps.push_back(
           st.decode_s > 0 ? double(step_bytes) * double(st.decode_steps) / st.decode_s / 1e9 : 0);
@@ -256,7 +305,7 @@ int bench_command(const BenchArgs& a) {
     if (a.shared_group > 1) groups.push_back(a.shared_group);
     std::vector<double> tps_of, roof_of;  // per entry of groups
     for (int group : groups) {
-      EngineOptions opt = engine_options(a.engine, om);
+      EngineOptions opt = options();
       be.set_step_timing(true);
       Measured m = run_synthetic(be, spec, opt, a.num_jobs, group, a.context_frames, a.frames);
       const StepTiming timing = be.step_timing();

@@ -57,12 +57,13 @@ int calibrate_command(const CalibrateArgs& a) {
   defaults.overlap = a.overlap;
   defaults.overlap_given = a.overlap_given;
   std::vector<Job> fit, held;
+  int64_t bad = 0;  // lines that are no valid job: exit 1, as `run` (the scales are written)
   {
     JobReader reader(a.jobs, spec, defaults);
     Job j;
     JobError e;
     bool ok = false;
-    int64_t i = 0, bad = 0;
+    int64_t i = 0;
     std::string first_bad;
     while (reader.next(j, e, ok)) {
       if (!ok) {  // as `run` does: a bad line costs itself only, and is said
@@ -73,7 +74,7 @@ int calibrate_command(const CalibrateArgs& a) {
     }
     if (bad > 0)
       log_warning(cat("calibrate: ", bad, " line", bad > 1 ? "s" : "", " of ", a.jobs,
-                      " skipped, no valid job (the first: ", first_bad, ")"));
+                      " skipped, no valid job (the first: ", first_bad, "); exit status 1"));
   }
   LOOM_CHECK(!fit.empty() && !held.empty(), "calibrate: ", a.jobs, " has ",
              fit.size() + held.size(), " jobs; it needs at least ", a.held_out_every, " (every ",
@@ -130,15 +131,16 @@ int calibrate_command(const CalibrateArgs& a) {
   absmax["v"] = fitted.v_absmax;
   extra["absmax"] = absmax;
   const std::string text = kv_scales_json(s, extra).dump(2) + "\n";
+  const int code = bad > 0 ? kExitJobsFailed : kExitOk;
   if (a.out == "-") {
     LOOM_CHECK(std::fputs(text.c_str(), stdout) >= 0 && std::fflush(stdout) == 0,
                "calibrate: cannot write the scales to stdout: ", std::strerror(errno));
-    return kExitOk;
+    return code;
   }
   create_parent_dirs("--out", a.out, false);
   write_file_atomic(a.out, text);
   log_info(cat("calibrate: wrote ", a.out));
-  return kExitOk;
+  return code;
 }
 
 }  // namespace loom

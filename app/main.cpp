@@ -47,6 +47,16 @@ int main(int argc, char** argv) {
     return kExitFatal;
   }
 
+  // CLI11 answers --version as soon as it parses it, before it looks at the other arguments:
+  // `loom --version --foo` printed the version and exited 0.
+  for (int i = 1; i < argc && argv[i][0] == '-'; i++) {
+    if (std::strcmp(argv[i], "--version") != 0 || argc == 2) continue;
+    std::fprintf(stderr,
+                 "loom: error: --version takes no other arguments; found %s (expected "
+                 "`loom --version` alone)\n",
+                 argv[i == 1 ? 2 : 1]);
+    return kExitFatal;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -184,6 +184,26 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"bench -m " + kModel + " --shared-only",
        "--shared-only keeps only the shared pass; expected --shared-group N with it"},
       {"bench -m " + kModel + " --batch-sizes 1,0", "--batch-sizes 1,0: expected an integer >= 1"},
+      // Options that would do nothing: CLI11 dropped the empty item, --overwrite had no file to
+      // replace, the groups' sharing was off, a group was larger than the run.
+      {"bench -m " + kModel + " --batch-sizes 1,,2",
+       "--batch-sizes 1,,2: expected integers >= 1 separated by commas, found an empty item"},
+      {"bench -m " + kModel + " --batch-sizes=8,",
+       "--batch-sizes 8,: expected integers >= 1 separated by commas, found an empty item"},
+      {"bench -m " + kModel + " --overwrite",
+       "--overwrite replaces an existing --json file; expected --json FILE with it"},
+      {"bench -m " + kModel + " --overwrite --json -",
+       "--overwrite replaces an existing --json file; --json - writes to stdout"},
+      {"bench -m " + kModel + " --num-jobs 8 --shared-group 4 --no-prefix-sharing",
+       "--no-prefix-sharing turns off the sharing that --shared-group 4 measures; expected one "
+       "of them"},
+      {"bench -m " + kModel + " --num-jobs 4 --shared-group 5",
+       "--shared-group 5: expected an integer in [2, 4] (a group of the --num-jobs 4 jobs)"},
+      {"bench -m " + kModel + " --num-jobs 1 --shared-group 2",
+       "--shared-group 2: expected no --shared-group with --num-jobs 1 (a group shares among at "
+       "least 2 jobs)"},
+      {"--version --foo",
+       "--version takes no other arguments; found --foo (expected `loom --version` alone)"},
       {"bench --backend cpu --profile -m " + kModel,
        "--profile times CUDA kernels; the cpu backend has none to time"},
       {"-q",

@@ -522,6 +522,8 @@ TEST_CASE("a job larger than the whole cache fails alone; the others finish") {
       CHECK(r.id == "big");
       CHECK(r.error.find("job needs 13 KV blocks of 4 slots for one round, the cache holds 12") !=
             std::string::npos);
+      // The pool is a fixed count (--kv-blocks): that is the option to raise, not a memory share.
+      CHECK(r.error.find("; raise --kv-blocks or shorten the job") != std::string::npos);
     }
   CHECK(errors == 1);
   CHECK(st.jobs_failed == 1);

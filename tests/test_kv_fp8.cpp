@@ -120,7 +120,22 @@ TEST_CASE("scales file: per layer or per head, checked against the model") {
         std::string::npos);
   CHECK(err(head + R"("k": [1, 1]})").find("expected \"v\"") != std::string::npos);
   CHECK(err(R"({"format": "other"})").find("loom-kv-scales") != std::string::npos);
-  CHECK(err("[1, 2").find("not a JSON object") != std::string::npos);
+  CHECK(err("[1, 2]").find("not a JSON object") != std::string::npos);
+  // Invalid JSON says so, with the parser's reason (NaN is no JSON number).
+  const std::string nan = err(head + R"("k": [1, NaN], "v": [1, 1]})");
+  CHECK(nan.find(": not valid JSON: parse error at line 1, column ") != std::string::npos);
+  CHECK(nan.find("[json.exception") == std::string::npos);
+  CHECK(err("[1, 2").find(": not valid JSON: parse error") != std::string::npos);
+  CHECK(err(head + R"("k": [1, 1e400], "v": [1, 1]})") ==
+        "--kv-scales " + path + ": not valid JSON: number overflow parsing '1e400'");
+  // A finite scale fp32 cannot use: 448 s overflows (1e300 is not even a float).
+  for (const std::string big : {"1e+300", "1e+36"}) {
+    CAPTURE(big);
+    CHECK(err(head + R"("k": [1, 1], "v": [)" + big + R"(, 1]})") ==
+          path + ": \"v\"[0]: scale " + big +
+              ": expected a number in [2.94e-39, 7.6e+35] (1/s and 448 s must be finite in fp32)");
+  }
+  CHECK(err(head + R"("k": [1, 1], "v": [7e35, 1e-38]})") == "(no error)");
 }
 
 namespace {
@@ -274,9 +289,10 @@ TEST_CASE("loom calibrate writes scales that run --kv-dtype fp8 reads; the error
   e = cli::run("calibrate --backend cpu --model " + model + " --jobs " + with_bad + " --out " +
                    dir + "/bad_line.json",
                dir);
-  CHECK(e.code == 0);
+  CHECK(e.code == 1);  // as run: the scales are written, the skipped line is said
   CHECK(e.err.find("calibrate: 1 line of " + with_bad +
                    " skipped, no valid job (the first: line 5") != std::string::npos);
+  CHECK(e.err.find("); exit status 1") != std::string::npos);
   const auto again = cli::json::parse(cli::slurp(dir + "/bad_line.json"));
   CHECK(again["k"] == j["k"]);
   CHECK(again["v"] == j["v"]);

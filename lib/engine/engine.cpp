@@ -216,7 +216,9 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
             shared->id, shared->line,
             cat("line ", shared->line, ": job needs ", need, " KV blocks of ",
                 opt_.cache.block_size, " slots for one round, the cache holds ", num_blocks,
-                "; raise --gpu-memory-fraction/--kv-cache-gib or shorten the job"),
+                opt_.cache.num_blocks > 0  // a count the user fixed (--kv-blocks)
+                    ? "; raise --kv-blocks or shorten the job"
+                    : "; raise --gpu-memory-fraction/--kv-cache-gib or shorten the job"),
             shared->id_is_number}));
         continue;
       }

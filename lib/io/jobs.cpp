@@ -10,6 +10,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -471,6 +472,17 @@ void check_job_defaults(const ModelSpec& spec, const JobDefaults& d) {
   }
 }
 
+void check_synthetic_frames(const ModelSpec& spec, int ctx, int frames) {
+  LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in config)");
+  const int T = spec.temporal_rows;
+  if (ctx < 1 || (T > 0 && ctx > T))
+    fail("--context-frames ", ctx, ": expected an integer in [1, ", T, "] for this model (",
+         round_size(spec, "its "), "; a job's prompt holds at most one round), found ", ctx);
+  if (frames < 1 || frames > kMaxJobFrames)
+    fail("--frames ", frames, ": expected an integer in [1, ", kMaxJobFrames,
+         "] (a job's num_frames), found ", frames);
+}
+
 Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
                         int ctx, int frames) {
   LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in config)");
@@ -482,6 +494,7 @@ Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uin
   j.line = line;
   j.context_frames = ctx;
   j.num_frames = frames;
+  j.overlap = std::max(0, std::min(JobDefaults{}.overlap, spec.temporal_rows - 1));  // as read
   if (action_tokens(spec)) {
     // Image ids from the image range, action ids from the rest of the vocab (or all of it).
     const int lo = spec.sample_begin(), hi = spec.sample_end();

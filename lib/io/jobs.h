@@ -139,4 +139,11 @@ bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec
 Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
                         int ctx, int frames);
 
+// Throws loom::Error, naming bench's option, when synthetic jobs of `ctx` context frames and
+// `frames` generated ones are no job `run` would take: a prompt of at most one round (T
+// frames; the generated frames may pass it, in new rounds) and num_frames's range.
+// "--context-frames 7: expected an integer in [1, 6] for this model (its temporal table has 6
+// rows; ...), found 7"
+void check_synthetic_frames(const ModelSpec& spec, int ctx, int frames);
+
 }  // namespace loom

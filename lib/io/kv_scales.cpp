@@ -1,16 +1,35 @@
 #include "io/kv_scales.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace loom {
 
 using ojson = nlohmann::ordered_json;
 
 namespace {
+
+// A scale the fp32 quantiser can use: 1/s (the factor stored values are multiplied by) and
+// 448 · s (the largest dequantised value) both finite in fp32.
+bool usable_scale(double s) {
+  const float f = float(s);
+  return std::isfinite(s) && s > 0 && f > 0 && std::isfinite(1.0f / f) &&
+         std::isfinite(kFp8E4m3Max * f);
+}
+
+// "[2.94e-39, 7.6e+35]": the range usable_scale accepts, for messages.
+std::string scale_range() {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.3g, %.3g]", 1.0 / double(kMax), double(kMax) / kFp8E4m3Max);
+  return buf;
+}
 
 // One of "k" / "v": L numbers, or L arrays of H numbers, into out [L, H].
 std::vector<float> read_side(const ojson& j, const char* key, int layers, int kv_heads,
@@ -29,8 +48,8 @@ std::vector<float> read_side(const ojson& j, const char* key, int layers, int kv
   auto take = [&](const ojson& x, int l, int h) {
     LOOM_CHECK(x.is_number(), where(l, h), ": expected a number, found ", x.dump());
     const double s = x.get<double>();
-    LOOM_CHECK(std::isfinite(s) && s > 0 && std::isfinite(float(s)) && float(s) > 0, where(l, h),
-               ": scale ", x.dump(), " (expected finite and > 0)");
+    LOOM_CHECK(usable_scale(s), where(l, h), ": scale ", x.dump(), ": expected a number in ",
+               scale_range(), " (1/s and 448 s must be finite in fp32)");
     return float(s);
   };
   for (int l = 0; l < layers; l++) {
@@ -54,8 +73,17 @@ KvScales read_kv_scales(const std::string& path, int layers, int kv_heads) {
   LOOM_CHECK(in.good(), "--kv-scales ", path, ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  const ojson j = ojson::parse(ss.str(), nullptr, false);
-  LOOM_CHECK(!j.is_discarded() && j.is_object(), "--kv-scales ", path, ": not a JSON object");
+  ojson j;
+  try {
+    j = ojson::parse(ss.str());
+  } catch (const ojson::exception& e) {  // a syntax error, or a number past a double
+    // "[json.exception.parse_error.101] parse error at line 1, ..." without the tag.
+    const std::string what = e.what();
+    const size_t tag = what.find("] ");
+    fail("--kv-scales ", path,
+         ": not valid JSON: ", tag == std::string::npos ? what : what.substr(tag + 2));
+  }
+  LOOM_CHECK(j.is_object(), "--kv-scales ", path, ": not a JSON object");
   LOOM_CHECK(j.value("format", "") == "loom-kv-scales", path,
              ": expected \"format\": \"loom-kv-scales\" (a file from loom calibrate)");
   LOOM_CHECK(j.value("version", 0) == 1, path, ": version ", j.value("version", 0),

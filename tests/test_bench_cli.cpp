@@ -1,0 +1,115 @@
+// `loom bench` on the tiny checkpoints: synthetic jobs are jobs `run` would take (context frames
+// within the model's round), a KV pool too small for one job is refused before anything is
+// timed, naming the option that sized it, and s/frame leaves the prompt's prefill out
+// (bench/README.md, "s/frame"). The refusals of options alone are in test_cli_args.cpp.
+#include <doctest/doctest.h>
+
+#include "cli_util.h"
+
+namespace {
+
+using cli::json;
+using cli::kData;
+
+struct Out {
+  int code = -1;
+  std::string out, err;  // stdout, stderr
+};
+
+// `loom <args>` with both streams captured.
+Out run_loom(const std::string& args) {
+  static const std::string dir = cli::temp_dir("bench_cli");
+  static int calls = 0;
+  const std::string base = dir + "/call" + std::to_string(calls++);
+  const int st = std::system(
+      (cli::kLoom + " " + args + " > " + base + ".out 2> " + base + ".err < /dev/null").c_str());
+  Out o;
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  o.out = cli::slurp(base + ".out");
+  o.err = cli::slurp(base + ".err");
+  return o;
+}
+
+const std::string kV1 = kData + "/tiny_v1";  // P 10, A 3: S 13 slots a frame, T 6 frames a round
+
+}  // namespace
+
+TEST_CASE("bench: --context-frames beyond the model's round is refused before anything runs") {
+  struct Case {
+    std::string args, line;
+  };
+  const std::vector<Case> cases = {
+      {"bench --backend cpu --frames 1 --context-frames 7 -m " + kV1,
+       "--context-frames 7: expected an integer in [1, 6] for this model (its temporal table has "
+       "6 rows; a job's prompt holds at most one round), found 7"},
+      // Rotary positions: T is what fits max_position_embeddings 66 (6 frames of 11 slots).
+      {"bench --backend cpu --frames 1 --context-frames 50 --num-jobs 1 -m " + kData +
+           "/tiny_action_tokens",
+       "--context-frames 50: expected an integer in [1, 6] for this model (a round holds 6 "
+       "frames; a job's prompt holds at most one round), found 50"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const Out o = run_loom(c.args);
+    CHECK(o.code == 2);
+    CHECK(o.out == "");  // no table header: refused before the warm-up
+    CHECK(o.err == "loom: error: " + c.line + "\n");
+  }
+  // A whole round of context (the prompt starts from its last `overlap` frames, as in `run`)
+  // and generated frames past the round (new rounds) are jobs run takes: bench runs them.
+  const Out full = run_loom(
+      "bench --backend cpu --frames 8 --context-frames 6 --batch-sizes 1 --json - -m " + kV1);
+  REQUIRE_MESSAGE(full.code == 0, full.err);
+  const json j = json::parse(full.out);
+  CHECK(j["context_frames"] == 6);
+  CHECK(j["latency"][0]["s_per_frame"].get<double>() > 0);
+}
+
+TEST_CASE("bench: a KV pool that cannot hold one job is refused, naming what sized it") {
+  // 3 context frames + 1 generated: a round of 4 × 13 = 52 slots, 4 blocks of 16.
+  Out o = run_loom("bench --backend cpu --frames 1 --kv-blocks 1 -m " + kV1);
+  CHECK(o.code == 2);
+  CHECK(o.out == "");
+  CHECK(o.err ==
+        "loom: error: --kv-blocks 1: expected at least 4: one bench job (--context-frames 3, "
+        "--frames 1) needs 4 KV blocks of 16 slots (--block-size) for its round of 52 slots; the "
+        "pool holds 1\n");
+  o = run_loom(
+      "bench --backend cpu --frames 2 --context-frames 1 --kv-blocks 2 --block-size 8 "
+      "-m " +
+      kV1);
+  CHECK(o.code == 2);
+  CHECK(o.err ==
+        "loom: error: --kv-blocks 2: expected at least 5: one bench job (--context-frames 1, "
+        "--frames 2) needs 5 KV blocks of 8 slots (--block-size) for its round of 39 slots; the "
+        "pool holds 2\n");
+  // Sized by memory: 12,288 bytes a block of 16 slots on tiny_v1 (f32), so 3e-5 GiB holds 2.
+  o = run_loom("bench --backend cpu --frames 1 --kv-cache-gib 0.00003 -m " + kV1);
+  CHECK(o.code == 2);
+  CHECK(o.err ==
+        "loom: error: bench: one bench job (--context-frames 3, --frames 1) needs 4 KV blocks of "
+        "16 slots (--block-size) for its round of 52 slots; the pool holds 2; expected a larger "
+        "pool: raise --kv-cache-gib or give --kv-blocks 4\n");
+  // Exactly enough runs.
+  o = run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --kv-blocks 4 -m " + kV1);
+  CHECK_MESSAGE(o.code == 0, o.err);
+}
+
+// s/frame used to count the first frame from admission: at --frames 1 it was the time to first
+// token plus the frame, never less than ttft. Here the prompt's prefill takes 65 one-slot steps
+// (--max-batch-slots 1, 5 context frames) and the frame 9 decode steps after its first token.
+TEST_CASE("bench: s/frame leaves the prompt's prefill out") {
+  const Out o = run_loom(
+      "bench --backend cpu --frames 1 --context-frames 5 --max-batch-slots 1 --batch-sizes 1 "
+      "--repeats 1 --json - -m " +
+      kV1);
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  const json row = json::parse(o.out)["latency"][0];
+  const double s = row["s_per_frame"], ttft = row["ttft_s"], decode = row["decode_s"];
+  CHECK(row["mixed_s"] == 0.0);
+  CHECK(row["decode_steps"] == 9);  // P - 1: the first token came from the prefill
+  CHECK(s < ttft);
+  // The frame's time from its first token spans its 9 decode steps (their step times are
+  // disjoint parts of it), scaled to 10 tokens.
+  CHECK(s * 9 / 10 >= decode * (1 - 1e-9));
+}
