@@ -388,6 +388,10 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     o.identity["kv_dtype"] = "fp8";
     o.identity["kv_scales"] = {{"k", sj["k"]}, {"v", sj["v"]}};
   }
+  // The dataset's shards carry what their run's tokens depend on, as the side files do: merge
+  // --dataset and verify compare them (a shard with another --seed is another run).
+  o.model.identity = o.identity;
+  for (const char* own : {"shard", "tokens_out"}) o.model.identity.erase(own);
 
   // 3b. What needs the model's spec but no weights: said before anything is created.
   JobDefaults overlap;

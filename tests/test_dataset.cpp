@@ -330,19 +330,30 @@ TEST_CASE("shards that read other job lines, or of another model, are not one da
   const std::string results = dir + "/r.shard-0-of-2.jsonl " + dir + "/r.shard-1-of-2.jsonl";
   Exit merged = run("merge --out " + dir + "/all.jsonl " + results, dir);
   CHECK(merged.code == 2);
-  CHECK(merged.err.find("read other job lines: jobs_read") != std::string::npos);
+  CHECK(merged.err.find("are not shards of one run (their side files): they read other job "
+                        "lines (jobs_read {\"hash\":") != std::string::npos);
   Exit ds = run("merge --dataset " + dir + "/ds", dir);
   CHECK(ds.code == 2);
-  CHECK(ds.err.find("are not shards of one run: jobs_read") != std::string::npos);
+  CHECK(ds.err.find("are not shards of one run: they read other job lines") != std::string::npos);
   const Verified v = verify_dataset(dir + "/ds", dir);
   CHECK(v.code == 1);
-  CHECK(v.out["problems"].dump().find("are not shards of one run: jobs_read") != std::string::npos);
+  CHECK(v.out["problems"].dump().find("are not shards of one run: they read other job lines") !=
+        std::string::npos);
 
   // Resumed on the whole file, shard 0 runs its new job and agrees.
   REQUIRE(shard(0, "--resume").code == 0);
   CHECK(run("merge --jobs " + jobs + " --out " + dir + "/all.jsonl " + results, dir).code == 0);
   CHECK(run("merge --dataset " + dir + "/ds", dir).code == 0);
   CHECK(verify_dataset(dir + "/ds", dir).code == 0);
+
+  // A shard run with another --seed is another run: its dataset.json says so (run_identity).
+  REQUIRE(shard(1, "--overwrite --seed 7").code == 0);
+  Exit seeded = run("merge --dataset " + dir + "/ds", dir);
+  CHECK(seeded.code == 2);
+  CHECK(seeded.err.find("are not shards of one run: their runs differ in seed: 7 and (absent)") !=
+        std::string::npos);
+  CHECK(verify_dataset(dir + "/ds", dir).code == 1);
+  REQUIRE(shard(1, "--overwrite").code == 0);
 
   // A shard of another model into this folder is refused before it writes.
   const std::string before = slurp(dir + "/r.shard-1-of-2.jsonl");

@@ -380,6 +380,7 @@ void write_dataset_info(const DatasetOptions& o, const DatasetModel& m, int64_t 
   j["state"] = state;
   j["loom_version"] = kLoomVersion;
   j["draw_stream"] = kDrawStream;
+  if (!m.identity.empty()) j["run_identity"] = m.identity;
   j["updated_utc"] = utc_now_iso();
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   if (!run_provenance().is_null()) j["provenance"] = run_provenance();

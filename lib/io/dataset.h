@@ -66,6 +66,9 @@ struct DatasetModel {
   std::string architecture;  // config.json architectures[0]
   std::string config_hash;   // model fingerprint (model/fingerprint.h)
   ModelSpec spec;
+  // What the run's tokens depend on (the side file's identity less the shard and the folder):
+  // dataset.json's "run_identity", the same in every shard of one run.
+  nlohmann::ordered_json identity;
 };
 
 // "DIR/manifest.jsonl" for an unsharded run, "DIR/manifest.shard-K-of-N.jsonl" for a shard.

@@ -35,8 +35,8 @@ Sums read_sums(const std::string& path);
 // given no jobs, whose manifest loom 0.5.0 did not create.
 bool empty_totals(const nlohmann::json& info);
 
-// Why two indexes (dataset.json, side files: a "jobs_read" beside, model and form in dataset
-// indexes) cannot be shards of one run: "" when they can, else the first key that differs,
+// Why two indexes (dataset.json: model, form, jobs_read and run_identity; side files:
+// jobs_read) cannot be shards of one run: "" when they can, else the first key that differs,
 // with both values ("jobs_read {...} and {...}"). A key one of them lacks (an unfinished shard,
 // an older loom) is not compared.
 std::string shards_differ(const nlohmann::json& a, const nlohmann::json& b);

@@ -150,11 +150,9 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_l
                  first.info.value(key, json()).dump(),
                  "; expected shards of one run (the same --no-dataset-actions and "
                  "--no-dataset-context)");
-    const std::string why = shards_differ(first.info, s.info);  // jobs_read: what is left
+    const std::string why = shards_differ(s.info, first.info);  // jobs_read, run_identity
     LOOM_CHECK(why.empty(), "merge --dataset: ", s.info_path, " and ", first.info_path,
-               " are not shards of one run: ", why,
-               " (jobs_read: the job lines each shard read, of every shard; a shared pipe or "
-               "lines appended between the shards' runs give each other jobs)");
+               " are not shards of one run: ", why);
     if (s.info.value("state", "") != "complete") {
       if (m.unfinished.empty()) unfinished_state = s.info.value("state", "(none)");
       m.unfinished.push_back(s.index);

@@ -419,11 +419,29 @@ bool empty_totals(const json& info) {
 }
 
 std::string shards_differ(const json& a, const json& b) {
-  for (const char* key :
-       {"/model/config_hash", "/draw_stream", "/frames", "/tokens_per_frame", "/action_tokens",
-        "/action_dim", "/vocab_size", "/stores", "/jobs_read"}) {
+  if (!a.is_object() || !b.is_object()) return "";
+  const json::json_pointer jobs("/jobs_read"), run("/run_identity");
+  if (a.contains(jobs) && b.contains(jobs) && a[jobs] != b[jobs])
+    return cat("they read other job lines (jobs_read ", a[jobs].dump(), " and ", b[jobs].dump(),
+               "): a pipe the shards shared, or lines appended between their runs; --resume "
+               "each shard on one jobs file");
+  if (a.contains(run) && b.contains(run) && a[run] != b[run] && a[run].is_object() &&
+      b[run].is_object()) {
+    json keys = a[run];
+    keys.update(b[run]);
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      const auto value = [&](const json& j) {
+        return j.contains(it.key()) ? j[it.key()].dump() : std::string("(absent)");
+      };
+      if (value(a[run]) != value(b[run]))
+        return cat("their runs differ in ", it.key(), ": ", value(a[run]), " and ", value(b[run]),
+                   " (run_identity: what changes tokens)");
+    }
+  }
+  for (const char* key : {"/model/config_hash", "/draw_stream", "/frames", "/tokens_per_frame",
+                          "/action_tokens", "/action_dim", "/vocab_size", "/stores"}) {
     const json::json_pointer p(key);
-    if (a.is_object() && b.is_object() && a.contains(p) && b.contains(p) && a[p] != b[p])
+    if (a.contains(p) && b.contains(p) && a[p] != b[p])
       return cat(std::string(key).substr(1), " ", a[p].dump(), " and ", b[p].dump());
   }
   return "";
@@ -448,11 +466,10 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
   }
   v.files = int64_t(named.size());
   for (const Index& ix : indexes) {
-    const std::string why = shards_differ(indexes[0].info, ix.info);
+    const std::string why = shards_differ(ix.info, indexes[0].info);
     if (!why.empty())
-      v.problems.push_back(cat(ix.info_name, " and ", indexes[0].info_name,
-                               " are not shards of one run: ", why,
-                               " (jobs_read: the job lines each shard read, of every shard)"));
+      v.problems.push_back(
+          cat(ix.info_name, " and ", indexes[0].info_name, " are not shards of one run: ", why));
   }
   const json& info = indexes[0].info;
   const bool merged = indexes[0].info_name == "dataset.json" && info.is_object() &&

@@ -393,11 +393,9 @@ void check_side_files(const std::vector<std::string>& inputs, bool allow_partial
                  key, " = ", value(id), ", ", inputs[first_input], " with ", value(first),
                  " (their side files); expected the shards of one run");
     }
-    const std::string why = shards_differ(first_side, side);  // their jobs_read
+    const std::string why = shards_differ(side, first_side);  // their jobs_read
     LOOM_CHECK(why.empty(), "merge: ", inputs[i], " and ", inputs[first_input],
-               " read other job lines: ", why,
-               " (their side files); a shared pipe or lines appended between the shards' runs "
-               "give each shard other jobs: `--resume` each shard on one jobs file");
+               " are not shards of one run (their side files): ", why);
     const std::string state = side.value("state", "(none)");
     if (state == "complete") continue;
     LOOM_CHECK(allow_partial, "merge: ", inputs[i], " is not finished (", sidecar_path(inputs[i]),
