@@ -114,11 +114,16 @@ step() {
 } > "$OUTDIR/env.txt"
 cat "$OUTDIR/env.txt"
 
-# loom's CUDA build links cuBLAS 13: from the toolkit, else from the Python wheel (as in
-# scripts/cuda_check.sh). Only loom's step gets the extra library path.
+# loom's CUDA module (loaded by the binary with dlopen: the binary itself links no CUDA) links
+# cuBLAS 13: from the toolkit, else from the Python wheel (as in scripts/cuda_check.sh). Only
+# loom's step gets the extra library path.
+LOOM_MODULE=""
+for m in "$(dirname "$LOOM")/libloom-cuda.so" "$(dirname "$LOOM")/../lib/loom/libloom-cuda.so"; do
+  [ -e "$m" ] && LOOM_MODULE=$m && break
+done
 LOOM_LD=${LD_LIBRARY_PATH:-}
-if [ -x "$LOOM" ] && command -v ldd > /dev/null 2>&1; then
-  for lib in $(ldd "$LOOM" 2> /dev/null | awk '/not found/ { print $1 }'); do
+if [ -n "$LOOM_MODULE" ] && command -v ldd > /dev/null 2>&1; then
+  for lib in $(ldd "$LOOM_MODULE" 2> /dev/null | awk '/not found/ { print $1 }'); do
     found=""
     for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
       [ -e "$d/$lib" ] && found=$d && break
@@ -137,9 +142,9 @@ fi
 LOOM_UNUSABLE=""
 if [ ! -x "$LOOM" ]; then
   LOOM_UNUSABLE="$LOOM is not an executable (build loom, or pass --loom)"
-elif command -v nvidia-smi > /dev/null 2>&1 && command -v ldd > /dev/null 2>&1 &&
-     ! ldd "$LOOM" 2> /dev/null | grep -q libcublas; then
-  LOOM_UNUSABLE="$LOOM links no cuBLAS: a CPU-only build (pass --loom <CUDA build>/bin/loom)"
+elif command -v nvidia-smi > /dev/null 2>&1 &&
+     { [ -z "$LOOM_MODULE" ] || ! "$LOOM" --version 2> /dev/null | grep -q "CUDA on"; }; then
+  LOOM_UNUSABLE="$LOOM has no CUDA module (libloom-cuda.so beside it or in ../lib/loom): a CPU-only build (pass --loom <CUDA build>/bin/loom)"
 fi
 # not_run NAME WHY: a step that cannot run, recorded as failed with the reason in its log.
 not_run() {
@@ -178,7 +183,7 @@ else
     --batch-sizes 1,8 --json "$OUTDIR/loom_latency.json"
   step loom_jobs "$JOBS_TIMEOUT" "$MIN_JOBS" "$R_AFTER_LOOM" \
     env LD_LIBRARY_PATH="$LOOM_LD" "$LOOM" bench --model "$CKPT" --frames "$FRAMES" \
-    --batch-sizes 1 --jobs "$JOBS" --shared-group 8 --json "$OUTDIR/loom_jobs.json"
+    --batch-sizes 1 --num-jobs "$JOBS" --shared-group 8 --json "$OUTDIR/loom_jobs.json"
 fi
 
 HFPY=("$PY")

@@ -34,7 +34,7 @@ mkdir -p "$OUT"
 
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  (cd /work/main/"$BUILD" && ctest -L cuda --output-on-failure --timeout 400) 2>&1 \
+  (cd "$BUILD" && ctest -L cuda --output-on-failure --timeout 400) 2>&1 \
     | tee "$OUT/ctest.log" || rc=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

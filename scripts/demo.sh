@@ -8,5 +8,6 @@ cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DLOOM_TESTS=OFF >/
 # Everything a build without tests makes: loom, its tables and, with nvcc, the CUDA module.
 cmake --build "$root/build" -j"$(nproc)" >/dev/null
 mkdir -p "$root/out"
-"$root/build/bin/loom" run --model "$root/testdata/tiny_v1" --jobs "$root/testdata/jobs/tiny_v1.jsonl" \
+# --overwrite: a second demo replaces the first one's outputs (a run of your own refuses to).
+"$root/build/bin/loom" run --overwrite --model "$root/testdata/tiny_v1" --jobs "$root/testdata/jobs/tiny_v1.jsonl" \
   --out "$root/out/tiny_v1.results.jsonl" --report "$root/out/tiny_v1.report.json" "$@"
