@@ -89,18 +89,30 @@ def manifest_paths(root, shard=None):
 
 
 def _unfinished(root, tags):
-    """'name: state' of each index (dataset.json, dataset.shard-K-of-N.json) whose state is
-    not complete: a run still writing, stopped, or a merge with --allow-partial."""
-    out = []
+    """What is wrong with the indexes (dataset.json, dataset.shard-K-of-N.json): 'name: state'
+    of each that is not complete (a run still writing, stopped, failed with its error, or a
+    merge with --allow-partial), and shards of two runs: other job lines read (jobs_read) or
+    another run_identity, as loom verify and merge --dataset say."""
+    out, first = [], None
     for tag in tags:
         name = f"dataset{tag}.json"
         try:
             with open(os.path.join(root, name), encoding="utf-8") as f:
-                state = json.load(f).get("state")
+                info = json.load(f)
         except (OSError, ValueError):
             continue
+        state = info.get("state")
         if state != "complete":
-            out.append(f"{name}: {state}")
+            error = info.get("error")
+            out.append(f"{name}: {state}" + (f" ({error})" if error else ""))
+        if first is None:
+            first = (name, info)
+            continue
+        for key in ("jobs_read", "run_identity"):
+            if key in info and key in first[1] and info[key] != first[1][key]:
+                out.append(f"{name} and {first[0]} are not shards of one run ({key} differs: "
+                           "loom verify says how)")
+                break
     return out
 
 
@@ -236,6 +248,8 @@ class Dataset:
         if problems:
             todo = ("run the missing shards, finish the others (loom run --resume) and merge "
                     "(loom merge --dataset)" if missing else
+                    "finish the run (loom run --resume)" if tags == [""] and not (
+                        (self.info or {}).get("shard") or {}).get("merged_from") else
                     "finish the runs (loom run --resume) and merge again (loom merge --dataset)")
             warnings.warn(f"{self.root}: not a finished dataset ({', '.join(problems)}); "
                           f"samples may be missing: {todo}", stacklevel=2)

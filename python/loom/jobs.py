@@ -190,6 +190,9 @@ class Job:
             raise ValueError("Job: pass model= (or actions shaped [frames, A, action_dim]) so "
                              "that the action slots of a frame are known")
         if acts is not None and acts.ndim == 3:
+            if acts.shape[1] != A:  # a frame's rows are its A action slots, not reshaped to fit
+                raise ValueError(f"actions: expected [frames, A={A}, action_dim] for this model, "
+                                 f"found shape {acts.shape}")
             acts = acts.reshape(-1, acts.shape[2])
         # Lists, not one array: each id keeps the type it was given (no promotion to float).
         slots = [placeholder_id] * A

@@ -205,15 +205,53 @@ def _launcher():
     return [sys.executable, "-I", "-S", "-c", _PARENT_DEATH_SHIM, str(os.getpid())]
 
 
+# loom run's flags (no value): resume=1 or a numpy bool is one of them too, not "--resume 1".
+_RUN_FLAGS = {"resume", "overwrite", "quiet", "no_lock", "no_prefix_sharing", "no_overlap",
+              "megakernel", "batch_invariant", "no_tokens_in_results", "no_dataset_actions",
+              "no_dataset_context"}
+
+
 def _flags(options):
     argv = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value is not None and value is not False:
+        if value is None:
+            continue
+        if key in _RUN_FLAGS or isinstance(value, bool):
+            if bool(value):
+                argv.append(flag)
+            elif _env_flag(key):  # False given: it wins over LOOM_<OPTION>, as typed it would
+                argv.append(flag + "=false")
+        else:
             argv += [flag, str(value)]
     return argv
+
+
+def _drop(path):
+    """Removes `path` if it is there."""
+    if path:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _side_files(out):
+    """The bytes of every side file (*.loom.json) beside `out`: what a run changes first."""
+    folder = os.path.dirname(os.path.abspath(out))
+    sides = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return sides
+    for name in names:
+        if name.endswith(".loom.json"):
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    sides[name] = f.read()
+            except OSError:
+                pass
+    return sides
 
 
 def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary=None,
@@ -239,6 +277,7 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
     """
     from .jobs import OtherJobsError, write_jobs
     binary = find_loom(binary)
+    written = None  # (jobs file written, its old bytes kept aside or None, side files before)
     model_path = os.fspath(getattr(model, "path", model))
     out = os.fspath(out)
     # A keyword wins over its LOOM_* variable, as the command line does in loom.
@@ -250,26 +289,44 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
     overwrite = _env_flag("overwrite") if overwrite is None else bool(overwrite)
     quiet = options.get("quiet")
     quiet = _env_flag("quiet") if quiet is None else bool(quiet)
-    if out == "-":
-        raise ValueError('out="-" writes the results to stdout, where loom.run cannot read them: '
-                         "give a file")
+    if out == "-" or report == "-":
+        raise ValueError(f'{"out" if out == "-" else "report"}="-" writes to stdout, where '
+                         "loom.run cannot read it: give a file")
+    for name, value in (("out", out), ("report", report), ("tokens_out", tokens_out)):
+        if value == "":
+            raise ValueError(f"{name}: expected a path, found an empty string")
     if isinstance(jobs, (str, os.PathLike)):
         jobs = os.fspath(jobs)
         if jobs == "-":
             raise ValueError('jobs="-" would read stdin, which loom.run does not pass to loom: '
                              "give a jobs file, or the jobs themselves")
+    elif not hasattr(jobs, "__iter__") or isinstance(jobs, (bytes, dict)):
+        raise TypeError(f"jobs: expected a jobs file path, or an iterable of Jobs, dicts or JSON "
+                        f"lines; found {type(jobs).__name__}")
     else:
         target = os.fspath(jobs_path) if jobs_path is not None else out + ".jobs.jsonl"
+        # A run loom refuses before it changes anything (its side files as they were) must not
+        # leave these jobs in place of the old ones, whose results need them to resume.
+        sides_before = _side_files(out)
+        kept = target + f".before-{os.getpid()}" if os.path.isfile(target) else None
+        if kept:
+            try:
+                os.link(target, kept)
+            except OSError:
+                shutil.copyfile(target, kept)
         try:
             jobs = write_jobs(target, jobs, overwrite=overwrite)
         except OtherJobsError:
+            _drop(kept)
             raise LoomError(
                 f"{target} holds other jobs (an earlier run's: its results need them to resume "
                 "or merge); pass overwrite=True to replace them and that run's outputs, "
                 "resume=True with the same jobs, or jobs_path= to write these elsewhere",
                 command=None) from None
         except OSError as e:
+            _drop(kept)
             raise LoomError(str(e)) from None
+        written = (target, kept, sides_before)
     # loom resolves "auto" and "array" from the environment and names the shard in its banner,
     # which --quiet would hide: then loom runs with --quiet=false (which wins over LOOM_QUIET)
     # and only warnings and errors pass.
@@ -308,12 +365,31 @@ def run(model, jobs, out, *, report=None, tokens_out=None, progress=None, binary
         raise
     finally:
         proc.stderr.close()
+        if written:
+            target, kept, sides_before = written
+            if proc.returncode == 2 and _side_files(out) == sides_before:  # refused: as it was
+                if kept:
+                    os.replace(kept, target)
+                else:
+                    _drop(target)
+            _drop(kept)
     parsed = _parse_shard(shard)
     shard = f"{parsed[0]}/{parsed[1]}" if parsed else shard  # "01/02" is shard 1/2
     if code in (0, 1):
         return RunResult(code, command, jobs, shard_path(out, shard), shard_path(report, shard),
                          tokens_out, shard)
     kind = LoomInterrupted if code == 130 else LoomError
+    if code == 130 and error_line is None:  # loom's own words: what was kept, what to do
+        for line in reversed(tail):
+            text = line
+            if line.startswith("{"):
+                try:
+                    text = str(json.loads(line).get("message", ""))
+                except (ValueError, AttributeError):
+                    continue
+            if "stopped by a signal" in text:
+                error_line, message = line, _STAMP.sub("", text.split("loom: ", 1)[-1]).strip()
+                break
     if error_line is None:
         message = (f"loom was killed by signal {-code}" if code < 0
                    else f"loom exited with {code}")

@@ -230,6 +230,19 @@ class TorchAdapter(TempDirTest):
 
 
 class UnfinishedWarns(TempDirTest):
+    def test_shards_of_two_runs_warn(self):
+        root = self.path("ds")
+        os.makedirs(root)
+        for k, lines in ((0, 6), (1, 8)):  # shard 1 read lines appended after shard 0 ran
+            open(os.path.join(root, f"manifest.shard-{k}-of-2.jsonl"), "w").close()
+            with open(os.path.join(root, f"dataset.shard-{k}-of-2.json"), "w") as f:
+                json.dump({"format": "loom-dataset", "state": "complete",
+                           "jobs_read": {"lines": lines, "hash": "fnv1a64:0"}}, f)
+        with self.assertWarnsRegex(UserWarning, r"dataset\.shard-1-of-2\.json and "
+                                                r"dataset\.shard-0-of-2\.json are not shards of "
+                                                r"one run \(jobs_read differs"):
+            loom.Dataset(root)
+
     def test_an_unfinished_index_warns(self):
         root = self.path("ds")
         os.makedirs(root)
@@ -237,6 +250,13 @@ class UnfinishedWarns(TempDirTest):
         with open(os.path.join(root, "dataset.json"), "w") as f:
             json.dump({"format": "loom-dataset", "state": "partial"}, f)
         with self.assertWarnsRegex(UserWarning, r"dataset.json: partial"):
+            loom.Dataset(root)
+        # A failed run: its error, and what to do for one run (no merge).
+        with open(os.path.join(root, "dataset.json"), "w") as f:
+            json.dump({"format": "loom-dataset", "state": "failed", "error": "disk full"}, f)
+        with self.assertWarnsRegex(UserWarning, r"dataset.json: failed \(disk full\)\); samples "
+                                                r"may be missing: finish the run \(loom run "
+                                                r"--resume\)$"):
             loom.Dataset(root)
         with open(os.path.join(root, "dataset.json"), "w") as f:
             json.dump({"format": "loom-dataset", "state": "complete"}, f)

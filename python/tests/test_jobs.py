@@ -195,6 +195,11 @@ class NumpyJobs(TempDirTest):
         self.assertEqual(job.fields["num_frames"], 0)
         with self.assertRaisesRegex(ValueError, "pass model="):
             loom.Job(frames(), actions(), 1)
+        # [frames, A, dim] with another A than the model's: refused, not reshaped into rows
+        # that a frame count happens to fit (3 frames of 2 rows read as 2 frames of 3).
+        with self.assertRaisesRegex(ValueError, r"expected \[frames, A=3, action_dim\] for this "
+                                                r"model, found shape \(3, 2, 3\)"):
+            loom.Job(np.zeros((1, 10), int), np.zeros((3, 2, 3)), 2, model=V1)
 
 
 class SameTokens(TempDirTest):

@@ -125,10 +125,16 @@ class Run(TempDirTest):
         fake = self.path("loom")
         with open(fake, "w") as f:
             f.write('#!/bin/sh\n[ "$1" = --version ] && { echo "loom 9.1"; exit 0; }\n'
-                    'echo "loom: stopped by SIGINT" >&2\nexit 130\n')
+                    'echo "2026-12-05T07:38:59.635Z +0:00:03.0 loom: stopped by a signal; 2 '
+                    'in-flight samples were not written (30 of the tokens above); --resume runs '
+                    'them" >&2\nexit 130\n')
         os.chmod(fake, stat.S_IRWXU)
         with self.assertRaises(loom.LoomInterrupted) as caught:
             loom.run(TINY_V1, self.path("jobs.jsonl"), self.path("r.jsonl"), binary=fake,
                      progress=False)
         self.assertEqual(caught.exception.exit_code, 130)
-        self.assertIn("stopped by SIGINT", caught.exception.stderr)
+        self.assertIn("stopped by a signal", caught.exception.stderr)
+        # loom's words, not "loom exited with 130".
+        self.assertEqual(caught.exception.message,
+                         "stopped by a signal; 2 in-flight samples were not written (30 of the "
+                         "tokens above); --resume runs them")

@@ -82,7 +82,7 @@ class Paths(TempDirTest):
         self.assertEqual((result.shard, ids(result)), ("1/2", [1, 3]))
 
     def test_stdout_and_stdin_are_refused(self):
-        with self.assertRaisesRegex(ValueError, 'out="-" writes the results to stdout'):
+        with self.assertRaisesRegex(ValueError, 'out="-" writes to stdout'):
             loom.run(V1, jobs(), "-", progress=False)
         with self.assertRaisesRegex(ValueError, 'jobs="-" would read stdin'):
             loom.run(V1, "-", self.path("r.jsonl"), progress=False)
@@ -113,6 +113,41 @@ class JobsFile(TempDirTest):
         with mock.patch.dict(os.environ, {"LOOM_OVERWRITE": "1"}):  # as loom reads it
             loom.run(V1, jobs(2), out, progress=False)
         self.assertEqual(read(again.jobs), "".join(j.line + "\n" for j in jobs(2)))
+
+    def test_jobs_of_a_run_loom_refuses_are_not_left_in_place(self):
+        out = self.path("r.jsonl")
+        first = loom.run(V1, jobs(0), out, tokens_out=self.path("ds"), progress=False)
+        written = read(first.jobs)
+        # loom refuses this --overwrite before it changes anything (the old dataset would go on
+        # naming replaced records): the jobs file still holds the jobs of the results there.
+        with self.assertRaisesRegex(loom.LoomError, "--overwrite: --out .* was written with "
+                                                    "--tokens-out"):
+            loom.run(V1, jobs(1), out, overwrite=True, progress=False)
+        self.assertEqual(read(first.jobs), written)
+        self.assertEqual(loom.run(V1, jobs(0), out, tokens_out=self.path("ds"), resume=True,
+                                  progress=False).exit_code, 0)
+        # A refused first run leaves no jobs file to block the corrected one.
+        fresh = self.path("new", "r.jsonl")
+        with self.assertRaises(loom.LoomError):
+            loom.run(V1, jobs(2), fresh, max_seqs=0, progress=False)
+        self.assertFalse(os.path.exists(fresh + ".jobs.jsonl"))
+        self.assertEqual(loom.run(V1, jobs(3), fresh, progress=False).exit_code, 0)
+        self.assertEqual([n for n in os.listdir(self.tmp) if ".before-" in n], [])
+
+    def test_flags_false_win_over_variables_and_paths_are_checked(self):
+        out = self.path("r.jsonl")
+        lines = []
+        with mock.patch.dict(os.environ, {"LOOM_QUIET": "1"}):
+            result = loom.run(V1, jobs(), out, quiet=False, progress=lines.append)
+        self.assertTrue(any("results in" in line for line in lines))  # not quiet
+        self.assertEqual(loom.run(V1, jobs(), out, resume=1, quiet=0, progress=False).exit_code, 0)
+        self.assertEqual(result.exit_code, 0)
+        for kw, what in ((dict(report="-"), 'report="-"'), (dict(tokens_out=""), "tokens_out: "
+                                                                                 "expected a path")):
+            with self.assertRaisesRegex(ValueError, what):
+                loom.run(V1, jobs(), self.path("x.jsonl"), progress=False, **kw)
+        with self.assertRaisesRegex(TypeError, "jobs: expected a jobs file path.*found int"):
+            loom.run(V1, 5, self.path("x.jsonl"), progress=False)
 
     def test_permissions_follow_the_umask(self):
         for umask, mode in ((0o022, 0o644), (0o027, 0o640)):
