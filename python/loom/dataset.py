@@ -128,11 +128,6 @@ def _lines(f):
         offset += len(raw)
 
 
-def _path_lines(path):
-    with open(path, "rb") as f:
-        yield from _lines(f)
-
-
 def _identity(st):
     return st.st_dev, st.st_ino
 
@@ -256,14 +251,31 @@ class Dataset:
 
     def entries(self):
         """The manifest lines as dicts, in order, read as they are needed from the manifest
-        files the folder has when the iteration starts."""
+        files the folder has when the iteration starts. A manifest replaced during the
+        iteration (a run with --overwrite or --resume, a merge) raises RuntimeError: its
+        buffered lines would name files that now hold other samples."""
         for path in manifest_paths(self.root, self.shard):
-            for _, raw in _path_lines(path):
-                yield json.loads(raw)
+            with open(path, "rb") as f:
+                held = _identity(os.fstat(f.fileno()))  # not reused while f is open
+                for _, raw in _lines(f):
+                    try:
+                        now = _identity(os.stat(path))
+                    except FileNotFoundError:
+                        now = None
+                    if now != held:
+                        raise RuntimeError(f"{path} was replaced during the iteration (a run "
+                                           "with --overwrite or --resume, or a merge, rewrote "
+                                           "the folder); iterate a new loom.Dataset")
+                    yield json.loads(raw)
 
     def __iter__(self):
         for entry in self.entries():
-            yield self.read(entry)
+            try:
+                yield self.read(entry)
+            except FileNotFoundError:
+                raise RuntimeError(f"{os.path.join(self.root, entry['file'])}, named by the "
+                                   "manifest, is gone (a run with --overwrite or --resume "
+                                   "removed it); iterate a new loom.Dataset") from None
 
     def __len__(self):
         return len(self._indexed().offsets)

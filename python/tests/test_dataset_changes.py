@@ -58,6 +58,16 @@ class RewrittenFolder(TempDirTest):
         fresh = loom.Dataset(self.path("ds"))
         self.assert_samples((fresh[i] for i in range(len(fresh))), second)
 
+    def test_an_iteration_across_an_overwrite_stops_rather_than_mix_runs(self):
+        self.run_v1(0)
+        samples = iter(loom.Dataset(self.path("ds")))
+        next(samples)  # the old manifest's lines are buffered from here on
+        self.run_v1(1, overwrite=True)
+        # Its next line names a file that now holds the new run's samples: not read.
+        with self.assertRaisesRegex(RuntimeError, r"manifest\.jsonl was replaced during the "
+                                                  r"iteration.*iterate a new loom\.Dataset"):
+            next(samples)
+
     def test_appends_are_fine_a_shorter_manifest_is_not(self):
         self.run_v1(0)
         folder = self.path("copy")
