@@ -128,6 +128,18 @@ def _lines(f):
         offset += len(raw)
 
 
+def _entry(raw, path, where):
+    """A manifest line as a dict; one that is no JSON object raises ValueError naming it."""
+    try:
+        entry = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{path} {where}: not a manifest entry ({e})") from None
+    if not isinstance(entry, dict) or "file" not in entry or "rows" not in entry:
+        raise ValueError(f"{path} {where}: not a manifest entry (expected an object with file "
+                         "and rows)")
+    return entry
+
+
 def _identity(st):
     return st.st_dev, st.st_ino
 
@@ -257,7 +269,7 @@ class Dataset:
         for path in manifest_paths(self.root, self.shard):
             with open(path, "rb") as f:
                 held = _identity(os.fstat(f.fileno()))  # not reused while f is open
-                for _, raw in _lines(f):
+                for n, (_, raw) in enumerate(_lines(f), 1):
                     try:
                         now = _identity(os.stat(path))
                     except FileNotFoundError:
@@ -266,7 +278,7 @@ class Dataset:
                         raise RuntimeError(f"{path} was replaced during the iteration (a run "
                                            "with --overwrite or --resume, or a merge, rewrote "
                                            "the folder); iterate a new loom.Dataset")
-                    yield json.loads(raw)
+                    yield _entry(raw, path, f"line {n}")
 
     def __iter__(self):
         for entry in self.entries():
@@ -290,7 +302,7 @@ class Dataset:
         n = len(index.offsets)
         if not -n <= i < n:
             raise IndexError(f"sample {i} of a dataset of {n}")
-        return json.loads(index.line(i % n))
+        return _entry(index.line(i % n), index.paths[index.which[i % n]], f"sample {i % n}")
 
     def read(self, entry):
         """(frames, actions, meta) of the sample a manifest line describes."""

@@ -54,8 +54,12 @@ def read_results(path):
     time. A last line without its newline (a run still writing it, or killed while writing
     it) is skipped, as `loom run --resume` drops it."""
     with open(path, "rb") as f:
-        for raw in f:
+        for n, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
                 return
             if raw.strip():
-                yield _result(json.loads(raw))
+                try:
+                    record = json.loads(raw)
+                except ValueError as e:
+                    raise ValueError(f"{path} line {n}: not a results record ({e})") from None
+                yield _result(record)

@@ -1,6 +1,7 @@
 """loom.Dataset reads back, sample by sample, what the results file of the same run says:
 frames, actions, context, ids; merged and unmerged shard folders; plain models; PyTorch."""
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -227,6 +228,30 @@ class TorchAdapter(TempDirTest):
                  for r in (0, 1)]
         self.assertEqual(sorted(ranks[0] + ranks[1]), sorted(want))
         self.assertTrue(ranks[0] and ranks[1])
+
+
+class CorruptLines(TempDirTest):
+    def test_a_bad_line_is_named_by_file_and_line(self):
+        root = self.path("ds")
+        os.makedirs(root)
+        manifest = os.path.join(root, "manifest.jsonl")
+        with open(manifest, "w") as f:
+            f.write('{"file": "data-000000.safetensors", "rows": [0, 2]}\ngarbage\n')
+        with open(os.path.join(root, "dataset.json"), "w") as f:
+            json.dump({"format": "loom-dataset", "state": "complete"}, f)
+        ds = loom.Dataset(root)
+        with self.assertRaisesRegex(ValueError, re.escape(manifest) + " sample 1: not a "
+                                                "manifest entry"):
+            ds.entry(1)
+        with self.assertRaisesRegex(ValueError, re.escape(manifest) + " line 2: not a "
+                                                "manifest entry"):
+            list(ds.entries())
+        results = self.path("r.jsonl")
+        with open(results, "w") as f:
+            f.write('{"id": "a", "sample": 0, "status": "ok", "line": 1, "tokens": []}\n{"id": "b", "sa\n')
+        with self.assertRaisesRegex(ValueError, re.escape(results) + " line 2: not a results "
+                                                "record"):
+            list(loom.read_results(results))
 
 
 class UnfinishedWarns(TempDirTest):
