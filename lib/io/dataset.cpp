@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -31,6 +32,16 @@ using nlohmann::ordered_json;
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
 
 namespace {
+
+// The double whose shortest text is the float's: 0.8f is written 0.8, not 0.800000011920929
+// (the float's exact value as a double), so the manifest says what the job said.
+double shortest(float v) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  double d = v;
+  std::from_chars(buf, end, d);
+  return d;
+}
 
 constexpr const char* kFormat = "loom-dataset";
 
@@ -61,9 +72,9 @@ ordered_json manifest_entry(const JobResult& r, const DatasetModel& m) {
     e["prompt_tokens"] = job.prompt.size();
   }
   e["seed"] = job.sampling.seed;
-  e["sampling"] = {{"temperature", job.sampling.temperature},
+  e["sampling"] = {{"temperature", shortest(job.sampling.temperature)},
                    {"top_k", job.sampling.top_k},
-                   {"top_p", job.sampling.top_p}};
+                   {"top_p", shortest(job.sampling.top_p)}};
   e["model"] = m.name;
   e["config_hash"] = m.config_hash;
   e["loom_version"] = kLoomVersion;
