@@ -92,6 +92,14 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// Every file below `dir`, with its bytes.
+inline std::map<std::string, std::string> tree(const std::string& dir) {
+  std::map<std::string, std::string> m;
+  for (const auto& de : fs::recursive_directory_iterator(dir))
+    if (de.is_regular_file()) m[de.path().string()] = slurp(de.path().string());
+  return m;
+}
+
 inline Exit wait_for(const Spawned& s) {
   int status = 0;
   waitpid(s.pid, &status, 0);

@@ -6,18 +6,6 @@
 
 using namespace cli;
 
-namespace {
-
-// Every file below `dir`, with its bytes.
-std::map<std::string, std::string> tree(const std::string& dir) {
-  std::map<std::string, std::string> m;
-  for (const auto& de : fs::recursive_directory_iterator(dir))
-    if (de.is_regular_file()) m[de.path().string()] = slurp(de.path().string());
-  return m;
-}
-
-}  // namespace
-
 TEST_CASE("no output, even with --overwrite, replaces an input or another run's file") {
   const std::string dir = temp_dir("roles");
   const std::string model = dir + "/model";

@@ -31,14 +31,6 @@ void wait_until_holds(const std::string& path, const std::string& text) {
   }
 }
 
-// Every file below `dir`, with its bytes.
-std::map<std::string, std::string> tree(const std::string& dir) {
-  std::map<std::string, std::string> m;
-  for (const auto& de : fs::recursive_directory_iterator(dir))
-    if (de.is_regular_file()) m[de.path().string()] = slurp(de.path().string());
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("one file under two names: refused before anything is created") {
