@@ -249,8 +249,15 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   ctx.device = om.backend->device_info();
   ctx.shard_index = o.shard.index;
   ctx.shard_count = o.shard.count;
+  // What a finished shard read of the jobs, every shard's lines: its siblings must agree (a
+  // shared pipe or lines appended between the shards' runs give each other jobs).
+  nlohmann::ordered_json jobs_read;
+  if (!st.stopped)
+    jobs_read["jobs_read"] = {{"lines", reader.records_read()},
+                              {"hash", "fnv1a64:" + hex64(reader.lines_hash())}};
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
+    if (!jobs_read.empty()) rep["jobs_read"] = jobs_read["jobs_read"];
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     if (o.out_path != "-") rep["results"] = same_path_form(o.out_path).string();
     if (o.out_path != "-" && o.report_path != "-")  // still true when both files move together
@@ -269,12 +276,6 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     }
   }
   const char* state = st.stopped ? "stopped" : "complete";
-  // What a finished shard read of the jobs, every shard's lines: its siblings must agree (a
-  // shared pipe or lines appended between the shards' runs give each other jobs).
-  nlohmann::ordered_json jobs_read;
-  if (!st.stopped)
-    jobs_read["jobs_read"] = {{"lines", reader.records_read()},
-                              {"hash", "fnv1a64:" + hex64(reader.lines_hash())}};
   if (with_dataset) dataset.finish(state, jobs_read);
   if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, state, jobs_read);
   for (const std::string& line : run_summary(st, ctx)) log_info(line);

@@ -338,6 +338,18 @@ TEST_CASE("merge refuses reports that are not the shards of one run") {
     CHECK(has(e, "reports of different runs: expected jobs " + a + " (as in " + r0 + "), found " +
                      b + " in " + r1));
   }
+  SUBCASE("shards that read other job lines") {
+    json j0 = make_report(shard0_stats(), 0, 2, t0, t1, results);
+    json j1 = make_report(shard1_stats(), 1, 2, t0, t1, results);
+    j0["jobs_read"] = {{"lines", 30}, {"hash", "fnv1a64:873825fd3e9f6a9a"}};
+    j1["jobs_read"] = {{"lines", 39}, {"hash", "fnv1a64:a20cfa17abc79b87"}};
+    put_json(r0, j0);
+    put_json(r1, j1);
+    const std::string e = error_of([&] { merge_reports({r0, r1}); });
+    CHECK(has(e,
+              "reports of different runs: " + r1 + " and " + r0 +
+                  ": they read other job lines (jobs_read {\"hash\":\"fnv1a64:a20cfa17abc79b87\""));
+  }
   SUBCASE("different shard counts") {
     put_json(other, make_report(shard1_stats(), 2, 3, t0, t1, results));
     const std::string e = error_of([&] { merge_reports({r0, other}); });
@@ -418,6 +430,7 @@ TEST_CASE("two shards of a real run merge to the sum of their reports") {
     json j = json::parse(std::ifstream(rep));
     CHECK(j["out"] == dir / ("results.shard-" + std::to_string(k) + "-of-2.jsonl"));
     CHECK(j["shard"] == json{{"index", k}, {"count", 2}});
+    CHECK(j["jobs_read"]["lines"] == 4);  // every line of the file, each shard's and the other's
     reports.push_back(rep);
     shard_reports.push_back(j);
   }

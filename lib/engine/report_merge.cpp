@@ -44,6 +44,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/report.h"
+#include "io/dataset_file.h"
 #include "io/outputs.h"
 
 namespace loom {
@@ -235,6 +236,10 @@ void check_one_run(const std::vector<ShardReport>& reports) {
            first.path, "), found ", jobs.get<std::string>(), " in ", r.path,
            "; merge the reports of one run");
     }
+    const std::string differ = shards_differ(r.j, first.j);  // their jobs_read
+    if (!differ.empty())
+      fail("reports of different runs: ", r.path, " and ", first.path, ": ", differ,
+           "; merge the reports of one run");
     auto [it, fresh] = by_index.emplace(r.index, &r);
     if (!fresh) {
       fail(it->second->path, " and ", r.path, " are both reports of shard ", r.index, "/", r.count,
