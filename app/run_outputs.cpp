@@ -185,6 +185,26 @@ void check_old_dataset_replaced(const RunOutputs& o) {
              " to replace it too, or remove its shard's files first");
 }
 
+// The other shards of this run's folder are of its model (verify and merge --dataset refuse
+// two): a shard of another model is refused before it writes there.
+void check_sibling_shards(const RunOutputs& o) {
+  if (o.dataset.dir.empty() || o.shard.count <= 1) return;
+  const std::string own = fs::path(dataset_info_path(o.dataset)).filename().string();
+  const nlohmann::json::json_pointer hash("/model/config_hash");
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(o.dataset.dir, ec)) {
+    const std::string name = de.path().filename().string();
+    if (name.rfind("dataset.shard-", 0) != 0 || name == own) continue;
+    std::ifstream in(de.path());
+    const nlohmann::json info = nlohmann::json::parse(in, nullptr, false);
+    LOOM_CHECK(!info.is_object() || !info.contains(hash) || info[hash] == o.model.config_hash,
+               "--tokens-out ", o.dataset.dir, " holds ", name, " of model ",
+               info.value("/model/name"_json_pointer, std::string("?")), " (", info[hash].dump(),
+               "), this run's model is ", o.model.name, " (", o.model.config_hash,
+               "): the shards of one folder are one run; expected its model, or a new folder");
+  }
+}
+
 }  // namespace
 
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
@@ -337,24 +357,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   o.model.config_hash = mid.fingerprint;
   o.model.name = mid.architecture + ":" + a.model;
   o.model.spec = mid.spec;
-  // The other shards of this folder: one model (verify and merge --dataset refuse two).
-  if (!o.dataset.dir.empty() && o.shard.count > 1) {
-    std::error_code ec;
-    for (const auto& de : fs::directory_iterator(o.dataset.dir, ec)) {
-      const std::string name = de.path().filename().string();
-      if (name.rfind("dataset.shard-", 0) != 0 ||
-          name == fs::path(dataset_info_path(o.dataset)).filename().string())
-        continue;
-      std::ifstream in(de.path());
-      const nlohmann::json info = nlohmann::json::parse(in, nullptr, false);
-      const nlohmann::json::json_pointer hash("/model/config_hash");
-      LOOM_CHECK(!info.is_object() || !info.contains(hash) || info[hash] == mid.fingerprint,
-                 "--tokens-out ", o.dataset.dir, " holds ", name, " of model ",
-                 info.value("/model/name"_json_pointer, std::string("?")), " (", info[hash].dump(),
-                 "), this run's model is ", mid.architecture, ":", a.model, " (", mid.fingerprint,
-                 "): the shards of one folder are one run; expected its model, or a new folder");
-    }
-  }
+  check_sibling_shards(o);
   o.identity = {{"model_fingerprint", mid.fingerprint},
                 {"weights_sample", mid.weights_sample},
                 {"architecture", mid.architecture},
