@@ -113,6 +113,10 @@ TEST_CASE("every argument error is one line naming the option and what was expec
   };
   const std::vector<Case> cases = {
       {"rnu", "unknown command \"rnu\"; did you mean \"run\"?"},
+      {"calibrate --backend cpu -m " + kModel + " --jobs " + dir() + " --out " + dir() + "/s.json",
+       "cannot read jobs from " + dir() +
+           ": it is a folder; expected a JSONL jobs file, or - for "
+           "stdin"},
       {"benhc" + m, "unknown command \"benhc\"; did you mean \"bench\"?"},
       {"frobnicate",
        "unknown command \"frobnicate\"; expected one of run, inspect, merge, bench, calibrate, "

@@ -378,6 +378,10 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
     impl_->in = impl_->file.is_open() ? static_cast<std::istream*>(&impl_->file) : &std::cin;
     impl_->path = "stdin";
   } else {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      fail("cannot read jobs from ", path, ": it is a folder; expected a JSONL jobs file, or - "
+           "for stdin");
     impl_->file.open(path, std::ios::binary);
     if (!impl_->file.is_open()) {
       fail("cannot read jobs from ", path, ": ", std::strerror(errno),
