@@ -174,22 +174,26 @@ class Binder {
   }
 
   void run() {
-    const ModelSpec& s = m_.spec;
-    m_.weights.layers.assign(size_t(s.layers), LayerWeights{});
-    m_.weights.action.assign(size_t(s.action_layers()), ActionLayer{});
-    // Untied roles first, so that a tie always finds its target bound.
-    for (int pass = 0; pass < 2; pass++)
-      for (const WeightRule& r : t_.weights) {
-        if (r.tied_to.empty() != (pass == 0)) continue;
-        if (r.per_layer)
-          for (int i = 0; i < s.layers; i++) bind(r, i);
-        else
-          bind(r, -1);
-      }
+    const size_t warnings = m_.warnings.size(), bindings = m_.bindings.size();
+    bind_all();
+    // Weights of mixed dtypes (bf16 projections beside f32 norms): read as the first weight's
+    // they lost precision (f32 norms rounded to bf16: other tokens than HF's, which computes in
+    // f32 on the stored values). Bound again, every one as f32, each exactly.
+    const bool lossy = !converted_.empty() && m_.dtype != DType::F32;
+    if (lossy) {
+      m_.warnings.resize(warnings);
+      m_.bindings.resize(bindings);
+      used_.clear();
+      converted_.clear();
+      m_.dtype = DType::F32;
+      bind_all();
+    }
     for (const auto& [from, n] : converted_)
       m_.warnings.push_back(cat(n, " weight tensor", n > 1 ? "s" : "", " stored as ", from,
                                 " converted to ", dtype_name(m_.dtype),
-                                ", the checkpoint's dtype (its first weight's)"));
+                                lossy ? ": the checkpoint mixes weight dtypes, so every weight "
+                                        "is read as f32, each exactly"
+                                      : ", the checkpoint's dtype (its first weight's)"));
     // An unused tensor of a module whose other tensors are bound (a bias beside a bound
     // weight) is math the table leaves out: an error, as vLLM's loaders make it. Others (a
     // rotary inv_freq buffer, GPT-2's attention masks) are only warned about.
@@ -479,6 +483,22 @@ class Binder {
         b.templates = o.templates;
       }
     m_.bindings.push_back(std::move(b));
+  }
+
+  void bind_all() {
+    const ModelSpec& s = m_.spec;
+    m_.weights = Weights{};
+    m_.weights.layers.assign(size_t(s.layers), LayerWeights{});
+    m_.weights.action.assign(size_t(s.action_layers()), ActionLayer{});
+    // Untied roles first, so that a tie always finds its target bound.
+    for (int pass = 0; pass < 2; pass++)
+      for (const WeightRule& r : t_.weights) {
+        if (r.tied_to.empty() != (pass == 0)) continue;
+        if (r.per_layer)
+          for (int i = 0; i < s.layers; i++) bind(r, i);
+        else
+          bind(r, -1);
+      }
   }
 
   const MappingTable& t_;
