@@ -329,6 +329,8 @@ struct Given {
   const CLI::App* cmd;
   std::vector<std::string> typed;  // options_on_command_line
   std::vector<std::string> args;   // the command line, argv[1] on
+  // Options whose LOOM_ variable was ignored (unused): no run.from_env entry for them.
+  mutable std::vector<std::string> ignored;
 
   bool set(const std::string& name) const { return cmd->get_option(name)->count() > 0; }
   // True when `name` came from its LOOM_ variable, now ignored: the caller drops its value.
@@ -336,6 +338,7 @@ struct Given {
     if (!set(name)) return false;
     if (contains(typed, name)) fail(name, " ", why);
     log_warning(cat(env_name(name), " is ignored: ", name, " ", why));
+    ignored.push_back(name);
     return true;
   }
 };
@@ -346,16 +349,16 @@ std::string backend_of(const EngineArgs& e) {
   return e.backend != "auto" ? e.backend : choose_backend(e).backend_name();
 }
 
-// Options of one backend given to the other, and the pool sizes --kv-blocks overrides.
-void check_engine(const Given& g, const EngineArgs& e) {
+// Options of one backend given to the other, and the pool sizes --kv-blocks overrides. An
+// ignored variable's value goes back to the default, so the provenance's options say what ran.
+void check_engine(const Given& g, EngineArgs& e) {
   if (g.set("--kv-blocks")) {
     for (const char* name : {"--kv-cache-gib", "--gpu-memory-fraction"})
       g.unused(name, "sizes the KV pool, which --kv-blocks fixes; expected one of them");
   }
   const bool backend_specific =
       g.set("--kv-cache-gib") || g.set("--gpu-memory-fraction") || g.set("--device");
-  if (!backend_specific) return;
-  const std::string backend = backend_of(e);
+  const std::string backend = backend_specific ? backend_of(e) : "";
   if (backend == "cuda")
     g.unused("--kv-cache-gib",
              "sizes the cpu backend's KV pool; on cuda expected --gpu-memory-fraction or "
@@ -365,6 +368,10 @@ void check_engine(const Given& g, const EngineArgs& e) {
              "applies to cuda; on the cpu backend expected --kv-cache-gib or --kv-blocks");
     g.unused("--device", "selects a CUDA device; the cpu backend has none");
   }
+  const EngineArgs d;
+  if (contains(g.ignored, "--kv-cache-gib")) e.kv_cache_gib = d.kv_cache_gib;
+  if (contains(g.ignored, "--gpu-memory-fraction")) e.gpu_memory_fraction = d.gpu_memory_fraction;
+  if (contains(g.ignored, "--device")) e.device = d.device;
 }
 
 void finish_run(const Given& g, RunArgs& r) {
@@ -389,7 +396,8 @@ void finish_run(const Given& g, RunArgs& r) {
   r.overlap_given = g.set("--overlap");
   for (const CLI::Option* o : g.cmd->get_options()) {
     const std::string name = o->get_name();
-    if (o->count() > 0 && !o->get_envname().empty() && !contains(g.typed, name))
+    if (o->count() > 0 && !o->get_envname().empty() && !contains(g.typed, name) &&
+        !contains(g.ignored, name))
       r.from_env.push_back(o->get_envname());
   }
   if (contains(r.from_env, env_name("--overlap"))) r.overlap_note = " (from LOOM_OVERLAP)";

@@ -18,6 +18,7 @@ namespace {
 struct LogState {
   std::mutex mu;
   bool started = false;  // log_run_started ran: lines take the run's form
+  bool inited = false;   // log_init ran: `start` is the options' parse
   bool json = false, quiet = false, tty = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::string live;  // the live line now on screen ("" when none)
@@ -67,7 +68,8 @@ void log_init(const std::string& format, bool quiet) {
   s.json = format == "json";
   s.quiet = quiet;
   s.tty = isatty(STDERR_FILENO) == 1;
-  s.start = std::chrono::steady_clock::now();
+  if (!s.inited) s.start = std::chrono::steady_clock::now();  // (run_command inits again)
+  s.inited = true;
 }
 
 void log_run_started() {

@@ -251,11 +251,16 @@ TEST_CASE("LOOM_<OPTION> fills an option; the command line wins") {
   CHECK(cli::dataset_samples(dir() + "/env_ds").size() == 5);
   // A LOOM_ variable that does not apply warns (a standing default), where typing it is an error.
   const Out ignored =
-      run_loom(run_args("env_ignored.jsonl", "--kv-blocks 64"), {"LOOM_KV_CACHE_GIB=1"});
+      run_loom(run_args("env_ignored.jsonl", "--kv-blocks 64 --report " + dir() + "/ign.json"),
+               {"LOOM_KV_CACHE_GIB=1"});
   CHECK(ignored.code == 0);
   CHECK(ignored.err ==
         "loom: warning: LOOM_KV_CACHE_GIB is ignored: --kv-cache-gib sizes the KV pool, which "
         "--kv-blocks fixes; expected one of them\n");
+  // Not recorded as what set an option: what ran is the default.
+  const nlohmann::json prov = nlohmann::json::parse(cli::slurp(dir() + "/ign.json"))["provenance"];
+  CHECK(prov["options_from_env"] == nlohmann::json::array());
+  CHECK(prov["options"]["kv_cache_gib"] == 2.0);
   // So with every option that needs another: the variable warns and is dropped, the typed
   // option is refused.
   const Out scales = run_loom(run_args("env_scales.jsonl", ""), {"LOOM_KV_SCALES=/none.json"});
