@@ -3,6 +3,7 @@
 // reads or rewrites an existing output.
 #include "app/run_outputs.h"
 
+#include <simdjson.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -209,6 +210,17 @@ void check_sibling_shards(const RunOutputs& o) {
 
 void prepare_outputs(const RunArgs& a, const std::string& backend, const std::string& dtype,
                      RunOutputs& o) {
+  // 0. Paths are recorded in JSON (side file, report, dataset.json): UTF-8 only, said up front
+  // (a byte that is not stopped the run at its first record, with the JSON library's words).
+  for (const auto& [option, path] : {std::pair<const char*, const std::string&>{"--model", a.model},
+                                     {"--jobs", a.jobs},
+                                     {"--out", a.out},
+                                     {"--report", a.report},
+                                     {"--tokens-out", a.tokens_out},
+                                     {"--kv-scales", a.engine.kv_scales},
+                                     {"--model-table", a.engine.model_table}})
+    LOOM_CHECK(simdjson::validate_utf8(path.data(), path.size()), option, " ", path,
+               ": the path is not valid UTF-8; loom records its paths in JSON: rename it");
   // 1. Arguments that contradict each other.
   LOOM_CHECK(!(a.resume && a.overwrite),
              "--resume and --overwrite contradict each other: "

@@ -113,6 +113,10 @@ TEST_CASE("every argument error is one line naming the option and what was expec
   };
   const std::vector<Case> cases = {
       {"rnu", "unknown command \"rnu\"; did you mean \"run\"?"},
+      {"run --backend cpu -m " + kModel + " -i " + kJobs + " -o " + dir() + "/v\xff.jsonl",
+       "--out " + dir() +
+           "/v\xff.jsonl: the path is not valid UTF-8; loom records its paths in "
+           "JSON: rename it"},
       {"calibrate --backend cpu -m " + kModel + " --jobs " + dir() + " --out " + dir() + "/s.json",
        "cannot read jobs from " + dir() +
            ": it is a folder; expected a JSONL jobs file, or - for "
