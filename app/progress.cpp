@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -263,8 +264,14 @@ void JobErrorSummary::add(const std::string& message) {
   std::string masked;
   for (char ch : key) {
     const bool digit = ch >= '0' && ch <= '9';
+    const size_t n = masked.size();
+    // A number's sign is part of it ("found -1" is the kind of "found 0").
+    const bool sign =
+        n > 0 && masked[n - 1] == '-' && (n == 1 || !std::isalnum((unsigned char)masked[n - 2]));
     if (!digit)
       masked += ch;
+    else if (sign)
+      masked.back() = '#';
     else if (masked.empty() || masked.back() != '#')
       masked += '#';
   }

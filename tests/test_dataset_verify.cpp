@@ -139,6 +139,9 @@ TEST_CASE("verify names each kind of damage, exit 1; a folder that is no dataset
       {"a file cut short",
        [&] { fs::resize_file(d1, fs::file_size(d1) - 8); },
        {"data-000001.safetensors: truncated", "its bytes changed"}},
+      {"a byte appended",  // (said "truncated" for a file that grew)
+       [&] { std::ofstream(d1, std::ios::app) << 'x'; },
+       {"data-000001.safetensors: bytes after its data: ", "its bytes changed"}},
       {"a file removed",
        [&] { fs::remove(d1); },
        {"data-000001.safetensors: missing (named by manifest.jsonl line 5)"}},

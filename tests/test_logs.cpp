@@ -212,8 +212,9 @@ TEST_CASE("a failed run names its errors: the first kinds with their counts, eve
     for (int i = 0; i < 6; i++) {
       json j = base;
       j["id"] = "j" + std::to_string(i);
-      if (i % 2 == 0) j["num_frames"] = -i - 1;  // 3 jobs: out of range, each another value
-      if (i == 3) j["colour"] = "red";           // 1 job: an unknown field
+      // 3 jobs out of range, each another value, signed or not (a sign made another kind)
+      if (i % 2 == 0) j["num_frames"] = i == 4 ? 0 : -i - 1;
+      if (i == 3) j["colour"] = "red";  // 1 job: an unknown field
       f << j.dump() << "\n";
     }
     f.close();

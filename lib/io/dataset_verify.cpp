@@ -363,7 +363,9 @@ DataFileInfo read_data_file(const std::string& path, const std::string& name) {
       end = std::max<uint64_t>(end, it.value().at("data_offsets").at(1).get<uint64_t>());
     }
     if (size != 8 + hlen + end)
-      return problem = cat("truncated: ", size, " bytes, its header says ", 8 + hlen + end), out;
+      return problem = cat(size < 8 + hlen + end ? "truncated: " : "bytes after its data: ", size,
+                           " bytes, its header says ", 8 + hlen + end),
+             out;
     const json manifest = json::parse(meta.value("manifest", "[]"), nullptr, false);
     const json& off = header.at("sample_offsets");
     if (manifest.is_discarded() || !manifest.is_array() ||
