@@ -110,10 +110,14 @@ TEST_CASE(
   // the rest are exactly the written frames' (10 image tokens a frame).
   std::smatch totals, unwritten;
   REQUIRE(std::regex_search(e.err, totals, std::regex(R"((\d+) frames, (\d+) tokens in)")));
-  REQUIRE(std::regex_search(e.err, unwritten,
-                            std::regex(R"(in-flight samples were not written \((\d+) of the )"
-                                       R"(tokens above\); --resume runs them)")));
-  CHECK(std::stoll(totals[2]) - std::stoll(unwritten[1]) == 10 * std::stoll(totals[1]));
+  REQUIRE(std::regex_search(
+      e.err, unwritten,
+      std::regex(R"((\d+) samples read were not written \((\d+) running, with (\d+) of the )"
+                 R"(tokens above; (\d+) waiting to start\); --resume runs them)")));
+  CHECK(std::stoll(totals[2]) - std::stoll(unwritten[3]) == 10 * std::stoll(totals[1]));
+  // Running ones are what a step holds (--max-seqs), the rest waited in the read-ahead.
+  CHECK(std::stoll(unwritten[1]) == std::stoll(unwritten[2]) + std::stoll(unwritten[4]));
+  CHECK(std::stoll(unwritten[2]) <= 1);  // --max-seqs 1
   fs::remove_all(dir);
 }
 

@@ -261,6 +261,7 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
     done.clear();
     sched.abandon_all(done);
     st.samples_abandoned = int64_t(done.size() + waiting.size());
+    st.samples_abandoned_started = int64_t(done.size());
   }
   st.wall_s = now_s() - t0;
   st.scheduler = sched.stats();

@@ -68,15 +68,16 @@ class FrameTimes {
 
 struct RunStats {
   int64_t jobs_read = 0, jobs_ok = 0, jobs_failed = 0, samples_done = 0, samples_skipped = 0;
-  int64_t samples_abandoned = 0;    // in flight when a stop was asked for
-  int64_t jobs_failed_earlier = 0;  // --resume: lines an earlier run's error records answer
-                                    // (in jobs_read, not in jobs_failed; set by the caller)
-  int64_t samples_read = 0;         // samples of the accepted jobs (skipped ones included)
-  int64_t frames_read = 0;          // frames those samples are to generate
-  int64_t frames_skipped = 0;       // frames of the skipped samples (resume)
-  int64_t tokens = 0, frames = 0;   // generated (tokens as sampled, in-flight ones included)
-  int64_t tokens_written = 0;       // tokens of the finished samples (what the results hold)
-  double wall_s = 0;                // the whole run: tokens_per_s divides by this
+  int64_t samples_abandoned = 0;          // read but not written when a stop was asked for
+  int64_t samples_abandoned_started = 0;  // of those, the ones running (the rest waited)
+  int64_t jobs_failed_earlier = 0;        // --resume: lines an earlier run's error records answer
+                                          // (in jobs_read, not in jobs_failed; set by the caller)
+  int64_t samples_read = 0;               // samples of the accepted jobs (skipped ones included)
+  int64_t frames_read = 0;                // frames those samples are to generate
+  int64_t frames_skipped = 0;             // frames of the skipped samples (resume)
+  int64_t tokens = 0, frames = 0;         // generated (tokens as sampled, in-flight ones included)
+  int64_t tokens_written = 0;             // tokens of the finished samples (what the results hold)
+  double wall_s = 0;                      // the whole run: tokens_per_s divides by this
   // Step time by kind: only prefill chunks, only decode slots (one token, or a frame's A+1
   // chunk), or both in one step (continuous batching mixes them).
   double prefill_s = 0, decode_s = 0, mixed_s = 0;

@@ -178,9 +178,8 @@ std::vector<std::string> run_summary(const RunStats& st, const RunContext& ctx) 
                 st.jobs_failed_earlier > 0
                     ? cat(", ", st.jobs_failed_earlier, " more in an earlier run").c_str()
                     : "",
-                (long long)st.samples_done,
-                (long long)st.frames, (long long)st.tokens, st.wall_s, tokens_per_s(st),
-                frames_per_s(st), ctx.backend.c_str(), ctx.dtype.c_str());
+                (long long)st.samples_done, (long long)st.frames, (long long)st.tokens, st.wall_s,
+                tokens_per_s(st), frames_per_s(st), ctx.backend.c_str(), ctx.dtype.c_str());
   lines.push_back(buf);
   std::snprintf(buf, sizeof buf,
                 "load %.2f s; steps: %lld prefill %.2f s, %lld decode %.2f s, %lld mixed %.2f s; "
@@ -204,9 +203,11 @@ std::vector<std::string> run_summary(const RunStats& st, const RunContext& ctx) 
   }
   if (st.stopped)
     lines.push_back(cat("stopped by a signal; ", st.samples_abandoned,
-                        " in-flight samples were not written (",
-                        std::max<int64_t>(0, st.tokens - st.tokens_written),
-                        " of the tokens above); --resume runs them"));
+                        " samples read were not written (", st.samples_abandoned_started,
+                        " running, with ", std::max<int64_t>(0, st.tokens - st.tokens_written),
+                        " of the tokens above; ",
+                        st.samples_abandoned - st.samples_abandoned_started,
+                        " waiting to start); --resume runs them"));
   return lines;
 }
 

@@ -126,8 +126,8 @@ class Run(TempDirTest):
         with open(fake, "w") as f:
             f.write('#!/bin/sh\n[ "$1" = --version ] && { echo "loom 9.1"; exit 0; }\n'
                     'echo "2026-12-05T07:38:59.635Z +0:00:03.0 loom: stopped by a signal; 2 '
-                    'in-flight samples were not written (30 of the tokens above); --resume runs '
-                    'them" >&2\nexit 130\n')
+                    'samples read were not written (1 running, with 30 of the tokens above; 1 '
+                    'waiting to start); --resume runs them" >&2\nexit 130\n')
         os.chmod(fake, stat.S_IRWXU)
         with self.assertRaises(loom.LoomInterrupted) as caught:
             loom.run(TINY_V1, self.path("jobs.jsonl"), self.path("r.jsonl"), binary=fake,
@@ -136,5 +136,5 @@ class Run(TempDirTest):
         self.assertIn("stopped by a signal", caught.exception.stderr)
         # loom's words, not "loom exited with 130".
         self.assertEqual(caught.exception.message,
-                         "stopped by a signal; 2 in-flight samples were not written (30 of the "
-                         "tokens above); --resume runs them")
+                         "stopped by a signal; 2 samples read were not written (1 running, with "
+                         "30 of the tokens above; 1 waiting to start); --resume runs them")
