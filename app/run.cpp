@@ -258,6 +258,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
     if (!jobs_read.empty()) rep["jobs_read"] = jobs_read["jobs_read"];
+    if (cut > 0) rep["jobs_summary"]["last_line_unrun"] = cut;  // why the exit is 1
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     if (o.out_path != "-") rep["results"] = same_path_form(o.out_path).string();
     if (o.out_path != "-" && o.report_path != "-")  // still true when both files move together

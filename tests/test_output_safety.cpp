@@ -630,16 +630,19 @@ TEST_CASE("a last jobs line still being written gets no record; --resume runs it
   const size_t second_end = text.find('\n', text.find('\n') + 1);
   const std::string jobs = dir + "/jobs.jsonl";
   std::ofstream(jobs) << text.substr(0, second_end + 1 + 100);  // two lines and a third's head
-  Exit cut = run(run_args(jobs, dir + "/r.jsonl", ""), dir);
+  Exit cut = run(run_args(jobs, dir + "/r.jsonl", "--report " + dir + "/rep.json"), dir);
   CHECK(cut.code == 1);
+  CHECK(json::parse(slurp(dir + "/rep.json"))["jobs_summary"]["last_line_unrun"] == 3);
   CHECK(cut.err.find("loom: warning: line 3 of " + jobs +
                      ", the last, has no newline and is no valid job (still being written?)") !=
         std::string::npos);
   CHECK(tokens_by_sample(dir + "/r.jsonl").size() == 3);  // job-0 (1 sample), job-1 (2)
   for (const json& r : read_lines(dir + "/r.jsonl")) CHECK(r["line"] != 3);
   std::ofstream(jobs, std::ios::app) << text.substr(second_end + 1 + 100);
-  CHECK(run(run_args(jobs, dir + "/r.jsonl", "--resume"), dir).code == 0);
+  CHECK(run(run_args(jobs, dir + "/r.jsonl", "--resume --report " + dir + "/rep.json"), dir).code ==
+        0);
   CHECK(tokens_by_sample(dir + "/r.jsonl").size() == 4);
+  CHECK(!json::parse(slurp(dir + "/rep.json"))["jobs_summary"].contains("last_line_unrun"));
 }
 
 TEST_CASE("an --out that is a symlink keeps its side file and lock at the target") {
