@@ -372,6 +372,24 @@ TEST_SUITE("mapping") {
     }
   }
 
+  // HF generate stops at generation_config.json's eos_token_id (Llama 3 Instruct lists its
+  // end-of-turn id only there): loom's end ids are config.json's and those.
+  TEST_CASE("generation_config.json's eos_token_id ends generation too") {
+    TempDir tmp;
+    Dims d;
+    write_model(tmp.path, tiny_config(Variant::Llama, d),
+                tiny_tensors(Variant::Llama, DType::F32, d));
+    std::ofstream(tmp.path + "/generation_config.json") << R"({"eos_token_id": [19, 7, 7, 3]})";
+    const LoadedModel m = load(tmp.path);
+    CHECK(m.spec.eos_id == 19);  // config.json's
+    CHECK(m.spec.more_eos == std::vector<int>{7, 3});
+    CHECK(m.spec.is_eos(3));
+    std::ofstream(tmp.path + "/generation_config.json") << R"({"eos_token_id": 20})";
+    CHECK_ERROR(load(tmp.path), tmp.path +
+                                    "/generation_config.json: \"eos_token_id\" is 20; "
+                                    "expected ids in [0, 20)");
+  }
+
   TEST_CASE("the exact shape mismatch message") {
     TempDir tmp;
     Dims d;

@@ -63,6 +63,11 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
     ck->config_path_ = dir + "/params.json";
   ck->config_ = read_json_file(ck->config_path_, "every HF checkpoint directory has one");
   if (!ck->config_.is_object()) fail(ck->config_path_, ": not a JSON object");
+  if (is_file(dir + "/generation_config.json")) {
+    ck->generation_config_ = read_json_file(dir + "/generation_config.json", "generation defaults");
+    if (!ck->generation_config_.is_object())
+      fail(dir, "/generation_config.json: not a JSON object");
+  }
 
   const std::string index_path = dir + "/model.safetensors.index.json";
   const std::string single_path = dir + "/model.safetensors";

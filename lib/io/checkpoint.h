@@ -26,6 +26,9 @@ class Checkpoint {
   const nlohmann::json& config() const { return config_; }
   // config.json, or params.json for a Meta/Mistral-format directory that has no config.json.
   const std::string& config_path() const { return config_path_; }
+  // generation_config.json where the folder has one (HF generate's defaults: its
+  // eos_token_id ends generation too), else null.
+  const nlohmann::json& generation_config() const { return generation_config_; }
 
   bool has(const std::string& name) const { return where_.count(name) != 0; }
   const SafetensorsFile::Entry* find(const std::string& name) const;  // nullptr if absent
@@ -43,6 +46,7 @@ class Checkpoint {
   std::string dir_;
   nlohmann::json config_;
   std::string config_path_;
+  nlohmann::json generation_config_;
   std::string index_path_;  // "" when no index was read
   std::vector<SafetensorsFile> files_;
   std::unordered_map<std::string, size_t> where_;  // tensor name → files_ position

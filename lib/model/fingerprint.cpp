@@ -49,6 +49,11 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
   Fnv1a f;
   uint64_t sample = kFnvOffset;
   f.add(ck->config().dump());
+  // The end ids generation_config.json adds change tokens too (only then counted: other
+  // checkpoints keep the fingerprint they had).
+  const nlohmann::json& g = ck->generation_config();
+  if (g.is_object() && g.contains("eos_token_id"))
+    f.add("generation eos " + g["eos_token_id"].dump());
   f.add(table_text.str());
   for (const SafetensorsFile& file : ck->files()) {
     f.add(std::to_string(file.file_size()));

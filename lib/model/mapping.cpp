@@ -656,10 +656,33 @@ std::string choose_mapping_table(const Checkpoint& ck, const LoadOptions& opts, 
   return find_mapping_table(*arch, dirs, config_path);
 }
 
+// generation_config.json's eos_token_id (HF generate stops at these; Llama 3 Instruct lists
+// its end-of-turn id only there): each joins the spec's end ids.
+void add_generation_eos(const Checkpoint& ck, ModelSpec& s) {
+  const nlohmann::json& g = ck.generation_config();
+  if (!g.is_object() || !g.contains("eos_token_id") || g["eos_token_id"].is_null()) return;
+  const nlohmann::json& v = g["eos_token_id"];
+  const std::string where = ck.dir() + "/generation_config.json: \"eos_token_id\"";
+  LOOM_CHECK(v.is_number_integer() || v.is_array(), where, " is ", v.dump(),
+             "; expected an integer or a list of integers");
+  for (const nlohmann::json& id : v.is_array() ? v : nlohmann::json::array({v})) {
+    LOOM_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < s.vocab,
+               where, " is ", v.dump(), "; expected ids in [0, ", s.vocab, ")");
+    const int e = id.get<int>();
+    if (s.eos_id < 0)
+      s.eos_id = e;
+    else if (e != s.eos_id &&
+             std::find(s.more_eos.begin(), s.more_eos.end(), e) == s.more_eos.end())
+      s.more_eos.push_back(e);
+  }
+}
+
 ModelSpec checkpoint_spec(const Checkpoint& ck, const MappingTable& table,
                           const std::string& table_path, std::vector<std::string>* warnings) {
   try {
-    return spec_from_config(table, ck.config(), ck.config_path(), warnings, &ck);
+    ModelSpec s = spec_from_config(table, ck.config(), ck.config_path(), warnings, &ck);
+    add_generation_eos(ck, s);
+    return s;
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.find(base_name(table_path)) != std::string::npos) throw;
