@@ -177,6 +177,16 @@ TEST_CASE("Mistral's release layout: consolidated.safetensors read; sliding_wind
         std::string::npos);
 }
 
+// HF's MistralForCausalLM config read through llama.json (--model-table: its architecture is not
+// listed): a window ran as full attention, tokens other than HF's, exit 0.
+TEST_CASE("llama.json refuses a config with a sliding window; a null one is no window") {
+  TempDir dir;
+  copy_model("tiny_llama", dir.path, {{"sliding_window", 4}});
+  CHECK(load_error(dir.path).find("\"sliding_window\" is 4; ") != std::string::npos);
+  copy_model("tiny_llama", dir.path, {{"sliding_window", nullptr}});
+  CHECK(load_model(dir.path).spec.table == "llama.json");
+}
+
 TEST_CASE("an eos_token_id list (Llama 3): every id ends a sample, as in HF's generate") {
   TempDir dir;
   copy_model("tiny_llama", dir.path, {{"eos_token_id", {2, 948, 17}}});
