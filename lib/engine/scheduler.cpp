@@ -203,8 +203,12 @@ bool Scheduler::schedule(StepBatch& batch) {
   // Nothing can run and no step in flight will free blocks: the sequences holding blocks all
   // wait for more (prefill chunks cut to nothing: rounds began on free blocks that others'
   // growth then took, and only decode demand preempts above). The youngest holders give
-  // theirs back until an older one runs, so the oldest always progresses.
-  while (!any && launched_.empty() && preempt_youngest_holder()) any = choose_step();
+  // theirs back until an older one runs, so the oldest always progresses. (At most one try a
+  // sequence: one preempted may begin its round again in choose_step.)
+  for (size_t tries = running_.size(); !any && launched_.empty() && tries > 0; --tries) {
+    if (!preempt_youngest_holder()) break;
+    any = choose_step();
+  }
   if (!any) return false;
   const int bs = cache_.block_size();
 
