@@ -15,6 +15,7 @@
 #include "app/progress.h"
 #include "app/setup.h"
 #include "core/error.h"
+#include "core/sampling_params.h"
 
 namespace loom {
 namespace {
@@ -61,6 +62,23 @@ CLI::Validator number_in(double lo, bool lo_open, double hi = kInf, bool hi_open
         if (hi == kInf) return cat("expected a number ", lo_open ? "> " : ">= ", number_text(lo));
         return cat("expected a number in ", lo_open ? "(" : "[", number_text(lo), ", ",
                    number_text(hi), hi_open ? ")" : "]");
+      },
+      "");
+}
+
+// A default temperature: as a job's "sampling.temperature", 0 (greedy) or [1e-05, FLT_MAX]
+// (below, logit / T overflows fp32; above, the float is inf).
+CLI::Validator temperature_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        const bool ok = !s.empty() && *end == '\0' &&
+                        (v == 0 || (v >= double(kMinTemperature) &&
+                                    v <= double(std::numeric_limits<float>::max())));
+        return ok ? ""
+                  : cat("expected 0 (greedy) or a number in [1e-05, ",
+                        std::numeric_limits<float>::max(), "]");
       },
       "");
 }
@@ -195,7 +213,7 @@ void add_run(CLI::App* cmd, RunArgs& r) {
       ->type_name("N");
   cmd->add_option("--temperature", r.sampling.temperature,
                   "temperature of jobs whose \"sampling\" gives none (0 = greedy)")
-      ->check(number_in(0, false))
+      ->check(temperature_value())
       ->type_name("T");
   cmd->add_option("--top-k", r.sampling.top_k,
                   "top_k of jobs whose \"sampling\" gives none (0 = off)")

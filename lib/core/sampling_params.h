@@ -7,6 +7,10 @@
 
 namespace loom {
 
+// The least temperature above 0 (greedy): logit / T overflows fp32 below it (1e-40 drew NaN
+// garbage); vLLM's sampling epsilon.
+constexpr float kMinTemperature = 1e-5f;
+
 struct SamplingParams {
   float temperature = 1.0f;  // 0 = greedy (argmax, lowest id on ties)
   int top_k = 0;             // 0 = off

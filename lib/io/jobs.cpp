@@ -352,8 +352,9 @@ void parse_sampling(const Fields& f, const JobDefaults& d, Job& job) {
     if (e.type() == element_type::NULL_VALUE) continue;
     if (key == "temperature") {
       double t = sampling_number(e, "temperature");
-      if (!(t >= 0 && t <= double(kFloatMax))) {
-        bad(field("sampling.temperature"), ": expected a finite number >= 0, found ", describe(e));
+      if (!(t == 0 || (t >= double(kMinTemperature) && t <= double(kFloatMax)))) {
+        bad(field("sampling.temperature"), ": expected 0 (greedy) or a number in [1e-05, ",
+            kFloatMax, "], found ", describe(e));
       }
       job.sampling.temperature = float(t);
     } else if (key == "top_k") {

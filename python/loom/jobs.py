@@ -22,6 +22,8 @@ MAX_NUM_SAMPLES = 1024
 
 _SHOW = 40  # bytes of a bad value a message quotes
 _FLT_MAX = float(np.finfo(np.float32).max)
+_FLT_MAX_TEXT = "3.40282e+38"  # as loom prints it
+_MIN_TEMPERATURE = float(np.float32(1e-5))  # core/sampling_params.h kMinTemperature
 _INT32_MAX = 2**31 - 1
 _FRAME_FIELDS = ("id", "prompt_token_ids", "actions", "num_frames", "overlap", "sampling",
                  "num_samples")
@@ -732,8 +734,9 @@ def _check_sampling(f):
         name = f'field "sampling.{key}"'
         if key in ("temperature", "top_p") and not _is_number(e):
             _bad(f"{name}: expected a number, found {_describe(e)}")
-        if key == "temperature" and not 0 <= e <= _FLT_MAX:
-            _bad(f"{name}: expected a finite number >= 0, found {_describe(e)}")
+        if key == "temperature" and not (e == 0 or _MIN_TEMPERATURE <= e <= _FLT_MAX):
+            _bad(f"{name}: expected 0 (greedy) or a number in [1e-05, {_FLT_MAX_TEXT}], found "
+                 f"{_describe(e)}")
         elif key == "top_k":
             _get_int(e, name, 0, _INT32_MAX)
         elif key == "top_p" and not 0 < e <= 1:
