@@ -188,6 +188,9 @@ const BadCase kBadFrameJobs[] = {
 
 // Plain model.
 const BadCase kBadPlainJobs[] = {
+    // A lone UTF-16 surrogate escape (os.listdir's names of non-UTF-8 files): loom.Job took it.
+    {R"({"id":"\ud800"})",
+     R"(not valid JSON (bad escape in a string): expected one JSON object per line, found "{\"id\":\"\\ud800\"}")"},
     {R"({"id":"p","prompt_token_ids":[1,2,3],"max_tokens":4,"actions":[[0,0,0]]})",
      R"(field "actions" is for frame models: expected "max_tokens" for this plain model, found "actions")"},
     {R"({"id":"p","prompt_token_ids":[1,-3,3],"max_tokens":4})",

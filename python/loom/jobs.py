@@ -351,13 +351,30 @@ def _strip_bom(text):
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def _lone_surrogate(value):
+    """Whether a parsed JSON value holds a lone UTF-16 surrogate ("\\ud800"): json.loads joins
+    a valid pair into one character, so any surrogate left is lone. loom refuses the line."""
+    if isinstance(value, str):
+        return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    if isinstance(value, list):
+        return any(_lone_surrogate(v) for v in value)
+    if isinstance(value, dict):
+        pairs = getattr(value, "pairs", value.items())
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in pairs)
+    return False
+
+
 def _parse(text):
     try:
-        return json.loads(text, object_pairs_hook=_Obj)
+        value = json.loads(text, object_pairs_hook=_Obj)
     except ValueError as e:
         # Python's JSON errors are not simdjson's: this message is not loom's.
         raise JobError(f"not valid JSON ({e}): expected one JSON object per line, "
                        f"found {_quoted(text)}", line=text) from None
+    if _lone_surrogate(value):  # as loom (simdjson) says it
+        raise JobError("not valid JSON (bad escape in a string): expected one JSON object per "
+                       f"line, found {_quoted(text)}", line=text)
+    return value
 
 
 def _bad(message):
@@ -376,6 +393,8 @@ def _quoted(s):
             out.append("\\" + c)
         elif ord(c) < 0x20:
             out.append("\\u00%02x" % ord(c))
+        elif 0xD800 <= ord(c) <= 0xDFFF:  # a lone surrogate (from a dict): printable
+            out.append("\\u%04x" % ord(c))
         else:
             out.append(c)
     out.append('..."' if cut else '"')
