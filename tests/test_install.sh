@@ -74,7 +74,7 @@ done
 module=$prefix/lib/loom/libloom-cuda.so
 if [ "$have_cuda" = ON ]; then [ -f "$module" ] || fail "install lacks lib/loom/libloom-cuda.so"; fi
 runpath=$(readelf -d "$prefix/bin/loom" | grep -E 'RUNPATH|RPATH' | grep -o '\[.*\]')
-[ "$runpath" = '[$ORIGIN/../lib/loom]' ] || fail "installed loom's runpath is $runpath"
+[ "$runpath" = '[$ORIGIN/../lib/loom:$ORIGIN]' ] || fail "installed loom's runpath is $runpath"
 [ -z "$(cuda_libs "$prefix/bin/loom")" ] || fail "installed loom links CUDA"
 ! grep -qF "$src/" "$prefix/bin/loom" || fail "installed loom holds the source path $src"
 loom=$prefix/bin/loom
