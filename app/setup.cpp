@@ -69,11 +69,17 @@ BackendChoice choose_backend(const EngineArgs& args) {
     // onto the CPU, hundreds of times slower, without a word; no GPU at all is said once.
     const CudaStatus& cuda = cuda_status();
     why = cuda.why;
-    const std::string seen = cuda.state == CudaState::NoDevice ? nvidia_gpu_seen() : "";
+    const bool no_gpu = cuda.state == CudaState::NoDevice || cuda.state == CudaState::Absent;
+    const std::string seen = no_gpu ? nvidia_gpu_seen() : "";
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     if (cuda.state == CudaState::Ready) {
       c.kind = BackendKind::Cuda;
+    } else if (cuda.state == CudaState::Absent && !seen.empty() && !build_info().cuda) {
+      c.note = cat("--backend auto: this machine has ", seen,
+                   " but this build of loom has no CUDA backend (built without nvcc); running "
+                   "on the CPU (f32)");
     } else if (cuda.state == CudaState::Unusable || !seen.empty()) {
+      // (Absent in a CUDA build: its module is missing, cuda.why says where it was looked for.)
       fail("--backend auto: ",
            seen.empty() ? "the NVIDIA driver sees a GPU" : "this machine has " + seen,
            " but loom cannot use it (", cuda.why,

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "io/provenance.h"
 
 using nlohmann::json;
 
@@ -466,4 +467,35 @@ TEST_CASE("run: a plain model stops at any id of an eos_token_id list") {
   const json r = read_lines(kTmp + "eos_list.jsonl")[0];
   CHECK(r["finish_reason"] == "eos");
   CHECK(r["tokens"] == json(std::vector<int>(t.begin(), t.begin() + long(k) + 1)));
+}
+
+// A CUDA build whose module is not beside it (only bin/loom copied to a GPU node) ran
+// --backend auto on the CPU without a word; with an NVIDIA GPU in view it says why it cannot
+// use it. The GPU is a /dev/nvidia0 file in a private mount namespace's /dev.
+TEST_CASE("--backend auto with a GPU in view and no CUDA module is an error") {
+  if (!loom::build_info().cuda) {
+    MESSAGE("SKIPPED: a build without CUDA (it says so in its banner and runs on the CPU)");
+    return;
+  }
+  const std::string dir = cli::temp_dir("cli_no_module");
+  for (const char* f : {"loom", "libsimdjson.so.14"})
+    std::filesystem::copy_file(std::string(LOOM_BIN_DIR) + "/" + f, dir + "/" + f);
+  const std::string script = dir + "/gpu.sh";
+  std::ofstream(script) << "mount -t tmpfs tmpfs /dev || exit 77\ntouch /dev/nvidia0\n"
+                        << dir << "/loom run --backend auto --model " << kData
+                        << "/tiny_v1 --model-table " << LOOM_BIN_DIR
+                        << "/models/llama_action.json --jobs " << kData
+                        << "/jobs/tiny_v1.jsonl --out " << dir << "/r.jsonl 2> " << dir
+                        << "/err.txt\necho $? > " << dir << "/rc.txt\n";
+  const int status = std::system(("unshare -m sh " + script + " 2>/dev/null").c_str());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    MESSAGE("SKIPPED: no private mount namespace here (needs root)");
+    return;
+  }
+  CHECK(cli::slurp(dir + "/rc.txt") == "2\n");
+  const std::string err = cli::slurp(dir + "/err.txt");
+  CHECK(err.find("loom: error: --backend auto: this machine has an NVIDIA GPU (/dev/nvidia0) "
+                 "but loom cannot use it (") != std::string::npos);
+  CHECK(err.find("libloom-cuda.so") != std::string::npos);  // where the module was looked for
+  CHECK(!std::filesystem::exists(dir + "/r.jsonl"));
 }
