@@ -499,3 +499,21 @@ TEST_CASE("--backend auto with a GPU in view and no CUDA module is an error") {
   CHECK(err.find("libloom-cuda.so") != std::string::npos);  // where the module was looked for
   CHECK(!std::filesystem::exists(dir + "/r.jsonl"));
 }
+
+// loom copied alone (no models/ beside it, no share/ above): the tables it looked for, not an
+// "unknown architecture" with an empty list of known ones.
+TEST_CASE("a loom without its tables says where it looked for them") {
+  const std::string dir = cli::temp_dir("cli_no_tables");
+  for (const char* f : {"loom", "libsimdjson.so.14"})
+    std::filesystem::copy_file(std::string(LOOM_BIN_DIR) + "/" + f, dir + "/" + f);
+  const int status = std::system(
+      (dir + "/loom inspect --model " + kData + "/tiny_v1 > /dev/null 2> " + dir + "/err.txt")
+          .c_str());
+  CHECK(WEXITSTATUS(status) == 2);
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  CHECK(cli::slurp(dir + "/err.txt") ==
+        "loom: error: no mapping tables found for " + kData + "/tiny_v1/config.json (looked for " +
+            dir + "/models and " + parent +
+            "/share/loom/models; loom finds its tables beside "
+            "itself): install loom whole, set LOOM_MODELS_DIR, or pass --model-table\n");
+}

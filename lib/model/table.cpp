@@ -633,9 +633,17 @@ std::string find_mapping_table(const std::string& architecture,
            "; remove one or pass --model-table");
     if (matches.size() == 1) return matches[0];
   }
+  if (dirs.empty()) {  // (a loom copied without its tables, or an install without share/)
+    const std::string dir = exe_dir();
+    fail("no mapping tables found for ", config_path, " (looked for ",
+         dir.empty() ? std::string("the folder of the loom binary")
+                     : cat(dir, "/models and ", exe_prefix(), "/share/loom/models"),
+         "; loom finds its tables beside itself): install loom whole, set LOOM_MODELS_DIR, or "
+         "pass --model-table");
+  }
   fail("unknown architecture \"", architecture, "\" in ", config_path, ": no table in ",
-       dirs.empty() ? std::string("(no models directory found)") : join(dirs),
-       " matches (known: ", join(known), "); add models/<name>.json or pass --model-table");
+       join(dirs), " matches (known: ", join(known),
+       "); add models/<name>.json or pass --model-table");
 }
 
 }  // namespace loom
