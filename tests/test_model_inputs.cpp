@@ -62,6 +62,16 @@ TEST_CASE("a bias beside a bound weight that no role uses is an error; other str
   CHECK(m.warnings.size() == 2);
   CHECK(has(m.warnings, "unused checkpoint tensor model.layers.0.self_attn.causal_mask"));
   CHECK(has(m.warnings, "unused checkpoint tensor model.layers.0.self_attn.rotary_emb.inv_freq"));
+
+  // A weight of its own module beside bound ones (Qwen3's q_norm read through a Llama table):
+  // math the table leaves out as well, not a buffer (only a warning: HF-different tokens).
+  TempDir qk;
+  copy_model("tiny_v1", qk.path, {}, nullptr, nullptr,
+             {bf16("model.layers.0.self_attn.q_norm.weight", 8, 3)});
+  CHECK(load_error(qk.path).find("model.layers.0.self_attn.q_norm.weight belongs to module "
+                                 "model.layers.0.self_attn.q_norm in model.layers.0.self_attn, "
+                                 "whose other modules' tensors llama_action.json binds, but no "
+                                 "role uses it") != std::string::npos);
 }
 
 TEST_CASE("a weight of a dtype loom computes with none of is refused, naming dtype and role") {

@@ -195,16 +195,22 @@ class Binder {
                                         "is read as f32, each exactly"
                                       : ", the checkpoint's dtype (its first weight's)"));
     // An unused tensor of a module whose other tensors are bound (a bias beside a bound
-    // weight) is math the table leaves out: an error, as vLLM's loaders make it. Others (a
-    // rotary inv_freq buffer, GPT-2's attention masks) are only warned about.
-    std::set<std::string> modules;
-    for (const std::string& name : used_) modules.insert(module_of(name));
+    // weight), or an unused weight of a module beside bound ones (Qwen3's self_attn.q_norm
+    // beside a bound q_proj) is math the table leaves out: an error, as vLLM's loaders make it.
+    // Others (a rotary inv_freq buffer, GPT-2's attention masks) are only warned about.
+    std::set<std::string> modules, parents;
+    for (const std::string& name : used_) {
+      modules.insert(module_of(name));
+      parents.insert(module_of(module_of(name)));
+    }
     std::vector<std::string> left_out;
     // One warning per name pattern, layers as {i}: a 48-layer GPT-2's attention masks are two.
     std::map<std::string, std::pair<std::string, int>> unused;  // pattern → (a name, count)
     for (const std::string& name : ck_.names()) {
       if (used_.count(name)) continue;
-      if (modules.count(module_of(name))) {
+      const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+      const std::string parent = module_of(module_of(name));  // "" at the root: not a layer's
+      if (modules.count(module_of(name)) || (weight && !parent.empty() && parents.count(parent))) {
         left_out.push_back(name);
         continue;
       }
@@ -219,8 +225,11 @@ class Binder {
                                 base_name(t_.path), " uses it"));
     if (!left_out.empty())
       fail(ck_.file_of(left_out[0]), ": ", left_out[0], " belongs to module ",
-           module_of(left_out[0]), ", whose other tensors ", base_name(t_.path),
-           " binds, but no role uses it",
+           module_of(left_out[0]),
+           modules.count(module_of(left_out[0]))
+               ? ", whose other tensors "
+               : cat(" in ", module_of(module_of(left_out[0])), ", whose other modules' tensors "),
+           base_name(t_.path), " binds, but no role uses it",
            left_out.size() > 1 ? cat(" (nor ", left_out.size() - 1, " more like it: ", left_out[1],
                                      left_out.size() > 2 ? ", …" : "", ")")
                                : std::string(),
