@@ -45,7 +45,8 @@ bool within(const fs::path& a, const fs::path& b) {
 // are spelled (./x, a/../x, a symlinked folder, a hard link): --report onto --out or its side
 // or lock file, an output onto an input (--jobs, the model's files, --kv-scales); and an output
 // that is --tokens-out, holds it, or takes a name the dataset writes there.
-void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_file) {
+void check_paths_distinct(const RunArgs& a, const RunOutputs& o, const ModelIdentity& mid,
+                          bool report_file) {
   std::vector<RunPath> files;
   auto add = [&](const std::string& what, const std::string& path) {
     files.push_back({what, path, same_path_form(path)});
@@ -56,8 +57,7 @@ void check_paths_distinct(const RunArgs& a, const RunOutputs& o, bool report_fil
     reads.push_back(read);
   };
   if (a.jobs != "-") add_input("--jobs", a.jobs, "the jobs it reads");
-  for (const std::string& f : model_input_files(a.model, a.engine.model_table))
-    add_input("a file of --model", f, "the model it reads");
+  for (const std::string& f : mid.files) add_input("a file of --model", f, "the model it reads");
   if (!a.engine.kv_scales.empty()) add_input("--kv-scales", a.engine.kv_scales, "its KV scales");
   const size_t inputs = files.size();  // files[0, inputs) are read, the rest written
   if (o.out_path != "-") {
@@ -263,7 +263,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     o.dataset.context = !a.no_dataset_context;
     o.dataset.results = to_stdout ? "-" : same_path_form(o.out_path).string();
   }
-  check_paths_distinct(a, o, report_file);
+  // The model's identity (headers only): its files are inputs no output may be.
+  const ModelIdentity mid = model_identity(a.model, a.engine.model_table);
+  check_paths_distinct(a, o, mid, report_file);
   if (a.jobs != "-") {  // read later, after the model loads: say now that it cannot be
     std::error_code ec;
     const fs::file_status st = fs::status(a.jobs, ec);
@@ -363,8 +365,7 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
                "names them (and its side file), or pass --overwrite to start over");
   }
 
-  // 3. The model's identity (headers only) and the options that change tokens.
-  const ModelIdentity mid = model_identity(a.model, a.engine.model_table);
+  // 3. The model's identity and the options that change tokens.
   o.model.architecture = mid.architecture;
   o.model.config_hash = mid.fingerprint;
   o.model.name = mid.architecture + ":" + a.model;

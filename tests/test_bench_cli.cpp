@@ -66,32 +66,31 @@ TEST_CASE("bench: --context-frames beyond the model's round is refused before an
 }
 
 TEST_CASE("bench: a KV pool that cannot hold one job is refused, naming what sized it") {
-  // 3 context frames + 1 generated: a round of 4 × 13 = 52 slots, 4 blocks of 16.
-  Out o = run_loom("bench --backend cpu --frames 1 --kv-blocks 1 -m " + kV1);
-  CHECK(o.code == 2);
-  CHECK(o.out == "");
-  CHECK(o.err ==
-        "loom: error: --kv-blocks 1: expected at least 4: one bench job (--context-frames 3, "
-        "--frames 1) needs 4 KV blocks of 16 slots (--block-size) for its round of 52 slots; the "
-        "pool holds 1\n");
-  o = run_loom(
-      "bench --backend cpu --frames 2 --context-frames 1 --kv-blocks 2 --block-size 8 "
-      "-m " +
-      kV1);
-  CHECK(o.code == 2);
-  CHECK(o.err ==
-        "loom: error: --kv-blocks 2: expected at least 5: one bench job (--context-frames 1, "
-        "--frames 2) needs 5 KV blocks of 8 slots (--block-size) for its round of 39 slots; the "
-        "pool holds 2\n");
-  // Sized by memory: 12,288 bytes a block of 16 slots on tiny_v1 (f32), so 3e-5 GiB holds 2.
-  o = run_loom("bench --backend cpu --frames 1 --kv-cache-gib 0.00003 -m " + kV1);
-  CHECK(o.code == 2);
-  CHECK(o.err ==
-        "loom: error: bench: one bench job (--context-frames 3, --frames 1) needs 4 KV blocks of "
-        "16 slots (--block-size) for its round of 52 slots; the pool holds 2; expected a larger "
-        "pool: raise --kv-cache-gib or give --kv-blocks 4\n");
+  struct Case {
+    std::string args, err;
+  };
+  for (const Case& c : std::vector<Case>{
+           // 3 context frames + 1 generated: a round of 4 × 13 = 52 slots, 4 blocks of 16.
+           {"--frames 1 --kv-blocks 1",
+            "--kv-blocks 1: expected at least 4: one bench job (--context-frames 3, --frames 1) "
+            "needs 4 KV blocks of 16 slots (--block-size) for its round of 52 slots; the pool "
+            "holds 1"},
+           {"--frames 2 --context-frames 1 --kv-blocks 2 --block-size 8",
+            "--kv-blocks 2: expected at least 5: one bench job (--context-frames 1, --frames 2) "
+            "needs 5 KV blocks of 8 slots (--block-size) for its round of 39 slots; the pool "
+            "holds 2"},
+           // Sized by memory: 12,288 bytes a block of 16 slots on tiny_v1 (f32): 3e-5 GiB is 2.
+           {"--frames 1 --kv-cache-gib 0.00003",
+            "bench: one bench job (--context-frames 3, --frames 1) needs 4 KV blocks of 16 slots "
+            "(--block-size) for its round of 52 slots; the pool holds 2; expected a larger "
+            "pool: raise --kv-cache-gib or give --kv-blocks 4"}}) {
+    const Out o = run_loom("bench --backend cpu " + c.args + " -m " + kV1);
+    CHECK(o.code == 2);
+    CHECK(o.out == "");
+    CHECK(o.err == "loom: error: " + c.err + "\n");
+  }
   // Exactly enough runs.
-  o = run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --kv-blocks 4 -m " + kV1);
+  const Out o = run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --kv-blocks 4 -m " + kV1);
   CHECK_MESSAGE(o.code == 0, o.err);
 }
 

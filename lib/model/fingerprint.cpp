@@ -41,6 +41,8 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
   opts.table_path = table_path;
   id.table_path = choose_mapping_table(*ck, opts, &id.architecture);
   id.spec = checkpoint_spec(*ck, parse_mapping_table(id.table_path), id.table_path, nullptr);
+  id.files = ck->input_files();
+  id.files.push_back(id.table_path);
   std::ifstream table(id.table_path, std::ios::binary);
   LOOM_CHECK(table.is_open(), "cannot read mapping table ", id.table_path);
   std::stringstream table_text;

@@ -16,12 +16,13 @@
 namespace loom {
 
 struct ModelIdentity {
-  std::string architecture;    // config.json architectures[0]
-  std::string table_path;      // the mapping table that will be used
-  std::string fingerprint;     // "fnv1a64:<16 hex digits>"
-  std::string weights_sample;  // "fnv1a64:<16 hex digits>" of each tensor's first, middle
-                               // and last 4 KB (fewer for small tensors), in directory order
-  ModelSpec spec;              // from config.json by the table (no weights read)
+  std::string architecture;        // config.json architectures[0]
+  std::string table_path;          // the mapping table that will be used
+  std::string fingerprint;         // "fnv1a64:<16 hex digits>"
+  std::string weights_sample;      // "fnv1a64:<16 hex digits>" of each tensor's first, middle
+                                   // and last 4 KB (fewer for small tensors), in directory order
+  ModelSpec spec;                  // from config.json by the table (no weights read)
+  std::vector<std::string> files;  // what it was read from (model_input_files)
 };
 
 // Opens `model_dir` (headers only) and finds its table as load_model would; throws
@@ -30,6 +31,7 @@ ModelIdentity model_identity(const std::string& model_dir, const std::string& ta
 
 // The files a command reads the model from (headers only): the checkpoint's config, shard
 // index and weight files, and the mapping table chosen for it. No output may be one of them.
+// (model_identity lists them too, in ModelIdentity::files.)
 std::vector<std::string> model_input_files(const std::string& model_dir,
                                            const std::string& table_path);
 
