@@ -129,8 +129,23 @@ done
 "$loom" merge --jobs "$jobs" --out merged.jsonl sharded.shard-0-of-2.jsonl \
   sharded.shard-1-of-2.jsonl
 [ "$(tokens merged.jsonl)" = "$(tokens built.jsonl)" ] || fail "merged shards' tokens differ"
-"$loom" run -q --backend auto --model "$model" --jobs "$jobs" --out auto.jsonl
-[ "$(tokens auto.jsonl)" = "$(tokens built.jsonl)" ] || fail "--backend auto's tokens differ"
+# --backend auto falls back to the cpu only where no NVIDIA GPU is in view (app/setup.cpp's
+# nvidia_gpu_seen: a display/3D controller of vendor 0x10de on the PCI bus, or /dev/nvidia0);
+# beside a GPU, a loom without its module is an error, not a silent run on the cpu.
+gpu_seen=
+for dev in /sys/bus/pci/devices/*; do
+  [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x10de ] || continue
+  case "$(cat "$dev/class" 2>/dev/null)" in 0x0300* | 0x0302*) gpu_seen=1 ;; esac
+done
+[ -e /dev/nvidia0 ] && gpu_seen=1
+if [ -z "$gpu_seen" ]; then
+  "$loom" run -q --backend auto --model "$model" --jobs "$jobs" --out auto.jsonl
+  [ "$(tokens auto.jsonl)" = "$(tokens built.jsonl)" ] || fail "--backend auto's tokens differ"
+else
+  expect_error "--backend auto beside a GPU without the module" "no CUDA module" \
+    "$prefix/lib/loom/libloom-cuda.so" "--backend cpu" -- \
+    "$loom" run -q --backend auto --model "$model" --jobs "$jobs" --out auto.jsonl
+fi
 echo "ok: without the module: inspect, run --backend cpu (2 shards), merge, run --backend auto"
 expect_error "--backend cuda without the module" "$prefix/bin/libloom-cuda.so" \
   "$prefix/lib/loom/libloom-cuda.so" "--backend cpu" -- \
