@@ -2,6 +2,10 @@
 // command's file outputs"), for what an audit found replaced with --overwrite: the model's own
 // files (config, index, weights, mapping table), the KV scales, a run's report, a token
 // dataset's files, and the jobs file a report names. Through the loom binary (cpu backend).
+#include <sys/stat.h>
+
+#include <fstream>
+
 #include "cli_util.h"
 
 using namespace cli;
@@ -79,4 +83,38 @@ TEST_CASE("no output, even with --overwrite, replaces an input or another run's 
   CHECK(run(reports + "--out " + merged, dir).code == 0);
   CHECK(run(reports + "--out " + merged, dir).code == 0);
   CHECK(json::parse(slurp(merged))["shards"].size() == 2);
+}
+
+// Outputs are renamed into place with side and lock files beside them: a pipe or a device
+// given as one is refused before any work (bench --json replaced a FIFO, and /dev/full, with
+// a plain file); a symlink is written through, the link kept.
+TEST_CASE("an output that is a pipe is refused; one that is a symlink is written through") {
+  const std::string dir = temp_dir("roles_special");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
+  const std::string m = " --backend cpu --model " + kData + "/tiny_v1 ";
+  const std::string pipe = dir + "/pipe.json";
+  REQUIRE(::mkfifo(pipe.c_str(), 0644) == 0);
+  const std::string bench = "bench --frames 1 --context-frames 1 --batch-sizes 1" + m;
+  for (const std::string& args :
+       {bench + "--json " + pipe, "run -q" + m + "--jobs " + jobs + " --out " + pipe,
+        "run -q" + m + "--jobs " + jobs + " --out " + dir + "/r.jsonl --report " + pipe,
+        "calibrate" + m + "--jobs " + jobs + " --margin 3 --out " + pipe}) {
+    Exit e = run(args, dir);
+    CHECK_MESSAGE(e.code == 2, args);
+    CHECK_MESSAGE(e.err.find(pipe + ": expected a regular file path, found a named pipe") !=
+                      std::string::npos,
+                  e.err);
+    CHECK(fs::is_fifo(fs::symlink_status(pipe)));
+  }
+  CHECK(!fs::exists(dir + "/r.jsonl"));
+
+  std::ofstream(dir + "/real.json") << "old";
+  fs::create_symlink("real.json", dir + "/link.json");
+  REQUIRE(run(bench + "--json " + dir + "/link.json --overwrite", dir).code == 0);
+  CHECK(fs::is_symlink(fs::symlink_status(dir + "/link.json")));
+  CHECK(json::parse(slurp(dir + "/real.json")).contains("latency"));
+  fs::create_symlink("made.json", dir + "/dangling.json");  // its target does not exist yet
+  REQUIRE(run(bench + "--json " + dir + "/dangling.json", dir).code == 0);
+  CHECK(fs::is_symlink(fs::symlink_status(dir + "/dangling.json")));
+  CHECK(json::parse(slurp(dir + "/made.json")).contains("latency"));
 }

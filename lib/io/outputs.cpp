@@ -207,6 +207,16 @@ void probe_output(const std::string& option, const std::string& path, bool is_di
     } else {
       LOOM_CHECK(!fs::is_directory(st), option, " ", path,
                  ": expected a file path, found a folder");
+      // Outputs are written under a temporary name and renamed into place, with side and lock
+      // files beside them: a device or a pipe would be replaced by a plain file.
+      const char* kind = fs::is_character_file(st) ? "a character device"
+                         : fs::is_block_file(st)   ? "a block device"
+                         : fs::is_fifo(st)         ? "a named pipe"
+                         : fs::is_socket(st)       ? "a socket"
+                                                   : nullptr;
+      if (kind != nullptr)
+        fail(option, " ", path, ": expected a regular file path, found ", kind,
+             " (loom writes each output as a file renamed into place)");
       int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
       if (fd < 0) fail(option, " ", path, ": cannot write to it: ", std::strerror(errno));
       ::close(fd);
@@ -260,7 +270,21 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, {Bytes{text.data(), text.size()}});
 }
 
-void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces) {
+// The file a chain of symlinks ends at (`path` itself when it is none): an output named
+// through a link replaces the link's target, not the link. A loop is left to open() to report.
+static std::string link_target(const std::string& path) {
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); hops++) {
+    const fs::path t = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = t.is_absolute() ? t : p.parent_path() / t;
+  }
+  return p.string();
+}
+
+void write_file_atomic(const std::string& link, const std::vector<Bytes>& pieces) {
+  const std::string path = link_target(link);
   const std::string tmp = cat(path, ".tmp-", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot write ", path, ": ", std::strerror(errno));

@@ -17,7 +17,8 @@ namespace loom {
 
 // Checks that `path` could be created as a file (or, with is_dir, as a folder holding files):
 // it must not be a folder (a file, for is_dir), and the nearest existing ancestor must be a
-// folder where a file can be created and removed. `option` names the flag in errors
+// folder where a file can be created and removed; an existing path must be a regular file
+// (a folder, for is_dir), never a device or a pipe. `option` names the flag in errors
 // ("--out"). Creates nothing that outlives the call. Throws loom::Error on failure.
 void probe_output(const std::string& option, const std::string& path, bool is_dir);
 
@@ -69,8 +70,9 @@ bool nonempty_file(const std::string& path);
 // (EINVAL, from file systems that cannot sync folders, is accepted).
 void sync_dir(const std::string& dir);
 
-// The pieces, in order, → `<path>.tmp-<pid>`, fsync, rename over `path`, sync the folder.
-// Throws naming `path`; leaves no temporary file behind on failure.
+// The pieces, in order, → `<path>.tmp-<pid>`, fsync, rename over `path`, sync the folder;
+// where `path` is a symlink, over the file its chain ends at (the link stays a link). Throws
+// naming the file; leaves no temporary file behind on failure.
 struct Bytes {
   const void* data;
   size_t size;
