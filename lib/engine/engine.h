@@ -77,7 +77,8 @@ struct RunStats {
   int64_t frames_skipped = 0;             // frames of the skipped samples (resume)
   int64_t tokens = 0, frames = 0;         // generated (tokens as sampled, in-flight ones included)
   int64_t tokens_written = 0;             // tokens of the finished samples (what the results hold)
-  double wall_s = 0;                      // the whole run: tokens_per_s divides by this
+  double wall_s = 0;  // the run from its first job on: tokens_per_s divides by this
+  double pool_s = 0;  // allocating the KV pool, before wall_s's clock starts
   // Step time by kind: only prefill chunks, only decode slots (one token, or a frame's A+1
   // chunk), or both in one step (continuous batching mixes them).
   double prefill_s = 0, decode_s = 0, mixed_s = 0;

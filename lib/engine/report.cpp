@@ -118,6 +118,7 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
   // prefill, decode and mixed: step time by kind (RunStats); they add up to less than run,
   // which also holds the host's work between steps.
   j["time_s"] = {{"load", ctx.load_s},
+                 {"kv_pool", st.pool_s},
                  {"run", st.wall_s},
                  {"prefill", st.prefill_s},
                  {"decode", st.decode_s},

@@ -24,8 +24,9 @@ struct RunContext {
   size_t step_bytes = 0;         // weight bytes one decode step streams
   DeviceInfo device;
   int shard_index = 0, shard_count = 1;  // --shard K/N; 0/1 when unsharded
-  // Wall clock just before and just after Engine::run (the span of time_s.run). Left unset,
-  // the report is taken to be made as the run ends: ended = now, started = ended - wall_s.
+  // Wall clock just before and just after Engine::run (time_s.kv_pool, then time_s.run). Left
+  // unset, the report is taken to be made as the run ends: ended = now, started = ended -
+  // wall_s.
   std::chrono::system_clock::time_point started, ended;
 };
 
