@@ -143,6 +143,19 @@ void check_pool(const BenchArgs& a, const OpenedModel& om, const RunStats& st) {
        " or give --kv-blocks ", need.blocks);
 }
 
+// Refuses latency rows the pool cannot hold at once: a row of more jobs than fit would run
+// them in turns (or preempt), another measurement than its label.
+void check_batches(const BenchArgs& a, const OpenedModel& om, const RunStats& st) {
+  const JobBlocks need = job_blocks(om.model.spec, a.context_frames, a.frames, st.block_size);
+  const int64_t fit = st.kv_blocks / need.blocks;
+  for (int batch : a.batch_sizes)
+    LOOM_CHECK(batch <= fit, "--batch-sizes ", batch, ": the KV pool holds ", fit,
+               " bench jobs at once (", st.kv_blocks, " blocks; a job's round takes ", need.blocks,
+               "); expected at most ", fit, ", or a larger pool (",
+               om.backend_name == "cpu" ? "--kv-cache-gib" : "--gpu-memory-fraction",
+               ", --kv-blocks)");
+}
+
 Measured run_synthetic(Backend& backend, const ModelSpec& spec, EngineOptions opt, int n_jobs,
                        int group, int ctx, int frames) {
   Engine engine(spec, backend, opt);
@@ -202,9 +215,7 @@ int bench_command(const BenchArgs& a) {
   };
   const double copy_gbps = be.measure_copy_bandwidth_gbps();
   const double gemm_tflops = be.measure_gemm_tflops();
-  const size_t step_bytes = om.model.step_bytes;
-  // Bytes of a KV element: fp8 1, else the compute dtype's.
-  const double kv_elem = om.kv_dtype == "fp8" ? 1.0 : om.kv_dtype == "f32" ? 4.0 : 2.0;
+  const size_t step_bytes = om.step_bytes();
   const DeviceInfo dev = be.device_info();
   const double floor_s =
       copy_gbps > 0 ? double(spec.image_tokens) * double(step_bytes) / (copy_gbps * 1e9) : 0;
@@ -232,7 +243,12 @@ int bench_command(const BenchArgs& a) {
   out["provenance"] = bench_provenance(a, om);
 
   // Warm-up (graphs, handles, caches), before the table: a pool too small is refused here.
-  run_synthetic(be, spec, options(), 1, 0, a.context_frames, 1);
+  const RunStats warm = run_synthetic(be, spec, options(), 1, 0, a.context_frames, 1).st;
+  check_batches(a, om, warm);
+  // Bytes of a KV element as the pool holds it (the cpu keeps fp8 KV in f32 after its round
+  // trip: an fp8 pool there is not half of bf16's).
+  const double kv_elem = double(warm.kv_block_bytes) /
+                         (double(warm.block_size) * spec.layers * 2.0 * spec.kv_dim());
 
   std::fprintf(tab, "loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
                dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),

@@ -446,11 +446,14 @@ void finish_bench(const Given& g, CliArgs& a) {
                                         b.shared_group, " measures; expected one of them"));
   }
   // CLI11 drops the empty items of a list before any validator sees it ("1,,2" ran batch sizes
-  // 1 and 2), so the list is looked for as typed: --batch-sizes V..., --batch-sizes=V.
+  // 1 and 2), so the list is looked for as typed: --batch-sizes V..., --batch-sizes=V. A second
+  // --batch-sizes added to the first; every other option given twice is refused.
+  int lists = 0;
   for (size_t i = 0; i < g.args.size(); i++) {
     std::vector<std::string> values;
     const std::string& arg = g.args[i];
     if (arg.rfind("--batch-sizes=", 0) == 0) values.push_back(arg.substr(arg.find('=') + 1));
+    if (arg == "--batch-sizes" || arg.rfind("--batch-sizes=", 0) == 0) lists++;
     if (arg == "--batch-sizes")
       while (i + 1 < g.args.size() && g.args[i + 1].rfind('-', 0) != 0)
         values.push_back(g.args[++i]);
@@ -458,6 +461,29 @@ void finish_bench(const Given& g, CliArgs& a) {
       LOOM_CHECK(("," + v + ",").find(",,") == std::string::npos, "--batch-sizes ", v,
                  ": expected integers >= 1 separated by commas, found an empty item");
   }
+  LOOM_CHECK(lists <= 1, "--batch-sizes given more than once; expected it once (a list: 1,8,64)");
+  std::string sizes;
+  for (int v : b.batch_sizes) sizes += cat(sizes.empty() ? "" : ",", v);
+  for (size_t i = 0; i < b.batch_sizes.size(); i++)
+    for (size_t j = 0; j < i; j++)
+      LOOM_CHECK(b.batch_sizes[i] != b.batch_sizes[j], "--batch-sizes ", sizes, ": ",
+                 b.batch_sizes[i], " given twice; expected each batch size once");
+  // A latency row runs its batch size's jobs at once: limits below it would make the row
+  // another measurement than its label (--max-seqs was raised to it, silently).
+  const int largest = *std::max_element(b.batch_sizes.begin(), b.batch_sizes.end());
+  if (g.set("--max-seqs"))
+    LOOM_CHECK(b.engine.max_seqs >= largest, "--max-seqs ", b.engine.max_seqs,
+               ": expected at least ", largest, ", the largest of --batch-sizes ", sizes,
+               " (a latency row runs that many jobs at once)");
+  if (g.set("--max-batch-slots"))
+    LOOM_CHECK(b.engine.max_batch_slots >= largest, "--max-batch-slots ",
+               b.engine.max_batch_slots, ": expected at least ", largest,
+               ", the largest of --batch-sizes ", sizes,
+               " (a decode step of that row takes one slot a job)");
+  // CLI11 counts no value for `--json ""`: the empty string is looked for as typed.
+  for (size_t i = 0; i < g.args.size(); i++)
+    LOOM_CHECK(g.args[i] != "--json" || i + 1 == g.args.size() || !g.args[i + 1].empty(),
+               "--json: expected a file path or - (stdout), found an empty string");
   if (b.json_out.empty() || b.json_out == "-")
     g.unused("--overwrite", b.json_out.empty()
                                 ? "replaces an existing --json file; expected --json FILE with it"

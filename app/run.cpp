@@ -245,7 +245,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   ctx.dtype = om.dtype_name;
   ctx.batch_invariant = om.batch_invariant;
   ctx.load_s = om.load_s;
-  ctx.step_bytes = om.model.step_bytes;
+  ctx.step_bytes = om.step_bytes();
   ctx.device = om.backend->device_info();
   ctx.shard_index = o.shard.index;
   ctx.shard_count = o.shard.count;

@@ -18,6 +18,11 @@ struct OpenedModel {
   LoadedModel model;
   std::unique_ptr<Backend> backend;
   std::string backend_name, dtype_name;
+  // Weight bytes one decode step streams as the backend holds them (dtype_name's element, not
+  // the checkpoint's: the cpu computes a bf16 checkpoint in f32).
+  size_t step_bytes() const {
+    return size_t(model.step_params) * (dtype_name == "f32" ? 4 : 2);
+  }
   bool batch_invariant = false;  // the backend's answer (cpu: always true)
   CacheRequest kv_cache;         // --kv-dtype and --kv-scales (read once), for engine_options
   std::string kv_dtype;          // the KV cache's element: "f32", "bf16" or "fp8"

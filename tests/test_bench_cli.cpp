@@ -112,3 +112,53 @@ TEST_CASE("bench: s/frame leaves the prompt's prefill out") {
   // disjoint parts of it), scaled to 10 tokens.
   CHECK(s * 9 / 10 >= decode * (1 - 1e-9));
 }
+
+// A latency row of more jobs than the pool holds at once ran them in turns under its label
+// (and --batch-sizes 100000000 grew memory without bound): refused after the warm-up, which
+// sizes the pool. tiny_v1 at --frames 1: a job's round takes 4 blocks of 16 slots.
+TEST_CASE("bench: a batch size the KV pool cannot hold at once is refused") {
+  const Out o = run_loom("bench --backend cpu --frames 1 --batch-sizes 2,3 --kv-blocks 11 -m " + kV1);
+  CHECK(o.code == 2);
+  CHECK(o.out == "");
+  CHECK(o.err ==
+        "loom: error: --batch-sizes 3: the KV pool holds 2 bench jobs at once (11 blocks; a job's "
+        "round takes 4); expected at most 2, or a larger pool (--kv-cache-gib, --kv-blocks)\n");
+  CHECK(run_loom("bench --backend cpu --frames 1 --batch-sizes 3 --kv-blocks 12 -m " + kV1).code ==
+        0);
+}
+
+// Bytes as the backend holds them: the cpu computes tiny_v1's bf16 weights in f32 and keeps an
+// fp8 KV cache in f32 after its round trip (the audit found bench counting the checkpoint's
+// 2 bytes a weight and 1 a KV element: GB/s half and a quarter of what moved).
+TEST_CASE("bench: weight and KV bytes are counted in the backend's element sizes") {
+  const Out info = run_loom("inspect --json -m " + kV1);
+  REQUIRE(info.code == 0);
+  const int64_t checkpoint_bytes = json::parse(info.out)["step_bytes"];  // bf16
+  std::vector<json> rows;
+  std::vector<double> t_step;
+  for (const char* kv : {"auto", "fp8"}) {
+    const Out o = run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --num-jobs 2 --kv-dtype " +
+                           std::string(kv) + " --json - -m " + kV1);
+    REQUIRE_MESSAGE(o.code == 0, o.err);
+    const json j = json::parse(o.out);
+    CHECK(j["step_weight_bytes"].get<int64_t>() == 2 * checkpoint_bytes);
+    const json& t = j["throughput"][0];
+    const double steps = t["prefill_steps"].get<double>() + t["decode_steps"].get<double>() +
+                         t["mixed_steps"].get<double>();
+    const double step_s = t["prefill_s"].get<double>() + t["decode_s"].get<double>() +
+                          t["mixed_s"].get<double>();  // the rates' time: the steps'
+    CHECK(t["weight_gbps"].get<double>() * step_s ==
+          doctest::Approx(2.0 * checkpoint_bytes * steps / 1e9));
+    t_step.push_back(step_s);
+    rows.push_back(t);
+  }
+  // The same reads of the same f32 pool: the same KV bytes with and without fp8.
+  CHECK(rows[1]["kv_gbps"].get<double>() * t_step[1] ==
+        doctest::Approx(rows[0]["kv_gbps"].get<double>() * t_step[0]));
+}
+
+TEST_CASE("bench: an empty --json is refused (it wrote nothing, exit 0)") {
+  const Out o = run_loom("bench --backend cpu --frames 1 --json '' -m " + kV1);
+  CHECK(o.code == 2);
+  CHECK(o.err == "loom: error: --json: expected a file path or - (stdout), found an empty string\n");
+}

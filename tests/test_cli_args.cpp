@@ -216,6 +216,20 @@ TEST_CASE("every argument error is one line naming the option and what was expec
       {"bench -m " + kModel + " --num-jobs 1 --shared-group 2",
        "--shared-group 2: expected no --shared-group with --num-jobs 1 (a group shares among at "
        "least 2 jobs)"},
+      // Latency rows that would measure something else than their label: a row twice, limits
+      // below a row's batch (--max-seqs was raised to it silently, --max-batch-slots ran it in
+      // turns). (An empty --json, which wrote nothing: test_bench_cli.cpp, through a shell.)
+      {"bench -m " + kModel + " --batch-sizes 1,8,1",
+       "--batch-sizes 1,8,1: 1 given twice; expected each batch size once"},
+      {"bench -m " + kModel + " --batch-sizes 1 --batch-sizes 2",
+       "--batch-sizes given more than once; expected it once (a list: 1,8,64)"},
+      {"bench -m " + kModel + " --batch-sizes 1,4 --max-seqs 2",
+       "--max-seqs 2: expected at least 4, the largest of --batch-sizes 1,4 (a latency row runs "
+       "that many jobs at once)"},
+      {"bench -m " + kModel + " --batch-sizes 4 --max-batch-slots 3",
+       "--max-batch-slots 3: expected at least 4, the largest of --batch-sizes 4 (a decode step "
+       "of that row takes one slot a job)"},
+
       {"--version --foo",
        "--version takes no other arguments; found --foo (expected `loom --version` alone)"},
       {"bench --backend cpu --profile -m " + kModel,

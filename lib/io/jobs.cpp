@@ -474,7 +474,9 @@ void check_job_defaults(const ModelSpec& spec, const JobDefaults& d) {
 }
 
 void check_synthetic_frames(const ModelSpec& spec, int ctx, int frames) {
-  LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in config)");
+  LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in the ",
+             "model's configuration); ", spec.architecture.empty() ? "this model" : spec.architecture,
+             " generates no frames");
   const int T = spec.temporal_rows;
   if (ctx < 1 || (T > 0 && ctx > T))
     fail("--context-frames ", ctx, ": expected an integer in [1, ", T, "] for this model (",

@@ -729,15 +729,17 @@ LoadedModel load_model(const std::string& model_dir, const LoadOptions& opts) {
   }
 
   size_t embed_bytes = 0;
+  int64_t embed_params = 0;
   for (const Binding& b : m.bindings) {
     if (b.bytes == 0) continue;
     int64_t n = 1;
     for (int64_t d : b.shape) n *= d;
     m.parameters += n;
     m.bytes += b.bytes;
-    if (b.role == "embed") embed_bytes = b.bytes;
+    if (b.role == "embed") embed_bytes = b.bytes, embed_params = n;
   }
   m.step_bytes = m.bytes - embed_bytes + (m.spec.tied_lm_head ? embed_bytes : 0);
+  m.step_params = m.parameters - embed_params + (m.spec.tied_lm_head ? embed_params : 0);
   return m;
 }
 

@@ -48,6 +48,8 @@ struct LoadedModel {
   size_t bytes = 0;                   // bytes of those parameters
   size_t step_bytes = 0;              // weights one decode step streams: all but the embedding
                                       // lookup table (lm_head counted even when tied to it)
+  int64_t step_params = 0;            // the parameters of step_bytes (a backend that converts
+                                      // the weights streams step_params × its element size)
   std::shared_ptr<Checkpoint> checkpoint;  // keeps the mmaps behind the views alive
 };
 

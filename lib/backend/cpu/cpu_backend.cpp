@@ -103,8 +103,9 @@ class CpuBackend final : public Backend {
                  " bytes; a pool holds at most 2^31 - 1 blocks");
       num_blocks_ = int(blocks);
     }
-    LOOM_CHECK(num_blocks_ > 0, "KV cache of ", req.host_cache_gib, " GiB holds no block of ",
-               kv_block_bytes(block_size_), " bytes");
+    LOOM_CHECK(num_blocks_ > 0, "--kv-cache-gib ", req.host_cache_gib, ": holds no KV block of ",
+               kv_block_bytes(block_size_), " bytes; expected at least ",
+               double(kv_block_bytes(block_size_)) / double(1ull << 30), " GiB");
     LOOM_CHECK(req.kv_dtype != KvDType::BF16,
                "--kv-dtype bf16: the cpu backend computes in f32; its KV cache is f32 or fp8");
     kv_fp8_ = req.kv_dtype == KvDType::FP8;
