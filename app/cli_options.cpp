@@ -313,6 +313,14 @@ void add_calibrate(CLI::App* cmd, CalibrateArgs& c) {
       ->check(integer_in(1))
       ->type_name("N");
   add_engine_options(cmd, c.engine);
+  // calibrate makes the scales, measuring with the KV cache in the compute dtype (or bf16):
+  // --kv-scales and --kv-dtype fp8 are refused with the reason (calibrate.cpp), so --help does
+  // not offer them.
+  cmd->get_option("--kv-scales")->group("");
+  cmd->get_option("--kv-dtype")
+      ->description(
+          "KV cache element while measuring: auto (the compute dtype) or bf16 (not fp8: "
+          "the scales are for it)");
 }
 
 void add_merge(CLI::App* cmd, MergeArgs& m) {

@@ -101,7 +101,7 @@ int run_jobs(const RunArgs& a) {
 // run_jobs past its checks: the model, the engine, the records, the report.
 int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   const bool with_dataset = !o.dataset.dir.empty();
-  OpenedModel om = open_model(a.model, a.engine, choice, a.quiet);
+  OpenedModel om = open_model(a.model, a.engine, choice, o.kv, a.quiet);
   RunProvenance prov;
   prov.started_utc = format_utc(process_start_time());
   prov.host = host_name();
@@ -243,6 +243,8 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   ctx.out_path = o.out_path;
   ctx.backend = om.backend_name;
   ctx.dtype = om.dtype_name;
+  ctx.kv_dtype = om.kv_dtype;
+  ctx.kv_scales = om.kv_scales_source;
   ctx.batch_invariant = om.batch_invariant;
   ctx.load_s = om.load_s;
   ctx.step_bytes = om.step_bytes();
@@ -258,6 +260,8 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   if (!o.report_path.empty()) {
     nlohmann::json rep = run_report(st, ctx);
     if (!jobs_read.empty()) rep["jobs_read"] = jobs_read["jobs_read"];
+    // What changes tokens (dataset.json's run_identity): merge --reports compares the shards'.
+    rep["run_identity"] = o.model.identity;
     if (cut > 0) rep["jobs_summary"]["last_line_unrun"] = cut;  // why the exit is 1
     if (with_dataset) rep["dataset"] = o.dataset.dir;
     if (o.out_path != "-") rep["results"] = same_path_form(o.out_path).string();

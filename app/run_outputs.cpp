@@ -393,14 +393,19 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   if (sp.top_p != defaults.top_p) o.identity["top_p"] = sp.top_p;
   if (!o.dataset.dir.empty() && !o.dataset.actions) o.identity["dataset_actions"] = false;
   if (!o.dataset.dir.empty() && !o.dataset.context) o.identity["dataset_context"] = false;
+  // The KV format, --kv-scales read here and only here (the run uses o.kv): the scales the
+  // identity records are the ones the run uses, and a FIFO or `<(...)` is read once. Before
+  // the checks below that need no weights, so a bad file is refused before anything is made.
+  LOOM_CHECK(!(backend == "cpu" && a.engine.kv_dtype == "bf16"),
+             "--kv-dtype bf16: the cpu backend computes in f32; its KV cache is f32 or fp8");
+  kv_format(a.engine, mid.spec, o.kv);
   // An FP8 KV cache changes tokens: its scales are part of the identity (absent otherwise,
   // so runs without one resume as before).
-  if (a.engine.kv_dtype == "fp8") {
-    CacheRequest kv;
-    kv_format(a.engine, mid.spec, kv);
-    const nlohmann::ordered_json sj = kv_scales_json(
-        kv.kv_scales.empty() ? KvScales::ones(mid.spec.layers, mid.spec.kv_heads) : kv.kv_scales,
-        nlohmann::ordered_json::object());
+  if (o.kv.kv_dtype == KvDType::FP8) {
+    const nlohmann::ordered_json sj =
+        kv_scales_json(o.kv.kv_scales.empty() ? KvScales::ones(mid.spec.layers, mid.spec.kv_heads)
+                                              : o.kv.kv_scales,
+                       nlohmann::ordered_json::object());
     o.identity["kv_dtype"] = "fp8";
     o.identity["kv_scales"] = {{"k", sj["k"]}, {"v", sj["v"]}};
   }
@@ -415,12 +420,6 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
   overlap.overlap_given = a.overlap_given;
   overlap.overlap_note = a.overlap_note;
   check_job_defaults(mid.spec, overlap);
-  LOOM_CHECK(!(backend == "cpu" && a.engine.kv_dtype == "bf16"),
-             "--kv-dtype bf16: the cpu backend computes in f32; its KV cache is f32 or fp8");
-  if (a.engine.kv_dtype != "fp8") {
-    CacheRequest kv;
-    kv_format(a.engine, mid.spec, kv);  // --kv-scales without fp8
-  }
 
   // 4. Only now create folders, then take the locks (a second writer fails here, at once).
   // What did not exist goes again if the run fails before its first change (run.cpp).
@@ -459,7 +458,8 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
 
   // 5. Continue (same identity, torn tail cut, dataset reconciled) or start clean.
   if (a.resume) {
-    check_sidecar(o.sidecar, o.out_path, o.identity);
+    check_sidecar(o.sidecar, o.out_path, o.identity,
+                  o.kv.kv_dtype == KvDType::Auto ? dtype : kv_dtype_name(o.kv.kv_dtype));
     LOOM_CHECK(sidecar_state(o.sidecar) != "replacing", "--resume: the --overwrite of ", o.out_path,
                " was stopped while it removed the old output (", o.sidecar,
                " says \"replacing\"): run it again with --overwrite to finish it");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "backend/backend.h"
 #include "io/dataset.h"
 #include "io/outputs.h"
 #include "io/resume.h"
@@ -23,6 +24,7 @@ struct RunOutputs {
   DatasetOptions dataset;           // dataset.dir "" when no --tokens-out
   DatasetModel model;               // identity of the model (also the dataset's)
   nlohmann::ordered_json identity;  // what a resume must match (sidecar "identity")
+  CacheRequest kv;                  // --kv-dtype and --kv-scales, the file read once
   ResumeState done;                 // --resume: what the results file already holds
   DatasetReconcile reconciled;      // --resume with --tokens-out
   OutputLock out_lock, report_lock, dataset_lock;

@@ -107,8 +107,11 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, boo
   return open_model(model_dir, args, choice, quiet);
 }
 
-OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
-                       const BackendChoice& choice, bool quiet) {
+namespace {
+
+// The checkpoint on the chosen backend, without its KV format yet (set_kv_format).
+OpenedModel load_on_backend(const std::string& model_dir, const EngineArgs& args,
+                            const BackendChoice& choice, bool quiet) {
   OpenedModel om;
   const double t0 = now_seconds();
   LoadOptions lo;
@@ -125,20 +128,42 @@ OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
     fail("--backend auto found a GPU but could not use it: ", e.what(),
          "; pass --backend cpu to run on the CPU");
   }
-  CacheRequest& kv = om.kv_cache;
-  kv_format(args, om.model.spec, kv);  // bad --kv-scales fails before any step
-  om.kv_dtype = kv.kv_dtype == KvDType::Auto ? choice.dtype_name() : kv_dtype_name(kv.kv_dtype);
-  if (kv.kv_dtype == KvDType::FP8) {
-    om.kv_scales_source = kv.kv_scales.empty() ? "default 1.0" : kv.kv_scales.source;
-    if (kv.kv_scales.empty() && !quiet)
-      log_warning(
-          "--kv-dtype fp8 without --kv-scales: every K and V scale is 1.0, so values beyond "
-          "448 saturate and small ones lose precision; make scales with loom calibrate");
-  }
   om.backend_name = om.backend->name();
   om.dtype_name = choice.dtype_name();
   om.batch_invariant = om.backend->batch_invariant();
   om.load_s = now_seconds() - t0;
+  return om;
+}
+
+// Takes `kv` as the model's KV format. FP8 without scales is warned of once, --quiet or not:
+// --quiet keeps warnings (python/loom/runner.py relies on it).
+void set_kv_format(OpenedModel& om, const CacheRequest& kv, const BackendChoice& choice) {
+  if (!kv.kv_scales.empty()) kv.kv_scales.check_shape(om.model.spec.layers, om.model.spec.kv_heads);
+  om.kv_cache = kv;
+  om.kv_dtype = kv.kv_dtype == KvDType::Auto ? choice.dtype_name() : kv_dtype_name(kv.kv_dtype);
+  if (kv.kv_dtype != KvDType::FP8) return;
+  om.kv_scales_source = kv.kv_scales.empty() ? "default 1.0" : kv.kv_scales.source;
+  if (kv.kv_scales.empty())
+    log_warning(
+        "--kv-dtype fp8 without --kv-scales: every K and V scale is 1.0, so values beyond "
+        "448 saturate and small ones lose precision; make scales with loom calibrate");
+}
+
+}  // namespace
+
+OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
+                       const BackendChoice& choice, bool quiet) {
+  OpenedModel om = load_on_backend(model_dir, args, choice, quiet);
+  CacheRequest kv;
+  kv_format(args, om.model.spec, kv);  // bad --kv-scales fails before any step
+  set_kv_format(om, kv, choice);
+  return om;
+}
+
+OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
+                       const BackendChoice& choice, const CacheRequest& kv, bool quiet) {
+  OpenedModel om = load_on_backend(model_dir, args, choice, quiet);
+  set_kv_format(om, kv, choice);
   return om;
 }
 

@@ -45,13 +45,19 @@ struct BackendChoice {
 };
 BackendChoice choose_backend(const EngineArgs& args);
 
-// Loads the checkpoint and hands it to the chosen backend; prints load warnings unless quiet.
+// Loads the checkpoint and hands it to the chosen backend, then reads the KV format (--kv-dtype,
+// --kv-scales); prints load warnings unless quiet.
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, bool quiet);
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
                        const BackendChoice& choice, bool quiet);
+// With the KV format `kv` read before (run reads --kv-scales once, in prepare_outputs: the
+// scales it records in its identity are the scales it runs with).
+OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
+                       const BackendChoice& choice, const CacheRequest& kv, bool quiet);
 // The engine's options, with the KV format open_model read (om.kv_cache).
 EngineOptions engine_options(const EngineArgs& args, const OpenedModel& om);
-// --kv-dtype / --kv-scales as a cache format for `spec` (throws naming the option or file).
+// --kv-dtype / --kv-scales as a cache format for `spec` (throws naming the option or file);
+// reads the scales file, once a call.
 void kv_format(const EngineArgs& args, const ModelSpec& spec, CacheRequest& cache);
 double now_seconds();
 // The files a command reads besides its jobs: the model's (model_input_files) and --kv-scales.

@@ -258,6 +258,13 @@ TEST_CASE("--help shows defaults, aliases and the LOOM_ variables") {
   const Out b = run_loom("bench --help");
   CHECK(b.out.find("--num-jobs N ") != std::string::npos);
   CHECK(b.out.find("Env:") == std::string::npos);  // LOOM_ variables are run's
+  // calibrate makes the scales: --kv-scales (refused there) is not offered, nor fp8.
+  const Out c = run_loom("calibrate --help");
+  CHECK(c.code == 0);
+  CHECK(c.out.find("--kv-scales FILE") == std::string::npos);
+  CHECK(c.out.find("KV cache element while measuring: auto (the compute dtype) or bf16 (not "
+                   "fp8") != std::string::npos);
+  CHECK(o.out.find("--kv-scales FILE") != std::string::npos);  // run's
 }
 
 TEST_CASE("LOOM_<OPTION> fills an option; the command line wins") {

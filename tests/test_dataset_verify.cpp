@@ -247,6 +247,51 @@ TEST_CASE("verify names each kind of damage, exit 1; a folder that is no dataset
   }
 }
 
+TEST_CASE("verify compares the index's KV dtype with its files', as it does draw_stream") {
+  const std::string dir = temp_dir("verify_kv_dtype");
+  const std::string ds = make_dataset(dir, "--backend cpu --kv-dtype fp8");
+  const std::string d0 = "data-000000.safetensors: its KV dtype is \"fp8\", dataset.json's ";
+  CHECK(verify_dataset(ds, dir).code == 0);
+  const std::string whole = slurp(ds + "/dataset.json");
+  auto edited = [&](const std::function<void(json&)>& edit) {
+    json info = json::parse(whole);
+    edit(info);
+    std::ofstream(ds + "/dataset.json") << info.dump(2);
+    return verify_dataset(ds, dir);
+  };
+  // The index made to say f32 (its run_identity as an f32 run's, or its provenance).
+  Verified v = edited([](json& info) {
+    info["run_identity"].erase("kv_dtype");
+    info["run_identity"].erase("kv_scales");
+  });
+  CHECK(v.code == 1);
+  CHECK_MESSAGE(has_problem(v, d0 + "run_identity.kv_dtype is absent (expected \"fp8\" for an "
+                                    "FP8 KV cache, absent for another)"),
+                v.out.dump(2));
+  v = edited([](json& info) { info["provenance"]["dtype"]["kv"] = "f32"; });
+  CHECK(v.code == 1);
+  CHECK_MESSAGE(has_problem(v, d0 + "provenance.dtype.kv is \"f32\""), v.out.dump(2));
+  // The same kind of edit to draw_stream is caught too (the check this one follows).
+  v = edited([](json& info) { info["draw_stream"] = 3; });
+  CHECK(v.code == 1);
+  CHECK(has_problem(v, "data-000000.safetensors: its draw_stream is"));
+  std::ofstream(ds + "/dataset.json") << whole;
+  CHECK(verify_dataset(ds, dir).code == 0);
+  // An f32 dataset whose index claims an FP8 cache.
+  const std::string f32 = dir + "/f32";
+  fs::create_directories(f32);
+  const std::string ds32 = make_dataset(f32, "--backend cpu");
+  json info = json::parse(slurp(ds32 + "/dataset.json"));
+  info["run_identity"]["kv_dtype"] = "fp8";
+  std::ofstream(ds32 + "/dataset.json") << info.dump(2);
+  v = verify_dataset(ds32, f32);
+  CHECK(v.code == 1);
+  CHECK_MESSAGE(has_problem(v,
+                            "data-000000.safetensors: its KV dtype is \"f32\", dataset.json's "
+                            "run_identity.kv_dtype is \"fp8\""),
+                v.out.dump(2));
+}
+
 TEST_CASE("shards: each verified before the merge and the merged index after; a shard missing") {
   const std::string dir = temp_dir("verify_shards");
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 9, 2);

@@ -4,7 +4,10 @@
 // through the CLI with their errors.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
@@ -95,11 +98,12 @@ TEST_CASE("scales file: per layer or per head, checked against the model") {
   CHECK(j["margin"] == 1.25);
 
   // One number per layer applies to all its heads.
-  std::ofstream(path) << R"({"format": "loom-kv-scales", "version": 1, "layers": 2,
-      "kv_heads": 3, "k": [0.5, 2], "v": [1, [1, 2, 3]]})";
+  const std::string head = R"({"format": "loom-kv-scales", "version": 1, "dtype": "float8_e4m3fn",
+      "layers": 2, "kv_heads": 3, )";
+  std::ofstream(path) << head << R"("granularity": "layer", "k": [0.5, 2], "v": [1, 3]})";
   const KvScales p = read_kv_scales(path, 2, 3);
   CHECK(p.k == std::vector<float>{0.5f, 0.5f, 0.5f, 2, 2, 2});
-  CHECK(p.v == std::vector<float>{1, 1, 1, 1, 2, 3});
+  CHECK(p.v == std::vector<float>{1, 1, 1, 3, 3, 3});
 
   auto err = [&](const std::string& text, int layers = 2) {
     std::ofstream(path) << text;
@@ -110,32 +114,175 @@ TEST_CASE("scales file: per layer or per head, checked against the model") {
     }
     return std::string("(no error)");
   };
-  const std::string head =
-      R"({"format": "loom-kv-scales", "version": 1, "layers": 2, "kv_heads": 3, )";
-  CHECK(err(head + R"("k": [1, 1], "v": [1, 1]})", 4).find("the model has 4 x 3") !=
+  const std::string at = "--kv-scales " + path + ": ";
+  const std::string layer = head + R"("granularity": "layer", )";
+  CHECK(err(layer + R"("k": [1, 1], "v": [1, 1]})", 4) ==
+        at + "scales for 2 layers x 3 kv heads; the model has 4 x 3");
+  CHECK(err(layer + R"("k": [1, -1], "v": [1, 1]})").find("\"k\"[1]: scale -1") !=
         std::string::npos);
-  CHECK(err(head + R"("k": [1, -1], "v": [1, 1]})").find("\"k\"[1]: scale -1") !=
-        std::string::npos);
-  CHECK(err(head + R"("k": [1, [1, 2]], "v": [1, 1]})").find("has 2 scales; the model has 3") !=
-        std::string::npos);
-  CHECK(err(head + R"("k": [1, 1]})").find("expected \"v\"") != std::string::npos);
-  CHECK(err(R"({"format": "other"})").find("loom-kv-scales") != std::string::npos);
-  CHECK(err("[1, 2]").find("not a JSON object") != std::string::npos);
+  CHECK(err(head + R"("granularity": "head", "k": [[1, 1, 1], [1, 2]], "v": [1, 1]})") ==
+        at + "\"k\"[1] has 2 scales; the model has 3 kv heads");
+  CHECK(err(layer + R"("k": [1, 1]})") ==
+        at + "missing key \"v\": a scales file has format, version, dtype, granularity, layers, "
+             "kv_heads, k and v (loom calibrate writes them)");
+  CHECK(err(R"({"format": "other"})") ==
+        at + "expected \"format\": \"loom-kv-scales\" (a file from loom calibrate), found "
+             "\"other\"");
+  CHECK(err("[1, 2]") == at + "expected a JSON object (a file from loom calibrate), found an "
+                              "array of 2");
   // Invalid JSON says so, with the parser's reason (NaN is no JSON number).
-  const std::string nan = err(head + R"("k": [1, NaN], "v": [1, 1]})");
-  CHECK(nan.find(": not valid JSON: parse error at line 1, column ") != std::string::npos);
+  const std::string nan = err(layer + R"("k": [1, NaN], "v": [1, 1]})");
+  CHECK(nan.find(": not valid JSON: parse error at line 2, column ") != std::string::npos);
   CHECK(nan.find("[json.exception") == std::string::npos);
   CHECK(err("[1, 2").find(": not valid JSON: parse error") != std::string::npos);
-  CHECK(err(head + R"("k": [1, 1e400], "v": [1, 1]})") ==
-        "--kv-scales " + path + ": not valid JSON: number overflow parsing '1e400'");
-  // A finite scale fp32 cannot use: 448 s overflows (1e300 is not even a float).
-  for (const std::string big : {"1e+300", "1e+36"}) {
-    CAPTURE(big);
-    CHECK(err(head + R"("k": [1, 1], "v": [)" + big + R"(, 1]})") ==
-          path + ": \"v\"[0]: scale " + big +
-              ": expected a number in [2.94e-39, 7.6e+35] (1/s and 448 s must be finite in fp32)");
+  CHECK(err(layer + R"("k": [1, 1e400], "v": [1, 1]})") ==
+        at + "not valid JSON: number overflow parsing '1e400'");
+  // A finite scale fp32 cannot use: 448 s overflows (1e300 is not even a float), or 1/s does.
+  for (const std::string bad : {"1e+300", "1e+36", "7.591e+35", "2.939e-39"}) {
+    CAPTURE(bad);
+    CHECK(err(layer + R"("k": [1, 1], "v": [)" + bad + R"(, 1]})") ==
+          at + "\"v\"[0]: scale " + bad +
+              ": expected a number in [2.94e-39, 7.59e+35] (1/s and 448 s must be finite in "
+              "fp32)");
   }
-  CHECK(err(head + R"("k": [1, 1], "v": [7e35, 1e-38]})") == "(no error)");
+  // The bounds the message prints are the ones the check takes, and fp32 can use them.
+  CHECK(err(layer + R"("k": [1, 1], "v": [7.59e35, 2.94e-39]})") == "(no error)");
+  CHECK(std::isfinite(1.0f / float(kMinKvScale)));
+  CHECK(std::isfinite(kFp8E4m3Max * float(kMaxKvScale)));
+}
+
+TEST_CASE("scales file: strict keys, types and shapes; each error names file, key and want") {
+  const std::string dir = cli::temp_dir("kv_scales_strict");
+  const std::string path = dir + "/scales.json";
+  // A file as calibrate writes it (per head), then one key at a time changed.
+  KvScales s = KvScales::ones(2, 3);
+  s.v[1] = 0.5f;
+  const cli::json good =
+      cli::json::parse(kv_scales_json(s, {{"margin", 1.25},
+                                          {"calibration", {{"fit_jobs", 3}}},
+                                          {"absmax", {{"k", {1, 2}}, {"v", {3, 4}}}}})
+                           .dump());
+  auto err_text = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    try {
+      read_kv_scales(path, 2, 3);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  auto err = [&](const std::function<void(cli::json&)>& edit) {
+    cli::json j = good;
+    edit(j);
+    return err_text(j.dump());
+  };
+  const std::string at = "--kv-scales " + path + ": ";
+  CHECK(err([](cli::json&) {}) == "(no error)");
+  CHECK(err([](cli::json& j) { j.erase("convention"); }) == "(no error)");  // optional
+  // A key given twice is refused, at the top and inside calibrate's record.
+  std::string text = good.dump(1);
+  CHECK(err_text(text.substr(0, text.size() - 2) + ",\n \"k\": [1, 1]\n}") ==
+        at + "key \"k\": expected each key once, found it a second time");
+  const std::string twice_inside = good.dump();
+  const size_t cal = twice_inside.find("\"fit_jobs\"");
+  REQUIRE(cal != std::string::npos);
+  CHECK(err_text(twice_inside.substr(0, cal) + "\"fit_jobs\": 1, " + twice_inside.substr(cal)) ==
+        at + "key \"fit_jobs\" of \"calibration\": expected each key once, found it a second "
+             "time");
+  // Unknown keys (a misspelt "k", a key of another tool).
+  for (const char* key : {"K", "kscale"}) {
+    CAPTURE(key);
+    CHECK(err([&](cli::json& j) { j[key] = j["k"]; }) ==
+          at + "unknown key \"" + key +
+              "\": expected one of \"format\", \"version\", \"dtype\", \"convention\", "
+              "\"granularity\", \"layers\", \"kv_heads\", \"k\", \"v\", \"margin\", "
+              "\"calibration\", \"absmax\"");
+  }
+  // Granularity against the arrays' shape.
+  CHECK(err([](cli::json& j) { j["granularity"] = "layer"; }) ==
+        at + "\"k\"[0]: expected a number (granularity \"layer\": one scale per layer), found an "
+             "array of 3");
+  CHECK(err([](cli::json& j) {
+          j["k"] = {1, 1};
+          j["v"] = {1, 1};
+        }) == at + "\"k\"[0]: expected an array of 3 scales (granularity \"head\": one per kv "
+                   "head), found 1");
+  CHECK(err([](cli::json& j) { j["k"][1] = 0.5; }) ==
+        at + "\"k\"[1]: expected an array of 3 scales (granularity \"head\": one per kv head), "
+             "found 0.5");
+  CHECK(err([](cli::json& j) {
+          j["granularity"] = "layer";
+          j["k"] = {1, {1, 1, 1}};
+        }) == at + "\"k\"[1]: expected a number (granularity \"layer\": one scale per layer), "
+                   "found an array of 3");
+  CHECK(err([](cli::json& j) { j["granularity"] = "tensor"; }) ==
+        at + "\"granularity\": expected \"layer\" or \"head\", found \"tensor\"");
+  // The element type: e4m3 only.
+  for (const char* dtype : {"float8_e5m2", "bfloat16"}) {
+    CAPTURE(dtype);
+    CHECK(err([&](cli::json& j) { j["dtype"] = dtype; }) ==
+          at + "\"dtype\": expected \"float8_e4m3fn\" (loom's FP8 KV cache is e4m3), found \"" +
+              dtype + "\"");
+  }
+  CHECK(err([](cli::json& j) {
+          j["convention"] = "stored = x * s";
+        }).find(at + "\"convention\": expected \"stored = e4m3(x * (1/s))") == 0);
+  // Counts are integers; missing keys are named, not read as 0 or -1.
+  CHECK(err([](cli::json& j) { j["layers"] = 3.5; }) ==
+        at + "\"layers\": expected an integer (the model's 2), found 3.5");
+  CHECK(err([](cli::json& j) { j["kv_heads"] = "3"; }) ==
+        at + "\"kv_heads\": expected an integer (the model's 3), found \"3\"");
+  CHECK(err([](cli::json& j) { j.erase("version"); }) ==
+        at + "missing key \"version\": expected \"version\": 1 (this loom reads version 1)");
+  CHECK(err([](cli::json& j) { j["version"] = 2; }) ==
+        at + "\"version\": expected 1 (this loom reads version 1), found 2");
+  CHECK(err([](cli::json& j) { j["version"] = "1"; }) ==
+        at + "\"version\": expected the integer 1 (this loom reads version 1), found \"1\"");
+  for (const char* key : {"layers", "kv_heads", "dtype", "granularity", "k"}) {
+    CAPTURE(key);
+    CHECK(err([&](cli::json& j) { j.erase(key); }) ==
+          at + "missing key \"" + key +
+              "\": a scales file has format, version, dtype, granularity, layers, kv_heads, k "
+              "and v (loom calibrate writes them)");
+  }
+  // Wrong types name the key, not the JSON library's type_error.
+  CHECK(err([](cli::json& j) { j["k"] = "x"; }) ==
+        at + "\"k\": expected an array of 2 arrays of 3 scales (granularity \"head\": one per "
+             "layer and kv head), found \"x\"");
+  CHECK(err([](cli::json& j) { j["v"][0][2] = "1"; }) ==
+        at + "\"v\"[0][2]: expected a number, found \"1\"");
+  CHECK(err([](cli::json& j) { j["margin"] = "1.25"; }) ==
+        at + "\"margin\": expected a number, found \"1.25\"");
+  CHECK(err([](cli::json& j) { j["calibration"] = 3; }) ==
+        at + "\"calibration\": expected an object, found 3");
+
+  // The file itself: missing, a folder, too large (read no further than the cap).
+  auto read_err = [&](const std::string& p) {
+    try {
+      read_kv_scales(p, 2, 3);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(read_err(dir + "/none.json") == "--kv-scales " + dir +
+                                            "/none.json: cannot open it: No such file or "
+                                            "directory; expected a scales JSON file from loom "
+                                            "calibrate");
+  CHECK(read_err(dir) ==
+        "--kv-scales " + dir + ": it is a folder; expected a scales JSON file from loom calibrate");
+  CHECK(read_err("/dev/zero") ==
+        "--kv-scales /dev/zero: more than 16 MiB; expected a scales JSON file from loom "
+        "calibrate (a few KiB for most models)");
+  // A pipe is read once, to its end: what a FIFO or `<(cat scales.json)` gives.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const std::string bytes = good.dump();
+  REQUIRE(::write(fds[1], bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+  ::close(fds[1]);
+  const KvScales piped = read_kv_scales("/dev/fd/" + std::to_string(fds[0]), 2, 3);
+  ::close(fds[0]);
+  CHECK(piped.v == s.v);
 }
 
 namespace {
@@ -236,21 +383,58 @@ TEST_CASE("loom calibrate writes scales that run --kv-dtype fp8 reads; the error
   const auto rep = cli::json::parse(cli::slurp(dir + "/fp8.report.json"));
   CHECK(rep["provenance"]["dtype"]["kv"] == "fp8");
   CHECK(rep["provenance"]["dtype"]["kv_scales"] == scales);
+  CHECK(rep["kv_cache"]["dtype"] == "fp8");
+  CHECK(rep["kv_cache"]["scales"] == scales);
+  CHECK(rep["run_identity"]["kv_scales"]["k"] == j["k"]);
   CHECK(cli::read_lines(dir + "/fp8.jsonl").size() == 5);  // 4 jobs, one of 2 samples
 
-  // fp8 without scales warns once and runs with 1.0.
+  // --kv-scales <(cat scales.json): a pipe, read once (a second read found it empty). The
+  // scales recorded (side file) are the scales the run used: the same tokens as from the file.
+  {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);  // no O_CLOEXEC: loom inherits the read end, as from bash
+    const std::string bytes = cli::slurp(scales);
+    REQUIRE(::write(fds[1], bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+    ::close(fds[1]);
+    const std::string fd_path = "/dev/fd/" + std::to_string(fds[0]);
+    e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
+                     "/piped.jsonl --kv-dtype fp8 --kv-scales " + fd_path + " -q",
+                 dir);
+    ::close(fds[0]);
+    REQUIRE_MESSAGE(e.code == 0, e.err);
+    const auto side = cli::json::parse(cli::slurp(dir + "/piped.jsonl.loom.json"));
+    CHECK(side["identity"]["kv_scales"]["k"] == j["k"]);
+    CHECK(side["identity"]["kv_scales"]["v"] == j["v"]);
+    CHECK(side["provenance"]["dtype"]["kv_scales"] == fd_path);
+    CHECK(cli::tokens_by_sample(dir + "/piped.jsonl") == cli::tokens_by_sample(dir + "/fp8.jsonl"));
+  }
+
+  // fp8 without scales warns once and runs with 1.0; --quiet keeps warnings, this one too.
   e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
-                   "/ones.jsonl --kv-dtype fp8",
+                   "/ones.jsonl --kv-dtype fp8 -q",
                dir);
   CHECK(e.code == 0);
-  CHECK(e.err.find("without --kv-scales: every K and V scale is 1.0") != std::string::npos);
+  const std::string ones = "without --kv-scales: every K and V scale is 1.0";
+  CHECK(e.err.find(ones) != std::string::npos);
+  CHECK(e.err.find(ones) == e.err.rfind(ones));
 
-  // Resuming with another KV format would mix outputs: refused, naming the key.
+  // Resuming with another KV format would mix outputs: refused, naming the KV dtype of each.
   e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
                    "/fp8.jsonl --resume -q",
                dir);
   CHECK(e.code == 2);
-  CHECK(e.err.find("kv_dtype") != std::string::npos);
+  CHECK(e.err.find("was made with kv_dtype = \"fp8\", this run has kv_dtype = \"f32\" (") !=
+        std::string::npos);
+  e = cli::run(
+      "run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir + "/f32.jsonl -q",
+      dir);
+  REQUIRE_MESSAGE(e.code == 0, e.err);
+  e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
+                   "/f32.jsonl --resume -q --kv-dtype fp8 --kv-scales " + scales,
+               dir);
+  CHECK(e.code == 2);
+  CHECK(e.err.find("was made with kv_dtype = \"f32\", this run has kv_dtype = \"fp8\" (") !=
+        std::string::npos);
 
   // Errors: scales without fp8; a scales file for another shape; calibrating with fp8.
   e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
@@ -259,8 +443,9 @@ TEST_CASE("loom calibrate writes scales that run --kv-dtype fp8 reads; the error
   CHECK(e.code == 2);
   CHECK(e.err.find("--kv-scales applies to an fp8 KV cache; expected --kv-dtype fp8 with it") !=
         std::string::npos);
-  std::ofstream(dir + "/bad.json") << R"({"format": "loom-kv-scales", "version": 1, "layers": 7,
-      "kv_heads": 1, "k": [1], "v": [1]})";
+  std::ofstream(dir + "/bad.json") << R"({"format": "loom-kv-scales", "version": 1,
+      "dtype": "float8_e4m3fn", "granularity": "layer", "layers": 7, "kv_heads": 1, "k": [1],
+      "v": [1]})";
   e = cli::run("run --backend cpu --model " + model + " --jobs " + jobs + " --out " + dir +
                    "/y.jsonl --kv-dtype fp8 --kv-scales " + dir + "/bad.json",
                dir);

@@ -1,7 +1,8 @@
 // Run reports of a sharded run merged into one (lib/engine/report_merge.h): hand-made reports
 // and results files whose merged numbers are worked out here by hand (sums, the wall time from
 // the UTC strings, percentiles of a known set of frame times), every refusal with its message,
-// the UTC time format, and two shards of a real run of the loom binary merged.
+// the UTC time format, and two shards of a real run of the loom binary merged (and refused when
+// their runs differ in what changes tokens: KV format, seed).
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,9 +14,11 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "engine/report.h"
 #include "engine/report_merge.h"
 
@@ -350,6 +353,29 @@ TEST_CASE("merge refuses reports that are not the shards of one run") {
               "reports of different runs: " + r1 + " and " + r0 +
                   ": they read other job lines (jobs_read {\"hash\":\"fnv1a64:a20cfa17abc79b87\""));
   }
+  SUBCASE("shards of runs whose tokens differ (run_identity: seed, KV dtype and scales)") {
+    json j0 = make_report(shard0_stats(), 0, 2, t0, t1, results);
+    json j1 = make_report(shard1_stats(), 1, 2, t0, t1, results);
+    j0["run_identity"] = {{"dtype", "f32"}, {"draw_stream", 4}};
+    j1["run_identity"] = {{"dtype", "f32"}, {"draw_stream", 4}, {"kv_dtype", "fp8"}};
+    put_json(r0, j0);
+    put_json(r1, j1);
+    CHECK(has(error_of([&] {
+                merge_reports({r0, r1});
+              }),
+              "reports of different runs: " + r1 + " and " + r0 +
+                  ": their runs differ in kv_dtype: \"fp8\" and \"f32\" (run_identity: what "
+                  "changes tokens); merge the reports of one run"));
+    j1["run_identity"] = {{"dtype", "f32"}, {"draw_stream", 4}, {"seed", 7}};
+    put_json(r1, j1);
+    CHECK(has(error_of([&] {
+                merge_reports({r0, r1});
+              }),
+              ": their runs differ in seed: 7 and (absent)"));
+    j1["run_identity"] = j0["run_identity"];
+    put_json(r1, j1);
+    CHECK(merge_reports({r0, r1})["run_identity"] == j0["run_identity"]);  // kept
+  }
   SUBCASE("different shard counts") {
     put_json(other, make_report(shard1_stats(), 2, 3, t0, t1, results));
     const std::string e = error_of([&] { merge_reports({r0, other}); });
@@ -481,6 +507,11 @@ TEST_CASE("two shards of a real run merge to the sum of their reports") {
   CHECK(m["generated"]["sum_of_shard_rates"]["tokens_per_s"].get<double>() ==
         doctest::Approx(g0["tokens_per_s"].get<double>() + g1["tokens_per_s"].get<double>()));
   CHECK(m["records"] == json{{"ok", 5}, {"error", 0}, {"this_run", 5}});  // 5 samples
+  // What made the tokens is kept: the run identity the shards agree on, and the KV format.
+  CHECK(shard_reports[0]["run_identity"]["draw_stream"] == kDrawStream);
+  CHECK(m["run_identity"] == shard_reports[0]["run_identity"]);
+  CHECK(m["kv_cache"]["dtype"] == "f32");
+  CHECK(!m["kv_cache"].contains("scales"));
 
   // Resubmitted (the README's sbatch script): these runs generate nothing, and the reports say
   // so while still counting what the results files hold.
@@ -507,4 +538,48 @@ TEST_CASE("two shards of a real run merge to the sum of their reports") {
   CHECK(after["records"] == again["records"]);
   CHECK(after["frame_s"]["count"] == m["frame_s"]["count"]);
   CHECK(after["shards"][1]["out"] == moved + "/results.shard-1-of-2.jsonl");
+}
+
+TEST_CASE("merge --reports refuses shards run with another KV format or seed; fp8 is kept") {
+  TempDir dir("kv");
+  const std::string data = LOOM_TESTDATA;
+  // Shard k of a run with `extra` options; its report's path.
+  auto shard = [&](const std::string& run, int k, const std::string& extra) {
+    const std::string cmd = std::string(LOOM_BIN_DIR) + "/loom run -q --backend cpu --model " +
+                            data + "/tiny_v1 --jobs " + data + "/jobs/tiny_v1.jsonl --out " +
+                            (dir / (run + ".jsonl")) + " --report " + (dir / (run + ".json")) +
+                            " --shard " + std::to_string(k) + "/2 " + extra + " 2>/dev/null";
+    const int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    return dir / (run + ".shard-" + std::to_string(k) + "-of-2.json");
+  };
+  const std::string fp8_0 = shard("fp8", 0, "--kv-dtype fp8"),
+                    fp8_1 = shard("fp8", 1, "--kv-dtype fp8");
+  const std::string f32_1 = shard("f32", 1, ""),
+                    seed_1 = shard("seed", 1, "--kv-dtype fp8 --seed 7");
+  const std::string out = dir / "merged.json", err = dir / "merge.err";
+  auto merge = [&](const std::string& a, const std::string& b) {
+    const int status = std::system((std::string(LOOM_BIN_DIR) + "/loom merge --reports " + a + " " +
+                                    b + " --out " + out + " 2> " + err)
+                                       .c_str());
+    std::ifstream in(err);
+    return std::make_pair(WEXITSTATUS(status), std::string(std::istreambuf_iterator<char>(in), {}));
+  };
+  auto [code, text] = merge(fp8_0, f32_1);
+  CHECK(code == 2);
+  CHECK(text.find("reports of different runs: " + f32_1 + " and " + fp8_0 +
+                  ": their runs differ in kv_dtype: \"f32\" and \"fp8\"") != std::string::npos);
+  CHECK(!fs::exists(out));
+  std::tie(code, text) = merge(fp8_0, seed_1);
+  CHECK(code == 2);
+  CHECK(text.find(": their runs differ in seed: 7 and (absent)") != std::string::npos);
+  std::tie(code, text) = merge(fp8_0, fp8_1);
+  REQUIRE_MESSAGE(code == 0, text);
+  const json m = json::parse(std::ifstream(out));
+  CHECK(m["kv_cache"]["dtype"] == "fp8");
+  CHECK(m["kv_cache"]["scales"] == "default 1.0");
+  CHECK(m["run_identity"]["kv_dtype"] == "fp8");
+  CHECK(m["run_identity"]["kv_scales"] ==
+        json::parse(std::ifstream(fp8_0))["run_identity"]["kv_scales"]);
 }

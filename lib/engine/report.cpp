@@ -162,6 +162,8 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                    {"prefill_slots_saved", sc.prefill_saved},
                    {"preemptions", sc.preemptions},
                    {"recomputed_slots", sc.recomputed}};
+  if (!ctx.kv_dtype.empty()) j["kv_cache"]["dtype"] = ctx.kv_dtype;
+  if (!ctx.kv_scales.empty()) j["kv_cache"]["scales"] = ctx.kv_scales;
   if (ctx.step_bytes > 0 && st.decode_steps > 0) {
     const double gbps = double(ctx.step_bytes) * double(st.decode_steps) / st.decode_s / 1e9;
     j["decode_weight_gbps"] = gbps;

@@ -19,6 +19,8 @@ namespace loom {
 
 struct RunContext {
   std::string model_dir, jobs_path, out_path, backend, dtype;
+  std::string kv_dtype;          // the KV cache's element ("f32", "bf16", "fp8"); "": not reported
+  std::string kv_scales;         // fp8: the scales' source (a file, "default 1.0"); else ""
   bool batch_invariant = false;  // tokens independent of the batch (Backend::batch_invariant)
   double load_s = 0;             // checkpoint to backend-ready
   size_t step_bytes = 0;         // weight bytes one decode step streams

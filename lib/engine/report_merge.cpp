@@ -3,9 +3,12 @@
 //
 //   rule        fields                                          why
 //   ----------  ----------------------------------------------  -----------------------------------
-//   match       model                                           other models: refused
+//   match       model, run_identity (optional)                  other models, or runs whose
+//                                                               tokens differ (shards_differ):
+//                                                               refused
 //   same        jobs, out, backend, dtype, device.name,         settings: the common value, or the
-//               kv_cache.block_size, kv_cache.block_bytes       distinct values (shard order)
+//               kv_cache.block_size, kv_cache.block_bytes,      distinct values (shard order)
+//               kv_cache.{dtype, scales} (optional)
 //   all         batch_invariant                                 holds only if it held everywhere
 //   any         jobs_summary.stopped                            one stopped shard stops the run
 //   sum         jobs_summary.{read, accepted, failed,           counts: the shards' work adds up
@@ -54,7 +57,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::system_clock;
 
-enum class Kind { integer, number, string, boolean };
+enum class Kind { integer, number, string, boolean, object };
 enum class Rule { match, same, all, any, sum, max, per_step, per_decode_s, recompute };
 
 struct Field {
@@ -66,6 +69,7 @@ struct Field {
 
 const Field kFields[] = {
     {"/model", Kind::string, Rule::match},
+    {"/run_identity", Kind::object, Rule::match, true},  // older reports lack it
     {"/jobs", Kind::string, Rule::same},
     {"/out", Kind::string, Rule::same},
     {"/backend", Kind::string, Rule::same},
@@ -105,6 +109,8 @@ const Field kFields[] = {
     {"/kv_cache/blocks", Kind::integer, Rule::sum},
     {"/kv_cache/block_size", Kind::integer, Rule::same},
     {"/kv_cache/block_bytes", Kind::integer, Rule::same},
+    {"/kv_cache/dtype", Kind::string, Rule::same, true},   // older reports lack them
+    {"/kv_cache/scales", Kind::string, Rule::same, true},  // fp8 only
     {"/kv_cache/peak_blocks", Kind::integer, Rule::sum},
     {"/kv_cache/peak_utilisation", Kind::number, Rule::max},  // each pool is one device's
     {"/kv_cache/prompt_blocks", Kind::integer, Rule::sum},
@@ -139,6 +145,8 @@ const char* kind_name(Kind k) {
       return "a string";
     case Kind::boolean:
       return "true or false";
+    case Kind::object:
+      return "an object";
   }
   return "?";
 }
@@ -153,6 +161,8 @@ bool has_kind(const json& v, Kind k) {
       return v.is_string();
     case Kind::boolean:
       return v.is_boolean();
+    case Kind::object:
+      return v.is_object();
   }
   return false;
 }
@@ -236,7 +246,7 @@ void check_one_run(const std::vector<ShardReport>& reports) {
            first.path, "), found ", jobs.get<std::string>(), " in ", r.path,
            "; merge the reports of one run");
     }
-    const std::string differ = shards_differ(r.j, first.j);  // their jobs_read
+    const std::string differ = shards_differ(r.j, first.j);  // jobs_read, run_identity
     if (!differ.empty())
       fail("reports of different runs: ", r.path, " and ", first.path, ": ", differ,
            "; merge the reports of one run");

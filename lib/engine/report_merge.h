@@ -8,7 +8,9 @@
 //
 // It refuses rather than guesses, naming both files where two disagree: a file that is not a
 // loom run report, reports of different models or shard counts, two reports of one shard, a
-// shard with no report, and a results file that cannot be found or read.
+// shard with no report, and a results file that cannot be found or read. Reports of runs whose
+// tokens differ (their run_identity: seed, KV dtype and scales, ...) are refused as merge
+// --dataset refuses such shards (shards_differ).
 #pragma once
 
 #include <string>

@@ -21,6 +21,7 @@
 #include "io/dataset.h"
 #include "io/dataset_file.h"
 #include "io/job_ids.h"
+#include "io/sidecar.h"
 
 namespace loom {
 namespace fs = std::filesystem;
@@ -190,6 +191,33 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
                                want[k].get<int64_t>()));
 }
 
+// The KV dtype changes tokens, as the draw stream does: the one a data file's provenance names
+// (its "provenance" metadata, JSON text) against its index's provenance.dtype.kv and
+// run_identity.kv_dtype ("fp8" for an FP8 cache, absent otherwise). Nothing where the file or
+// the index records none (a loom before either).
+std::vector<std::string> kv_dtype_problems(const std::string& name, const json& meta,
+                                           const json& info, const std::string& info_name) {
+  std::vector<std::string> out;
+  const json::json_pointer kv("/dtype/kv");
+  const json prov = json::parse(meta.value("provenance", ""), nullptr, false);
+  if (!prov.is_object() || !prov.contains(kv) || !prov[kv].is_string()) return out;
+  const json& file_kv = prov[kv];
+  if (info.contains("provenance") && info["provenance"].contains(kv) &&
+      info["provenance"][kv] != file_kv)
+    out.push_back(cat(name, ": its KV dtype is ", file_kv.dump(), ", ", info_name,
+                      "'s provenance.dtype.kv is ", info["provenance"][kv].dump()));
+  if (info.contains("run_identity") && info["run_identity"].is_object()) {
+    const json& id = info["run_identity"];
+    const json want = file_kv == "fp8" ? json("fp8") : json();
+    const json has = id.contains("kv_dtype") ? id["kv_dtype"] : json();
+    if (has != want)
+      out.push_back(cat(name, ": its KV dtype is ", file_kv.dump(), ", ", info_name,
+                        "'s run_identity.kv_dtype is ", has.is_null() ? "absent" : has.dump(),
+                        " (expected \"fp8\" for an FP8 KV cache, absent for another)"));
+  }
+  return out;
+}
+
 // What the file's own header says against what its index says of every file: the readers of a
 // dataset take P, A, the action width and which tensors exist from dataset.json.
 std::vector<std::string> form_problems(const std::string& name, const json& header,
@@ -205,6 +233,7 @@ std::vector<std::string> form_problems(const std::string& name, const json& head
   differs("model", meta.value("model", ""), info.at("model").value("name", ""));
   differs("draw_stream", meta.value("draw_stream", ""),
           std::to_string(info.value("draw_stream", 0)));
+  for (std::string& p : kv_dtype_problems(name, meta, info, info_name)) out.push_back(std::move(p));
   if (!info.at("shard").contains("merged_from"))
     differs("shard", meta.value("shard", ""),
             cat(info.at("shard").value("index", 0), "/", info.at("shard").value("count", 0)));
@@ -433,10 +462,11 @@ std::string shards_differ(const json& a, const json& b) {
     keys.update(b[run]);
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const auto value = [&](const json& j) {
-        return j.contains(it.key()) ? j[it.key()].dump() : std::string("(absent)");
+        const std::string text = identity_text(j, j[run], it.key());
+        return text.empty() ? std::string("(absent)") : text;
       };
-      if (value(a[run]) != value(b[run]))
-        return cat("their runs differ in ", it.key(), ": ", value(a[run]), " and ", value(b[run]),
+      if (a[run].contains(it.key()) != b[run].contains(it.key()) || value(a) != value(b))
+        return cat("their runs differ in ", it.key(), ": ", value(a), " and ", value(b),
                    " (run_identity: what changes tokens)");
     }
   }

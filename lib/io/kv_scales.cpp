@@ -1,10 +1,13 @@
 #include "io/kv_scales.h"
 
-#include <cmath>
-#include <cstdio>
-#include <fstream>
-#include <limits>
-#include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fp8.h"
@@ -15,53 +18,184 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// A scale the fp32 quantiser can use: 1/s (the factor stored values are multiplied by) and
-// 448 · s (the largest dequantised value) both finite in fp32.
-bool usable_scale(double s) {
-  const float f = float(s);
-  return std::isfinite(s) && s > 0 && f > 0 && std::isfinite(1.0f / f) &&
-         std::isfinite(kFp8E4m3Max * f);
+constexpr const char* kDtype = "float8_e4m3fn";
+constexpr const char* kConvention =
+    "stored = e4m3(x * (1/s)), round to nearest even, saturating at 448; "
+    "dequantised = q * s; k: K after RoPE";
+
+// The keys a scales file may hold, in the order calibrate writes them.
+struct Key {
+  const char* name;
+  bool required;
+};
+constexpr Key kKeys[] = {
+    {"format", true},      {"version", true}, {"dtype", true},        {"convention", false},
+    {"granularity", true}, {"layers", true},  {"kv_heads", true},     {"k", true},
+    {"v", true},           {"margin", false}, {"calibration", false}, {"absmax", false}};
+
+// Every message starts with the option and the file.
+std::string at(const std::string& path) {
+  return cat("--kv-scales ", path, ": ");
 }
 
-// "[2.94e-39, 7.6e+35]": the range usable_scale accepts, for messages.
-std::string scale_range() {
-  constexpr float kMax = std::numeric_limits<float>::max();
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "[%.3g, %.3g]", 1.0 / double(kMax), double(kMax) / kFp8E4m3Max);
-  return buf;
+std::string json_str(const std::string& s) {
+  return ojson(s).dump();
 }
 
-// One of "k" / "v": L numbers, or L arrays of H numbers, into out [L, H].
-std::vector<float> read_side(const ojson& j, const char* key, int layers, int kv_heads,
-                             const std::string& path) {
-  auto where = [&](int l, int h) {
-    return h < 0 ? cat(path, ": \"", key, "\"[", l, "]")
-                 : cat(path, ": \"", key, "\"[", l, "][", h, "]");
+// What a JSON value is, for the "found ..." half of a message.
+std::string describe(const ojson& x) {
+  if (x.is_array()) return x.empty() ? "an empty array" : cat("an array of ", x.size());
+  if (x.is_object()) return "an object";
+  const std::string text = x.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// The file's bytes, read once: a FIFO or /dev/fd/N (`<(cat s.json)`) has no second reading.
+std::string read_text(const std::string& path) {
+  const std::string expected = "expected a scales JSON file from loom calibrate";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  LOOM_CHECK(fd >= 0, at(path), "cannot open it: ", std::strerror(errno), "; ", expected);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail(at(path), "it is a folder; ", expected);
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail(at(path), "cannot read it: ", std::strerror(err), "; ", expected);
+    }
+    if (n == 0) break;
+    text.append(buf, size_t(n));
+    if (text.size() > kMaxKvScalesBytes) {
+      ::close(fd);
+      fail(at(path), "more than ", kMaxKvScalesBytes >> 20, " MiB; ", expected,
+           " (a few KiB for most models)");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+// Parses `text`, refusing a key given twice in one object (the JSON library would keep one of
+// them without a word).
+ojson parse_json(const std::string& text, const std::string& path) {
+  struct Open {
+    std::set<std::string> keys;
+    std::string last;  // the key whose value is being parsed
   };
-  LOOM_CHECK(j.contains(key) && j[key].is_array(), path, ": expected \"", key, "\": an array of ",
-             layers, " scales (one per layer) or of ", layers, " arrays of ", kv_heads,
-             " (one per kv head)");
-  const ojson& a = j[key];
-  LOOM_CHECK(int(a.size()) == layers, path, ": \"", key, "\" has ", a.size(),
+  std::vector<Open> objects;  // outermost first
+  std::string twice;
+  auto callback = [&](int, ojson::parse_event_t event, ojson& parsed) {
+    if (event == ojson::parse_event_t::object_start) objects.emplace_back();
+    if (event == ojson::parse_event_t::object_end && !objects.empty()) objects.pop_back();
+    if (event == ojson::parse_event_t::key && !objects.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (twice.empty() && !objects.back().keys.insert(key).second) {
+        twice = "key " + json_str(key);
+        for (size_t i = objects.size() - 1; i-- > 0;) twice += " of " + json_str(objects[i].last);
+      }
+      objects.back().last = key;
+    }
+    return true;
+  };
+  ojson j;
+  try {
+    j = ojson::parse(text, callback);
+  } catch (const ojson::exception& e) {  // a syntax error, or a number past a double
+    // "[json.exception.parse_error.101] parse error at line 1, ..." without the tag.
+    const std::string what = e.what();
+    const size_t tag = what.find("] ");
+    fail(at(path), "not valid JSON: ", tag == std::string::npos ? what : what.substr(tag + 2));
+  }
+  LOOM_CHECK(twice.empty(), at(path), twice, ": expected each key once, found it a second time");
+  return j;
+}
+
+// The value of `key`, which must be there (check_keys has said so) and of the type `is` tests.
+const ojson& typed(const ojson& j, const char* key, bool (ojson::*is)() const noexcept,
+                   const std::string& expected, const std::string& path) {
+  const ojson& x = j.at(key);
+  LOOM_CHECK((x.*is)(), at(path), json_str(key), ": expected ", expected, ", found ", describe(x));
+  return x;
+}
+
+// "format" and "version" first (another file, or a later format, says so before its keys do),
+// then every key known and every required one there.
+void check_keys(const ojson& j, const std::string& path) {
+  LOOM_CHECK(j.contains("format") && j["format"] == "loom-kv-scales", at(path),
+             "expected \"format\": \"loom-kv-scales\" (a file from loom calibrate), found ",
+             j.contains("format") ? describe(j["format"]) : "no \"format\"");
+  LOOM_CHECK(j.contains("version"), at(path),
+             "missing key \"version\": expected \"version\": 1 (this loom reads version 1)");
+  const ojson& version = typed(j, "version", &ojson::is_number_integer,
+                               "the integer 1 (this loom reads version 1)", path);
+  LOOM_CHECK(version == 1, at(path), "\"version\": expected 1 (this loom reads version 1), found ",
+             describe(version));
+  std::string names;
+  for (const Key& k : kKeys) names += cat(names.empty() ? "" : ", ", json_str(k.name));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool known = false;
+    for (const Key& k : kKeys) known = known || it.key() == k.name;
+    LOOM_CHECK(known, at(path), "unknown key ", json_str(it.key()), ": expected one of ", names);
+  }
+  for (const Key& k : kKeys)
+    LOOM_CHECK(!k.required || j.contains(k.name), at(path), "missing key ", json_str(k.name),
+               ": a scales file has format, version, dtype, granularity, layers, kv_heads, k "
+               "and v (loom calibrate writes them)");
+}
+
+// A scale the fp32 quantiser can use: kv_scales.h's range, in which 1/s (the factor stored
+// values are multiplied by) and 448 · s (the largest dequantised value) are finite in fp32.
+bool usable_scale(double s) {
+  return s >= kMinKvScale && s <= kMaxKvScale;
+}
+
+// One of "k" / "v" into [L, H]: L numbers (granularity "layer") or L arrays of H numbers
+// ("head").
+std::vector<float> read_side(const ojson& j, const char* key, bool per_head, int layers,
+                             int kv_heads, const std::string& path) {
+  auto where = [&](int l, int h) {
+    return h < 0 ? cat(at(path), json_str(key), "[", l, "]")
+                 : cat(at(path), json_str(key), "[", l, "][", h, "]");
+  };
+  const std::string granularity = per_head ? "\"head\"" : "\"layer\"";
+  const ojson& a = typed(
+      j, key, &ojson::is_array,
+      per_head ? cat("an array of ", layers, " arrays of ", kv_heads,
+                     " scales (granularity \"head\": one per layer and kv head)")
+               : cat("an array of ", layers, " scales (granularity \"layer\": one per layer)"),
+      path);
+  LOOM_CHECK(int(a.size()) == layers, at(path), json_str(key), " has ", a.size(),
              " entries; the model has ", layers, " layers");
-  std::vector<float> out(size_t(layers) * kv_heads);
   auto take = [&](const ojson& x, int l, int h) {
-    LOOM_CHECK(x.is_number(), where(l, h), ": expected a number, found ", x.dump());
+    LOOM_CHECK(x.is_number(), where(l, h), ": expected a number, found ", describe(x));
     const double s = x.get<double>();
-    LOOM_CHECK(usable_scale(s), where(l, h), ": scale ", x.dump(), ": expected a number in ",
-               scale_range(), " (1/s and 448 s must be finite in fp32)");
+    LOOM_CHECK(usable_scale(s), where(l, h), ": scale ", x.dump(), ": expected a number in [",
+               kMinKvScale, ", ", kMaxKvScale, "] (1/s and 448 s must be finite in fp32)");
     return float(s);
   };
+  std::vector<float> out(size_t(layers) * kv_heads);
   for (int l = 0; l < layers; l++) {
     const ojson& e = a[size_t(l)];
-    if (e.is_array()) {
-      LOOM_CHECK(int(e.size()) == kv_heads, where(l, -1), " has ", e.size(),
-                 " scales; the model has ", kv_heads, " kv heads");
-      for (int h = 0; h < kv_heads; h++) out[size_t(l) * kv_heads + h] = take(e[size_t(h)], l, h);
-    } else {
+    float* row = out.data() + size_t(l) * kv_heads;
+    if (!per_head) {
+      LOOM_CHECK(!e.is_array(), where(l, -1), ": expected a number (granularity ", granularity,
+                 ": one scale per layer), found ", describe(e));
       const float s = take(e, l, -1);
-      for (int h = 0; h < kv_heads; h++) out[size_t(l) * kv_heads + h] = s;
+      for (int h = 0; h < kv_heads; h++) row[h] = s;
+      continue;
     }
+    LOOM_CHECK(e.is_array(), where(l, -1), ": expected an array of ", kv_heads,
+               " scales (granularity ", granularity, ": one per kv head), found ", describe(e));
+    LOOM_CHECK(int(e.size()) == kv_heads, where(l, -1), " has ", e.size(),
+               " scales; the model has ", kv_heads, " kv heads");
+    for (int h = 0; h < kv_heads; h++) row[h] = take(e[size_t(h)], l, h);
   }
   return out;
 }
@@ -69,32 +203,36 @@ std::vector<float> read_side(const ojson& j, const char* key, int layers, int kv
 }  // namespace
 
 KvScales read_kv_scales(const std::string& path, int layers, int kv_heads) {
-  std::ifstream in(path);
-  LOOM_CHECK(in.good(), "--kv-scales ", path, ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  ojson j;
-  try {
-    j = ojson::parse(ss.str());
-  } catch (const ojson::exception& e) {  // a syntax error, or a number past a double
-    // "[json.exception.parse_error.101] parse error at line 1, ..." without the tag.
-    const std::string what = e.what();
-    const size_t tag = what.find("] ");
-    fail("--kv-scales ", path,
-         ": not valid JSON: ", tag == std::string::npos ? what : what.substr(tag + 2));
+  const ojson j = parse_json(read_text(path), path);
+  LOOM_CHECK(j.is_object(), at(path), "expected a JSON object (a file from loom calibrate), found ",
+             describe(j));
+  check_keys(j, path);
+  const std::string dtype = typed(j, "dtype", &ojson::is_string, json_str(kDtype), path);
+  LOOM_CHECK(dtype == kDtype, at(path), "\"dtype\": expected ", json_str(kDtype),
+             " (loom's FP8 KV cache is e4m3), found ", json_str(dtype));
+  if (j.contains("convention")) {
+    const std::string c = typed(j, "convention", &ojson::is_string, json_str(kConvention), path);
+    LOOM_CHECK(c == kConvention, at(path), "\"convention\": expected ", json_str(kConvention),
+               " (the one loom quantises with; or leave it out), found ", json_str(c));
   }
-  LOOM_CHECK(j.is_object(), "--kv-scales ", path, ": not a JSON object");
-  LOOM_CHECK(j.value("format", "") == "loom-kv-scales", path,
-             ": expected \"format\": \"loom-kv-scales\" (a file from loom calibrate)");
-  LOOM_CHECK(j.value("version", 0) == 1, path, ": version ", j.value("version", 0),
-             " (this loom reads version 1)");
-  LOOM_CHECK(j.value("layers", -1) == layers && j.value("kv_heads", -1) == kv_heads, path,
-             ": scales for ", j.value("layers", -1), " layers x ", j.value("kv_heads", -1),
-             " kv heads; the model has ", layers, " x ", kv_heads);
+  const std::string granularity =
+      typed(j, "granularity", &ojson::is_string, "\"layer\" or \"head\"", path);
+  LOOM_CHECK(granularity == "layer" || granularity == "head", at(path),
+             "\"granularity\": expected \"layer\" or \"head\", found ", json_str(granularity));
+  const ojson& file_layers = typed(j, "layers", &ojson::is_number_integer,
+                                   cat("an integer (the model's ", layers, ")"), path);
+  const ojson& file_heads = typed(j, "kv_heads", &ojson::is_number_integer,
+                                  cat("an integer (the model's ", kv_heads, ")"), path);
+  LOOM_CHECK(file_layers == layers && file_heads == kv_heads, at(path), "scales for ",
+             file_layers.dump(), " layers x ", file_heads.dump(), " kv heads; the model has ",
+             layers, " x ", kv_heads);
+  if (j.contains("margin")) typed(j, "margin", &ojson::is_number, "a number", path);
+  for (const char* record : {"calibration", "absmax"})
+    if (j.contains(record)) typed(j, record, &ojson::is_object, "an object", path);
   KvScales s;
   s.layers = layers, s.kv_heads = kv_heads;
-  s.k = read_side(j, "k", layers, kv_heads, path);
-  s.v = read_side(j, "v", layers, kv_heads, path);
+  s.k = read_side(j, "k", granularity == "head", layers, kv_heads, path);
+  s.v = read_side(j, "v", granularity == "head", layers, kv_heads, path);
   s.source = path;
   return s;
 }
@@ -120,10 +258,8 @@ ojson kv_scales_json(const KvScales& s, const ojson& extra) {
   ojson j;
   j["format"] = "loom-kv-scales";
   j["version"] = 1;
-  j["dtype"] = "float8_e4m3fn";
-  j["convention"] =
-      "stored = e4m3(x * (1/s)), round to nearest even, saturating at 448; "
-      "dequantised = q * s; k: K after RoPE";
+  j["dtype"] = kDtype;
+  j["convention"] = kConvention;
   j["granularity"] = per_layer ? "layer" : "head";
   j["layers"] = s.layers;
   j["kv_heads"] = s.kv_heads;

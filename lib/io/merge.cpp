@@ -386,11 +386,12 @@ void check_side_files(const std::vector<std::string>& inputs, bool allow_partial
     keys.erase("shard");
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const std::string& key = it.key();
-      const auto value = [&](const nlohmann::json& j) {
-        return j.contains(key) ? j[key].dump() : std::string("(absent)");
+      const auto value = [&](const nlohmann::json& s) {
+        const std::string text = identity_text(s, s["identity"], key);
+        return text.empty() ? std::string("(absent)") : text;
       };
       LOOM_CHECK(identity_agrees(side, first_side, key), "merge: ", inputs[i], " was made with ",
-                 key, " = ", value(id), ", ", inputs[first_input], " with ", value(first),
+                 key, " = ", value(side), ", ", inputs[first_input], " with ", value(first_side),
                  " (their side files); expected the shards of one run");
     }
     const std::string why = shards_differ(side, first_side);  // their jobs_read

@@ -56,12 +56,21 @@ bool identity_agrees(const json& a, const json& b, const std::string& key) {
   return x[key] == y[key];
 }
 
+std::string identity_text(const json& record, const json& identity, const std::string& key) {
+  if (!identity.is_object()) return "";
+  if (identity.contains(key)) return identity[key].dump();
+  if (key != "kv_dtype") return "";
+  const json::json_pointer kv("/provenance/dtype/kv");
+  if (record.is_object() && record.contains(kv) && record[kv].is_string()) return record[kv].dump();
+  return identity.contains("dtype") ? identity["dtype"].dump() : "";
+}
+
 std::string sidecar_path(const std::string& out_path) {
   return out_path + ".loom.json";
 }
 
 void check_sidecar(const std::string& path, const std::string& out_path,
-                   const ordered_json& identity) {
+                   const ordered_json& identity, const std::string& kv_dtype) {
   std::ifstream probe(path);
   if (!probe.is_open()) {
     LOOM_CHECK(!nonempty_file(out_path), "--resume: ", out_path, " holds records but ", path,
@@ -74,19 +83,25 @@ void check_sidecar(const std::string& path, const std::string& out_path,
              "--resume: ", path,
              " is not a loom results side file (expected a JSON object with "
              "\"identity\"); restore it, or pass --overwrite");
+  // This run as a side file (its provenance is not set yet: the KV dtype for messages).
+  const json now = {{"schema", kSchema},
+                    {"identity", identity},
+                    {"results", same_path_form(out_path).string()},
+                    {"provenance", {{"dtype", {{"kv", kv_dtype}}}}}};
   const json& old = stored["identity"];
-  for (auto it = old.begin(); it != old.end(); ++it)  // a key this run no longer sets
-    if (!identity.contains(it.key()))
-      fail("--resume: ", out_path, " was made with ", it.key(), " = ", it.value().dump(),
-           ", this run has none (", path,
-           "); resume with the same model and options, or write to a new --out");
-  const json now = {
-      {"schema", kSchema}, {"identity", identity}, {"results", same_path_form(out_path).string()}};
+  for (auto it = old.begin(); it != old.end(); ++it) {  // a key this run no longer sets
+    if (identity.contains(it.key())) continue;
+    const std::string has = identity_text(now, now["identity"], it.key());
+    fail("--resume: ", out_path, " was made with ", it.key(), " = ", it.value().dump(),
+         ", this run has ", has.empty() ? "none" : cat(it.key(), " = ", has), " (", path,
+         "); resume with the same model and options, or write to a new --out");
+  }
   for (auto it = identity.begin(); it != identity.end(); ++it) {
     if (!identity_agrees(stored, now, it.key())) {
-      const json was = old.contains(it.key()) ? old[it.key()] : json("(absent)");
-      fail("--resume: ", out_path, " was made with ", it.key(), " = ", was.dump(),
-           ", this run has ", it.key(), " = ", json(it.value()).dump(), " (", path,
+      const std::string was = identity_text(stored, old, it.key());
+      fail("--resume: ", out_path, " was made with ", it.key(), " = ",
+           was.empty() ? json("(absent)").dump() : was, ", this run has ", it.key(), " = ",
+           json(it.value()).dump(), " (", path,
            "); resume with the same model and options, or write to a new --out");
     }
   }

@@ -19,10 +19,19 @@ std::string sidecar_path(const std::string& out_path);
 // options), so runs in progress resume and merge after an upgrade.
 bool identity_agrees(const nlohmann::json& a, const nlohmann::json& b, const std::string& key);
 
+// Key `key` of `identity` (a side file's "identity", a dataset.json's or report's
+// "run_identity") as a message shows it: its JSON. Where absent: kv_dtype (an identity holds it
+// for an FP8 cache only) as the KV dtype the run had, from `record`'s provenance.dtype.kv (the
+// side file, dataset.json or report), else the identity's compute dtype ("\"f32\""); any other
+// key "".
+std::string identity_text(const nlohmann::json& record, const nlohmann::json& identity,
+                          const std::string& key);
+
 // Fails when `path` exists and one of `identity`'s fields differs from the stored one, or when
-// `path` is missing but `out_path` already holds records (they cannot be checked).
+// `path` is missing but `out_path` already holds records (they cannot be checked). `kv_dtype`:
+// this run's KV element ("f32", "bf16", "fp8"), which messages name where the identity has none.
 void check_sidecar(const std::string& path, const std::string& out_path,
-                   const nlohmann::ordered_json& identity);
+                   const nlohmann::ordered_json& identity, const std::string& kv_dtype);
 
 // Writes {"schema", "loom_version", "identity": identity, "state", "updated_utc", "host",
 // "provenance" (run_provenance(), when set), ...extra} atomically. state: "running", "complete"
