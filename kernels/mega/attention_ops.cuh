@@ -199,9 +199,10 @@ __device__ __forceinline__ const uint4* kv_row(const MegaArgs& a, const T* cache
 
 // AttnPartial unit u's first partition, its cached keys' k and v rows (all but the new key,
 // written this step; zero rows past the partition's keys), by cp.async into the attention
-// buffers, one commit group: started with the instruction before the AttnPartial (the keys
-// depend on no counter) when the buffers do not overlap the ring. false: the unit has no
-// partition (nothing issued).
+// buffers, one commit group, started before the AttnPartial (the keys depend on no counter;
+// megakernel.cu says when) when the buffers do not overlap the ring. Nothing between that
+// and the AttnPartial waits on cp.async groups (the GEMVs stream by bulk copies). false: the
+// unit has no partition (nothing issued).
 template <class T>
 __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* smem) {
   const MegaDims& d = a.d;

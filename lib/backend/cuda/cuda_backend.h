@@ -79,6 +79,7 @@ struct MegakernelDebug {
   int reduce_chunk = 0;   // MegaArgs::reduce_chunk (0: as many partitions as fit)
   int attn_min_keys = 0;  // MegaArgs::attn_min_keys, 32-256 (0: the backend's choice)
   int attn_apart = 0;     // MegaArgs::attn_apart: 1 off, 2 on where it fits (0: the backend's)
+  int attn_early = 0;     // MegaArgs::attn_early: 1 off, 2 on (0: the backend's choice)
   int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
   int gemv_ahead = 0;     // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)
   int gemv_inflight = 0;  // MegaArgs::gemv_inflight (0: the backend's choice)
@@ -111,6 +112,13 @@ struct MegakernelTrace {
   // longest (means over steps); the longest bounds the step when nothing waits.
   double cta_mean_us = 0, cta_max_us = 0;
   std::vector<MegakernelPhase> phases;  // in forward order
+  // The last traced step instruction by instruction (µs from its first start; staged_us < 0:
+  // not a GEMV): the raw timeline behind the means, for offline critical-path analysis.
+  struct Row {
+    int cta = 0, op = 0, layer = 0;
+    double start_us = 0, wait_us = 0, staged_us = -1, end_us = 0;
+  };
+  std::vector<Row> last_step;
 };
 MegakernelTrace cuda_megakernel_trace(const Backend& backend);
 

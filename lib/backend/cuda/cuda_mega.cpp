@@ -201,6 +201,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
+  if (mega_debug_.attn_early > 0) a.attn_early = mega_debug_.attn_early == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
   a.x = x_;
@@ -297,6 +298,14 @@ void CudaBackend::add_mega_trace(int B) {
   for (MegaOp op : {MegaOp::FinalNorm, MegaOp::LmHead, MegaOp::Draw}) link(op, 0, 1.0);
   sum.steps++;
   sum.step_us += 1e-3 * double(last - first);
+  sum.last_step.clear();
+  for (int p = 0; p < m.num_ctas; p++)
+    for (int i = 0; i < m.prog_begin_host[size_t(p) + 1] - m.prog_begin_host[size_t(p)]; i++) {
+      const mega::MegaTraceEntry& e = t[size_t(p) * mega_trace_stride_ + i];
+      auto rel = [&](uint64_t ns) { return 1e-3 * (double(ns) - double(first)); };
+      sum.last_step.push_back({p, int(e.op), int(e.layer), rel(e.start), 1e-3 * double(e.waited),
+                               e.staged != 0 ? rel(e.staged) : -1.0, rel(e.end)});
+    }
 }
 
 MegakernelTrace CudaBackend::megakernel_trace() const {

@@ -4,7 +4,9 @@
 // turn on the same backend; then where a megakernel step's time goes (MegakernelDebug::trace:
 // per op, the mean time a CTA works on its units and waits for their inputs).
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench/bench.h"
@@ -66,8 +68,13 @@ void bench_megakernel(Backend& be, double bw, json& r) {
 
   // Sweeps of a MegakernelDebug knob at batch 1, ctx 600: graph replay µs for each value.
   be.set_megakernel(true);
+  // LOOM_BENCH_MEGA_SWEEPS=a,b: only those sweeps and one traced configuration (batch 1, ctx
+  // 600), for a short device call.
+  const char* only = std::getenv("LOOM_BENCH_MEGA_SWEEPS");
+  const std::string chosen = only != nullptr ? "," + std::string(only) + "," : "";
   auto sweep = [&](const char* key, const char* what, std::vector<int> values,
                    int MegakernelDebug::*knob, int ctx = 600) {
+    if (only != nullptr && chosen.find("," + std::string(key) + ",") == std::string::npos) return;
     json rows = json::array();
     std::printf("\n%s (batch 1, ctx %d):\n", what, ctx);
     for (int v : values) {
@@ -90,6 +97,10 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         {0, 1, 2, 3}, &MegakernelDebug::skip_math);
   sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
         &MegakernelDebug::attn_apart);
+  sweep("attn_early",
+        "attention's K/V staged with the instruction before it (1) or once its buffers are free "
+        "(2), alternated",
+        {1, 2, 1, 2}, &MegakernelDebug::attn_early);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
@@ -107,8 +118,8 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   json phases = json::array();
   // The last row: batch 1 with neither dot products nor waits (skip_math 3), the streaming's
   // own costs per op.
-  const std::vector<std::array<int, 3>> traced = {
-      {1, 600, 0}, {1, 7000, 0}, {8, 600, 0}, {1, 600, 3}};
+  std::vector<std::array<int, 3>> traced = {{1, 600, 0}, {1, 7000, 0}, {8, 600, 0}, {1, 600, 3}};
+  if (only != nullptr) traced.resize(1);
   for (const std::array<int, 3>& tr : traced) {
     const int n = tr[0], ctx = tr[1];
     be.set_megakernel(true);
@@ -147,6 +158,16 @@ void bench_megakernel(Backend& be, double bw, json& r) {
                           {"lag_us", p.lag_us},
                           {"busiest_cta_layer_us", p.busiest_us},
                           {"slowest_cta_busy_us", p.slowest_us}};
+    }
+    // The raw timeline of batch 1 ctx 600's last traced step: [cta, op, layer, start, wait,
+    // staged, end] (µs; staged −1 where not a GEMV), for offline critical-path analysis.
+    if (n == 1 && ctx == 600) {
+      json tl = json::array();
+      for (const MegakernelTrace::Row& e : t.last_step)
+        tl.push_back({e.cta, e.op, e.layer, std::round(e.start_us * 1e3) / 1e3,
+                      std::round(e.wait_us * 1e3) / 1e3, std::round(e.staged_us * 1e3) / 1e3,
+                      std::round(e.end_us * 1e3) / 1e3});
+      row["timeline"] = tl;
     }
     phases.push_back(row);
   }
