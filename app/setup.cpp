@@ -117,8 +117,10 @@ OpenedModel load_on_backend(const std::string& model_dir, const EngineArgs& args
   LoadOptions lo;
   lo.table_path = args.model_table;
   om.model = load_model(model_dir, lo);
+  // --quiet leaves out progress, summaries and notes, never warnings.
+  for (const std::string& w : om.model.warnings) log_warning(w);
   if (!quiet)
-    for (const std::string& w : om.model.warnings) log_warning(w);
+    for (const std::string& n : om.model.notes) log_info(n);
   try {
     om.backend = make_backend(choice.kind, choice.dtype, args.device, args.batch_invariant);
     om.backend->set_megakernel(args.megakernel);

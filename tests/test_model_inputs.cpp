@@ -62,6 +62,19 @@ TEST_CASE("a bias beside a bound weight that no role uses is an error; other str
   CHECK(m.warnings.size() == 2);
   CHECK(has(m.warnings, "unused checkpoint tensor model.layers.0.self_attn.causal_mask"));
   CHECK(has(m.warnings, "unused checkpoint tensor model.layers.0.self_attn.rotary_emb.inv_freq"));
+  // Warnings show under --quiet too (it leaves out progress, summaries and notes; a Slurm log
+  // of `run -q` kept none of a model's warnings).
+  TempDir out;
+  const std::string err = out.path + "/stderr.txt";
+  const int rc = std::system((std::string(LOOM_BIN_DIR) + "/loom run -q --backend cpu --model " +
+                              ok.path + " --jobs " + LOOM_TESTDATA + "/jobs/tiny_v1.jsonl --out " +
+                              out.path + "/r.jsonl 2> " + err)
+                                 .c_str());
+  CHECK(rc == 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("warning: unused checkpoint tensor model.layers.0.self_attn.rotary_emb.inv_freq") !=
+        std::string::npos);
 
   // A weight of its own module beside bound ones (Qwen3's q_norm read through a Llama table):
   // math the table leaves out as well, not a buffer (only a warning: HF-different tokens).

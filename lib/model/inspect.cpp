@@ -194,6 +194,10 @@ std::string describe_model(const LoadedModel& m) {
     os << "\nwarnings (" << m.warnings.size() << ")\n";
     for (const std::string& w : m.warnings) os << "  " << w << "\n";
   }
+  if (!m.notes.empty()) {
+    os << "\nnotes (" << m.notes.size() << ")\n";
+    for (const std::string& n : m.notes) os << "  " << n << "\n";
+  }
   return os.str();
 }
 
@@ -247,7 +251,8 @@ nlohmann::ordered_json describe_model_json(const LoadedModel& m) {
           {"parameters", m.parameters},
           {"bytes", m.bytes},
           {"step_bytes", m.step_bytes},
-          {"warnings", m.warnings}};
+          {"warnings", m.warnings},
+          {"notes", m.notes}};
 }
 
 }  // namespace loom

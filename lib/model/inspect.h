@@ -16,7 +16,8 @@ std::string describe_model(const LoadedModel& model);
 
 // {"model", "architecture", "table", "files", "file_bytes", "tensors", "dtype", "spec": {...},
 //  "roles": [{"role", "layers", "shape", "dtype", "source", "note", "bytes"}], "parameters",
-//  "bytes", "step_bytes", "warnings"}; "layers" is null for roles outside the layer stack.
+//  "bytes", "step_bytes", "warnings", "notes"}; "layers" is null for roles outside the layer
+//  stack.
 nlohmann::ordered_json describe_model_json(const LoadedModel& model);
 
 // 2043973632 → "2,043,973,632"

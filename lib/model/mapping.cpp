@@ -288,7 +288,7 @@ class Binder {
           m_.warnings.push_back(
               cat(f.name, " ignored: ", r.tied_when, " ties ", r.role, " to ", r.tied_to));
         }
-      tie(r, layer, cat(r.role, " tied to ", r.tied_to, " (", r.tied_when, ")"));
+      tie(r, layer, cat(r.role, " tied to ", r.tied_to, " (", r.tied_when, ")"), m_.notes);
       return;
     }
     if (!any && r.tie_if_absent) {
@@ -300,7 +300,8 @@ class Binder {
                  "\": false, so it is not tied to ", r.tied_to);
       if (!r.tied_when.empty()) set_spec_bool(m_.spec, r.tied_when, true);
       tie(r, layer,
-          cat(r.role, " tied to ", r.tied_to, ": ", found[0].part->names[0], " is absent"));
+          cat(r.role, " tied to ", r.tied_to, ": ", found[0].part->names[0], " is absent"),
+          m_.warnings);
       return;
     }
     if (!any && !r.required) return;
@@ -470,7 +471,10 @@ class Binder {
     return out;
   }
 
-  void tie(const WeightRule& r, int layer, const std::string& message) {
+  // `said`: the model's notes for a tie its config asks for, its warnings for the table's
+  // fallback (a tensor the checkpoint lacks).
+  void tie(const WeightRule& r, int layer, const std::string& message,
+           std::vector<std::string>& said) {
     const Tensor& target = *role_slot(m_.weights, r.tied_to, layer);
     LOOM_CHECK(!target.empty(), t_.path, ": ", role_desc(r, layer), " is tied to ", r.tied_to,
                ", which is not bound");
@@ -478,7 +482,7 @@ class Binder {
     LOOM_CHECK(target.shape == want, t_.path, ": ", role_desc(r, layer), " is tied to ", r.tied_to,
                " of shape ", shape_str(target.shape), " but needs ", shape_str(want));
     *role_slot(m_.weights, r.role, layer) = target;
-    m_.warnings.push_back(message);
+    said.push_back(message);
     Binding b;
     b.role = r.role;
     b.layer = layer;

@@ -43,7 +43,9 @@ struct LoadedModel {
   std::string table_path;             // the table file used
   DType dtype = DType::F32;           // the one float dtype all weights share
   std::vector<Binding> bindings;      // table order; per-layer roles once per layer
-  std::vector<std::string> warnings;  // unused checkpoint tensors, ties, config oddities
+  std::vector<std::string> warnings;  // unused checkpoint tensors, absent tied tensors, config
+                                      // oddities: said under --quiet too
+  std::vector<std::string> notes;     // facts needing no action (a tie the config asks for)
   int64_t parameters = 0;             // distinct parameters (a tied lm_head is not counted twice)
   size_t bytes = 0;                   // bytes of those parameters
   size_t step_bytes = 0;              // weights one decode step streams: all but the embedding
