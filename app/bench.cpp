@@ -117,6 +117,11 @@ void decode_frame_times(const JobResult& r, int P, std::vector<double>& out) {
   }
 }
 
+// The option that sizes the pool by memory on this backend.
+const char* pool_option(const OpenedModel& om) {
+  return om.backend_name == "cpu" ? "--kv-cache-gib" : "--gpu-memory-fraction";
+}
+
 // The KV blocks one synthetic job holds at most (its longest round), as the engine counts
 // them: a pool with fewer fails every job.
 struct JobBlocks {
@@ -139,8 +144,7 @@ void check_pool(const BenchArgs& a, const OpenedModel& om, const RunStats& st) {
     fail("--kv-blocks ", a.engine.kv_blocks, ": expected at least ", need.blocks, ": ", job,
          "; the pool holds ", st.kv_blocks);
   fail("bench: ", job, "; the pool holds ", st.kv_blocks, "; expected a larger pool: raise ",
-       om.backend_name == "cpu" ? "--kv-cache-gib" : "--gpu-memory-fraction",
-       " or give --kv-blocks ", need.blocks);
+       pool_option(om), " or give --kv-blocks ", need.blocks);
 }
 
 // Refuses latency rows the pool cannot hold at once: a row of more jobs than fit would run
@@ -151,8 +155,7 @@ void check_batches(const BenchArgs& a, const OpenedModel& om, const RunStats& st
   for (int batch : a.batch_sizes)
     LOOM_CHECK(batch <= fit, "--batch-sizes ", batch, ": the KV pool holds ", fit,
                " bench jobs at once (", st.kv_blocks, " blocks; a job's round takes ", need.blocks,
-               "); expected at most ", fit, ", or a larger pool (",
-               om.backend_name == "cpu" ? "--kv-cache-gib" : "--gpu-memory-fraction",
+               "); expected at most ", fit, ", or a larger pool (", pool_option(om),
                ", --kv-blocks)");
 }
 
@@ -247,8 +250,8 @@ int bench_command(const BenchArgs& a) {
   check_batches(a, om, warm);
   // Bytes of a KV element as the pool holds it (the cpu keeps fp8 KV in f32 after its round
   // trip: an fp8 pool there is not half of bf16's).
-  const double kv_elem = double(warm.kv_block_bytes) /
-                         (double(warm.block_size) * spec.layers * 2.0 * spec.kv_dim());
+  const double kv_elem =
+      double(warm.kv_block_bytes) / (double(warm.block_size) * spec.layers * 2.0 * spec.kv_dim());
 
   std::fprintf(tab, "loom bench: %s on %s (%s, %s%s), load %.2f s\n", spec.architecture.c_str(),
                dev.name.c_str(), om.backend_name.c_str(), om.dtype_name.c_str(),

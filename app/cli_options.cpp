@@ -484,9 +484,8 @@ void finish_bench(const Given& g, CliArgs& a) {
                ": expected at least ", largest, ", the largest of --batch-sizes ", sizes,
                " (a latency row runs that many jobs at once)");
   if (g.set("--max-batch-slots"))
-    LOOM_CHECK(b.engine.max_batch_slots >= largest, "--max-batch-slots ",
-               b.engine.max_batch_slots, ": expected at least ", largest,
-               ", the largest of --batch-sizes ", sizes,
+    LOOM_CHECK(b.engine.max_batch_slots >= largest, "--max-batch-slots ", b.engine.max_batch_slots,
+               ": expected at least ", largest, ", the largest of --batch-sizes ", sizes,
                " (a decode step of that row takes one slot a job)");
   // CLI11 counts no value for `--json ""`: the empty string is looked for as typed.
   for (size_t i = 0; i < g.args.size(); i++)

@@ -140,8 +140,7 @@ OpenedModel load_on_backend(const std::string& model_dir, const EngineArgs& args
 // Takes `kv` as the model's KV format. FP8 without scales is warned of once, --quiet or not:
 // --quiet keeps warnings (python/loom/runner.py relies on it).
 void set_kv_format(OpenedModel& om, const CacheRequest& kv, const BackendChoice& choice) {
-  if (!kv.kv_scales.empty()) kv.kv_scales.check_shape(om.model.spec.layers, om.model.spec.kv_heads);
-  om.kv_cache = kv;
+  om.kv_cache = kv;  // (kv_format checked the scales' shape; the backend checks it again)
   om.kv_dtype = kv.kv_dtype == KvDType::Auto ? choice.dtype_name() : kv_dtype_name(kv.kv_dtype);
   if (kv.kv_dtype != KvDType::FP8) return;
   om.kv_scales_source = kv.kv_scales.empty() ? "default 1.0" : kv.kv_scales.source;

@@ -20,9 +20,7 @@ struct OpenedModel {
   std::string backend_name, dtype_name;
   // Weight bytes one decode step streams as the backend holds them (dtype_name's element, not
   // the checkpoint's: the cpu computes a bf16 checkpoint in f32).
-  size_t step_bytes() const {
-    return size_t(model.step_params) * (dtype_name == "f32" ? 4 : 2);
-  }
+  size_t step_bytes() const { return size_t(model.step_params) * (dtype_name == "f32" ? 4 : 2); }
   bool batch_invariant = false;  // the backend's answer (cpu: always true)
   CacheRequest kv_cache;         // --kv-dtype and --kv-scales (read once), for engine_options
   std::string kv_dtype;          // the KV cache's element: "f32", "bf16" or "fp8"
@@ -46,7 +44,7 @@ struct BackendChoice {
 BackendChoice choose_backend(const EngineArgs& args);
 
 // Loads the checkpoint and hands it to the chosen backend, then reads the KV format (--kv-dtype,
-// --kv-scales); prints load warnings unless quiet.
+// --kv-scales); prints load warnings (under --quiet too) and notes (unless quiet).
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args, bool quiet);
 OpenedModel open_model(const std::string& model_dir, const EngineArgs& args,
                        const BackendChoice& choice, bool quiet);

@@ -117,7 +117,8 @@ TEST_CASE("bench: s/frame leaves the prompt's prefill out") {
 // (and --batch-sizes 100000000 grew memory without bound): refused after the warm-up, which
 // sizes the pool. tiny_v1 at --frames 1: a job's round takes 4 blocks of 16 slots.
 TEST_CASE("bench: a batch size the KV pool cannot hold at once is refused") {
-  const Out o = run_loom("bench --backend cpu --frames 1 --batch-sizes 2,3 --kv-blocks 11 -m " + kV1);
+  const Out o =
+      run_loom("bench --backend cpu --frames 1 --batch-sizes 2,3 --kv-blocks 11 -m " + kV1);
   CHECK(o.code == 2);
   CHECK(o.out == "");
   CHECK(o.err ==
@@ -137,8 +138,9 @@ TEST_CASE("bench: weight and KV bytes are counted in the backend's element sizes
   std::vector<json> rows;
   std::vector<double> t_step;
   for (const char* kv : {"auto", "fp8"}) {
-    const Out o = run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --num-jobs 2 --kv-dtype " +
-                           std::string(kv) + " --json - -m " + kV1);
+    const Out o =
+        run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --num-jobs 2 --kv-dtype " +
+                 std::string(kv) + " --json - -m " + kV1);
     REQUIRE_MESSAGE(o.code == 0, o.err);
     const json j = json::parse(o.out);
     CHECK(j["step_weight_bytes"].get<int64_t>() == 2 * checkpoint_bytes);
@@ -160,5 +162,6 @@ TEST_CASE("bench: weight and KV bytes are counted in the backend's element sizes
 TEST_CASE("bench: an empty --json is refused (it wrote nothing, exit 0)") {
   const Out o = run_loom("bench --backend cpu --frames 1 --json '' -m " + kV1);
   CHECK(o.code == 2);
-  CHECK(o.err == "loom: error: --json: expected a file path or - (stdout), found an empty string\n");
+  CHECK(o.err ==
+        "loom: error: --json: expected a file path or - (stdout), found an empty string\n");
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "model/inspect.h"
@@ -345,6 +346,17 @@ TEST_SUITE("mapping") {
       CHECK(contains(m.notes, "lm_head tied to embed (tied_lm_head)"));  // asked for: no warning
       CHECK_FALSE(contains(m.warnings, "tied"));
       CHECK(describe_model(m).find("= embed (tied)") != std::string::npos);
+    }
+    SUBCASE("tied, with weights of two dtypes: bound again as f32, the tie said once") {
+      drop(ts, "lm_head.weight");
+      cfg["tie_word_embeddings"] = true;
+      auto& n = named(ts, "model.norm.weight");
+      n = make_tensor(n.name, DType::F32, n.shape, pattern(int(n.shape[0]), 3));
+      write_model(tmp.path, cfg, ts);
+      const LoadedModel m = load(tmp.path);
+      CHECK(m.dtype == DType::F32);
+      CHECK(std::count(m.notes.begin(), m.notes.end(), "lm_head tied to embed (tied_lm_head)") ==
+            1);
     }
     SUBCASE("no tie_word_embeddings and no lm_head.weight: the table's fallback ties it") {
       drop(ts, "lm_head.weight");

@@ -73,8 +73,9 @@ TEST_CASE("a bias beside a bound weight that no role uses is an error; other str
   CHECK(rc == 0);
   std::ifstream in(err);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(text.find("warning: unused checkpoint tensor model.layers.0.self_attn.rotary_emb.inv_freq") !=
-        std::string::npos);
+  CHECK(
+      text.find("warning: unused checkpoint tensor model.layers.0.self_attn.rotary_emb.inv_freq") !=
+      std::string::npos);
 
   // A weight of its own module beside bound ones (Qwen3's q_norm read through a Llama table):
   // math the table leaves out as well, not a buffer (only a warning: HF-different tokens).

@@ -71,10 +71,10 @@ struct MegaArgs {
   const int32_t* block_tables = nullptr;  // [batch, bt_stride]
   int bt_stride = 0, block_size = 0;
   const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
-  int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
-  int gemv_early = 2;                // of them, in flight while an instruction waits
-  bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
-  bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)
+  int gemv_stages = 2;      // weight ring slots per warp (mega_gemv_stages)
+  int gemv_early = 2;       // of them, in flight while an instruction waits
+  bool gemv_ahead = true;   // the ring runs on into the next GEMV instructions
+  bool attn_apart = false;  // AttnPartial's buffers beside the ring (mega_smem_bytes)
   // With attn_apart: its K/V staged once the buffers are free, not with the instruction before
   // (off until measured: bench/NOTES-cuda.md, session 54).
   bool attn_early = false;

@@ -117,12 +117,8 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                  {"peak_bytes", ctx.device.peak_bytes}};
   // prefill, decode and mixed: step time by kind (RunStats); they add up to less than run,
   // which also holds the host's work between steps.
-  j["time_s"] = {{"load", ctx.load_s},
-                 {"kv_pool", st.pool_s},
-                 {"run", st.wall_s},
-                 {"prefill", st.prefill_s},
-                 {"decode", st.decode_s},
-                 {"mixed", st.mixed_s}};
+  j["time_s"] = {{"load", ctx.load_s},      {"kv_pool", st.pool_s},  {"run", st.wall_s},
+                 {"prefill", st.prefill_s}, {"decode", st.decode_s}, {"mixed", st.mixed_s}};
   j["jobs_summary"] = {{"read", st.jobs_read},
                        {"accepted", st.jobs_ok},
                        {"failed", st.jobs_failed},

@@ -380,7 +380,8 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
   } else {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      fail("cannot read jobs from ", path, ": it is a folder; expected a JSONL jobs file, or - "
+      fail("cannot read jobs from ", path,
+           ": it is a folder; expected a JSONL jobs file, or - "
            "for stdin");
     impl_->file.open(path, std::ios::binary);
     if (!impl_->file.is_open()) {

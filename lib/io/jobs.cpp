@@ -473,10 +473,16 @@ void check_job_defaults(const ModelSpec& spec, const JobDefaults& d) {
   }
 }
 
-void check_synthetic_frames(const ModelSpec& spec, int ctx, int frames) {
+namespace {
+void check_frame_model(const ModelSpec& spec) {
   LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in the ",
-             "model's configuration); ", spec.architecture.empty() ? "this model" : spec.architecture,
-             " generates no frames");
+             "model's configuration); ",
+             spec.architecture.empty() ? "this model" : spec.architecture, " generates no frames");
+}
+}  // namespace
+
+void check_synthetic_frames(const ModelSpec& spec, int ctx, int frames) {
+  check_frame_model(spec);
   const int T = spec.temporal_rows;
   if (ctx < 1 || (T > 0 && ctx > T))
     fail("--context-frames ", ctx, ": expected an integer in [1, ", T, "] for this model (",
@@ -488,7 +494,7 @@ void check_synthetic_frames(const ModelSpec& spec, int ctx, int frames) {
 
 Job synthetic_frame_job(const ModelSpec& spec, std::string id, int64_t line, uint32_t prompt_seed,
                         int ctx, int frames) {
-  LOOM_CHECK(spec.has_frames(), "synthetic jobs need a frame model (num_image_patches in config)");
+  check_frame_model(spec);
   std::mt19937 rng(prompt_seed);
   std::uniform_int_distribution<int> tok(0, spec.vocab - 2);
   std::uniform_real_distribution<float> act(-1.0f, 1.0f);

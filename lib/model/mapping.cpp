@@ -174,7 +174,8 @@ class Binder {
   }
 
   void run() {
-    const size_t warnings = m_.warnings.size(), bindings = m_.bindings.size();
+    const size_t warnings = m_.warnings.size(), notes = m_.notes.size(),
+                 bindings = m_.bindings.size();
     bind_all();
     // Weights of mixed dtypes (bf16 projections beside f32 norms): read as the first weight's
     // they lost precision (f32 norms rounded to bf16: other tokens than HF's, which computes in
@@ -182,6 +183,7 @@ class Binder {
     const bool lossy = !converted_.empty() && m_.dtype != DType::F32;
     if (lossy) {
       m_.warnings.resize(warnings);
+      m_.notes.resize(notes);
       m_.bindings.resize(bindings);
       used_.clear();
       converted_.clear();

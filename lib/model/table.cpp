@@ -641,9 +641,8 @@ std::string find_mapping_table(const std::string& architecture,
          "; loom finds its tables beside itself): install loom whole, set LOOM_MODELS_DIR, or "
          "pass --model-table");
   }
-  fail("unknown architecture \"", architecture, "\" in ", config_path, ": no table in ",
-       join(dirs), " matches (known: ", join(known),
-       "); add models/<name>.json or pass --model-table");
+  fail("unknown architecture \"", architecture, "\" in ", config_path, ": no table in ", join(dirs),
+       " matches (known: ", join(known), "); add models/<name>.json or pass --model-table");
 }
 
 }  // namespace loom

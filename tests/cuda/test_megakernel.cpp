@@ -198,9 +198,9 @@ TEST_CASE("bf16 megakernel: the same bits over 1,000 replays with jitter and per
         StepOutput out;
         be->step(b, out);
         replays++;
-        differing += out.tokens != base.tokens ||
-                     std::memcmp(out.logits.data(), base.logits.data(),
-                                 out.logits.size() * sizeof(float)) != 0;
+        differing +=
+            out.tokens != base.tokens || std::memcmp(out.logits.data(), base.logits.data(),
+                                                     out.logits.size() * sizeof(float)) != 0;
       }
     }
     CHECK(replays == 1000);
