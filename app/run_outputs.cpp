@@ -409,6 +409,9 @@ void prepare_outputs(const RunArgs& a, const std::string& backend, const std::st
     o.identity["kv_dtype"] = "fp8";
     o.identity["kv_scales"] = {{"k", sj["k"]}, {"v", sj["v"]}};
   }
+  // A bf16 cache under f32 arithmetic changes tokens too (absent where the cache takes the
+  // compute dtype, as before).
+  if (o.kv.kv_dtype == KvDType::BF16 && dtype != "bf16") o.identity["kv_dtype"] = "bf16";
   // The dataset's shards carry what their run's tokens depend on, as the side files do: merge
   // --dataset and verify compare them (a shard with another --seed is another run).
   o.model.identity = o.identity;

@@ -265,8 +265,8 @@ TEST_CASE("verify compares the index's KV dtype with its files', as it does draw
     info["run_identity"].erase("kv_scales");
   });
   CHECK(v.code == 1);
-  CHECK_MESSAGE(has_problem(v, d0 + "run_identity.kv_dtype is absent (expected \"fp8\" for an "
-                                    "FP8 KV cache, absent for another)"),
+  CHECK_MESSAGE(has_problem(v, d0 + "run_identity.kv_dtype is absent (expected the file's, or "
+                                    "absent where the cache took the compute dtype)"),
                 v.out.dump(2));
   v = edited([](json& info) { info["provenance"]["dtype"]["kv"] = "f32"; });
   CHECK(v.code == 1);
@@ -290,6 +290,15 @@ TEST_CASE("verify compares the index's KV dtype with its files', as it does draw
                             "data-000000.safetensors: its KV dtype is \"f32\", dataset.json's "
                             "run_identity.kv_dtype is \"fp8\""),
                 v.out.dump(2));
+  // A bf16 cache under f32 arithmetic is recorded as such (loom 0.6.1): an index saying bf16
+  // for f32 files is caught, one saying f32 passes.
+  info["run_identity"]["kv_dtype"] = "bf16";
+  std::ofstream(ds32 + "/dataset.json") << info.dump(2);
+  CHECK(has_problem(verify_dataset(ds32, f32),
+                    "its KV dtype is \"f32\", dataset.json's run_identity.kv_dtype is \"bf16\""));
+  info["run_identity"]["kv_dtype"] = "f32";
+  std::ofstream(ds32 + "/dataset.json") << info.dump(2);
+  CHECK(verify_dataset(ds32, f32).code == 0);
 }
 
 TEST_CASE("shards: each verified before the merge and the merged index after; a shard missing") {

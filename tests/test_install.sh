@@ -114,6 +114,12 @@ if [ "$have_cuda" = ON ]; then
       cuda_report.json)
     [ "$bs" = 64 ] || fail "cuda: KV block size $bs without --block-size, expected the backend's 64"
     echo "ok: installed loom runs --backend cuda"
+    # A bf16 cache under f32 arithmetic changes tokens: resuming the f32-cache run with it is
+    # refused (the identity records it since 0.6.1).
+    expect_error "--resume with --kv-dtype bf16 under --dtype f32" \
+      'was made with kv_dtype = "f32", this run has kv_dtype = "bf16"' -- \
+      "$loom" run -q --backend cuda --dtype f32 --kv-dtype bf16 --model "$model" --jobs "$jobs" \
+      --out cuda.jsonl --resume
   else
     expect_error "--backend cuda without a GPU" "NVIDIA driver" "--backend cpu" -- \
       "$loom" run -q --backend cuda --model "$model" --jobs "$jobs" --out cuda.jsonl

@@ -366,6 +366,19 @@ TEST_CASE("merge refuses reports that are not the shards of one run") {
               "reports of different runs: " + r1 + " and " + r0 +
                   ": their runs differ in kv_dtype: \"fp8\" and \"f32\" (run_identity: what "
                   "changes tokens); merge the reports of one run"));
+    // A bf16 cache under f32 arithmetic (recorded since loom 0.6.1) against the f32 cache; an
+    // older report that says it only in its provenance is the same run as a newer one.
+    j1["run_identity"] = {{"dtype", "f32"}, {"draw_stream", 4}, {"kv_dtype", "bf16"}};
+    put_json(r1, j1);
+    CHECK(has(error_of([&] {
+                merge_reports({r0, r1});
+              }),
+              ": their runs differ in kv_dtype: \"bf16\" and \"f32\""));
+    j0["provenance"]["dtype"]["kv"] = "bf16";
+    put_json(r0, j0);
+    CHECK(!has(error_of([&] { merge_reports({r0, r1}); }), "kv_dtype"));
+    j0.erase("provenance");
+    put_json(r0, j0);
     j1["run_identity"] = {{"dtype", "f32"}, {"draw_stream", 4}, {"seed", 7}};
     put_json(r1, j1);
     CHECK(has(error_of([&] {

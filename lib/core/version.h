@@ -3,6 +3,6 @@
 
 namespace loom {
 
-constexpr const char* kLoomVersion = "0.6.0";
+constexpr const char* kLoomVersion = "0.6.1";
 
 }  // namespace loom

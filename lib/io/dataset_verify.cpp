@@ -193,7 +193,8 @@ void read_index(const std::string& dir, Index& ix, std::map<std::string, Named>&
 
 // The KV dtype changes tokens, as the draw stream does: the one a data file's provenance names
 // (its "provenance" metadata, JSON text) against its index's provenance.dtype.kv and
-// run_identity.kv_dtype ("fp8" for an FP8 cache, absent otherwise). Nothing where the file or
+// run_identity.kv_dtype (the KV dtype where it is not the compute dtype, else absent; loom
+// 0.6.0 and before recorded fp8 only, so absent is taken for any other). Nothing where the file or
 // the index records none (a loom before either).
 std::vector<std::string> kv_dtype_problems(const std::string& name, const json& meta,
                                            const json& info, const std::string& info_name) {
@@ -208,12 +209,12 @@ std::vector<std::string> kv_dtype_problems(const std::string& name, const json& 
                       "'s provenance.dtype.kv is ", info["provenance"][kv].dump()));
   if (info.contains("run_identity") && info["run_identity"].is_object()) {
     const json& id = info["run_identity"];
-    const json want = file_kv == "fp8" ? json("fp8") : json();
     const json has = id.contains("kv_dtype") ? id["kv_dtype"] : json();
-    if (has != want)
+    if (has.is_null() ? file_kv == "fp8" : has != file_kv)
       out.push_back(cat(name, ": its KV dtype is ", file_kv.dump(), ", ", info_name,
                         "'s run_identity.kv_dtype is ", has.is_null() ? "absent" : has.dump(),
-                        " (expected \"fp8\" for an FP8 KV cache, absent for another)"));
+                        " (expected the file's, or absent where the cache took the compute "
+                        "dtype)"));
   }
   return out;
 }
@@ -456,16 +457,19 @@ std::string shards_differ(const json& a, const json& b) {
     return cat("they read other job lines (jobs_read ", a[jobs].dump(), " and ", b[jobs].dump(),
                "): a pipe the shards shared, or lines appended between their runs; --resume "
                "each shard on one jobs file");
-  if (a.contains(run) && b.contains(run) && a[run] != b[run] && a[run].is_object() &&
-      b[run].is_object()) {
+  if (a.contains(run) && b.contains(run) && a[run].is_object() && b[run].is_object()) {
     json keys = a[run];
     keys.update(b[run]);
+    keys["kv_dtype"] = nullptr;  // recorded or not: the provenance says it (identity_text)
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const auto value = [&](const json& j) {
         const std::string text = identity_text(j, j[run], it.key());
         return text.empty() ? std::string("(absent)") : text;
       };
-      if (a[run].contains(it.key()) != b[run].contains(it.key()) || value(a) != value(b))
+      // kv_dtype: the element each run had, recorded or not (identity_agrees).
+      const bool presence =
+          it.key() != "kv_dtype" && a[run].contains(it.key()) != b[run].contains(it.key());
+      if (presence || value(a) != value(b))
         return cat("their runs differ in ", it.key(), ": ", value(a), " and ", value(b),
                    " (run_identity: what changes tokens)");
     }

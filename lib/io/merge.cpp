@@ -384,6 +384,7 @@ void check_side_files(const std::vector<std::string>& inputs, bool allow_partial
     nlohmann::json keys = first;
     keys.update(id);
     keys.erase("shard");
+    keys["kv_dtype"] = nullptr;  // recorded or not: the provenance says it (identity_text)
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const std::string& key = it.key();
       const auto value = [&](const nlohmann::json& s) {

@@ -16,12 +16,14 @@ std::string sidecar_path(const std::string& out_path);
 // Whether two side files (as stored) agree on identity key `key`: equal values, or both absent;
 // tokens_out naming one folder however spelled; or a key one of them lacks because its schema
 // predates it (schema 1, loom 0.5.0 and before: no weights_sample, sampling defaults or dataset
-// options), so runs in progress resume and merge after an upgrade.
+// options), so runs in progress resume and merge after an upgrade. kv_dtype: the KV element
+// each run had (identity_text), recorded or not.
 bool identity_agrees(const nlohmann::json& a, const nlohmann::json& b, const std::string& key);
 
 // Key `key` of `identity` (a side file's "identity", a dataset.json's or report's
 // "run_identity") as a message shows it: its JSON. Where absent: kv_dtype (an identity holds it
-// for an FP8 cache only) as the KV dtype the run had, from `record`'s provenance.dtype.kv (the
+// where it is not the compute dtype; loom 0.6.0 and before: for an FP8 cache only) as the KV
+// dtype the run had, from `record`'s provenance.dtype.kv (the
 // side file, dataset.json or report), else the identity's compute dtype ("\"f32\""); any other
 // key "".
 std::string identity_text(const nlohmann::json& record, const nlohmann::json& identity,

@@ -6,7 +6,7 @@ from .results import Result, read_results
 from .runner import (MIN_VERSION, LoomError, LoomInterrupted, RunResult, find_loom,
                      loom_version, run, shard_path)
 
-__version__ = "0.6.0"
+__version__ = "0.6.1"
 __all__ = ["Dataset", "Job", "JobError", "Model", "PLACEHOLDER_ID", "check_line", "write_jobs",
            "Result", "read_results", "MIN_VERSION", "LoomError", "LoomInterrupted", "RunResult",
            "find_loom", "loom_version", "run", "shard_path"]
