@@ -106,7 +106,8 @@ void JobCounter::count(std::string path, int shard_index, int shard_count) {
     bool too_long = false;
     uint64_t consumed = 0;
     int64_t line = 0, records = 0;
-    while (!cancel_ && read_job_line(in, path, chunk, kMaxJobLineBytes, text, too_long, consumed)) {
+    while (!cancel_ &&
+           read_job_line(in, path, chunk, kMaxJobLineBytes, text, too_long, consumed, &cancel_)) {
       ++line;
       trim_job_line(text, line);
       if (!too_long && text.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;

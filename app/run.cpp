@@ -135,6 +135,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   defaults.sampling = a.sampling;
   JobReader reader(a.jobs, spec, defaults);
   reader.set_shard(o.shard.index, o.shard.count);  // other shards' lines are skipped unparsed
+  reader.set_stop(&g_stop);  // a signal ends a read inside a line that never ends
   o.model.spec = spec;
   DatasetWriter dataset(o.dataset, o.model, o.reconciled);
   // The outputs open once the engine is ready (its KV pool allocated): a run refused before

@@ -464,6 +464,33 @@ TEST_CASE("SIGHUP stops as SIGINT does; a closed stdout pipe is an error, not a 
         std::string::npos);
 }
 
+TEST_CASE("SIGTERM while the reader is inside a line that never ends (--jobs /dev/zero)") {
+  const std::string dir = temp_dir("safety_endless_line");
+  Spawned s = spawn(run_args("/dev/zero", dir + "/r.jsonl", "--report " + dir + "/rep.json"),
+                    dir + "/run.err");
+  wait_until_holds(dir + "/r.jsonl.loom.json", "running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(s.pid, SIGTERM);
+  // Before: the read went on to the end of the line, i.e. for ever (the test's kill -9).
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t ended = 0;
+  while ((ended = waitpid(s.pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (ended != s.pid) {
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    FAIL("loom run --jobs /dev/zero did not stop within 20 s of SIGTERM");
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "stopped");
+  const json rep = json::parse(slurp(dir + "/rep.json"));
+  CHECK(rep["jobs_summary"]["stopped"] == true);
+  CHECK(rep["jobs_summary"]["read"] == 0);
+}
+
 TEST_CASE("a jobs file truncated under the run is a fatal error, not a bad line") {
   const std::string dir = temp_dir("safety_truncated");
   const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 400, 8);

@@ -29,7 +29,8 @@
 namespace loom {
 
 bool read_job_line(std::istream& in, const std::string& path, std::vector<char>& chunk,
-                   size_t max_bytes, std::string& text, bool& too_long, uint64_t& consumed) {
+                   size_t max_bytes, std::string& text, bool& too_long, uint64_t& consumed,
+                   const std::atomic<bool>* stop) {
   text.clear();
   too_long = false;
   bool any = false;
@@ -50,6 +51,7 @@ bool read_job_line(std::istream& in, const std::string& path, std::vector<char>&
       in.clear();
       append(got);
       any = true;
+      if (stop != nullptr && stop->load()) return false;
       continue;
     }
     if (in.eof()) {
@@ -265,6 +267,7 @@ struct JobReader::Impl {
   int shard_index = 0, shard_count = 1;
   std::string text;  // current line, kMaxJobLineBytes at most
   std::vector<char> chunk = std::vector<char>(size_t(1) << 16);
+  const std::atomic<bool>* stop = nullptr;  // set_stop
   JobIdIndex ids;
   std::ifstream reread;  // opened on the first hash match of two ids
   // A regular file is read as it grows (lines appended are jobs), never as it is rewritten:
@@ -405,6 +408,10 @@ void JobReader::set_shard(int index, int count) {
   impl_->shard_count = count;
 }
 
+void JobReader::set_stop(const std::atomic<bool>* stop) {
+  impl_->stop = stop;
+}
+
 void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
   impl_->make_index(hash);
 }
@@ -413,6 +420,7 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
   Impl& m = *impl_;
   bool too_long = false;
   m.paused = false;
+  auto given_up = [&](bool got) { return !got && m.stop != nullptr && m.stop->load(); };
   for (bool skipped = false;; skipped = true) {
     // A pipe with nothing more in it after a line of another shard (or a blank one): the next
     // line of this shard may be minutes away, so hand back rather than wait in the read.
@@ -421,18 +429,22 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       return false;
     }
     const uint64_t start = m.offset;
-    bool got = read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
+    bool got =
+        read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset, m.stop);
     // The last line without its newline, in a file being appended to: read the rest of it.
     while (got && m.regular && !too_long && m.offset - start == m.text.size() &&
            m.grows_past(m.offset)) {
       std::string part = std::move(m.text);
       m.in->clear();
-      got = read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset);
+      got = read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset,
+                          m.stop);
+      if (given_up(got)) return false;
       m.text = part + (got ? m.text : std::string());
       too_long = too_long || m.text.size() > kMaxJobLineBytes;
       got = true;
       if (m.offset - start > m.text.size()) break;  // its newline came
     }
+    if (given_up(got)) return false;  // a signal inside a line: as at the end of input
     const bool unterminated = got && m.offset - start == m.text.size();
     m.note_read(start, m.text, too_long);
     m.check_unchanged();

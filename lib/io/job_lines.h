@@ -4,6 +4,7 @@
 // (job_ids.h re-reads an earlier line to settle a hash match).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <istream>
 #include <string>
@@ -14,9 +15,12 @@ namespace loom {
 // Reads one line of `in` into `text` through `chunk`; false at end of input. A line longer
 // than `max_bytes` is consumed to its end but only its first `max_bytes` are kept
 // (`too_long`). `consumed` grows by the bytes read, the newline included. `path` names the
-// input in the loom::Error a read failure throws.
+// input in the loom::Error a read failure throws. `stop` (optional) is looked at after every
+// chunk of a line: once set, the line is given up and false returned, so a signal ends a read
+// of a line that never ends (`--jobs /dev/zero`, a file with no newline growing without end).
 bool read_job_line(std::istream& in, const std::string& path, std::vector<char>& chunk,
-                   size_t max_bytes, std::string& text, bool& too_long, uint64_t& consumed);
+                   size_t max_bytes, std::string& text, bool& too_long, uint64_t& consumed,
+                   const std::atomic<bool>* stop = nullptr);
 
 // What the reader does to job line `line` before parsing it: drop a trailing CR (CRLF files)
 // and, on line 1, a UTF-8 byte order mark.

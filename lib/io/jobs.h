@@ -23,6 +23,7 @@
 // Plain-Llama job:  {"id": "b", "prompt_token_ids": [...], "max_tokens": 32, "sampling": {...}}
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <fstream>
 #include <istream>
@@ -116,6 +117,9 @@ class JobReader {
   // Keep only the jobs of shard `index` of `count`: the j-th non-blank line (0-based) belongs
   // to shard j mod count. Other lines are skipped unparsed. Call before the first next().
   void set_shard(int index, int count);
+  // A flag (a signal's) that ends a read inside a line: next() then returns false as at the
+  // end of input (read_job_line).
+  void set_stop(const std::atomic<bool>* stop);
   // Tests only: replace the id hash (job_ids.h), e.g. by a constant to force collisions.
   // Call before the first next().
   void set_id_hash(uint64_t (*hash)(std::string_view id));
