@@ -89,12 +89,8 @@ int calibrate_command(const CalibrateArgs& a) {
 
   KvScales s;
   s.layers = spec.layers, s.kv_heads = spec.kv_heads;
-  auto scale = [&](float absmax) {
-    // A head that only ever wrote zeros keeps 1.0: any scale represents it exactly.
-    return absmax > 0 ? float(double(absmax) * a.margin / kFp8E4m3Max) : 1.0f;
-  };
-  for (float m : fitted.k_absmax) s.k.push_back(scale(m));
-  for (float m : fitted.v_absmax) s.v.push_back(scale(m));
+  for (float m : fitted.k_absmax) s.k.push_back(kv_scale_for(m, a.margin));
+  for (float m : fitted.v_absmax) s.v.push_back(kv_scale_for(m, a.margin));
   if (a.granularity == "layer")  // one scale per layer: the largest over its heads
     for (int l = 0; l < s.layers; l++) {
       auto lk = s.k.begin() + long(l) * s.kv_heads, lv = s.v.begin() + long(l) * s.kv_heads;

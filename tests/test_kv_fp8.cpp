@@ -151,6 +151,21 @@ TEST_CASE("scales file: per layer or per head, checked against the model") {
   CHECK(std::isfinite(kFp8E4m3Max * float(kMaxKvScale)));
 }
 
+TEST_CASE("calibrate's scale of a head: absmax · margin / 448, never below what run accepts") {
+  CHECK(kv_scale_for(448.0f, 1.25) == 1.25f);
+  CHECK(kv_scale_for(0.0f, 1.25) == 1.0f);  // zeros only: any scale is exact
+  // A head whose values all stayed under ~1e-36: absmax · margin / 448 is below kMinKvScale,
+  // which run refused (the file calibrate wrote did not load).
+  const float tiny = kv_scale_for(1e-38f, 1.25);
+  CHECK(double(tiny) >= kMinKvScale);
+  CHECK(double(tiny) < 1.0001 * kMinKvScale);
+  const std::string dir = cli::temp_dir("kv_scales_tiny");
+  KvScales s = KvScales::ones(1, 2);
+  s.k[1] = tiny;
+  { std::ofstream(dir + "/s.json") << kv_scales_json(s, {}).dump(2); }
+  CHECK(read_kv_scales(dir + "/s.json", 1, 2).k[1] == tiny);
+}
+
 TEST_CASE("scales file: strict keys, types and shapes; each error names file, key and want") {
   const std::string dir = cli::temp_dir("kv_scales_strict");
   const std::string path = dir + "/scales.json";

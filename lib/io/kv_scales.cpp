@@ -1,10 +1,13 @@
 #include "io/kv_scales.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -267,6 +270,13 @@ ojson kv_scales_json(const KvScales& s, const ojson& extra) {
   j["v"] = side(false);
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   return j;
+}
+
+float kv_scale_for(float absmax, double margin) {
+  if (!(absmax > 0)) return 1.0f;
+  const float s = float(double(absmax) * margin / kFp8E4m3Max);
+  if (double(s) >= kMinKvScale) return s;
+  return std::nextafter(float(kMinKvScale), 1.0f);  // float(kMinKvScale) may round below it
 }
 
 }  // namespace loom

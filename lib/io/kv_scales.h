@@ -22,6 +22,11 @@ namespace loom {
 // (1/FLT_MAX ≈ 2.9387e-39, FLT_MAX / 448 ≈ 7.5956e+35), and messages print these exact values.
 constexpr double kMinKvScale = 2.94e-39;
 constexpr double kMaxKvScale = 7.59e35;
+// The scale calibrate writes for a head whose values reached `absmax` (margin ≥ 1): absmax ·
+// margin / 448; 1.0 for a head that only wrote zeros (any scale represents them); at least
+// kMinKvScale, so that the file is one run accepts (a head whose values all stay under ~1e-36
+// is represented as well by it: they sit far below 448 s either way).
+float kv_scale_for(float absmax, double margin);
 // A scales file larger than this is refused unread: calibrate's for 128 layers x 128 kv heads
 // is ~2 MiB; `--kv-scales /dev/zero` must not grow memory without bound.
 constexpr size_t kMaxKvScalesBytes = size_t(16) << 20;
