@@ -29,6 +29,14 @@ std::string fixed(double v, int digits, const char* unit) {
   return buf;
 }
 
+// A rate for the tables: whole units from 100 up, else three significant digits (a tiny model
+// on the cpu streams well under 1 GB/s, which "%.0f" printed as 0).
+std::string rate(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : "%.3g", v);
+  return buf;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -285,9 +293,9 @@ int bench_command(const BenchArgs& a) {
     const double s = median(sf), g = median(gbps);
     const int64_t mega = be.megakernel_steps() - mega0;
     std::fprintf(
-        tab, "%6d %10.4f %10s %10.4f %12.0f %10.0f %9s %6s\n", batch, s,
-        have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps), g,
-        have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a",
+        tab, "%6d %10.4f %10s %10.4f %12.0f %10s %9s %6s\n", batch, s,
+        have_copy ? fixed(s / floor_s, 2, "").c_str() : "n/a", median(ttft), median(tps),
+        rate(g).c_str(), have_copy ? fixed(100 * g / copy_gbps, 1, "%").c_str() : "n/a",
         mega > 0 ? fixed(100.0 * double(mega) / double(std::max<int64_t>(1, decode_steps)), 0, "%")
                        .c_str()
                  : "-");
@@ -364,11 +372,11 @@ int bench_command(const BenchArgs& a) {
       const bool split = prof.decode_rest_ms > 0;
       std::fprintf(
           tab,
-          "%8d %8d %12.0f %10.2f %10.1f %8.0f %8.0f %8.1f %9s %8.2f %8s %8s %8s %8.1f%% %8lld "
+          "%8d %8d %12.0f %10.2f %10.1f %8s %8s %8s %9s %8.2f %8s %8s %8s %8.1f%% %8lld "
           "%8lld\n",
           a.num_jobs, group, tokens_per_s(st), frames_per_s(st),
           double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps)),
-          wb / t / 1e9, kb / t / 1e9, tf,
+          rate(wb / t / 1e9).c_str(), rate(kb / t / 1e9).c_str(), rate(tf).c_str(),
           roof_s > 0 ? fixed(100 * roof_s / t, 1, "%").c_str() : "n/a", step_ms,
           timed ? fixed(gpu_ms, 2, "").c_str() : "-",
           split ? fixed(prof.decode_attention_ms, 2, "").c_str() : "-",

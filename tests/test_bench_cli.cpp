@@ -4,6 +4,9 @@
 // (bench/README.md, "s/frame"). The refusals of options alone are in test_cli_args.cpp.
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <sstream>
+
 #include "cli_util.h"
 
 namespace {
@@ -157,6 +160,39 @@ TEST_CASE("bench: weight and KV bytes are counted in the backend's element sizes
   // The same reads of the same f32 pool: the same KV bytes with and without fp8.
   CHECK(rows[1]["kv_gbps"].get<double>() * t_step[1] ==
         doctest::Approx(rows[0]["kv_gbps"].get<double>() * t_step[0]));
+}
+
+// The table printed a tiny model's rates as "%.0f": 0 GB/s and 0.0 TFLOP/s, while the JSON had
+// them. Three significant digits below 100.
+TEST_CASE("bench: the table's rates keep three digits for a tiny model") {
+  const std::string json_path = cli::temp_dir("bench_rates") + "/b.json";
+  const Out o = run_loom("bench --backend cpu --frames 1 --batch-sizes 1 --num-jobs 2 --json " +
+                         json_path + " -m " + kV1);
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  const json j = json::parse(cli::slurp(json_path));
+  auto row_after = [&](const std::string& header) {  // the fields of the line after `header`
+    const size_t at = o.out.find(header);
+    REQUIRE(at != std::string::npos);
+    const size_t begin = o.out.find('\n', at) + 1;
+    std::istringstream line(o.out.substr(begin, o.out.find('\n', begin) - begin));
+    std::vector<std::string> f;
+    for (std::string w; line >> w;) f.push_back(w);
+    return f;
+  };
+  auto printed = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return std::string(buf);
+  };
+  const double g = j["latency"][0]["decode_weight_gbps"];
+  REQUIRE(g > 0);
+  REQUIRE(g < 100);
+  CHECK(row_after(" batch    s/frame")[5] == printed(g));
+  const json& t = j["throughput"][0];
+  const std::vector<std::string> f = row_after("    jobs    group");
+  CHECK(f[5] == printed(t["weight_gbps"]));
+  CHECK(f[6] == printed(t["kv_gbps"]));
+  CHECK(f[7] != "0.0");
 }
 
 TEST_CASE("bench: an empty --json is refused (it wrote nothing, exit 0)") {
