@@ -9,7 +9,11 @@ step's first start; staged -1 where the instruction is not a GEMV). For each op 
 the chain qkv -> attn_partial (+ its reduce) -> o_proj -> gate_up -> down, measured from the
 previous op's last end (the moment its input is complete): when the first and the last CTA
 saw their wait satisfied, when the last had its input staged, when the last ended, and what the
-CTA that ended last spent on staging and on its own units; medians over the layers.
+CTA that ended last spent on staging and on its own units; medians over the layers. Then, per op,
+who that late CTA is: in how many layers it is also the CTA that ended the previous op of the
+chain, and when its own instruction before this one ended (median, from the previous op's last
+end: about 0 when its previous instruction was that op's last; its weights for this op were
+issued only then).
 """
 import json
 import statistics
@@ -31,7 +35,15 @@ def analyse(rows, label):
             "late: stage", "late: units"]
     print(f"  {'op':13s}" + "".join(f"{c:>13s}" for c in cols))
     per_op = {op: [] for op in CHAIN}
+    late_same = {op: 0 for op in CHAIN}
+    late_prev_end = {op: [] for op in CHAIN}
+    ends = {}  # cta -> sorted ends of its instructions
+    for cta, op, layer, start, wait, staged, end in rows:
+        ends.setdefault(cta, []).append(end)
+    for v in ends.values():
+        v.sort()
     prev_end = max(e for (_, _, _, _, e) in by[(0, 0)])
+    prev_late = None
     for l in range(layers):
         for op in CHAIN:
             rs = by.get((op, l), [])
@@ -45,13 +57,23 @@ def analyse(rows, label):
             per_op[op].append([min(seen) - prev_end, max(seen) - prev_end,
                                (max(staged) - prev_end) if staged else 0.0,
                                last[4] - prev_end, len(rs), late_stage, late_units])
+            late_same[op] += last[0] == prev_late
+            before = [e for e in ends[last[0]] if e <= last[1]]
+            if before:
+                late_prev_end[op].append(before[-1] - prev_end)
             prev_end = last[4]
+            prev_late = last[0]
     total = 0.0
     for op in CHAIN:
         med = [statistics.median(v[i] for v in per_op[op]) for i in range(7)]
         total += med[3]
         print(f"  {OPS[op]:13s}" + "".join(f"{x:13.2f}" for x in med))
     print(f"  a layer along the chain (sum of the medians' last end): {total:.1f} us")
+    print("  the CTA that ends an op: also ended the previous op (layers) / its instruction "
+          "before ended (us from that op's last end, median)")
+    for op in CHAIN:
+        pe = statistics.median(late_prev_end[op]) if late_prev_end[op] else float("nan")
+        print(f"  {OPS[op]:13s}{late_same[op]:8d}/{layers}{pe:13.2f}")
     lm = by.get((8, 0), [])
     if lm:
         fn_end = max(e for (_, _, _, _, e) in by[(7, 0)])

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 55 call 1: session 54 call 4 (below) with the whole ctest -L cuda on main 05aabc0.
+# Session 55 call 1: session 54 call 4 (below) with ctest of the megakernel and install on main 6eeb9b4.
 # Prepared in session 54: the megakernel's attention K/V staged as soon as its buffers are free
 # (MegakernelDebug::attn_early 2: with the first instruction and after each AttnPartial) instead
 # of with the instruction before it (1, the default). Call 3's timeline (H100, b1 ctx 600): the
@@ -15,9 +15,9 @@ python3 -c "import tarfile; tarfile.open('.device/s55.txz').extractall()"
 . scripts/device_env.sh
 W=/tmp/s55_1; rm -rf "$W"; mkdir -p "$W"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
-(cd build && timeout 260 ctest -L cuda --output-on-failure > "$W/ctest.log" 2>&1; echo "ctest rc=$?" >> "$W/ctest.log")
+(cd build && timeout 150 ctest -R "megakernel|test_install" --output-on-failure > "$W/ctest.log" 2>&1; echo "ctest rc=$?" >> "$W/ctest.log")
 grep -E "tests passed|Failed|rc=" "$W/ctest.log"
-LOOM_BENCH_MEGA_SWEEPS=attn_early timeout 150 build/bin/cuda_bench "$W/mega.json" --megakernel > "$W/mega.log" 2>&1
+LOOM_BENCH_MEGA_SWEEPS=attn_early timeout 100 build/bin/cuda_bench "$W/mega.json" --megakernel > "$W/mega.log" 2>&1
 echo "bench rc=$?"; grep -E "^1 |^8 " "$W/mega.log"; grep -A5 "attention's K/V staged" "$W/mega.log"
 python3 scripts/mega_timeline.py "$W/mega.json" > "$W/timeline.txt" 2>&1; cat "$W/timeline.txt"
 tar czf "$OUT/s55_1.tgz" -C "$W" .
