@@ -42,33 +42,24 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   __syncthreads();
   bool ok = true;
   // With attention's buffers apart from the ring (1-2 slots), an AttnPartial's first partition
-  // is staged by cp.async started ahead of it (attn_prefetch; prefetch_next below says when).
+  // is staged by cp.async started with the instruction before it (attn_prefetch).
   const bool apart = M <= 2 && a.attn_apart;
   char* attn_smem = apart ? ring + size_t(kMegaWarps) * a.gemv_stages * kGemvSegBytes
                           : reinterpret_cast<char*>(mega_smem);
   bool prefetched = false;
-  int attn_pc = -1;  // the AttnPartial the staging in flight (or found idle) is for
   for (int i = a.prog_begin[prog]; ok && i < prog_end; i++) {
     const MegaInstruction in = a.instrs[i];
     const MegaOp op = MegaOp(in.op);
     const uint64_t t0 = c.trace && threadIdx.x == 0 ? global_ns() : 0;
     c.waited = 0;
     c.staged = 0;
-    // The next AttnPartial's first partition is staged with the instruction before it, or
-    // (attn_early) as soon as the buffers are free: with the first instruction and after each
-    // AttnPartial ran (its last barrier), so its cached keys come in while the previous layer
-    // streams its weights instead of behind the burst that refills every ring at Qkv.
+    // The next instruction's prefetch starts with this one, unless this one is an AttnPartial
+    // too: its buffers are free only once it ran (its last barrier), so it starts after it.
+    // (Staging it as soon as the buffers are free, during the previous layer, measured no
+    // faster: bench/NOTES-cuda.md, session 55.)
     auto prefetch_next = [&] {
-      if (!apart || attn_pc > i) return;
-      int j = i + 1;
-      if (a.attn_early)
-        while (j < prog_end && a.instrs[j].op != uint8_t(MegaOp::AttnPartial)) j++;
-      if (j >= prog_end || a.instrs[j].op != uint8_t(MegaOp::AttnPartial)) {
-        if (a.attn_early) attn_pc = prog_end;  // none left: never look again
-        return;
-      }
-      attn_pc = j;
-      prefetched = attn_prefetch<T>(a, a.instrs[j].layer, a.instrs[j].begin, attn_smem);
+      if (apart && i + 1 < prog_end && a.instrs[i + 1].op == uint8_t(MegaOp::AttnPartial))
+        prefetched = attn_prefetch<T>(a, a.instrs[i + 1].layer, a.instrs[i + 1].begin, attn_smem);
     };
     if (op != MegaOp::AttnPartial) prefetch_next();
     switch (op) {
@@ -78,8 +69,8 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
       case MegaOp::AttnReduce:  // run by the AttnPartial split completing (b, g)
         break;
       case MegaOp::AttnPartial:
-        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, attn_smem,
-                                    prefetched && attn_pc == i, sh.last);
+        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, prefetched,
+                                    sh.last);
         prefetched = false;
         if (ok) prefetch_next();
         break;

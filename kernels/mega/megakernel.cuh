@@ -75,9 +75,6 @@ struct MegaArgs {
   int gemv_early = 2;       // of them, in flight while an instruction waits
   bool gemv_ahead = true;   // the ring runs on into the next GEMV instructions
   bool attn_apart = false;  // AttnPartial's buffers beside the ring (mega_smem_bytes)
-  // With attn_apart: its K/V staged once the buffers are free, not with the instruction before
-  // (off until measured: bench/NOTES-cuda.md, session 54).
-  bool attn_early = false;
   int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)
   int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)

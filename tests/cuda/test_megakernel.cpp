@@ -142,11 +142,10 @@ TEST_CASE("f32 megakernel equals the graph path at contexts of 300-3,000 keys") 
   // turn through one CTA's shared memory (what long contexts and batch 8 do), folded 3
   // partitions a chunk (what past ~9,000 keys does); then attention's buffers over the ring
   // (the default at 1-2 slots puts them beside it and stages K/V an instruction early).
-  std::vector<MegakernelDebug> settings(4);
+  std::vector<MegakernelDebug> settings(3);
   settings[1].attn_splits = 1;
   settings[1].reduce_chunk = 3;
   settings[2].attn_apart = 1;
-  settings[3].attn_early = 2;  // K/V staged once attention's buffers are free
   compare_with_graph(ComputeDType::F32,
                      {{3000}, {300, 2999}, {255, 256, 257, 511, 512, 1300, 2048, 3071}}, settings,
                      3, 2e-5);
@@ -165,17 +164,13 @@ TEST_CASE("f32 megakernel equals the graph path at block size 64") {
 // bf16 at head_dim 64: attention's k and v rows sit swizzled in shared memory at 1-2 slots
 // (attention_ops.cuh, kv_chunk), which the tiny checkpoints' head_dim 16 leaves in place.
 TEST_CASE("bf16 megakernel near the graph path (6e-2) at contexts of 300-3,000 keys") {
-  // Attention's buffers beside the ring (K/V staged with the instruction before, then once the
-  // buffers are free), then over it.
-  std::vector<MegakernelDebug> settings(3);
-  settings[1].attn_early = 2;
-  settings[2].attn_apart = 1;
+  std::vector<MegakernelDebug> settings(2);  // attention's buffers beside the ring, then over it
+  settings[1].attn_apart = 1;
   compare_with_graph(ComputeDType::BF16, {{3000}, {300, 2999}}, settings, 2, 6e-2);
 }
 
-// Batch 8, then batch 2 (attention's buffers beside the ring there, its K/V staged while
-// earlier instructions run, attn_early: a jittered wait must not let the staging land late or
-// early).
+// Batch 8, then batch 2 (attention's buffers beside the ring there, its K/V staged while the
+// instruction before runs: a jittered wait must not let the staging land late or early).
 TEST_CASE("bf16 megakernel: the same bits over 1,000 replays with jitter and permuted SM lists") {
   const int per_seq = 4096 / 16;
   for (const std::vector<int>& ctx :
@@ -192,7 +187,6 @@ TEST_CASE("bf16 megakernel: the same bits over 1,000 replays with jitter and per
       MegakernelDebug dbg;
       dbg.jitter_seed = round * 2654435761u;
       dbg.permute_seed = round;
-      dbg.attn_early = ctx.size() <= 2 ? 2 : 0;
       cuda_set_megakernel_debug(*be, dbg);
       for (int i = 0; i < 100; i++) {
         StepOutput out;

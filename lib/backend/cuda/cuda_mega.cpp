@@ -201,7 +201,6 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
-  if (mega_debug_.attn_early > 0) a.attn_early = mega_debug_.attn_early == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
   a.x = x_;

@@ -97,10 +97,6 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         {0, 1, 2, 3}, &MegakernelDebug::skip_math);
   sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
         &MegakernelDebug::attn_apart);
-  sweep("attn_early",
-        "attention's K/V staged with the instruction before it (1) or once its buffers are free "
-        "(2), alternated",
-        {1, 2, 1, 2}, &MegakernelDebug::attn_early);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
