@@ -36,6 +36,26 @@ extern "C" void on_signal(int) {
   g_stop.store(true);
 }
 
+// SIGINT, SIGTERM and SIGHUP (a closed terminal, `scancel --signal=HUP`) stop the run, from
+// the start of run_jobs: a signal during the checks or the model's load must not kill the
+// process with its outputs marked "running" and their locks left. A signal ignored on entry
+// stays ignored (`nohup loom run ... &` outlives its terminal). SA_RESTART, as std::signal:
+// a write to a pipe is not cut short by the signal.
+void catch_stop_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+// A stop signal before the first job ran (during the checks, the load or the KV pool's setup).
+struct StoppedBeforeStart {};
+
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
@@ -48,6 +68,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice);
 int run_jobs(const RunArgs& a) {
   // A file-size limit must show up as EFBIG on write (a clear error), not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  catch_stop_signals();
   // The cheap checks first, so a bad flag or output does not wait for a 4 GB checkpoint; the
   // banner after them, so a refused run is one error line.
   const BackendChoice choice = choose_backend(a.engine);
@@ -74,8 +95,23 @@ int run_jobs(const RunArgs& a) {
                with_dataset ? ", dataset " + o.dataset.dir : ""));
   // (--overwrite keeps the old output, side file included, until the engine is ready.)
   if (!o.sidecar.empty() && !o.replace_pending) write_sidecar(o.sidecar, o.identity, "running");
+  fault_point("started");
   try {
     return run_engine(a, o, choice);
+  } catch (const StoppedBeforeStart&) {
+    // Nothing ran: the outputs as they were where this run changed nothing yet, else "stopped"
+    // (a resume that had already cut a torn record); --resume continues either way.
+    if (!o.changed) {
+      if (!o.sidecar_before.empty()) write_file_atomic(o.sidecar, o.sidecar_before);
+      if (!o.dataset_info_before.empty())
+        write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
+      remove_created(o);
+    } else {
+      if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "stopped");
+      set_dataset_state(o, "stopped", "");
+    }
+    log_info("stopped by a signal before the first job; nothing was run");
+    return kExitInterrupted;
   } catch (const std::exception& e) {  // loom::Error, and std::bad_alloc of a huge pool
     // No run writes the output any more: "failed" with the reason, not "running"; or, where
     // this run changed nothing (a resume refused as it read the jobs), as it was. Where the
@@ -102,6 +138,8 @@ int run_jobs(const RunArgs& a) {
 int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   const bool with_dataset = !o.dataset.dir.empty();
   OpenedModel om = open_model(a.model, a.engine, choice, o.kv, a.quiet);
+  fault_point("loaded");
+  if (g_stop.load()) throw StoppedBeforeStart{};  // during the load: before anything changes
   RunProvenance prov;
   prov.started_utc = format_utc(process_start_time());
   prov.host = host_name();
@@ -142,6 +180,7 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   // that leaves what --overwrite would replace as it was.
   std::optional<ResultWriter> writer;
   auto open_outputs = [&] {
+    if (g_stop.load()) throw StoppedBeforeStart{};  // --overwrite replaces nothing for no job
     replace_outputs(o, a.quiet);
     writer.emplace(o.out_path, a.resume);
     if (with_dataset && !a.resume) start_dataset(o.dataset, o.model);
@@ -192,9 +231,6 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
     progress.update(st);
     if (dataset.due(now_seconds())) commit_dataset();
   };
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGHUP, on_signal);  // a closed terminal or `scancel --signal=HUP`: stop as well
 
   int64_t failed_earlier = 0;
   auto source = [&](Job& job, JobError& err, bool& ok) {

@@ -5,6 +5,7 @@
 // merges of shards of two runs, unfinished shards or onto an existing file. Through the loom
 // binary on tiny_v1 (cpu backend).
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "cli_util.h"
@@ -462,6 +463,64 @@ TEST_CASE("SIGHUP stops as SIGINT does; a closed stdout pipe is an error, not a 
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(slurp(dir + "/pipe.err").find("cannot write results to stdout: Broken pipe") !=
         std::string::npos);
+}
+
+// A signal before the first job (scancel during a checkpoint's load): it killed loom (exit 143)
+// with the outputs marked "running" and their locks left, a finished shard among them, which
+// merge then refused. Now the run stops (130) and leaves the outputs as they were.
+TEST_CASE("SIGTERM before the first job: exit 130, the outputs as they were") {
+  const std::string dir = temp_dir("safety_early_signal");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  const std::string args = run_args(
+      jobs, dir + "/o/r.jsonl", "--tokens-out " + dir + "/o/ds --report " + dir + "/o/rep.json");
+  // A fresh run, signalled after its checks (before the load): nothing of it is left.
+  Exit e = run(args, dir, {"LOOM_TEST_FAULT=started:1:term"});
+  CHECK_MESSAGE(e.code == 130, e.err);
+  CHECK(!fs::exists(dir + "/o"));
+  // A finished run resumed, or overwritten, and signalled after the load: still complete.
+  REQUIRE(run(args, dir).code == 0);
+  // The files, the manifest as JSON (a resume writes its lines again, keys sorted).
+  auto files = [&] {
+    auto t = tree(dir + "/o");
+    std::vector<json> manifest;
+    std::istringstream lines(t[dir + "/o/ds/manifest.jsonl"]);
+    for (std::string l; std::getline(lines, l);) manifest.push_back(json::parse(l));
+    t.erase(dir + "/o/ds/manifest.jsonl");
+    return std::make_pair(t, manifest);
+  };
+  const auto before = files();
+  for (const char* again : {" --resume", " --overwrite"}) {
+    CAPTURE(again);
+    e = run(args + again, dir, {"LOOM_TEST_FAULT=loaded:1:term"});
+    CHECK_MESSAGE(e.code == 130, e.err);
+    CHECK(files() == before);  // the side file and dataset.json "complete", no lock
+    CHECK(json::parse(slurp(dir + "/o/r.jsonl.loom.json"))["state"] == "complete");
+  }
+  CHECK(verify_dataset(dir + "/o/ds", dir).code == 0);
+}
+
+// `nohup loom run ... &`: a SIGHUP ignored on entry stays ignored (the run overrode it).
+TEST_CASE("a stop signal ignored on entry stays ignored (nohup)") {
+  const std::string dir = temp_dir("safety_nohup");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 60, 8);
+  std::vector<std::string> words = split_words(run_args(jobs, dir + "/r.jsonl", "--max-seqs 2"));
+  words.insert(words.begin(), kLoom);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::signal(SIGHUP, SIG_IGN);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    execv(kLoom.c_str(), argv.data());
+    _exit(127);
+  }
+  wait_until_holds(dir + "/r.jsonl", "");
+  kill(pid, SIGHUP);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "complete");
 }
 
 TEST_CASE("SIGTERM while the reader is inside a line that never ends (--jobs /dev/zero)") {
