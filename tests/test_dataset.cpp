@@ -171,8 +171,15 @@ TEST_CASE("shards share one folder; merge --dataset joins them, refusing gaps") 
                   "/ds --samples-per-file 2",
               dir)
               .code == 0);
+  // A merge stopped between its two writes left its temporary files, which nothing removed
+  // (verify then failed for good): the next merge removes them.
+  std::ofstream(dir + "/ds/dataset.json.tmp-99999") << "{";
+  std::ofstream(dir + "/ds/manifest.jsonl.tmp-99999") << "{";
   Exit whole = run("merge --dataset " + dir + "/ds", dir);
   CHECK(whole.code == 0);
+  CHECK(!fs::exists(dir + "/ds/dataset.json.tmp-99999"));
+  CHECK(!fs::exists(dir + "/ds/manifest.jsonl.tmp-99999"));
+  CHECK(verify_dataset(dir + "/ds", dir).code == 0);
   const json info = json::parse(slurp(dir + "/ds/dataset.json"));
   CHECK(info["state"] == "complete");
   CHECK(info["totals"]["samples"] == one.size());

@@ -232,6 +232,13 @@ DatasetMerge merge_dataset(const std::string& dir, bool allow_partial, bool no_l
   info["totals"] = {{"files", m.files}, {"samples", m.samples}, {"rows", m.rows}};
   info["state"] = m.missing.empty() && m.unfinished.empty() ? "complete" : "partial";
   info["updated_utc"] = utc_now_iso();
+  // A merge stopped between its writes left its temporary files (no shard run removes them):
+  // with every lock held no one else writes the merged index, so they go.
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string n = de.path().filename().string();
+    if (n.rfind("manifest.jsonl.tmp-", 0) == 0 || n.rfind("dataset.json.tmp-", 0) == 0)
+      fs::remove(de.path(), ec);
+  }
   write_file_atomic(dir + "/manifest.jsonl", manifest);
   write_file_atomic(dir + "/dataset.json", info.dump(2) + "\n");
   return m;

@@ -527,8 +527,10 @@ DatasetVerify verify_dataset(const std::string& dir, int threads) {
     const std::string n = de.path().filename().string();
     if (std::regex_match(n, kDataName)) on_disk.push_back(n);
     if (n.find(".tmp-") != std::string::npos)
-      v.problems.push_back(cat(n, ": a temporary file (of a run writing now, or left by one ",
-                               "that was killed: loom run --resume removes it)"));
+      v.problems.push_back(
+          cat(n, ": a temporary file (of a run or merge writing now, or left by one that was ",
+              "killed: loom run --resume removes a shard's, loom merge --dataset the merged ",
+              "index's)"));
     if (!std::regex_match(n, kSumsName)) continue;
     have_sums = true;
     const Sums read = read_sums(de.path().string());
