@@ -4,6 +4,8 @@
 // run's dataset, options that change tokens, an unsharded dataset under merge --dataset, and
 // merges of shards of two runs, unfinished shards or onto an existing file. Through the loom
 // binary on tiny_v1 (cpu backend).
+#include <sys/stat.h>
+
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -521,6 +523,49 @@ TEST_CASE("a stop signal ignored on entry stays ignored (nohup)") {
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "complete");
+}
+
+// A writer that holds the FIFO open without writing: the read blocked through SIGTERM (its
+// handler restarts it) until the writer wrote again or closed.
+TEST_CASE("SIGTERM while the jobs FIFO's writer is silent: the run stops at once") {
+  const std::string dir = temp_dir("safety_silent_fifo");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 2, 2);
+  const std::string fifo = dir + "/jobs.fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  Spawned s =
+      spawn(run_args(fifo, dir + "/r.jsonl", "--report " + dir + "/rep.json"), dir + "/run.err");
+  const pid_t writer = fork();
+  if (writer == 0) {
+    std::ofstream out(fifo);
+    out << slurp(jobs) << std::flush;
+    ::sleep(60);  // open and silent
+    _exit(0);
+  }
+  // Both jobs done: the run now waits for a third line that does not come.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (slurp(dir + "/r.jsonl").find("job-1") == std::string::npos &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(s.pid, SIGTERM);
+  const auto t1 = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t ended = 0;
+  while ((ended = waitpid(s.pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(writer, SIGKILL);
+  waitpid(writer, nullptr, 0);
+  if (ended != s.pid) {
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, &status, 0);
+    FAIL("loom run --jobs FIFO did not stop within 20 s of SIGTERM");
+  }
+  CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "stopped");
+  CHECK(json::parse(slurp(dir + "/rep.json"))["jobs_summary"]["samples_done"] >= 2);
 }
 
 TEST_CASE("SIGTERM while the reader is inside a line that never ends (--jobs /dev/zero)") {

@@ -8,6 +8,7 @@
 #include "io/job_lines.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -273,6 +274,9 @@ struct JobReader::Impl {
   // A regular file is read as it grows (lines appended are jobs), never as it is rewritten:
   // a second descriptor of the same file watches its size and first bytes.
   int watch = -1;
+  // A pipe, FIFO or terminal: a descriptor of it to poll while nothing is buffered (wait_input).
+  int poll_fd = -1;
+  bool own_poll_fd = false;
   struct stat seen {};
   std::string head;                  // its first bytes at open (4 KB at most)
   std::string recent;                // the last bytes read (4 KB at most), ending at `offset`
@@ -285,6 +289,21 @@ struct JobReader::Impl {
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
     if (watch >= 0) ::close(watch);
+    if (own_poll_fd) ::close(poll_fd);
+  }
+
+  // Waits, in slices of 100 ms, until the input has bytes or its end; false once `stop` is
+  // set. A read with nothing to read blocks through a stop signal (the handlers restart it),
+  // so `loom run --jobs -` whose writer holds the pipe open without writing ignored SIGTERM.
+  bool wait_input() {
+    if (regular || poll_fd < 0 || stop == nullptr) return true;
+    while (in->rdbuf()->in_avail() <= 0) {
+      if (stop->load()) return false;
+      pollfd p{poll_fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, 100);
+      if (r > 0 || (r < 0 && errno != EINTR)) return true;  // the read says which
+    }
+    return true;
   }
 
   void start_watch() {
@@ -380,6 +399,7 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
     impl_->file.open("/dev/stdin", std::ios::binary);
     impl_->in = impl_->file.is_open() ? static_cast<std::istream*>(&impl_->file) : &std::cin;
     impl_->path = "stdin";
+    if (impl_->file.is_open()) impl_->poll_fd = 0;
   } else {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
@@ -394,7 +414,12 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
     impl_->in = &impl_->file;
     struct stat sb {};
     impl_->regular = ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
-    if (impl_->regular) impl_->start_watch();
+    if (impl_->regular) {
+      impl_->start_watch();
+    } else {  // a second reader of a FIFO only polls: it never takes bytes
+      impl_->poll_fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      impl_->own_poll_fd = impl_->poll_fd >= 0;
+    }
   }
   impl_->make_index(job_id_hash);
 }
@@ -428,6 +453,7 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
       m.paused = true;
       return false;
     }
+    if (!m.wait_input()) return false;  // stopped while the input had nothing
     const uint64_t start = m.offset;
     bool got =
         read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset, m.stop);
