@@ -32,8 +32,13 @@ namespace loom {
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) {
-  g_stop.store(true);
+// The first stop signal asks the run to stop where it is safe to; a second one ends the process
+// at once (as kill -9 would: --resume continues from what is on disk), e.g. a second Ctrl-C
+// during a long checkpoint load, which the loader does not interrupt.
+extern "C" void on_signal(int sig) {
+  if (!g_stop.exchange(true)) return;
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
 
 // SIGINT, SIGTERM and SIGHUP (a closed terminal, `scancel --signal=HUP`) stop the run, from
@@ -137,6 +142,7 @@ int run_jobs(const RunArgs& a) {
 // run_jobs past its checks: the model, the engine, the records, the report.
 int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice) {
   const bool with_dataset = !o.dataset.dir.empty();
+  if (g_stop.load()) throw StoppedBeforeStart{};  // during the checks
   OpenedModel om = open_model(a.model, a.engine, choice, o.kv, a.quiet);
   fault_point("loaded");
   if (g_stop.load()) throw StoppedBeforeStart{};  // during the load: before anything changes

@@ -501,6 +501,21 @@ TEST_CASE("SIGTERM before the first job: exit 130, the outputs as they were") {
   CHECK(verify_dataset(dir + "/o/ds", dir).code == 0);
 }
 
+// A second stop signal ends the process at once (a second Ctrl-C during a long load), leaving
+// what kill -9 would: --resume then finishes the run.
+TEST_CASE("a second stop signal ends the process at once; --resume finishes the run") {
+  const std::string dir = temp_dir("safety_second_signal");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 6, 2);
+  const std::string args = run_args(jobs, dir + "/r.jsonl", "--tokens-out " + dir + "/ds");
+  Exit e = run(args, dir, {"LOOM_TEST_FAULT=loaded:1:term2"});
+  CHECK(e.signal == SIGTERM);
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "running");
+  e = run(args + " --resume", dir);
+  CHECK_MESSAGE(e.code == 0, e.err);
+  CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "complete");
+  CHECK(verify_dataset(dir + "/ds", dir).code == 0);
+}
+
 // `nohup loom run ... &`: a SIGHUP ignored on entry stays ignored (the run overrode it).
 TEST_CASE("a stop signal ignored on entry stays ignored (nohup)") {
   const std::string dir = temp_dir("safety_nohup");

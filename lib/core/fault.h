@@ -2,8 +2,8 @@
 // LOOM_TEST_FAULT=<point>:<n> in the environment, the n-th time the process passes
 // fault_point("<point>") it kills itself with SIGKILL — as a power cut or the OOM killer
 // would, with no destructor, flush or handler run; with <point>:<n>:term it sends itself
-// SIGTERM instead (scancel's signal, at a known moment). Without the variable it costs one
-// load.
+// SIGTERM instead (scancel's signal, at a known moment), with :term2 twice in a row. Without
+// the variable it costs one load.
 // Points (in the order a committed dataset file passes them):
 //   data-file    the data file is renamed into place and its folder synced
 //   checksums    its SHA256SUMS line is written and synced
@@ -29,8 +29,11 @@ inline void fault_point(const char* point) {
   const size_t n = std::strcspn(spec, ":");
   static long remaining = spec[n] == ':' ? std::strtol(spec + n + 1, nullptr, 10) : 1;
   static const int sig = std::strstr(spec + n, ":term") != nullptr ? SIGTERM : SIGKILL;
+  static const bool twice = std::strstr(spec + n, ":term2") != nullptr;
   if (std::strlen(point) != n || std::strncmp(spec, point, n) != 0) return;
-  if (--remaining == 0) ::raise(sig);
+  if (--remaining != 0) return;
+  ::raise(sig);
+  if (twice) ::raise(sig);
 }
 
 }  // namespace loom
