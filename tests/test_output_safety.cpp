@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <optional>
 #include <thread>
 
 #include "cli_util.h"
@@ -32,6 +33,23 @@ void wait_until_holds(const std::string& path, const std::string& text) {
     if (!now.empty() && now.find(text) != std::string::npos) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+// Sends SIGTERM to `pid` and waits for it to end, 20 s at most (then kill -9): its wait status,
+// or nullopt when it did not end; `took`: how long it did take.
+std::optional<int> terminate_within_20s(pid_t pid, std::chrono::duration<double>* took = nullptr) {
+  kill(pid, SIGTERM);
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t ended = 0;
+  while ((ended = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (took) *took = std::chrono::steady_clock::now() - t0;
+  if (ended == pid) return status;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -562,23 +580,14 @@ TEST_CASE("SIGTERM while the jobs FIFO's writer is silent: the run stops at once
          std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  kill(s.pid, SIGTERM);
-  const auto t1 = std::chrono::steady_clock::now();
-  int status = 0;
-  pid_t ended = 0;
-  while ((ended = waitpid(s.pid, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(20))
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::chrono::duration<double> took{};
+  const std::optional<int> status = terminate_within_20s(s.pid, &took);
   kill(writer, SIGKILL);
   waitpid(writer, nullptr, 0);
-  if (ended != s.pid) {
-    kill(s.pid, SIGKILL);
-    waitpid(s.pid, &status, 0);
-    FAIL("loom run --jobs FIFO did not stop within 20 s of SIGTERM");
-  }
-  CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5));
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  REQUIRE_MESSAGE(status, "loom run --jobs FIFO did not stop within 20 s of SIGTERM");
+  CHECK(took.count() < 5.0);
+  REQUIRE(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 130);
   CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "stopped");
   CHECK(json::parse(slurp(dir + "/rep.json"))["jobs_summary"]["samples_done"] >= 2);
 }
@@ -589,21 +598,11 @@ TEST_CASE("SIGTERM while the reader is inside a line that never ends (--jobs /de
                     dir + "/run.err");
   wait_until_holds(dir + "/r.jsonl.loom.json", "running");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  kill(s.pid, SIGTERM);
   // Before: the read went on to the end of the line, i.e. for ever (the test's kill -9).
-  const auto t0 = std::chrono::steady_clock::now();
-  int status = 0;
-  pid_t ended = 0;
-  while ((ended = waitpid(s.pid, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (ended != s.pid) {
-    kill(s.pid, SIGKILL);
-    waitpid(s.pid, &status, 0);
-    FAIL("loom run --jobs /dev/zero did not stop within 20 s of SIGTERM");
-  }
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  const std::optional<int> status = terminate_within_20s(s.pid);
+  REQUIRE_MESSAGE(status, "loom run --jobs /dev/zero did not stop within 20 s of SIGTERM");
+  REQUIRE(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 130);
   CHECK(json::parse(slurp(dir + "/r.jsonl.loom.json"))["state"] == "stopped");
   const json rep = json::parse(slurp(dir + "/rep.json"));
   CHECK(rep["jobs_summary"]["stopped"] == true);
