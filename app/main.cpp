@@ -15,6 +15,7 @@
 #include "app/commands.h"
 #include "app/log.h"
 #include "core/error.h"
+#include "io/outputs.h"
 #include "io/provenance.h"
 
 using namespace loom;
@@ -34,6 +35,7 @@ int flushed(int code) {
 int main(int argc, char** argv) {
   // A closed pipe on stdout or stderr is an error on write (EPIPE), not a silent death.
   std::signal(SIGPIPE, SIG_IGN);
+  remove_temp_file_on_signal();  // (loom run puts a clean stop over it)
   CLI::App app{"loom: fast offline batch inference for video-token world models", "loom"};
   app.set_version_flag("--version", version_text());
   CliArgs args;

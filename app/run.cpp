@@ -37,8 +37,7 @@ std::atomic<bool> g_stop{false};
 // during a long checkpoint load, which the loader does not interrupt.
 extern "C" void on_signal(int sig) {
   if (!g_stop.exchange(true)) return;
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
+  die_by_signal(sig);  // (the temporary file of an atomic write in progress removed)
 }
 
 // SIGINT, SIGTERM and SIGHUP (a closed terminal, `scancel --signal=HUP`) stop the run, from

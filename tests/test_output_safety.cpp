@@ -534,6 +534,23 @@ TEST_CASE("a second stop signal ends the process at once; --resume finishes the 
   CHECK(verify_dataset(dir + "/ds", dir).code == 0);
 }
 
+// A command killed inside an atomic write (calibrate's scales, merge's index) left
+// `<out>.tmp-<pid>` beside its output, which no later run removed.
+TEST_CASE("SIGTERM inside an atomic write leaves no temporary file") {
+  const std::string dir = temp_dir("safety_atomic_signal");
+  const std::string jobs = make_tiny_v1_jobs(dir + "/jobs.jsonl", 4, 2);
+  Exit e = run(
+      "calibrate --backend cpu" + kModel + " --jobs " + jobs + " --out " + dir + "/out/scales.json",
+      dir, {"LOOM_TEST_FAULT=atomic-write:1:term"});
+  CHECK(e.signal == SIGTERM);
+  CHECK(fs::is_empty(dir + "/out"));  // neither the scales nor their temporary file
+  // `loom run` stops cleanly instead: the write completes, the run goes on to a stop.
+  e = run(run_args(jobs, dir + "/r.jsonl", ""), dir, {"LOOM_TEST_FAULT=atomic-write:1:term"});
+  CHECK(e.code == 130);
+  for (const auto& de : fs::directory_iterator(dir))
+    CHECK(de.path().filename().string().find(".tmp-") == std::string::npos);
+}
+
 // `nohup loom run ... &`: a SIGHUP ignored on entry stays ignored (the run overrode it).
 TEST_CASE("a stop signal ignored on entry stays ignored (nohup)") {
   const std::string dir = temp_dir("safety_nohup");

@@ -13,6 +13,8 @@
 // and, before any of them, in `loom run`:
 //   started      the outputs are checked and marked "running" (before the model's load)
 //   loaded       the model is loaded
+// and in every command:
+//   atomic-write a file of write_file_atomic is written to its temporary name (not renamed)
 #pragma once
 
 #include <signal.h>

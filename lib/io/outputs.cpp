@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fault.h"
 
 namespace loom {
 namespace fs = std::filesystem;
@@ -283,25 +285,61 @@ static std::string link_target(const std::string& path) {
   return p.string();
 }
 
+// The temporary file write_file_atomic has open, for die_by_signal: its path, valid while
+// g_tmp_set (cleared before the path changes).
+static char g_tmp_path[4096];
+static volatile std::sig_atomic_t g_tmp_set = 0;
+
+void die_by_signal(int sig) {
+  if (g_tmp_set) ::unlink(g_tmp_path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+extern "C" void on_fatal_signal(int sig) {
+  die_by_signal(sig);
+}
+
+void remove_temp_file_on_signal() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
 void write_file_atomic(const std::string& link, const std::vector<Bytes>& pieces) {
   const std::string path = link_target(link);
   const std::string tmp = cat(path, ".tmp-", ::getpid());
+  g_tmp_set = 0;
+  if (tmp.size() < sizeof g_tmp_path) {
+    std::memcpy(g_tmp_path, tmp.c_str(), tmp.size() + 1);
+    g_tmp_set = 1;
+  }
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot write ", path, ": ", std::strerror(errno));
   try {
     for (const Bytes& b : pieces) write_all(fd, b.data, b.size, path);
     if (::fsync(fd) != 0) fail("cannot write ", path, ": ", std::strerror(errno));
+    fault_point("atomic-write");
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
+    g_tmp_set = 0;
     throw;
   }
   ::close(fd);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
+    g_tmp_set = 0;
     fail("cannot write ", path, ": ", std::strerror(err));
   }
+  g_tmp_set = 0;
   sync_dir(parent_dir(path));
 }
 

@@ -78,6 +78,14 @@ struct Bytes {
   size_t size;
 };
 void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces);
+// SIGINT, SIGTERM and SIGHUP (where not ignored on entry) end the process by their default
+// action after removing the temporary file write_file_atomic has open: a command killed inside
+// an atomic write leaves no `<out>.tmp-<pid>` behind. Installed by main for every command;
+// `loom run` puts its own (a clean stop) over it.
+void remove_temp_file_on_signal();
+// What remove_temp_file_on_signal's handler does (async-signal-safe): the temporary file
+// removed, then `sig` with its default action.
+void die_by_signal(int sig);
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // write(2) until done; EINTR retried; throws naming `path` (ENOSPC, EFBIG, EIO...).
