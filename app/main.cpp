@@ -35,7 +35,7 @@ int flushed(int code) {
 int main(int argc, char** argv) {
   // A closed pipe on stdout or stderr is an error on write (EPIPE), not a silent death.
   std::signal(SIGPIPE, SIG_IGN);
-  remove_temp_file_on_signal();  // (loom run puts a clean stop over it)
+  on_stop_signals(die_by_signal);  // (loom run puts a clean stop over it)
   CLI::App app{"loom: fast offline batch inference for video-token world models", "loom"};
   app.set_version_flag("--version", version_text());
   CliArgs args;

@@ -40,23 +40,6 @@ extern "C" void on_signal(int sig) {
   die_by_signal(sig);  // (the temporary file of an atomic write in progress removed)
 }
 
-// SIGINT, SIGTERM and SIGHUP (a closed terminal, `scancel --signal=HUP`) stop the run, from
-// the start of run_jobs: a signal during the checks or the model's load must not kill the
-// process with its outputs marked "running" and their locks left. A signal ignored on entry
-// stays ignored (`nohup loom run ... &` outlives its terminal). SA_RESTART, as std::signal:
-// a write to a pipe is not cut short by the signal.
-void catch_stop_signals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(sig, &sa, nullptr);
-  }
-}
-
 // A stop signal before the first job ran (during the checks, the load or the KV pool's setup).
 struct StoppedBeforeStart {};
 
@@ -72,7 +55,10 @@ int run_engine(const RunArgs& a, RunOutputs& o, const BackendChoice& choice);
 int run_jobs(const RunArgs& a) {
   // A file-size limit must show up as EFBIG on write (a clear error), not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  catch_stop_signals();
+  // SIGINT, SIGTERM and SIGHUP (a closed terminal, `scancel --signal=HUP`) stop the run from
+  // here: a signal during the checks or the model's load must not kill the process with its
+  // outputs marked "running" and their locks left.
+  on_stop_signals(on_signal);
   // The cheap checks first, so a bad flag or output does not wait for a 4 GB checkpoint; the
   // banner after them, so a refused run is one error line.
   const BackendChoice choice = choose_backend(a.engine);
@@ -100,38 +86,35 @@ int run_jobs(const RunArgs& a) {
   // (--overwrite keeps the old output, side file included, until the engine is ready.)
   if (!o.sidecar.empty() && !o.replace_pending) write_sidecar(o.sidecar, o.identity, "running");
   fault_point("started");
-  try {
-    return run_engine(a, o, choice);
-  } catch (const StoppedBeforeStart&) {
-    // Nothing ran: the outputs as they were where this run changed nothing yet, else "stopped"
-    // (a resume that had already cut a torn record); --resume continues either way.
+  // No run writes the outputs any more: where this run changed nothing (a refusal, or a stop,
+  // before its first change), as they were and nothing of its own left; else marked `state`
+  // (with the error `why`), not "running".
+  auto leave_outputs = [&](const char* state, const std::string& why) {
     if (!o.changed) {
       if (!o.sidecar_before.empty()) write_file_atomic(o.sidecar, o.sidecar_before);
       if (!o.dataset_info_before.empty())
         write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
       remove_created(o);
-    } else {
-      if (!o.sidecar.empty()) write_sidecar(o.sidecar, o.identity, "stopped");
-      set_dataset_state(o, "stopped", "");
+      return;
     }
+    if (std::error_code ec; !o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec))
+      write_sidecar(
+          o.sidecar, o.identity, state,
+          why.empty() ? nlohmann::ordered_json{} : nlohmann::ordered_json{{"error", why}});
+    set_dataset_state(o, state, why);
+  };
+  try {
+    return run_engine(a, o, choice);
+  } catch (const StoppedBeforeStart&) {
+    // Nothing ran (a resume may have cut a torn record already: then "stopped"); --resume
+    // continues either way.
+    leave_outputs("stopped", "");
     log_info("stopped by a signal before the first job; nothing was run");
     return kExitInterrupted;
   } catch (const std::exception& e) {  // loom::Error, and std::bad_alloc of a huge pool
-    // No run writes the output any more: "failed" with the reason, not "running"; or, where
-    // this run changed nothing (a resume refused as it read the jobs), as it was. Where the
-    // disk lets it: the error that stopped the run is the one to report.
-    const std::string why = error_text(e);
+    // Where the disk lets it: the error that stopped the run is the one to report.
     try {
-      if (!o.changed) {  // a refusal after the load: as it was, and nothing of its own left
-        if (!o.sidecar_before.empty()) write_file_atomic(o.sidecar, o.sidecar_before);
-        if (!o.dataset_info_before.empty())
-          write_file_atomic(dataset_info_path(o.dataset), o.dataset_info_before);
-        remove_created(o);
-      } else {
-        if (std::error_code ec; !o.sidecar.empty() && std::filesystem::exists(o.sidecar, ec))
-          write_sidecar(o.sidecar, o.identity, "failed", {{"error", why}});
-        set_dataset_state(o, "failed", why);  // was left "running"
-      }
+      leave_outputs("failed", error_text(e));
     } catch (const Error&) {
     }
     throw;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "io/job_ids.h"
@@ -108,6 +110,17 @@ inline Exit wait_for(const Spawned& s) {
   if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
   e.err = slurp(s.err_path);
   return e;
+}
+
+// Waits (30 s at most) until the file at `path` holds `text` ("": anything), as a run that
+// started writing it does.
+inline void wait_until_holds(const std::string& path, const std::string& text) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
+    const std::string now = slurp(path);
+    if (!now.empty() && now.find(text) != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 inline Exit run(const std::string& args, const std::string& dir,

@@ -296,16 +296,12 @@ void die_by_signal(int sig) {
   std::raise(sig);
 }
 
-extern "C" void on_fatal_signal(int sig) {
-  die_by_signal(sig);
-}
-
-void remove_temp_file_on_signal() {
+void on_stop_signals(void (*handler)(int)) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     struct sigaction sa {};
-    sa.sa_handler = on_fatal_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(sig, &sa, nullptr);

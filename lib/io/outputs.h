@@ -78,13 +78,12 @@ struct Bytes {
   size_t size;
 };
 void write_file_atomic(const std::string& path, const std::vector<Bytes>& pieces);
-// SIGINT, SIGTERM and SIGHUP (where not ignored on entry) end the process by their default
-// action after removing the temporary file write_file_atomic has open: a command killed inside
-// an atomic write leaves no `<out>.tmp-<pid>` behind. Installed by main for every command;
-// `loom run` puts its own (a clean stop) over it.
-void remove_temp_file_on_signal();
-// What remove_temp_file_on_signal's handler does (async-signal-safe): the temporary file
-// removed, then `sig` with its default action.
+// `handler` for SIGINT, SIGTERM and SIGHUP, except one ignored on entry (`nohup` keeps
+// SIGHUP ignored); SA_RESTART, as std::signal: a write to a pipe is not cut short.
+void on_stop_signals(void (*handler)(int));
+// The temporary file write_file_atomic has open removed, then `sig` with its default action
+// (async-signal-safe): main's handler for every command, so one killed inside an atomic write
+// leaves no `<out>.tmp-<pid>` behind; `loom run` puts a clean stop over it.
 void die_by_signal(int sig);
 void write_file_atomic(const std::string& path, const std::string& text);
 
