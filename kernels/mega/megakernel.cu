@@ -29,8 +29,9 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   c.skip_waits = a.skip_waits;
   c.waited = 0;
   const int prog = a.cta_program != nullptr ? a.cta_program[blockIdx.x] : int(blockIdx.x);
-  T* xs = reinterpret_cast<T*>(mega_smem);  // staged GEMV input, then the weight ring
-  char* ring = reinterpret_cast<char*>(mega_smem) + mega_xs_bytes(a.d, sizeof(T));
+  char* dyn = reinterpret_cast<char*>(mega_smem) + a.smem_skew;
+  T* xs = reinterpret_cast<T*>(dyn);  // staged GEMV input, then the weight ring
+  char* ring = dyn + mega_xs_bytes(a.d, sizeof(T));
   const int prog_end = a.prog_begin[prog + 1];
   WeightStream ws;  // this warp's weight segments (gemv_ops.cuh)
   if ((threadIdx.x & 31) == 0) {
@@ -44,8 +45,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   // With attention's buffers apart from the ring (1-2 slots), an AttnPartial's first partition
   // is staged by cp.async started with the instruction before it (attn_prefetch).
   const bool apart = M <= 2 && a.attn_apart;
-  char* attn_smem = apart ? ring + size_t(kMegaWarps) * a.gemv_stages * kGemvSegBytes
-                          : reinterpret_cast<char*>(mega_smem);
+  char* attn_smem = apart ? ring + size_t(kMegaWarps) * a.gemv_stages * kGemvSegBytes : dyn;
   bool prefetched = false;
   for (int i = a.prog_begin[prog]; ok && i < prog_end; i++) {
     const MegaInstruction in = a.instrs[i];
@@ -131,7 +131,7 @@ int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart
 
 template <class T, int M>
 static loom::gpu::Status launch(const MegaArgs& a, cudaStream_t stream) {
-  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages, a.attn_apart);
+  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages, a.attn_apart) + a.smem_skew;
   static size_t configured = 48 * 1024;
   if (smem > configured) {
     const cudaError_t e = cudaFuncSetAttribute(
@@ -178,6 +178,8 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  "megakernel: null schedule, sync block or layers");
   LOOM_ARG_CHECK(a.t == DType::BF16 || a.t == DType::F32, "megakernel: dtype ", dtype_name(a.t),
                  " (expected bf16 or f32)");
+  LOOM_ARG_CHECK(a.smem_skew >= 0 && a.smem_skew % 16 == 0 && a.smem_skew <= 16384,
+                 "megakernel: smem_skew ", a.smem_skew, " (expected a multiple of 16 in 0..16384)");
   LOOM_ARG_CHECK(a.gemv_stages >= 2 && a.gemv_stages <= kGemvMaxStages,
                  "megakernel: ", a.gemv_stages, " weight ring stages (expected 2..", kGemvMaxStages,
                  ")");

@@ -71,10 +71,10 @@ struct MegaArgs {
   const int32_t* block_tables = nullptr;  // [batch, bt_stride]
   int bt_stride = 0, block_size = 0;
   const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
-  int gemv_stages = 2;      // weight ring slots per warp (mega_gemv_stages)
-  int gemv_early = 2;       // of them, in flight while an instruction waits
-  bool gemv_ahead = true;   // the ring runs on into the next GEMV instructions
-  bool attn_apart = false;  // AttnPartial's buffers beside the ring (mega_smem_bytes)
+  int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
+  int gemv_early = 2;                // of them, in flight while an instruction waits
+  bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
+  bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)
   int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)
   int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
@@ -103,6 +103,9 @@ struct MegaArgs {
   // the dataflow).
   bool skip_math = false;
   bool skip_waits = false;
+  // Benchmarks only: bytes the dynamic buffer's layout starts past its base (a multiple of 16;
+  // the ring's alignment, bench/NOTES-cuda.md session 56).
+  int smem_skew = 0;
   // Per-phase timing (null: off): thread 0 of each CTA records, for the i-th instruction of
   // its program, MegaTraceEntry trace[program · trace_stride + i] (globaltimer ns).
   struct MegaTraceEntry* trace = nullptr;

@@ -83,6 +83,7 @@ struct MegakernelDebug {
   int gemv_ahead = 0;     // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)
   int gemv_inflight = 0;  // MegaArgs::gemv_inflight (0: the backend's choice)
   int skip_math = 0;  // benchmarks only, wrong tokens: 1 MegaArgs::skip_math, 2 skip_waits, 3 both
+  int smem_skew = 0;  // benchmarks only: MegaArgs::smem_skew, a multiple of 16
 };
 void cuda_set_megakernel_debug(Backend& backend, const MegakernelDebug& debug);
 

@@ -200,6 +200,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   if (mega_debug_.attn_min_keys > 0) a.attn_min_keys = mega_debug_.attn_min_keys;
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
+  a.smem_skew = mega_debug_.smem_skew;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
