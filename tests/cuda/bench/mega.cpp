@@ -96,8 +96,8 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         "wrong tokens: 1 GEMV rows without their dot products, 2 waits that return at once, 3 both",
         {0, 1, 2, 3}, &MegakernelDebug::skip_math);
   // The dynamic buffer 16-aligned past the static MegaShared (4,880 bytes): 112 puts the ring
-  // on 128 bytes, 240 on 1,024, 960 where a 1,744-byte MegaShared put it (session 56: 92 us
-  // slower a step, unexplained).
+  // on 128 bytes, 240 on 1,024, 960 where a 1,744-byte MegaShared put it (session 56: that
+  // MegaShared cost 92 us a step; skew 960 43-54 us, the alignments nothing).
   sweep("smem_skew", "bytes the dynamic layout starts past its base", {0, 112, 240, 960, 48, 0},
         &MegakernelDebug::smem_skew);
   sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
