@@ -1,7 +1,5 @@
 #include "io/kv_scales.h"
 
-#include <algorithm>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
