@@ -39,18 +39,34 @@ constexpr int kGemvMaxStages = 3;
 template <class T>
 __device__ __forceinline__ void chunk_f32(const Chunk8<T>& c, float (&f)[8]) {
   if constexpr (sizeof(T) == 2) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&c.v[0]);
+    // A bf16 is the high half of its float: one shift or one mask a value (the intrinsic's
+    // high half took a PRMT and a shift).
+    const uint32_t* h = reinterpret_cast<const uint32_t*>(&c.v[0]);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const float2 t = __bfloat1622float2(h[i]);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
+      f[2 * i] = __uint_as_float(h[i] << 16);
+      f[2 * i + 1] = __uint_as_float(h[i] & 0xffff0000u);
     }
   } else {
     const float* p = reinterpret_cast<const float*>(&c.v[0]);
 #pragma unroll
     for (int i = 0; i < 8; i++) f[i] = p[i];
   }
+}
+
+// A chunk of shared memory as 16-byte loads (LDS.128). Read through a reference, the dot
+// loop's chunks compiled to four 32-bit loads each, four lanes to a bank: four times the
+// shared-memory wavefronts, and the step's most-sampled stall lines (ncu, session 57).
+template <class T>
+__device__ __forceinline__ Chunk8<T> lds_chunk(const Chunk8<T>* p) {
+  Chunk8<T> c;
+  const uint32_t a = loom::gpu::smem_u32(p);
+#pragma unroll
+  for (int v = 0; v < Chunk8<T>::kVecs; v++)
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(c.v[v].x), "=r"(c.v[v].y), "=r"(c.v[v].z), "=r"(c.v[v].w)
+                 : "r"(a + 16u * uint32_t(v)));
+  return c;
 }
 
 // Element loads through L2 only (activations other SMs wrote).
@@ -400,25 +416,29 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
 #pragma unroll
       for (int i = 0; i < M; i++) acc[i] = 0.0f;
     const int c0 = b * 32 * U;
-    // f32 (the exactness tests' build) unrolls less: its 32-byte chunks would spill at 4-8 slots.
-#pragma unroll(sizeof(T) == 2 ? U : 1)
-    for (int u = 0; u < U; u++) {
+    const Chunk8<T>* xc8 = reinterpret_cast<const Chunk8<T>*>(xs);  // [M][k8]
+    auto dot = [&](int u) {
       const int ck = c0 + u * 32 + lane;
-      if (ck < k8 && !a.skip_math) {
-        float wf[8];
-        chunk_f32<T>(wv[u * 32], wf);
+      float wf[8];
+      chunk_f32<T>(lds_chunk(wv + u * 32), wf);
 #pragma unroll(sizeof(T) == 2 ? M : 2)
-        for (int i = 0; i < M; i++) {
-          Chunk8<T> xc;
+      for (int i = 0; i < M; i++) {
+        float xf[8];
+        chunk_f32<T>(lds_chunk(xc8 + size_t(i) * k8 + ck), xf);
 #pragma unroll
-          for (int v = 0; v < Chunk8<T>::kVecs; v++)
-            xc.v[v] = reinterpret_cast<const uint4*>(xs + size_t(i) * k)[ck * Chunk8<T>::kVecs + v];
-          float xf[8];
-          chunk_f32<T>(xc, xf);
-#pragma unroll
-          for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
-        }
+        for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
       }
+    };
+    // A whole segment (every row's but a short last one) without a test per chunk, so that
+    // the chunks' loads can be issued together. f32 (the exactness tests' build) unrolls
+    // less: its 32-byte chunks would spill at 4-8 slots.
+    if (!a.skip_math && c0 + 32 * U <= k8) {
+#pragma unroll(sizeof(T) == 2 ? U : 1)
+      for (int u = 0; u < U; u++) dot(u);
+    } else if (!a.skip_math) {
+#pragma unroll(sizeof(T) == 2 ? U : 1)
+      for (int u = 0; u < U; u++)
+        if (c0 + u * 32 + lane < k8) dot(u);
     }
     // The row's last segment: its sum and store, LmHead's draw, a unit's end.
     if (b != nb - 1) return;
