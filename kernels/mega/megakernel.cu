@@ -29,7 +29,9 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   c.skip_waits = a.skip_waits;
   c.waited = 0;
   const int prog = a.cta_program != nullptr ? a.cta_program[blockIdx.x] : int(blockIdx.x);
-  char* dyn = reinterpret_cast<char*>(mega_smem) + a.smem_skew;
+  const uint32_t base = loom::gpu::smem_u32(mega_smem);
+  char* dyn = reinterpret_cast<char*>(mega_smem) + (kMegaAlign - base % kMegaAlign) % kMegaAlign +
+              a.smem_skew;
   T* xs = reinterpret_cast<T*>(dyn);  // staged GEMV input, then the weight ring
   char* ring = dyn + mega_xs_bytes(a.d, sizeof(T));
   const int prog_end = a.prog_begin[prog + 1];
@@ -119,7 +121,7 @@ static size_t attn_bytes(const MegaDims& d, DType t) {
 size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart) {
   const size_t elt = t == DType::BF16 ? 2 : 4;
   const size_t gemv = mega_xs_bytes(d, elt) + size_t(kMegaWarps) * gemv_stages * kGemvSegBytes;
-  return attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t));
+  return kMegaAlign + (attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t)));
 }
 
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart) {

@@ -103,8 +103,8 @@ struct MegaArgs {
   // the dataflow).
   bool skip_math = false;
   bool skip_waits = false;
-  // Benchmarks only: bytes the dynamic buffer's layout starts past its base (a multiple of 16;
-  // the ring's alignment, bench/NOTES-cuda.md session 56).
+  // Benchmarks only: bytes the dynamic buffer's layout starts past its 128-byte boundary (a
+  // multiple of 16; the ring's alignment, bench/NOTES-cuda.md sessions 56-57).
   int smem_skew = 0;
   // Per-phase timing (null: off): thread 0 of each CTA records, for the i-th instruction of
   // its program, MegaTraceEntry trace[program · trace_stride + i] (globaltimer ns).
@@ -120,16 +120,23 @@ struct MegaTraceEntry {
   uint32_t op = 0, layer = 0;
 };
 
-// Bytes of the staged GEMV input, T [batch, max(hidden, q_dim, intermediate)], 16-aligned.
+// The dynamic buffer starts on a 128-byte boundary and each of its regions does (kMegaAlign):
+// with the ring 16 bytes past one (where the static MegaShared left it) a batch-1 step took
+// 76 us longer (H100, bench/NOTES-cuda.md session 57).
+constexpr size_t kMegaAlign = 128;
+
+// Bytes of the staged GEMV input, T [batch, max(hidden, q_dim, intermediate)], kMegaAlign-aligned.
 __host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
   const int k = d.hidden > d.q_dim() ? d.hidden : d.q_dim();
-  return (size_t(d.batch) * size_t(k > d.intermediate ? k : d.intermediate) * elt + 15) / 16 * 16;
+  const size_t bytes = size_t(d.batch) * size_t(k > d.intermediate ? k : d.intermediate) * elt;
+  return (bytes + kMegaAlign - 1) / kMegaAlign * kMegaAlign;
 }
 
 // Dynamic shared memory: the staged GEMV input, the weight ring (gemv_stages slots a warp), and
 // AttnPartial's buffers — over the first two (attn_apart false: the weight stream stops at an
 // AttnPartial with work) or after them (true: the stream runs on through attention and the
-// partition's K and V are staged an instruction early; the kernel takes it at 1-2 slots).
+// partition's K and V are staged an instruction early; the kernel takes it at 1-2 slots), and
+// kMegaAlign bytes to put its start on a boundary.
 size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart);
 // The deepest weight ring (stages per warp, 2-3) that fits `smem_optin` bytes a block; 0: none.
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart);
