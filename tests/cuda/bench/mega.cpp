@@ -96,8 +96,8 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         "wrong tokens: 1 GEMV rows without their dot products, 2 waits that return at once, 3 both",
         {0, 1, 2, 3}, &MegakernelDebug::skip_math);
   // The dynamic buffer past its 128-byte boundary: 16 is where the static MegaShared (4,880
-  // bytes) left it before session 57 (76 us a step slower than 0 on an H100), 64 where a
-  // 1,744-byte one did (session 56: 92 us).
+  // bytes) left it before session 57 (76 us a step slower than 0 on an H100), 64 half a line
+  // (44 us slower in session 57's call 4).
   sweep("smem_skew", "bytes the dynamic layout starts past a 128-byte boundary", {0, 16, 64, 0},
         &MegakernelDebug::smem_skew);
   sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
