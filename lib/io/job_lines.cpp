@@ -19,7 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string_view>
+#include <system_error>
 
 #include "core/error.h"
 #include "core/fnv.h"
@@ -56,7 +58,8 @@ bool read_job_line(std::istream& in, const std::string& path, std::vector<char>&
       continue;
     }
     if (in.eof()) {
-      if (got == 0 && !any) return false;
+      // A stop ends a pipe's read (PollBuf) as the end of input: half a line is not a line.
+      if ((got == 0 && !any) || (stop != nullptr && stop->load())) return false;
       append(got);
       in.clear(std::ios::eofbit);
       return true;
@@ -255,9 +258,77 @@ bool parse_job_line(const std::string& text, int64_t line, const ModelSpec& spec
 
 // ---- JobReader -------------------------------------------------------------------------------
 
+namespace {
+
+// A pipe, FIFO, terminal or device read by poll and read(2), so that no read blocks through a
+// stop (JobReader::set_stop): underflow waits in slices of 100 ms and, once the flag is up,
+// gives up with the end of input. A filebuf's read blocked until the writer wrote again, and a
+// signal's handler restarts it: `loom run --jobs -` whose writer held the pipe open without
+// writing, or stopped in the middle of a line, ignored SIGTERM.
+class PollBuf : public std::streambuf {
+ public:
+  PollBuf(int fd, bool own) : fd_(fd), own_(own) { setg(buf_, buf_, buf_); }
+  ~PollBuf() override {
+    if (own_) ::close(fd_);
+  }
+  PollBuf(const PollBuf&) = delete;
+  PollBuf& operator=(const PollBuf&) = delete;
+  const std::atomic<bool>* stop = nullptr;
+
+  // Whether a whole line, the end of input or a full buffer can be read without waiting: what
+  // the pipe holds is read into the buffer first. While jobs run, the reader reads only then,
+  // so a writer that stops in the middle of a line holds back no step (JobReader::ready).
+  bool line_ready() {
+    for (;;) {
+      const size_t held = size_t(egptr() - gptr());
+      if (eof_ || std::memchr(gptr(), '\n', held) != nullptr) return true;
+      if (held == sizeof buf_) return true;  // a line longer than the buffer: read on
+      std::memmove(buf_, gptr(), held);
+      setg(buf_, buf_, buf_ + held);
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return false;
+      const ssize_t n = ::read(fd_, buf_ + held, sizeof buf_ - held);
+      if (n < 0) return errno != EINTR && errno != EAGAIN;  // the read reports the error
+      eof_ = n == 0;
+      setg(buf_, buf_, buf_ + held + size_t(n));
+    }
+  }
+
+ protected:
+  int_type underflow() override {
+    while (gptr() == egptr()) {
+      if (eof_ || (stop != nullptr && stop->load())) return traits_type::eof();
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, stop != nullptr ? 100 : -1);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      const ssize_t n = ::read(fd_, buf_, sizeof buf_);
+      if (n == 0) {
+        eof_ = true;
+        return traits_type::eof();
+      }
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        throw std::system_error(errno, std::generic_category());  // the stream: badbit
+      }
+      setg(buf_, buf_, buf_ + n);
+    }
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  int fd_;
+  bool own_;
+  bool eof_ = false;  // the writer closed (a read took 0 bytes)
+  char buf_[1 << 16];
+};
+
+}  // namespace
+
 struct JobReader::Impl {
   std::string path;
-  std::ifstream file;
+  std::ifstream file;             // a regular file
+  std::unique_ptr<PollBuf> pipe;  // anything else (stdin included)
+  std::unique_ptr<std::istream> pipe_in;
   std::istream* in = nullptr;
   bool regular = false;  // a regular file: the id index re-reads lines instead of keeping ids
   ModelSpec spec;
@@ -274,9 +345,6 @@ struct JobReader::Impl {
   // A regular file is read as it grows (lines appended are jobs), never as it is rewritten:
   // a second descriptor of the same file watches its size and first bytes.
   int watch = -1;
-  // A pipe, FIFO or terminal: a descriptor of it to poll while nothing is buffered (wait_input).
-  int poll_fd = -1;
-  bool own_poll_fd = false;
   struct stat seen {};
   std::string head;                  // its first bytes at open (4 KB at most)
   std::string recent;                // the last bytes read (4 KB at most), ending at `offset`
@@ -289,21 +357,12 @@ struct JobReader::Impl {
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
     if (watch >= 0) ::close(watch);
-    if (own_poll_fd) ::close(poll_fd);
   }
 
-  // Waits, in slices of 100 ms, until the input has bytes or its end; false once `stop` is
-  // set. A read with nothing to read blocks through a stop signal (the handlers restart it),
-  // so `loom run --jobs -` whose writer holds the pipe open without writing ignored SIGTERM.
-  bool wait_input() {
-    if (regular || poll_fd < 0 || stop == nullptr) return true;
-    while (in->rdbuf()->in_avail() <= 0) {
-      if (stop->load()) return false;
-      pollfd p{poll_fd, POLLIN, 0};
-      const int r = ::poll(&p, 1, 100);
-      if (r > 0 || (r < 0 && errno != EINTR)) return true;  // the read says which
-    }
-    return true;
+  void open_pipe(int fd, bool own) {
+    pipe = std::make_unique<PollBuf>(fd, own);
+    pipe_in = std::make_unique<std::istream>(pipe.get());
+    in = pipe_in.get();
   }
 
   void start_watch() {
@@ -394,31 +453,26 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
   impl_->spec = spec;
   impl_->defaults = defaults;
   if (path == "-") {
-    // /dev/stdin through a filebuf reads in blocks; std::cin (synced with stdio) reads a
-    // character at a time.
-    impl_->file.open("/dev/stdin", std::ios::binary);
-    impl_->in = impl_->file.is_open() ? static_cast<std::istream*>(&impl_->file) : &std::cin;
+    impl_->open_pipe(0, false);
     impl_->path = "stdin";
-    if (impl_->file.is_open()) impl_->poll_fd = 0;
   } else {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
       fail("cannot read jobs from ", path,
            ": it is a folder; expected a JSONL jobs file, or - "
            "for stdin");
-    impl_->file.open(path, std::ios::binary);
-    if (!impl_->file.is_open()) {
+    impl_->regular = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    const int fd = impl_->regular ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (impl_->regular) impl_->file.open(path, std::ios::binary);
+    if (impl_->regular ? !impl_->file.is_open() : fd < 0) {
       fail("cannot read jobs from ", path, ": ", std::strerror(errno),
            "; check the path (or pass - for stdin)");
     }
-    impl_->in = &impl_->file;
-    struct stat sb {};
-    impl_->regular = ::stat(path.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
     if (impl_->regular) {
+      impl_->in = &impl_->file;
       impl_->start_watch();
-    } else {  // a second reader of a FIFO only polls: it never takes bytes
-      impl_->poll_fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-      impl_->own_poll_fd = impl_->poll_fd >= 0;
+    } else {
+      impl_->open_pipe(fd, true);
     }
   }
   impl_->make_index(job_id_hash);
@@ -435,6 +489,7 @@ void JobReader::set_shard(int index, int count) {
 
 void JobReader::set_stop(const std::atomic<bool>* stop) {
   impl_->stop = stop;
+  if (impl_->pipe) impl_->pipe->stop = stop;
 }
 
 void JobReader::set_id_hash(uint64_t (*hash)(std::string_view id)) {
@@ -449,11 +504,10 @@ bool JobReader::next(Job& job, JobError& error, bool& ok) {
   for (bool skipped = false;; skipped = true) {
     // A pipe with nothing more in it after a line of another shard (or a blank one): the next
     // line of this shard may be minutes away, so hand back rather than wait in the read.
-    if (skipped && !m.regular && m.in != &std::cin && m.in->rdbuf()->in_avail() <= 0) {
+    if (skipped && !m.regular && !m.pipe->line_ready()) {
       m.paused = true;
       return false;
     }
-    if (!m.wait_input()) return false;  // stopped while the input had nothing
     const uint64_t start = m.offset;
     bool got =
         read_job_line(*m.in, m.path, m.chunk, kMaxJobLineBytes, m.text, too_long, m.offset, m.stop);
@@ -512,8 +566,7 @@ bool JobReader::paused() const {
 }
 
 bool JobReader::ready() const {
-  // in_avail: bytes in the filebuf's buffer, then what the pipe holds (libstdc++ asks FIONREAD).
-  return impl_->regular || impl_->in == &std::cin || impl_->in->rdbuf()->in_avail() > 0;
+  return impl_->regular || impl_->pipe->line_ready();
 }
 
 int64_t JobReader::lines_read() const {

@@ -16,8 +16,10 @@ namespace loom {
 // than `max_bytes` is consumed to its end but only its first `max_bytes` are kept
 // (`too_long`). `consumed` grows by the bytes read, the newline included. `path` names the
 // input in the loom::Error a read failure throws. `stop` (optional) is looked at after every
-// chunk of a line: once set, the line is given up and false returned, so a signal ends a read
-// of a line that never ends (`--jobs /dev/zero`, a file with no newline growing without end).
+// chunk of a line and at its end of input: once set, the line is given up and false returned,
+// so a signal ends a read of a line that never ends (`--jobs /dev/zero`, a file with no newline
+// growing without end) and of a pipe whose writer stopped inside a line (JobReader reads pipes
+// through a buffer whose reads end at a stop).
 bool read_job_line(std::istream& in, const std::string& path, std::vector<char>& chunk,
                    size_t max_bytes, std::string& text, bool& too_long, uint64_t& consumed,
                    const std::atomic<bool>* stop = nullptr);

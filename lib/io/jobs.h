@@ -98,12 +98,12 @@ class JobReader {
   // expected ids unique within a run"). Memory: ~32 bytes per job line read (JobIdIndex), plus
   // the id texts when reading a stream rather than a regular file.
   bool next(Job& job, JobError& error, bool& ok);
-  // Whether next() can go on without waiting for a writer: a regular file, or bytes already in
-  // the pipe (stdin, a FIFO). The engine reads a pipe only as far as it has arrived while it
-  // has other work.
+  // Whether next() can go on without waiting for a writer: a regular file, or a whole line
+  // already in the pipe (stdin, a FIFO). The engine reads a pipe only as far as it has arrived
+  // while it has other work, so a writer that stops inside a line holds back no step.
   bool ready() const;
   // Whether the last next() returned false for want of input, not at its end: a pipe had no
-  // more bytes after lines it skipped, so the next line of this shard was not waited for.
+  // whole line after lines it skipped, so the next line of this shard was not waited for.
   bool paused() const;
   int64_t lines_read() const;    // physical lines consumed, blank ones included
   int64_t records_read() const;  // non-blank lines consumed (skipped shard lines included)
