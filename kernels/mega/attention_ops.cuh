@@ -333,20 +333,27 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       for (int h = 0; h < 8; h++) acc[h] = 0.0f;
       if (kk < nk)
         for (int e0 = 0; e0 < hd; e0 += 8) {
+          // 16-byte loads (lds128): read through a local chunk the compiler split them into
+          // 32-bit ones, as it did in the GEMV dot loop (session 57).
           Chunk8<T> kc;
 #pragma unroll
           for (int v = 0; v < Chunk8<T>::kVecs; v++)
-            kc.v[v] = reinterpret_cast<const uint4*>(
-                sm.k +
-                size_t(kk) * hd)[kv_chunk<kSwz>(false, kk, e0 * int(sizeof(T)) / 16 + v, vecs)];
+            kc.v[v] = lds128(reinterpret_cast<const uint4*>(sm.k + size_t(kk) * hd) +
+                             kv_chunk<kSwz>(false, kk, e0 * int(sizeof(T)) / 16 + v, vecs));
           float kf[8];
           chunk_f32<T>(kc, kf);
 #pragma unroll
           for (int h8 = 0; h8 < 8; h8++) {
             const int h = tid / K + (kMegaThreads / K) * h8;
-            if (h < G)
+            if (h < G) {
+              const uint4 q0 = lds128(sm.q + h * hd + e0), q1 = lds128(sm.q + h * hd + e0 + 4);
+              const float qf[8] = {__uint_as_float(q0.x), __uint_as_float(q0.y),
+                                   __uint_as_float(q0.z), __uint_as_float(q0.w),
+                                   __uint_as_float(q1.x), __uint_as_float(q1.y),
+                                   __uint_as_float(q1.z), __uint_as_float(q1.w)};
 #pragma unroll
-              for (int e = 0; e < 8; e++) acc[h8] += sm.q[h * hd + e0 + e] * kf[e];
+              for (int e = 0; e < 8; e++) acc[h8] += qf[e] * kf[e];
+            }
           }
         }
 #pragma unroll

@@ -11,6 +11,7 @@
 
 #include "core/philox.h"
 #include "kernels/common.cuh"
+#include "kernels/mega/gemv_mma.cuh"
 #include "kernels/mega/sync.cuh"
 #include "kernels/tma.cuh"
 
@@ -54,18 +55,14 @@ __device__ __forceinline__ void chunk_f32(const Chunk8<T>& c, float (&f)[8]) {
   }
 }
 
-// A chunk of shared memory as 16-byte loads (LDS.128). Read through a reference, the dot
+// A chunk of shared memory as 16-byte loads (lds128). Read through a reference, the dot
 // loop's chunks compiled to four 32-bit loads each, four lanes to a bank: four times the
 // shared-memory wavefronts, and the step's most-sampled stall lines (ncu, session 57).
 template <class T>
 __device__ __forceinline__ Chunk8<T> lds_chunk(const Chunk8<T>* p) {
   Chunk8<T> c;
-  const uint32_t a = loom::gpu::smem_u32(p);
 #pragma unroll
-  for (int v = 0; v < Chunk8<T>::kVecs; v++)
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(c.v[v].x), "=r"(c.v[v].y), "=r"(c.v[v].z), "=r"(c.v[v].w)
-                 : "r"(a + 16u * uint32_t(v)));
+  for (int v = 0; v < Chunk8<T>::kVecs; v++) c.v[v] = lds128(&p->v[v]);
   return c;
 }
 
@@ -94,7 +91,10 @@ struct GemvJob {
     const int item = it / nb;
     unit = begin + uint32_t(item / rpw);
     r = warp + (item % rpw) * kMegaWarps;
-    if (r >= R) return -1;
+    return r < R ? row_at(unit, r) : -1;
+  }
+  // The weight row of a unit's row r < R (-1: past the weight).
+  __device__ __forceinline__ int row_at(uint32_t unit, int r) const {
     if (head_dim > 0) return mega_pair_row(R, head_dim, int(unit), r);
     const int rw = int(unit) * R + r;
     return rw < n ? rw : -1;
@@ -142,13 +142,25 @@ struct MegaShared {
 template <class T, int M>
 __device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float* tile);
 
+// Columns c, c + 1 (c even) of slot i's staged input: T [M, k] row-major, or kMma: the
+// A-fragment order of gemv_mma.cuh (bf16).
+template <class T, int M, bool kMma>
+__device__ __forceinline__ void xs_store2(T* xs, int k, int i, int c, T lo, T hi) {
+  if constexpr (kMma) {
+    *xs_word<M>(reinterpret_cast<uint32_t*>(xs), i, c) = pack2(lo, hi);
+  } else {
+    xs[size_t(i) * k + c] = lo;
+    xs[size_t(i) * k + c + 1] = hi;
+  }
+}
+
 // dst[i, :k] = T(x[i] · rsqrt(mean(x[i]²) + eps) · w) for i < M; x fp32 [M, k] (row stride k,
 // k a multiple of 4). Σ x² order: instructions.h, "RMSNorm". 16-byte loads, every slot's load
 // issued before any is used: a pass over x costs one L2 round trip (~1 µs while HBM streams).
 // w0: the thread's first 4 weights, w[4 tid …], which the caller loads before its wait (the
 // weights depend on no counter and come from HBM); at batch 1 the thread's first x group stays
 // in registers for the second pass. Ends with a barrier.
-template <class T, int M>
+template <class T, int M, bool kMma = false>
 __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0, float eps, T* dst,
                                MegaShared& sh) {
   constexpr bool kKeep = M == 1;  // the first x group stays in registers (more slots spill)
@@ -188,30 +200,40 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0,
     const float4 wj = j == tid ? w0 : reinterpret_cast<const float4*>(w)[j];
 #pragma unroll
     for (int i = 0; i < M; i++) {
-      T* o = dst + size_t(i) * k + 4 * j;
-      o[0] = from_f32<T>(v[i].x * inv[i] * wj.x);
-      o[1] = from_f32<T>(v[i].y * inv[i] * wj.y);
-      o[2] = from_f32<T>(v[i].z * inv[i] * wj.z);
-      o[3] = from_f32<T>(v[i].w * inv[i] * wj.w);
+      xs_store2<T, M, kMma>(dst, k, i, 4 * j, from_f32<T>(v[i].x * inv[i] * wj.x),
+                            from_f32<T>(v[i].y * inv[i] * wj.y));
+      xs_store2<T, M, kMma>(dst, k, i, 4 * j + 2, from_f32<T>(v[i].z * inv[i] * wj.z),
+                            from_f32<T>(v[i].w * inv[i] * wj.w));
     }
   }
   __syncthreads();
 }
 
 // dst[i, :k] = src[i * stride, :k] (T), 16 bytes at a time (k · sizeof(T) a multiple of 16).
-template <class T, int M>
+template <class T, int M, bool kMma>
 __device__ void stage_copy(const T* src, int stride, int k, T* dst) {
   const int v = k * int(sizeof(T)) / 16, sv = stride * int(sizeof(T)) / 16;
   const uint4* s = reinterpret_cast<const uint4*>(src);
   uint4* o = reinterpret_cast<uint4*>(dst);
-  for (int j = threadIdx.x; j < M * v; j += kMegaThreads)
-    o[j] = __ldcg(s + size_t(j / v) * sv + j % v);
+  for (int j = threadIdx.x; j < M * v; j += kMegaThreads) {
+    const uint4 q = __ldcg(s + size_t(j / v) * sv + j % v);
+    if constexpr (kMma) {  // 8 bf16: columns 8 (j mod v) …, four words
+      uint32_t* xs = reinterpret_cast<uint32_t*>(dst);
+      const int i = j / v, c = 8 * (j % v);
+      *xs_word<M>(xs, i, c) = q.x;
+      *xs_word<M>(xs, i, c + 2) = q.y;
+      *xs_word<M>(xs, i, c + 4) = q.z;
+      *xs_word<M>(xs, i, c + 6) = q.w;
+    } else {
+      o[j] = q;
+    }
+  }
   __syncthreads();
 }
 
 // dst[i, :k] = T(silu(g) · u), g = gu[i, :k], u = gu[i, k:2k] (GemvIn::SiluMul's arithmetic),
 // 8 elements a thread at a time with both loads issued first (k a multiple of 8).
-template <class T, int M>
+template <class T, int M, bool kMma>
 __device__ void stage_silu_mul(const T* gu, int k, T* dst) {
   const int k8 = k / 8;
   const Chunk8<T>* src = reinterpret_cast<const Chunk8<T>*>(gu);
@@ -227,8 +249,9 @@ __device__ void stage_silu_mul(const T* gu, int k, T* dst) {
     chunk_f32<T>(gc, g);
     chunk_f32<T>(uc, u);
 #pragma unroll
-    for (int e = 0; e < 8; e++)
-      dst[size_t(i) * k + 8 * c + e] = from_f32<T>(g[e] / (1.0f + expf(-g[e])) * u[e]);
+    for (int e = 0; e < 8; e += 2)
+      xs_store2<T, M, kMma>(dst, k, i, 8 * c + e, from_f32<T>(g[e] / (1.0f + expf(-g[e])) * u[e]),
+                            from_f32<T>(g[e + 1] / (1.0f + expf(-g[e + 1])) * u[e + 1]));
   }
   __syncthreads();
 }
@@ -288,7 +311,8 @@ __device__ __forceinline__ const T* gemv_weight(const MegaArgs& a, MegaOp op, in
   }
 }
 
-template <class T>
+// kMma: segments of gemv_mma.cuh's geometry (a warp's k part of 8 rows in 256-column pieces).
+template <class T, bool kMma>
 __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int layer, uint32_t begin,
                                             uint32_t end) {
   GemvJob j;
@@ -297,7 +321,8 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   j.row_bytes = uint32_t(k) * uint32_t(sizeof(T));
   j.R = op == MegaOp::LmHead ? a.d.lm_rows_per_tile : a.d.rows_per_tile;
   j.rpw = (j.R + kMegaWarps - 1) / kMegaWarps;
-  j.nb = int((j.row_bytes + kGemvSegBytes - 1) / kGemvSegBytes);
+  j.nb = kMma ? (k / kMmaKParts + kMmaSegCols - 1) / kMmaSegCols
+              : int((j.row_bytes + kGemvSegBytes - 1) / kGemvSegBytes);
   j.iters = int(end - begin) * j.rpw * j.nb;
   j.begin = begin;
   j.head_dim = op == MegaOp::Qkv ? a.d.head_dim : 0;
@@ -317,7 +342,7 @@ __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t be
 
 // Lane 0: issues the stream's next segments until `limit` are in flight beyond `consumed`
 // (consumer_pc: the instruction being run; prog_end: the program's end).
-template <class T>
+template <class T, bool kMma>
 __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int prog_end, int limit,
                      char* ring, MegaShared& sh) {
   const int warp = threadIdx.x >> 5, S = a.gemv_stages;
@@ -329,7 +354,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       const MegaInstruction in = a.instrs[cur.pc];
       const MegaOp op = MegaOp(in.op);
       if (mega_is_gemv(op)) {
-        cur.job = gemv_job<T>(a, op, in.layer, in.begin, in.end);
+        cur.job = gemv_job<T, kMma>(a, op, in.layer, in.begin, in.end);
         cur.it = 0;
       } else if (op == MegaOp::AttnPartial && !a.attn_apart && cur.pc >= consumer_pc &&
                  attn_partial_busy(a, in.begin, in.end)) {
@@ -339,18 +364,22 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       }
       continue;
     }
-    uint32_t unit;
-    int r;
-    const int row = cur.job.row(cur.it, warp, unit, r);
-    const uint32_t off = uint32_t(cur.it % cur.job.nb) * kGemvSegBytes;
-    const uint32_t bytes = row >= 0 ? min(uint32_t(kGemvSegBytes), cur.job.row_bytes - off) : 16u;
     const uint32_t s = WeightStream::slot(cur.issued, S);
     uint64_t* bar = &sh.bar[warp][s];
+    char* dst = ring + (size_t(warp) * S + s) * kGemvSegBytes;
     loom::gpu::fence_proxy_async();  // the slot's earlier reads before the copy's writes
-    loom::gpu::mbar_expect_tx(bar, bytes);
-    loom::gpu::bulk_load(ring + (size_t(warp) * S + s) * kGemvSegBytes,
-                         cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0), bytes,
-                         bar);
+    if constexpr (kMma) {
+      mma_issue_segment(cur.job, cur.it, warp, dst, bar);
+    } else {
+      uint32_t unit;
+      int r;
+      const int row = cur.job.row(cur.it, warp, unit, r);
+      const uint32_t off = uint32_t(cur.it % cur.job.nb) * kGemvSegBytes;
+      const uint32_t bytes = row >= 0 ? min(uint32_t(kGemvSegBytes), cur.job.row_bytes - off) : 16u;
+      loom::gpu::mbar_expect_tx(bar, bytes);
+      loom::gpu::bulk_load(dst, cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0),
+                           bytes, bar);
+    }
     cur.it++;
     cur.issued++;
   }
@@ -371,15 +400,16 @@ __device__ __forceinline__ void drain(const MegaArgs& a, const WeightStream& ws,
 // ring (WeightStream); the tile is published after a CTA barrier (cta_publish; a Qkv tile
 // first rotates its RoPE pairs and writes k and v into the cache). kLm: op is LmHead at 1-2
 // slots (its draw's state stays out of the layer GEMVs' loop; at 4-8 slots LmHead runs the
-// layers' instantiation, which measured faster there). false: abandoned.
-template <class T, int M, bool kLm>
+// layers' instantiation, which measured faster there). kMma: the tensor-core form of
+// gemv_mma.cuh (bf16, 4-8 slots; `part` its kMmaPartBytes of D). false: abandoned.
+template <class T, int M, bool kLm, bool kMma>
 __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int layer, uint32_t begin,
-                         uint32_t end, int pc, int prog_end, T* xs, char* ring, WeightStream& ws,
-                         MegaShared& sh) {
+                         uint32_t end, int pc, int prog_end, T* xs, char* ring, float* part,
+                         WeightStream& ws, MegaShared& sh) {
   constexpr int U = kGemvSegBytes / int(sizeof(Chunk8<T>)) / 32;  // chunks a segment per lane
   const MegaDims& d = a.d;
   const MegaLayer* L = op == MegaOp::LmHead ? nullptr : a.layers + layer;
-  const GemvJob job = gemv_job<T>(a, op, layer, begin, end);
+  const GemvJob job = gemv_job<T, kMma>(a, op, layer, begin, end);
   const int k = int(job.row_bytes / sizeof(T));
   GemvOut out = GemvOut::Store;
   T* y = nullptr;
@@ -393,7 +423,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const uint32_t seq = ws.consumed;  // this instruction's iteration it is segment seq + it
   Chunk8<T>* wring = reinterpret_cast<Chunk8<T>*>(ring + size_t(warp) * S * kGemvSegBytes);
 
-  float acc[M];
+  float acc[kMma ? 4 : M];  // kMma: the warp's D fragment (gemv_mma.cuh)
   // LmHead's draw at 1-2 slots runs on every lane: a warp's row t, slot i is pending on lane
   // (t · M + i) mod 32 (so lane l keeps slot l mod M) until 32 / M rows are pending, then each
   // lane folds its own (pv, pr) into its running best (bv, bi) of slot l mod M, filtered by the
@@ -405,84 +435,10 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   int bi = -1, pr = -1;
   uint32_t run = 0;  // units done since the last publish
   const int lo = a.sample_lo, hi = a.sample_hi;
-  // Iteration `it`: the dots of its segment in the ring (every lane's loads issued here), then,
-  // at a row's last segment, the rest of the row before its slot is refilled.
-  auto consume = [&](int it) {
-    const uint32_t q = seq + uint32_t(it);
-    const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
-    loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
-    const int b = it % nb;
-    if (b == 0)
-#pragma unroll
-      for (int i = 0; i < M; i++) acc[i] = 0.0f;
-    const int c0 = b * 32 * U;
-    const Chunk8<T>* xc8 = reinterpret_cast<const Chunk8<T>*>(xs);  // [M][k8]
-    auto dot = [&](int u) {
-      const int ck = c0 + u * 32 + lane;
-      float wf[8];
-      chunk_f32<T>(lds_chunk(wv + u * 32), wf);
-#pragma unroll(sizeof(T) == 2 ? M : 2)
-      for (int i = 0; i < M; i++) {
-        float xf[8];
-        chunk_f32<T>(lds_chunk(xc8 + size_t(i) * k8 + ck), xf);
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
-      }
-    };
-    // A whole segment (every row's but a short last one) without a test per chunk, so that
-    // the chunks' loads can be issued together. f32 (the exactness tests' build) unrolls
-    // less: its 32-byte chunks would spill at 4-8 slots.
-    if (!a.skip_math && c0 + 32 * U <= k8) {
-#pragma unroll(sizeof(T) == 2 ? U : 1)
-      for (int u = 0; u < U; u++) dot(u);
-    } else if (!a.skip_math) {
-#pragma unroll(sizeof(T) == 2 ? U : 1)
-      for (int u = 0; u < U; u++)
-        if (c0 + u * 32 + lane < k8) dot(u);
-    }
-    // The row's last segment: its sum and store, LmHead's draw, a unit's end.
-    if (b != nb - 1) return;
-    uint32_t unit;
-    int r;
-    const int row = job.row(it, warp, unit, r);
-#pragma unroll
-    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
-    if (row >= 0 && lane < M) {
-      float val = 0.0f;
-#pragma unroll
-      for (int i = 0; i < M; i++)
-        if (i == lane) val = acc[i];
-      if (op == MegaOp::Qkv) {
-        sh.tile[r * M + lane] = val;  // rotated and stored by qkv_tile_out
-      } else if (out == GemvOut::Store) {
-        y[size_t(lane) * y_stride + row] = from_f32<T>(val);
-      } else if (out == GemvOut::AddX) {
-        float* px = a.x + size_t(lane) * d.hidden + row;
-        *px = __ldcg(px) + val;
-      } else {
-        a.logits[size_t(lane) * a.logits_ld + row] = val;
-        const loom::gpu::SampleParamsDev& p = a.params[lane];
-        if (M > 2 && p.active && row >= lo && row < hi) draw_fold(val, row - lo, p, bv, bv, bi);
-      }
-    }
-    if constexpr (kLm && M <= 2) {
-      const int t = it / nb, batch = 32 / M, i = lane % M;  // this warp's row t of the instruction
-      if (lane / M == t % batch) {
-#pragma unroll
-        for (int s = 0; s < M; s++)
-          if (s == i) pv = acc[s];
-        pr = row >= 0 && a.params[i].active && row >= lo && row < hi ? row - lo : -1;
-      }
-      if (t % batch == batch - 1 || it == iters - 1) {
-        float thr = bv;  // the best key of slot i on the warp's lanes so far
-#pragma unroll
-        for (int o = 16; o >= M; o >>= 1) thr = fmaxf(thr, __shfl_xor_sync(0xffffffffu, thr, o));
-        if (pr >= 0) draw_fold(pv, pr, a.params[i], thr, bv, bi);
-        pr = -1;
-      }
-    }
+  // After a row's last segment: at a unit's end (the same iteration on every warp), LmHead's
+  // draw partials, a Qkv tile's RoPE and cache write, and the publish.
+  auto unit_end = [&](int it, uint32_t unit) {
     if ((it / nb) % rpw != rpw - 1) return;  // the unit goes on for this warp
-    // End of a unit (the same iteration on every warp).
     if (out == GemvOut::Logits && unit + 1 == end) {
       // Lanes of one slot fold into lane i < M; the instruction's best per slot goes to its first
       // tile's partial, none to the others.
@@ -520,6 +476,108 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       __syncthreads();
     }
   };
+  // A row's output for slot i (any op but LmHead's draw at 1-2 slots without kMma, below).
+  auto emit = [&](int row, int r, int i, float val) {
+    if (op == MegaOp::Qkv) {
+      sh.tile[r * M + i] = val;  // rotated and stored by qkv_tile_out
+    } else if (out == GemvOut::Store) {
+      y[size_t(i) * y_stride + row] = from_f32<T>(val);
+    } else if (out == GemvOut::AddX) {
+      float* px = a.x + size_t(i) * d.hidden + row;
+      *px = __ldcg(px) + val;
+    } else {
+      a.logits[size_t(i) * a.logits_ld + row] = val;
+      const loom::gpu::SampleParamsDev& p = a.params[i];
+      if ((M > 2 || kMma) && p.active && row >= lo && row < hi)
+        draw_fold(val, row - lo, p, bv, bv, bi);
+    }
+  };
+  // Iteration `it`: the dots of its segment in the ring (every lane's loads issued here), then,
+  // at a row's last segment, the rest of the row before its slot is refilled.
+  auto consume = [&](int it) {
+    const uint32_t q = seq + uint32_t(it);
+    const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
+    loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
+    const int b = it % nb;
+    if (b == 0)
+#pragma unroll
+      for (int i = 0; i < (kMma ? 4 : M); i++) acc[i] = 0.0f;
+    if constexpr (kMma) {
+      const int kw = k / kMmaKParts;
+      if (!a.skip_math)
+        mma_segment<M>(acc, loom::gpu::smem_u32(wv - lane), reinterpret_cast<const uint4*>(xs),
+                       (warp % kMmaKParts) * kw + b * kMmaSegCols,
+                       min(kMmaSegCols, kw - b * kMmaSegCols));
+      if (b != nb - 1) return;
+      uint32_t unit;
+      int r, i, s;
+      float val;
+      job.row(it, warp, unit, r);
+      if (mma_item_out<M>(acc, part, i, s, val)) {
+        r = ((it / nb) % rpw) * 16 + (warp / kMmaKParts) * 8 + i;
+        const int row = job.row_at(unit, r);
+        if (row >= 0) emit(row, r, s, val);
+      }
+      unit_end(it, unit);
+      return;
+    }
+    const int c0 = b * 32 * U;
+    const Chunk8<T>* xc8 = reinterpret_cast<const Chunk8<T>*>(xs);  // [M][k8]
+    auto dot = [&](int u) {
+      const int ck = c0 + u * 32 + lane;
+      float wf[8];
+      chunk_f32<T>(lds_chunk(wv + u * 32), wf);
+#pragma unroll(sizeof(T) == 2 ? M : 2)
+      for (int i = 0; i < M; i++) {
+        float xf[8];
+        chunk_f32<T>(lds_chunk(xc8 + size_t(i) * k8 + ck), xf);
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[i] += wf[e] * xf[e];
+      }
+    };
+    // A whole segment (every row's but a short last one) without a test per chunk, so that
+    // the chunks' loads can be issued together. f32 (the exactness tests' build) unrolls
+    // less: its 32-byte chunks would spill at 4-8 slots.
+    if (!a.skip_math && c0 + 32 * U <= k8) {
+#pragma unroll(sizeof(T) == 2 ? U : 1)
+      for (int u = 0; u < U; u++) dot(u);
+    } else if (!a.skip_math) {
+#pragma unroll(sizeof(T) == 2 ? U : 1)
+      for (int u = 0; u < U; u++)
+        if (c0 + u * 32 + lane < k8) dot(u);
+    }
+    // The row's last segment: its sum and store, LmHead's draw, a unit's end.
+    if (b != nb - 1) return;
+    uint32_t unit;
+    int r;
+    const int row = job.row(it, warp, unit, r);
+#pragma unroll
+    for (int i = 0; i < M; i++) acc[i] = warp_sum(acc[i]);
+    if (row >= 0 && lane < M) {
+      float val = 0.0f;
+#pragma unroll
+      for (int i = 0; i < M; i++)
+        if (i == lane) val = acc[i];
+      emit(row, r, lane, val);
+    }
+    if constexpr (kLm && M <= 2) {
+      const int t = it / nb, batch = 32 / M, i = lane % M;  // this warp's row t of the instruction
+      if (lane / M == t % batch) {
+#pragma unroll
+        for (int s = 0; s < M; s++)
+          if (s == i) pv = acc[s];
+        pr = row >= 0 && a.params[i].active && row >= lo && row < hi ? row - lo : -1;
+      }
+      if (t % batch == batch - 1 || it == iters - 1) {
+        float thr = bv;  // the best key of slot i on the warp's lanes so far
+#pragma unroll
+        for (int o = 16; o >= M; o >>= 1) thr = fmaxf(thr, __shfl_xor_sync(0xffffffffu, thr, o));
+        if (pr >= 0) draw_fold(pv, pr, a.params[i], thr, bv, bi);
+        pr = -1;
+      }
+    }
+    unit_end(it, unit);
+  };
 
   // While the CTA waits for its input at most gemv_early segments a warp are in flight (those
   // the stream started earlier included), the rest of the ring's after the input is staged:
@@ -531,31 +589,31 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const float4 w0 = norm_w != nullptr && int(threadIdx.x) < k / 4
                         ? reinterpret_cast<const float4*>(norm_w)[threadIdx.x]
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (lane == 0) pump<T>(a, ws, pc, prog_end, min(a.gemv_early, S), ring, sh);
+  if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, min(a.gemv_early, S), ring, sh);
   if (!cta_wait(c, mega_wait(d, op, layer, int(begin)))) return false;  // the caller drains
   switch (op) {
     case MegaOp::Qkv:
     case MegaOp::GateUp:
-      stage_rms_norm<T, M>(a.x, k, norm_w, w0, a.eps, xs, sh);
+      stage_rms_norm<T, M, kMma>(a.x, k, norm_w, w0, a.eps, xs, sh);
       break;
     case MegaOp::OProj:
-      stage_copy<T, M>(static_cast<const T*>(a.attn), k, k, xs);
+      stage_copy<T, M, kMma>(static_cast<const T*>(a.attn), k, k, xs);
       break;
     case MegaOp::Down:
-      stage_silu_mul<T, M>(static_cast<const T*>(a.gu), k, xs);
+      stage_silu_mul<T, M, kMma>(static_cast<const T*>(a.gu), k, xs);
       break;
     default:
-      stage_copy<T, M>(static_cast<const T*>(a.h_last), k, k, xs);
+      stage_copy<T, M, kMma>(static_cast<const T*>(a.h_last), k, k, xs);
       break;
   }
   if (c.trace && threadIdx.x == 0) c.staged = global_ns();
   const int F = a.gemv_inflight > 0 ? min(a.gemv_inflight, S) : S;
-  if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);
+  if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
   for (int it = 0; it < iters; it++) {
     consume(it);
     __syncwarp();  // every lane is done with the slot before it is refilled
     ws.consumed = seq + uint32_t(it) + 1;
-    if (lane == 0) pump<T>(a, ws, pc, prog_end, F, ring, sh);
+    if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
   }
   return true;
 }

@@ -60,7 +60,8 @@
 // each op's reads and writes.
 //
 // Reduction order (so bf16 and fp32 results are deterministic and independent of the SM
-// count, the unit → SM map and the batch):
+// count, the unit → SM map and, but for the GEMVs of gemv_mma at 4-8 slots, the batch;
+// --batch-invariant takes the graph path):
 //   RMSNorm (Qkv, GateUp, FinalNorm prologues): Σ x² in fp32, thread t of kMegaNormThreads
 //     summing the 4-element groups t, t + T, t + 2T … in order (each group's 4 squares left to
 //     right), then a xor-shuffle tree (16, 8, 4, 2, 1) per warp and the warps' sums in warp
@@ -68,7 +69,9 @@
 //     same bits, so the redundant per-instruction norms agree with each other.
 //   GEMV row (Qkv, OProj, GateUp, Down, LmHead): one warp per output row, fp32; lane l sums
 //     the 8-element chunks c ≡ l (mod 32) of k in increasing c, each chunk's 8 products left
-//     to right, then the xor-shuffle tree. Depends on k only. Outputs: GateUp rounds to the
+//     to right, then the xor-shuffle tree. Depends on k only. At 4-8 slots in bf16 with
+//     MegaArgs::gemv_mma (gemv_mma.cuh): the mma.sync k-steps of each of 8 k parts in order,
+//     then the parts summed 0 … 7. Outputs: GateUp rounds to the
 //     compute dtype; Qkv rotates a pair's two fp32 dots (rope_pair) and rounds once; OProj and Down
 //     add their fp32 result to x once (x += dot: one writer per element); LmHead stores fp32
 //     logits.

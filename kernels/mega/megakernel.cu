@@ -15,7 +15,7 @@
 
 namespace loom::mega {
 
-template <class T, int M>
+template <class T, int M, bool kMma>
 __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) {
   extern __shared__ uint4 mega_smem[];
   __shared__ MegaShared sh;
@@ -47,7 +47,9 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   // With attention's buffers apart from the ring (1-2 slots), an AttnPartial's first partition
   // is staged by cp.async started with the instruction before it (attn_prefetch).
   const bool apart = M <= 2 && a.attn_apart;
-  char* attn_smem = apart ? ring + size_t(kMegaWarps) * a.gemv_stages * kGemvSegBytes : dyn;
+  // gemv_mma.cuh's D of every warp after the ring (kMma), then attention's buffers if apart.
+  float* part = reinterpret_cast<float*>(ring + size_t(kMegaWarps) * a.gemv_stages * kGemvSegBytes);
+  char* attn_smem = apart ? reinterpret_cast<char*>(part) + (kMma ? kMmaPartBytes : 0) : dyn;
   bool prefetched = false;
   for (int i = a.prog_begin[prog]; ok && i < prog_end; i++) {
     const MegaInstruction in = a.instrs[i];
@@ -83,11 +85,12 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
         ok = run_draw<M>(a, c, in.begin, in.end, sh);
         break;
       case MegaOp::LmHead:  // its own instantiation at 1-2 slots (run_gemv's kLm)
-        ok = run_gemv<T, M, (M <= 2)>(a, c, op, 0, in.begin, in.end, i, prog_end, xs, ring, ws, sh);
+        ok = run_gemv<T, M, (M <= 2 && !kMma), kMma>(a, c, op, 0, in.begin, in.end, i, prog_end, xs,
+                                                     ring, part, ws, sh);
         break;
       default:  // Qkv, OProj, GateUp, Down
-        ok = run_gemv<T, M, false>(a, c, op, in.layer, in.begin, in.end, i, prog_end, xs, ring, ws,
-                                   sh);
+        ok = run_gemv<T, M, false, kMma>(a, c, op, in.layer, in.begin, in.end, i, prog_end, xs,
+                                         ring, part, ws, sh);
         break;
     }
     if (c.trace && threadIdx.x == 0) {
@@ -118,26 +121,32 @@ static size_t attn_bytes(const MegaDims& d, DType t) {
                           : attn_smem_bytes<float>(d.group_size(), d.head_dim);
 }
 
-size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart) {
+bool mega_gemv_mma(const MegaDims& d, DType t) {
+  return t == DType::BF16 && d.batch >= 4 && mega_mma_fits(d.hidden) && mega_mma_fits(d.q_dim()) &&
+         mega_mma_fits(d.intermediate) && d.rows_per_tile % 16 == 0 && d.lm_rows_per_tile % 16 == 0;
+}
+
+size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart, bool mma) {
   const size_t elt = t == DType::BF16 ? 2 : 4;
-  const size_t gemv = mega_xs_bytes(d, elt) + size_t(kMegaWarps) * gemv_stages * kGemvSegBytes;
+  const size_t gemv = mega_xs_bytes(d, elt) + size_t(kMegaWarps) * gemv_stages * kGemvSegBytes +
+                      (mma ? kMmaPartBytes : 0);
   return kMegaAlign + (attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t)));
 }
 
-int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart) {
+int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma) {
   for (int s = kGemvMaxStages; s >= 2; s--)
-    if (mega_smem_bytes(d, t, s, attn_apart) + sizeof(MegaShared) + 1024 <= size_t(smem_optin))
+    if (mega_smem_bytes(d, t, s, attn_apart, mma) + sizeof(MegaShared) + 1024 <= size_t(smem_optin))
       return s;
   return 0;
 }
 
-template <class T, int M>
+template <class T, int M, bool kMma>
 static loom::gpu::Status launch(const MegaArgs& a, cudaStream_t stream) {
-  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages, a.attn_apart) + a.smem_skew;
+  const size_t smem = mega_smem_bytes(a.d, a.t, a.gemv_stages, a.attn_apart, kMma) + a.smem_skew;
   static size_t configured = 48 * 1024;
   if (smem > configured) {
     const cudaError_t e = cudaFuncSetAttribute(
-        megakernel<T, M>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        megakernel<T, M, kMma>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess)
       return loom::gpu::Status::bad(
           loom::cat("megakernel: ", smem, " bytes of shared memory: ", cudaGetErrorString(e)));
@@ -153,23 +162,25 @@ static loom::gpu::Status launch(const MegaArgs& a, cudaStream_t stream) {
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, megakernel<T, M>, a);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, megakernel<T, M, kMma>, a);
   if (e != cudaSuccess)
     return loom::gpu::Status::bad(loom::cat("megakernel: launch: ", cudaGetErrorString(e)));
   return loom::gpu::launch_status("megakernel");
 }
 
-template <class T>
+template <class T, bool kMma>
 static loom::gpu::Status dispatch_batch(const MegaArgs& a, cudaStream_t stream) {
   switch (a.d.batch) {
-    case 1:
-      return launch<T, 1>(a, stream);
+    case 1:  // (the tensor-core GEMVs from 4 slots: mega_gemv_mma)
+      if constexpr (!kMma) return launch<T, 1, false>(a, stream);
+      break;
     case 2:
-      return launch<T, 2>(a, stream);
+      if constexpr (!kMma) return launch<T, 2, false>(a, stream);
+      break;
     case 4:
-      return launch<T, 4>(a, stream);
+      return launch<T, 4, kMma>(a, stream);
     case 8:
-      return launch<T, 8>(a, stream);
+      return launch<T, 8, kMma>(a, stream);
   }
   return loom::gpu::Status::bad(
       loom::cat("megakernel: batch ", a.d.batch, " is not a graph bucket (1, 2, 4 or 8)"));
@@ -195,8 +206,13 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(reduce_floats <= int(attn_bytes(a.d, a.t) / 4), "megakernel: ", a.max_parts,
                  " attention partitions a (slot, KV head) need ", 4 * reduce_floats,
                  " bytes of AttnReduce's shared memory (", attn_bytes(a.d, a.t), " there)");
-  if (a.t == DType::BF16) return dispatch_batch<bf16>(a, stream);
-  return dispatch_batch<float>(a, stream);
+  LOOM_ARG_CHECK(!a.gemv_mma || mega_gemv_mma(a.d, a.t), "megakernel: tensor-core GEMVs asked for ",
+                 "batch ", a.d.batch, " (expected bf16, 4-8 slots, every k a multiple of ",
+                 kMmaKParts * 32, ", tiles of multiples of 16 rows)");
+  if (a.t == DType::BF16)
+    return a.gemv_mma ? dispatch_batch<bf16, true>(a, stream)
+                      : dispatch_batch<bf16, false>(a, stream);
+  return dispatch_batch<float, false>(a, stream);
 }
 
 }  // namespace loom::mega

@@ -78,6 +78,7 @@ struct MegaArgs {
   int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)
   int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
+  bool gemv_mma = false;             // GEMVs on the tensor cores (mega_gemv_mma; gemv_mma.cuh)
   int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
 
   // Workspace.
@@ -137,9 +138,13 @@ __host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
 // AttnPartial with work) or after them (true: the stream runs on through attention and the
 // partition's K and V are staged an instruction early; the kernel takes it at 1-2 slots), and
 // kMegaAlign bytes to put its start on a boundary.
-size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart);
+// mma: the tensor-core GEMVs' partials too (gemv_mma.cuh).
+size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart, bool mma);
 // The deepest weight ring (stages per warp, 2-3) that fits `smem_optin` bytes a block; 0: none.
-int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart);
+int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma);
+// Whether the layer and lm_head GEMVs can run on the tensor cores (gemv_mma.cuh): bf16, 4-8
+// slots, every input length a multiple of 256, tiles of multiples of 16 rows.
+bool mega_gemv_mma(const MegaDims& d, DType t);
 
 // Launches one step (cooperative: every CTA resident, one per SM). Capturable into a graph.
 loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream);

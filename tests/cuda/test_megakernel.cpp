@@ -5,7 +5,8 @@
 //      logits within 1e-4; in bf16 within the backend's bf16 bound of 6e-2;
 //   2. on a random model with contexts of 300–3,000 keys (partitions of 32-256 keys, several
 //      per split, the fold in chunks), f32: the megakernel's logits equal the graph path's
-//      within 2e-5 and its tokens are the same;
+//      within 2e-5 and its tokens are the same; bf16 at 1, 2, 4 and 8 sequences (the
+//      tensor-core GEMVs at 4 and 8, and the dot loop there too) within 6e-2;
 //   3. a bf16 step replayed 1,000 times with random sleeps at every wait and publish and the
 //      SMs' programs handed out in random orders gives the same logit bits every time;
 //   4. a schedule defect (a qkv unit dropped) fails the step with the counter's name after the
@@ -162,11 +163,17 @@ TEST_CASE("f32 megakernel equals the graph path at block size 64") {
 }
 
 // bf16 at head_dim 64: attention's k and v rows sit swizzled in shared memory at 1-2 slots
-// (attention_ops.cuh, kv_chunk), which the tiny checkpoints' head_dim 16 leaves in place.
+// (attention_ops.cuh, kv_chunk), which the tiny checkpoints' head_dim 16 leaves in place. At 4
+// and 8 slots the GEMVs run on the tensor cores (gemv_mma.cuh: long_spec's k of 512 and 1,024
+// fit its geometry, the tiny checkpoints' 96 and 160 do not), then on the dot loop.
 TEST_CASE("bf16 megakernel near the graph path (6e-2) at contexts of 300-3,000 keys") {
-  std::vector<MegakernelDebug> settings(2);  // attention's buffers beside the ring, then over it
+  std::vector<MegakernelDebug> settings(3);  // attention's buffers beside the ring, then over it
   settings[1].attn_apart = 1;
-  compare_with_graph(ComputeDType::BF16, {{3000}, {300, 2999}}, settings, 2, 6e-2);
+  settings[2].gemv_mma = 1;
+  compare_with_graph(
+      ComputeDType::BF16,
+      {{3000}, {300, 2999}, {1300, 64, 2048, 3071}, {700, 1, 2500, 300, 64, 1025, 3000, 17}},
+      settings, 2, 6e-2);
 }
 
 // Batch 8, then batch 2 (attention's buffers beside the ring there, its K/V staged while the

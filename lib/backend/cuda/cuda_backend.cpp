@@ -235,8 +235,8 @@ void CudaBackend::after_load() {
     int optin = 0;
     LOOM_CUDA_CHECK(
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
-    LOOM_CHECK(mega::mega_gemv_stages(s.dims, t_, optin, false) >= 2,
-               "megakernel: ", mega::mega_smem_bytes(s.dims, t_, 2, false),
+    LOOM_CHECK(mega::mega_gemv_stages(s.dims, t_, optin, false, false) >= 2,
+               "megakernel: ", mega::mega_smem_bytes(s.dims, t_, 2, false, false),
                " bytes of shared memory needed at 8 sequences, the device offers ", optin);
     mega_smem_optin_ = optin;
   } catch (const Error& e) {

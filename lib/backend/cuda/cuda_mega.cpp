@@ -188,12 +188,16 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.bt_stride = L.bt_stride;
   a.block_size = block_size_;
   a.params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
+  // The GEMVs on the tensor cores where the shapes and shared memory allow (gemv_mma.cuh:
+  // batch 4-8 in bf16). MegakernelDebug::gemv_mma 1 turns it off.
+  a.gemv_mma = mega_debug_.gemv_mma != 1 && mega::mega_gemv_mma(m.dims, t_) &&
+               mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, false, true) >= 2;
   // Attention's buffers beside the ring where they fit with a ring of 2+ slots (the kernel
   // takes that layout at 1-2 slots): the stream runs on through attention and a partition's K
   // and V are staged an instruction early. MegakernelDebug::attn_apart 1 turns it off.
   a.attn_apart = mega_debug_.attn_apart != 1 && m.dims.batch <= 2 &&
-                 mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, true) >= 2;
-  a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, a.attn_apart);
+                 mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, true, a.gemv_mma) >= 2;
+  a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, a.attn_apart, a.gemv_mma);
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   a.gemv_inflight = mega_debug_.gemv_inflight;
   a.reduce_chunk = mega_debug_.reduce_chunk;

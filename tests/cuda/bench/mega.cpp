@@ -66,23 +66,23 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   }
   r["steps"] = rows;
 
-  // Sweeps of a MegakernelDebug knob at batch 1, ctx 600: graph replay µs for each value.
+  // Sweeps of a MegakernelDebug knob (batch 1, ctx 600 unless named): graph replay µs a value.
   be.set_megakernel(true);
   // LOOM_BENCH_MEGA_SWEEPS=a,b: only those sweeps and one traced configuration (batch 1, ctx
   // 600), for a short device call.
   const char* only = std::getenv("LOOM_BENCH_MEGA_SWEEPS");
   const std::string chosen = only != nullptr ? "," + std::string(only) + "," : "";
   auto sweep = [&](const char* key, const char* what, std::vector<int> values,
-                   int MegakernelDebug::*knob, int ctx = 600) {
+                   int MegakernelDebug::*knob, int ctx = 600, int batch = 1) {
     if (only != nullptr && chosen.find("," + std::string(key) + ",") == std::string::npos) return;
     json rows = json::array();
-    std::printf("\n%s (batch 1, ctx %d):\n", what, ctx);
+    std::printf("\n%s (batch %d, ctx %d):\n", what, batch, ctx);
     for (int v : values) {
       MegakernelDebug dbg;
       dbg.*knob = v;
       cuda_set_megakernel_debug(be, dbg);
-      time_steps(be, bench_batch(1, ctx, bs), 5, 20);
-      const double gpu = cuda_time_graph_replay(be, 1, 50) * 1e-3;
+      time_steps(be, bench_batch(batch, ctx, bs), 5, 20);
+      const double gpu = cuda_time_graph_replay(be, batch, 50) * 1e-3;
       rows.push_back({{key, v}, {"graph_gpu_s", gpu}});
       std::printf("  %3d: graph %.1f us = %.3f x floor\n", v, gpu * 1e6, gpu * 1e6 / floor_us);
     }
@@ -111,6 +111,11 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   for (int ctx : {600, 3000, 7000})
     sweep("attn_splits", "attention splits a (slot, KV head)", {8, 16, 24, 32},
           &MegakernelDebug::attn_splits, ctx);
+  // Batch 8: the GEMVs on the tensor cores or the dot loop, and what the dot products cost.
+  sweep("gemv_mma_b8", "GEMVs on the tensor cores (1 off, 2 on)", {1, 2},
+        &MegakernelDebug::gemv_mma, 600, 8);
+  sweep("skip_math_b8", "wrong tokens: skip_math as above", {0, 1, 2, 3},
+        &MegakernelDebug::skip_math, 600, 8);
   for (int ctx : {600, 3000})
     sweep("attn_min_keys", "an attention partition's keys, at least", {32, 64, 256},
           &MegakernelDebug::attn_min_keys, ctx);
