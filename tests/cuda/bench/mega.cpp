@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench/bench.h"
@@ -126,6 +127,18 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   // own costs per op.
   std::vector<std::array<int, 3>> traced = {{1, 600, 0}, {1, 7000, 0}, {8, 600, 0}, {1, 600, 3}};
   if (only != nullptr) traced.resize(1);
+  // LOOM_BENCH_MEGA_TRACE="batch,ctx,skip_math;…": these configurations instead.
+  if (const char* t = std::getenv("LOOM_BENCH_MEGA_TRACE")) {
+    traced.clear();
+    std::istringstream in(t);
+    std::string item;
+    while (std::getline(in, item, ';')) {
+      std::array<int, 3> v{};
+      LOOM_CHECK(std::sscanf(item.c_str(), "%d,%d,%d", &v[0], &v[1], &v[2]) == 3,
+                 "LOOM_BENCH_MEGA_TRACE: ", item, " (expected batch,ctx,skip_math)");
+      traced.push_back(v);
+    }
+  }
   for (const std::array<int, 3>& tr : traced) {
     const int n = tr[0], ctx = tr[1];
     be.set_megakernel(true);
