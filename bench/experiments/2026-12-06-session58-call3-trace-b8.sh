@@ -1,15 +1,19 @@
 #!/bin/bash
-# Session 58, call 3: where a batch-8 megakernel step goes now that its dot products are cheap
-# (call 2: skip_math 0 / 1 / 2 / 3 at b8 2,800 / 2,717 / 2,659 / 2,468 us against ~1,277 with
-# neither math nor waits at b1). The per-op trace at batch 8 (and 4), with and without math and
-# waits. Binaries: .device/s58t.txz (f04cc34's tests pack) with .device/v8.txz over it
-# (cuda_bench with LOOM_BENCH_MEGA_TRACE). Carry both.
+# Session 58, call 3 (prepared, not run: the session's device time ran out): where a batch-8
+# megakernel step goes now that its dot products are cheap (call 2: skip_math 0 / 1 / 2 / 3 at
+# b8 2,800 / 2,717 / 2,659 / 2,468 us against ~1,277 with neither math nor waits at b1). The
+# per-op trace at batch 8 (and 4), with and without math and
+# waits, and batch 8's attention at longer partitions / fewer splits (sweeps attn_min_keys_b8,
+# attn_splits_b8: a knob that helps there is a default per batch bucket). Binaries:
+# .device/s58t.txz (f04cc34's tests pack) with .device/v8.txz over it (cuda_bench with
+# LOOM_BENCH_MEGA_TRACE and the b8 sweeps). Carry both.
 python3 -c "
 import tarfile
 for p in ('.device/s58t.txz', '.device/v8.txz'):
     tarfile.open(p).extractall()"
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
-LOOM_BENCH_MEGA_SWEEPS=none LOOM_BENCH_MEGA_TRACE="8,600,0;8,600,3;8,600,2;4,600,0;1,600,3" \
+LOOM_BENCH_MEGA_SWEEPS=attn_min_keys_b8,attn_splits_b8 \
+  LOOM_BENCH_MEGA_TRACE="8,600,0;8,600,3;8,600,2;4,600,0;1,600,3" \
   timeout 300 build/bin/cuda_bench "$OUT/trace.json" --megakernel > "$OUT/trace.log" 2>&1
-echo "rc=$?"; grep -E "^(1|8) +[0-9]+ +(graph|mega)|^megakernel batch|^  [a-z]" "$OUT/trace.log"
+echo "rc=$?"; grep -E "^(1|8) +[0-9]+ +(graph|mega)|^megakernel batch|^  [a-z]|^ +[0-9]+: graph|\(batch" "$OUT/trace.log"

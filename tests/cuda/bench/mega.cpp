@@ -117,6 +117,12 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::gemv_mma, 600, 8);
   sweep("skip_math_b8", "wrong tokens: skip_math as above", {0, 1, 2, 3},
         &MegakernelDebug::skip_math, 600, 8);
+  // Batch 8's attention: 32 (slot, KV head) pairs of ~10 busy 64-key splits each at ctx 600
+  // (~2.4 a CTA a layer); longer partitions or fewer splits make fewer, longer units.
+  sweep("attn_min_keys_b8", "an attention partition's keys, at least", {64, 128, 256},
+        &MegakernelDebug::attn_min_keys, 600, 8);
+  sweep("attn_splits_b8", "attention splits a (slot, KV head)", {4, 8, 16, 32},
+        &MegakernelDebug::attn_splits, 600, 8);
   for (int ctx : {600, 3000})
     sweep("attn_min_keys", "an attention partition's keys, at least", {32, 64, 256},
           &MegakernelDebug::attn_min_keys, ctx);
