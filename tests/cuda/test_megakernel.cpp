@@ -32,16 +32,18 @@ namespace {
 
 const char* const kModels[] = {"tiny_v1", "tiny_v2", "tiny_llama"};
 
+// Under compute-sanitizer a step runs ~100x slower: its runs lengthen the bounded wait.
+MegakernelDebug sanitizer_timeout(MegakernelDebug dbg) {
+  if (const char* s = std::getenv("LOOM_TEST_MEGA_TIMEOUT_S"))
+    dbg.timeout_ns = uint64_t(std::atof(s) * 1e9);
+  return dbg;
+}
+
 // The step driver's batches with greedy and seeded draws (no filter: the megakernel's draws).
 void compare_with_cpu(const LoadedModel& m, ComputeDType dtype, double tol, int n_seqs) {
   auto gpu = make_cuda_backend(dtype, 0);
   cuda_set_megakernel(*gpu, MegakernelMode::Force);
-  // Under compute-sanitizer a step runs ~100x slower: its runs lengthen the bounded wait.
-  if (const char* s = std::getenv("LOOM_TEST_MEGA_TIMEOUT_S")) {
-    MegakernelDebug dbg;
-    dbg.timeout_ns = uint64_t(std::atof(s) * 1e9);
-    cuda_set_megakernel_debug(*gpu, dbg);
-  }
+  cuda_set_megakernel_debug(*gpu, sanitizer_timeout(MegakernelDebug{}));
   const StepCounts c = loom::test::compare_with_cpu(m, *gpu, tol, n_seqs, 2);
   // Every decode step (one slot per sequence) took the megakernel, nothing else did.
   CAPTURE(cuda_megakernel_refusal(*gpu));
@@ -97,7 +99,7 @@ void compare_with_graph(ComputeDType dtype, const std::vector<std::vector<int>>&
     auto mega = random_backend(dtype, MegakernelMode::Force, blocks, block_size);
     for (size_t k = 0; k < settings.size(); k++) {
       CAPTURE(k);
-      cuda_set_megakernel_debug(*mega, settings[k]);
+      cuda_set_megakernel_debug(*mega, sanitizer_timeout(settings[k]));
       for (int step = 0; step < steps; step++) {
         CAPTURE(step);
         std::vector<int> at = ctx;
