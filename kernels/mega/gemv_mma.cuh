@@ -82,7 +82,7 @@ template <class Job>
 __device__ __forceinline__ void mma_issue_segment(const Job& j, int it, int warp, char* slot,
                                                   uint64_t* bar) {
   const int item = it / j.nb, b = it % j.nb;
-  const uint32_t unit = j.begin + uint32_t(item / j.rpw);
+  const uint32_t unit = j.unit_of(it);
   const int kw = int(j.row_bytes) / 2 / kMmaKParts;
   const int col0 = (warp % kMmaKParts) * kw + b * kMmaSegCols;
   const int G = min(kMmaSegCols, kw - b * kMmaSegCols) / 8;  // 16-byte granules a row

@@ -88,10 +88,13 @@ struct GemvJob {
   // Row of iteration `it` for `warp` (-1: past the tile or the weight), its unit and its row r
   // of the unit.
   __device__ __forceinline__ int row(int it, int warp, uint32_t& unit, int& r) const {
-    const int item = it / nb;
-    unit = begin + uint32_t(item / rpw);
-    r = warp + (item % rpw) * kMegaWarps;
+    unit = unit_of(it);
+    r = warp + (it / nb % rpw) * kMegaWarps;
     return r < R ? row_at(unit, r) : -1;
+  }
+  // The unit of iteration `it`.
+  __device__ __forceinline__ uint32_t unit_of(int it) const {
+    return begin + uint32_t(it / nb / rpw);
   }
   // The weight row of a unit's row r < R (-1: past the weight).
   __device__ __forceinline__ int row_at(uint32_t unit, int r) const {
@@ -509,12 +512,11 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
                        (warp % kMmaKParts) * kw + b * kMmaSegCols,
                        min(kMmaSegCols, kw - b * kMmaSegCols));
       if (b != nb - 1) return;
-      uint32_t unit;
-      int r, i, s;
+      const uint32_t unit = job.unit_of(it);
+      int i, s;
       float val;
-      job.row(it, warp, unit, r);
       if (mma_item_out<M>(acc, part, i, s, val)) {
-        r = ((it / nb) % rpw) * 16 + (warp / kMmaKParts) * 8 + i;
+        const int r = ((it / nb) % rpw) * 16 + (warp / kMmaKParts) * 8 + i;
         const int row = job.row_at(unit, r);
         if (row >= 0) emit(row, r, s, val);
       }

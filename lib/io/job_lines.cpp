@@ -281,44 +281,48 @@ class PollBuf : public std::streambuf {
   bool line_ready() {
     for (;;) {
       const size_t held = size_t(egptr() - gptr());
-      if (eof_ || std::memchr(gptr(), '\n', held) != nullptr) return true;
+      if (eof_ || error_ != 0 || std::memchr(gptr(), '\n', held) != nullptr) return true;
       if (held == sizeof buf_) return true;  // a line longer than the buffer: read on
-      std::memmove(buf_, gptr(), held);
-      setg(buf_, buf_, buf_ + held);
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) return false;
-      const ssize_t n = ::read(fd_, buf_ + held, sizeof buf_ - held);
-      if (n < 0) return errno != EINTR && errno != EAGAIN;  // the read reports the error
-      eof_ = n == 0;
-      setg(buf_, buf_, buf_ + held + size_t(n));
+      if (!fill(0)) return false;
     }
   }
 
  protected:
   int_type underflow() override {
     while (gptr() == egptr()) {
+      if (error_ != 0) throw std::system_error(error_, std::generic_category());  // badbit
       if (eof_ || (stop != nullptr && stop->load())) return traits_type::eof();
-      pollfd p{fd_, POLLIN, 0};
-      const int r = ::poll(&p, 1, stop != nullptr ? 100 : -1);
-      if (r == 0 || (r < 0 && errno == EINTR)) continue;
-      const ssize_t n = ::read(fd_, buf_, sizeof buf_);
-      if (n == 0) {
-        eof_ = true;
-        return traits_type::eof();
-      }
-      if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        throw std::system_error(errno, std::generic_category());  // the stream: badbit
-      }
-      setg(buf_, buf_, buf_ + n);
+      fill(stop != nullptr ? 100 : -1);
     }
     return traits_type::to_int_type(*gptr());
   }
 
  private:
+  // One read after the bytes held (moved to the buffer's start) once the pipe is readable
+  // within wait_ms (-1: no limit). false: nothing yet (not readable, or interrupted); true:
+  // bytes came, or eof_ or error_ was set.
+  bool fill(int wait_ms) {
+    const size_t held = size_t(egptr() - gptr());
+    std::memmove(buf_, gptr(), held);
+    setg(buf_, buf_, buf_ + held);
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, wait_ms);
+    if (r == 0 || (r < 0 && errno == EINTR)) return false;
+    const ssize_t n = ::read(fd_, buf_ + held, sizeof buf_ - held);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) return false;
+      error_ = errno;
+      return true;
+    }
+    eof_ = n == 0;
+    setg(buf_, buf_, buf_ + held + size_t(n));
+    return true;
+  }
+
   int fd_;
   bool own_;
   bool eof_ = false;  // the writer closed (a read took 0 bytes)
+  int error_ = 0;     // a failed read's errno, raised by the next underflow
   char buf_[1 << 16];
 };
 
@@ -457,21 +461,24 @@ JobReader::JobReader(const std::string& path, const ModelSpec& spec, const JobDe
     impl_->path = "stdin";
   } else {
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
       fail("cannot read jobs from ", path,
            ": it is a folder; expected a JSONL jobs file, or - "
            "for stdin");
-    impl_->regular = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-    const int fd = impl_->regular ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (impl_->regular) impl_->file.open(path, std::ios::binary);
-    if (impl_->regular ? !impl_->file.is_open() : fd < 0) {
+    auto cannot_open = [&] {
       fail("cannot read jobs from ", path, ": ", std::strerror(errno),
            "; check the path (or pass - for stdin)");
-    }
+    };
+    impl_->regular = exists && S_ISREG(st.st_mode);
     if (impl_->regular) {
+      impl_->file.open(path, std::ios::binary);
+      if (!impl_->file.is_open()) cannot_open();
       impl_->in = &impl_->file;
       impl_->start_watch();
     } else {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) cannot_open();
       impl_->open_pipe(fd, true);
     }
   }
