@@ -167,6 +167,34 @@ TEST_CASE("mega schedule: Terra at batch 1 on 132 SMs, fixed values") {
   for (int u = 0; u < mega_units(d, MegaOp::Qkv); u++)
     for (int r = 0; r < d.rows_per_tile; r++) seen[size_t(mega_qkv_row(d, u, r))]++;
   CHECK(std::count(seen.begin(), seen.end(), 1) == d.qkv_rows());
+  // With the tensor-core GEMVs a GateUp tile's 16-row items are 8 gate rows and their up
+  // partners: tile 3's item 0 holds gate rows 24..31 and up rows 5632 + 24..31. Every row of
+  // [gate; up] is some tile's row exactly once, at every tile height, with no row past it.
+  CHECK(mega_gate_up_row(16, 5632, 3, 0) == 24);
+  CHECK(mega_gate_up_row(16, 5632, 3, 7) == 31);
+  CHECK(mega_gate_up_row(16, 5632, 3, 8) == 5632 + 24);
+  CHECK(mega_gate_up_row(32, 5632, 1, 16) == 24);
+  CHECK(mega_gate_up_row(32, 5632, 1, 31) == 5632 + 31);
+  for (int R : {16, 32, 64})
+    for (int inter : {5632, 160, 40}) {
+      CAPTURE(R);
+      CAPTURE(inter);
+      std::vector<int> gu(size_t(2 * inter), 0);
+      const int units = (2 * inter + R - 1) / R;
+      int past = 0;
+      for (int u = 0; u < units; u++)
+        for (int r = 0; r < R; r++) {
+          const int row = mega_gate_up_row(R, inter, u, r);
+          if (row < 0) {
+            past++;
+            continue;
+          }
+          CHECK(((r & 8) != 0) == (row >= inter));  // up rows in the item's second group
+          gu[size_t(row)]++;
+        }
+      CHECK(std::count(gu.begin(), gu.end(), 1) == 2 * inter);
+      CHECK(past == units * R - 2 * inter);
+    }
   // Embed's 8 tiles go to SMs 0–7; the 28 extra qkv tiles to SMs 8–35, which streamed
   // nothing yet: SM 0 has qkv unit 0, SM 8 units 8..9, SM 36 unit 64.
   const MegaInstruction e = s.programs[0][0];

@@ -70,7 +70,8 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_
   const int parts =
       mega_ceil_div(n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys));
   const float* base = a.attn_part + size_t(u) * a.max_parts * per;
-  T* out = static_cast<T*>(a.attn) + size_t(b) * d.q_dim() + size_t(g) * G * hd;
+  T* out = static_cast<T*>(a.attn);  // in OProj's staged order (xs_elem)
+  const int col0 = g * G * hd;
   // Shared memory: the partials' chunk [cap, per]; with more than one chunk, first the maxima
   // [parts, G] (those of partitions ≥ cap filled).
   float* far_max = static_cast<float*>(smem);
@@ -129,7 +130,8 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_
 #pragma unroll
   for (int j = 0; j < kOuts; j++) {
     const int o = tid + j * kMegaThreads;
-    if (o < G * hd) out[o] = from_f32<T>(num[j] / den[j]);
+    if (o < G * hd)
+      out[xs_elem(a.gemv_mma, d.batch, d.q_dim(), b, col0 + o)] = from_f32<T>(num[j] / den[j]);
   }
   __syncthreads();  // shared memory is the next unit's
 }

@@ -36,10 +36,20 @@ __host__ __device__ inline bool mega_mma_fits(int k) {
   return k > 0 && k % (kMmaKParts * 32) == 0;
 }
 
-// The word (two bf16: columns c, c + 1, c even) of slot i's staged input in A-fragment order.
+// The word (two bf16: columns c, c + 1, c even) of slot i of M's staged input in A-fragment
+// order, as an index, and as a pointer into xs.
+__host__ __device__ __forceinline__ int xs_word_index(int M, int i, int c) {
+  return (((c >> 5) * M + i) * 4 + ((c & 7) >> 1)) * 4 + ((c >> 4) & 1) * 2 + ((c >> 3) & 1);
+}
 template <int M>
 __device__ __forceinline__ uint32_t* xs_word(uint32_t* xs, int i, int c) {
-  return xs + ((((c >> 5) * M + i) * 4 + ((c & 7) >> 1)) * 4 + ((c >> 4) & 1) * 2 + ((c >> 3) & 1));
+  return xs + xs_word_index(M, i, c);
+}
+// The element (slot i, column c) of a GEMV input of k columns in the order its staging keeps
+// (mma: the A fragments', else [M, k] row-major): what AttnReduce and GateUp write, so that
+// OProj and Down stage their inputs by a plain copy.
+__host__ __device__ __forceinline__ size_t xs_elem(bool mma, int M, int k, int i, int c) {
+  return mma ? 2 * size_t(xs_word_index(M, i, c)) + (c & 1) : size_t(i) * k + c;
 }
 
 // 16 bytes of shared memory as one ld.shared.v4 (LDS.128), for the megakernel's loops (here,
@@ -154,6 +164,30 @@ __device__ __forceinline__ bool mma_item_out(const float (&d)[4], float* part, i
   val = 0.0f;
 #pragma unroll
   for (int kp = 0; kp < kMmaKParts; kp++) val += part[(gi * kMmaKParts + kp) * 64 + s * 8 + i];
+  return true;
+}
+
+// mma_item_out for GateUp's paired items (mega_gate_up_row): both row groups leave their D, and
+// thread jj < 8 M sums, each over the 8 parts in order, the gate (group 0) and up (group 1) dots
+// of column i, slot s — the same sums as mma_item_out's. The barriers are the CTA's: the first
+// keeps either group from overwriting its D before the other group's earlier read.
+template <int M>
+__device__ __forceinline__ bool mma_item_pair(const float (&d)[4], float* part, int& i, int& s,
+                                              float& gate, float& up) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();
+  reinterpret_cast<float2*>(part)[warp * 32 + (lane >> 2) * 4 + (lane & 3)] =
+      make_float2(d[0], d[1]);
+  __syncthreads();
+  const int jj = int(threadIdx.x);
+  if (jj >= 8 * M) return false;
+  i = jj / M, s = jj % M;
+  gate = 0.0f, up = 0.0f;
+#pragma unroll
+  for (int kp = 0; kp < kMmaKParts; kp++) {
+    gate += part[kp * 64 + s * 8 + i];
+    up += part[(kMmaKParts + kp) * 64 + s * 8 + i];
+  }
   return true;
 }
 

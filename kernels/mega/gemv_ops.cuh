@@ -5,8 +5,10 @@
 // bulk-copied into a per-warp ring in shared memory by one stream over the CTA's whole list
 // (WeightStream): weights depend on no counter, so the next instructions' segments are in
 // flight while the CTA computes, publishes and waits for its inputs. Inputs are staged in shared
-// memory as T [batch, k] after the wait (RMSNorm, silu·mul or a copy), read from L2 (.cg): other
-// SMs wrote them. Dot order: instructions.h, "GEMV row".
+// memory after the wait, as T [batch, k] or (gemv_mma.cuh) in the A fragments' order, read from
+// L2 (.cg, cp.async.cg): other SMs wrote them. Qkv and GateUp normalise x; OProj, LmHead and, with
+// the tensor-core GEMVs, Down copy what their producers wrote in that order (stage_flat); the dot
+// loop's Down computes silu·mul. Dot order: instructions.h, "GEMV row".
 #pragma once
 
 #include "core/philox.h"
@@ -83,7 +85,8 @@ struct GemvJob {
   uint32_t row_bytes;  // k · sizeof(T)
   int n, R, rpw, nb, iters;
   uint32_t begin;
-  int head_dim;  // Qkv: tiles of RoPE pairs (mega_qkv_row); 0: row u · R + r
+  int head_dim;  // Qkv: tiles of RoPE pairs (mega_qkv_row)
+  int inter;  // GateUp with kMma: items of gate / up pairs (mega_gate_up_row); both 0: u · R + r
 
   // Row of iteration `it` for `warp` (-1: past the tile or the weight), its unit and its row r
   // of the unit.
@@ -99,6 +102,7 @@ struct GemvJob {
   // The weight row of a unit's row r < R (-1: past the weight).
   __device__ __forceinline__ int row_at(uint32_t unit, int r) const {
     if (head_dim > 0) return mega_pair_row(R, head_dim, int(unit), r);
+    if (inter > 0) return mega_gate_up_row(R, inter, int(unit), r);
     const int rw = int(unit) * R + r;
     return rw < n ? rw : -1;
   }
@@ -157,15 +161,16 @@ __device__ __forceinline__ void xs_store2(T* xs, int k, int i, int c, T lo, T hi
   }
 }
 
-// dst[i, :k] = T(x[i] · rsqrt(mean(x[i]²) + eps) · w) for i < M; x fp32 [M, k] (row stride k,
-// k a multiple of 4). Σ x² order: instructions.h, "RMSNorm". 16-byte loads, every slot's load
-// issued before any is used: a pass over x costs one L2 round trip (~1 µs while HBM streams).
-// w0: the thread's first 4 weights, w[4 tid …], which the caller loads before its wait (the
-// weights depend on no counter and come from HBM); at batch 1 the thread's first x group stays
-// in registers for the second pass. Ends with a barrier.
-template <class T, int M, bool kMma = false>
+// Slot slot0 + i of dst, a GEMV input of LM slots in its staged order, = T(x[i] · rsqrt(mean(x[i]²)
+// + eps) · w) for i < M; x fp32 [M, k] (row stride k, k a multiple of 4). Σ x² order:
+// instructions.h, "RMSNorm". 16-byte loads, every slot's load issued before any is used: a pass
+// over x costs one L2 round trip (~1 µs while HBM streams). w0: the thread's first 4 weights, w[4
+// tid …], which the caller loads before its wait (the weights depend on no counter and come from
+// HBM); at batch 1 the thread's first x group stays in registers for the second pass. Ends with a
+// barrier.
+template <class T, int M, bool kMma, int LM = M>
 __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0, float eps, T* dst,
-                               MegaShared& sh) {
+                               MegaShared& sh, int slot0 = 0) {
   constexpr bool kKeep = M == 1;  // the first x group stays in registers (more slots spill)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k4 = k / 4;
@@ -203,40 +208,43 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0,
     const float4 wj = j == tid ? w0 : reinterpret_cast<const float4*>(w)[j];
 #pragma unroll
     for (int i = 0; i < M; i++) {
-      xs_store2<T, M, kMma>(dst, k, i, 4 * j, from_f32<T>(v[i].x * inv[i] * wj.x),
-                            from_f32<T>(v[i].y * inv[i] * wj.y));
-      xs_store2<T, M, kMma>(dst, k, i, 4 * j + 2, from_f32<T>(v[i].z * inv[i] * wj.z),
-                            from_f32<T>(v[i].w * inv[i] * wj.w));
+      xs_store2<T, LM, kMma>(dst, k, slot0 + i, 4 * j, from_f32<T>(v[i].x * inv[i] * wj.x),
+                             from_f32<T>(v[i].y * inv[i] * wj.y));
+      xs_store2<T, LM, kMma>(dst, k, slot0 + i, 4 * j + 2, from_f32<T>(v[i].z * inv[i] * wj.z),
+                             from_f32<T>(v[i].w * inv[i] * wj.w));
     }
   }
   __syncthreads();
 }
 
-// dst[i, :k] = src[i * stride, :k] (T), 16 bytes at a time (k · sizeof(T) a multiple of 16).
-template <class T, int M, bool kMma>
-__device__ void stage_copy(const T* src, int stride, int k, T* dst) {
-  const int v = k * int(sizeof(T)) / 16, sv = stride * int(sizeof(T)) / 16;
-  const uint4* s = reinterpret_cast<const uint4*>(src);
-  uint4* o = reinterpret_cast<uint4*>(dst);
-  for (int j = threadIdx.x; j < M * v; j += kMegaThreads) {
-    const uint4 q = __ldcg(s + size_t(j / v) * sv + j % v);
-    if constexpr (kMma) {  // 8 bf16: columns 8 (j mod v) …, four words
-      uint32_t* xs = reinterpret_cast<uint32_t*>(dst);
-      const int i = j / v, c = 8 * (j % v);
-      *xs_word<M>(xs, i, c) = q.x;
-      *xs_word<M>(xs, i, c + 2) = q.y;
-      *xs_word<M>(xs, i, c + 4) = q.z;
-      *xs_word<M>(xs, i, c + 6) = q.w;
-    } else {
-      o[j] = q;
-    }
-  }
+// dst[:n] = src[:n], n elements that other SMs wrote in the staged order already (xs_elem: attn,
+// h_last, and act with the tensor-core GEMVs), every 16 bytes by cp.async at once: one L2 round
+// trip and no registers held, where a loop of loads took one a 16 KB a thread (at batch 8: 4
+// for OProj and LmHead, 11 for Down's silu·mul). n · sizeof(T) a multiple of 16. Ends with a
+// barrier.
+template <class T>
+__device__ void stage_flat(const T* src, int n, T* dst) {
+  const int v = n * int(sizeof(T)) / 16;
+  for (int j = threadIdx.x; j < v; j += kMegaThreads)
+    loom::gpu::cp_async16(reinterpret_cast<uint4*>(dst) + j,
+                          reinterpret_cast<const uint4*>(src) + j, true);
+  loom::gpu::cp_async_commit();
+  loom::gpu::cp_async_wait<0>();
   __syncthreads();
 }
 
-// dst[i, :k] = T(silu(g) · u), g = gu[i, :k], u = gu[i, k:2k] (GemvIn::SiluMul's arithmetic),
-// 8 elements a thread at a time with both loads issued first (k a multiple of 8).
-template <class T, int M, bool kMma>
+// T(silu(g) · u) of the fp32 dots g and u, each rounded to T first (GemvIn::SiluMul's
+// arithmetic on GateUp's stored outputs).
+template <class T>
+__device__ __forceinline__ T silu_mul(float gate, float up) {
+  const float g = to_f32(from_f32<T>(gate)), u = to_f32(from_f32<T>(up));
+  return from_f32<T>(g / (1.0f + expf(-g)) * u);
+}
+
+// dst[i, :k] = T(silu(g) · u), g = gu[i, :k], u = gu[i, k:2k] (the dot loop's Down; with the
+// tensor-core GEMVs GateUp writes act itself), 8 elements a thread at a time with both loads
+// issued first (k a multiple of 8).
+template <class T, int M>
 __device__ void stage_silu_mul(const T* gu, int k, T* dst) {
   const int k8 = k / 8;
   const Chunk8<T>* src = reinterpret_cast<const Chunk8<T>*>(gu);
@@ -252,9 +260,7 @@ __device__ void stage_silu_mul(const T* gu, int k, T* dst) {
     chunk_f32<T>(gc, g);
     chunk_f32<T>(uc, u);
 #pragma unroll
-    for (int e = 0; e < 8; e += 2)
-      xs_store2<T, M, kMma>(dst, k, i, 8 * c + e, from_f32<T>(g[e] / (1.0f + expf(-g[e])) * u[e]),
-                            from_f32<T>(g[e + 1] / (1.0f + expf(-g[e + 1])) * u[e + 1]));
+    for (int e = 0; e < 8; e++) dst[size_t(i) * k + 8 * c + e] = silu_mul<T>(g[e], u[e]);
   }
   __syncthreads();
 }
@@ -329,6 +335,7 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   j.iters = int(end - begin) * j.rpw * j.nb;
   j.begin = begin;
   j.head_dim = op == MegaOp::Qkv ? a.d.head_dim : 0;
+  j.inter = kMma && op == MegaOp::GateUp ? a.d.intermediate : 0;
   return j;
 }
 
@@ -514,8 +521,14 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       if (b != nb - 1) return;
       const uint32_t unit = job.unit_of(it);
       int i, s;
-      float val;
-      if (mma_item_out<M>(acc, part, i, s, val)) {
+      float val, up;
+      if (op == MegaOp::GateUp) {  // act of column i of the item, slot s, in Down's staged order
+        if (mma_item_pair<M>(acc, part, i, s, val, up)) {
+          const int col = int(unit) * (job.R / 2) + ((it / nb) % rpw) * 8 + i;
+          if (col < d.intermediate)
+            y[xs_elem(true, M, d.intermediate, s, col)] = silu_mul<T>(val, up);
+        }
+      } else if (mma_item_out<M>(acc, part, i, s, val)) {
         const int r = ((it / nb) % rpw) * 16 + (warp / kMmaKParts) * 8 + i;
         const int row = job.row_at(unit, r);
         if (row >= 0) emit(row, r, s, val);
@@ -599,13 +612,16 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       stage_rms_norm<T, M, kMma>(a.x, k, norm_w, w0, a.eps, xs, sh);
       break;
     case MegaOp::OProj:
-      stage_copy<T, M, kMma>(static_cast<const T*>(a.attn), k, k, xs);
+      stage_flat<T>(static_cast<const T*>(a.attn), M * k, xs);
       break;
     case MegaOp::Down:
-      stage_silu_mul<T, M, kMma>(static_cast<const T*>(a.gu), k, xs);
+      if constexpr (kMma)
+        stage_flat<T>(static_cast<const T*>(a.gu), M * k, xs);
+      else
+        stage_silu_mul<T, M>(static_cast<const T*>(a.gu), k, xs);
       break;
     default:
-      stage_copy<T, M, kMma>(static_cast<const T*>(a.h_last), k, k, xs);
+      stage_flat<T>(static_cast<const T*>(a.h_last), M * k, xs);
       break;
   }
   if (c.trace && threadIdx.x == 0) c.staged = global_ns();
@@ -642,8 +658,8 @@ __device__ void run_embed(const MegaArgs& a, const MegaCtx& c, uint32_t begin, u
   }
 }
 
-// FinalNorm: h_last[b] = T(RMSNorm(x[b]) · final_norm).
-template <class T, int M>
+// FinalNorm: h_last[b] = T(RMSNorm(x[b]) · final_norm), in LmHead's staged order.
+template <class T, int M, bool kMma>
 __device__ bool run_final_norm(const MegaArgs& a, const MegaCtx& c, uint32_t begin, uint32_t end,
                                MegaShared& sh) {
   const MegaDims& d = a.d;
@@ -652,8 +668,8 @@ __device__ bool run_final_norm(const MegaArgs& a, const MegaCtx& c, uint32_t beg
     const float4 w0 = int(threadIdx.x) < d.hidden / 4
                           ? reinterpret_cast<const float4*>(a.final_norm)[threadIdx.x]
                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    stage_rms_norm<T, 1>(a.x + size_t(b) * d.hidden, d.hidden, a.final_norm, w0, a.eps,
-                         static_cast<T*>(a.h_last) + size_t(b) * d.hidden, sh);
+    stage_rms_norm<T, 1, kMma, M>(a.x + size_t(b) * d.hidden, d.hidden, a.final_norm, w0, a.eps,
+                                  static_cast<T*>(a.h_last), sh, int(b));
     cta_publish(c, mega_publish(d, MegaOp::FinalNorm, 0, int(b)));
   }
   return true;

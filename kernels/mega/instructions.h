@@ -75,7 +75,8 @@
 //     compute dtype; Qkv rotates a pair's two fp32 dots (rope_pair) and rounds once; OProj and Down
 //     add their fp32 result to x once (x += dot: one writer per element); LmHead stores fp32
 //     logits.
-//   SiLU·mul (Down prologue): bf16(silu(g) · u) per element, as GemvIn::SiluMul.
+//   SiLU·mul (Down prologue, or GateUp's item end with the tensor-core GEMVs): bf16(silu(g) · u)
+//     per element of the rounded g and u, as GemvIn::SiluMul.
 //   Attention: scores, softmax pieces and P·V per partition of mega_partition_keys keys on
 //     CUDA cores, in the order attention_ops.cuh's header gives; each partition leaves its
 //     unnormalised (acc, max, sum) in its own slot, whichever split computed it, and
@@ -154,7 +155,7 @@ enum class MegaOp : uint8_t {
   //   Waits: Qkv(l, g), all its tiles. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
   AttnPartial,
   // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order
-  //   and writes attn[b, G heads of g] (compute dtype).
+  //   and writes attn[b, G heads of g] (compute dtype, in the order OProj stages its input).
   //   Waits: AttnPartial(l, u), all splits. Publishes: AttnReduce(l), n = batch · kv_heads.
   //   The kernel runs unit u inside the AttnPartial split whose publish completes
   //   AttnPartial(l, u); the scheduled instruction is a no-op.
@@ -164,14 +165,18 @@ enum class MegaOp : uint8_t {
   //   Waits: AttnReduce(l), all. Publishes: OProj(l), n = o tiles.
   OProj,
   // GateUp(l) — units: tiles of rows_per_tile rows of [gate; up] ([2 · intermediate] rows).
-  //   Reads x (RMSNorm with mlp_norm in the prologue). Writes gu[b, tile rows].
+  //   Reads x (RMSNorm with mlp_norm in the prologue). Writes gu[b, tile rows]; with the
+  //   tensor-core GEMVs (gemv_mma.cuh) a tile's rows are gate / up pairs (mega_gate_up_row) and
+  //   it writes act = bf16(silu(g) · u) of its rows / 2 columns, in the order Down stages it.
   //   Waits: OProj(l), all. Publishes: GateUp(l), n = gate_up tiles.
   GateUp,
   // Down(l) — units: tiles of rows_per_tile rows of down ([hidden] rows). Reads gu (all of it:
-  //   silu(gate) · up in the prologue). x[b, tile rows] += down · act[b] (fp32).
+  //   silu(gate) · up in the prologue, or act as GateUp wrote it). x[b, tile rows] +=
+  //   down · act[b] (fp32).
   //   Waits: GateUp(l), all. Publishes: Down(l), n = down tiles.
   Down,
-  // FinalNorm — units: slots b. h_last[b] = bf16(RMSNorm(x[b]) · final_norm).
+  // FinalNorm — units: slots b. h_last[b] = bf16(RMSNorm(x[b]) · final_norm) (in the order
+  //   LmHead stages its input).
   //   Waits: Down(layers − 1), all. Publishes: FinalNorm, n = batch.
   FinalNorm,
   // LmHead — units: tiles of lm_rows_per_tile vocabulary rows (the last may be short).
@@ -384,6 +389,15 @@ LOOM_MEGA_HD int mega_pair_row(int R, int head_dim, int u, int r) {
 }
 LOOM_MEGA_HD int mega_qkv_row(const MegaDims& d, int u, int r) {
   return mega_pair_row(d.rows_per_tile, d.head_dim, u, r);
+}
+
+// Weight row of row r of GateUp unit u with the tensor-core GEMVs (R a multiple of 16): each
+// 16-row item t is 8 gate rows, columns u · R/2 + 8 t …, and their 8 up partners, so the item's
+// two row groups hold a column's gate and up dots and its end writes act (gemv_mma.cuh's
+// mma_item_pair); -1 past the weight.
+LOOM_MEGA_HD int mega_gate_up_row(int R, int intermediate, int u, int r) {
+  const int col = u * (R / 2) + (r >> 4) * 8 + (r & 7);
+  return col >= intermediate ? -1 : (r & 8) ? intermediate + col : col;
 }
 
 // A wait: counter index and the count it reaches once per step (target e · count at step e).

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
         if (ok) prefetch_next();
         break;
       case MegaOp::FinalNorm:
-        ok = run_final_norm<T, M>(a, c, in.begin, in.end, sh);
+        ok = run_final_norm<T, M, kMma>(a, c, in.begin, in.end, sh);
         break;
       case MegaOp::Draw:
         ok = run_draw<M>(a, c, in.begin, in.end, sh);

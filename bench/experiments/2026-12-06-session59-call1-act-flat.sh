@@ -1,0 +1,45 @@
+#!/bin/bash
+# Session 59, call 1: (a) session 58's prepared trace of batch 8 (per op: busy, waits, staging)
+# on main (v8 = c5b5ec3's cuda_bench and cuda_test_megakernel), and (b) v10 = main + the staged
+# inputs written in their consumer's order: AttnReduce writes attn, FinalNorm h_last, and at 4-8
+# slots GateUp (tiles of gate / up pairs) writes act = bf16(silu(g) · u), in the order OProj,
+# LmHead and Down stage them, so each stages by one cp.async round trip (batch 8: OProj's and
+# LmHead's copies took 4 dependent 16-byte loads a thread, Down's silu·mul 11 with two loads
+# and 16 expf each).
+# Predictions: v10 b8 ctx 600 2,784 -> ~2,500 us (12 L2 round trips a layer fewer, ~1 us
+# each, and the silu·mul no longer computed by every CTA); b1 -5..-20 us (OProj's and Down's
+# staging one round trip each); bits: bf16 at 4-8 slots equal to the graph path within the
+# bound as before, f32 exact.
+# Binaries: .device/s58t.txz (f04cc34 tests pack), .device/v8.txz over it (main's cuda_bench,
+# cuda_test_megakernel), .device/v10.txz (the working tree's, as cuda_bench_v10,
+# cuda_test_megakernel_v10):
+#   tar -cf - --transform "s,cuda_bench\$,cuda_bench_v10,;s,cuda_test_megakernel\$,cuda_test_megakernel_v10," \
+#     build/bin/cuda_bench build/bin/cuda_test_megakernel | xz -T2 --lzma2=preset=6,dict=256MiB > .device/v10.txz
+python3 -c "
+import tarfile
+for p in ('.device/s58t.txz', '.device/v8.txz', '.device/v10.txz'):
+    tarfile.open(p).extractall()"
+. scripts/device_env.sh
+W=/tmp/s59_1; rm -rf "$W"; mkdir -p "$W"
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
+ln -sf cuda_bench build/bin/cuda_bench_v8
+timeout 240 build/bin/cuda_test_megakernel_v10 > "$W/test_v10.log" 2>&1
+echo "test v10 rc=$?"; grep -E "TEST CASE|ERROR|assertions|Status" "$W/test_v10.log" | head -20
+for r in 1 2; do
+  for v in v8 v10; do
+    LOOM_BENCH_MEGA_SWEEPS=none timeout 100 build/bin/cuda_bench_$v "$W/${v}_$r.json" --megakernel > "$W/${v}_$r.log" 2>&1
+    echo "== $v round $r rc=$?"
+    grep -E "^(1|8) +[0-9]+ +(graph|mega)" "$W/${v}_$r.log"
+  done
+done
+for v in v8 v10; do
+  LOOM_BENCH_MEGA_SWEEPS=attn_min_keys_b8,attn_splits_b8 \
+    LOOM_BENCH_MEGA_TRACE="8,600,0;8,600,3;1,600,0;1,600,3" \
+    timeout 150 build/bin/cuda_bench_$v "$W/trace_$v.json" --megakernel > "$W/trace_$v.log" 2>&1
+  echo "== trace $v rc=$?"; grep -E "^megakernel batch|^  [a-z]|\(batch" "$W/trace_$v.log"
+done
+LOOM_TEST_MEGA_TIMEOUT_S=600 timeout 120 /usr/local/cuda/bin/compute-sanitizer --tool memcheck \
+  --error-exitcode 1 build/bin/cuda_test_megakernel_v10 -tc="bf16 megakernel near the graph path*" \
+  > "$W/memcheck.log" 2>&1
+echo "memcheck rc=$?"; tail -5 "$W/memcheck.log"
+tar czf "$OUT/s59_1.tgz" -C "$W" .
