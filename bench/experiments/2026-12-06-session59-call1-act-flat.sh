@@ -20,26 +20,27 @@ import tarfile
 for p in ('.device/s58t.txz', '.device/v8.txz', '.device/v10.txz'):
     tarfile.open(p).extractall()"
 . scripts/device_env.sh
+# Logs straight under $OUT (they come back even if the call is cut short); JSON in one tarball.
 W=/tmp/s59_1; rm -rf "$W"; mkdir -p "$W"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 ln -sf cuda_bench build/bin/cuda_bench_v8
-timeout 240 build/bin/cuda_test_megakernel_v10 > "$W/test_v10.log" 2>&1
-echo "test v10 rc=$?"; grep -E "TEST CASE|ERROR|assertions|Status" "$W/test_v10.log" | head -20
+timeout 240 build/bin/cuda_test_megakernel_v10 > "$OUT/test_v10.log" 2>&1
+echo "test v10 rc=$?"; grep -E "TEST CASE|ERROR|assertions|Status" "$OUT/test_v10.log" | head -20
 for r in 1 2; do
   for v in v8 v10; do
     LOOM_BENCH_MEGA_SWEEPS=none timeout 100 build/bin/cuda_bench_$v "$W/${v}_$r.json" --megakernel > "$W/${v}_$r.log" 2>&1
-    echo "== $v round $r rc=$?"
-    grep -E "^(1|8) +[0-9]+ +(graph|mega)" "$W/${v}_$r.log"
+    echo "== $v round $r rc=$?" | tee -a "$OUT/bench.log"
+    grep -E "^(1|8) +[0-9]+ +(graph|mega)" "$W/${v}_$r.log" | tee -a "$OUT/bench.log"
   done
 done
-for v in v8 v10; do
+for v in v10 v8; do
   LOOM_BENCH_MEGA_SWEEPS=attn_min_keys_b8,attn_splits_b8 \
     LOOM_BENCH_MEGA_TRACE="8,600,0;8,600,3;1,600,0;1,600,3" \
-    timeout 150 build/bin/cuda_bench_$v "$W/trace_$v.json" --megakernel > "$W/trace_$v.log" 2>&1
-  echo "== trace $v rc=$?"; grep -E "^megakernel batch|^  [a-z]|\(batch" "$W/trace_$v.log"
+    timeout 150 build/bin/cuda_bench_$v "$W/trace_$v.json" --megakernel > "$OUT/trace_$v.log" 2>&1
+  echo "== trace $v rc=$?"; grep -E "^megakernel batch|^  [a-z]|\(batch" "$OUT/trace_$v.log"
 done
+tar czf "$OUT/s59_1_json.tgz" -C "$W" .
 LOOM_TEST_MEGA_TIMEOUT_S=600 timeout 120 /usr/local/cuda/bin/compute-sanitizer --tool memcheck \
   --error-exitcode 1 build/bin/cuda_test_megakernel_v10 -tc="bf16 megakernel near the graph path*" \
-  > "$W/memcheck.log" 2>&1
-echo "memcheck rc=$?"; tail -5 "$W/memcheck.log"
-tar czf "$OUT/s59_1.tgz" -C "$W" .
+  > "$OUT/memcheck.log" 2>&1
+echo "memcheck rc=$?"; tail -5 "$OUT/memcheck.log"
