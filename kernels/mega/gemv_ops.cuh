@@ -116,8 +116,8 @@ struct GemvJob {
 // with MegaArgs::gemv_ahead, past the instruction being consumed into the next GEMVs (skipping
 // the ops that use no shared memory, idle attention splits included), so the next
 // instruction's weights stream while this one's last rows are computed, published and waited
-// on; it stops at an AttnPartial with work that has not run yet, whose shared memory overlaps
-// the ring.
+// on; it stops at an AttnPartial with work that has not run yet where attention's buffers
+// reach into the ring (attn_over_ring).
 // The cursor lives in shared memory (MegaShared::cursor[warp]): it is touched once a segment,
 // and in registers it would push the GEMV loop into spills.
 struct WeightCursor {
@@ -339,6 +339,19 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   return j;
 }
 
+template <class T>
+__host__ __device__ inline size_t attn_smem_bytes(int G, int hd);  // attention_ops.cuh
+
+// Whether AttnPartial's buffers, at the dynamic buffer's start, reach into the weight ring: not
+// where they sit beside it (attn_apart) or fit in the staged input's bytes, which are dead
+// between a Qkv and the next GEMV's staging (batch 8 on Terra: 75,840 of 90,112). Only then
+// does the stream stop at an AttnPartial with work.
+template <class T>
+__device__ __forceinline__ bool attn_over_ring(const MegaArgs& a) {
+  return !a.attn_apart &&
+         attn_smem_bytes<T>(a.d.group_size(), a.d.head_dim) > mega_xs_bytes(a.d, sizeof(T));
+}
+
 // Whether AttnPartial units [begin, end) have a partition to compute this step (kv_len on the
 // device); idle splits touch no shared memory (attention_ops.cuh), so the stream runs past them.
 __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t begin, uint32_t end) {
@@ -366,7 +379,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       if (mega_is_gemv(op)) {
         cur.job = gemv_job<T, kMma>(a, op, in.layer, in.begin, in.end);
         cur.it = 0;
-      } else if (op == MegaOp::AttnPartial && !a.attn_apart && cur.pc >= consumer_pc &&
+      } else if (op == MegaOp::AttnPartial && attn_over_ring<T>(a) && cur.pc >= consumer_pc &&
                  attn_partial_busy(a, in.begin, in.end)) {
         return;  // its shared memory overlaps the ring: nothing may land there before it ran
       } else {

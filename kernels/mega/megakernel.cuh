@@ -136,10 +136,10 @@ __host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
 
 // Dynamic shared memory: the staged GEMV input, the weight ring (gemv_stages slots a warp), and
 // AttnPartial's buffers — over the first two (attn_apart false: the weight stream stops at an
-// AttnPartial with work) or after them (true: the stream runs on through attention and the
-// partition's K and V are staged an instruction early; the kernel takes it at 1-2 slots), and
-// kMegaAlign bytes to put its start on a boundary.
-// mma: the tensor-core GEMVs' partials too (gemv_mma.cuh).
+// AttnPartial with work where they reach into the ring) or after them (true: the stream runs on
+// through attention and the partition's K and V are staged an instruction early; the kernel takes
+// it at 1-2 slots), and kMegaAlign bytes to put its start on a boundary. mma: the tensor-core
+// GEMVs' partials too (gemv_mma.cuh).
 size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart, bool mma);
 // The deepest weight ring (stages per warp, 2-3) that fits `smem_optin` bytes a block; 0: none.
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma);
