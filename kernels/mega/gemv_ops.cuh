@@ -117,7 +117,7 @@ struct GemvJob {
 // the ops that use no shared memory, idle attention splits included), so the next
 // instruction's weights stream while this one's last rows are computed, published and waited
 // on; it stops at an AttnPartial with work that has not run yet where attention's buffers
-// reach into the ring (attn_over_ring).
+// reach into the ring (neither attn_apart nor attn_in_xs).
 // The cursor lives in shared memory (MegaShared::cursor[warp]): it is touched once a segment,
 // and in registers it would push the GEMV loop into spills.
 struct WeightCursor {
@@ -339,19 +339,6 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   return j;
 }
 
-template <class T>
-__host__ __device__ inline size_t attn_smem_bytes(int G, int hd);  // attention_ops.cuh
-
-// Whether AttnPartial's buffers, at the dynamic buffer's start, reach into the weight ring: not
-// where they sit beside it (attn_apart) or fit in the staged input's bytes, which are dead
-// between a Qkv and the next GEMV's staging (batch 8 on Terra: 75,840 of 90,112). Only then
-// does the stream stop at an AttnPartial with work.
-template <class T>
-__device__ __forceinline__ bool attn_over_ring(const MegaArgs& a) {
-  return !a.attn_apart &&
-         attn_smem_bytes<T>(a.d.group_size(), a.d.head_dim) > mega_xs_bytes(a.d, sizeof(T));
-}
-
 // Whether AttnPartial units [begin, end) have a partition to compute this step (kv_len on the
 // device); idle splits touch no shared memory (attention_ops.cuh), so the stream runs past them.
 __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t begin, uint32_t end) {
@@ -379,8 +366,8 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       if (mega_is_gemv(op)) {
         cur.job = gemv_job<T, kMma>(a, op, in.layer, in.begin, in.end);
         cur.it = 0;
-      } else if (op == MegaOp::AttnPartial && attn_over_ring<T>(a) && cur.pc >= consumer_pc &&
-                 attn_partial_busy(a, in.begin, in.end)) {
+      } else if (op == MegaOp::AttnPartial && !a.attn_apart && !a.attn_in_xs &&
+                 cur.pc >= consumer_pc && attn_partial_busy(a, in.begin, in.end)) {
         return;  // its shared memory overlaps the ring: nothing may land there before it ran
       } else {
         cur.pc++;  // no shared memory of the ring's (embed, no-ops, final norm, draw)
@@ -517,6 +504,13 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   };
   // Iteration `it`: the dots of its segment in the ring (every lane's loads issued here), then,
   // at a row's last segment, the rest of the row before its slot is refilled.
+  // The slot of iteration `it` is read: refill it (F segments in flight a warp).
+  auto refill = [&](int it) {
+    const int F = a.gemv_inflight > 0 ? min(a.gemv_inflight, S) : S;
+    __syncwarp();  // every lane is done with the slot before it is refilled
+    ws.consumed = seq + uint32_t(it) + 1;
+    if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
+  };
   auto consume = [&](int it) {
     const uint32_t q = seq + uint32_t(it);
     const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
@@ -531,6 +525,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         mma_segment<M>(acc, loom::gpu::smem_u32(wv - lane), reinterpret_cast<const uint4*>(xs),
                        (warp % kMmaKParts) * kw + b * kMmaSegCols,
                        min(kMmaSegCols, kw - b * kMmaSegCols));
+      // Refilled before the item's end: its barriers wait for the row group's slowest warp,
+      // and with 2 slots a warp (batch 8) a refill after them left one segment in flight.
+      refill(it);
       if (b != nb - 1) return;
       const uint32_t unit = job.unit_of(it);
       int i, s;
@@ -642,9 +639,11 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
   for (int it = 0; it < iters; it++) {
     consume(it);
-    __syncwarp();  // every lane is done with the slot before it is refilled
-    ws.consumed = seq + uint32_t(it) + 1;
-    if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
+    if constexpr (!kMma) {  // (kMma: refilled inside consume)
+      __syncwarp();         // every lane is done with the slot before it is refilled
+      ws.consumed = seq + uint32_t(it) + 1;
+      if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
+    }
   }
   return true;
 }

@@ -133,6 +133,10 @@ size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_ap
   return kMegaAlign + (attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t)));
 }
 
+bool mega_attn_in_xs(const MegaDims& d, DType t) {
+  return attn_bytes(d, t) <= mega_xs_bytes(d, t == DType::BF16 ? 2 : 4);
+}
+
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma) {
   for (int s = kGemvMaxStages; s >= 2; s--)
     if (mega_smem_bytes(d, t, s, attn_apart, mma) + sizeof(MegaShared) + 1024 <= size_t(smem_optin))
@@ -206,6 +210,9 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(reduce_floats <= int(attn_bytes(a.d, a.t) / 4), "megakernel: ", a.max_parts,
                  " attention partitions a (slot, KV head) need ", 4 * reduce_floats,
                  " bytes of AttnReduce's shared memory (", attn_bytes(a.d, a.t), " there)");
+  LOOM_ARG_CHECK(!a.attn_in_xs || mega_attn_in_xs(a.d, a.t), "megakernel: attn_in_xs, yet ",
+                 "attention's ", attn_bytes(a.d, a.t), " bytes exceed the staged input's ",
+                 mega_xs_bytes(a.d, a.t == DType::BF16 ? 2 : 4));
   LOOM_ARG_CHECK(!a.gemv_mma || mega_gemv_mma(a.d, a.t), "megakernel: tensor-core GEMVs asked for ",
                  "batch ", a.d.batch, " (expected bf16, 4-8 slots, every k a multiple of ",
                  kMmaKParts * 32, ", tiles of multiples of 16 rows)");

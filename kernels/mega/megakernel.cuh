@@ -75,6 +75,7 @@ struct MegaArgs {
   int gemv_early = 2;                // of them, in flight while an instruction waits
   bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
   bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)
+  bool attn_in_xs = false;           // else within the staged input's bytes (mega_attn_in_xs)
   int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)
   int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
@@ -143,6 +144,12 @@ __host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
 size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart, bool mma);
 // The deepest weight ring (stages per warp, 2-3) that fits `smem_optin` bytes a block; 0: none.
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma);
+
+// Whether AttnPartial's buffers, at the dynamic buffer's start, fit in the staged input's bytes,
+// which are dead between a Qkv and the next GEMV's staging (batch 8 on Terra: 75,840 of
+// 90,112): then the weight stream runs on through attention, as with attn_apart; else it stops
+// at an AttnPartial with work (its buffers reach into the ring).
+bool mega_attn_in_xs(const MegaDims& d, DType t);
 // Whether the layer and lm_head GEMVs can run on the tensor cores (gemv_mma.cuh): bf16, 4-8
 // slots, every input length a multiple of 256, tiles of multiples of 16 rows.
 bool mega_gemv_mma(const MegaDims& d, DType t);

@@ -197,6 +197,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   // and V are staged an instruction early. MegakernelDebug::attn_apart 1 turns it off.
   a.attn_apart = mega_debug_.attn_apart != 1 && m.dims.batch <= 2 &&
                  mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, true, a.gemv_mma) >= 2;
+  a.attn_in_xs = !a.attn_apart && mega::mega_attn_in_xs(m.dims, t_);
   a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, a.attn_apart, a.gemv_mma);
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   a.gemv_inflight = mega_debug_.gemv_inflight;
