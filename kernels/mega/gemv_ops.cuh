@@ -504,13 +504,6 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   };
   // Iteration `it`: the dots of its segment in the ring (every lane's loads issued here), then,
   // at a row's last segment, the rest of the row before its slot is refilled.
-  // The slot of iteration `it` is read: refill it (F segments in flight a warp).
-  auto refill = [&](int it) {
-    const int F = a.gemv_inflight > 0 ? min(a.gemv_inflight, S) : S;
-    __syncwarp();  // every lane is done with the slot before it is refilled
-    ws.consumed = seq + uint32_t(it) + 1;
-    if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
-  };
   auto consume = [&](int it) {
     const uint32_t q = seq + uint32_t(it);
     const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
@@ -525,9 +518,6 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         mma_segment<M>(acc, loom::gpu::smem_u32(wv - lane), reinterpret_cast<const uint4*>(xs),
                        (warp % kMmaKParts) * kw + b * kMmaSegCols,
                        min(kMmaSegCols, kw - b * kMmaSegCols));
-      // Refilled before the item's end: its barriers wait for the row group's slowest warp,
-      // and with 2 slots a warp (batch 8) a refill after them left one segment in flight.
-      refill(it);
       if (b != nb - 1) return;
       const uint32_t unit = job.unit_of(it);
       int i, s;
@@ -639,11 +629,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
   for (int it = 0; it < iters; it++) {
     consume(it);
-    if constexpr (!kMma) {  // (kMma: refilled inside consume)
-      __syncwarp();         // every lane is done with the slot before it is refilled
-      ws.consumed = seq + uint32_t(it) + 1;
-      if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
-    }
+    __syncwarp();  // every lane is done with the slot before it is refilled
+    ws.consumed = seq + uint32_t(it) + 1;
+    if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, F, ring, sh);
   }
   return true;
 }
