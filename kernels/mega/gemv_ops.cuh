@@ -219,9 +219,9 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0,
 
 // dst[:n] = src[:n], n elements that other SMs wrote in the staged order already (xs_elem: attn,
 // h_last, and act with the tensor-core GEMVs), every 16 bytes by cp.async at once: one L2 round
-// trip and no registers held, where a loop of loads took one a 16 KB a thread (at batch 8: 4
-// for OProj and LmHead, 11 for Down's silu·mul). n · sizeof(T) a multiple of 16. Ends with a
-// barrier.
+// trip and no registers held, where a loop of 16-byte loads took one round trip per 8 KB (at
+// batch 8: 4 for OProj and LmHead, 11 for Down's silu·mul). n · sizeof(T) a multiple of 16.
+// Ends with a barrier.
 template <class T>
 __device__ void stage_flat(const T* src, int n, T* dst) {
   const int v = n * int(sizeof(T)) / 16;
