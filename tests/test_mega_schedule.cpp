@@ -382,6 +382,34 @@ TEST_CASE("mega schedule: models and options the megakernel cannot run are refus
   CHECK(error_of(tiny_spec("tiny_v1"), 2, 7, o) == "");
 }
 
+TEST_CASE("mega schedule: the staged order of a GEMV input (what producers write for a copy)") {
+  // [M, k] row-major without the tensor cores.
+  CHECK(mega_xs_elem(false, 8, 2048, 3, 17) == 3 * 2048 + 17);
+  // A fragments: per 32 columns and slot, lane t's 16 bytes hold columns 2t, 2t + 1, 2t + 8,
+  // 2t + 9 of the first k-step, then the same of the second.
+  CHECK(mega_xs_elem(true, 8, 2048, 0, 0) == 0);
+  CHECK(mega_xs_elem(true, 8, 2048, 0, 1) == 1);
+  CHECK(mega_xs_elem(true, 8, 2048, 0, 8) == 2);     // word 1 of lane 0
+  CHECK(mega_xs_elem(true, 8, 2048, 0, 16) == 4);    // word 2: the second k-step
+  CHECK(mega_xs_elem(true, 8, 2048, 0, 2) == 8);     // lane 1's first word
+  CHECK(mega_xs_elem(true, 8, 2048, 1, 0) == 32);    // slot 1's 16 words after slot 0's
+  CHECK(mega_xs_elem(true, 8, 2048, 0, 32) == 256);  // the next 32 columns after 8 slots'
+  // Every (slot, column) has its own element and none is left out: a producer's writes cover
+  // the consumer's copy exactly.
+  for (int M : {4, 8})
+    for (int k : {2048, 5632}) {
+      CAPTURE(M);
+      CAPTURE(k);
+      std::vector<int> seen(size_t(M) * size_t(k), 0);
+      for (int i = 0; i < M; i++)
+        for (int c = 0; c < k; c++) {
+          const size_t e = mega_xs_elem(true, M, k, i, c);
+          if (e < seen.size()) seen[e]++;
+        }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == M * k);
+    }
+}
+
 TEST_CASE("mega schedule: the finest tiling (one RoPE pair a unit, 16-row lm_head units)") {
   // Every pair of layer GEMV rows its own unit: 8 times the default's units and counts.
   MegaOptions o;

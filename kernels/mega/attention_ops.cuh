@@ -70,7 +70,7 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_
   const int parts =
       mega_ceil_div(n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys));
   const float* base = a.attn_part + size_t(u) * a.max_parts * per;
-  T* out = static_cast<T*>(a.attn);  // in OProj's staged order (xs_elem)
+  T* out = static_cast<T*>(a.attn);  // in OProj's staged order (mega_xs_elem)
   const int col0 = g * G * hd;
   // Shared memory: the partials' chunk [cap, per]; with more than one chunk, first the maxima
   // [parts, G] (those of partitions ≥ cap filled).
@@ -131,7 +131,7 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_
   for (int j = 0; j < kOuts; j++) {
     const int o = tid + j * kMegaThreads;
     if (o < G * hd)
-      out[xs_elem(a.gemv_mma, d.batch, d.q_dim(), b, col0 + o)] = from_f32<T>(num[j] / den[j]);
+      out[mega_xs_elem(a.gemv_mma, d.batch, d.q_dim(), b, col0 + o)] = from_f32<T>(num[j] / den[j]);
   }
   __syncthreads();  // shared memory is the next unit's
 }

@@ -36,20 +36,11 @@ __host__ __device__ inline bool mega_mma_fits(int k) {
   return k > 0 && k % (kMmaKParts * 32) == 0;
 }
 
-// The word (two bf16: columns c, c + 1, c even) of slot i of M's staged input in A-fragment
-// order, as an index, and as a pointer into xs.
-__host__ __device__ __forceinline__ int xs_word_index(int M, int i, int c) {
-  return (((c >> 5) * M + i) * 4 + ((c & 7) >> 1)) * 4 + ((c >> 4) & 1) * 2 + ((c >> 3) & 1);
-}
+// The word (two bf16: columns c, c + 1, c even) of slot i's staged input in A-fragment order
+// (instructions.h, mega_xs_word).
 template <int M>
 __device__ __forceinline__ uint32_t* xs_word(uint32_t* xs, int i, int c) {
-  return xs + xs_word_index(M, i, c);
-}
-// The element (slot i, column c) of a GEMV input of k columns in the order its staging keeps
-// (mma: the A fragments', else [M, k] row-major): what AttnReduce and GateUp write, so that
-// OProj and Down stage their inputs by a plain copy.
-__host__ __device__ __forceinline__ size_t xs_elem(bool mma, int M, int k, int i, int c) {
-  return mma ? 2 * size_t(xs_word_index(M, i, c)) + (c & 1) : size_t(i) * k + c;
+  return xs + mega_xs_word(M, i, c);
 }
 
 // 16 bytes of shared memory as one ld.shared.v4 (LDS.128), for the megakernel's loops (here,

@@ -217,9 +217,9 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0,
   __syncthreads();
 }
 
-// dst[:n] = src[:n], n elements that other SMs wrote in the staged order already (xs_elem: attn,
-// h_last, and act with the tensor-core GEMVs), every 16 bytes by cp.async at once: one L2 round
-// trip and no registers held, where a loop of 16-byte loads took one round trip per 8 KB (at
+// dst[:n] = src[:n], n elements that other SMs wrote in the staged order already (mega_xs_elem:
+// attn, h_last, and act with the tensor-core GEMVs), every 16 bytes by cp.async at once: one L2
+// round trip and no registers held, where a loop of 16-byte loads took one round trip per 8 KB (at
 // batch 8: 4 for OProj and LmHead, 11 for Down's silu·mul). n · sizeof(T) a multiple of 16.
 // Ends with a barrier.
 template <class T>
@@ -526,7 +526,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         if (mma_item_pair<M>(acc, part, i, s, val, up)) {
           const int col = int(unit) * (job.R / 2) + ((it / nb) % rpw) * 8 + i;
           if (col < d.intermediate)
-            y[xs_elem(true, M, d.intermediate, s, col)] = silu_mul<T>(val, up);
+            y[mega_xs_elem(true, M, d.intermediate, s, col)] = silu_mul<T>(val, up);
         }
       } else if (mma_item_out<M>(acc, part, i, s, val)) {
         const int r = ((it / nb) % rpw) * 16 + (warp / kMmaKParts) * 8 + i;

@@ -89,6 +89,7 @@
 //     so the token is the graph path's token whatever the tiles' split over the SMs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -398,6 +399,21 @@ LOOM_MEGA_HD int mega_qkv_row(const MegaDims& d, int u, int r) {
 LOOM_MEGA_HD int mega_gate_up_row(int R, int intermediate, int u, int r) {
   const int col = u * (R / 2) + (r >> 4) * 8 + (r & 7);
   return col >= intermediate ? -1 : (r & 8) ? intermediate + col : col;
+}
+
+// The staged order of a GEMV input of M slots and k columns (what the GEMV keeps in shared
+// memory, and what AttnReduce, FinalNorm and, with the tensor-core GEMVs, GateUp write for OProj,
+// LmHead and Down to copy as it is). The A fragments' order (gemv_mma.cuh): the word (two bf16:
+// columns c, c + 1, c even) of slot i is word w = 2 ((c / 16) mod 2) + (c / 8) mod 2 of the four
+// that lane (i, t = (c mod 8) / 2) loads at once, 16 bytes per slot and 32 columns: columns
+// 2t and 2t + 8 of k-steps 2p and 2p + 1, p = c / 32.
+LOOM_MEGA_HD int mega_xs_word(int M, int i, int c) {
+  return (((c >> 5) * M + i) * 4 + ((c & 7) >> 1)) * 4 + ((c >> 4) & 1) * 2 + ((c >> 3) & 1);
+}
+// Element (slot i, column c): mma, the A fragments' order; else [M, k] row-major.
+LOOM_MEGA_HD size_t mega_xs_elem(bool mma, int M, int k, int i, int c) {
+  return mma ? 2 * size_t(mega_xs_word(M, i, c)) + size_t(c & 1)
+             : size_t(i) * size_t(k) + size_t(c);
 }
 
 // A wait: counter index and the count it reaches once per step (target e · count at step e).

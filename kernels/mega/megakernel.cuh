@@ -85,10 +85,10 @@ struct MegaArgs {
   // Workspace.
   float* x = nullptr;       // [batch, hidden] residual stream
   void* qkv = nullptr;      // T [batch, qkv_rows]
-  void* attn = nullptr;     // T [batch, q_dim] in OProj's staged order (xs_elem)
+  void* attn = nullptr;     // T [batch, q_dim] in OProj's staged order (mega_xs_elem)
   void* gu = nullptr;       // T [batch, 2 intermediate]: gate, up; gemv_mma: act [batch,
-                            // intermediate] in Down's staged order (xs_elem)
-  void* h_last = nullptr;   // T [batch, hidden] in LmHead's staged order (xs_elem)
+                            // intermediate] in Down's staged order (mega_xs_elem)
+  void* h_last = nullptr;   // T [batch, hidden] in LmHead's staged order (mega_xs_elem)
   float* logits = nullptr;  // [batch, logits_ld]
   int logits_ld = 0;
   float* attn_part = nullptr;  // [batch, kv_heads, max_parts, mega_partial_floats(G, head_dim)]
