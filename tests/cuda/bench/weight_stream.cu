@@ -5,7 +5,10 @@
 // by a consumer thread (a 32-bit sum, checked against the host's), nothing else:
 //   ring    W warps, each with S slots of `seg` bytes; lane 0 bulk-copies its next segment
 //           (cp.async.bulk, mbarrier a slot) once the warp has read the slot: the megakernel's
-//           current engine (W 16, seg 4 KB, S 3).
+//           current engine (W 16, seg 4 KB, S 2-3). With `rows` R > 1 a segment is R pieces of
+//           seg / R bytes from R rows of seg bytes (column block q mod R of rows R (q / R) …),
+//           each piece `split` copies: the tensor-core GEMVs' segments (8 rows × 512 bytes,
+//           a piece in two where its rotation wraps), so many more, smaller copies a byte.
 //   pages   one loader warp fills a CTA ring of N pages of P bytes (one bulk copy a page, a full
 //           and an empty mbarrier a page); 15 consumer warps read every page and release it.
 //   ldg     512 threads, U 16-byte loads in flight each (ld.global.nc), no shared memory.
@@ -60,8 +63,8 @@ __device__ __forceinline__ uint32_t stall(const uint32_t* probe, int i, int id, 
 
 // ring: warp w streams segments w, w + W, … of its CTA's share through S slots of seg bytes.
 __global__ void __launch_bounds__(kThreads, 1)
-    ring_kernel(const char* buf, size_t share, int W, int seg, int S, int every,
-                const uint32_t* probe, uint32_t* out) {
+    ring_kernel(const char* buf, size_t share, int W, int seg, int S, int rows, int split,
+                int every, const uint32_t* probe, uint32_t* out) {
   extern __shared__ __align__(128) char smem[];
   __shared__ uint64_t bar[16][4];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -75,10 +78,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     loom::gpu::fence_mbar_init();
     __syncwarp();
     const int mine = (segs - warp + W - 1) / W;  // segments warp, warp + W, …
+    const int piece = seg / rows, copy = piece / split;
     auto issue = [&](int i) {
+      const int q = warp + i * W;  // the CTA's segment q: rows R (q / R) …, column block q mod R
       mbar_expect_tx(&bar[warp][i % S], uint32_t(seg));
-      bulk_load(ring + size_t(i % S) * seg, base + size_t(warp + i * W) * seg, uint32_t(seg),
-                &bar[warp][i % S]);
+      for (int p = 0; p < rows; p++)
+        for (int h = 0; h < split; h++)
+          bulk_load(ring + size_t(i % S) * seg + size_t(p) * piece + size_t(h) * copy,
+                    base + (size_t(q / rows) * rows + p) * seg + size_t(q % rows) * piece +
+                        size_t(h) * copy,
+                    uint32_t(copy), &bar[warp][i % S]);
     };
     if (lane == 0)
       for (int i = 0; i < min(S, mine); i++) issue(i);
@@ -173,7 +182,7 @@ nlohmann::json bench_weight_stream(const Context& c) {
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-8s %-26s %10s %10s %8s\n", "engine", "config", "us", "GB/s", "% copy");
+  std::printf("%-8s %-42s %10s %10s %8s\n", "engine", "config", "us", "GB/s", "% copy");
   auto time = [&](const char* engine, const std::string& config, size_t smem, auto launch) {
     std::vector<float> ms;
     bool ok = true;
@@ -194,7 +203,7 @@ nlohmann::json bench_weight_stream(const Context& c) {
     std::sort(ms.begin(), ms.end());
     const double us = 1e3 * ms[ms.size() / 2];
     const double gbps = double(share) * c.sms / (us * 1e-6) / 1e9;
-    std::printf("%-8s %-26s %10.1f %10.0f %7.1f%%%s\n", engine, config.c_str(), us, gbps,
+    std::printf("%-8s %-42s %10.1f %10.0f %7.1f%%%s\n", engine, config.c_str(), us, gbps,
                 100.0 * gbps / c.copy_gbps, ok ? "" : "  WRONG SUM");
     rows.push_back({{"engine", engine},
                     {"config", config},
@@ -204,18 +213,24 @@ nlohmann::json bench_weight_stream(const Context& c) {
                     {"sum_ok", ok}});
   };
   const dim3 grid(unsigned(c.sms)), block(kThreads);
-  // {W, seg, S, every}: W · seg = 64 KB, so every warp streams as many segments.
-  const std::vector<std::array<int, 4>> rings = {
-      {16, 4096, 2, 0},     {16, 4096, 3, 0},      {8, 8192, 3, 0},     {4, 16384, 3, 0},
-      {16, 4096, 3, 65536}, {16, 4096, 3, 196608}, {8, 8192, 3, 196608}};
-  for (const std::array<int, 4>& r : rings) {
-    const int W = r[0], seg = r[1], S = r[2], every = r[3];
+  // {W, seg, S, every, rows, split}: W · seg = 64 KB, so every warp streams as many segments.
+  // Rows 8 split 1 / 2: the tensor-core GEMVs' segments without and with their wraps' copies.
+  const std::vector<std::array<int, 6>> rings = {
+      {16, 4096, 2, 0, 1, 1},     {16, 4096, 3, 0, 1, 1},     {8, 8192, 3, 0, 1, 1},
+      {4, 16384, 3, 0, 1, 1},     {16, 4096, 3, 65536, 1, 1}, {16, 4096, 3, 196608, 1, 1},
+      {8, 8192, 3, 196608, 1, 1}, {16, 4096, 2, 0, 8, 1},     {16, 4096, 2, 0, 8, 2},
+      {16, 4096, 2, 65536, 1, 1}, {16, 4096, 2, 65536, 8, 2}};
+  for (const std::array<int, 6>& r : rings) {
+    const int W = r[0], seg = r[1], S = r[2], every = r[3], rows = r[4], split = r[5];
     const size_t smem = size_t(W) * S * seg;
     LOOM_CUDA_CHECK(
         cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    time("ring", cat("W ", W, " seg ", seg / 1024, "K S ", S, " every ", every / 1024, "K"), smem,
-         [&] {
-           ring_kernel<<<grid, block, smem, c.stream>>>(buf, share, W, seg, S, every, probe, out);
+    time("ring",
+         cat("W ", W, " seg ", seg / 1024, "K S ", S, " every ", every / 1024, "K",
+             rows > 1 ? cat(" rows ", rows, " split ", split) : std::string()),
+         smem, [&] {
+           ring_kernel<<<grid, block, smem, c.stream>>>(buf, share, W, seg, S, rows, split, every,
+                                                        probe, out);
          });
   }
   // {P, N, every}
