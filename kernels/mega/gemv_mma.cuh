@@ -138,16 +138,22 @@ __device__ __forceinline__ void group_barrier(int gi) {
     asm volatile("bar.sync 2, %0;" ::"n"(kMmaKParts * 32) : "memory");
 }
 
+// A warp's D fragment into `part` (its 8 slots × 8 rows, fp32).
+__device__ __forceinline__ void mma_part_store(const float (&d)[4], float* part) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  reinterpret_cast<float2*>(part)[warp * 32 + (lane >> 2) * 4 + (lane & 3)] =
+      make_float2(d[0], d[1]);
+}
+
 // End of an item: the warps of row group gi leave their D in `part` (after the group's earlier
 // item was read out), and thread jj < 8 M of the group sums row jj / M, slot jj mod M over the
 // 8 parts in order. true: this thread holds an output (row i of the group, slot s, val).
 template <int M>
 __device__ __forceinline__ bool mma_item_out(const float (&d)[4], float* part, int& i, int& s,
                                              float& val) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gi = warp / kMmaKParts;
+  const int gi = (threadIdx.x >> 5) / kMmaKParts;
   group_barrier(gi);
-  reinterpret_cast<float2*>(part)[warp * 32 + (lane >> 2) * 4 + (lane & 3)] =
-      make_float2(d[0], d[1]);
+  mma_part_store(d, part);
   group_barrier(gi);
   const int jj = int(threadIdx.x) - gi * kMmaKParts * 32;
   if (jj >= 8 * M) return false;
@@ -165,10 +171,8 @@ __device__ __forceinline__ bool mma_item_out(const float (&d)[4], float* part, i
 template <int M>
 __device__ __forceinline__ bool mma_item_pair(const float (&d)[4], float* part, int& i, int& s,
                                               float& gate, float& up) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   __syncthreads();
-  reinterpret_cast<float2*>(part)[warp * 32 + (lane >> 2) * 4 + (lane & 3)] =
-      make_float2(d[0], d[1]);
+  mma_part_store(d, part);
   __syncthreads();
   const int jj = int(threadIdx.x);
   if (jj >= 8 * M) return false;

@@ -524,6 +524,8 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       float val, up;
       if (op == MegaOp::GateUp) {  // act of column i of the item, slot s, in Down's staged order
         if (mma_item_pair<M>(acc, part, i, s, val, up)) {
+          // Column i of the item's 8 (its gate row, mega_gate_up_row: the same formula, kept
+          // apart from the row mapping's dispatch, which changed the mma path's code).
           const int col = int(unit) * (job.R / 2) + ((it / nb) % rpw) * 8 + i;
           if (col < d.intermediate)
             y[mega_xs_elem(true, M, d.intermediate, s, col)] = silu_mul<T>(val, up);

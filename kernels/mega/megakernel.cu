@@ -127,14 +127,14 @@ bool mega_gemv_mma(const MegaDims& d, DType t) {
 }
 
 size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart, bool mma) {
-  const size_t elt = t == DType::BF16 ? 2 : 4;
+  const size_t elt = dtype_size(t);
   const size_t gemv = mega_xs_bytes(d, elt) + size_t(kMegaWarps) * gemv_stages * kGemvSegBytes +
                       (mma ? kMmaPartBytes : 0);
   return kMegaAlign + (attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t)));
 }
 
 bool mega_attn_in_xs(const MegaDims& d, DType t) {
-  return attn_bytes(d, t) <= mega_xs_bytes(d, t == DType::BF16 ? 2 : 4);
+  return attn_bytes(d, t) <= mega_xs_bytes(d, dtype_size(t));
 }
 
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma) {
@@ -212,7 +212,7 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  " bytes of AttnReduce's shared memory (", attn_bytes(a.d, a.t), " there)");
   LOOM_ARG_CHECK(!a.attn_in_xs || mega_attn_in_xs(a.d, a.t), "megakernel: attn_in_xs, yet ",
                  "attention's ", attn_bytes(a.d, a.t), " bytes exceed the staged input's ",
-                 mega_xs_bytes(a.d, a.t == DType::BF16 ? 2 : 4));
+                 mega_xs_bytes(a.d, dtype_size(a.t)));
   LOOM_ARG_CHECK(!a.gemv_mma || mega_gemv_mma(a.d, a.t), "megakernel: tensor-core GEMVs asked for ",
                  "batch ", a.d.batch, " (expected bf16, 4-8 slots, every k a multiple of ",
                  kMmaKParts * 32, ", tiles of multiples of 16 rows)");

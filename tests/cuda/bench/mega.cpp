@@ -117,8 +117,8 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::gemv_mma, 600, 8);
   sweep("skip_math_b8", "wrong tokens: skip_math as above", {0, 1, 2, 3},
         &MegakernelDebug::skip_math, 600, 8);
-  // Batch 8's attention: 32 (slot, KV head) pairs of ~10 busy 64-key splits each at ctx 600
-  // (~2.4 a CTA a layer); longer partitions or fewer splits make fewer, longer units.
+  // Batch 8's attention: 32 (slot, KV head) pairs over 4 splits by default, so 3 busy 256-key
+  // partitions each at ctx 600; more splits make more, shorter units (session 59: slower).
   sweep("attn_min_keys_b8", "an attention partition's keys, at least", {64, 128, 256},
         &MegakernelDebug::attn_min_keys, 600, 8);
   sweep("attn_splits_b8", "attention splits a (slot, KV head)", {4, 8, 16, 32},
