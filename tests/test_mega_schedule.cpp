@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -423,5 +424,51 @@ TEST_CASE("mega schedule: the finest tiling (one RoPE pair a unit, 16-row lm_hea
     CHECK(mega_units(s.dims, MegaOp::GateUp) == 5632);
     CHECK(mega_units(s.dims, MegaOp::LmHead) == 16385);  // ⌈262145 / 16⌉
     CHECK(check_mega_schedule(s) == "");
+  }
+}
+
+TEST_CASE("mega schedule: the tensor-core GEMVs' weight maps, one a weight and one a short tail") {
+  // Terra: k of 2048 (qkv, o, gate_up, lm_head) streams whole 256-column segments per k part;
+  // down's 5632 / 8 = 704 columns end in a 192-column segment, read through its tail map.
+  const MegaDims t = build_mega_schedule(terra_spec(), 8, 132).dims;
+  CHECK(mega_mma_fits(2048));
+  CHECK(mega_mma_fits(5632));
+  CHECK_FALSE(mega_mma_fits(256));  // a k part of 32 columns: half a 128-byte box
+  CHECK_FALSE(mega_mma_tail(2048));
+  CHECK(mega_mma_tail(5632));
+  CHECK(mega_tmaps_per_layer(t) == 5);
+  CHECK(mega_tmap_index(t, MegaOp::Qkv, 3) == 15);
+  CHECK(mega_tmap_index(t, MegaOp::OProj, 3) == 16);
+  CHECK(mega_tmap_index(t, MegaOp::GateUp, 3) == 17);
+  CHECK(mega_tmap_index(t, MegaOp::Down, 3) == 18);  // its tail: 19
+  CHECK(mega_tmap_index(t, MegaOp::LmHead, 0) == 110);
+  CHECK(mega_tmap_count(t) == 111);
+  // Every weight's map and tail map has its own index and none is left out, with tails
+  // everywhere (k of 512 and 1,024: parts of 64 and 128 columns), nowhere, and mixed.
+  for (const std::array<int, 3>& hqi :
+       std::vector<std::array<int, 3>>{{512, 512, 1024}, {2048, 2048, 4096}, {2048, 1024, 5632}}) {
+    MegaDims d = t;
+    d.layers = 3;
+    d.hidden = hqi[0];
+    d.head_dim = 64;
+    d.heads = hqi[1] / 64;
+    d.intermediate = hqi[2];
+    CAPTURE(hqi[0]);
+    CAPTURE(hqi[1]);
+    CAPTURE(hqi[2]);
+    std::vector<int> seen(size_t(mega_tmap_count(d)), 0);
+    auto mark = [&](MegaOp op, int layer, int k) {
+      const int i = mega_tmap_index(d, op, layer);
+      for (int j = i; j <= i + int(mega_mma_tail(k)); j++)
+        if (j >= 0 && j < int(seen.size())) seen[size_t(j)]++;
+    };
+    for (int l = 0; l < d.layers; l++) {
+      mark(MegaOp::Qkv, l, d.hidden);
+      mark(MegaOp::OProj, l, d.q_dim());
+      mark(MegaOp::GateUp, l, d.hidden);
+      mark(MegaOp::Down, l, d.intermediate);
+    }
+    mark(MegaOp::LmHead, 0, d.hidden);
+    CHECK(std::count(seen.begin(), seen.end(), 1) == int(seen.size()));
   }
 }

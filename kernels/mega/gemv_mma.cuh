@@ -8,9 +8,12 @@
 // kw = k / 8 (its k part), in segments of at most 256 columns: 8 rows × 512 bytes, one ring slot
 // (kGemvSegBytes). Every warp walks the same number of segments (nb = ceil(kw / 256)), so the
 // ring's slots stay in step as in the dot loop.
-//   A segment's rows sit 512 bytes apart, row i's 16-byte granule j at granule (j + i) mod 32 of
-//   its 512 (two bulk copies where it wraps): the 8 row addresses of an ldmatrix then fall on 8
-//   distinct bank groups, without padding (shared memory at batch 8 has ~1 KB to spare).
+//   A segment is one box of the weight's tensor map (megakernel.cuh, MegaTmaps): [chunk of 64
+//   columns][row][64 columns], row i's 16-byte granule u of a chunk at u ^ i (the 128-byte
+//   swizzle; the ring is 1,024-byte aligned), so the 8 row addresses of an ldmatrix fall on 8
+//   distinct bank groups, without padding (shared memory at batch 8 has ~1 KB to spare). One
+//   copy a segment: in 8-15 bulk copies of rows and their wrapped pieces, batch 8's streaming
+//   alone took 500 us a step longer (bench/NOTES-cuda.md, session 60).
 //   The staged input is kept in the A fragments' order (xs_word): per 32 columns and slot i, the
 //   4 words lane (i, t) of an m16n8k16 needs for two k-steps side by side, one 16-byte load.
 // Arithmetic. D[slot, row] = Σ_k x[slot, k] · w[row, k] by mma.sync m16n8k16 (A = the input,
@@ -27,14 +30,7 @@ namespace loom::mega {
 
 using loom::gpu::bf16;
 
-constexpr int kMmaKParts = kMegaWarps / 2;          // k parts of a row group (8)
-constexpr int kMmaSegCols = 256;                    // columns of a segment: 8 rows × 512 bytes
 constexpr int kMmaPartBytes = kMegaWarps * 64 * 4;  // each warp's D [8 slots, 8 rows] fp32
-
-// Whether a GEMV input of k columns fits the geometry: each k part whole pairs of k-steps.
-__host__ __device__ inline bool mega_mma_fits(int k) {
-  return k > 0 && k % (kMmaKParts * 32) == 0;
-}
 
 // The word (two bf16: columns c, c + 1, c even) of slot i's staged input in A-fragment order
 // (instructions.h, mega_xs_word).
@@ -76,38 +72,20 @@ __device__ __forceinline__ void mma_k16(float (&d)[4], uint32_t a0, uint32_t a2,
       : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
 }
 
-// Lane 0 of `warp`: the bulk copies of segment `it` of job j (a GemvJob) into `slot` (4 KB),
-// completing `bar`. Rows past the weight (a short last LmHead tile) copy 16 bytes, so the slot's
-// phase completes.
+// Lane 0 of `warp`: the copy of segment `it` of job j (a GemvJob) into `slot` (4 KB, 1,024-byte
+// aligned), completing `bar`: one box of the weight's tensor map, or of its tail map for a short
+// last segment. A row group's 8 rows are consecutive weight rows (mega_qkv_row, mega_gate_up_row:
+// 8-row halves and groups); rows past the weight land as zeros, and the box's bytes all count.
 template <class Job>
 __device__ __forceinline__ void mma_issue_segment(const Job& j, int it, int warp, char* slot,
                                                   uint64_t* bar) {
   const int item = it / j.nb, b = it % j.nb;
-  const uint32_t unit = j.unit_of(it);
   const int kw = int(j.row_bytes) / 2 / kMmaKParts;
-  const int col0 = (warp % kMmaKParts) * kw + b * kMmaSegCols;
-  const int G = min(kMmaSegCols, kw - b * kMmaSegCols) / 8;  // 16-byte granules a row
+  const int chunks = min(kMmaSegCols, kw - b * kMmaSegCols) / 64;
   const int r0 = (item % j.rpw) * 16 + (warp / kMmaKParts) * 8;
-  int rows[8];
-  uint32_t bytes = 0;
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    rows[i] = j.row_at(unit, r0 + i);
-    bytes += rows[i] >= 0 ? 16u * uint32_t(G) : 16u;
-  }
-  loom::gpu::mbar_expect_tx(bar, bytes);
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    char* dst = slot + i * 512;
-    if (rows[i] < 0) {
-      loom::gpu::bulk_load(dst, j.w, 16, bar);
-      continue;
-    }
-    const char* src = j.w + size_t(rows[i]) * j.row_bytes + size_t(col0) * 2;
-    const int first = min(G, 32 - i);  // granules before the wrap
-    loom::gpu::bulk_load(dst + 16 * i, src, 16u * uint32_t(first), bar);
-    if (first < G) loom::gpu::bulk_load(dst, src + 16 * first, 16u * uint32_t(G - first), bar);
-  }
+  loom::gpu::mbar_expect_tx(bar, uint32_t(chunks) * 1024u);
+  loom::gpu::tma_load_3d(slot, j.map + (chunks < 4), 0, j.row_first(j.unit_of(it), r0),
+                         ((warp % kMmaKParts) * kw + b * kMmaSegCols) / 64, bar);
 }
 
 // One segment's k-steps into d: `slot` the ring slot's shared address, `xs` the staged input
@@ -117,12 +95,13 @@ __device__ __forceinline__ void mma_segment(float (&d)[4], uint32_t slot, const 
                                             int cols) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int m = lane >> 3, r = lane & 7;  // this lane's ldmatrix row: matrix m, row r
-  const uint32_t row_base = slot + uint32_t(r) * 512u;
+  const uint32_t row_base = slot + uint32_t(r) * 128u;
   const uint4* xa = xs + ((c0 >> 5) * M + (g < M ? g : 0)) * 4 + t;
 #pragma unroll 4
   for (int p = 0; p < cols / 32; p++) {
-    uint32_t bq[4];
-    mma_ldmatrix_x4(bq, row_base + uint32_t(((4 * p + m + r) & 31) << 4));
+    uint32_t bq[4];  // granule 4 p + m of the row: chunk p / 2, granule 4 (p mod 2) + m of it
+    mma_ldmatrix_x4(bq,
+                    row_base + uint32_t(p >> 1) * 1024u + uint32_t(((4 * (p & 1) + m) ^ r) << 4));
     const uint4 a = g < M ? lds128(xa + p * M * 4) : make_uint4(0u, 0u, 0u, 0u);
     mma_k16(d, a.x, a.y, bq[0], bq[1]);
     mma_k16(d, a.z, a.w, bq[2], bq[3]);

@@ -87,6 +87,7 @@ struct GemvJob {
   uint32_t begin;
   int head_dim;  // Qkv: tiles of RoPE pairs (mega_qkv_row)
   int inter;  // GateUp with kMma: items of gate / up pairs (mega_gate_up_row); both 0: u · R + r
+  const CUtensorMap* map;  // kMma: the weight's tensor map, its tail map next (MegaTmaps)
 
   // Row of iteration `it` for `warp` (-1: past the tile or the weight), its unit and its row r
   // of the unit.
@@ -105,6 +106,16 @@ struct GemvJob {
     if (inter > 0) return mega_gate_up_row(R, inter, int(unit), r);
     const int rw = int(unit) * R + r;
     return rw < n ? rw : -1;
+  }
+  // The weight row of a unit's row r, a multiple of 8, with no test against the weight's end
+  // (kMma: the first of a row group's 8 consecutive rows; past the end a box lands zeros).
+  __device__ __forceinline__ int row_first(uint32_t unit, int r) const {
+    if (head_dim > 0) return mega_pair_row(R, head_dim, int(unit), r);
+    if (inter > 0) {
+      const int col = int(unit) * (R / 2) + (r >> 4) * 8;
+      return (r & 8) ? inter + col : col;
+    }
+    return int(unit) * R + r;
   }
 };
 
@@ -143,6 +154,7 @@ struct MegaShared {
   int last;                                          // cta_publish_last's answer
   float tile[kMegaMaxTileRows * kMegaMaxBatch];      // a Qkv tile's dots [R, M], for RoPE
   WeightCursor cursor[kMegaWarps];                   // each warp's weight stream's issue side
+  const CUtensorMap* tmaps;                          // kMma: the launch's MegaTmaps
 };
 
 // attention_ops.cuh: a Qkv tile's outputs from its dots in MegaShared::tile (RoPE, the cache).
@@ -365,6 +377,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       const MegaOp op = MegaOp(in.op);
       if (mega_is_gemv(op)) {
         cur.job = gemv_job<T, kMma>(a, op, in.layer, in.begin, in.end);
+        if constexpr (kMma) cur.job.map = sh.tmaps + mega_tmap_index(a.d, op, in.layer);
         cur.it = 0;
       } else if (op == MegaOp::AttnPartial && !a.attn_apart && !a.attn_in_xs &&
                  cur.pc >= consumer_pc && attn_partial_busy(a, in.begin, in.end)) {

@@ -401,6 +401,45 @@ LOOM_MEGA_HD int mega_gate_up_row(int R, int intermediate, int u, int r) {
   return col >= intermediate ? -1 : (r & 8) ? intermediate + col : col;
 }
 
+// The tensor-core GEMVs' geometry (gemv_mma.cuh): a row's k columns in kMmaKParts parts (a
+// row group's 8 warps), each streamed in segments of up to kMmaSegCols columns (8 rows × 512
+// bytes, one ring slot), one box of the weight's tensor map a segment (megakernel.cuh).
+constexpr int kMmaKParts = 8;
+constexpr int kMmaSegCols = 256;
+
+// Whether a GEMV input of k columns fits that geometry: each k part whole 64-column chunks (the
+// 128-byte inner box of the tensor maps), so whole pairs of k-steps.
+LOOM_MEGA_HD bool mega_mma_fits(int k) {
+  return k > 0 && k % (kMmaKParts * 64) == 0;
+}
+// Whether a k part of k columns ends in a short segment (read through the weight's tail map,
+// whose box is that segment's chunks).
+LOOM_MEGA_HD bool mega_mma_tail(int k) {
+  return k / kMmaKParts % kMmaSegCols != 0;
+}
+// The tensor maps in MegaTmaps: per layer qkv, o, gate_up and down, then lm_head, each followed
+// by its tail map where mega_mma_tail(k). mega_tmap_index: a GEMV op's map (its tail the next).
+LOOM_MEGA_HD int mega_tmaps_per_layer(const MegaDims& d) {
+  return 4 + 2 * mega_mma_tail(d.hidden) + mega_mma_tail(d.q_dim()) + mega_mma_tail(d.intermediate);
+}
+LOOM_MEGA_HD int mega_tmap_index(const MegaDims& d, MegaOp op, int layer) {
+  const int q = 1 + mega_mma_tail(d.hidden), o = 1 + mega_mma_tail(d.q_dim());
+  const int base = (op == MegaOp::LmHead ? d.layers : layer) * mega_tmaps_per_layer(d);
+  switch (op) {
+    case MegaOp::OProj:
+      return base + q;
+    case MegaOp::GateUp:
+      return base + q + o;
+    case MegaOp::Down:
+      return base + q + o + q;
+    default:  // Qkv, LmHead
+      return base;
+  }
+}
+LOOM_MEGA_HD int mega_tmap_count(const MegaDims& d) {
+  return d.layers * mega_tmaps_per_layer(d) + 1 + mega_mma_tail(d.hidden);
+}
+
 // The staged order of a GEMV input of M slots and k columns (what the GEMV keeps in shared
 // memory, and what AttnReduce, FinalNorm and, with the tensor-core GEMVs, GateUp write for OProj,
 // LmHead and Down to copy as it is). The A fragments' order (gemv_mma.cuh): the word (two bf16:

@@ -8,6 +8,7 @@
 // whose wait gives up leaves the kernel; then step is not advanced and the host, which finds
 // trap_counter set, zeroes the block before any further launch.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/mega/attention_ops.cuh"
 #include "kernels/mega/gemv_ops.cuh"
@@ -15,8 +16,12 @@
 
 namespace loom::mega {
 
+template <bool kMma>
+using MegaTmapsParam = std::conditional_t<kMma, MegaTmaps, MegaNoTmaps>;
+
 template <class T, int M, bool kMma>
-__global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) {
+__global__ void __launch_bounds__(kMegaThreads, 1)
+    megakernel(const MegaArgs a, const __grid_constant__ MegaTmapsParam<kMma> tmaps) {
   extern __shared__ uint4 mega_smem[];
   __shared__ MegaShared sh;
   MegaCtx c;
@@ -30,8 +35,8 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
   c.waited = 0;
   const int prog = a.cta_program != nullptr ? a.cta_program[blockIdx.x] : int(blockIdx.x);
   const uint32_t base = loom::gpu::smem_u32(mega_smem);
-  char* dyn = reinterpret_cast<char*>(mega_smem) + (kMegaAlign - base % kMegaAlign) % kMegaAlign +
-              a.smem_skew;
+  constexpr uint32_t align = kMma ? kMegaMmaAlign : kMegaAlign;
+  char* dyn = reinterpret_cast<char*>(mega_smem) + (align - base % align) % align + a.smem_skew;
   T* xs = reinterpret_cast<T*>(dyn);  // staged GEMV input, then the weight ring
   char* ring = dyn + mega_xs_bytes(a.d, sizeof(T));
   const int prog_end = a.prog_begin[prog + 1];
@@ -41,6 +46,8 @@ __global__ void __launch_bounds__(kMegaThreads, 1) megakernel(const MegaArgs a) 
     WeightCursor& cur = sh.cursor[threadIdx.x >> 5];
     cur.issued = 0, cur.pc = a.prog_begin[prog], cur.it = -1;
   }
+  if constexpr (kMma)
+    if (threadIdx.x == 0) sh.tmaps = tmaps.m;
   loom::gpu::fence_mbar_init();
   __syncthreads();
   bool ok = true;
@@ -123,14 +130,55 @@ static size_t attn_bytes(const MegaDims& d, DType t) {
 
 bool mega_gemv_mma(const MegaDims& d, DType t) {
   return t == DType::BF16 && d.batch >= 4 && mega_mma_fits(d.hidden) && mega_mma_fits(d.q_dim()) &&
-         mega_mma_fits(d.intermediate) && d.rows_per_tile % 16 == 0 && d.lm_rows_per_tile % 16 == 0;
+         mega_mma_fits(d.intermediate) && d.rows_per_tile % 16 == 0 &&
+         d.lm_rows_per_tile % 16 == 0 && mega_tmap_count(d) <= kMegaMaxTmaps;
+}
+
+loom::gpu::Status mega_encode_tmaps(const MegaDims& d, const MegaLayer* layers, const void* lm_head,
+                                    MegaTmaps& out) {
+  if (mega_tmap_count(d) > kMegaMaxTmaps)
+    return loom::gpu::Status::bad(loom::cat("megakernel: ", mega_tmap_count(d),
+                                            " weight tensor maps (at most ", kMegaMaxTmaps, ")"));
+  // A weight [n, k] as {64 columns, n rows, k / 64 chunks}, a box of {64, 8, chunks}.
+  auto encode = [&](int index, const void* w, int n, int k, const char* what) {
+    const uint64_t dims[3] = {64, uint64_t(n), uint64_t(k / 64)};
+    const uint64_t strides[2] = {uint64_t(k) * 2, 128};
+    loom::gpu::Status st = loom::gpu::Status::good();
+    for (int tail = 0; st.ok && tail <= int(mega_mma_tail(k)); tail++) {
+      const uint32_t chunks = tail ? uint32_t(k / kMmaKParts % kMmaSegCols / 64) : 4u;
+      const uint32_t box[3] = {64, 8, chunks};
+      st = loom::gpu::encode_tensor_map_3d(out.m[index + tail], w, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                           dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, what);
+    }
+    return st;
+  };
+  loom::gpu::Status st = loom::gpu::Status::good();
+  for (int l = 0; st.ok && l < d.layers; l++) {
+    const MegaLayer& L = layers[l];
+    st = encode(mega_tmap_index(d, MegaOp::Qkv, l), L.qkv, d.qkv_rows(), d.hidden,
+                "megakernel: qkv");
+    if (st.ok)
+      st = encode(mega_tmap_index(d, MegaOp::OProj, l), L.o, d.hidden, d.q_dim(), "megakernel: o");
+    if (st.ok)
+      st = encode(mega_tmap_index(d, MegaOp::GateUp, l), L.gate_up, 2 * d.intermediate, d.hidden,
+                  "megakernel: gate_up");
+    if (st.ok)
+      st = encode(mega_tmap_index(d, MegaOp::Down, l), L.down, d.hidden, d.intermediate,
+                  "megakernel: down");
+  }
+  if (st.ok)
+    st = encode(mega_tmap_index(d, MegaOp::LmHead, 0), lm_head, d.vocab, d.hidden,
+                "megakernel: lm_head");
+  return st;
 }
 
 size_t mega_smem_bytes(const MegaDims& d, DType t, int gemv_stages, bool attn_apart, bool mma) {
   const size_t elt = dtype_size(t);
   const size_t gemv = mega_xs_bytes(d, elt) + size_t(kMegaWarps) * gemv_stages * kGemvSegBytes +
                       (mma ? kMmaPartBytes : 0);
-  return kMegaAlign + (attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t)));
+  return (mma ? kMegaMmaAlign : kMegaAlign) +
+         (attn_apart ? gemv + attn_bytes(d, t) : std::max(gemv, attn_bytes(d, t)));
 }
 
 bool mega_attn_in_xs(const MegaDims& d, DType t) {
@@ -138,8 +186,14 @@ bool mega_attn_in_xs(const MegaDims& d, DType t) {
 }
 
 int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart, bool mma) {
+  // The static MegaShared beside the dynamic buffer. Without the tensor-core GEMVs also a 1 KB
+  // margin, with which the ring's depth at batch 1-2 was measured (3 slots, where they fit
+  // without it, gained nothing: bench/NOTES-cuda.md session 56); with them the 1,024-byte
+  // alignment's padding is counted whole instead (batch 8 on Terra: 1,008 bytes to spare).
+  const size_t margin = mma ? 0 : 1024;
   for (int s = kGemvMaxStages; s >= 2; s--)
-    if (mega_smem_bytes(d, t, s, attn_apart, mma) + sizeof(MegaShared) + 1024 <= size_t(smem_optin))
+    if (mega_smem_bytes(d, t, s, attn_apart, mma) + sizeof(MegaShared) + margin <=
+        size_t(smem_optin))
       return s;
   return 0;
 }
@@ -166,7 +220,9 @@ static loom::gpu::Status launch(const MegaArgs& a, cudaStream_t stream) {
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, megakernel<T, M, kMma>, a);
+  MegaTmapsParam<kMma> tmaps{};
+  if constexpr (kMma) tmaps = *a.tmaps;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, megakernel<T, M, kMma>, a, tmaps);
   if (e != cudaSuccess)
     return loom::gpu::Status::bad(loom::cat("megakernel: launch: ", cudaGetErrorString(e)));
   return loom::gpu::launch_status("megakernel");
@@ -215,7 +271,11 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  mega_xs_bytes(a.d, dtype_size(a.t)));
   LOOM_ARG_CHECK(!a.gemv_mma || mega_gemv_mma(a.d, a.t), "megakernel: tensor-core GEMVs asked for ",
                  "batch ", a.d.batch, " (expected bf16, 4-8 slots, every k a multiple of ",
-                 kMmaKParts * 32, ", tiles of multiples of 16 rows)");
+                 kMmaKParts * 64, ", tiles of multiples of 16 rows, at most ", kMegaMaxTmaps,
+                 " weight maps)");
+  LOOM_ARG_CHECK(!a.gemv_mma || (a.tmaps != nullptr && a.smem_skew % kMegaMmaAlign == 0),
+                 "megakernel: tensor-core GEMVs without their weights' maps, or smem_skew ",
+                 a.smem_skew, " off their ", kMegaMmaAlign, "-byte alignment");
   if (a.t == DType::BF16)
     return a.gemv_mma ? dispatch_batch<bf16, true>(a, stream)
                       : dispatch_batch<bf16, false>(a, stream);

@@ -7,6 +7,7 @@
 //   attention_ops.cuh   a Qkv tile's RoPE and cache write, AttnPartial, AttnReduce
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -39,6 +40,20 @@ struct MegaDrawPartial {
   float v;
   int32_t id;
 };
+
+static_assert(kMmaKParts == kMegaWarps / 2, "a row group's k parts: one warp each");
+
+// The tensor maps of the tensor-core GEMVs' weights, one launch parameter (so no fence before
+// their first use; the parameter space holds 32,764 bytes), in mega_tmap_index's order. A weight
+// [n, k] is seen as dims {64 columns, n rows, k / 64 chunks} with strides {k · 2, 128} bytes; a box
+// of {64, 8, 4} (the tail map: the last segment's chunks) lands as [chunk][row][64 columns] with
+// the 128-byte swizzle, 16-byte granule u of row r at u ^ r: one copy a 4 KB segment, whose
+// ldmatrix rows fall on 8 distinct bank groups (gemv_mma.cuh).
+constexpr int kMegaMaxTmaps = 224;
+struct MegaTmaps {
+  CUtensorMap m[kMegaMaxTmaps];
+};
+struct MegaNoTmaps {};  // the launch parameter of the instantiations without tensor-core GEMVs
 
 struct MegaArgs {
   DType t = DType::BF16;  // weights, activations and KV cache: BF16 or F32
@@ -80,6 +95,7 @@ struct MegaArgs {
   int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
   bool gemv_mma = false;             // GEMVs on the tensor cores (mega_gemv_mma; gemv_mma.cuh)
+  const MegaTmaps* tmaps = nullptr;  // gemv_mma: their weights' maps (host memory; a parameter)
   int sample_lo = 0, sample_hi = 0;  // the logit range drawn from; ids relative to sample_lo
 
   // Workspace.
@@ -125,8 +141,11 @@ struct MegaTraceEntry {
 
 // The dynamic buffer starts on a 128-byte boundary and each of its regions does (kMegaAlign):
 // with the ring 16 bytes past one (where the static MegaShared left it) a batch-1 step took
-// 76 us longer (H100, bench/NOTES-cuda.md session 57).
+// 76 us longer (H100, bench/NOTES-cuda.md session 57). With the tensor-core GEMVs on a
+// 1,024-byte one (kMegaMmaAlign): the swizzled boxes' pattern repeats every 1,024 bytes, and
+// the staged input before the ring is a multiple of it (batch 4-8 × k a multiple of 512, bf16).
 constexpr size_t kMegaAlign = 128;
+constexpr size_t kMegaMmaAlign = 1024;
 
 // Bytes of the staged GEMV input, T [batch, max(hidden, q_dim, intermediate)], kMegaAlign-aligned.
 __host__ __device__ inline size_t mega_xs_bytes(const MegaDims& d, size_t elt) {
@@ -151,8 +170,13 @@ int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart
 // at an AttnPartial with work (its buffers reach into the ring).
 bool mega_attn_in_xs(const MegaDims& d, DType t);
 // Whether the layer and lm_head GEMVs can run on the tensor cores (gemv_mma.cuh): bf16, 4-8
-// slots, every input length a multiple of 256, tiles of multiples of 16 rows.
+// slots, every input length a multiple of 512 (mega_mma_fits), tiles of multiples of 16 rows,
+// and their tensor maps within MegaTmaps.
 bool mega_gemv_mma(const MegaDims& d, DType t);
+// Encodes the maps of the weights in layers[0, d.layers) and lm_head (d.vocab rows) into out
+// (mega_tmap_index's order); an error names the weight.
+loom::gpu::Status mega_encode_tmaps(const MegaDims& d, const MegaLayer* layers, const void* lm_head,
+                                    MegaTmaps& out);
 
 // Launches one step (cooperative: every CTA resident, one per SM). Capturable into a graph.
 loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream);

@@ -12,6 +12,7 @@
 #include <array>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,7 @@ class CudaBackend : public Backend {
   // megakernel; the bucket's schedule and sync block; the launch; a launch's trap check.
   bool mega_wanted(const StepBatch& b, int B) const;
   void ensure_mega(int B);
+  std::vector<mega::MegaLayer> mega_layer_table() const;  // the weights (no caches)
   void run_mega(const StepLayout& L);
   void check_mega_trap(int buf, int B);
   void add_mega_trace(int B);  // (synchronises) the trace of the step just launched
@@ -286,9 +288,11 @@ class CudaBackend : public Backend {
   MegakernelMode mega_mode_ = MegakernelMode::Off;  // until it beats the graph path
   MegakernelDebug mega_debug_;
   std::string mega_refusal_;  // why the model cannot take the megakernel ("" when it can)
-  mega::MegaLayer* mega_layers_ = nullptr;  // [layers] device table, rebuilt with the cache
-  const void* mega_layers_kv_ = nullptr;    // the pool mega_layers_ points into
-  float* mega_attn_part_ = nullptr;         // [8, kv_heads, mega_max_parts_, G, head_dim + 2]
+  mega::MegaLayer* mega_layers_ = nullptr;       // [layers] device table, rebuilt with the cache
+  std::unique_ptr<mega::MegaTmaps> mega_tmaps_;  // the tensor-core GEMVs' weight maps (a launch
+                                                 // parameter), encoded at their first bucket
+  const void* mega_layers_kv_ = nullptr;         // the pool mega_layers_ points into
+  float* mega_attn_part_ = nullptr;              // [8, kv_heads, mega_max_parts_, G, head_dim + 2]
   int mega_max_parts_ = 0;
   mega::MegaDrawPartial* mega_draw_part_ = nullptr;          // [lm_head tiles, 8]
   std::array<mega::MegaSyncHeader*, 2> mega_header_host_{};  // pinned, per input buffer

@@ -44,6 +44,21 @@ bool CudaBackend::mega_wanted(const StepBatch& b, int B) const {
   return true;
 }
 
+std::vector<mega::MegaLayer> CudaBackend::mega_layer_table() const {
+  std::vector<mega::MegaLayer> layers(size_t(spec_.layers));
+  for (int l = 0; l < spec_.layers; l++) {
+    const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
+    mega::MegaLayer& m = layers[size_t(l)];
+    m.qkv = W.qkv.data;
+    m.o = W.o.data;
+    m.gate_up = W.gate_up.data;
+    m.down = W.down.data;
+    m.attn_norm = W.attn_norm.f32();
+    m.mlp_norm = W.mlp_norm.f32();
+  }
+  return layers;
+}
+
 void CudaBackend::ensure_mega(int B) {
   mega::MegaOptions opts = mega_options(t_);
   if (mega_debug_.rows_per_tile > 0) opts.rows_per_tile = mega_debug_.rows_per_tile;
@@ -52,16 +67,9 @@ void CudaBackend::ensure_mega(int B) {
   if (mega_layers_kv_ != kv_) {
     const size_t kv_layer =
         size_t(num_blocks_ + 1) * block_size_ * spec_.kv_dim() * dtype_size(kv_t_);
-    std::vector<mega::MegaLayer> layers(size_t(spec_.layers));
+    std::vector<mega::MegaLayer> layers = mega_layer_table();
     for (int l = 0; l < spec_.layers; l++) {
-      const LayerSet<DeviceTensor>& W = w_.layers[size_t(l)];
       mega::MegaLayer& m = layers[size_t(l)];
-      m.qkv = W.qkv.data;
-      m.o = W.o.data;
-      m.gate_up = W.gate_up.data;
-      m.down = W.down.data;
-      m.attn_norm = W.attn_norm.f32();
-      m.mlp_norm = W.mlp_norm.f32();
       m.k_cache = static_cast<char*>(kv_) + size_t(2 * l) * kv_layer;
       m.v_cache = static_cast<char*>(m.k_cache) + kv_layer;
     }
@@ -142,6 +150,11 @@ void CudaBackend::ensure_mega(int B) {
   LOOM_CUDA_CHECK(cudaMemset(m.sync, 0, m.sync_bytes));
   m.dims = s.dims;
   m.num_ctas = s.num_sms;
+  if (mega_tmaps_ == nullptr && mega::mega_gemv_mma(s.dims, t_)) {  // the weights never move
+    auto maps = std::make_unique<mega::MegaTmaps>();
+    LOOM_KERNEL(mega::mega_encode_tmaps(s.dims, mega_layer_table().data(), w_.lm_head.data, *maps));
+    mega_tmaps_ = std::move(maps);
+  }
   m.prog_begin_host = begin;
   int longest = 0;  // instructions of the longest program
   for (const auto& prog : s.programs) longest = std::max(longest, int(prog.size()));
@@ -192,6 +205,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   // batch 4-8 in bf16). MegakernelDebug::gemv_mma 1 turns it off.
   a.gemv_mma = mega_debug_.gemv_mma != 1 && mega::mega_gemv_mma(m.dims, t_) &&
                mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, false, true) >= 2;
+  a.tmaps = mega_tmaps_.get();
   // Attention's buffers beside the ring where they fit with a ring of 2+ slots (the kernel
   // takes that layout at 1-2 slots): the stream runs on through attention and a partition's K
   // and V are staged an instruction early. MegakernelDebug::attn_apart 1 turns it off.
