@@ -136,6 +136,15 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_
   __syncthreads();  // shared memory is the next unit's
 }
 
+// The shared-memory row of a partition's k or v: head_dim elements, at 4-8 slots 16 bytes more
+// (kv_chunk's swizzle does not run there): rows 16 bytes off a multiple of 128, so the scores'
+// 32 lanes (32 neighbouring keys, the same chunk) fall on 8 bank groups, not one, and P·V's
+// four keys of a lane group on four.
+template <class T>
+__host__ __device__ inline int attn_kv_ld(int hd, bool padded) {
+  return hd + (padded ? 16 / int(sizeof(T)) : 0);
+}
+
 // Shared memory of one attention partition (inside the dynamic buffer).
 template <class T>
 struct AttnSmem {
@@ -143,22 +152,23 @@ struct AttnSmem {
   float* s;  // [G, K] scores, then probabilities
   float* m;  // [G] partition max
   float* l;  // [G] Σ p
-  T* v;      // [K, hd] values (zero past the last key)
-  T* k;      // [K, hd] keys (zero past the last key)
-  __device__ AttnSmem(void* base, int G, int hd) {
+  T* v;      // [K, ld] values (zero past the last key; ld: attn_kv_ld)
+  T* k;      // [K, ld] keys (zero past the last key)
+  __device__ AttnSmem(void* base, int G, int hd, int ld) {
     q = static_cast<float*>(base);
     s = q + G * hd;
     m = s + G * kMegaPartitionKeys;
     l = m + G;
     v = reinterpret_cast<T*>(l + G + ((2 * G) & 3 ? 4 - ((2 * G) & 3) : 0));
-    k = v + size_t(kMegaPartitionKeys) * hd;
+    k = v + size_t(kMegaPartitionKeys) * ld;
   }
 };
 
 template <class T>
-__host__ __device__ inline size_t attn_smem_bytes(int G, int hd) {
+__host__ __device__ inline size_t attn_smem_bytes(int G, int hd, bool padded) {
   const int floats = G * hd + G * kMegaPartitionKeys + 2 * G;
-  return size_t((floats + 3) / 4 * 4) * 4 + 2 * size_t(kMegaPartitionKeys) * hd * sizeof(T);
+  return size_t((floats + 3) / 4 * 4) * 4 +
+         2 * size_t(kMegaPartitionKeys) * attn_kv_ld<T>(hd, padded) * sizeof(T);
 }
 
 // P·V's key slices a partition (lanes 4j .. 4j + 3 of a warp; folded by xor shuffles): slice
@@ -216,7 +226,7 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
   const int vecs = hd * int(sizeof(T)) / 16;
   const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
-  AttnSmem<T> sm(smem, G, hd);
+  AttnSmem<T> sm(smem, G, hd, hd);  // (1-2 slots: rows unpadded)
   for (int i = threadIdx.x; i < 2 * K * vecs; i += kMegaThreads) {
     const int key = i / vecs % K;
     if (key == fresh) continue;  // after the wait (run_attn_partial)
@@ -255,7 +265,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   const int vecs = hd * int(sizeof(T)) / 16;  // 16-byte pieces of a key or value row
   const T* k_cache = static_cast<const T*>(a.layers[layer].k_cache);
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
-  AttnSmem<T> sm(smem, G, hd);
+  const int ld = attn_kv_ld<T>(hd, !kSwz);
+  AttnSmem<T> sm(smem, G, hd, ld);
   // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
@@ -275,7 +286,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         if (i < 2 * K * vecs && (key >= nk || take(key)))
           reinterpret_cast<uint4*>(
               (i < K * vecs ? sm.v : sm.k) +
-              size_t(key) * hd)[kv_chunk<kSwz>(i < K * vecs, key, i % vecs, vecs)] = val[q];
+              size_t(key) * ld)[kv_chunk<kSwz>(i < K * vecs, key, i % vecs, vecs)] = val[q];
       }
     }
   };
@@ -322,7 +333,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
             const T* cache = j < vecs ? v_cache : k_cache;
             reinterpret_cast<uint4*>((j < vecs ? sm.v : sm.k) +
                                      size_t(fresh) *
-                                         hd)[kv_chunk<kSwz>(j < vecs, fresh, j % vecs, vecs)] =
+                                         ld)[kv_chunk<kSwz>(j < vecs, fresh, j % vecs, vecs)] =
                 __ldcg(kv_row(a, cache, b, g, key0 + fresh) + j % vecs);
           }
         }
@@ -340,7 +351,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           Chunk8<T> kc;
 #pragma unroll
           for (int v = 0; v < Chunk8<T>::kVecs; v++)
-            kc.v[v] = lds128(reinterpret_cast<const uint4*>(sm.k + size_t(kk) * hd) +
+            kc.v[v] = lds128(reinterpret_cast<const uint4*>(sm.k + size_t(kk) * ld) +
                              kv_chunk<kSwz>(false, kk, e0 * int(sizeof(T)) / 16 + v, vecs));
           float kf[8];
           chunk_f32<T>(kc, kf);
@@ -400,7 +411,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
 #pragma unroll 1
           for (int i = q; i < nk; i += kPvSlices) {
             float v4[4];
-            load4_f32(vp + i * hd, v4);
+            load4_f32(vp + i * ld, v4);
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[e] += sp[i] * v4[e];
           }
@@ -422,7 +433,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
                          mega_group_units(d, MegaOp::AttnPartial), &sh_last, arrivals)) {
-      attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd) / 4));
+      attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd, !kSwz) / 4));
       cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }
   }

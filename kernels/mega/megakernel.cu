@@ -124,8 +124,9 @@ __global__ void __launch_bounds__(kMegaThreads, 1)
 }
 
 static size_t attn_bytes(const MegaDims& d, DType t) {
-  return t == DType::BF16 ? attn_smem_bytes<bf16>(d.group_size(), d.head_dim)
-                          : attn_smem_bytes<float>(d.group_size(), d.head_dim);
+  const bool padded = d.batch > 2;  // (attention_ops.cuh's rows: kv_chunk's swizzle at 1-2)
+  return t == DType::BF16 ? attn_smem_bytes<bf16>(d.group_size(), d.head_dim, padded)
+                          : attn_smem_bytes<float>(d.group_size(), d.head_dim, padded);
 }
 
 bool mega_gemv_mma(const MegaDims& d, DType t) {
