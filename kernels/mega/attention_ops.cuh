@@ -270,6 +270,21 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
+    if constexpr (!kSwz) {  // 4-8 slots: every piece by cp.async at once, one L2 round trip
+      for (int i = tid; i < 2 * K * vecs; i += kMegaThreads) {
+        const int key = i / vecs % K;
+        const bool valid = key < nk && take(key);
+        if (key < nk && !valid) continue;
+        const T* cache = i < K * vecs ? v_cache : k_cache;
+        loom::gpu::cp_async16(
+            reinterpret_cast<uint4*>((i < K * vecs ? sm.v : sm.k) + size_t(key) * ld) + i % vecs,
+            valid ? kv_row(a, cache, b, g, key0 + key) + i % vecs
+                  : reinterpret_cast<const uint4*>(cache),
+            valid);
+      }
+      loom::gpu::cp_async_commit();
+      return;
+    }
     for (int i0 = tid; i0 < 2 * K * vecs; i0 += kVPer * kMegaThreads) {
       uint4 val[kVPer];
 #pragma unroll
@@ -338,7 +353,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           }
         }
       }
-      if (pre && p == j) loom::gpu::cp_async_wait<0>();
+      if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       // Scores: q·k over d in order.
       float acc[8];
