@@ -283,25 +283,25 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
             valid);
       }
       loom::gpu::cp_async_commit();
-      return;
-    }
-    for (int i0 = tid; i0 < 2 * K * vecs; i0 += kVPer * kMegaThreads) {
-      uint4 val[kVPer];
+    } else {  // 1-2 slots (whose first partition attn_prefetch stages): kVPer loads at a time
+      for (int i0 = tid; i0 < 2 * K * vecs; i0 += kVPer * kMegaThreads) {
+        uint4 val[kVPer];
 #pragma unroll
-      for (int q = 0; q < kVPer; q++) {
-        const int i = i0 + q * kMegaThreads, key = i / vecs % K;
-        val[q] =
-            i < 2 * K * vecs && key < nk && take(key)
-                ? __ldcg(kv_row(a, i < K * vecs ? v_cache : k_cache, b, g, key0 + key) + i % vecs)
-                : make_uint4(0, 0, 0, 0);
-      }
+        for (int q = 0; q < kVPer; q++) {
+          const int i = i0 + q * kMegaThreads, key = i / vecs % K;
+          val[q] =
+              i < 2 * K * vecs && key < nk && take(key)
+                  ? __ldcg(kv_row(a, i < K * vecs ? v_cache : k_cache, b, g, key0 + key) + i % vecs)
+                  : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
-      for (int q = 0; q < kVPer; q++) {
-        const int i = i0 + q * kMegaThreads, key = i / vecs % K;
-        if (i < 2 * K * vecs && (key >= nk || take(key)))
-          reinterpret_cast<uint4*>(
-              (i < K * vecs ? sm.v : sm.k) +
-              size_t(key) * ld)[kv_chunk<kSwz>(i < K * vecs, key, i % vecs, vecs)] = val[q];
+        for (int q = 0; q < kVPer; q++) {
+          const int i = i0 + q * kMegaThreads, key = i / vecs % K;
+          if (i < 2 * K * vecs && (key >= nk || take(key)))
+            reinterpret_cast<uint4*>(
+                (i < K * vecs ? sm.v : sm.k) +
+                size_t(key) * ld)[kv_chunk<kSwz>(i < K * vecs, key, i % vecs, vecs)] = val[q];
+        }
       }
     }
   };
