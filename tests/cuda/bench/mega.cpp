@@ -105,10 +105,17 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::attn_apart);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
+  sweep("gemv_ahead_b8", "the ring on into the next GEMVs (1 off, 2 on)", {1, 2},
+        &MegakernelDebug::gemv_ahead, 600, 8);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
         &MegakernelDebug::gemv_inflight);
   sweep("gemv_early", "weight segments a warp has in flight while it waits", {1, 2, 3},
         &MegakernelDebug::gemv_early);
+  // Batch 8's ring has 2 slots (shared memory): its in-flight knobs at 1 and 2.
+  sweep("gemv_inflight_b8", "segments in flight once staged", {1, 2},
+        &MegakernelDebug::gemv_inflight, 600, 8);
+  sweep("gemv_early_b8", "segments in flight while it waits", {1, 2}, &MegakernelDebug::gemv_early,
+        600, 8);
   for (int ctx : {600, 3000, 7000})
     sweep("attn_splits", "attention splits a (slot, KV head)", {8, 16, 24, 32},
           &MegakernelDebug::attn_splits, ctx);
