@@ -220,6 +220,10 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   a.smem_skew = mega_debug_.smem_skew;
+  // The ring runs on into the next GEMV instructions, except at batch 1: there stopping at the
+  // instruction measured 6-65 us a step faster on three H100s, where at batch 8 running on is
+  // 13-80 us faster (bench/NOTES-cuda.md, session 60).
+  a.gemv_ahead = m.dims.batch > 1;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
