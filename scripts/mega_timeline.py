@@ -3,7 +3,7 @@
 
   python3 scripts/mega_timeline.py RESULT.json
 
-RESULT.json: cuda_bench's JSON (its "trace" rows carry "timeline" for batch 1 ctx 600: one
+RESULT.json: cuda_bench's JSON (its "trace" rows carry "timeline" for batch 1 and 8 at ctx 600: one
 [cta, op, layer, start, wait, staged, end] per instruction of one traced step, µs from the
 step's first start; staged -1 where the instruction is not a GEMV). For each op of a layer along
 the chain qkv -> attn_partial (+ its reduce) -> o_proj -> gate_up -> down, measured from the

@@ -191,9 +191,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
                           {"busiest_cta_layer_us", p.busiest_us},
                           {"slowest_cta_busy_us", p.slowest_us}};
     }
-    // The raw timeline of batch 1 ctx 600's last traced step: [cta, op, layer, start, wait,
-    // staged, end] (µs; staged −1 where not a GEMV), for offline critical-path analysis.
-    if (n == 1 && ctx == 600) {
+    // The raw timeline of ctx 600's last traced step (batch 1 or 8): [cta, op, layer, start,
+    // wait, staged, end] (µs; staged −1 where not a GEMV), for scripts/mega_timeline.py.
+    if ((n == 1 || n == 8) && ctx == 600) {
       json tl = json::array();
       for (const MegakernelTrace::Row& e : t.last_step)
         tl.push_back({e.cta, e.op, e.layer, std::round(e.start_us * 1e3) / 1e3,
