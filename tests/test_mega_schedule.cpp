@@ -472,3 +472,20 @@ TEST_CASE("mega schedule: the tensor-core GEMVs' weight maps, one a weight and o
     CHECK(std::count(seen.begin(), seen.end(), 1) == int(seen.size()));
   }
 }
+
+TEST_CASE("mega schedule: FastDiv divides exactly where x · d < 2^32") {
+  for (uint32_t d = 1; d <= 64; d++) {
+    FastDiv f;
+    f.set(d);
+    CAPTURE(d);
+    int wrong = 0;
+    for (uint32_t x = 0; x < (1u << 20); x++) wrong += f.div(x) != x / d;
+    // and at the bound's edge
+    const uint32_t top = uint32_t((uint64_t(1) << 32) / d) - 1;
+    for (uint32_t x = top - 4096;; x++) {
+      wrong += f.div(x) != x / d;
+      if (x == top) break;
+    }
+    CHECK(wrong == 0);
+  }
+}

@@ -79,10 +79,10 @@ __device__ __forceinline__ void mma_k16(float (&d)[4], uint32_t a0, uint32_t a2,
 template <class Job>
 __device__ __forceinline__ void mma_issue_segment(const Job& j, int it, int warp, char* slot,
                                                   uint64_t* bar) {
-  const int item = it / j.nb, b = it % j.nb;
+  const int b = j.seg(it);
   const int kw = int(j.row_bytes) / 2 / kMmaKParts;
   const int chunks = min(kMmaSegCols, kw - b * kMmaSegCols) / 64;
-  const int r0 = (item % j.rpw) * 16 + (warp / kMmaKParts) * 8;
+  const int r0 = j.item_in_unit(it) * 16 + (warp / kMmaKParts) * 8;
   loom::gpu::mbar_expect_tx(bar, uint32_t(chunks) * 1024u);
   loom::gpu::tma_load_3d(slot, j.map + (chunks < 4), 0, j.row_first(j.unit_of(it), r0),
                          ((warp % kMmaKParts) * kw + b * kMmaSegCols) / 64, bar);

@@ -37,7 +37,7 @@ struct Chunk8 {
 // shared memory allows), so 128-192 KB a CTA are in flight. Registers (16-byte loads, 32-64 KB
 // in flight) streamed at ~2.0-2.5 TB/s (bench/NOTES-cuda.md).
 constexpr int kGemvSegBytes = 4096;
-constexpr int kGemvMaxStages = 3;
+constexpr int kGemvMaxStages = 3;  // (WeightStream::slot: 2 or 3)
 
 template <class T>
 __device__ __forceinline__ void chunk_f32(const Chunk8<T>& c, float (&f)[8]) {
@@ -88,17 +88,27 @@ struct GemvJob {
   int head_dim;  // Qkv: tiles of RoPE pairs (mega_qkv_row)
   int inter;  // GateUp with kMma: items of gate / up pairs (mega_gate_up_row); both 0: u · R + r
   const CUtensorMap* map;  // kMma: the weight's tensor map, its tail map next (MegaTmaps)
+  FastDiv by_nb, by_rpw;   // / nb, / rpw
+
+  // it / nb: the item (a row of the unit on this warp, or a tensor-core item); it mod nb: the
+  // segment of its row; (it / nb) mod rpw: the item within its unit.
+  __device__ __forceinline__ int item(int it) const { return int(by_nb.div(uint32_t(it))); }
+  __device__ __forceinline__ int seg(int it) const { return it - item(it) * nb; }
+  __device__ __forceinline__ int item_in_unit(int it) const {
+    const int t = item(it);
+    return t - int(by_rpw.div(uint32_t(t))) * rpw;
+  }
 
   // Row of iteration `it` for `warp` (-1: past the tile or the weight), its unit and its row r
   // of the unit.
   __device__ __forceinline__ int row(int it, int warp, uint32_t& unit, int& r) const {
     unit = unit_of(it);
-    r = warp + (it / nb % rpw) * kMegaWarps;
+    r = warp + item_in_unit(it) * kMegaWarps;
     return r < R ? row_at(unit, r) : -1;
   }
   // The unit of iteration `it`.
   __device__ __forceinline__ uint32_t unit_of(int it) const {
-    return begin + uint32_t(it / nb / rpw);
+    return begin + by_rpw.div(uint32_t(item(it)));
   }
   // The weight row of a unit's row r < R (-1: past the weight).
   __device__ __forceinline__ int row_at(uint32_t unit, int r) const {
@@ -140,9 +150,12 @@ struct WeightCursor {
 struct WeightStream {
   uint32_t consumed = 0;  // segments consumed by this warp
 
-  __device__ __forceinline__ static uint32_t slot(uint32_t q, int S) { return q % uint32_t(S); }
+  // S is 2 or 3 (kGemvMaxStages): divisions by constants.
+  __device__ __forceinline__ static uint32_t slot(uint32_t q, int S) {
+    return S == 2 ? q & 1u : q % 3u;
+  }
   __device__ __forceinline__ static uint32_t parity(uint32_t q, int S) {
-    return (q / uint32_t(S)) & 1u;
+    return (S == 2 ? q >> 1 : q / 3u) & 1u;
   }
 };
 
@@ -345,6 +358,8 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   j.nb = kMma ? (k / kMmaKParts + kMmaSegCols - 1) / kMmaSegCols
               : int((j.row_bytes + kGemvSegBytes - 1) / kGemvSegBytes);
   j.iters = int(end - begin) * j.rpw * j.nb;
+  j.by_nb.set(uint32_t(j.nb));
+  j.by_rpw.set(uint32_t(j.rpw));
   j.begin = begin;
   j.head_dim = op == MegaOp::Qkv ? a.d.head_dim : 0;
   j.inter = kMma && op == MegaOp::GateUp ? a.d.intermediate : 0;
@@ -397,7 +412,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       uint32_t unit;
       int r;
       const int row = cur.job.row(cur.it, warp, unit, r);
-      const uint32_t off = uint32_t(cur.it % cur.job.nb) * kGemvSegBytes;
+      const uint32_t off = uint32_t(cur.job.seg(cur.it)) * kGemvSegBytes;
       const uint32_t bytes = row >= 0 ? min(uint32_t(kGemvSegBytes), cur.job.row_bytes - off) : 16u;
       loom::gpu::mbar_expect_tx(bar, bytes);
       loom::gpu::bulk_load(dst, cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0),
@@ -461,7 +476,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   // After a row's last segment: at a unit's end (the same iteration on every warp), LmHead's
   // draw partials, a Qkv tile's RoPE and cache write, and the publish.
   auto unit_end = [&](int it, uint32_t unit) {
-    if ((it / nb) % rpw != rpw - 1) return;  // the unit goes on for this warp
+    if (job.item_in_unit(it) != rpw - 1) return;  // the unit goes on for this warp
     if (out == GemvOut::Logits && unit + 1 == end) {
       // Lanes of one slot fold into lane i < M; the instruction's best per slot goes to its first
       // tile's partial, none to the others.
@@ -521,7 +536,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
     const uint32_t q = seq + uint32_t(it);
     const Chunk8<T>* wv = wring + size_t(ws.slot(q, S)) * 32 * U + lane;  // wv[u * 32]
     loom::gpu::mbar_wait(&sh.bar[warp][ws.slot(q, S)], ws.parity(q, S));
-    const int b = it % nb;
+    const int b = job.seg(it);
     if (b == 0)
 #pragma unroll
       for (int i = 0; i < (kMma ? 4 : M); i++) acc[i] = 0.0f;
@@ -539,12 +554,12 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
         if (mma_item_pair<M>(acc, part, i, s, val, up)) {
           // Column i of the item's 8 (its gate row, mega_gate_up_row: the same formula, kept
           // apart from the row mapping's dispatch, which changed the mma path's code).
-          const int col = int(unit) * (job.R / 2) + ((it / nb) % rpw) * 8 + i;
+          const int col = int(unit) * (job.R / 2) + job.item_in_unit(it) * 8 + i;
           if (col < d.intermediate)
             y[mega_xs_elem(true, M, d.intermediate, s, col)] = silu_mul<T>(val, up);
         }
       } else if (mma_item_out<M>(acc, part, i, s, val)) {
-        const int r = ((it / nb) % rpw) * 16 + (warp / kMmaKParts) * 8 + i;
+        const int r = job.item_in_unit(it) * 16 + (warp / kMmaKParts) * 8 + i;
         const int row = job.row_at(unit, r);
         if (row >= 0) emit(row, r, s, val);
       }
@@ -591,7 +606,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       emit(row, r, lane, val);
     }
     if constexpr (kLm && M <= 2) {
-      const int t = it / nb, batch = 32 / M, i = lane % M;  // this warp's row t of the instruction
+      const int t = job.item(it), batch = 32 / M, i = lane % M;  // this warp's row t
       if (lane / M == t % batch) {
 #pragma unroll
         for (int s = 0; s < M; s++)

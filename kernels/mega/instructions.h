@@ -401,6 +401,25 @@ LOOM_MEGA_HD int mega_gate_up_row(int R, int intermediate, int u, int r) {
   return col >= intermediate ? -1 : (r & 8) ? intermediate + col : col;
 }
 
+// x / d for the GEMV loops' small runtime divisors (segments a row, items a unit), by one
+// multiply-high, exact for x · d < 2^32 (m = ⌈2^32 / d⌉; d = 1: m = 0 and x added): a division by
+// a runtime value is ~20 instructions, and these ran at every segment, 8% of a batch-8 step's
+// instructions (ncu, bench/NOTES-cuda.md session 60).
+struct FastDiv {
+  uint32_t m, one;
+  LOOM_MEGA_HD void set(uint32_t d) {
+    m = d == 1 ? 0u : 0xFFFFFFFFu / d + 1u;
+    one = d == 1;
+  }
+  LOOM_MEGA_HD uint32_t div(uint32_t x) const {
+#ifdef __CUDA_ARCH__
+    return __umulhi(x, m) + x * one;
+#else
+    return uint32_t((uint64_t(x) * m) >> 32) + x * one;
+#endif
+  }
+};
+
 // The tensor-core GEMVs' geometry (gemv_mma.cuh): a row's k columns in kMmaKParts parts (a
 // row group's 8 warps), each streamed in segments of up to kMmaSegCols columns (8 rows × 512
 // bytes, one ring slot), one box of the weight's tensor map a segment (megakernel.cuh).
