@@ -220,11 +220,27 @@ __device__ void stage_rms_norm(const float* x, int k, const float* w, float4 w0,
   }
   __syncthreads();
   float inv[M];
+  if constexpr (M >= 4) {
+    // Warp 0 sums each slot's 16 warp partials (lane l: slot l mod M, warps l / M, l / M +
+    // 32 / M, …, then xor shuffles) and lanes < M leave its inverse RMS in sh.red[slot]: every
+    // thread summing all M · 16 took M · 16 shared loads a thread (ncu, session 60).
+    if (warp == 0) {
+      float t = 0.0f;
+      for (int v = lane / M; v < kMegaWarps; v += 32 / M) t += sh.red[v * M + lane % M];
 #pragma unroll
-  for (int i = 0; i < M; i++) {
-    float t = 0.0f;
-    for (int v = 0; v < kMegaWarps; v++) t += sh.red[v * M + i];
-    inv[i] = rsqrtf(t / float(k) + eps);
+      for (int o = 16; o >= M; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+      if (lane < M) sh.red[lane] = rsqrtf(t / float(k) + eps);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < M; i++) inv[i] = sh.red[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+      float t = 0.0f;
+      for (int v = 0; v < kMegaWarps; v++) t += sh.red[v * M + i];
+      inv[i] = rsqrtf(t / float(k) + eps);
+    }
   }
   for (int j = tid; j < k4; j += kMegaThreads) {
     float4 v[M];
