@@ -190,7 +190,7 @@ int mega_gemv_stages(const MegaDims& d, DType t, int smem_optin, bool attn_apart
   // The static MegaShared beside the dynamic buffer. Without the tensor-core GEMVs also a 1 KB
   // margin, with which the ring's depth at batch 1-2 was measured (3 slots, where they fit
   // without it, gained nothing: bench/NOTES-cuda.md session 56); with them the 1,024-byte
-  // alignment's padding is counted whole instead (batch 8 on Terra: 1,008 bytes to spare).
+  // alignment's padding is counted whole instead (batch 8 on Terra: 752 bytes to spare).
   const size_t margin = mma ? 0 : 1024;
   for (int s = kGemvMaxStages; s >= 2; s--)
     if (mega_smem_bytes(d, t, s, attn_apart, mma) + sizeof(MegaShared) + margin <=

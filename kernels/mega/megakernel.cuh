@@ -131,6 +131,10 @@ struct MegaArgs {
   int trace_stride = 0;
 };
 
+static_assert(
+    sizeof(MegaArgs) + sizeof(MegaTmaps) <= 32764,
+    "the launch's parameters (MegaArgs, MegaTmaps) within the 32,764 bytes a kernel takes");
+
 struct MegaTraceEntry {
   uint64_t start = 0;   // before the instruction's first wait
   uint64_t end = 0;     // after its last publish
