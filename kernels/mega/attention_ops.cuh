@@ -354,9 +354,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         }
       }
       if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
-      __syncthreads();      // every thread's k and v rows (and q) staged
-      if constexpr (!kSwz)  // EXPERIMENT: the unit's phases in the trace
-        if (c.trace && tid == 0 && c.staged == 0) c.staged = global_ns();
+      __syncthreads();  // every thread's k and v rows (and q) staged
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
@@ -447,8 +445,6 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       }
       __syncthreads();  // shared memory is refilled by the next partition
     }
-    if constexpr (!kSwz)  // EXPERIMENT: waited := staged → partials written
-      if (c.trace && tid == 0) c.waited = global_ns() - c.staged;
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
                          mega_group_units(d, MegaOp::AttnPartial), &sh_last, arrivals)) {

@@ -156,17 +156,18 @@ loom::gpu::Status mega_encode_tmaps(const MegaDims& d, const MegaLayer* layers, 
   };
   loom::gpu::Status st = loom::gpu::Status::good();
   for (int l = 0; st.ok && l < d.layers; l++) {
-    const MegaLayer& L = layers[l];
-    st = encode(mega_tmap_index(d, MegaOp::Qkv, l), L.qkv, d.qkv_rows(), d.hidden,
-                "megakernel: qkv");
-    if (st.ok)
-      st = encode(mega_tmap_index(d, MegaOp::OProj, l), L.o, d.hidden, d.q_dim(), "megakernel: o");
-    if (st.ok)
-      st = encode(mega_tmap_index(d, MegaOp::GateUp, l), L.gate_up, 2 * d.intermediate, d.hidden,
-                  "megakernel: gate_up");
-    if (st.ok)
-      st = encode(mega_tmap_index(d, MegaOp::Down, l), L.down, d.hidden, d.intermediate,
-                  "megakernel: down");
+    const struct {
+      MegaOp op;
+      const void* w;
+      int n, k;
+      const char* what;
+    } weights[] = {
+        {MegaOp::Qkv, layers[l].qkv, d.qkv_rows(), d.hidden, "megakernel: qkv"},
+        {MegaOp::OProj, layers[l].o, d.hidden, d.q_dim(), "megakernel: o"},
+        {MegaOp::GateUp, layers[l].gate_up, 2 * d.intermediate, d.hidden, "megakernel: gate_up"},
+        {MegaOp::Down, layers[l].down, d.hidden, d.intermediate, "megakernel: down"}};
+    for (const auto& x : weights)
+      if (st.ok) st = encode(mega_tmap_index(d, x.op, l), x.w, x.n, x.k, x.what);
   }
   if (st.ok)
     st = encode(mega_tmap_index(d, MegaOp::LmHead, 0), lm_head, d.vocab, d.hidden,
