@@ -9,6 +9,9 @@
 //     tree); output (h, d) sums p · v over the keys ≡ q (mod 4) of the partition in order, for
 //     q = 0 … 3, then folds those as (s0 + s1) + (s2 + s3). Each partition leaves (acc, max, sum)
 //     unnormalised in its own slot, whichever split ran it.
+//   At 4-8 slots in bf16 the scores and P·V run on the tensor cores instead (attention_mma.cuh:
+//     fp32 accumulation in the mma's order, P rounded to bf16, the key groups summed in order);
+//     the max, Σ p and the fold are the same.
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)
 //     / Σ sum·e^(m−M).
 // So the bits depend on kv_len and K (kv_len and attn_splits), never on the SMs.
@@ -18,6 +21,7 @@
 #pragma once
 
 #include "kernels/common.cuh"
+#include "kernels/mega/attention_mma.cuh"
 #include "kernels/mega/gemv_ops.cuh"
 
 namespace loom::mega {
@@ -267,6 +271,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
   const int ld = attn_kv_ld<T>(hd, !kSwz);
   AttnSmem<T> sm(smem, G, hd, ld);
+  // The scores and P·V on the tensor cores (attention_mma.cuh) at 4-8 slots in bf16.
+  constexpr bool kMmaT = sizeof(T) == 2 && !kSwz;
+  constexpr bool mma = kMmaT;  // (mega_attn_mma_ok: the host checks attn_mma_fits)
   // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
@@ -355,11 +362,15 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       }
       if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
+      if constexpr (kMmaT)
+        if (mma)
+          attn_mma_scores(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K, nk,
+                          a.attn_scale);
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
       for (int h = 0; h < 8; h++) acc[h] = 0.0f;
-      if (kk < nk)
+      if (kk < nk && !mma)
         for (int e0 = 0; e0 < hd; e0 += 8) {
           // 16-byte loads (lds128): read through a local chunk the compiler split them into
           // 32-bit ones, as it did in the GEMV dot loop (session 57).
@@ -387,7 +398,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
 #pragma unroll
       for (int h8 = 0; h8 < 8; h8++) {
         const int h = tid / K + (kMegaThreads / K) * h8;
-        if (h < G) sm.s[h * KS + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
+        if (h < G && !mma) sm.s[h * KS + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
       }
       __syncthreads();
       // Softmax pieces: warp h, head h.
@@ -398,7 +409,11 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         float sum = 0.0f;
         for (int i = lane; i < K; i += 32) {
           const float e = i < nk ? expf(sm.s[h * KS + i] - mx) : 0.0f;
-          sm.s[h * KS + i] = e;
+          if (mma)  // P in bf16 over the scores (attention_mma.cuh: read before written)
+            *reinterpret_cast<bf16*>(reinterpret_cast<char*>(sm.s + h * KS) +
+                                     attn_p_granule(h, i)) = __float2bfloat16(e);
+          else
+            sm.s[h * KS + i] = e;
           sum += e;
         }
         sum = warp_sum(sum);
@@ -411,7 +426,11 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       // 3 shared-memory wavefronts for 4 keys, where an output a thread over all K keys took 8
       // (which bound this phase at ~4 µs a partition).
       float* part = a.attn_part + (size_t(bg) * a.max_parts + p) * mega_partial_floats(G, hd);
-      const int items = G * (hd / 4) * kPvSlices;
+      if constexpr (kMmaT)
+        if (mma)
+          attn_mma_pv(sm.s, KS, reinterpret_cast<const bf16*>(sm.v), reinterpret_cast<float*>(sm.k),
+                      part, G, hd, ld, K);
+      const int items = mma ? 0 : G * (hd / 4) * kPvSlices;
       for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
         const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;
         const int h = o / (hd / 4), e0 = (o % (hd / 4)) * 4;

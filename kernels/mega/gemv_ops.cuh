@@ -168,6 +168,7 @@ struct MegaShared {
   float tile[kMegaMaxTileRows * kMegaMaxBatch];      // a Qkv tile's dots [R, M], for RoPE
   WeightCursor cursor[kMegaWarps];                   // each warp's weight stream's issue side
   const CUtensorMap* tmaps;                          // kMma: the launch's MegaTmaps
+  uint64_t t0;                                       // trace: the instruction's start (4-8 slots)
 };
 
 // attention_ops.cuh: a Qkv tile's outputs from its dots in MegaShared::tile (RoPE, the cache).

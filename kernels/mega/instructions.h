@@ -78,7 +78,8 @@
 //   SiLU·mul (Down prologue, or GateUp's item end with the tensor-core GEMVs): bf16(silu(g) · u)
 //     per element of the rounded g and u, as GemvIn::SiluMul.
 //   Attention: scores, softmax pieces and P·V per partition of mega_partition_keys keys on
-//     CUDA cores, in the order attention_ops.cuh's header gives; each partition leaves its
+//     CUDA cores (at 4-8 slots in bf16 the two products on the tensor cores,
+//     attention_mma.cuh), in the order attention_ops.cuh's header gives; each partition leaves its
 //     unnormalised (acc, max, sum) in its own slot, whichever split computed it, and
 //     AttnReduce folds partitions 0, 1, … P−1 in order. So the bits depend on kv_len and the
 //     partition size (kv_len and attn_splits), never on the SMs or the unit → SM map.

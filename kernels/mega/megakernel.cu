@@ -61,7 +61,10 @@ __global__ void __launch_bounds__(kMegaThreads, 1)
   for (int i = a.prog_begin[prog]; ok && i < prog_end; i++) {
     const MegaInstruction in = a.instrs[i];
     const MegaOp op = MegaOp(in.op);
-    const uint64_t t0 = c.trace && threadIdx.x == 0 ? global_ns() : 0;
+    // (At 4-8 slots the start waits in shared memory: a register across the switch spilled.)
+    uint64_t t0 = c.trace && threadIdx.x == 0 ? global_ns() : 0;
+    if constexpr (M >= 4)
+      if (threadIdx.x == 0) sh.t0 = t0;
     c.waited = 0;
     c.staged = 0;
     // The next instruction's prefetch starts with this one, unless this one is an AttnPartial
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1)
     }
     if (c.trace && threadIdx.x == 0) {
       MegaTraceEntry& e = a.trace[size_t(prog) * a.trace_stride + (i - a.prog_begin[prog])];
-      e.start = t0;
+      e.start = M >= 4 ? sh.t0 : t0;
       e.end = global_ns();
       e.waited = c.waited;
       e.staged = c.staged;
@@ -278,6 +281,10 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(!a.gemv_mma || (a.tmaps != nullptr && a.smem_skew % kMegaMmaAlign == 0),
                  "megakernel: tensor-core GEMVs without their weights' maps, or smem_skew ",
                  a.smem_skew, " off their ", kMegaMmaAlign, "-byte alignment");
+  LOOM_ARG_CHECK(a.t != DType::BF16 || a.d.batch <= 2 || attn_mma_fits(G, a.d.head_dim),
+                 "megakernel: attention of ", G, " heads a KV head at head_dim ", a.d.head_dim,
+                 " on the tensor cores (expected at most 16 heads, head_dim a multiple of 16 up "
+                 "to 128)");
   if (a.t == DType::BF16)
     return a.gemv_mma ? dispatch_batch<bf16, true>(a, stream)
                       : dispatch_batch<bf16, false>(a, stream);

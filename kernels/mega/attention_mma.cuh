@@ -1,0 +1,149 @@
+// AttnPartial's two products on the tensor cores, at 4-8 slots in bf16 (attention_ops.cuh
+// calls them where attn_mma_fits): what differs from the CUDA-core scores and P·V. At batch 8
+// those took ~8.5 µs from staged K/V to written partials for a 256-key partition whose shared
+// memory traffic is ~2.5 µs (bench/NOTES-cuda.md, session 60): thread-serial FMA chains of 64
+// and of K / 4, one warp-instruction per product.
+//
+// Geometry (G ≤ 16 query heads of the KV group as the mma's rows, the heads past G clamped to
+// head G − 1 and discarded; head_dim hd a multiple of 16, ≤ 128):
+//   Scores S[G, K] = q · kᵀ: n-tile j (keys 8j … 8j + 7) on warp j mod 16, the k-steps of hd in
+//     increasing order, A = q (bf16: q was rounded to bf16 by Qkv, so exact), B = k rows by
+//     ldmatrix (rows hd + 8 elements apart: the 8 row addresses on 8 bank groups).
+//   P in bf16 over the scores in place: row h's 16-byte granule u at u ^ (h mod 8) of the row's
+//     first half (attn_p_granule), so an ldmatrix of 8 heads meets no bank twice. The softmax
+//     writes it in its exp pass, each lane's granule within the fp32 elements its warp has read.
+//   O[G, hd] = P · V: warp w takes the 16 dims 16 (w mod (hd / 16)) and the keys of key group
+//     w / (hd / 16) (kgs keys, a multiple of 16, in increasing k-steps), V by ldmatrix .trans;
+//     the groups' fp32 D land in shared memory (over k, dead since the scores) and thread (h, e)
+//     sums them in group order.
+// Bits: fp32 accumulation in the mma's order (not the CUDA-core path's); the max and Σ p are
+// the fp32 scores' and probabilities' as there, P·V reads p rounded to bf16.
+#pragma once
+
+#include "kernels/common.cuh"
+#include "kernels/mega/sync.cuh"
+
+namespace loom::mega {
+
+using loom::gpu::bf16;
+
+// Whether AttnPartial of a group of G heads of head_dim hd runs on the tensor cores at 4-8
+// slots in bf16 (the key groups' sums, 256 · G floats, fit over k: rows hd + 8 elements long).
+__host__ __device__ inline bool attn_mma_fits(int G, int hd) {
+  return G <= 16 && hd % 16 == 0 && hd <= 128;
+}
+
+// Byte offset of P[h, key] (bf16) in score row h (kMegaPartitionKeys fp32 a row).
+__device__ __forceinline__ uint32_t attn_p_granule(int h, int key) {
+  return uint32_t((((key >> 3) ^ (h & 7)) << 4) | ((key & 7) << 1));
+}
+
+__device__ __forceinline__ void attn_ldsm_x2(uint32_t& r0, uint32_t& r1, uint32_t s) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ void attn_ldsm_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                             uint32_t s) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(s)
+               : "memory");
+}
+__device__ __forceinline__ void attn_ldsm_x2_trans(uint32_t& r0, uint32_t& r1, uint32_t s) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(s)
+               : "memory");
+}
+
+// Two fp32 of q's row h (columns c, c + 1) as a bf16 pair; rows ≥ G zero.
+__device__ __forceinline__ uint32_t attn_q_pair(const float* q, int hd, int G, int h, int c) {
+  if (h >= G) return 0u;
+  const float2 v = *reinterpret_cast<const float2*>(q + h * hd + c);
+  const __nv_bfloat162 p = __floats2bfloat162_rn(v.x, v.y);
+  return *reinterpret_cast<const uint32_t*>(&p);
+}
+
+// Scores of keys [0, K) into s [G, ks_stride] (fp32, times scale; keys ≥ nk −inf). q [G, hd]
+// fp32, k [K, ld] bf16. Ends without a barrier.
+__device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, float* s,
+                                                int ks_stride, int G, int hd, int ld, int K, int nk,
+                                                float scale) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // ldmatrix x2 rows: lanes 0-7 keys 8j + r at dims c … c + 7, lanes 8-15 at c + 8.
+  const uint32_t k_lane = loom::gpu::smem_u32(k + (lane & 7) * ld + ((lane >> 3) & 1) * 8);
+  for (int j = threadIdx.x >> 5; j * 8 < K; j += kMegaWarps) {  // n-tile j: keys 8j … 8j + 7
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int c = 0; c < hd; c += 16) {
+      uint32_t b0, b1;
+      attn_ldsm_x2(b0, b1, k_lane + uint32_t((j * 8 * ld + c) * 2));
+      loom::gpu::mma_bf16(d, attn_q_pair(q, hd, G, g, c + 2 * t),
+                          attn_q_pair(q, hd, G, g + 8, c + 2 * t),
+                          attn_q_pair(q, hd, G, g, c + 2 * t + 8),
+                          attn_q_pair(q, hd, G, g + 8, c + 2 * t + 8), b0, b1);
+    }
+    const int key = j * 8 + 2 * t;
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+      if (g + 8 * half < G)
+        *reinterpret_cast<float2*>(s + (g + 8 * half) * ks_stride + key) =
+            make_float2(key < nk ? d[2 * half] * scale : -INFINITY,
+                        key + 1 < nk ? d[2 * half + 1] * scale : -INFINITY);
+  }
+}
+
+// O = P · V into part rows h < G (acc[hd], then m, l as the CUDA-core path leaves them).
+// s: the scores' rows (ks_stride fp32 each) holding P in bf16 (attn_p_granule), then m [G] and
+// l [G] (AttnSmem); v [K, ld]; sums: 128 · G floats of dead shared memory. Barrier inside; ends
+// without one.
+__device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const bf16* v,
+                                            float* sums, float* part, int G, int hd, int ld,
+                                            int K) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int ndt = hd / 8, nkq = kMegaWarps / ndt;  // n-tiles of 8 dims; key groups
+  const int kgs = ((K + nkq - 1) / nkq + 15) / 16 * 16, groups = (K + kgs - 1) / kgs;
+  const int dt = warp % ndt, kq = warp / ndt;
+  if (kq < groups) {
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // ldmatrix rows, lanes 0-7 and 8-15: P's heads r (past G: head G − 1, rows discarded) at
+    // keys + 0 and + 8 (G > 8, x4: lanes 16-31 heads r + 8); V's keys r and r + 8 at dims 8 dt.
+    const int mi = lane >> 3, r = lane & 7;
+    const int ph = min(G > 8 ? r + 8 * (mi >> 1) : r, G - 1), pk = 8 * (mi & 1);
+    const uint32_t p_row = loom::gpu::smem_u32(s + ph * ks_stride);
+    const uint32_t v_lane = loom::gpu::smem_u32(v + (r + 8 * (mi & 1)) * ld + 8 * dt);
+    const int k_end = min(K, (kq + 1) * kgs);
+    for (int key0 = kq * kgs; key0 < k_end; key0 += 16) {
+      uint32_t a[4], b0, b1;
+      const uint32_t pa = p_row + attn_p_granule(ph, key0 + pk);
+      if (G > 8) {  // matrices (heads, keys), (heads, keys + 8), (heads + 8, keys), (…, + 8)
+        attn_ldsm_x4(a[0], a[2], a[1], a[3], pa);
+      } else {
+        attn_ldsm_x2(a[0], a[2], pa);
+        a[1] = a[3] = 0u;
+      }
+      attn_ldsm_x2_trans(b0, b1, v_lane + uint32_t(key0 * ld * 2));
+      loom::gpu::mma_bf16(d, a, b0, b1);
+    }
+    // Rows g, g + 8 (g = lane / 4); dims 8 dt + 2 (lane mod 4).
+    const int g = lane >> 2;
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+      if (g + 8 * half < G)
+        *reinterpret_cast<float2*>(sums + (kq * G + g + 8 * half) * hd + 8 * dt + 2 * (lane & 3)) =
+            make_float2(d[2 * half], d[2 * half + 1]);
+  }
+  __syncthreads();
+  const float* m = s + G * ks_stride;  // then l = m + G
+  for (int o = tid; o < G * hd; o += kMegaThreads) {
+    const int h = o / hd, e = o - h * hd;
+    float acc = 0.0f;
+    for (int q = 0; q < groups; q++) acc += sums[(q * G + h) * hd + e];
+    float* row = part + size_t(h) * (hd + 2);
+    row[e] = acc;
+    if (e == 0) row[hd] = m[h], row[hd + 1] = m[G + h];
+  }
+}
+
+}  // namespace loom::mega
