@@ -85,7 +85,10 @@ def main():
     r = json.load(open(sys.argv[1]))
     for row in r.get("trace", []):
         if "timeline" in row:
-            analyse(row["timeline"], f"batch {row['batch']} ctx {row['ctx']} skip_math {row['skip_math']}")
+            knobs = "".join(f" {k} {row[k]}" for k in ("gemv_early", "gemv_inflight", "attn_apart")
+                            if row.get(k))
+            analyse(row["timeline"],
+                    f"batch {row['batch']} ctx {row['ctx']} skip_math {row['skip_math']}{knobs}")
 
 
 if __name__ == "__main__":

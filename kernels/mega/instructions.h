@@ -36,10 +36,10 @@
 //   publish: the threads that stored the unit's outputs reach a CTA (or named) barrier, then
 //     one thread runs `red.release.gpu.global.add.u32` on the counter (release orders every
 //     store of the CTA before it, the barrier having made them visible to that thread).
-//   wait: one thread spins on `ld.acquire.gpu.u32` with `__nanosleep` back-off, then the CTA
-//     barrier; the spin traps (`__trap()`) after a bounded time (clock64 deadline), first
-//     writing the counter index and value to MegaSyncHeader::trap_*, so a deadlock fails a
-//     test instead of hanging it.
+//   wait: one thread spins on `ld.acquire.gpu.u32` (back to back, a sleep every 16th poll),
+//     then the CTA barrier; the spin gives up after a bounded time (globaltimer deadline),
+//     first writing the counter index and value to MegaSyncHeader::trap_*, so a deadlock fails
+//     a test instead of hanging it (sync.cuh).
 //   Activations written by other SMs (x, qkv, attention partials, attn, gate_up, h_last,
 //     logits, draw partials, the KV cache rows written this step) are read only through L2:
 //     `ld.global.cg`, `cp.async.cg`, or TMA after `fence.proxy.async.global`; never

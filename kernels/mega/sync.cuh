@@ -1,8 +1,8 @@
 // The megakernel's synchronisation (contracts: instructions.h, "Counters and epochs" and
 // "Memory ordering"). Every wait and publish is a CTA-wide call.
-//   wait     thread 0 spins on ld.acquire.gpu with __nanosleep back-off until the counter
-//            reaches epoch · count (wrap-around compare), then a CTA barrier. It gives up after
-//            MegaArgs::timeout_ns, or as soon as another CTA gave up: the first to time out
+//   wait     thread 0 spins on ld.acquire.gpu (back to back, a sleep every 16th poll) until the
+//            counter reaches epoch · count (wrap-around compare), then a CTA barrier. It gives up
+//            after MegaArgs::timeout_ns, or as soon as another CTA gave up: the first to time out
 //            records the counter and its value in MegaSyncHeader::trap_*; every CTA then
 //            leaves the step, so a deadlock fails the launch's check on the host instead of
 //            hanging it (and leaves no sticky CUDA error behind).
@@ -61,6 +61,8 @@ struct MegaCtx {
   mutable uint64_t staged;  // (thread 0) when a GEMV's input was staged
 };
 
+constexpr uint32_t kMegaQuickPolls = 16;  // cta_wait's polls between two trap checks
+
 // Waits until counter w reached its target of this epoch. false: the step was abandoned
 // (this CTA timed out, or another did); the caller returns from the kernel.
 __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
@@ -72,8 +74,13 @@ __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
     uint32_t v = ld_acquire_gpu(p);
     if (!mega_reached(v, target)) {
       const uint64_t t0 = global_ns(), deadline = t0 + c.timeout_ns;
-      unsigned ns = 32;
-      while (!mega_reached(v = ld_acquire_gpu(p), target)) {
+      // A poll is an L2 round trip (~1-3 µs while the weights stream), and the wait ends a poll's
+      // round trip plus on average half a poll's period after the counter reached its target:
+      // so one load a poll, back to back for the first kMegaQuickPolls; the trap and the
+      // deadline (a load and a clock read of their own) every kMegaQuickPolls-th poll, with a
+      // sleep after those.
+      for (uint32_t polls = 1; !mega_reached(v = ld_acquire_gpu(p), target); polls++) {
+        if (polls % kMegaQuickPolls != 0) continue;
         if (ld_relaxed_gpu(&c.sync->trap_counter) != 0) {
           ok = 0;
           break;
@@ -84,8 +91,7 @@ __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
           ok = 0;
           break;
         }
-        __nanosleep(ns);
-        ns = ns < 256 ? 2 * ns : 256;
+        __nanosleep(256);
       }
       if (c.trace) c.waited += global_ns() - t0;
     }

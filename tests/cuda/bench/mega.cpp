@@ -138,26 +138,33 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   json phases = json::array();
   // The last row: batch 1 with neither dot products nor waits (skip_math 3), the streaming's
   // own costs per op.
-  std::vector<std::array<int, 3>> traced = {{1, 600, 0}, {1, 7000, 0}, {8, 600, 0}, {1, 600, 3}};
+  // (batch, ctx, skip_math, then gemv_early, gemv_inflight, attn_apart: 0 the backend's)
+  std::vector<std::array<int, 6>> traced = {{1, 600, 0}, {1, 7000, 0}, {8, 600, 0}, {1, 600, 3}};
   if (only != nullptr) traced.resize(1);
-  // LOOM_BENCH_MEGA_TRACE="batch,ctx,skip_math;…": these configurations instead.
+  // LOOM_BENCH_MEGA_TRACE="batch,ctx,skip_math[,gemv_early,gemv_inflight,attn_apart];…": these
+  // configurations instead.
   if (const char* t = std::getenv("LOOM_BENCH_MEGA_TRACE")) {
     traced.clear();
     std::istringstream in(t);
     std::string item;
     while (std::getline(in, item, ';')) {
-      std::array<int, 3> v{};
-      LOOM_CHECK(std::sscanf(item.c_str(), "%d,%d,%d", &v[0], &v[1], &v[2]) == 3,
-                 "LOOM_BENCH_MEGA_TRACE: ", item, " (expected batch,ctx,skip_math)");
+      std::array<int, 6> v{};
+      LOOM_CHECK(std::sscanf(item.c_str(), "%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4],
+                             &v[5]) >= 3,
+                 "LOOM_BENCH_MEGA_TRACE: ", item,
+                 " (expected batch,ctx,skip_math[,gemv_early,gemv_inflight,attn_apart])");
       traced.push_back(v);
     }
   }
-  for (const std::array<int, 3>& tr : traced) {
+  for (const std::array<int, 6>& tr : traced) {
     const int n = tr[0], ctx = tr[1];
     be.set_megakernel(true);
     MegakernelDebug dbg;
     dbg.trace = true;
     dbg.skip_math = tr[2];
+    dbg.gemv_early = tr[3];
+    dbg.gemv_inflight = tr[4];
+    dbg.attn_apart = tr[5];
     cuda_set_megakernel_debug(be, dbg);
     time_steps(be, bench_batch(n, ctx, bs), 3, 20);
     const MegakernelTrace t = cuda_megakernel_trace(be);
@@ -171,6 +178,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
     json row = {{"batch", n},
                 {"ctx", ctx},
                 {"skip_math", tr[2]},
+                {"gemv_early", tr[3]},
+                {"gemv_inflight", tr[4]},
+                {"attn_apart", tr[5]},
                 {"steps", t.steps},
                 {"step_us", t.step_us},
                 {"cta_mean_us", t.cta_mean_us},
