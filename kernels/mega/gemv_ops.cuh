@@ -6,9 +6,9 @@
 // (WeightStream): weights depend on no counter, so the next instructions' segments are in
 // flight while the CTA computes, publishes and waits for its inputs. Inputs are staged in shared
 // memory after the wait, as T [batch, k] or (gemv_mma.cuh) in the A fragments' order, read from
-// L2 (.cg, cp.async.cg): other SMs wrote them. Qkv and GateUp normalise x; OProj, LmHead and, with
-// the tensor-core GEMVs, Down copy what their producers wrote in that order (stage_flat); the dot
-// loop's Down computes silu·mul. Dot order: instructions.h, "GEMV row".
+// L2 (.cg, cp.async.cg): other SMs wrote them. Qkv and GateUp normalise x; OProj, LmHead and Down
+// copy what their producers wrote in that order (stage_flat): GateUp's tiles are gate / up pairs
+// and write act = silu(g) · u themselves. Dot order: instructions.h, "GEMV row".
 #pragma once
 
 #include "core/philox.h"
@@ -86,7 +86,7 @@ struct GemvJob {
   int n, R, rpw, nb, iters;
   uint32_t begin;
   int head_dim;  // Qkv: tiles of RoPE pairs (mega_qkv_row)
-  int inter;  // GateUp with kMma: items of gate / up pairs (mega_gate_up_row); both 0: u · R + r
+  int inter;     // GateUp: items of gate / up pairs (mega_gate_up_row); both 0: u · R + r
   const CUtensorMap* map;  // kMma: the weight's tensor map, its tail map next (MegaTmaps)
   FastDiv by_nb, by_rpw;   // / nb, / rpw
 
@@ -165,7 +165,7 @@ struct MegaShared {
   MegaDrawPartial best[kMegaWarps * kMegaMaxBatch];  // per-warp draw partials
   uint64_t bar[kMegaWarps][kGemvMaxStages];          // the weight ring's slots (gemv_ops.cuh)
   int last;                                          // cta_publish_last's answer
-  float tile[kMegaMaxTileRows * kMegaMaxBatch];      // a Qkv tile's dots [R, M], for RoPE
+  float tile[kMegaMaxTileRows * kMegaMaxBatch];      // a Qkv / GateUp tile's dots [R, M]
   WeightCursor cursor[kMegaWarps];                   // each warp's weight stream's issue side
   const CUtensorMap* tmaps;                          // kMma: the launch's MegaTmaps
   uint64_t t0;                                       // trace: the instruction's start (4-8 slots)
@@ -276,35 +276,26 @@ __device__ void stage_flat(const T* src, int n, T* dst) {
 }
 
 // T(silu(g) · u) of the fp32 dots g and u, each rounded to T first (GemvIn::SiluMul's
-// arithmetic on GateUp's stored outputs).
+// arithmetic on the graph path's stored gate and up).
 template <class T>
 __device__ __forceinline__ T silu_mul(float gate, float up) {
   const float g = to_f32(from_f32<T>(gate)), u = to_f32(from_f32<T>(up));
   return from_f32<T>(g / (1.0f + expf(-g)) * u);
 }
 
-// dst[i, :k] = T(silu(g) · u), g = gu[i, :k], u = gu[i, k:2k] (the dot loop's Down; with the
-// tensor-core GEMVs GateUp writes act itself), 8 elements a thread at a time with both loads
-// issued first (k a multiple of 8).
+// A GateUp tile's outputs from its dots tile[r · M + b] (the dot loop; with the tensor-core
+// GEMVs mma_item_pair's caller): rows r and r + 8 of each 16 are column c's gate and up
+// (mega_gate_up_row), so act[b, c] = silu_mul(gate, up), in Down's staged order ([M, k]).
 template <class T, int M>
-__device__ void stage_silu_mul(const T* gu, int k, T* dst) {
-  const int k8 = k / 8;
-  const Chunk8<T>* src = reinterpret_cast<const Chunk8<T>*>(gu);
-  for (int j = threadIdx.x; j < M * k8; j += kMegaThreads) {
-    const int i = j / k8, c = j % k8;
-    Chunk8<T> gc, uc;
-#pragma unroll
-    for (int v = 0; v < Chunk8<T>::kVecs; v++) {
-      gc.v[v] = __ldcg(&src[size_t(i) * 2 * k8 + c].v[v]);
-      uc.v[v] = __ldcg(&src[size_t(i) * 2 * k8 + k8 + c].v[v]);
-    }
-    float g[8], u[8];
-    chunk_f32<T>(gc, g);
-    chunk_f32<T>(uc, u);
-#pragma unroll
-    for (int e = 0; e < 8; e++) dst[size_t(i) * k + 8 * c + e] = silu_mul<T>(g[e], u[e]);
+__device__ void gate_up_tile_out(const MegaDims& d, int unit, const float* tile, T* act) {
+  const int half = d.rows_per_tile / 2;
+  for (int j = threadIdx.x; j < half * M; j += kMegaThreads) {
+    const int p = j / M, b = j % M, r = (p >> 3) * 16 + (p & 7);
+    const int col = unit * half + p;
+    if (col < d.intermediate)
+      act[mega_xs_elem(false, M, d.intermediate, b, col)] =
+          silu_mul<T>(tile[r * M + b], tile[(r + 8) * M + b]);
   }
-  __syncthreads();
 }
 
 __device__ __forceinline__ bool draw_better(float v, int i, float bv, int bi) {
@@ -335,7 +326,7 @@ __device__ __forceinline__ void draw_fold(float logit, int id, const loom::gpu::
   if (draw_better(key, id, bv, bi)) bv = key, bi = id;
 }
 
-enum class GemvOut { Store, AddX, Logits };
+enum class GemvOut { Tile, AddX, Logits };  // Tile: Qkv and GateUp (their tile_out)
 
 __device__ __forceinline__ bool mega_is_gemv(MegaOp op) {
   return op == MegaOp::Qkv || op == MegaOp::OProj || op == MegaOp::GateUp || op == MegaOp::Down ||
@@ -379,7 +370,7 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   j.by_rpw.set(uint32_t(j.rpw));
   j.begin = begin;
   j.head_dim = op == MegaOp::Qkv ? a.d.head_dim : 0;
-  j.inter = kMma && op == MegaOp::GateUp ? a.d.intermediate : 0;
+  j.inter = op == MegaOp::GateUp ? a.d.intermediate : 0;
   return j;
 }
 
@@ -466,10 +457,9 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const MegaLayer* L = op == MegaOp::LmHead ? nullptr : a.layers + layer;
   const GemvJob job = gemv_job<T, kMma>(a, op, layer, begin, end);
   const int k = int(job.row_bytes / sizeof(T));
-  GemvOut out = GemvOut::Store;
-  T* y = nullptr;
-  int y_stride = 0;
-  if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu), y_stride = job.n;
+  GemvOut out = GemvOut::Tile;
+  T* y = nullptr;  // GateUp: act
+  if (op == MegaOp::GateUp) y = static_cast<T*>(a.gu);
   if (op == MegaOp::OProj || op == MegaOp::Down) out = GemvOut::AddX;
   if (kLm || op == MegaOp::LmHead) out = GemvOut::Logits;  // (kLm: known at compile time)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -518,25 +508,26 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
     if (op == MegaOp::Qkv) {
       __syncthreads();
       qkv_tile_out<T, M>(a, layer, int(unit), sh.tile);
+    } else if (op == MegaOp::GateUp && !kMma) {
+      __syncthreads();
+      gate_up_tile_out<T, M>(d, int(unit), sh.tile, y);
     }
     // Consecutive units of one counter publish together, with one barrier and one release:
     // OProj, GateUp, Down and LmHead are waited on as a whole, so a CTA publishes each once. Qkv
-    // tiles reuse shared memory (sh.tile): theirs keep a barrier.
+    // and (but with kMma) GateUp tiles reuse shared memory (sh.tile): theirs keep a barrier.
     const uint32_t counter = mega_publish(d, op, layer, int(unit));
     run++;
     if (unit + 1 == end || mega_publish(d, op, layer, int(unit) + 1) != counter) {
       cta_publish(c, counter, run);
       run = 0;
-    } else if (op == MegaOp::Qkv) {
+    } else if (op == MegaOp::Qkv || (op == MegaOp::GateUp && !kMma)) {
       __syncthreads();
     }
   };
   // A row's output for slot i (any op but LmHead's draw at 1-2 slots without kMma, below).
   auto emit = [&](int row, int r, int i, float val) {
-    if (op == MegaOp::Qkv) {
-      sh.tile[r * M + i] = val;  // rotated and stored by qkv_tile_out
-    } else if (out == GemvOut::Store) {
-      y[size_t(i) * y_stride + row] = from_f32<T>(val);
+    if (out == GemvOut::Tile) {
+      sh.tile[r * M + i] = val;  // stored by qkv_tile_out / gate_up_tile_out
     } else if (out == GemvOut::AddX) {
       float* px = a.x + size_t(i) * d.hidden + row;
       *px = __ldcg(px) + val;
@@ -662,10 +653,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
       stage_flat<T>(static_cast<const T*>(a.attn), M * k, xs);
       break;
     case MegaOp::Down:
-      if constexpr (kMma)
-        stage_flat<T>(static_cast<const T*>(a.gu), M * k, xs);
-      else
-        stage_silu_mul<T, M>(static_cast<const T*>(a.gu), k, xs);
+      stage_flat<T>(static_cast<const T*>(a.gu), M * k, xs);
       break;
     default:
       stage_flat<T>(static_cast<const T*>(a.h_last), M * k, xs);

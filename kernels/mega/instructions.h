@@ -75,8 +75,8 @@
 //     compute dtype; Qkv rotates a pair's two fp32 dots (rope_pair) and rounds once; OProj and Down
 //     add their fp32 result to x once (x += dot: one writer per element); LmHead stores fp32
 //     logits.
-//   SiLU·mul (Down prologue, or GateUp's item end with the tensor-core GEMVs): bf16(silu(g) · u)
-//     per element of the rounded g and u, as GemvIn::SiluMul.
+//   SiLU·mul (GateUp's tile end): T(silu(g) · u) per element of the rounded g and u, as
+//     GemvIn::SiluMul.
 //   Attention: scores, softmax pieces and P·V per partition of mega_partition_keys keys on
 //     CUDA cores (at 4-8 slots in bf16 the two products on the tensor cores,
 //     attention_mma.cuh), in the order attention_ops.cuh's header gives; each partition leaves its
@@ -166,15 +166,14 @@ enum class MegaOp : uint8_t {
   //   head of every slot). x[b, tile rows] += o · attn[b] (fp32).
   //   Waits: AttnReduce(l), all. Publishes: OProj(l), n = o tiles.
   OProj,
-  // GateUp(l) — units: tiles of rows_per_tile rows of [gate; up] ([2 · intermediate] rows).
-  //   Reads x (RMSNorm with mlp_norm in the prologue). Writes gu[b, tile rows]; with the
-  //   tensor-core GEMVs (gemv_mma.cuh) a tile's rows are gate / up pairs (mega_gate_up_row) and
-  //   it writes act = bf16(silu(g) · u) of its rows / 2 columns, in the order Down stages it.
+  // GateUp(l) — units: tiles of rows_per_tile rows of [gate; up] ([2 · intermediate] rows,
+  //   rows_per_tile a multiple of 16). A tile's rows are gate / up pairs (mega_gate_up_row).
+  //   Reads x (RMSNorm with mlp_norm in the prologue). Writes act = T(silu(g) · u) of its rows
+  //   / 2 columns into gu, in the order Down stages it (mega_xs_elem).
   //   Waits: OProj(l), all. Publishes: GateUp(l), n = gate_up tiles.
   GateUp,
-  // Down(l) — units: tiles of rows_per_tile rows of down ([hidden] rows). Reads gu (all of it:
-  //   silu(gate) · up in the prologue, or act as GateUp wrote it). x[b, tile rows] +=
-  //   down · act[b] (fp32).
+  // Down(l) — units: tiles of rows_per_tile rows of down ([hidden] rows). Reads act (all of
+  //   it, as GateUp wrote it). x[b, tile rows] += down · act[b] (fp32).
   //   Waits: GateUp(l), all. Publishes: Down(l), n = down tiles.
   Down,
   // FinalNorm — units: slots b. h_last[b] = bf16(RMSNorm(x[b]) · final_norm) (in the order
@@ -393,10 +392,10 @@ LOOM_MEGA_HD int mega_qkv_row(const MegaDims& d, int u, int r) {
   return mega_pair_row(d.rows_per_tile, d.head_dim, u, r);
 }
 
-// Weight row of row r of GateUp unit u with the tensor-core GEMVs (R a multiple of 16): each
-// 16-row item t is 8 gate rows, columns u · R/2 + 8 t …, and their 8 up partners, so the item's
-// two row groups hold a column's gate and up dots and its end writes act (gemv_mma.cuh's
-// mma_item_pair); -1 past the weight.
+// Weight row of row r of GateUp unit u (R a multiple of 16): each 16-row item t is 8 gate rows,
+// columns u · R/2 + 8 t …, and their 8 up partners, so a tile holds its columns' gate and up
+// dots and writes act itself (gemv_ops.cuh's gate_up_tile_out, gemv_mma.cuh's mma_item_pair);
+// -1 past the weight.
 LOOM_MEGA_HD int mega_gate_up_row(int R, int intermediate, int u, int r) {
   const int col = u * (R / 2) + (r >> 4) * 8 + (r & 7);
   return col >= intermediate ? -1 : (r & 8) ? intermediate + col : col;
@@ -461,8 +460,8 @@ LOOM_MEGA_HD int mega_tmap_count(const MegaDims& d) {
 }
 
 // The staged order of a GEMV input of M slots and k columns (what the GEMV keeps in shared
-// memory, and what AttnReduce, FinalNorm and, with the tensor-core GEMVs, GateUp write for OProj,
-// LmHead and Down to copy as it is). The A fragments' order (gemv_mma.cuh): the word (two bf16:
+// memory, and what AttnReduce, FinalNorm and GateUp write for OProj, LmHead and Down to copy as
+// it is). The A fragments' order (gemv_mma.cuh): the word (two bf16:
 // columns c, c + 1, c even) of slot i is word w = 2 ((c / 16) mod 2) + (c / 8) mod 2 of the four
 // that lane (i, t = (c mod 8) / 2) loads at once, 16 bytes per slot and 32 columns: columns
 // 2t and 2t + 8 of k-steps 2p and 2p + 1, p = c / 32.
