@@ -78,14 +78,14 @@ __device__ __forceinline__ void mma_k16(float (&d)[4], uint32_t a0, uint32_t a2,
 // 8-row halves and groups); rows past the weight land as zeros, and the box's bytes all count.
 template <class Job>
 __device__ __forceinline__ void mma_issue_segment(const Job& j, int it, int warp, char* slot,
-                                                  uint64_t* bar) {
+                                                  uint64_t* bar, uint64_t policy) {
   const int b = j.seg(it);
   const int kw = int(j.row_bytes) / 2 / kMmaKParts;
   const int chunks = min(kMmaSegCols, kw - b * kMmaSegCols) / 64;
   const int r0 = j.item_in_unit(it) * 16 + (warp / kMmaKParts) * 8;
   loom::gpu::mbar_expect_tx(bar, uint32_t(chunks) * 1024u);
   loom::gpu::tma_load_3d(slot, j.map + (chunks < 4), 0, j.row_first(j.unit_of(it), r0),
-                         ((warp % kMmaKParts) * kw + b * kMmaSegCols) / 64, bar);
+                         ((warp % kMmaKParts) * kw + b * kMmaSegCols) / 64, bar, policy);
 }
 
 // One segment's k-steps into d: `slot` the ring slot's shared address, `xs` the staged input

@@ -392,6 +392,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
                      char* ring, MegaShared& sh) {
   const int warp = threadIdx.x >> 5, S = a.gemv_stages;
   WeightCursor& cur = sh.cursor[warp];
+  const uint64_t policy = loom::gpu::l2_policy(a.weights_evict_first);
   while (cur.issued - ws.consumed < uint32_t(limit)) {
     if (cur.it < 0 || cur.it >= cur.job.iters) {  // open the next GEMV instruction
       if (cur.it >= 0) cur.pc++, cur.it = -1;
@@ -415,7 +416,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
     char* dst = ring + (size_t(warp) * S + s) * kGemvSegBytes;
     loom::gpu::fence_proxy_async();  // the slot's earlier reads before the copy's writes
     if constexpr (kMma) {
-      mma_issue_segment(cur.job, cur.it, warp, dst, bar);
+      mma_issue_segment(cur.job, cur.it, warp, dst, bar, policy);
     } else {
       uint32_t unit;
       int r;
@@ -424,7 +425,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
       const uint32_t bytes = row >= 0 ? min(uint32_t(kGemvSegBytes), cur.job.row_bytes - off) : 16u;
       loom::gpu::mbar_expect_tx(bar, bytes);
       loom::gpu::bulk_load(dst, cur.job.w + (row >= 0 ? size_t(row) * cur.job.row_bytes + off : 0),
-                           bytes, bar);
+                           bytes, bar, policy);
     }
     cur.it++;
     cur.issued++;

@@ -90,6 +90,7 @@ struct MegaArgs {
   int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
   int gemv_early = 2;                // of them, in flight while an instruction waits
   bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
+  bool weights_evict_first = true;   // the ring's copies as L2 evict_first (tma.cuh, l2_policy)
   bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)
   bool attn_in_xs = false;           // else within the staged input's bytes (mega_attn_in_xs)
   int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)

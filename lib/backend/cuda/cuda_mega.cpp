@@ -225,6 +225,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   // 13-80 us faster (bench/NOTES-cuda.md, session 60).
   a.gemv_ahead = m.dims.batch > 1;
   if (mega_debug_.gemv_ahead > 0) a.gemv_ahead = mega_debug_.gemv_ahead == 2;
+  if (mega_debug_.weights_evict > 0) a.weights_evict_first = mega_debug_.weights_evict == 2;
   a.sample_lo = spec_.sample_begin();
   a.sample_hi = spec_.sample_end();
   a.x = x_;

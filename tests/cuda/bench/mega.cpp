@@ -107,6 +107,12 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_ahead_b8", "the ring on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead, 600, 8);
+  sweep("weights_evict", "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
+        &MegakernelDebug::weights_evict);
+  sweep("weights_evict_7000", "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
+        &MegakernelDebug::weights_evict, 7000);
+  sweep("weights_evict_b8", "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
+        &MegakernelDebug::weights_evict, 600, 8);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
         &MegakernelDebug::gemv_inflight);
   sweep("gemv_early", "weight segments a warp has in flight while it waits", {1, 2, 3},
