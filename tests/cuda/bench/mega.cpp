@@ -103,6 +103,14 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::smem_skew);
   sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
         &MegakernelDebug::attn_apart);
+  sweep("attn_apart_ab", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
+        &MegakernelDebug::attn_apart);
+  sweep("attn_apart_7000", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
+        &MegakernelDebug::attn_apart, 7000);
+  sweep("attn_apart_b2", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
+        &MegakernelDebug::attn_apart, 600, 2);
+  sweep("attn_apart_b2_7000", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
+        &MegakernelDebug::attn_apart, 7000, 2);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_ahead_b8", "the ring on into the next GEMVs (1 off, 2 on)", {1, 2},
