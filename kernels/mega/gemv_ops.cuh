@@ -530,8 +530,11 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
     if (out == GemvOut::Tile) {
       sh.tile[r * M + i] = val;  // stored by qkv_tile_out / gate_up_tile_out
     } else if (out == GemvOut::AddX) {
-      float* px = a.x + size_t(i) * d.hidden + row;
-      *px = __ldcg(px) + val;
+      // x += val as a reduction in the L2 (the atomic's result unused: no return to wait for):
+      // one writer an element an op, so the same single fp32 add as a load and a store (but
+      // for subnormals, which the atomic flushes to zero), without the load's round trip
+      // before the unit's publish (bench/NOTES-cuda.md, session 61).
+      atomicAdd(a.x + size_t(i) * d.hidden + row, val);
     } else {
       a.logits[size_t(i) * a.logits_ld + row] = val;
       const loom::gpu::SampleParamsDev& p = a.params[i];

@@ -73,7 +73,8 @@
 //     MegaArgs::gemv_mma (gemv_mma.cuh): the mma.sync k-steps of each of 8 k parts in order,
 //     then the parts summed 0 … 7. Outputs: GateUp rounds to the
 //     compute dtype; Qkv rotates a pair's two fp32 dots (rope_pair) and rounds once; OProj and Down
-//     add their fp32 result to x once (x += dot: one writer per element); LmHead stores fp32
+//     add their fp32 result to x once (x += dot by red.add in the L2: one writer per element);
+//     LmHead stores fp32
 //     logits.
 //   SiLU·mul (GateUp's tile end): T(silu(g) · u) per element of the rounded g and u, as
 //     GemvIn::SiluMul.
