@@ -1,8 +1,8 @@
 // AttnPartial's two products on the tensor cores, at 4-8 slots in bf16 (attention_ops.cuh
-// calls them where attn_mma_fits): what differs from the CUDA-core scores and P·V. At batch 8
-// those took ~8.5 µs from staged K/V to written partials for a 256-key partition whose shared
-// memory traffic is ~2.5 µs (bench/NOTES-cuda.md, session 60): thread-serial FMA chains of 64
-// and of K / 4, one warp-instruction per product.
+// calls them; mega_step checks attn_mma_fits): what differs from the CUDA-core scores and P·V. At
+// batch 8 those took ~8.5 µs from staged K/V to written partials for a 256-key partition whose
+// shared memory traffic is ~2.5 µs (bench/NOTES-cuda.md, session 60): thread-serial FMA chains of
+// 64 and of K / 4, one warp-instruction per product.
 //
 // Geometry (G ≤ 16 query heads of the KV group as the mma's rows, the heads past G clamped to
 // head G − 1 and discarded; head_dim hd a multiple of 16, ≤ 128):
@@ -12,8 +12,8 @@
 //   P in bf16 over the scores in place: row h's 16-byte granule u at u ^ (h mod 8) of the row's
 //     first half (attn_p_granule), so an ldmatrix of 8 heads meets no bank twice. The softmax
 //     writes it in its exp pass, each lane's granule within the fp32 elements its warp has read.
-//   O[G, hd] = P · V: warp w takes the 16 dims 16 (w mod (hd / 16)) and the keys of key group
-//     w / (hd / 16) (kgs keys, a multiple of 16, in increasing k-steps), V by ldmatrix .trans;
+//   O[G, hd] = P · V: warp w takes the 8 dims 8 (w mod (hd / 8)) and the keys of key group
+//     w / (hd / 8) (kgs keys, a multiple of 16, in increasing k-steps), V by ldmatrix .trans;
 //     the groups' fp32 D land in shared memory (over k, dead since the scores) and thread (h, e)
 //     sums them in group order.
 // Bits: fp32 accumulation in the mma's order (not the CUDA-core path's); the max and Σ p are
@@ -27,8 +27,9 @@ namespace loom::mega {
 
 using loom::gpu::bf16;
 
-// Whether AttnPartial of a group of G heads of head_dim hd runs on the tensor cores at 4-8
-// slots in bf16 (the key groups' sums, 256 · G floats, fit over k: rows hd + 8 elements long).
+// Whether AttnPartial of a group of G heads of head_dim hd can run on the tensor cores at 4-8
+// slots in bf16 (then the key groups' sums, at most 128 · G floats, fit over k's 256 rows of
+// hd + 8 elements).
 __host__ __device__ inline bool attn_mma_fits(int G, int hd) {
   return G <= 16 && hd % 16 == 0 && hd <= 128;
 }

@@ -271,9 +271,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
   const int ld = attn_kv_ld<T>(hd, !kSwz);
   AttnSmem<T> sm(smem, G, hd, ld);
-  // The scores and P·V on the tensor cores (attention_mma.cuh) at 4-8 slots in bf16.
+  // The scores and P·V on the tensor cores (attention_mma.cuh) at 4-8 slots in bf16 (mega_step
+  // checks attn_mma_fits).
   constexpr bool kMmaT = sizeof(T) == 2 && !kSwz;
-  constexpr bool mma = kMmaT;  // (mega_attn_mma_ok: the host checks attn_mma_fits)
   // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
@@ -363,14 +363,13 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       if constexpr (kMmaT)
-        if (mma)
-          attn_mma_scores(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K, nk,
-                          a.attn_scale);
+        attn_mma_scores(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K, nk,
+                        a.attn_scale);
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
       for (int h = 0; h < 8; h++) acc[h] = 0.0f;
-      if (kk < nk && !mma)
+      if (kk < nk && !kMmaT)
         for (int e0 = 0; e0 < hd; e0 += 8) {
           // 16-byte loads (lds128): read through a local chunk the compiler split them into
           // 32-bit ones, as it did in the GEMV dot loop (session 57).
@@ -398,7 +397,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
 #pragma unroll
       for (int h8 = 0; h8 < 8; h8++) {
         const int h = tid / K + (kMegaThreads / K) * h8;
-        if (h < G && !mma) sm.s[h * KS + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
+        if (h < G && !kMmaT) sm.s[h * KS + kk] = kk < nk ? acc[h8] * a.attn_scale : -INFINITY;
       }
       __syncthreads();
       // Softmax pieces: warp h, head h.
@@ -409,7 +408,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         float sum = 0.0f;
         for (int i = lane; i < K; i += 32) {
           const float e = i < nk ? expf(sm.s[h * KS + i] - mx) : 0.0f;
-          if (mma)  // P in bf16 over the scores (attention_mma.cuh: read before written)
+          if constexpr (kMmaT)  // P in bf16 over the scores (attention_mma.cuh: read, then written)
             *reinterpret_cast<bf16*>(reinterpret_cast<char*>(sm.s + h * KS) +
                                      attn_p_granule(h, i)) = __float2bfloat16(e);
           else
@@ -427,10 +426,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       // (which bound this phase at ~4 µs a partition).
       float* part = a.attn_part + (size_t(bg) * a.max_parts + p) * mega_partial_floats(G, hd);
       if constexpr (kMmaT)
-        if (mma)
-          attn_mma_pv(sm.s, KS, reinterpret_cast<const bf16*>(sm.v), reinterpret_cast<float*>(sm.k),
-                      part, G, hd, ld, K);
-      const int items = mma ? 0 : G * (hd / 4) * kPvSlices;
+        attn_mma_pv(sm.s, KS, reinterpret_cast<const bf16*>(sm.v), reinterpret_cast<float*>(sm.k),
+                    part, G, hd, ld, K);
+      const int items = kMmaT ? 0 : G * (hd / 4) * kPvSlices;
       for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
         const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;
         const int h = o / (hd / 4), e0 = (o % (hd / 4)) * 4;

@@ -74,11 +74,10 @@ __device__ __forceinline__ bool cta_wait(const MegaCtx& c, MegaWait w) {
     uint32_t v = ld_acquire_gpu(p);
     if (!mega_reached(v, target)) {
       const uint64_t t0 = global_ns(), deadline = t0 + c.timeout_ns;
-      // A poll is an L2 round trip (~1-3 µs while the weights stream), and the wait ends a poll's
-      // round trip plus on average half a poll's period after the counter reached its target:
-      // so one load a poll, back to back for the first kMegaQuickPolls; the trap and the
-      // deadline (a load and a clock read of their own) every kMegaQuickPolls-th poll, with a
-      // sleep after those.
+      // A poll is an L2 round trip (~1 µs while the weights stream), and the wait ends a round
+      // trip plus on average half a poll's period after the counter reached its target: so the
+      // polls run back to back, and only every kMegaQuickPolls-th checks the trap word and the
+      // deadline (a load and a clock read of their own) and sleeps.
       for (uint32_t polls = 1; !mega_reached(v = ld_acquire_gpu(p), target); polls++) {
         if (polls % kMegaQuickPolls != 0) continue;
         if (ld_relaxed_gpu(&c.sync->trap_counter) != 0) {
