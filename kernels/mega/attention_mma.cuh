@@ -59,6 +59,17 @@ __device__ __forceinline__ void attn_ldsm_x2_trans(uint32_t& r0, uint32_t& r1, u
                : "memory");
 }
 
+// Where chunk c (16 bytes) of k or v row `key` is kept in shared memory at 1-2 slots (kSwz;
+// at 4-8 the swizzle's index arithmetic spills), for rows of a multiple of 8 chunks (others:
+// in place): k rows at c ^ (key mod 8), so the scores' 32 lanes (32 neighbouring keys, the same
+// chunk) spread over all banks; v rows at c ^ 2 (key mod 4), so P·V's four lanes of a group (the
+// same dims of four neighbouring keys) hit both bank halves.
+template <bool kSwz>
+__device__ __forceinline__ int kv_chunk(bool v, int key, int c, int vecs) {
+  if (!kSwz || vecs % 8 != 0) return c;
+  return c ^ (v ? (key & 3) << 1 : key & 7);
+}
+
 // Two fp32 of q's row h (columns c, c + 1) as a bf16 pair; rows ≥ G zero.
 __device__ __forceinline__ uint32_t attn_q_pair(const float* q, int hd, int G, int h, int c) {
   if (h >= G) return 0u;
@@ -68,18 +79,22 @@ __device__ __forceinline__ uint32_t attn_q_pair(const float* q, int hd, int G, i
 }
 
 // Scores of keys [0, K) into s [G, ks_stride] (fp32, times scale; keys ≥ nk −inf). q [G, hd]
-// fp32, k [K, ld] bf16. Ends without a barrier.
+// fp32, k [K, ld] bf16 (kSwz: chunks swizzled, kv_chunk). Ends without a barrier.
+template <bool kSwz>
 __device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, float* s,
                                                 int ks_stride, int G, int hd, int ld, int K, int nk,
                                                 float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // ldmatrix x2 rows: lanes 0-7 keys 8j + r at dims c … c + 7, lanes 8-15 at c + 8.
-  const uint32_t k_lane = loom::gpu::smem_u32(k + (lane & 7) * ld + ((lane >> 3) & 1) * 8);
+  const int vecs = hd / 8, hi = (lane >> 3) & 1;
+  const uint32_t k_lane = loom::gpu::smem_u32(k + (lane & 7) * ld);
   for (int j = threadIdx.x >> 5; j * 8 < K; j += kMegaWarps) {  // n-tile j: keys 8j … 8j + 7
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int c = 0; c < hd; c += 16) {
       uint32_t b0, b1;
-      attn_ldsm_x2(b0, b1, k_lane + uint32_t((j * 8 * ld + c) * 2));
+      attn_ldsm_x2(b0, b1,
+                   k_lane + uint32_t(j * 8 * ld * 2 +
+                                     16 * kv_chunk<kSwz>(false, lane & 7, c / 8 + hi, vecs)));
       loom::gpu::mma_bf16(d, attn_q_pair(q, hd, G, g, c + 2 * t),
                           attn_q_pair(q, hd, G, g + 8, c + 2 * t),
                           attn_q_pair(q, hd, G, g, c + 2 * t + 8),
@@ -97,8 +112,9 @@ __device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, f
 
 // O = P · V into part rows h < G (acc[hd], then m, l as the CUDA-core path leaves them).
 // s: the scores' rows (ks_stride fp32 each) holding P in bf16 (attn_p_granule), then m [G] and
-// l [G] (AttnSmem); v [K, ld]; sums: 128 · G floats of dead shared memory. Barrier inside; ends
-// without one.
+// l [G] (AttnSmem); v [K, ld] (kSwz: chunks swizzled, kv_chunk); sums: 128 · G floats of dead
+// shared memory. Barrier inside; ends without one.
+template <bool kSwz>
 __device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const bf16* v,
                                             float* sums, float* part, int G, int hd, int ld,
                                             int K) {
@@ -113,7 +129,9 @@ __device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const
     const int mi = lane >> 3, r = lane & 7;
     const int ph = min(G > 8 ? r + 8 * (mi >> 1) : r, G - 1), pk = 8 * (mi & 1);
     const uint32_t p_row = loom::gpu::smem_u32(s + ph * ks_stride);
-    const uint32_t v_lane = loom::gpu::smem_u32(v + (r + 8 * (mi & 1)) * ld + 8 * dt);
+    // (v's swizzle depends on the key mod 4 = r mod 4: the same for every k-step.)
+    const uint32_t v_lane =
+        loom::gpu::smem_u32(v + (r + 8 * (mi & 1)) * ld + 8 * kv_chunk<kSwz>(true, r, dt, hd / 8));
     const int k_end = min(K, (kq + 1) * kgs);
     for (int key0 = kq * kgs; key0 < k_end; key0 += 16) {
       uint32_t a[4], b0, b1;

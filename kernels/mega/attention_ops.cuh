@@ -180,17 +180,6 @@ __host__ __device__ inline size_t attn_smem_bytes(int G, int hd, bool padded) {
 constexpr int kPvSlices = 4;
 static_assert(kMegaPartitionKeys % kPvSlices == 0, "whole key slices");
 
-// Where chunk c (16 bytes) of k or v row `key` is kept in shared memory at 1-2 slots (kSwz;
-// at 4-8 the swizzle's index arithmetic spills), for rows of a multiple of 8 chunks (others:
-// in place): k rows at c ^ (key mod 8), so the scores' 32 lanes (32 neighbouring keys, the same
-// chunk) spread over all banks; v rows at c ^ 2 (key mod 4), so P·V's four lanes of a group (the
-// same dims of four neighbouring keys) hit both bank halves.
-template <bool kSwz>
-__device__ __forceinline__ int kv_chunk(bool v, int key, int c, int vecs) {
-  if (!kSwz || vecs % 8 != 0) return c;
-  return c ^ (v ? (key & 3) << 1 : key & 7);
-}
-
 // v[0..3] = p[0..3] as fp32 (8 bytes of bf16 or 16 of fp32, aligned).
 __device__ __forceinline__ void load4_f32(const bf16* p, float (&v)[4]) {
   const uint2 u = *reinterpret_cast<const uint2*>(p);
@@ -271,9 +260,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   const T* v_cache = static_cast<const T*>(a.layers[layer].v_cache);
   const int ld = attn_kv_ld<T>(hd, !kSwz);
   AttnSmem<T> sm(smem, G, hd, ld);
-  // The scores and P·V on the tensor cores (attention_mma.cuh) at 4-8 slots in bf16 (mega_step
-  // checks attn_mma_fits).
-  constexpr bool kMmaT = sizeof(T) == 2 && !kSwz;
+  // The scores and P·V on the tensor cores (attention_mma.cuh) in bf16 (mega_step checks
+  // attn_mma_fits), but at 2 slots, where ptxas then spilled 44 bytes.
+  constexpr bool kMmaT = sizeof(T) == 2 && M != 2;
   // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
@@ -363,8 +352,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       if constexpr (kMmaT)
-        attn_mma_scores(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K, nk,
-                        a.attn_scale);
+        attn_mma_scores<kSwz>(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K, nk,
+                              a.attn_scale);
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
@@ -426,8 +415,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       // (which bound this phase at ~4 µs a partition).
       float* part = a.attn_part + (size_t(bg) * a.max_parts + p) * mega_partial_floats(G, hd);
       if constexpr (kMmaT)
-        attn_mma_pv(sm.s, KS, reinterpret_cast<const bf16*>(sm.v), reinterpret_cast<float*>(sm.k),
-                    part, G, hd, ld, K);
+        attn_mma_pv<kSwz>(sm.s, KS, reinterpret_cast<const bf16*>(sm.v),
+                          reinterpret_cast<float*>(sm.k), part, G, hd, ld, K);
       const int items = kMmaT ? 0 : G * (hd / 4) * kPvSlices;
       for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
         const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;

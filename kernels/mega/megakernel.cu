@@ -283,8 +283,8 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  a.smem_skew, " off their ", kMegaMmaAlign, "-byte alignment");
   LOOM_ARG_CHECK(a.d.rows_per_tile % 16 == 0, "megakernel: rows_per_tile ", a.d.rows_per_tile,
                  " (expected a multiple of 16: GateUp's tiles are 8-row gate / up pairs)");
-  LOOM_ARG_CHECK(a.t != DType::BF16 || a.d.batch <= 2 || attn_mma_fits(G, a.d.head_dim),
-                 "megakernel: attention of ", G, " heads a KV head at head_dim ", a.d.head_dim,
+  LOOM_ARG_CHECK(a.t != DType::BF16 || attn_mma_fits(G, a.d.head_dim), "megakernel: attention of ",
+                 G, " heads a KV head at head_dim ", a.d.head_dim,
                  " on the tensor cores (expected at most 16 heads, head_dim a multiple of 16 up "
                  "to 128)");
   if (a.t == DType::BF16)
