@@ -1,14 +1,16 @@
-// AttnPartial's two products on the tensor cores, at 4-8 slots in bf16 (attention_ops.cuh
-// calls them; mega_step checks attn_mma_fits): what differs from the CUDA-core scores and P·V. At
-// batch 8 those took ~8.5 µs from staged K/V to written partials for a 256-key partition whose
-// shared memory traffic is ~2.5 µs (bench/NOTES-cuda.md, session 60): thread-serial FMA chains of
-// 64 and of K / 4, one warp-instruction per product.
+// AttnPartial's two products on the tensor cores in bf16, at 1 and 4-8 slots (attention_ops.cuh
+// calls them; mega_step checks attn_mma_fits; at 2 slots ptxas spilled): what differs from the
+// CUDA-core scores and P·V (batch 1 -3.1%, batch 8 -3.5% on an H100). At batch 8 those took ~8.5 µs
+// from staged K/V to written partials for a 256-key partition whose shared memory traffic is ~2.5
+// µs (bench/NOTES-cuda.md, session 60): thread-serial FMA chains of 64 and of K / 4, one
+// warp-instruction per product.
 //
 // Geometry (G ≤ 16 query heads of the KV group as the mma's rows, the heads past G clamped to
 // head G − 1 and discarded; head_dim hd a multiple of 16, ≤ 128):
 //   Scores S[G, K] = q · kᵀ: n-tile j (keys 8j … 8j + 7) on warp j mod 16, the k-steps of hd in
 //     increasing order, A = q (bf16: q was rounded to bf16 by Qkv, so exact), B = k rows by
-//     ldmatrix (rows hd + 8 elements apart: the 8 row addresses on 8 bank groups).
+//     ldmatrix (rows hd + 8 elements apart at 4-8 slots, swizzled at 1 (kv_chunk): the 8 row
+//     addresses on 8 bank groups; v's .trans rows at 1 slot on 4, two each).
 //   P in bf16 over the scores in place: row h's 16-byte granule u at u ^ (h mod 8) of the row's
 //     first half (attn_p_granule), so an ldmatrix of 8 heads meets no bank twice. The softmax
 //     writes it in its exp pass, each lane's granule within the fp32 elements its warp has read.
