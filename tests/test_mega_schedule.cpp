@@ -489,3 +489,35 @@ TEST_CASE("mega schedule: FastDiv divides exactly where x · d < 2^32") {
     CHECK(wrong == 0);
   }
 }
+
+// Attention's P in bf16 over its fp32 scores (attention_mma.cuh): a row's K keys take 2K distinct
+// bytes among its K fp32 scores' 4K (at K = 32 the swizzle moves half the heads' P to bytes
+// 64-127); the 8 heads of an ldmatrix (rows 1 KB apart) read 8 distinct bank groups at every key
+// group; and the softmax's warp, whose lane l reads score i = l + 32 j in pass j and then writes
+// P[h, i], never writes bytes of a score that a later pass still reads.
+TEST_CASE(
+    "mega schedule: attention's bf16 P over the scores, in place and without bank conflicts") {
+  for (int K = kMegaMinPartitionKeys; K <= kMegaPartitionKeys; K *= 2)
+    for (int h = 0; h < 16; h++) {
+      CAPTURE(K);
+      CAPTURE(h);
+      std::vector<int> seen(size_t(4 * K), 0);
+      int late = 0;
+      for (int i = 0; i < K; i++) {
+        const uint32_t b = mega_p_granule(h, i);
+        REQUIRE(b + 2 <= uint32_t(4 * K));
+        seen[b]++, seen[b + 1]++;
+        // Written in pass j = i / 32 over fp32 scores b / 4, (b + 1) / 4: read in passes ≤ j.
+        late += int(b + 1) / 4 / 32 > i / 32;
+      }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == 2 * K);
+      CHECK(std::count(seen.begin(), seen.end(), 0) == 2 * K);
+      CHECK(late == 0);
+    }
+  for (int key = 0; key < kMegaPartitionKeys; key += 8) {
+    std::array<int, 8> groups{};
+    for (int h = 0; h < 8; h++) groups[size_t((mega_p_granule(h, key) >> 4) & 7)]++;
+    CAPTURE(key);
+    CHECK(std::count(groups.begin(), groups.end(), 1) == 8);
+  }
+}

@@ -12,7 +12,7 @@
 //     ldmatrix (rows hd + 8 elements apart at 4-8 slots, swizzled at 1 (kv_chunk): the 8 row
 //     addresses on 8 bank groups; v's .trans rows at 1 slot on 4, two each).
 //   P in bf16 over the scores in place: row h's 16-byte granule u at u ^ (h mod 8) of the row's
-//     first half (attn_p_granule), so an ldmatrix of 8 heads meets no bank twice. The softmax
+//     first half (mega_p_granule), so an ldmatrix of 8 heads meets no bank twice. The softmax
 //     writes it in its exp pass, each lane's granule within the fp32 elements its warp has read.
 //   O[G, hd] = P · V: warp w takes the 8 dims 8 (w mod (hd / 8)) and the keys of key group
 //     w / (hd / 8) (kgs keys, a multiple of 16, in increasing k-steps), V by ldmatrix .trans;
@@ -34,11 +34,6 @@ using loom::gpu::bf16;
 // hd + 8 elements).
 __host__ __device__ inline bool attn_mma_fits(int G, int hd) {
   return G <= 16 && hd % 16 == 0 && hd <= 128;
-}
-
-// Byte offset of P[h, key] (bf16) in score row h (kMegaPartitionKeys fp32 a row).
-__device__ __forceinline__ uint32_t attn_p_granule(int h, int key) {
-  return uint32_t((((key >> 3) ^ (h & 7)) << 4) | ((key & 7) << 1));
 }
 
 __device__ __forceinline__ void attn_ldsm_x2(uint32_t& r0, uint32_t& r1, uint32_t s) {
@@ -113,7 +108,7 @@ __device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, f
 }
 
 // O = P · V into part rows h < G (acc[hd], then m, l as the CUDA-core path leaves them).
-// s: the scores' rows (ks_stride fp32 each) holding P in bf16 (attn_p_granule), then m [G] and
+// s: the scores' rows (ks_stride fp32 each) holding P in bf16 (mega_p_granule), then m [G] and
 // l [G] (AttnSmem); v [K, ld] (kSwz: chunks swizzled, kv_chunk); sums: 128 · G floats of dead
 // shared memory. Barrier inside; ends without one.
 template <bool kSwz>
@@ -137,7 +132,7 @@ __device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const
     const int k_end = min(K, (kq + 1) * kgs);
     for (int key0 = kq * kgs; key0 < k_end; key0 += 16) {
       uint32_t a[4], b0, b1;
-      const uint32_t pa = p_row + attn_p_granule(ph, key0 + pk);
+      const uint32_t pa = p_row + mega_p_granule(ph, key0 + pk);
       if (G > 8) {  // matrices (heads, keys), (heads, keys + 8), (heads + 8, keys), (…, + 8)
         attn_ldsm_x4(a[0], a[2], a[1], a[3], pa);
       } else {

@@ -399,7 +399,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           const float e = i < nk ? expf(sm.s[h * KS + i] - mx) : 0.0f;
           if constexpr (kMmaT)  // P in bf16 over the scores (attention_mma.cuh: read, then written)
             *reinterpret_cast<bf16*>(reinterpret_cast<char*>(sm.s + h * KS) +
-                                     attn_p_granule(h, i)) = __float2bfloat16(e);
+                                     mega_p_granule(h, i)) = __float2bfloat16(e);
           else
             sm.s[h * KS + i] = e;
           sum += e;

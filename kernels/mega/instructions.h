@@ -475,6 +475,14 @@ LOOM_MEGA_HD size_t mega_xs_elem(bool mma, int M, int k, int i, int c) {
              : size_t(i) * size_t(k) + size_t(c);
 }
 
+// Byte offset of P[h, key] (bf16) in attention's fp32 score row h (attention_mma.cuh): the
+// row's 16-byte granule u at u ^ (h mod 8), so the 8 rows of an ldmatrix (8 heads, rows 1 KB
+// apart) meet 8 bank groups, and the softmax's lane writing P[h, i] after reading score i writes
+// only bytes of scores its warp has read (test_mega_schedule checks both).
+LOOM_MEGA_HD uint32_t mega_p_granule(int h, int key) {
+  return uint32_t((((key >> 3) ^ (h & 7)) << 4) | ((key & 7) << 1));
+}
+
 // A wait: counter index and the count it reaches once per step (target e · count at step e).
 struct MegaWait {
   uint32_t counter = kMegaNoCounter;
