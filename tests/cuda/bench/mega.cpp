@@ -103,24 +103,23 @@ void bench_megakernel(Backend& be, double bw, json& r) {
         &MegakernelDebug::smem_skew);
   sweep("attn_apart", "attention beside the ring, its K/V staged early (1 off, 2 on)", {1, 2},
         &MegakernelDebug::attn_apart);
-  sweep("attn_apart_ab", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
-        &MegakernelDebug::attn_apart);
-  sweep("attn_apart_7000", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
-        &MegakernelDebug::attn_apart, 7000);
-  sweep("attn_apart_b2", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
-        &MegakernelDebug::attn_apart, 600, 2);
-  sweep("attn_apart_b2_7000", "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
-        &MegakernelDebug::attn_apart, 7000, 2);
+  // Off / on knobs alternated twice in one binary (1 off, 2 on), as named rows.
+  struct Row {
+    const char* key;
+    int ctx, batch;
+  };
+  for (const Row& w : {Row{"attn_apart_ab", 600, 1}, Row{"attn_apart_7000", 7000, 1},
+                       Row{"attn_apart_b2", 600, 2}, Row{"attn_apart_b2_7000", 7000, 2}})
+    sweep(w.key, "attention beside the ring (1 off, 2 on), alternated", {1, 2, 1, 2},
+          &MegakernelDebug::attn_apart, w.ctx, w.batch);
+  for (const Row& w : {Row{"weights_evict", 600, 1}, Row{"weights_evict_7000", 7000, 1},
+                       Row{"weights_evict_b8", 600, 8}})
+    sweep(w.key, "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
+          &MegakernelDebug::weights_evict, w.ctx, w.batch);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_ahead_b8", "the ring on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead, 600, 8);
-  sweep("weights_evict", "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
-        &MegakernelDebug::weights_evict);
-  sweep("weights_evict_7000", "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
-        &MegakernelDebug::weights_evict, 7000);
-  sweep("weights_evict_b8", "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
-        &MegakernelDebug::weights_evict, 600, 8);
   sweep("gemv_inflight", "weight segments a warp keeps in flight once staged", {1, 2, 3},
         &MegakernelDebug::gemv_inflight);
   sweep("gemv_early", "weight segments a warp has in flight while it waits", {1, 2, 3},
