@@ -1,5 +1,5 @@
-// AttnPartial's two products on the tensor cores in bf16, at 1 and 4-8 slots (attention_ops.cuh
-// calls them; mega_step checks attn_mma_fits; at 2 slots ptxas spilled): what differs from the
+// AttnPartial's two products on the tensor cores in bf16 (attention_ops.cuh calls them, at 2
+// slots as calls; mega_step checks attn_mma_fits): what differs from the
 // CUDA-core scores and P·V (batch 1 -3.1%, batch 8 -3.5% on an H100). At batch 8 those took ~8.5 µs
 // from staged K/V to written partials for a 256-key partition whose shared memory traffic is ~2.5
 // µs (bench/NOTES-cuda.md, session 60): thread-serial FMA chains of 64 and of K / 4, one
@@ -78,9 +78,9 @@ __device__ __forceinline__ uint32_t attn_q_pair(const float* q, int hd, int G, i
 // Scores of keys [0, K) into s [G, ks_stride] (fp32, times scale; keys ≥ nk −inf). q [G, hd]
 // fp32, k [K, ld] bf16 (kSwz: chunks swizzled, kv_chunk). Ends without a barrier.
 template <bool kSwz>
-__device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, float* s,
-                                                int ks_stride, int G, int hd, int ld, int K, int nk,
-                                                float scale) {
+__device__ __forceinline__ void attn_mma_scores_body(const float* q, const bf16* k, float* s,
+                                                     int ks_stride, int G, int hd, int ld, int K,
+                                                     int nk, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // ldmatrix x2 rows: lanes 0-7 keys 8j + r at dims c … c + 7, lanes 8-15 at c + 8.
   const int vecs = hd / 8, hi = (lane >> 3) & 1;
@@ -112,9 +112,9 @@ __device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, f
 // l [G] (AttnSmem); v [K, ld] (kSwz: chunks swizzled, kv_chunk); sums: 128 · G floats of dead
 // shared memory. Barrier inside; ends without one.
 template <bool kSwz>
-__device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const bf16* v,
-                                            float* sums, float* part, int G, int hd, int ld,
-                                            int K) {
+__device__ __forceinline__ void attn_mma_pv_body(const float* s, int ks_stride, const bf16* v,
+                                                 float* sums, float* part, int G, int hd, int ld,
+                                                 int K) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int ndt = hd / 8, nkq = kMegaWarps / ndt;  // n-tiles of 8 dims; key groups
   const int kgs = ((K + nkq - 1) / nkq + 15) / 16 * 16, groups = (K + kgs - 1) / kgs;
@@ -160,6 +160,40 @@ __device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const
     row[e] = acc;
     if (e == 0) row[hd] = m[h], row[hd + 1] = m[G + h];
   }
+}
+
+// The two products as AttnPartial calls them: inlined, but as calls where kCall (at 2 slots,
+// where ptxas spilled 44 bytes with them inlined; as calls batch 1 took 0.9% longer, so only
+// there: bench/NOTES-cuda.md session 62).
+template <bool kSwz>
+__device__ __noinline__ void attn_mma_scores_call(const float* q, const bf16* k, float* s,
+                                                  int ks_stride, int G, int hd, int ld, int K,
+                                                  int nk, float scale) {
+  attn_mma_scores_body<kSwz>(q, k, s, ks_stride, G, hd, ld, K, nk, scale);
+}
+template <bool kSwz>
+__device__ __noinline__ void attn_mma_pv_call(const float* s, int ks_stride, const bf16* v,
+                                              float* sums, float* part, int G, int hd, int ld,
+                                              int K) {
+  attn_mma_pv_body<kSwz>(s, ks_stride, v, sums, part, G, hd, ld, K);
+}
+template <bool kSwz, bool kCall>
+__device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, float* s,
+                                                int ks_stride, int G, int hd, int ld, int K, int nk,
+                                                float scale) {
+  if constexpr (kCall)
+    attn_mma_scores_call<kSwz>(q, k, s, ks_stride, G, hd, ld, K, nk, scale);
+  else
+    attn_mma_scores_body<kSwz>(q, k, s, ks_stride, G, hd, ld, K, nk, scale);
+}
+template <bool kSwz, bool kCall>
+__device__ __forceinline__ void attn_mma_pv(const float* s, int ks_stride, const bf16* v,
+                                            float* sums, float* part, int G, int hd, int ld,
+                                            int K) {
+  if constexpr (kCall)
+    attn_mma_pv_call<kSwz>(s, ks_stride, v, sums, part, G, hd, ld, K);
+  else
+    attn_mma_pv_body<kSwz>(s, ks_stride, v, sums, part, G, hd, ld, K);
 }
 
 }  // namespace loom::mega

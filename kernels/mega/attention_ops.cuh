@@ -261,8 +261,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   const int ld = attn_kv_ld<T>(hd, !kSwz);
   AttnSmem<T> sm(smem, G, hd, ld);
   // The scores and P·V on the tensor cores (attention_mma.cuh) in bf16 (mega_step checks
-  // attn_mma_fits), but at 2 slots, where ptxas then spilled 44 bytes.
-  constexpr bool kMmaT = sizeof(T) == 2 && M != 2;
+  // attn_mma_fits); at 2 slots as calls (inlined there, ptxas spilled 44 bytes).
+  constexpr bool kMmaT = sizeof(T) == 2, kMmaCall = M == 2;
   // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
@@ -352,8 +352,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       if constexpr (kMmaT)
-        attn_mma_scores<kSwz>(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K, nk,
-                              a.attn_scale);
+        attn_mma_scores<kSwz, kMmaCall>(sm.q, reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd,
+                                        ld, K, nk, a.attn_scale);
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
@@ -415,8 +415,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       // (which bound this phase at ~4 µs a partition).
       float* part = a.attn_part + (size_t(bg) * a.max_parts + p) * mega_partial_floats(G, hd);
       if constexpr (kMmaT)
-        attn_mma_pv<kSwz>(sm.s, KS, reinterpret_cast<const bf16*>(sm.v),
-                          reinterpret_cast<float*>(sm.k), part, G, hd, ld, K);
+        attn_mma_pv<kSwz, kMmaCall>(sm.s, KS, reinterpret_cast<const bf16*>(sm.v),
+                                    reinterpret_cast<float*>(sm.k), part, G, hd, ld, K);
       const int items = kMmaT ? 0 : G * (hd / 4) * kPvSlices;
       for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
         const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;

@@ -79,7 +79,7 @@
 //   SiLU·mul (GateUp's tile end): T(silu(g) · u) per element of the rounded g and u, as
 //     GemvIn::SiluMul.
 //   Attention: scores, softmax pieces and P·V per partition of mega_partition_keys keys on
-//     CUDA cores (in bf16 but at 2 slots the two products on the tensor cores,
+//     CUDA cores (in bf16 the two products on the tensor cores,
 //     attention_mma.cuh), in the order attention_ops.cuh's header gives; each partition leaves its
 //     unnormalised (acc, max, sum) in its own slot, whichever split computed it, and
 //     AttnReduce folds partitions 0, 1, … P−1 in order. So the bits depend on kv_len and the

@@ -5,7 +5,7 @@
 //   sync.cuh            counters: waits (acquire, bounded), publishes (release), jitter
 //   gemv_ops.cuh        Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ draw partials), Draw
 //   attention_ops.cuh   a Qkv tile's RoPE and cache write, AttnPartial, AttnReduce
-//   attention_mma.cuh   AttnPartial's scores and P·V on the tensor cores (bf16, 1 and 4-8 slots)
+//   attention_mma.cuh   AttnPartial's scores and P·V on the tensor cores (bf16)
 #pragma once
 
 #include <cuda.h>
