@@ -213,6 +213,10 @@ void CudaBackend::run_mega(const StepLayout& L) {
                  mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, true, a.gemv_mma) >= 2;
   a.attn_in_xs = !a.attn_apart && mega::mega_attn_in_xs(m.dims, t_);
   a.gemv_stages = mega::mega_gemv_stages(m.dims, t_, mega_smem_optin_, a.attn_apart, a.gemv_mma);
+  // One weight segment a warp in flight while it waits at batch 1, two above: one binary, its
+  // knob alternated, batch 1 1,523 -> 1,510 us at ctx 600 and 1,705 -> 1,696 at 7,000; batch 2
+  // and 8 1-1.3% slower with one (H100, bench/NOTES-cuda.md session 62).
+  a.gemv_early = m.dims.batch == 1 ? 1 : 2;
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   a.gemv_inflight = mega_debug_.gemv_inflight;
   a.reduce_chunk = mega_debug_.reduce_chunk;
