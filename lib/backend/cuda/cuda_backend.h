@@ -80,10 +80,11 @@ struct MegakernelDebug {
   int attn_min_keys = 0;  // MegaArgs::attn_min_keys, 32-256 (0: the backend's choice)
   int attn_apart = 0;     // MegaArgs::attn_apart: 1 off, 2 on where it fits (0: the backend's)
   int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
-  int gemv_ahead = 0;     // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)
-  int weights_evict = 0;  // MegaArgs::weights_evict_first: 1 off, 2 on (0: the backend's)
-  int gemv_inflight = 0;  // MegaArgs::gemv_inflight (0: the backend's choice)
-  int gemv_mma = 0;       // MegaArgs::gemv_mma: 1 off, 2 on where it fits (0: the backend's)
+  int gemv_early_down = 0;  // MegaArgs::gemv_early_down (0: the backend's choice)
+  int gemv_ahead = 0;       // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)
+  int weights_evict = 0;    // MegaArgs::weights_evict_first: 1 off, 2 on (0: the backend's)
+  int gemv_inflight = 0;    // MegaArgs::gemv_inflight (0: the backend's choice)
+  int gemv_mma = 0;         // MegaArgs::gemv_mma: 1 off, 2 on where it fits (0: the backend's)
   int skip_math = 0;  // benchmarks only, wrong tokens: 1 MegaArgs::skip_math, 2 skip_waits, 3 both
   int smem_skew = 0;  // benchmarks only: MegaArgs::smem_skew, a multiple of 16
 };

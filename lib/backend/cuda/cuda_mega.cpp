@@ -218,6 +218,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   // and 8 1-1.3% slower with one (H100, bench/NOTES-cuda.md session 62).
   a.gemv_early = m.dims.batch == 1 ? 1 : 2;
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
+  if (mega_debug_.gemv_early_down > 0) a.gemv_early_down = mega_debug_.gemv_early_down;
   a.gemv_inflight = mega_debug_.gemv_inflight;
   a.reduce_chunk = mega_debug_.reduce_chunk;
   if (mega_debug_.attn_min_keys > 0) a.attn_min_keys = mega_debug_.attn_min_keys;

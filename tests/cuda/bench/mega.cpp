@@ -116,6 +116,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
                        Row{"weights_evict_b8", 600, 8}})
     sweep(w.key, "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
           &MegakernelDebug::weights_evict, w.ctx, w.batch);
+  for (const Row& w : {Row{"gemv_early_down", 600, 1}, Row{"gemv_early_down_7000", 7000, 1}})
+    sweep(w.key, "Down's weight segments a warp has in flight while it waits, alternated",
+          {1, 2, 1, 2}, &MegakernelDebug::gemv_early_down, w.ctx, w.batch);
   sweep("gemv_ahead", "the weight ring runs on into the next GEMVs (1 off, 2 on)", {1, 2},
         &MegakernelDebug::gemv_ahead);
   sweep("gemv_ahead_b8", "the ring on into the next GEMVs (1 off, 2 on)", {1, 2},
