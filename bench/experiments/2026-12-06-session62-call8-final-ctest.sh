@@ -17,7 +17,7 @@ for tool in memcheck synccheck; do
     -tc="bf16 megakernel near the graph path*" > "$OUT/sanitize_$tool.log" 2>&1
   echo "$tool rc=$?"; tail -3 "$OUT/sanitize_$tool.log"
 done
-LOOM_BENCH_MEGA_SWEEPS=gemv_early_down,attn_apart_b2 \
+LOOM_BENCH_MEGA_SWEEPS=gemv_early_down \
   LOOM_BENCH_MEGA_TRACE="1,600,0;8,600,0" timeout 200 build/bin/cuda_bench "$OUT/sweeps.json" --megakernel > "$OUT/sweeps.log" 2>&1
 echo "sweeps rc=$?"; grep -E "^\S|^ +[0-9]+: graph|^(1|8) " "$OUT/sweeps.log" | grep -v "^megakernel\|^  " | head -5
 grep -E "\(batch|: graph" "$OUT/sweeps.log"
