@@ -144,8 +144,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   // partitions each at ctx 600; more splits make more, shorter units (session 59: slower).
   sweep("attn_min_keys_b8", "an attention partition's keys, at least", {64, 128, 256},
         &MegakernelDebug::attn_min_keys, 600, 8);
-  sweep("attn_splits_b8", "attention splits a (slot, KV head)", {4, 8, 16, 32},
-        &MegakernelDebug::attn_splits, 600, 8);
+  for (int ctx : {600, 3000, 7000})
+    sweep("attn_splits_b8", "attention splits a (slot, KV head)", {4, 8, 16, 32},
+          &MegakernelDebug::attn_splits, ctx, 8);
   for (int ctx : {600, 3000})
     sweep("attn_min_keys", "an attention partition's keys, at least", {32, 64, 256},
           &MegakernelDebug::attn_min_keys, ctx);
