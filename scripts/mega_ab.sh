@@ -1,7 +1,7 @@
 #!/bin/bash
 # An A/B of the megakernel on the device machine, as session 60's calls 3, 5, 6, 14 and 15 ran
 # it: the change's cuda_test_megakernel first, then `cuda_bench --megakernel` of the base and
-# the change alternated twice (the steps table: batch 1 at ctx 600 and 7,000, batch 8 at 600,
+# the change alternated twice (the steps table: batches 1 and 8 at ctx 600 and 7,000,
 # the graph path beside), with the named sweeps (LOOM_BENCH_MEGA_SWEEPS) on both.
 #   scripts/mega_ab.sh NEW.txz BASE.txz [SWEEPS]   (packs of scripts/pack_device.sh; NEW a tests
 #   pack, unpacked as build/, BASE unpacked into base/; logs and JSON under $OUT)
@@ -20,6 +20,6 @@ for r in 1 2; do
     echo "== $v round $r" >> "$OUT/all.log"
     LOOM_BENCH_MEGA_SWEEPS=$sweeps timeout 110 $bin "$OUT/${v}_$r.json" --megakernel >> "$OUT/all.log" 2>&1
     echo "== $v round $r rc=$?"
-    grep -A12 "== $v round $r" "$OUT/all.log" | grep -E "^(1|8) .*mega"
+    grep -A14 "== $v round $r" "$OUT/all.log" | grep -E "^(1|8) .*mega"
   done
 done

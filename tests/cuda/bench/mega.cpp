@@ -46,7 +46,9 @@ void bench_megakernel(Backend& be, double bw, json& r) {
   std::printf("\n%-6s %-6s %-6s %10s %10s %10s %10s\n", "batch", "ctx", "path", "step us",
               "graph us", "x floor", "GB/s");
   json rows = json::array();
-  for (auto [n, ctx] : std::vector<std::pair<int, int>>{{1, 600}, {1, 7000}, {8, 600}}) {
+  // Batch 8 at 7,000 keys too: its attention walks its partitions one round trip at a time
+  // (bench/NOTES-cuda.md session 62: 2,948 us a step against 1,711 at 600).
+  for (auto [n, ctx] : std::vector<std::pair<int, int>>{{1, 600}, {1, 7000}, {8, 600}, {8, 7000}}) {
     const StepBatch b = bench_batch(n, ctx, bs);
     for (bool mega : {false, true}) {
       be.set_megakernel(mega);
