@@ -9,7 +9,7 @@
 //     tree); output (h, d) sums p · v over the keys ≡ q (mod 4) of the partition in order, for
 //     q = 0 … 3, then folds those as (s0 + s1) + (s2 + s3). Each partition leaves (acc, max, sum)
 //     unnormalised in its own slot, whichever split ran it.
-//   In bf16 (but at 2 slots) the scores and P·V run on the tensor cores instead (attention_mma.cuh:
+//   In bf16 the scores and P·V run on the tensor cores instead (attention_mma.cuh:
 //     fp32 accumulation in the mma's order, P rounded to bf16, the key groups summed in order);
 //     the max, Σ p and the fold are the same.
 //   AttnReduce: folds partitions 0 … P−1 in order: M = max of the maxima, out = Σ acc·e^(m−M)

@@ -646,7 +646,7 @@ __device__ bool run_gemv(const MegaArgs& a, const MegaCtx& c, MegaOp op, int lay
   const float4 w0 = norm_w != nullptr && int(threadIdx.x) < k / 4
                         ? reinterpret_cast<const float4*>(norm_w)[threadIdx.x]
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const int early = op == MegaOp::Down && a.gemv_early_down > 0 ? a.gemv_early_down : a.gemv_early;
+  const int early = op == MegaOp::Down ? a.gemv_early_down : a.gemv_early;
   if (lane == 0) pump<T, kMma>(a, ws, pc, prog_end, min(early, S), ring, sh);
   if (!cta_wait(c, mega_wait(d, op, layer, int(begin)))) return false;  // the caller drains
   switch (op) {

@@ -89,7 +89,7 @@ struct MegaArgs {
   const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
   int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
   int gemv_early = 2;                // of them, in flight while an instruction waits
-  int gemv_early_down = 0;           // Down's gemv_early (0: gemv_early)
+  int gemv_early_down = 2;           // Down's own gemv_early
   bool gemv_ahead = true;            // the ring runs on into the next GEMV instructions
   bool weights_evict_first = true;   // the ring's copies as L2 evict_first (tma.cuh, l2_policy)
   bool attn_apart = false;           // AttnPartial's buffers beside the ring (mega_smem_bytes)

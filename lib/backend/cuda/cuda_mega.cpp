@@ -218,8 +218,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   // and 8 1-1.3% slower with one. But two for Down at batch 1 (its rows are three segments a
   // warp and it waits on GateUp): 1,510-1,535 -> 1,494-1,502 us, ctx 7,000 1,677-1,680 ->
   // 1,660-1,665 (H100, bench/NOTES-cuda.md session 62).
-  a.gemv_early = m.dims.batch == 1 ? 1 : 2;
-  a.gemv_early_down = 2;
+  a.gemv_early = m.dims.batch == 1 ? 1 : 2;  // (gemv_early_down: MegaArgs' 2)
   if (mega_debug_.gemv_early > 0) a.gemv_early = mega_debug_.gemv_early;
   if (mega_debug_.gemv_early_down > 0) a.gemv_early_down = mega_debug_.gemv_early_down;
   a.gemv_inflight = mega_debug_.gemv_inflight;
