@@ -80,10 +80,9 @@ void CudaBackend::ensure_mega(int B) {
     mega_layers_kv_ = kv_;
   }
   // Attention partitions a (slot, KV head): at most the splits or the longest context (the
-  // block-table width) in 256-key partitions (mega_partition_keys).
-  const int max_parts =
-      std::max(opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits,
-               mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaPartitionKeys));
+  // block-table width) in partitions of a walk's keys (mega_partition_keys).
+  const int max_parts = std::max(opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits,
+                                 mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaWalkKeys));
   if (max_parts != mega_max_parts_) {
     dev_free(mega_attn_part_);
     const size_t floats =
