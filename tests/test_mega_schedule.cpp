@@ -524,23 +524,24 @@ TEST_CASE(
 
 // Attention's partition size: the smallest power of two in [min_keys, 256] that the splits
 // cover, so no split walks below 256 keys; past 256 · splits keys a split walks its partitions
-// one after another, at 4-8 slots in 128-key ones (two buffers: the next in flight while the
-// current one's products run). The host sizes the partials for ceil(n / kMegaWalkKeys).
-TEST_CASE("mega schedule: attention's partitions, 128 keys when a split walks at 4-8 slots") {
-  CHECK(mega_partition_keys(601, 32, 64, 1) == 64);  // Terra at batch 1: 10 splits busy
-  CHECK(mega_partition_keys(7001, 32, 64, 1) == 256);
-  CHECK(mega_partition_keys(601, 4, 64, 8) == 256);  // batch 8: 3 partitions, one a split
-  CHECK(mega_partition_keys(1024, 4, 64, 8) == 256);
-  CHECK(mega_partition_keys(1025, 4, 64, 8) == kMegaWalkKeys);  // 9: split 0 walks three
-  CHECK(mega_partition_keys(1025, 4, 64, 2) == 256);
-  CHECK(mega_partition_keys(7001, 4, 64, 4) == kMegaWalkKeys);
-  for (int batch : {1, 2, 4, 8})
+// one after another, with MegaArgs::attn_walk (4-8 slots) in 128-key ones (two buffers: the next
+// in flight while the current one's products run). The host sizes the partials for ceil(n /
+// kMegaWalkKeys).
+TEST_CASE("mega schedule: attention's partitions, 128 keys when a split walks with attn_walk") {
+  CHECK(mega_partition_keys(601, 32, 64, false) == 64);  // Terra at batch 1: 10 splits busy
+  CHECK(mega_partition_keys(7001, 32, 64, false) == 256);
+  CHECK(mega_partition_keys(601, 4, 64, true) == 256);  // batch 8: 3 partitions, one a split
+  CHECK(mega_partition_keys(1024, 4, 64, true) == 256);
+  CHECK(mega_partition_keys(1025, 4, 64, true) == kMegaWalkKeys);  // 9: split 0 walks three
+  CHECK(mega_partition_keys(1025, 4, 64, false) == 256);
+  CHECK(mega_partition_keys(7001, 4, 64, true) == kMegaWalkKeys);
+  for (bool walk : {false, true})
     for (int splits : {1, 3, 4, 32})
       for (int min_keys : {32, 64, 256})
         for (int n = 1; n <= 9000; n += 7) {
-          const int K = mega_partition_keys(n, splits, min_keys, batch);
+          const int K = mega_partition_keys(n, splits, min_keys, walk);
           const int parts = (n + K - 1) / K;
-          CAPTURE(batch);
+          CAPTURE(walk);
           CAPTURE(splits);
           CAPTURE(min_keys);
           CAPTURE(n);
@@ -548,7 +549,7 @@ TEST_CASE("mega schedule: attention's partitions, 128 keys when a split walks at
           REQUIRE(K <= kMegaPartitionKeys);
           REQUIRE(parts <= std::max(splits, (n + kMegaWalkKeys - 1) / kMegaWalkKeys));
           if (parts > splits)
-            REQUIRE(K == (batch > 2 ? kMegaWalkKeys : kMegaPartitionKeys));
+            REQUIRE(K == (walk ? kMegaWalkKeys : kMegaPartitionKeys));
           else
             REQUIRE(K >= std::min(min_keys, kMegaPartitionKeys));
         }

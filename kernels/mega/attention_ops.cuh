@@ -74,8 +74,8 @@ __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_
   const int G = d.group_size(), hd = d.head_dim, per = mega_partial_floats(G, hd);
   const int b = u / d.kv_heads, g = u % d.kv_heads, tid = threadIdx.x;
   const int n_keys = a.kv_len[b] + 1;
-  const int parts =
-      mega_ceil_div(n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys, d.batch));
+  const int parts = mega_ceil_div(
+      n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys, a.attn_walk));
   const float* base = a.attn_part + size_t(u) * a.max_parts * per;
   T* out = static_cast<T*>(a.attn);  // in OProj's staged order (mega_xs_elem)
   const int col0 = g * G * hd;
@@ -217,7 +217,8 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int bg = int(u) / S, j = int(u) % S, b = bg / d.kv_heads, g = bg % d.kv_heads;
-  const int n_keys = a.kv_len[b] + 1, K = mega_partition_keys(n_keys, S, a.attn_min_keys, d.batch);
+  const int n_keys = a.kv_len[b] + 1,
+            K = mega_partition_keys(n_keys, S, a.attn_min_keys, a.attn_walk);
   if (j * K >= n_keys) return false;
   const int key0 = j * K, nk = min(K, n_keys - key0), fresh = n_keys - 1 - key0;
   const int vecs = hd * int(sizeof(T)) / 16;
@@ -273,18 +274,34 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   // `buf`): those with `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, int buf, auto take) {
     if constexpr (!kSwz) {  // 4-8 slots: every piece by cp.async at once, one L2 round trip
+      // Thread t copies the 16-byte piece t mod vecs of keys t / vecs + n · step of k and v,
+      // eight keys' block-table entries loaded together before their copies.
       T* const vb = sm.v + buf_rows(buf);
       T* const kb = sm.k + buf_rows(buf);
-      for (int i = tid; i < 2 * K * vecs; i += kMegaThreads) {
-        const int key = i / vecs % K;
-        const bool valid = key < nk && take(key);
-        if (key < nk && !valid) continue;
-        const T* cache = i < K * vecs ? v_cache : k_cache;
-        loom::gpu::cp_async16(
-            reinterpret_cast<uint4*>((i < K * vecs ? vb : kb) + size_t(key) * ld) + i % vecs,
-            valid ? kv_row(a, cache, b, g, key0 + key) + i % vecs
-                  : reinterpret_cast<const uint4*>(cache),
-            valid);
+      const int step = kMegaThreads / vecs, c = tid % vecs;
+      const int* bt = a.block_tables + size_t(b) * a.bt_stride;
+      constexpr int kKeys = 8;
+      for (int k0 = tid / vecs; tid < step * vecs && k0 < K; k0 += kKeys * step) {
+        int blk[kKeys];  // -1: not copied (past nk: zero rows)
+#pragma unroll
+        for (int q = 0; q < kKeys; q++) {
+          const int key = k0 + q * step;
+          blk[q] = key < nk && take(key) ? bt[(key0 + key) / a.block_size] : -1;
+        }
+#pragma unroll
+        for (int q = 0; q < kKeys; q++) {
+          const int key = k0 + q * step;
+          if (key >= K || (key < nk && blk[q] < 0)) continue;  // past K, or left alone
+          const int pos = key0 + key;
+          const size_t off =
+              blk[q] < 0 ? 0
+                         : (size_t(blk[q]) * a.block_size + pos % a.block_size) * a.d.kv_dim() +
+                               size_t(g) * hd;
+          loom::gpu::cp_async16(reinterpret_cast<uint4*>(vb + size_t(key) * ld) + c,
+                                reinterpret_cast<const uint4*>(v_cache + off) + c, blk[q] >= 0);
+          loom::gpu::cp_async16(reinterpret_cast<uint4*>(kb + size_t(key) * ld) + c,
+                                reinterpret_cast<const uint4*>(k_cache + off) + c, blk[q] >= 0);
+        }
       }
       loom::gpu::cp_async_commit();
     } else {  // 1-2 slots (whose first partition attn_prefetch stages): kVPer loads at a time
@@ -313,7 +330,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     const int bg = int(u) / S, j = int(u) % S;
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
-    const int K = mega_partition_keys(n_keys, S, a.attn_min_keys, d.batch),
+    const int K = mega_partition_keys(n_keys, S, a.attn_min_keys, a.attn_walk),
               parts = (n_keys + K - 1) / K;
     const int kk = tid % K;  // this thread's key of a partition
     // A split without a partition (j ≥ parts) reads, writes and publishes nothing: split 0

@@ -115,16 +115,16 @@ constexpr uint32_t kMegaNoCounter = ~0u;   // "waits on nothing" / "publishes no
 // flight while the current one's products run (attention_ops.cuh).
 constexpr int kMegaWalkKeys = kMegaPartitionKeys / 2;
 
-// Keys of an attention partition when a (slot, KV head) has n_keys keys over `splits` splits at
-// `batch` slots: the smallest power of two in [min_keys, 256] (min_keys a power of two ≥ 32; the
-// default MegaArgs::attn_min_keys) with splits · keys ≥ n_keys, so a short context spreads over
-// more splits (at batch 1 on Terra, 600 keys take 10 splits of 64 keys, not 3 of 256) and a long
-// one keeps 256-key partitions; at 4-8 slots a long one takes kMegaWalkKeys. Partitions a (slot,
-// KV head): ≤ max(splits, n_keys / kMegaWalkKeys).
-LOOM_MEGA_HD int mega_partition_keys(int n_keys, int splits, int min_keys, int batch) {
+// Keys of an attention partition when a (slot, KV head) has n_keys keys over `splits` splits
+// (walk: MegaArgs::attn_walk): the smallest power of two in [min_keys, 256] (min_keys a power of
+// two ≥ 32; the default MegaArgs::attn_min_keys) with splits · keys ≥ n_keys, so a short context
+// spreads over more splits (at batch 1 on Terra, 600 keys take 10 splits of 64 keys, not 3 of 256)
+// and a long one keeps 256-key partitions, or with `walk` (4-8 slots) kMegaWalkKeys. Partitions a
+// (slot, KV head): ≤ max(splits, n_keys / kMegaWalkKeys).
+LOOM_MEGA_HD int mega_partition_keys(int n_keys, int splits, int min_keys, bool walk) {
   int k = min_keys;
   while (k < kMegaPartitionKeys && k * splits < n_keys) k *= 2;
-  return batch > 2 && k * splits < n_keys ? kMegaWalkKeys : k;
+  return walk && k * splits < n_keys ? kMegaWalkKeys : k;
 }
 
 // Floats of one partition's partial of a (slot, KV head): acc [G, head_dim + 2] with each
@@ -155,7 +155,8 @@ enum class MegaOp : uint8_t {
   Qkv,
   // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
-  //   / K), K = mega_partition_keys(kv_len[b] + 1, splits, MegaArgs::attn_min_keys, batch), of slot
+  //   / K), K = mega_partition_keys(kv_len[b] + 1, splits, MegaArgs::attn_min_keys,
+  //   MegaArgs::attn_walk), of slot
   //   b's keys for the G query heads of group g, writing each partition's unnormalised (acc,
   //   max, sum) to partials[b, g, p]. A split with no partition reads, writes and publishes
   //   nothing; split 0 (which always has partition 0) publishes 1 + the idle splits' count, so

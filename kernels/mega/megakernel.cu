@@ -266,6 +266,8 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                      (a.attn_min_keys & (a.attn_min_keys - 1)) == 0,
                  "megakernel: attn_min_keys ", a.attn_min_keys, " (expected a power of two in ",
                  kMegaMinPartitionKeys, "..", kMegaPartitionKeys, ")");
+  LOOM_ARG_CHECK(!a.attn_walk || a.d.batch > 2, "megakernel: attn_walk at batch ", a.d.batch,
+                 " (expected 4-8 slots, whose attention rows are not swizzled)");
   const int G = a.d.group_size(),
             reduce_floats = (a.max_parts * G + 3) / 4 * 4 + mega_partial_floats(G, a.d.head_dim);
   LOOM_ARG_CHECK(reduce_floats <= int(attn_bytes(a.d, a.t) / 4), "megakernel: ", a.max_parts,
@@ -285,8 +287,8 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  " (expected a multiple of 16: GateUp's tiles are 8-row gate / up pairs)");
   LOOM_ARG_CHECK(a.t != DType::BF16 || attn_mma_fits(G, a.d.head_dim), "megakernel: attention of ",
                  G, " heads a KV head at head_dim ", a.d.head_dim,
-                 " on the tensor cores (expected at most 16 heads, head_dim a multiple of 16 up "
-                 "to 128)");
+                 " on the tensor cores (expected at most 16 heads and at most (head_dim + 8) / 2, "
+                 "head_dim a multiple of 16 up to 128)");
   if (a.t == DType::BF16)
     return a.gemv_mma ? dispatch_batch<bf16, true>(a, stream)
                       : dispatch_batch<bf16, false>(a, stream);
