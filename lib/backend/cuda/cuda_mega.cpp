@@ -223,7 +223,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.gemv_inflight = mega_debug_.gemv_inflight;
   a.reduce_chunk = mega_debug_.reduce_chunk;
   if (mega_debug_.attn_min_keys > 0) a.attn_min_keys = mega_debug_.attn_min_keys;
-  a.attn_walk = m.dims.batch > 2 && mega_debug_.attn_walk != 1;
+  a.attn_walk = m.dims.batch > 2 && mega_debug_.attn_walk == 2;
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   a.smem_skew = mega_debug_.smem_skew;
