@@ -201,8 +201,9 @@ __device__ __forceinline__ void load4_f32(const float* p, float (&v)[4]) {
 template <class T>
 __device__ __forceinline__ const uint4* kv_row(const MegaArgs& a, const T* cache, int b, int g,
                                                int key) {
-  const int blk = a.block_tables[size_t(b) * a.bt_stride + key / a.block_size];
-  const size_t slot = size_t(blk) * a.block_size + key % a.block_size;
+  const int bi = int(a.block_div.div(uint32_t(key)));
+  const int blk = a.block_tables[size_t(b) * a.bt_stride + bi];
+  const size_t slot = size_t(blk) * a.block_size + (key - bi * a.block_size);
   return reinterpret_cast<const uint4*>(cache + slot * a.d.kv_dim() + size_t(g) * a.d.head_dim);
 }
 
@@ -275,28 +276,28 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   auto stage = [&](int b, int g, int K, int key0, int nk, int buf, auto take) {
     if constexpr (!kSwz) {  // 4-8 slots: every piece by cp.async at once, one L2 round trip
       // Thread t copies the 16-byte piece t mod vecs of keys t / vecs + n · step of k and v,
-      // eight keys' block-table entries loaded together before their copies.
+      // four keys' block-table entries loaded together before their copies (bf16 at head_dim
+      // 64: all of a 256-key partition's).
       T* const vb = sm.v + buf_rows(buf);
       T* const kb = sm.k + buf_rows(buf);
       const int step = kMegaThreads / vecs, c = tid % vecs;
       const int* bt = a.block_tables + size_t(b) * a.bt_stride;
-      constexpr int kKeys = 8;
+      constexpr int kKeys = 4;
       for (int k0 = tid / vecs; tid < step * vecs && k0 < K; k0 += kKeys * step) {
-        int blk[kKeys];  // -1: not copied (past nk: zero rows)
+        int blk[kKeys], in[kKeys];  // a key's block (-1: not copied; past nk: zero rows), offset
 #pragma unroll
         for (int q = 0; q < kKeys; q++) {
-          const int key = k0 + q * step;
-          blk[q] = key < nk && take(key) ? bt[(key0 + key) / a.block_size] : -1;
+          const int key = k0 + q * step, bi = int(a.block_div.div(uint32_t(key0 + key)));
+          in[q] = key0 + key - bi * a.block_size;
+          blk[q] = key < nk && take(key) ? bt[bi] : -1;
         }
 #pragma unroll
         for (int q = 0; q < kKeys; q++) {
           const int key = k0 + q * step;
           if (key >= K || (key < nk && blk[q] < 0)) continue;  // past K, or left alone
-          const int pos = key0 + key;
           const size_t off =
               blk[q] < 0 ? 0
-                         : (size_t(blk[q]) * a.block_size + pos % a.block_size) * a.d.kv_dim() +
-                               size_t(g) * hd;
+                         : (size_t(blk[q]) * a.block_size + in[q]) * a.d.kv_dim() + size_t(g) * hd;
           loom::gpu::cp_async16(reinterpret_cast<uint4*>(vb + size_t(key) * ld) + c,
                                 reinterpret_cast<const uint4*>(v_cache + off) + c, blk[q] >= 0);
           loom::gpu::cp_async16(reinterpret_cast<uint4*>(kb + size_t(key) * ld) + c,

@@ -86,6 +86,7 @@ struct MegaArgs {
   const int32_t* kv_len = nullptr;        // [batch] cached keys before this step's slot
   const int32_t* block_tables = nullptr;  // [batch, bt_stride]
   int bt_stride = 0, block_size = 0;
+  FastDiv block_div;  // x / block_size (a key's block; exact: mega_step checks the range)
   const loom::gpu::SampleParamsDev* params = nullptr;  // [batch]
   int gemv_stages = 2;               // weight ring slots per warp (mega_gemv_stages)
   int gemv_early = 2;                // of them, in flight while an instruction waits

@@ -199,6 +199,7 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.block_tables = in(L.block_tables);
   a.bt_stride = L.bt_stride;
   a.block_size = block_size_;
+  a.block_div.set(uint32_t(block_size_));
   a.params = reinterpret_cast<const SampleParamsDev*>(in_dev_ + L.params);
   // The GEMVs on the tensor cores where the shapes and shared memory allow (gemv_mma.cuh:
   // batch 4-8 in bf16). MegakernelDebug::gemv_mma 1 turns it off.
