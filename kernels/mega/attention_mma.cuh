@@ -67,18 +67,16 @@ __device__ __forceinline__ int kv_chunk(bool v, int key, int c, int vecs) {
   return c ^ (v ? (key & 3) << 1 : key & 7);
 }
 
-// Two fp32 of q's row h (columns c, c + 1) as a bf16 pair; rows ≥ G zero.
-__device__ __forceinline__ uint32_t attn_q_pair(const float* q, int hd, int G, int h, int c) {
-  if (h >= G) return 0u;
-  const float2 v = *reinterpret_cast<const float2*>(q + h * hd + c);
-  const __nv_bfloat162 p = __floats2bfloat162_rn(v.x, v.y);
-  return *reinterpret_cast<const uint32_t*>(&p);
+// q's row h at columns c, c + 1 as a bf16 pair (one 32-bit load: Qkv rounded q to bf16); rows
+// ≥ G zero.
+__device__ __forceinline__ uint32_t attn_q_pair(const bf16* q, int hd, int G, int h, int c) {
+  return h < G ? *reinterpret_cast<const uint32_t*>(q + h * hd + c) : 0u;
 }
 
 // Scores of keys [0, K) into s [G, ks_stride] (fp32, times scale; keys ≥ nk −inf). q [G, hd]
-// fp32, k [K, ld] bf16 (kSwz: chunks swizzled, kv_chunk). Ends without a barrier.
+// bf16, k [K, ld] bf16 (kSwz: chunks swizzled, kv_chunk). Ends without a barrier.
 template <bool kSwz>
-__device__ __forceinline__ void attn_mma_scores_body(const float* q, const bf16* k, float* s,
+__device__ __forceinline__ void attn_mma_scores_body(const bf16* q, const bf16* k, float* s,
                                                      int ks_stride, int G, int hd, int ld, int K,
                                                      int nk, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -166,7 +164,7 @@ __device__ __forceinline__ void attn_mma_pv_body(const float* s, int ks_stride, 
 // where ptxas spilled 44 bytes with them inlined; as calls batch 1 took 0.9% longer, so only
 // there: bench/NOTES-cuda.md session 62).
 template <bool kSwz>
-__device__ __noinline__ void attn_mma_scores_call(const float* q, const bf16* k, float* s,
+__device__ __noinline__ void attn_mma_scores_call(const bf16* q, const bf16* k, float* s,
                                                   int ks_stride, int G, int hd, int ld, int K,
                                                   int nk, float scale) {
   attn_mma_scores_body<kSwz>(q, k, s, ks_stride, G, hd, ld, K, nk, scale);
@@ -178,7 +176,7 @@ __device__ __noinline__ void attn_mma_pv_call(const float* s, int ks_stride, con
   attn_mma_pv_body<kSwz>(s, ks_stride, v, sums, part, G, hd, ld, K);
 }
 template <bool kSwz, bool kCall>
-__device__ __forceinline__ void attn_mma_scores(const float* q, const bf16* k, float* s,
+__device__ __forceinline__ void attn_mma_scores(const bf16* q, const bf16* k, float* s,
                                                 int ks_stride, int G, int hd, int ld, int K, int nk,
                                                 float scale) {
   if constexpr (kCall)

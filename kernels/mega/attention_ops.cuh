@@ -155,7 +155,7 @@ __host__ __device__ inline int attn_kv_ld(int hd, bool padded) {
 // Shared memory of one attention partition (inside the dynamic buffer).
 template <class T>
 struct AttnSmem {
-  float* q;  // [G, hd] rotated queries
+  float* q;  // [G, hd] rotated queries (bf16: [G, hd] bf16 in the first half)
   float* s;  // [G, K] scores, then probabilities
   float* m;  // [G] partition max
   float* l;  // [G] Σ p
@@ -367,10 +367,14 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
 #pragma unroll
             for (int v = 0; v < Chunk8<T>::kVecs; v++)
               qc.v[v] = __ldcg(q + i * Chunk8<T>::kVecs + v);
-            float qf[8];
-            chunk_f32<T>(qc, qf);
+            if constexpr (kMmaT) {  // kept in bf16: the mma's A pairs as they are
+              reinterpret_cast<Chunk8<T>*>(sm.q)[i] = qc;
+            } else {
+              float qf[8];
+              chunk_f32<T>(qc, qf);
 #pragma unroll
-            for (int e = 0; e < 8; e++) sm.q[i * 8 + e] = qf[e];
+              for (int e = 0; e < 8; e++) sm.q[i * 8 + e] = qf[e];
+            }
           } else {
             const int j = i - qv;  // j < vecs: v's pieces, then k's
             const T* cache = j < vecs ? v_cache : k_cache;
@@ -392,8 +396,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
         loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       if constexpr (kMmaT)
-        attn_mma_scores<kSwz, kMmaCall>(sm.q, reinterpret_cast<const bf16*>(kb), sm.s, KS, G, hd,
-                                        ld, K, nk, a.attn_scale);
+        attn_mma_scores<kSwz, kMmaCall>(reinterpret_cast<const bf16*>(sm.q),
+                                        reinterpret_cast<const bf16*>(kb), sm.s, KS, G, hd, ld, K,
+                                        nk, a.attn_scale);
       // Scores: q·k over d in order.
       float acc[8];
 #pragma unroll
