@@ -523,34 +523,27 @@ TEST_CASE(
 }
 
 // Attention's partition size: the smallest power of two in [min_keys, 256] that the splits
-// cover, so no split walks below 256 keys; past 256 · splits keys a split walks its partitions
-// one after another, with MegaArgs::attn_walk (4-8 slots) in 128-key ones (two buffers: the next
-// in flight while the current one's products run). The host sizes the partials for ceil(n /
-// kMegaWalkKeys).
-TEST_CASE("mega schedule: attention's partitions, 128 keys when a split walks with attn_walk") {
-  CHECK(mega_partition_keys(601, 32, 64, false) == 64);  // Terra at batch 1: 10 splits busy
-  CHECK(mega_partition_keys(7001, 32, 64, false) == 256);
-  CHECK(mega_partition_keys(601, 4, 64, true) == 256);  // batch 8: 3 partitions, one a split
-  CHECK(mega_partition_keys(1024, 4, 64, true) == 256);
-  CHECK(mega_partition_keys(1025, 4, 64, true) == kMegaWalkKeys);  // 9: split 0 walks three
-  CHECK(mega_partition_keys(1025, 4, 64, false) == 256);
-  CHECK(mega_partition_keys(7001, 4, 64, true) == kMegaWalkKeys);
-  for (bool walk : {false, true})
-    for (int splits : {1, 3, 4, 32})
-      for (int min_keys : {32, 64, 256})
-        for (int n = 1; n <= 9000; n += 7) {
-          const int K = mega_partition_keys(n, splits, min_keys, walk);
-          const int parts = (n + K - 1) / K;
-          CAPTURE(walk);
-          CAPTURE(splits);
-          CAPTURE(min_keys);
-          CAPTURE(n);
-          REQUIRE((K & (K - 1)) == 0);
-          REQUIRE(K <= kMegaPartitionKeys);
-          REQUIRE(parts <= std::max(splits, (n + kMegaWalkKeys - 1) / kMegaWalkKeys));
-          if (parts > splits)
-            REQUIRE(K == (walk ? kMegaWalkKeys : kMegaPartitionKeys));
-          else
-            REQUIRE(K >= std::min(min_keys, kMegaPartitionKeys));
-        }
+// cover, so no split walks partitions below 256 keys, and past 256 · splits keys every split
+// walks 256-key ones (the host sizes the partials for ceil(n / 256) beside the splits).
+TEST_CASE("mega schedule: attention's partitions, 256 keys once a split walks") {
+  CHECK(mega_partition_keys(601, 32, 64) == 64);  // Terra at batch 1: 10 splits busy
+  CHECK(mega_partition_keys(7001, 32, 64) == 256);
+  CHECK(mega_partition_keys(601, 4, 64) == 256);   // batch 8: 3 partitions, one a split
+  CHECK(mega_partition_keys(1025, 4, 64) == 256);  // 5: split 0 walks two
+  CHECK(mega_partition_keys(100, 4, 32) == 32);
+  for (int splits : {1, 3, 4, 32})
+    for (int min_keys : {32, 64, 256})
+      for (int n = 1; n <= 9000; n += 7) {
+        const int K = mega_partition_keys(n, splits, min_keys);
+        const int parts = (n + K - 1) / K;
+        CAPTURE(splits);
+        CAPTURE(min_keys);
+        CAPTURE(n);
+        REQUIRE((K & (K - 1)) == 0);
+        REQUIRE(K >= min_keys);
+        REQUIRE(K <= kMegaPartitionKeys);
+        REQUIRE(parts <= std::max(splits, (n + kMegaPartitionKeys - 1) / kMegaPartitionKeys));
+        if (parts > splits) REQUIRE(K == kMegaPartitionKeys);
+        if (K > min_keys) REQUIRE((K / 2) * splits < n);  // the smallest that covers
+      }
 }

@@ -29,11 +29,11 @@ namespace loom::mega {
 
 using loom::gpu::bf16;
 
-// Whether AttnPartial of a group of G heads of head_dim hd can run on the tensor cores in bf16
-// (then the key groups' sums, at most 128 · G floats, fit over k's rows: a walk's 128 rows of
-// hd + 8 elements at 4-8 slots, 256 of hd at 1-2).
+// Whether AttnPartial of a group of G heads of head_dim hd can run on the tensor cores at 4-8
+// slots in bf16 (then the key groups' sums, at most 128 · G floats, fit over k's 256 rows of
+// hd + 8 elements).
 __host__ __device__ inline bool attn_mma_fits(int G, int hd) {
-  return G <= 16 && hd % 16 == 0 && hd <= 128 && 2 * G <= hd + 8;
+  return G <= 16 && hd % 16 == 0 && hd <= 128;
 }
 
 __device__ __forceinline__ void attn_ldsm_x2(uint32_t& r0, uint32_t& r1, uint32_t s) {

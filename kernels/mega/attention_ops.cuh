@@ -1,10 +1,8 @@
 // The megakernel's attention family (contracts: instructions.h): a Qkv tile's RoPE and cache
 // write, AttnPartial, AttnReduce. CUDA cores, one partition of K = mega_partition_keys(n_keys,
-// attn_splits, …) keys (32-256: a short context spreads over every split) at a time through shared
+// attn_splits) keys (32-256: a short context spreads over every split) at a time through shared
 // memory: at batch 1–8 a layer's KV is a few MB against ~137 MB of weights, so attention is a
 // small share of the step; what matters is that its units spread over the SMs (attn_splits).
-// At 4-8 slots a split that walks several partitions (a long context: 128 keys each) keeps the
-// next one's K and V in flight in a second buffer while the current one's products run.
 //   AttnPartial: thread t scores key t % K of the partition for the query heads h ≡ t / K
 //     (mod 512 / K): q·k in fp32 over d in order (16-byte loads of k), times 1/sqrt(head_dim); warp
 //     h takes head h's max and Σ exp(s − max) (lane l: keys l, l + 32, … in order, then the xor
@@ -64,18 +62,17 @@ __device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float
 // AttnReduce's work for u = b · kv_heads + g: attn[b, heads of g] from the partitions, in
 // order, through the attention buffers (`smem`, `smem_floats`): the partials come in by
 // cp.async, as many partitions as fit at once (~35 at bf16 on Terra: one L2 round trip up to
-// ~9,000 keys at 1-2 slots, ~4,500 at 4-8; MegaArgs::reduce_chunk caps it for the tests), the
-// maxima of any others by loads issued beside them. Run by the AttnPartial split that completes (b,
-// g) (run_attn_partial), which then publishes AttnReduce; the scheduled AttnReduce instructions are
-// skipped.
+// ~9,000 keys; MegaArgs::reduce_chunk caps it for the tests), the maxima of any others by loads
+// issued beside them. Run by the AttnPartial split that completes (b, g) (run_attn_partial),
+// which then publishes AttnReduce; the scheduled AttnReduce instructions are skipped.
 template <class T>
 __device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_floats) {
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, per = mega_partial_floats(G, hd);
   const int b = u / d.kv_heads, g = u % d.kv_heads, tid = threadIdx.x;
   const int n_keys = a.kv_len[b] + 1;
-  const int parts = mega_ceil_div(
-      n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys, a.attn_walk));
+  const int parts =
+      mega_ceil_div(n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys));
   const float* base = a.attn_part + size_t(u) * a.max_parts * per;
   T* out = static_cast<T*>(a.attn);  // in OProj's staged order (mega_xs_elem)
   const int col0 = g * G * hd;
@@ -159,9 +156,8 @@ struct AttnSmem {
   float* s;  // [G, K] scores, then probabilities
   float* m;  // [G] partition max
   float* l;  // [G] Σ p
-  T* v;      // [256, ld] values (zero past the last key; ld: attn_kv_ld); a walk at 4-8 slots:
-             // buffer i's [128, ld] at v + 128 i · ld
-  T* k;      // [256, ld] keys (zero past the last key); likewise
+  T* v;      // [K, ld] values (zero past the last key; ld: attn_kv_ld)
+  T* k;      // [K, ld] keys (zero past the last key)
   __device__ AttnSmem(void* base, int G, int hd, int ld) {
     q = static_cast<float*>(base);
     s = q + G * hd;
@@ -218,8 +214,7 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int bg = int(u) / S, j = int(u) % S, b = bg / d.kv_heads, g = bg % d.kv_heads;
-  const int n_keys = a.kv_len[b] + 1,
-            K = mega_partition_keys(n_keys, S, a.attn_min_keys, a.attn_walk);
+  const int n_keys = a.kv_len[b] + 1, K = mega_partition_keys(n_keys, S, a.attn_min_keys);
   if (j * K >= n_keys) return false;
   const int key0 = j * K, nk = min(K, n_keys - key0), fresh = n_keys - 1 - key0;
   const int vecs = hd * int(sizeof(T)) / 16;
@@ -269,17 +264,13 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   // The scores and P·V on the tensor cores (attention_mma.cuh) in bf16 (mega_step checks
   // attn_mma_fits); at 2 slots as calls (inlined there, ptxas spilled 44 bytes).
   constexpr bool kMmaT = sizeof(T) == 2, kMmaCall = M == 2;
-  // A walk's buffer i (0, 1) at 4-8 slots: its rows' offset in sm.v and sm.k.
-  auto buf_rows = [&](int i) { return kSwz ? 0 : size_t(i) * kMegaWalkKeys * ld; };
-  // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory (buffer
-  // `buf`): those with `take(key)` (rows past nk zero, the others left alone).
-  auto stage = [&](int b, int g, int K, int key0, int nk, int buf, auto take) {
+  // k and v rows of keys [key0, key0 + nk) of a K-key partition into shared memory: those with
+  // `take(key)` (rows past nk zero, the others left alone).
+  auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
     if constexpr (!kSwz) {  // 4-8 slots: every piece by cp.async at once, one L2 round trip
       // Thread t copies the 16-byte piece t mod vecs of keys t / vecs + n · step of k and v,
       // four keys' block-table entries loaded together before their copies (bf16 at head_dim
       // 64: all of a 256-key partition's).
-      T* const vb = sm.v + buf_rows(buf);
-      T* const kb = sm.k + buf_rows(buf);
       const int step = kMegaThreads / vecs, c = tid % vecs;
       const int* bt = a.block_tables + size_t(b) * a.bt_stride;
       constexpr int kKeys = 4;
@@ -298,9 +289,9 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           const size_t off =
               blk[q] < 0 ? 0
                          : (size_t(blk[q]) * a.block_size + in[q]) * a.d.kv_dim() + size_t(g) * hd;
-          loom::gpu::cp_async16(reinterpret_cast<uint4*>(vb + size_t(key) * ld) + c,
+          loom::gpu::cp_async16(reinterpret_cast<uint4*>(sm.v + size_t(key) * ld) + c,
                                 reinterpret_cast<const uint4*>(v_cache + off) + c, blk[q] >= 0);
-          loom::gpu::cp_async16(reinterpret_cast<uint4*>(kb + size_t(key) * ld) + c,
+          loom::gpu::cp_async16(reinterpret_cast<uint4*>(sm.k + size_t(key) * ld) + c,
                                 reinterpret_cast<const uint4*>(k_cache + off) + c, blk[q] >= 0);
         }
       }
@@ -331,8 +322,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     const int bg = int(u) / S, j = int(u) % S;
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
-    const int K = mega_partition_keys(n_keys, S, a.attn_min_keys, a.attn_walk),
-              parts = (n_keys + K - 1) / K;
+    const int K = mega_partition_keys(n_keys, S, a.attn_min_keys), parts = (n_keys + K - 1) / K;
     const int kk = tid % K;  // this thread's key of a partition
     // A split without a partition (j ≥ parts) reads, writes and publishes nothing: split 0
     // (which always has one) publishes for it, so the fold waits only for the busy splits, not
@@ -343,16 +333,11 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     bool waited = false;
     // The first unit's first partition may be in flight already (attn_prefetch).
     const bool pre = prefetched && u == begin;
-    // A walk at 4-8 slots (K = kMegaWalkKeys) alternates two buffers: partition p + S is staged
-    // into one while p's products run on the other.
-    const bool walk = !kSwz && K == kMegaWalkKeys && j + S < parts;
-    for (int p = j, buf = 0; p < parts; p += S, buf ^= walk) {
+    for (int p = j; p < parts; p += S) {
       const int key0 = p * K, nk = min(K, n_keys - key0);
       const int fresh = n_keys - 1 - key0;  // the new key's index in the partition
-      T* const vb = sm.v + buf_rows(buf);
-      T* const kb = sm.k + buf_rows(buf);
-      if (p == j ? !pre : !walk)
-        stage(b, g, K, key0, nk, buf, [&](int key) { return waited || key != fresh; });
+      if (!(pre && p == j))
+        stage(b, g, K, key0, nk, [&](int key) { return waited || key != fresh; });
       if (!waited) {
         if (!cta_wait(c, mega_wait(d, MegaOp::AttnPartial, layer, int(u)))) return false;
         waited = true;
@@ -378,26 +363,18 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           } else {
             const int j = i - qv;  // j < vecs: v's pieces, then k's
             const T* cache = j < vecs ? v_cache : k_cache;
-            reinterpret_cast<uint4*>((j < vecs ? vb : kb) +
+            reinterpret_cast<uint4*>((j < vecs ? sm.v : sm.k) +
                                      size_t(fresh) *
                                          ld)[kv_chunk<kSwz>(j < vecs, fresh, j % vecs, vecs)] =
                 __ldcg(kv_row(a, cache, b, g, key0 + fresh) + j % vecs);
           }
         }
       }
-      // The next partition of a walk in flight (the buffer's last reads were before the
-      // previous partition's closing barrier), then this one's rows waited for.
-      const bool next = walk && p + S < parts;
-      if (next) {
-        stage(b, g, K, key0 + S * K, min(K, n_keys - key0 - S * K), buf ^ 1,
-              [](int) { return true; });
-        loom::gpu::cp_async_wait<1>();
-      } else if (!kSwz || (pre && p == j))
-        loom::gpu::cp_async_wait<0>();
+      if (!kSwz || (pre && p == j)) loom::gpu::cp_async_wait<0>();
       __syncthreads();  // every thread's k and v rows (and q) staged
       if constexpr (kMmaT)
         attn_mma_scores<kSwz, kMmaCall>(reinterpret_cast<const bf16*>(sm.q),
-                                        reinterpret_cast<const bf16*>(kb), sm.s, KS, G, hd, ld, K,
+                                        reinterpret_cast<const bf16*>(sm.k), sm.s, KS, G, hd, ld, K,
                                         nk, a.attn_scale);
       // Scores: q·k over d in order.
       float acc[8];
@@ -410,7 +387,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           Chunk8<T> kc;
 #pragma unroll
           for (int v = 0; v < Chunk8<T>::kVecs; v++)
-            kc.v[v] = lds128(reinterpret_cast<const uint4*>(kb + size_t(kk) * ld) +
+            kc.v[v] = lds128(reinterpret_cast<const uint4*>(sm.k + size_t(kk) * ld) +
                              kv_chunk<kSwz>(false, kk, e0 * int(sizeof(T)) / 16 + v, vecs));
           float kf[8];
           chunk_f32<T>(kc, kf);
@@ -460,8 +437,8 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       // (which bound this phase at ~4 µs a partition).
       float* part = a.attn_part + (size_t(bg) * a.max_parts + p) * mega_partial_floats(G, hd);
       if constexpr (kMmaT)
-        attn_mma_pv<kSwz, kMmaCall>(sm.s, KS, reinterpret_cast<const bf16*>(vb),
-                                    reinterpret_cast<float*>(kb), part, G, hd, ld, K);
+        attn_mma_pv<kSwz, kMmaCall>(sm.s, KS, reinterpret_cast<const bf16*>(sm.v),
+                                    reinterpret_cast<float*>(sm.k), part, G, hd, ld, K);
       const int items = kMmaT ? 0 : G * (hd / 4) * kPvSlices;
       for (int it0 = tid - lane; it0 < items; it0 += kMegaThreads) {  // (warp-uniform trips)
         const int it = it0 + lane, q = it % kPvSlices, o = it / kPvSlices;
@@ -473,7 +450,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
               kv_chunk<kSwz>(true, q, e0 * int(sizeof(T)) / 16, vecs) * (16 / int(sizeof(T))) +
               e0 % (16 / int(sizeof(T)));
           const float* sp = sm.s + h * KS;
-          const T* vp = vb + vo;
+          const T* vp = sm.v + vo;
 #pragma unroll 1
           for (int i = q; i < nk; i += kPvSlices) {
             float v4[4];
@@ -494,7 +471,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
           if (e0 == 0) row[hd] = sm.m[h], row[hd + 1] = sm.l[h];
         }
       }
-      __syncthreads();  // this buffer is refilled by the partition after next (a walk's)
+      __syncthreads();  // shared memory is refilled by the next partition
     }
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),

@@ -380,7 +380,7 @@ __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t be
   const int S = a.d.attn_splits;
   for (uint32_t u = begin; u < end; u++) {
     const int b = int(u) / S / a.d.kv_heads, j = int(u) % S, n_keys = a.kv_len[b] + 1;
-    if (j * mega_partition_keys(n_keys, S, a.attn_min_keys, a.attn_walk) < n_keys) return true;
+    if (j * mega_partition_keys(n_keys, S, a.attn_min_keys) < n_keys) return true;
   }
   return false;
 }

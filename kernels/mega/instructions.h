@@ -110,21 +110,15 @@ constexpr int kMegaMaxTileRows = 64;       // rows of a layer GEMV tile, at most
 constexpr int kMegaNormThreads = 512;      // threads of the RMSNorm sum (its order)
 constexpr uint32_t kMegaNoCounter = ~0u;   // "waits on nothing" / "publishes nothing"
 
-// Keys of the partitions a split walks one after another at 4-8 slots (more than 256 · splits
-// keys): two buffers of 128 keys in AttnPartial's shared memory, the next partition's K and V in
-// flight while the current one's products run (attention_ops.cuh).
-constexpr int kMegaWalkKeys = kMegaPartitionKeys / 2;
-
-// Keys of an attention partition when a (slot, KV head) has n_keys keys over `splits` splits
-// (walk: MegaArgs::attn_walk): the smallest power of two in [min_keys, 256] (min_keys a power of
-// two ≥ 32; the default MegaArgs::attn_min_keys) with splits · keys ≥ n_keys, so a short context
-// spreads over more splits (at batch 1 on Terra, 600 keys take 10 splits of 64 keys, not 3 of 256)
-// and a long one keeps 256-key partitions, or with `walk` (4-8 slots) kMegaWalkKeys. Partitions a
-// (slot, KV head): ≤ max(splits, n_keys / kMegaWalkKeys).
-LOOM_MEGA_HD int mega_partition_keys(int n_keys, int splits, int min_keys, bool walk) {
+// Keys of an attention partition when a (slot, KV head) has n_keys keys over `splits` splits:
+// the smallest power of two in [min_keys, 256] (min_keys a power of two ≥ 32; the default
+// MegaArgs::attn_min_keys) with splits · keys ≥ n_keys, so a short context spreads over more
+// splits (at batch 1 on Terra, 600 keys take 10 splits of 64 keys, not 3 of 256) and a long one
+// keeps 256-key partitions. Partitions a (slot, KV head): ≤ max(splits, n_keys / 256).
+LOOM_MEGA_HD int mega_partition_keys(int n_keys, int splits, int min_keys) {
   int k = min_keys;
   while (k < kMegaPartitionKeys && k * splits < n_keys) k *= 2;
-  return walk && k * splits < n_keys ? kMegaWalkKeys : k;
+  return k;
 }
 
 // Floats of one partition's partial of a (slot, KV head): acc [G, head_dim + 2] with each
@@ -155,8 +149,7 @@ enum class MegaOp : uint8_t {
   Qkv,
   // AttnPartial(l) — units: u = (b · kv_heads + g) · attn_splits + j. Reads kv_len[b] on the
   //   device and computes partitions p = j, j + splits, j + 2·splits … < ceil((kv_len[b] + 1)
-  //   / K), K = mega_partition_keys(kv_len[b] + 1, splits, MegaArgs::attn_min_keys,
-  //   MegaArgs::attn_walk), of slot
+  //   / K), K = mega_partition_keys(kv_len[b] + 1, splits, MegaArgs::attn_min_keys), of slot
   //   b's keys for the G query heads of group g, writing each partition's unnormalised (acc,
   //   max, sum) to partials[b, g, p]. A split with no partition reads, writes and publishes
   //   nothing; split 0 (which always has partition 0) publishes 1 + the idle splits' count, so

@@ -270,8 +270,6 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                      uint64_t(a.bt_stride + 1) * a.block_size * a.block_size < (uint64_t(1) << 32),
                  "megakernel: ", a.bt_stride, " blocks of ", a.block_size,
                  " keys a sequence (a key's block by FastDiv needs keys · block_size < 2^32)");
-  LOOM_ARG_CHECK(!a.attn_walk || a.d.batch > 2, "megakernel: attn_walk at batch ", a.d.batch,
-                 " (expected 4-8 slots, whose attention rows are not swizzled)");
   const int G = a.d.group_size(),
             reduce_floats = (a.max_parts * G + 3) / 4 * 4 + mega_partial_floats(G, a.d.head_dim);
   LOOM_ARG_CHECK(reduce_floats <= int(attn_bytes(a.d, a.t) / 4), "megakernel: ", a.max_parts,
@@ -291,8 +289,8 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  " (expected a multiple of 16: GateUp's tiles are 8-row gate / up pairs)");
   LOOM_ARG_CHECK(a.t != DType::BF16 || attn_mma_fits(G, a.d.head_dim), "megakernel: attention of ",
                  G, " heads a KV head at head_dim ", a.d.head_dim,
-                 " on the tensor cores (expected at most 16 heads and at most (head_dim + 8) / 2, "
-                 "head_dim a multiple of 16 up to 128)");
+                 " on the tensor cores (expected at most 16 heads, head_dim a multiple of 16 up "
+                 "to 128)");
   if (a.t == DType::BF16)
     return a.gemv_mma ? dispatch_batch<bf16, true>(a, stream)
                       : dispatch_batch<bf16, false>(a, stream);

@@ -97,7 +97,6 @@ struct MegaArgs {
   bool attn_in_xs = false;           // else within the staged input's bytes (mega_attn_in_xs)
   int reduce_chunk = 0;              // AttnReduce's partitions a chunk, at most (0: as fit)
   int attn_min_keys = 64;            // mega_partition_keys' min_keys (32 and 64 measured alike)
-  bool attn_walk = false;            // 4-8 slots: walks in 128-key partitions (mega_partition_keys)
   int gemv_inflight = 0;             // segments a warp keeps in flight once staged (0: stages)
   bool gemv_mma = false;             // GEMVs on the tensor cores (mega_gemv_mma; gemv_mma.cuh)
   const MegaTmaps* tmaps = nullptr;  // gemv_mma: their weights' maps (host memory; a parameter)

@@ -79,7 +79,6 @@ struct MegakernelDebug {
   int reduce_chunk = 0;   // MegaArgs::reduce_chunk (0: as many partitions as fit)
   int attn_min_keys = 0;  // MegaArgs::attn_min_keys, 32-256 (0: the backend's choice)
   int attn_apart = 0;     // MegaArgs::attn_apart: 1 off, 2 on where it fits (0: the backend's)
-  int attn_walk = 0;      // MegaArgs::attn_walk: 1 off, 2 on at 4-8 slots (0: the backend's)
   int gemv_early = 0;     // MegaArgs::gemv_early (0: the backend's choice)
   int gemv_early_down = 0;  // MegaArgs::gemv_early_down (0: the backend's choice)
   int gemv_ahead = 0;       // MegaArgs::gemv_ahead: 1 off, 2 on (0: the backend's choice)

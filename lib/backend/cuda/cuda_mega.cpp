@@ -80,9 +80,10 @@ void CudaBackend::ensure_mega(int B) {
     mega_layers_kv_ = kv_;
   }
   // Attention partitions a (slot, KV head): at most the splits or the longest context (the
-  // block-table width) in partitions of a walk's keys (mega_partition_keys).
-  const int max_parts = std::max(opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits,
-                                 mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaWalkKeys));
+  // block-table width) in 256-key partitions (mega_partition_keys).
+  const int max_parts =
+      std::max(opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits,
+               mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaPartitionKeys));
   if (max_parts != mega_max_parts_) {
     dev_free(mega_attn_part_);
     const size_t floats =
@@ -224,7 +225,6 @@ void CudaBackend::run_mega(const StepLayout& L) {
   a.gemv_inflight = mega_debug_.gemv_inflight;
   a.reduce_chunk = mega_debug_.reduce_chunk;
   if (mega_debug_.attn_min_keys > 0) a.attn_min_keys = mega_debug_.attn_min_keys;
-  a.attn_walk = m.dims.batch > 2 && mega_debug_.attn_walk == 2;
   a.skip_math = (mega_debug_.skip_math & 1) != 0;
   a.skip_waits = (mega_debug_.skip_math & 2) != 0;
   a.smem_skew = mega_debug_.smem_skew;

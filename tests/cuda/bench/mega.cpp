@@ -118,11 +118,6 @@ void bench_megakernel(Backend& be, double bw, json& r) {
                        Row{"weights_evict_b8", 600, 8}})
     sweep(w.key, "the weights' copies L2 evict_first (1 off, 2 on)", {1, 2, 1, 2},
           &MegakernelDebug::weights_evict, w.ctx, w.batch);
-  // Batch 8's walks in 128-key partitions, the next in flight (at ctx 600 no split walks).
-  for (const Row& w : {Row{"attn_walk_b8", 600, 8}, Row{"attn_walk_b8_3000", 3000, 8},
-                       Row{"attn_walk_b8_7000", 7000, 8}})
-    sweep(w.key, "walks in 128-key partitions (1 off, 2 on), alternated", {1, 2, 1, 2},
-          &MegakernelDebug::attn_walk, w.ctx, w.batch);
   for (const Row& w : {Row{"gemv_early_down", 600, 1}, Row{"gemv_early_down_7000", 7000, 1}})
     sweep(w.key, "Down's weight segments a warp has in flight while it waits, alternated",
           {1, 2, 1, 2}, &MegakernelDebug::gemv_early_down, w.ctx, w.batch);
