@@ -473,8 +473,12 @@ TEST_CASE("mega schedule: the tensor-core GEMVs' weight maps, one a weight and o
   }
 }
 
+// The GEMV loops' divisors (1-64) and attention's KV block sizes (MegaArgs::block_div).
 TEST_CASE("mega schedule: FastDiv divides exactly where x · d < 2^32") {
-  for (uint32_t d = 1; d <= 64; d++) {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 64; d++) divisors.push_back(d);
+  for (uint32_t d : {96u, 128u, 256u, 512u, 1024u}) divisors.push_back(d);
+  for (uint32_t d : divisors) {
     FastDiv f;
     f.set(d);
     CAPTURE(d);
