@@ -192,15 +192,19 @@ __device__ __forceinline__ void load4_f32(const float* p, float (&v)[4]) {
   v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
 }
 
-// KV head g's row of slot b's cache index `key` in the pool `cache` (the block table's entry,
-// then the offset), as 16-byte pieces.
+// Elements from a layer's cache pool to KV head g's row of key `key`, whose block (the block
+// table's entry) is blk: key's offset in its block is key − block_size · (key / block_size).
+__device__ __forceinline__ size_t kv_elem(const MegaArgs& a, int blk, int key, int g) {
+  const int in = key - int(a.block_div.div(uint32_t(key))) * a.block_size;
+  return (size_t(blk) * a.block_size + in) * a.d.kv_dim() + size_t(g) * a.d.head_dim;
+}
+
+// KV head g's row of slot b's cache index `key` in the pool `cache`, as 16-byte pieces.
 template <class T>
 __device__ __forceinline__ const uint4* kv_row(const MegaArgs& a, const T* cache, int b, int g,
                                                int key) {
-  const int bi = int(a.block_div.div(uint32_t(key)));
-  const int blk = a.block_tables[size_t(b) * a.bt_stride + bi];
-  const size_t slot = size_t(blk) * a.block_size + (key - bi * a.block_size);
-  return reinterpret_cast<const uint4*>(cache + slot * a.d.kv_dim() + size_t(g) * a.d.head_dim);
+  const int blk = a.block_tables[size_t(b) * a.bt_stride + int(a.block_div.div(uint32_t(key)))];
+  return reinterpret_cast<const uint4*>(cache + kv_elem(a, blk, key, g));
 }
 
 // AttnPartial unit u's first partition, its cached keys' k and v rows (all but the new key,
@@ -275,20 +279,17 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       const int* bt = a.block_tables + size_t(b) * a.bt_stride;
       constexpr int kKeys = 4;
       for (int k0 = tid / vecs; tid < step * vecs && k0 < K; k0 += kKeys * step) {
-        int blk[kKeys], in[kKeys];  // a key's block (-1: not copied; past nk: zero rows), offset
+        int blk[kKeys];  // a key's block (-1: not copied; past nk: zero rows)
 #pragma unroll
         for (int q = 0; q < kKeys; q++) {
-          const int key = k0 + q * step, bi = int(a.block_div.div(uint32_t(key0 + key)));
-          in[q] = key0 + key - bi * a.block_size;
-          blk[q] = key < nk && take(key) ? bt[bi] : -1;
+          const int key = k0 + q * step;
+          blk[q] = key < nk && take(key) ? bt[a.block_div.div(uint32_t(key0 + key))] : -1;
         }
 #pragma unroll
         for (int q = 0; q < kKeys; q++) {
           const int key = k0 + q * step;
           if (key >= K || (key < nk && blk[q] < 0)) continue;  // past K, or left alone
-          const size_t off =
-              blk[q] < 0 ? 0
-                         : (size_t(blk[q]) * a.block_size + in[q]) * a.d.kv_dim() + size_t(g) * hd;
+          const size_t off = blk[q] < 0 ? 0 : kv_elem(a, blk[q], key0 + key, g);
           loom::gpu::cp_async16(reinterpret_cast<uint4*>(sm.v + size_t(key) * ld) + c,
                                 reinterpret_cast<const uint4*>(v_cache + off) + c, blk[q] >= 0);
           loom::gpu::cp_async16(reinterpret_cast<uint4*>(sm.k + size_t(key) * ld) + c,

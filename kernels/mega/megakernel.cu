@@ -267,7 +267,7 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
                  "megakernel: attn_min_keys ", a.attn_min_keys, " (expected a power of two in ",
                  kMegaMinPartitionKeys, "..", kMegaPartitionKeys, ")");
   LOOM_ARG_CHECK(a.block_size > 0 &&
-                     uint64_t(a.bt_stride + 1) * a.block_size * a.block_size < (uint64_t(1) << 32),
+                     uint64_t(a.bt_stride) * a.block_size * a.block_size <= (uint64_t(1) << 32),
                  "megakernel: ", a.bt_stride, " blocks of ", a.block_size,
                  " keys a sequence (a key's block by FastDiv needs keys · block_size < 2^32)");
   const int G = a.d.group_size(),
