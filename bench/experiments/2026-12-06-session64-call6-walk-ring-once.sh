@@ -1,0 +1,27 @@
+#!/bin/bash
+# Session 64, call 6: branch walk-ring w2 (.device/w2.txz, a tests pack): the ring walk with the
+# stream's stop decided once a CTA at the kernel's start (any slot of the step walks: stop at
+# every AttnPartial) instead of the pump reading kv_len at each AttnPartial it reaches — call 3's
+# build ran 1.9% slower than main at ctx 600, where nothing walks. Against main a34acb9
+# (.device/m64.txz): cuda_test_megakernel, base / change alternated twice (steps table; the
+# change's attn_walk_ring off / on at batch 8, ctx 3,000 and 7,000), then loom bench at batch 8
+# (Terra-size v1, 8 frames after 3 context frames), the change's --megakernel then main's.
+set -u
+bash scripts/mega_ab.sh .device/w2.txz .device/m64.txz attn_walk_ring_3000,attn_walk_ring_7000
+python3 - "$OUT" <<'PY'
+import json, sys, glob
+for f in sorted(glob.glob(sys.argv[1] + "/*_[12].json")):
+    d = json.load(open(f))
+    print(f.split("/")[-1], {k: [round(r["graph_gpu_s"] * 1e6, 1) for r in v]
+                             for k, v in d.items() if k.startswith("attn_walk")})
+PY
+tar -czf "$OUT/ab_json.tgz" -C "$OUT" base_1.json base_2.json new_1.json new_2.json &&
+  rm "$OUT"/base_?.json "$OUT"/new_?.json
+python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
+for v in new base; do
+  bin=build/bin/loom
+  [ $v = base ] && bin=base/build/bin/loom
+  timeout 150 $bin bench --model /tmp/terra --frames 8 --context-frames 3 --batch-sizes 8 \
+    --megakernel --json "$OUT/bench_$v.json" > "$OUT/bench_$v.log" 2>&1
+  echo "$v rc=$?"; tail -2 "$OUT/bench_$v.log"
+done
