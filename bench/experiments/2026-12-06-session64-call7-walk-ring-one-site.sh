@@ -1,0 +1,28 @@
+#!/bin/bash
+# Session 64, call 7: branch walk-ring2 (.device/w3.txz, a tests pack): call 6's ring walk
+# with one staging site (call 6's had two: +1.2k SASS instructions in the batch-8 kernel, and
+# its build ran 2.3% slower than main with the walk off), partition p + S staged with p (before
+# the wait for a unit's first pair), cp.async groups waited one behind. Against main a34acb9
+# (.device/m64.txz): cuda_test_megakernel, base / change alternated twice (steps table; the
+# change's attn_walk_ring off / on at batch 8, ctx 3,000 and 7,000), then loom bench at batch 8
+# (Terra-size v1, 8 frames after 3 context frames), base first this time. Predicted: b8 ctx
+# 7,000 -4%, ctx 600 and b1 unchanged.
+set -u
+bash scripts/mega_ab.sh .device/w3.txz .device/m64.txz attn_walk_ring_3000,attn_walk_ring_7000
+python3 - "$OUT" <<'PY'
+import json, sys, glob
+for f in sorted(glob.glob(sys.argv[1] + "/*_[12].json")):
+    d = json.load(open(f))
+    print(f.split("/")[-1], {k: [round(r["graph_gpu_s"] * 1e6, 1) for r in v]
+                             for k, v in d.items() if k.startswith("attn_walk")})
+PY
+tar -czf "$OUT/ab_json.tgz" -C "$OUT" base_1.json base_2.json new_1.json new_2.json &&
+  rm "$OUT"/base_?.json "$OUT"/new_?.json
+python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
+for v in base new; do
+  bin=build/bin/loom
+  [ $v = base ] && bin=base/build/bin/loom
+  timeout 150 $bin bench --model /tmp/terra --frames 8 --context-frames 3 --batch-sizes 8 \
+    --megakernel --json "$OUT/bench_$v.json" > "$OUT/bench_$v.log" 2>&1
+  echo "$v rc=$?"; tail -2 "$OUT/bench_$v.log"
+done
