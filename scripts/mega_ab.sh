@@ -4,7 +4,8 @@
 # the change alternated twice (the steps table: batches 1 and 8 at ctx 600 and 7,000,
 # the graph path beside), with the named sweeps (LOOM_BENCH_MEGA_SWEEPS) on both.
 #   scripts/mega_ab.sh NEW.txz BASE.txz [SWEEPS]   (packs of scripts/pack_device.sh; NEW a tests
-#   pack, unpacked as build/, BASE unpacked into base/; logs and JSON under $OUT)
+#   pack, unpacked as build/, BASE unpacked into base/; logs and JSON under $OUT; each run's
+#   named sweeps printed at the end, graph replay µs per value)
 set -u
 new=$1 base=$2 sweeps=${3:-skip_math_b8}
 python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "$new"
@@ -23,3 +24,11 @@ for r in 1 2; do
     grep -A14 "== $v round $r" "$OUT/all.log" | grep -E "^(1|8) .*mega"
   done
 done
+python3 - "$OUT" "$sweeps" <<'PY'
+import glob, json, sys
+names = sys.argv[2].split(",")
+for f in sorted(glob.glob(sys.argv[1] + "/*_[12].json")):
+    d = json.load(open(f))
+    print(f.split("/")[-1], {k: [round(r["graph_gpu_s"] * 1e6, 1) for r in v]
+                             for k, v in d.items() if k.split("_sweep")[0] in names})
+PY

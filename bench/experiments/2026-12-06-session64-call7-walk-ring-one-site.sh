@@ -9,13 +9,6 @@
 # 7,000 -4%, ctx 600 and b1 unchanged.
 set -u
 bash scripts/mega_ab.sh .device/w3.txz .device/m64.txz attn_walk_ring_3000,attn_walk_ring_7000
-python3 - "$OUT" <<'PY'
-import json, sys, glob
-for f in sorted(glob.glob(sys.argv[1] + "/*_[12].json")):
-    d = json.load(open(f))
-    print(f.split("/")[-1], {k: [round(r["graph_gpu_s"] * 1e6, 1) for r in v]
-                             for k, v in d.items() if k.startswith("attn_walk")})
-PY
 tar -czf "$OUT/ab_json.tgz" -C "$OUT" base_1.json base_2.json new_1.json new_2.json &&
   rm "$OUT"/base_?.json "$OUT"/new_?.json
 python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1

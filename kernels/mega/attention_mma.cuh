@@ -29,9 +29,9 @@ namespace loom::mega {
 
 using loom::gpu::bf16;
 
-// Whether AttnPartial of a group of G heads of head_dim hd can run on the tensor cores at 4-8
-// slots in bf16 (then the key groups' sums, at most 128 · G floats, fit over k's 256 rows of
-// hd + 8 elements).
+// Whether AttnPartial of a group of G heads of head_dim hd can run on the tensor cores in bf16
+// (then the key groups' sums, at most 128 · G floats, fit over k's 256 rows: hd + 8 elements
+// each at 4-8 slots, hd at 1-2).
 __host__ __device__ inline bool attn_mma_fits(int G, int hd) {
   return G <= 16 && hd % 16 == 0 && hd <= 128;
 }
