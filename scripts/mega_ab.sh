@@ -12,7 +12,7 @@ python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "$new"
 mkdir -p base && (cd base && python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "../$base")
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
-timeout 150 build/bin/cuda_test_megakernel > "$OUT/test.log" 2>&1
+timeout 300 build/bin/cuda_test_megakernel > "$OUT/test.log" 2>&1
 echo "test rc=$?"; grep -E "ERROR|error|assertions|Status" "$OUT/test.log" | head
 for r in 1 2; do
   for v in base new; do

@@ -59,20 +59,18 @@ __device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float
   }
 }
 
-// AttnReduce's work for u = b · kv_heads + g: attn[b, heads of g] from the partitions, in
-// order, through the attention buffers (`smem`, `smem_floats`): the partials come in by
-// cp.async, as many partitions as fit at once (~35 at bf16 on Terra: one L2 round trip up to
-// ~9,000 keys; MegaArgs::reduce_chunk caps it for the tests), the maxima of any others by loads
-// issued beside them. Run by the AttnPartial split that completes (b, g) (run_attn_partial),
-// which then publishes AttnReduce; the scheduled AttnReduce instructions are skipped.
+// AttnReduce's work for u = b · kv_heads + g: attn[b, heads of g] from the partials 0 … parts − 1
+// (partitions, or the group path's slots: attention_groups.cuh), in order, through the attention
+// buffers (`smem`, `smem_floats`): the partials come in by cp.async, as many partitions as fit at
+// once (~35 at bf16 on Terra: one L2 round trip up to ~9,000 keys; MegaArgs::reduce_chunk caps it
+// for the tests), the maxima of any others by loads issued beside them. Run by the AttnPartial
+// split that completes (b, g) (run_attn_partial), which then publishes AttnReduce; the scheduled
+// AttnReduce instructions are skipped.
 template <class T>
-__device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_floats) {
+__device__ void attn_reduce_unit(const MegaArgs& a, int u, void* smem, int smem_floats, int parts) {
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, per = mega_partial_floats(G, hd);
   const int b = u / d.kv_heads, g = u % d.kv_heads, tid = threadIdx.x;
-  const int n_keys = a.kv_len[b] + 1;
-  const int parts =
-      mega_ceil_div(n_keys, mega_partition_keys(n_keys, d.attn_splits, a.attn_min_keys));
   const float* base = a.attn_part + size_t(u) * a.max_parts * per;
   T* out = static_cast<T*>(a.attn);  // in OProj's staged order (mega_xs_elem)
   const int col0 = g * G * hd;
@@ -477,7 +475,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
                          mega_group_units(d, MegaOp::AttnPartial), &sh_last, arrivals)) {
-      attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd, !kSwz) / 4));
+      attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd, !kSwz) / 4), parts);
       cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }
   }

@@ -109,6 +109,15 @@ constexpr int kMegaMaxSplits = 32;         // AttnPartial units per (slot, KV he
 constexpr int kMegaMaxTileRows = 64;       // rows of a layer GEMV tile, at most
 constexpr int kMegaNormThreads = 512;      // threads of the RMSNorm sum (its order)
 constexpr uint32_t kMegaNoCounter = ~0u;   // "waits on nothing" / "publishes nothing"
+// AttnPartial with the tensor-core GEMVs (attention_groups.cuh): the CTA's warps as independent
+// groups, each folding its own chain of partitions of kAttnGroupKeys keys into one partial slot.
+constexpr int kAttnGroups = 4;
+constexpr int kAttnGroupKeys = 64;
+// Whether that path fits a KV head of G query heads at head_dim hd: G ≤ 8 (one m16 row block of
+// the mma, rows 8-15 discarded), head_dim 64 or 128 (whole swizzled rows).
+LOOM_MEGA_HD bool attn_groups_fit(int G, int hd) {
+  return G <= 8 && (hd == 64 || hd == 128);
+}
 
 // Keys of an attention partition when a (slot, KV head) has n_keys keys over `splits` splits:
 // the smallest power of two in [min_keys, 256] (min_keys a power of two ≥ 32; the default

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/mega/attention_ops.cuh"
+#include "kernels/mega/attention_groups.cuh"
 #include "kernels/mega/gemv_ops.cuh"
 #include "kernels/mega/megakernel.cuh"
 
@@ -83,8 +83,11 @@ __global__ void __launch_bounds__(kMegaThreads, 1)
       case MegaOp::AttnReduce:  // run by the AttnPartial split completing (b, g)
         break;
       case MegaOp::AttnPartial:
-        ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, prefetched,
-                                    sh.last);
+        if constexpr (kMma)  // (bf16, 4-8 slots: mega_gemv_mma checks attn_groups_fit)
+          ok = run_attn_groups<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, sh);
+        else
+          ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, prefetched,
+                                      sh.last);
         prefetched = false;
         if (ok) prefetch_next();
         break;
@@ -135,7 +138,8 @@ static size_t attn_bytes(const MegaDims& d, DType t) {
 bool mega_gemv_mma(const MegaDims& d, DType t) {
   return t == DType::BF16 && d.batch >= 4 && mega_mma_fits(d.hidden) && mega_mma_fits(d.q_dim()) &&
          mega_mma_fits(d.intermediate) && d.rows_per_tile % 16 == 0 &&
-         d.lm_rows_per_tile % 16 == 0 && mega_tmap_count(d) <= kMegaMaxTmaps;
+         d.lm_rows_per_tile % 16 == 0 && mega_tmap_count(d) <= kMegaMaxTmaps &&
+         attn_groups_fit(d.group_size(), d.head_dim);
 }
 
 loom::gpu::Status mega_encode_tmaps(const MegaDims& d, const MegaLayer* layers, const void* lm_head,
@@ -285,6 +289,11 @@ loom::gpu::Status mega_step(const MegaArgs& a, cudaStream_t stream) {
   LOOM_ARG_CHECK(!a.gemv_mma || (a.tmaps != nullptr && a.smem_skew % kMegaMmaAlign == 0),
                  "megakernel: tensor-core GEMVs without their weights' maps, or smem_skew ",
                  a.smem_skew, " off their ", kMegaMmaAlign, "-byte alignment");
+  LOOM_ARG_CHECK(!a.gemv_mma || (attn_groups_smem_bytes(G, a.d.head_dim) <= attn_bytes(a.d, a.t) &&
+                                 a.max_parts >= kAttnGroups * a.d.attn_splits),
+                 "megakernel: the attention groups' ", attn_groups_smem_bytes(G, a.d.head_dim),
+                 " bytes of shared memory (", attn_bytes(a.d, a.t), " there) or ", a.max_parts,
+                 " partial slots a (slot, KV head) (expected ", kAttnGroups * a.d.attn_splits, ")");
   LOOM_ARG_CHECK(a.d.rows_per_tile % 16 == 0, "megakernel: rows_per_tile ", a.d.rows_per_tile,
                  " (expected a multiple of 16: GateUp's tiles are 8-row gate / up pairs)");
   LOOM_ARG_CHECK(a.t != DType::BF16 || attn_mma_fits(G, a.d.head_dim), "megakernel: attention of ",

@@ -80,9 +80,11 @@ void CudaBackend::ensure_mega(int B) {
     mega_layers_kv_ = kv_;
   }
   // Attention partitions a (slot, KV head): at most the splits or the longest context (the
-  // block-table width) in 256-key partitions (mega_partition_keys).
+  // block-table width) in 256-key partitions (mega_partition_keys), and the attention groups'
+  // slots (kAttnGroups a split: attention_groups.cuh).
+  const int splits = opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits;
   const int max_parts =
-      std::max(opts.attn_splits > 0 ? opts.attn_splits : mega::kMegaMaxSplits,
+      std::max(mega::kAttnGroups * splits,
                mega::mega_ceil_div(max_bt_ * block_size_, mega::kMegaPartitionKeys));
   if (max_parts != mega_max_parts_) {
     dev_free(mega_attn_part_);
