@@ -376,11 +376,14 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
 
 // Whether AttnPartial units [begin, end) have a partition to compute this step (kv_len on the
 // device); idle splits touch no shared memory (attention_ops.cuh), so the stream runs past them.
+template <bool kMma>
 __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t begin, uint32_t end) {
   const int S = a.d.attn_splits;
   for (uint32_t u = begin; u < end; u++) {
     const int b = int(u) / S / a.d.kv_heads, j = int(u) % S, n_keys = a.kv_len[b] + 1;
-    if (j * mega_partition_keys(n_keys, S, a.attn_min_keys) < n_keys) return true;
+    // (kMma: the attention groups' 64-key partitions, attention_groups.cuh)
+    const int K = kMma ? kAttnGroupKeys : mega_partition_keys(n_keys, S, a.attn_min_keys);
+    if (j * K < n_keys) return true;
   }
   return false;
 }
@@ -404,7 +407,7 @@ __device__ void pump(const MegaArgs& a, WeightStream& ws, int consumer_pc, int p
         if constexpr (kMma) cur.job.map = sh.tmaps + mega_tmap_index(a.d, op, in.layer);
         cur.it = 0;
       } else if (op == MegaOp::AttnPartial && !a.attn_apart && !a.attn_in_xs &&
-                 cur.pc >= consumer_pc && attn_partial_busy(a, in.begin, in.end)) {
+                 cur.pc >= consumer_pc && attn_partial_busy<kMma>(a, in.begin, in.end)) {
         return;  // its shared memory overlaps the ring: nothing may land there before it ran
       } else {
         cur.pc++;  // no shared memory of the ring's (embed, no-ops, final norm, draw)
