@@ -18,6 +18,8 @@ for v in base new; do
     --megakernel --json "$OUT/bench_$v.json" > "$OUT/bench_$v.log" 2>&1
   echo "$v rc=$?"; tail -2 "$OUT/bench_$v.log"
 done
+(cd "$OUT" && tar -czf bench.tgz bench_base.json bench_base.log bench_new.json bench_new.log &&
+  rm bench_base.json bench_base.log bench_new.json bench_new.log)
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 for tool in memcheck synccheck; do
   LOOM_TEST_MEGA_TIMEOUT_S=100 timeout 100 "$cs" --tool $tool --kernel-name kns=megakernel \
