@@ -164,9 +164,14 @@ enum class MegaOp : uint8_t {
   //   nothing; split 0 (which always has partition 0) publishes 1 + the idle splits' count, so
   //   the group still reaches n = splits, once every busy split arrived. Neither the list nor
   //   the graph depends on the context length.
+  //   With the tensor-core GEMVs (attention_groups.cuh) K = kAttnGroupKeys and the unit's
+  //   kAttnGroups warp groups take partitions j + splits·w + kAttnGroups·splits·i each, folding
+  //   them into one partial in slot j + splits·w (its first partition's index): the slots with
+  //   work are 0 … min(parts, kAttnGroups · splits) − 1, which AttnReduce folds.
   //   Waits: Qkv(l, g), all its tiles. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
   AttnPartial,
-  // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions 0 … P−1 of (b, g) in order
+  // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions (or slots) 0 … P−1 of (b, g) in
+  // order
   //   and writes attn[b, G heads of g] (compute dtype, in the order OProj stages its input).
   //   Waits: AttnPartial(l, u), all splits. Publishes: AttnReduce(l), n = batch · kv_heads.
   //   The kernel runs unit u inside the AttnPartial split whose publish completes
