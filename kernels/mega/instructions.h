@@ -171,7 +171,8 @@ enum class MegaOp : uint8_t {
   //   Waits: Qkv(l, g), all its tiles. Publishes: AttnPartial(l, b · kv_heads + g), n = splits.
   AttnPartial,
   // AttnReduce(l) — units: u = b · kv_heads + g. Folds partitions (or slots) 0 … P−1 of
-  //   (b, g) in order and writes attn[b, G heads of g] (compute dtype, in the order OProj stages its input).
+  //   (b, g) in order and writes attn[b, G heads of g] (compute dtype, in the order OProj
+  //   stages its input).
   //   Waits: AttnPartial(l, u), all splits. Publishes: AttnReduce(l), n = batch · kv_heads.
   //   The kernel runs unit u inside the AttnPartial split whose publish completes
   //   AttnPartial(l, u); the scheduled instruction is a no-op.
