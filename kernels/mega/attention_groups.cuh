@@ -57,9 +57,9 @@ __host__ __device__ inline size_t attn_groups_smem_bytes(int G, int hd) {
   return size_t(G) * hd * 2 + kAttnGroups * AttnGroupSmem<bf16>::attn_group_bytes(G, hd);
 }
 
+// Group w's barrier: named barrier 3 + w (gemv_mma.cuh's are 1 and 2).
 __device__ __forceinline__ void group_sync(int w) {
-  asm volatile("bar.sync %0, %1;" ::"r"(3 + w), "r"(kAttnGroupThreads)
-               : "memory");  // (1, 2: gemv_mma)
+  asm volatile("bar.sync %0, %1;" ::"r"(3 + w), "r"(kAttnGroupThreads) : "memory");
 }
 
 // Group thread t's cp.async of the k and v rows of keys [key0, key0 + nk) of slot b's KV head

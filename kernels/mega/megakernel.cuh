@@ -6,6 +6,7 @@
 //   gemv_ops.cuh        Embed, Qkv, OProj, GateUp, Down, FinalNorm, LmHead (+ draw partials), Draw
 //   attention_ops.cuh   a Qkv tile's RoPE and cache write, AttnPartial, AttnReduce
 //   attention_mma.cuh   AttnPartial's scores and P·V on the tensor cores (bf16)
+//   attention_groups.cuh  AttnPartial at 4-8 slots as four independent warp groups (bf16)
 #pragma once
 
 #include <cuda.h>
