@@ -179,12 +179,16 @@ TEST_CASE("bf16 megakernel near the graph path (6e-2) at contexts of 300-3,000 k
 }
 
 // bf16 at block size 64 (the backend's default): at 4-8 slots each CTA's four warp groups
-// fold their own chains of 64-key partitions (attention_groups.cuh; at 3,000 keys and 8 slots
-// three or four partitions a group), then AttnReduce folds the groups' slots.
+// fold their own chains of 64-key partitions (attention_groups.cuh), then AttnReduce folds the
+// groups' slots. With the default splits (16-32 a KV head here) a group takes one partition at
+// these contexts; with one or two splits a group folds up to 12 or 6 partitions online.
 TEST_CASE("bf16 megakernel near the graph path (6e-2) at block size 64") {
+  std::vector<MegakernelDebug> settings(3);
+  settings[1].attn_splits = 1;
+  settings[2].attn_splits = 2;
   compare_with_graph(ComputeDType::BF16,
                      {{700, 1, 2500, 300, 64, 1025, 3000, 17}, {63, 64, 65, 3071}, {300, 2999}},
-                     {MegakernelDebug{}}, 2, 6e-2, 64);
+                     settings, 2, 6e-2, 64);
 }
 
 // Batch 8, then batch 2 (attention's buffers beside the ring there, its K/V staged while the
