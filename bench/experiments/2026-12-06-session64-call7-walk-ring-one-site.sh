@@ -8,14 +8,4 @@
 # (Terra-size v1, 8 frames after 3 context frames), base first this time. Predicted: b8 ctx
 # 7,000 -4%, ctx 600 and b1 unchanged.
 set -u
-bash scripts/mega_ab.sh .device/w3.txz .device/m64.txz attn_walk_ring_3000,attn_walk_ring_7000
-tar -czf "$OUT/ab_json.tgz" -C "$OUT" base_1.json base_2.json new_1.json new_2.json &&
-  rm "$OUT"/base_?.json "$OUT"/new_?.json
-python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
-for v in base new; do
-  bin=build/bin/loom
-  [ $v = base ] && bin=base/build/bin/loom
-  timeout 150 $bin bench --model /tmp/terra --frames 8 --context-frames 3 --batch-sizes 8 \
-    --megakernel --json "$OUT/bench_$v.json" > "$OUT/bench_$v.log" 2>&1
-  echo "$v rc=$?"; tail -2 "$OUT/bench_$v.log"
-done
+bash scripts/mega_ab.sh .device/w3.txz .device/m64.txz attn_walk_ring_3000,attn_walk_ring_7000 8

@@ -168,7 +168,7 @@ __device__ __forceinline__ void group_partition(const MegaArgs& a, const bf16* q
 // above). The keys cached before this step depend on no counter: each group stages its first
 // partition before the wait on the KV head's Qkv tiles, all but the new key, which the group
 // holding it copies after the wait with q.
-template <class T, int M>
+template <class T>
 __device__ bool run_attn_groups(const MegaArgs& a, const MegaCtx& c, int layer, uint32_t begin,
                                 uint32_t end, void* smem, MegaShared& sh) {
   static_assert(sizeof(T) == 2, "the group path is bf16");
@@ -183,7 +183,7 @@ __device__ bool run_attn_groups(const MegaArgs& a, const MegaCtx& c, int layer, 
     const int bg = int(u) / S, j = int(u) % S;
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
-    const int parts = (n_keys + kAttnGroupKeys - 1) / kAttnGroupKeys;
+    const int parts = mega_ceil_div(n_keys, attn_partition_keys<true>(a, n_keys, S));
     if (j >= parts) continue;  // (split 0 publishes for the idle splits, as run_attn_partial)
     const uint32_t arrivals = j == 0 ? 1 + uint32_t(S - min(S, parts)) : 1;
     const int p0 = j + S * w;  // the group's first partition (and its slot)

@@ -216,7 +216,7 @@ __device__ bool attn_prefetch(const MegaArgs& a, int layer, uint32_t u, void* sm
   const MegaDims& d = a.d;
   const int G = d.group_size(), hd = d.head_dim, S = d.attn_splits;
   const int bg = int(u) / S, j = int(u) % S, b = bg / d.kv_heads, g = bg % d.kv_heads;
-  const int n_keys = a.kv_len[b] + 1, K = mega_partition_keys(n_keys, S, a.attn_min_keys);
+  const int n_keys = a.kv_len[b] + 1, K = attn_partition_keys<false>(a, n_keys, S);
   if (j * K >= n_keys) return false;
   const int key0 = j * K, nk = min(K, n_keys - key0), fresh = n_keys - 1 - key0;
   const int vecs = hd * int(sizeof(T)) / 16;
@@ -321,7 +321,7 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
     const int bg = int(u) / S, j = int(u) % S;
     const int b = bg / d.kv_heads, g = bg % d.kv_heads;
     const int n_keys = a.kv_len[b] + 1;  // the last, n_keys − 1, is written this step
-    const int K = mega_partition_keys(n_keys, S, a.attn_min_keys), parts = (n_keys + K - 1) / K;
+    const int K = attn_partition_keys<false>(a, n_keys, S), parts = (n_keys + K - 1) / K;
     const int kk = tid % K;  // this thread's key of a partition
     // A split without a partition (j ≥ parts) reads, writes and publishes nothing: split 0
     // (which always has one) publishes for it, so the fold waits only for the busy splits, not

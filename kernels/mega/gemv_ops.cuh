@@ -374,6 +374,16 @@ __device__ __forceinline__ GemvJob gemv_job(const MegaArgs& a, MegaOp op, int la
   return j;
 }
 
+// Keys of an AttnPartial partition of a (slot, KV head) with n_keys keys over `splits` splits
+// (MegaDims::attn_splits) this step: with the tensor-core GEMVs (kMma) the attention groups'
+// kAttnGroupKeys (attention_groups.cuh), else mega_partition_keys (attention_ops.cuh). The one
+// rule the attention paths and the weight stream's stop share: split j has work when
+// j · K < n_keys.
+template <bool kMma>
+__device__ __forceinline__ int attn_partition_keys(const MegaArgs& a, int n_keys, int splits) {
+  return kMma ? kAttnGroupKeys : mega_partition_keys(n_keys, splits, a.attn_min_keys);
+}
+
 // Whether AttnPartial units [begin, end) have a partition to compute this step (kv_len on the
 // device); idle splits touch no shared memory (attention_ops.cuh), so the stream runs past them.
 template <bool kMma>
@@ -381,9 +391,7 @@ __device__ __forceinline__ bool attn_partial_busy(const MegaArgs& a, uint32_t be
   const int S = a.d.attn_splits;
   for (uint32_t u = begin; u < end; u++) {
     const int b = int(u) / S / a.d.kv_heads, j = int(u) % S, n_keys = a.kv_len[b] + 1;
-    // (kMma: the attention groups' 64-key partitions, attention_groups.cuh)
-    const int K = kMma ? kAttnGroupKeys : mega_partition_keys(n_keys, S, a.attn_min_keys);
-    if (j * K < n_keys) return true;
+    if (j * attn_partition_keys<kMma>(a, n_keys, S) < n_keys) return true;
   }
   return false;
 }

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kMegaThreads, 1)
         break;
       case MegaOp::AttnPartial:
         if constexpr (kMma)  // (bf16, 4-8 slots: mega_gemv_mma checks attn_groups_fit)
-          ok = run_attn_groups<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, sh);
+          ok = run_attn_groups<T>(a, c, in.layer, in.begin, in.end, attn_smem, sh);
         else
           ok = run_attn_partial<T, M>(a, c, in.layer, in.begin, in.end, attn_smem, prefetched,
                                       sh.last);
