@@ -26,7 +26,7 @@ grep -E "ERROR|assertions|Status" "$OUT/test_m66.log" | head -5
 mkdir -p "$OUT/ab"
 for r in 1 2; do
   for v in m66 rp nc g8b; do
-    [ $SECONDS -gt 360 ] && { echo "skip $v round $r at ${SECONDS}s"; continue; }
+    [ $SECONDS -gt 250 ] && { echo "skip $v round $r at ${SECONDS}s"; continue; }
     echo "== $v round $r" >> "$OUT/all.log"
     LOOM_BENCH_MEGA_SWEEPS=none timeout 90 $v/build/bin/cuda_bench "$OUT/ab/${v}_$r.json" --megakernel >> "$OUT/all.log" 2>&1
     echo "== $v round $r rc=$? at ${SECONDS}s"
@@ -35,7 +35,7 @@ for r in 1 2; do
 done
 tar -czf "$OUT/ab.tgz" -C "$OUT" ab && rm -r "$OUT/ab"
 for v in nc g8b rp; do
-  [ $SECONDS -gt 400 ] && { echo "skip $v test at ${SECONDS}s"; continue; }
+  [ $SECONDS -gt 300 ] && { echo "skip $v test at ${SECONDS}s"; continue; }
   (cd $v && timeout 90 build/bin/cuda_test_megakernel > "$OUT/test_$v.log" 2>&1; echo "$v test rc=$? at ${SECONDS}s")
   grep -E "ERROR|assertions|Status" "$OUT/test_$v.log" | head -3
 done
