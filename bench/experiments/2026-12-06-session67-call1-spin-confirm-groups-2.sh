@@ -3,7 +3,8 @@
 # the megakernel, each a tests pack in .device/ (repack from the branch if lost:
 # `git checkout BRANCH && cmake --build build && scripts/pack_device.sh tests build .device/X.txz`)
 #   m66  main (its kernels are 43867df's);
-#   rp   branch relaxed-polls: no acquire at all — the bound (session 66: b1 −2.1% H200, −1.0% H100);
+#   rp   branch relaxed-polls: no acquire at all — the bound (session 66: batch 1 −2.1% on an
+#        H200, −1.0% on an H100);
 #   sc   branch spin-confirm: the first poll an acquire load as on main; a spin that fails it
 #        polls relaxed and, once the counter is reached, confirms with one acquire load (an
 #        extra L2 round trip on the waits that spun, no L1 invalidation a poll; 120 CCTL in the
@@ -15,10 +16,10 @@
 #        AttnPartial unit (and of its AttnReduce) before the barrier after which the weight
 #        ring's bulk copies may land over attention's buffers (batch 4-8: CUTLASS's writer-side
 #        form; main fences only in the issuing lane). Kept if within the spread.
-# scripts/mega_abn.sh: cuda_bench --megakernel of the five alternated twice, the tests of sc, g2
-# and af, then loom bench --megakernel at batch 1 and 8 of m66, sc, g2 and af. Predicted: sc between
-# main and rp at batch 1 (or behind main if the confirming round trip costs more than the
-# invalidations); g2 at batch 8 ctx 7,000 within ±3% of main. Keep either only if `loom bench`
-# gains beyond ~0.5%.
+# scripts/mega_abn.sh: cuda_bench --megakernel of the five alternated twice, the tests of sc,
+# g2 and af, then loom bench --megakernel at batch 1 and 8 of m66, sc, g2 and af. Predicted: sc
+# between main and rp at batch 1 (or behind main if the confirming round trip costs more than
+# the invalidations); g2 at batch 8 ctx 7,000 within ±3% of main. Keep sc or g2 only if `loom
+# bench` gains beyond ~0.5%.
 set -u
 bash scripts/mega_abn.sh "m66 rp sc g2 af" "sc g2 af" "m66 sc g2 af"
