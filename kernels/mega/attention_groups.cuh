@@ -233,10 +233,12 @@ __device__ bool run_attn_groups(const MegaArgs& a, const MegaCtx& c, int layer, 
       if (t < G) part[t * (hd + 2) + hd] = sm.m[t], part[t * (hd + 2) + hd + 1] = sm.l[t];
     }
     // The split completing (b, g) folds the slots at once (AttnReduce, no hop).
+    attn_fence_ring(a);
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
                          mega_group_units(d, MegaOp::AttnPartial), &sh.last, arrivals)) {
       attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd, true) / 4),
                           min(parts, kAttnGroups * S));
+      attn_fence_ring(a);
       cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }
   }

@@ -59,6 +59,14 @@ __device__ void qkv_tile_out(const MegaArgs& a, int layer, int unit, const float
   }
 }
 
+// Where attention's shared memory overlaps the weight ring (neither attn_apart nor attn_in_xs),
+// the ring's bulk copies may land over it once the CTA barrier that ends the unit has passed:
+// every thread orders its ordinary accesses before them first (tma.cuh: the writing threads
+// fence; an async-proxy fence takes effect in the thread that runs it).
+__device__ __forceinline__ void attn_fence_ring(const MegaArgs& a) {
+  if (!a.attn_apart && !a.attn_in_xs) loom::gpu::fence_proxy_async();
+}
+
 // AttnReduce's work for u = b · kv_heads + g: attn[b, heads of g] from the partials 0 … parts − 1
 // (partitions, or the group path's slots: attention_groups.cuh), in order, through the attention
 // buffers (`smem`, `smem_floats`): the partials come in by cp.async, as many partitions as fit at
@@ -473,9 +481,11 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
       __syncthreads();  // shared memory is refilled by the next partition
     }
     // The split completing (b, g) folds its partitions at once (AttnReduce, no hop).
+    attn_fence_ring(a);
     if (cta_publish_last(c, mega_publish(d, MegaOp::AttnPartial, layer, int(u)),
                          mega_group_units(d, MegaOp::AttnPartial), &sh_last, arrivals)) {
       attn_reduce_unit<T>(a, bg, smem, int(attn_smem_bytes<T>(G, hd, !kSwz) / 4), parts);
+      attn_fence_ring(a);
       cta_publish(c, mega_publish(d, MegaOp::AttnReduce, layer, bg));
     }
   }
