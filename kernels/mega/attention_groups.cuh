@@ -67,30 +67,14 @@ __device__ __forceinline__ void group_sync(int w) {
 __device__ __forceinline__ void group_stage(const MegaArgs& a, const bf16* k_cache,
                                             const bf16* v_cache, int b, int g, int key0, int nk,
                                             int skip, const AttnGroupSmem<bf16>& sm, int t) {
-  const int hd = a.d.head_dim, vecs = hd / 8, step = kAttnGroupThreads / vecs, c = t % vecs;
-  const int* bt = a.block_tables + size_t(b) * a.bt_stride;
-  constexpr int kKeys = 4;
-  for (int k0 = t / vecs; k0 < kAttnGroupKeys; k0 += kKeys * step) {
-    int blk[kKeys];  // a key's block (-1: zero row); past 64: none
-#pragma unroll
-    for (int q = 0; q < kKeys; q++) {
-      const int key = k0 + q * step;
-      blk[q] = key < nk && key != skip ? bt[a.block_div.div(uint32_t(key0 + key))] : -1;
-    }
-#pragma unroll
-    for (int q = 0; q < kKeys; q++) {
-      const int key = k0 + q * step;
-      if (key >= kAttnGroupKeys || key == skip) continue;
-      const size_t off = blk[q] < 0 ? 0 : kv_elem(a, blk[q], key0 + key, g);
-      loom::gpu::cp_async16(
-          reinterpret_cast<uint4*>(sm.v + key * hd) + kv_chunk<true>(true, key, c, vecs),
-          reinterpret_cast<const uint4*>(v_cache + off) + c, blk[q] >= 0);
-      loom::gpu::cp_async16(
-          reinterpret_cast<uint4*>(sm.k + key * hd) + kv_chunk<true>(false, key, c, vecs),
-          reinterpret_cast<const uint4*>(k_cache + off) + c, blk[q] >= 0);
-    }
-  }
-  loom::gpu::cp_async_commit();
+  const int hd = a.d.head_dim, vecs = hd / 8;
+  stage_kv_async<kAttnGroupThreads>(
+      a, k_cache, v_cache, b, g, kAttnGroupKeys, key0, nk, t,
+      [&](bool v, int key, int c) {
+        return reinterpret_cast<uint4*>((v ? sm.v : sm.k) + key * hd) +
+               kv_chunk<true>(v, key, c, vecs);
+      },
+      [skip](int key) { return key != skip; });
 }
 
 // One 64-key partition of a group, its k and v staged: scores, the online softmax, and P·V into
@@ -100,20 +84,13 @@ __device__ __forceinline__ void group_partition(const MegaArgs& a, const bf16* q
                                                 float (&acc)[4][2]) {
   const int G = a.d.group_size(), hd = a.d.head_dim, vecs = hd / 8;
   const int lane = threadIdx.x & 31, kw = (threadIdx.x >> 5) % kAttnGroupWarps;
-  const int g = lane >> 2, t = lane & 3, hi = (lane >> 3) & 1;
+  const int g = lane >> 2, t = lane & 3;
   // Scores: n-tiles kw and kw + 4 (keys 8 n … 8 n + 7), k-steps of hd in order.
   const uint32_t k_lane = loom::gpu::smem_u32(sm.k + (lane & 7) * hd);
 #pragma unroll 1
   for (int n = kw; n < kAttnGroupKeys / 8; n += kAttnGroupWarps) {
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int c = 0; c < hd; c += 16) {
-      uint32_t b0, b1;
-      attn_ldsm_x2(b0, b1,
-                   k_lane + uint32_t(n * 8 * hd * 2 +
-                                     16 * kv_chunk<true>(false, lane & 7, c / 8 + hi, vecs)));
-      loom::gpu::mma_bf16(d, attn_q_pair(q, hd, G, g, c + 2 * t), 0u,
-                          attn_q_pair(q, hd, G, g, c + 2 * t + 8), 0u, b0, b1);
-    }
+    attn_score_tile<true, false>(d, k_lane, n, q, G, hd, hd);
     const int key = n * 8 + 2 * t;
     if (g < G)
       *reinterpret_cast<float2*>(sm.s + g * kAttnGroupKeys + key) =

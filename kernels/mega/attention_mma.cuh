@@ -73,6 +73,27 @@ __device__ __forceinline__ uint32_t attn_q_pair(const bf16* q, int hd, int G, in
   return h < G ? *reinterpret_cast<const uint32_t*>(q + h * hd + c) : 0u;
 }
 
+// n-tile j's scores (keys 8j … 8j + 7, k-steps of hd in order) added to the mma accumulators d:
+// q's rows g (d[0], d[1]) and, with kHi, g + 8 (d[2], d[3]; without, rows 8-15 are zero).
+// k_lane: this lane's k row (lane mod 8) of key 0, rows of ld elements (kSwz: kv_chunk's
+// swizzle); ldmatrix x2 rows: lanes 0-7 keys 8j + r at dims c … c + 7, lanes 8-15 at c + 8.
+template <bool kSwz, bool kHi>
+__device__ __forceinline__ void attn_score_tile(float (&d)[4], uint32_t k_lane, int j,
+                                                const bf16* q, int G, int hd, int ld) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int vecs = hd / 8, hi = (lane >> 3) & 1;
+  for (int c = 0; c < hd; c += 16) {
+    uint32_t b0, b1;
+    attn_ldsm_x2(b0, b1,
+                 k_lane + uint32_t(j * 8 * ld * 2 +
+                                   16 * kv_chunk<kSwz>(false, lane & 7, c / 8 + hi, vecs)));
+    loom::gpu::mma_bf16(d, attn_q_pair(q, hd, G, g, c + 2 * t),
+                        kHi ? attn_q_pair(q, hd, G, g + 8, c + 2 * t) : 0u,
+                        attn_q_pair(q, hd, G, g, c + 2 * t + 8),
+                        kHi ? attn_q_pair(q, hd, G, g + 8, c + 2 * t + 8) : 0u, b0, b1);
+  }
+}
+
 // Scores of keys [0, K) into s [G, ks_stride] (fp32, times scale; keys ≥ nk −inf). q [G, hd]
 // bf16, k [K, ld] bf16 (kSwz: chunks swizzled, kv_chunk). Ends without a barrier.
 template <bool kSwz>
@@ -80,21 +101,10 @@ __device__ __forceinline__ void attn_mma_scores_body(const bf16* q, const bf16* 
                                                      int ks_stride, int G, int hd, int ld, int K,
                                                      int nk, float scale) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  // ldmatrix x2 rows: lanes 0-7 keys 8j + r at dims c … c + 7, lanes 8-15 at c + 8.
-  const int vecs = hd / 8, hi = (lane >> 3) & 1;
   const uint32_t k_lane = loom::gpu::smem_u32(k + (lane & 7) * ld);
   for (int j = threadIdx.x >> 5; j * 8 < K; j += kMegaWarps) {  // n-tile j: keys 8j … 8j + 7
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int c = 0; c < hd; c += 16) {
-      uint32_t b0, b1;
-      attn_ldsm_x2(b0, b1,
-                   k_lane + uint32_t(j * 8 * ld * 2 +
-                                     16 * kv_chunk<kSwz>(false, lane & 7, c / 8 + hi, vecs)));
-      loom::gpu::mma_bf16(d, attn_q_pair(q, hd, G, g, c + 2 * t),
-                          attn_q_pair(q, hd, G, g + 8, c + 2 * t),
-                          attn_q_pair(q, hd, G, g, c + 2 * t + 8),
-                          attn_q_pair(q, hd, G, g + 8, c + 2 * t + 8), b0, b1);
-    }
+    attn_score_tile<kSwz, true>(d, k_lane, j, q, G, hd, ld);
     const int key = j * 8 + 2 * t;
 #pragma unroll
     for (int half = 0; half < 2; half++)

@@ -213,6 +213,39 @@ __device__ __forceinline__ const uint4* kv_row(const MegaArgs& a, const T* cache
   return reinterpret_cast<const uint4*>(cache + kv_elem(a, blk, key, g));
 }
 
+// Thread t of kThreads copies the k and v rows of keys [key0, key0 + nk) of slot b's KV head g
+// by cp.async, 16-byte piece c = t mod vecs of keys t / vecs + n · (kThreads / vecs) < K to
+// dst(is_v, key, c) (a uint4* in shared memory); a key with take(key) false is left alone, rows
+// past nk are zero. Four keys' block-table entries are loaded together before their copies
+// (bf16 at head_dim 64: all of a 256-key partition's at 512 threads). One commit group.
+template <int kThreads, class T, class Dst, class Take>
+__device__ __forceinline__ void stage_kv_async(const MegaArgs& a, const T* k_cache,
+                                               const T* v_cache, int b, int g, int K, int key0,
+                                               int nk, int t, Dst dst, Take take) {
+  const int vecs = a.d.head_dim * int(sizeof(T)) / 16, step = kThreads / vecs, c = t % vecs;
+  const int* bt = a.block_tables + size_t(b) * a.bt_stride;
+  constexpr int kKeys = 4;
+  for (int k0 = t / vecs; t < step * vecs && k0 < K; k0 += kKeys * step) {
+    int blk[kKeys];  // a key's block (-1: not copied; past nk: zero rows)
+#pragma unroll
+    for (int q = 0; q < kKeys; q++) {
+      const int key = k0 + q * step;
+      blk[q] = key < nk && take(key) ? bt[a.block_div.div(uint32_t(key0 + key))] : -1;
+    }
+#pragma unroll
+    for (int q = 0; q < kKeys; q++) {
+      const int key = k0 + q * step;
+      if (key >= K || (key < nk && blk[q] < 0)) continue;  // past K, or left alone
+      const size_t off = blk[q] < 0 ? 0 : kv_elem(a, blk[q], key0 + key, g);
+      loom::gpu::cp_async16(dst(true, key, c), reinterpret_cast<const uint4*>(v_cache + off) + c,
+                            blk[q] >= 0);
+      loom::gpu::cp_async16(dst(false, key, c), reinterpret_cast<const uint4*>(k_cache + off) + c,
+                            blk[q] >= 0);
+    }
+  }
+  loom::gpu::cp_async_commit();
+}
+
 // AttnPartial unit u's first partition, its cached keys' k and v rows (all but the new key,
 // written this step; zero rows past the partition's keys), by cp.async into the attention
 // buffers, one commit group, started before the AttnPartial (the keys depend on no counter;
@@ -278,31 +311,12 @@ __device__ bool run_attn_partial(const MegaArgs& a, const MegaCtx& c, int layer,
   // `take(key)` (rows past nk zero, the others left alone).
   auto stage = [&](int b, int g, int K, int key0, int nk, auto take) {
     if constexpr (!kSwz) {  // 4-8 slots: every piece by cp.async at once, one L2 round trip
-      // Thread t copies the 16-byte piece t mod vecs of keys t / vecs + n · step of k and v,
-      // four keys' block-table entries loaded together before their copies (bf16 at head_dim
-      // 64: all of a 256-key partition's).
-      const int step = kMegaThreads / vecs, c = tid % vecs;
-      const int* bt = a.block_tables + size_t(b) * a.bt_stride;
-      constexpr int kKeys = 4;
-      for (int k0 = tid / vecs; tid < step * vecs && k0 < K; k0 += kKeys * step) {
-        int blk[kKeys];  // a key's block (-1: not copied; past nk: zero rows)
-#pragma unroll
-        for (int q = 0; q < kKeys; q++) {
-          const int key = k0 + q * step;
-          blk[q] = key < nk && take(key) ? bt[a.block_div.div(uint32_t(key0 + key))] : -1;
-        }
-#pragma unroll
-        for (int q = 0; q < kKeys; q++) {
-          const int key = k0 + q * step;
-          if (key >= K || (key < nk && blk[q] < 0)) continue;  // past K, or left alone
-          const size_t off = blk[q] < 0 ? 0 : kv_elem(a, blk[q], key0 + key, g);
-          loom::gpu::cp_async16(reinterpret_cast<uint4*>(sm.v + size_t(key) * ld) + c,
-                                reinterpret_cast<const uint4*>(v_cache + off) + c, blk[q] >= 0);
-          loom::gpu::cp_async16(reinterpret_cast<uint4*>(sm.k + size_t(key) * ld) + c,
-                                reinterpret_cast<const uint4*>(k_cache + off) + c, blk[q] >= 0);
-        }
-      }
-      loom::gpu::cp_async_commit();
+      stage_kv_async<kMegaThreads>(
+          a, k_cache, v_cache, b, g, K, key0, nk, tid,
+          [&](bool v, int key, int c) {
+            return reinterpret_cast<uint4*>((v ? sm.v : sm.k) + size_t(key) * ld) + c;
+          },
+          take);
     } else {  // 1-2 slots (whose first partition attn_prefetch stages): kVPer loads at a time
       for (int i0 = tid; i0 < 2 * K * vecs; i0 += kVPer * kMegaThreads) {
         uint4 val[kVPer];
