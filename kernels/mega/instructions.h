@@ -46,6 +46,10 @@
 //     `ld.global.nc` / `__ldg`, whose cache is not coherent with other SMs' stores.
 //   Weights never change during a launch and depend on no counter, so a CTA's warps start the
 //   bulk copies of an instruction's first weight segments before its wait (gemv_ops.cuh).
+//   Shared memory that ordinary stores wrote and a later bulk copy overwrites: the writing
+//   threads run `fence.proxy.async.shared::cta` before the CTA barrier after which the copy
+//   may be issued (attention's buffers over the ring: attn_fence_ring), and the issuing lane
+//   fences again before each copy (its own reads of the slot; pump).
 //
 // Buffer reuse (write-after-read). Each buffer is rewritten at the next layer only by an op
 // that waits, through a chain of whole-op counters, for every reader of the previous contents:
