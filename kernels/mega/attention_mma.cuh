@@ -84,9 +84,9 @@ __device__ __forceinline__ void attn_score_tile(float (&d)[4], uint32_t k_lane, 
   const int vecs = hd / 8, hi = (lane >> 3) & 1;
   for (int c = 0; c < hd; c += 16) {
     uint32_t b0, b1;
-    attn_ldsm_x2(b0, b1,
-                 k_lane + uint32_t(j * 8 * ld * 2 +
-                                   16 * kv_chunk<kSwz>(false, lane & 7, c / 8 + hi, vecs)));
+    attn_ldsm_x2(
+        b0, b1,
+        k_lane + uint32_t(j * 8 * ld * 2 + 16 * kv_chunk<kSwz>(false, lane & 7, c / 8 + hi, vecs)));
     loom::gpu::mma_bf16(d, attn_q_pair(q, hd, G, g, c + 2 * t),
                         kHi ? attn_q_pair(q, hd, G, g + 8, c + 2 * t) : 0u,
                         attn_q_pair(q, hd, G, g, c + 2 * t + 8),
