@@ -4,7 +4,8 @@
 #   scripts/mega_check.sh sanitize  compute-sanitizer memcheck, synccheck (tiny models, and a
 #                                 head_dim-64 model at 1-8 slots), initcheck (tiny models);
 #                                 SANITIZE_TOOLS picks some (default "memcheck synccheck
-#                                 initcheck"; initcheck alone takes up to ~400 s)
+#                                 initcheck"; initcheck alone takes up to ~400 s), SANITIZE_CASES
+#                                 memcheck's and synccheck's test cases (doctest -tc)
 #   scripts/mega_check.sh trace   cuda_bench --megakernel: megakernel vs graph path, per-op trace,
 #                                 the critical path of its raw timelines (scripts/mega_timeline.py;
 #                                 LOOM_BENCH_MEGA_SWEEPS / LOOM_BENCH_MEGA_TRACE pick sweeps, traces)
@@ -47,7 +48,7 @@ if [ "$what" = sanitize ]; then
       [[ $tools == *" $tool "* ]] || continue
       LOOM_TEST_MEGA_TIMEOUT_S=120 timeout 300 "$cs" --tool $tool --kernel-name kns=megakernel \
         --error-exitcode 3 "$B/cuda_test_megakernel" \
-        -tc="bf16 megakernel stays*,bf16 megakernel near the graph path*" 2>&1 |
+        -tc="${SANITIZE_CASES:-bf16 megakernel stays*,bf16 megakernel near the graph path*}" 2>&1 |
         tee "$OUT/sanitize_$tool.log" | tail -4 || rc=1
     done
     # initcheck instruments every kernel (what the graph path's prompt steps write into the KV
