@@ -2,8 +2,9 @@
 # Prepared in session 67 (its starts failed), for session 68, on an H200 for issue 13's figures
 # (main's kernels at 0681e37, .device/m67b.txz): what the chunk steps (a frame's action slots,
 # 7 one-slot tiles a sequence) cost on today's main, for issue 13's next step: cuda_bench
-# --step-case 256 8148 fp8 (the decode step against steps with 1, 2 and 4 sequences on action slots, and each kernel family left out), then loom bench 256 jobs x 22
-# frames FP8 KV (its decode graph steps against all decode steps, mean step against device ms).
+# --step-case 256 8148 fp8 (the decode step against steps with 1, 2 and 4 sequences on action
+# slots, and each kernel family left out), then loom bench 256 jobs x 22 frames FP8 KV (its
+# decode graph steps against all decode steps, mean step against device ms).
 set -u
 python3 -c "import tarfile; tarfile.open('.device/m67b.txz').extractall()"
 . scripts/device_env.sh
