@@ -3,17 +3,15 @@
 # (main's kernels at 0681e37, .device/m67b.txz): what the chunk steps (a frame's action slots,
 # 7 one-slot tiles a sequence) cost on today's main, for issue 13's next step: cuda_bench
 # --step-case 256 8148 fp8 (the decode step against steps with 1, 2 and 4 sequences on action
-# slots, and each kernel family left out), then loom bench 256 jobs x 22 frames FP8 KV (its
-# decode graph steps against all decode steps, mean step against device ms).
+# slots, and each kernel family left out), then scripts/fp8_check.sh bench with KVS=fp8 (loom
+# bench 256 jobs x 22 frames FP8 KV: its decode graph steps against all decode steps, mean step
+# against device ms; it writes $OUT/device.txt).
 set -u
 python3 -c "import tarfile; tarfile.open('.device/m67b.txz').extractall()"
 . scripts/device_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 timeout 150 build/bin/cuda_bench "$OUT/step_case.json" --step-case 256 8148 fp8 \
   > "$OUT/step_case.log" 2>&1
 echo "step case rc=$? at ${SECONDS}s"
 grep -E "action slots|without (nothing|attention) " "$OUT/step_case.log"
-python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
-timeout 200 build/bin/loom bench --model /tmp/terra --kv-dtype fp8 --frames 22 --context-frames 3 \
-  --batch-sizes 1 --num-jobs 256 --json "$OUT/b256_fp8.json" > "$OUT/b256_fp8.log" 2>&1
-echo "b256 rc=$? at ${SECONDS}s"; tail -n 6 "$OUT/b256_fp8.log"
+KVS=fp8 timeout 240 bash scripts/fp8_check.sh bench > "$OUT/b256_fp8.txt" 2>&1
+echo "b256 rc=$? at ${SECONDS}s"; tail -n 8 "$OUT/b256_fp8.txt"
