@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "backend/cuda/gemm.h"
@@ -447,6 +448,148 @@ json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8) {
   return {{"batch", batch},       {"ctx", ctx},        {"kv_dtype", fp8 ? "fp8" : "bf16"},
           {"attention_us", attn}, {"gemms_us", gemms}, {"at_once_us", both},
           {"sequential_us", seq}, {"gemm_m", m}};
+}
+
+json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, int layers) {
+  // The two-group decode step (issue 13's largest open question): `layers` layers of Terra's
+  // decode attention (TMA kernel, 64-slot blocks as the engine's default) and its four layer
+  // GEMMs (cuBLAS), for `batch` sequences at context ctx, three ways:
+  //   serial    one stream, every layer attention(batch) then the GEMMs at m = batch: today's step;
+  //   halves    one stream, the two halves' layers one after the other (no overlap; the cost of
+  //             halving alone);
+  //   pipelined two streams, half A (attention then GEMMs each layer) and half B (GEMMs then
+  //             attention: half a layer behind), independent as two groups of sequences are, so
+  //             that one half's attention (HBM) can run beside the other's GEMMs (tensor cores);
+  //   aligned   the same two streams with both halves starting on attention.
+  // Norms, activations and lm_head are left out (the same in every mode). Each half has its
+  // own cache, so the two streams never share L2 lines; the full batch has its own too.
+  kv_fp8 = fp8;
+  const int saved_bs = cache_bs;
+  cache_bs = 64;
+  const int half = batch / 2;
+  Setup SA, SB, SF;
+  make_setup(SA, std::vector<std::pair<int, int>>(size_t(half), {ctx, 1}), 1, 1);
+  make_setup(SB, std::vector<std::pair<int, int>>(size_t(batch - half), {ctx, 1}), 1, 1);
+  make_setup(SF, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, 1);
+  for (Setup* S : {&SA, &SB, &SF}) S->a.decode = true;
+  const int H = 2048, I = 5632, Q = 2560;
+  void *x = nullptr, *w = nullptr, *ya = nullptr, *yb = nullptr;
+  const size_t w_elems = size_t(Q) * H + size_t(H) * H + size_t(2 * I) * H + size_t(H) * I;
+  LOOM_CUDA_CHECK(cudaMalloc(&x, size_t(batch) * I * 2));       // [batch, I] bf16 inputs
+  LOOM_CUDA_CHECK(cudaMalloc(&ya, size_t(batch) * 2 * I * 2));  // [batch, 2 I] outputs, a stream
+  LOOM_CUDA_CHECK(cudaMalloc(&yb, size_t(batch) * 2 * I * 2));
+  LOOM_CUDA_CHECK(cudaMalloc(&w, w_elems * 2));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(batch) * I, 5, 1.0f, nullptr));
+  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, w_elems, 6, 0.02f, nullptr));
+  cudaStream_t s2;
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  gpu::Gemm ga, gb;
+  ga.init(stream);
+  gb.init(s2);
+  const uint16_t* W = static_cast<const uint16_t*>(w);  // bf16 bits
+  const uint16_t* wq = W;
+  const uint16_t* wo = wq + size_t(Q) * H;
+  const uint16_t* wgu = wo + size_t(H) * H;
+  const uint16_t* wd = wgu + size_t(2 * I) * H;
+  auto gemms = [&](gpu::Gemm& g, void* y, int m) {
+    g.run(DType::BF16, x, wq, DType::BF16, y, m, Q, H);
+    g.run(DType::BF16, x, wo, DType::BF16, y, m, H, H);
+    g.run(DType::BF16, x, wgu, DType::BF16, y, m, 2 * I, H);
+    g.run(DType::BF16, x, wd, DType::BF16, y, m, H, I);
+  };
+  auto attn = [&](Setup& S, cudaStream_t st) { LOOM_KERNEL(gpu::paged_attention(S.a, st)); };
+  cudaEvent_t e0, e1, fork, join;
+  for (cudaEvent_t* e : {&e0, &e1, &fork, &join}) LOOM_CUDA_CHECK(cudaEventCreate(e));
+  // Median µs a layer of `layers` layers issued by `issue` between e0 and e1 on `stream`.
+  auto time_layers = [&](const std::function<void()>& issue) {
+    std::vector<double> us;
+    for (int i = 0; i < 7; i++) {
+      LOOM_CUDA_CHECK(cudaMemsetAsync(SF.flush, i & 0xff, kFlushBytes, stream));
+      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
+      issue();
+      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 2) us.push_back(1e3 * ms / layers);  // the first two warm up
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  auto two_streams = [&](bool offset) {
+    LOOM_CUDA_CHECK(cudaEventRecord(fork, stream));
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(s2, fork, 0));
+    for (int l = 0; l < layers; l++) {
+      attn(SA, stream);
+      gemms(ga, ya, half);
+      if (offset) gemms(gb, yb, batch - half);
+      attn(SB, s2);
+      if (!offset) gemms(gb, yb, batch - half);
+    }
+    LOOM_CUDA_CHECK(cudaEventRecord(join, s2));
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
+  };
+  json r = {{"batch", batch},
+            {"ctx", ctx},
+            {"kv_dtype", fp8 ? "fp8" : "bf16"},
+            {"layers", layers},
+            {"block_size", cache_bs}};
+  const double attn_full = time_layers([&] {
+    for (int l = 0; l < layers; l++) attn(SF, stream);
+  });
+  const double attn_half = time_layers([&] {
+    for (int l = 0; l < layers; l++) attn(SA, stream);
+  });
+  const double gemm_full = time_layers([&] {
+    for (int l = 0; l < layers; l++) gemms(ga, ya, batch);
+  });
+  const double gemm_half = time_layers([&] {
+    for (int l = 0; l < layers; l++) gemms(ga, ya, half);
+  });
+  for (int per_sm : {2, 1}) {
+    for (Setup* S : {&SA, &SB, &SF}) S->a.tma_blocks_per_sm = per_sm;
+    const double serial = time_layers([&] {
+      for (int l = 0; l < layers; l++) {
+        attn(SF, stream);
+        gemms(ga, ya, batch);
+      }
+    });
+    const double halves = time_layers([&] {
+      for (int l = 0; l < layers; l++) {
+        attn(SA, stream);
+        gemms(ga, ya, half);
+        attn(SB, stream);
+        gemms(ga, yb, batch - half);
+      }
+    });
+    const double piped = time_layers([&] { two_streams(true); });
+    const double aligned = time_layers([&] { two_streams(false); });
+    std::printf(
+        "pipeline %s b%d ctx %d, attention blocks an SM <= %d, us a layer: serial %.1f, halves "
+        "%.1f, pipelined %.1f (%.3f of serial), aligned %.1f (%.3f)\n",
+        fp8 ? "fp8" : "bf16", batch, ctx, per_sm, serial, halves, piped, piped / serial, aligned,
+        aligned / serial);
+    r["modes"].push_back({{"attention_blocks_per_sm", per_sm},
+                          {"serial_us", serial},
+                          {"halves_us", halves},
+                          {"pipelined_us", piped},
+                          {"aligned_us", aligned}});
+  }
+  std::printf(
+      "pipeline %s b%d ctx %d, alone, us a layer: attention b%d %.1f, b%d %.1f; GEMMs m %d %.1f, "
+      "m %d %.1f\n",
+      fp8 ? "fp8" : "bf16", batch, ctx, batch, attn_full, half, attn_half, batch, gemm_full, half,
+      gemm_half);
+  r["alone"] = {{"attention_full_us", attn_full},
+                {"attention_half_us", attn_half},
+                {"gemms_full_us", gemm_full},
+                {"gemms_half_us", gemm_half}};
+  for (cudaEvent_t e : {e0, e1, fork, join}) cudaEventDestroy(e);
+  cudaStreamDestroy(s2);
+  for (void* p : {x, w, ya, yb}) cudaFree(p);
+  kv_fp8 = false;
+  cache_bs = saved_bs;
+  return r;
 }
 
 json attention_mma_bench(cudaStream_t stream, int sms) {

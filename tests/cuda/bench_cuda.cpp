@@ -106,6 +106,14 @@ int main(int argc, char** argv) {
                                    .dump(2);
     return 0;
   }
+  if (argc > 4 && mode == "--pipeline-case") {  // cuda_bench OUT --pipeline-case B CTX [fp8] [L]
+    std::ofstream(out_path) << attention_pipeline_case(stream, std::atoi(argv[3]),
+                                                       std::atoi(argv[4]),
+                                                       argc > 5 && std::string(argv[5]) == "fp8",
+                                                       argc > 6 ? std::atoi(argv[6]) : 22)
+                                   .dump(2);
+    return 0;
+  }
   if (argc > 4 && mode == "--overlap-case") {  // cuda_bench OUT --overlap-case B CTX [fp8]
     std::ofstream(out_path) << attention_overlap_case(stream, std::atoi(argv[3]),
                                                       std::atoi(argv[4]),
