@@ -19,4 +19,9 @@ for c in "256 8148 fp8" "256 4000 fp8" "256 12000 fp8" "256 8148 bf16"; do
 done
 timeout 60 build/bin/cuda_bench "$OUT/overlap_128.json" --overlap-case 128 8148 fp8 2>&1 |
   grep -E "^overlap" | tee -a "$OUT/pipeline.log"
+# Half a batch's attention alone (why b128 reads ~2.7 TB/s where b256 reads ~4: the chunks' fold?)
+for b in 256 128 64; do
+  timeout 60 build/bin/cuda_bench "$OUT/attn_$b.json" --attention-case $b 8148 4 fp8 64 2>&1 |
+    grep -E "TMA config|GB/s" | head -4 | tee -a "$OUT/pipeline.log"
+done
 echo "done at ${SECONDS}s"
