@@ -14,7 +14,8 @@ python3 -c "import tarfile; tarfile.open('.device/pipe.txz').extractall()"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 for c in "256 8148 fp8" "256 4000 fp8" "256 12000 fp8" "256 8148 bf16"; do
   set -- $c
-  timeout 120 build/bin/cuda_bench "$OUT/pipeline_$1_$2_$3.json" --pipeline-case $1 $2 $3 22 \
+  p=""; [ "$2 $3" = "8148 fp8" ] && p="22 power"
+  timeout 120 build/bin/cuda_bench "$OUT/pipeline_$1_$2_$3.json" --pipeline-case $1 $2 $3 ${p:-22} \
     2>&1 | grep -E "^pipeline" | tee -a "$OUT/pipeline.log"
 done
 timeout 60 build/bin/cuda_bench "$OUT/overlap_128.json" --overlap-case 128 8148 fp8 2>&1 |

@@ -12,11 +12,13 @@
 #include "bench_attention.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <vector>
 
 #include "backend/cuda/gemm.h"
+#include "bench/nvml.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/cuda_check.cuh"
@@ -450,7 +452,8 @@ json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8) {
           {"sequential_us", seq}, {"gemm_m", m}};
 }
 
-json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, int layers) {
+json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, int layers,
+                             bool power) {
   // The two-group decode step (issue 13's largest open question): `layers` layers of Terra's
   // decode attention (TMA kernel, 64-slot blocks as the engine's default) and its four layer
   // GEMMs (cuBLAS), for `batch` sequences at context ctx, three ways:
@@ -463,6 +466,9 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
   //   aligned   the same two streams with both halves starting on attention.
   // Norms, activations and lm_head are left out (the same in every mode). Each half has its
   // own cache, so the two streams never share L2 lines; the full batch has its own too.
+  // power: serial and pipelined also replayed for ~3 s each (blocks at most 2 an SM), with
+  // NVML's energy counter and SM clock: under a power cap (the H200's 700 W, which the 256-job
+  // FP8 run holds) time follows joules, so overlap pays only where it saves energy.
   kv_fp8 = fp8;
   const int saved_bs = cache_bs;
   cache_bs = 64;
@@ -574,6 +580,44 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
                           {"halves_us", halves},
                           {"pipelined_us", piped},
                           {"aligned_us", aligned}});
+  }
+  if (power) {
+    const bench::Nvml nvml;
+    for (Setup* S : {&SA, &SB, &SF}) S->a.tma_blocks_per_sm = 2;
+    auto sustained = [&](const char* mode, const std::function<void()>& issue) {
+      issue();
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      using clock = std::chrono::steady_clock;
+      const auto t0 = clock::now();
+      const double e0 = nvml.joules();
+      int n = 0;
+      double s = 0;
+      while (s < 3.0) {
+        for (int i = 0; i < 8; i++) issue();
+        n += 8;
+        LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        s = std::chrono::duration<double>(clock::now() - t0).count();
+      }
+      const double j = nvml.joules() - e0, per = double(n) * layers;
+      const unsigned mhz = nvml.sm_mhz();
+      std::printf(
+          "pipeline %s b%d ctx %d, sustained %-9s %.1f us a layer, %.4f J a layer, %.0f W, SM "
+          "%u MHz%s\n",
+          fp8 ? "fp8" : "bf16", batch, ctx, mode, 1e6 * s / per, j / per, j / s, mhz,
+          nvml.ok() ? "" : " (no NVML)");
+      r["sustained"].push_back({{"mode", mode},
+                                {"us_a_layer", 1e6 * s / per},
+                                {"joules_a_layer", j / per},
+                                {"watts", j / s},
+                                {"sm_mhz", mhz}});
+    };
+    sustained("serial", [&] {
+      for (int l = 0; l < layers; l++) {
+        attn(SF, stream);
+        gemms(ga, ya, batch);
+      }
+    });
+    sustained("pipelined", [&] { two_streams(true); });
   }
   std::printf(
       "pipeline %s b%d ctx %d, alone, us a layer: attention b%d %.1f, b%d %.1f; GEMMs m %d %.1f, "

@@ -21,9 +21,10 @@ nlohmann::json attention_decode_case(cudaStream_t stream, int sms, int batch, in
 nlohmann::json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8);
 // `layers` layers of decode attention and the four layer GEMMs at `batch` sequences: serial (one
 // stream) against two half-batch groups on two streams, half a layer apart (cuda_bench
-// --pipeline-case): whether one group's attention runs beside the other's GEMMs.
+// --pipeline-case): whether one group's attention runs beside the other's GEMMs; with power,
+// serial and pipelined sustained for ~3 s each with NVML's joules.
 nlohmann::json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8,
-                                       int layers);
+                                       int layers, bool power = false);
 // The TMA decode kernel with groups of `group` sequences sharing their first `shared` keys'
 // blocks against each with its own, in each TMA config (cuda_bench --shared-case).
 nlohmann::json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,

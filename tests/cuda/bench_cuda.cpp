@@ -106,11 +106,12 @@ int main(int argc, char** argv) {
                                    .dump(2);
     return 0;
   }
-  if (argc > 4 && mode == "--pipeline-case") {  // cuda_bench OUT --pipeline-case B CTX [fp8] [L]
+  if (argc > 4 && mode == "--pipeline-case") {  // OUT --pipeline-case B CTX [fp8] [L] [power]
     std::ofstream(out_path) << attention_pipeline_case(stream, std::atoi(argv[3]),
                                                        std::atoi(argv[4]),
                                                        argc > 5 && std::string(argv[5]) == "fp8",
-                                                       argc > 6 ? std::atoi(argv[6]) : 22)
+                                                       argc > 6 ? std::atoi(argv[6]) : 22,
+                                                       argc > 7 && std::string(argv[7]) == "power")
                                    .dump(2);
     return 0;
   }

@@ -11,7 +11,6 @@
 // scripts/power_windows.py where NVML is not found: each window's wall-clock bounds are in the
 // JSON). Each candidate's output is checked against the default's.
 #include <cublasLt.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,52 +19,13 @@
 #include "bench.h"
 #include "kernels/activation.cuh"
 #include "kernels/cuda_check.cuh"
+#include "nvml.h"
 
 namespace loom::bench {
 
 using json = nlohmann::json;
 
 namespace {
-
-// NVML through dlopen (libnvidia-ml ships with the driver, not the toolkit): the device's
-// energy counter (mJ since the driver loaded) and its SM clock.
-class Nvml {
- public:
-  Nvml() {
-    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (lib_ == nullptr) return;
-    auto init = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
-    auto by_bus = reinterpret_cast<int (*)(const char*, void**)>(
-        dlsym(lib_, "nvmlDeviceGetHandleByPciBusId_v2"));
-    energy_ = reinterpret_cast<int (*)(void*, unsigned long long*)>(
-        dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
-    clock_ =
-        reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
-    char bus[32] = {};
-    if (init == nullptr || by_bus == nullptr || energy_ == nullptr || clock_ == nullptr ||
-        init() != 0 || cudaDeviceGetPCIBusId(bus, sizeof bus, 0) != cudaSuccess ||
-        by_bus(bus, &dev_) != 0)
-      dev_ = nullptr;
-  }
-  ~Nvml() {
-    if (lib_ != nullptr) dlclose(lib_);
-  }
-  bool ok() const { return dev_ != nullptr; }
-  double joules() const {  // 0 without NVML
-    unsigned long long mj = 0;
-    return ok() && energy_(dev_, &mj) == 0 ? 1e-3 * double(mj) : 0.0;
-  }
-  unsigned sm_mhz() const {
-    unsigned mhz = 0;
-    return ok() && clock_(dev_, 1 /* NVML_CLOCK_SM */, &mhz) == 0 ? mhz : 0u;
-  }
-
- private:
-  void* lib_ = nullptr;
-  void* dev_ = nullptr;
-  int (*energy_)(void*, unsigned long long*) = nullptr;
-  int (*clock_)(void*, int, unsigned*) = nullptr;
-};
 
 std::string describe(const cublasLtMatmulAlgo_t& a) {
   return "algo " + std::to_string(lt_config(a, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
