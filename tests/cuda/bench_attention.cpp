@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cuda/gemm.h"
+#include "bench/bench.h"
 #include "bench/nvml.h"
 #include "kernels/activation.cuh"
 #include "kernels/attention.cuh"
@@ -378,6 +379,38 @@ json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, i
   return r;
 }
 
+// Terra's four layer GEMMs (qkv 2560, o 2048, gate_up 11264 over k 2048; down 2048 over k
+// 5632) through cuBLAS on random bf16 weights and inputs of up to `rows` rows; each writes the
+// same output buffer y [m, 2 I] (bytes: out_bytes).
+struct TerraGemms {
+  static constexpr int H = 2048, I = 5632, Q = 2560;
+  void *x = nullptr, *w = nullptr;  // x [rows, I]; w: qkv, o, gate_up, down back to back
+  explicit TerraGemms(int rows) {
+    LOOM_CUDA_CHECK(cudaMalloc(&x, size_t(rows) * I * 2));
+    LOOM_CUDA_CHECK(cudaMalloc(&w, w_elems() * 2));
+    LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(rows) * I, 5, 1.0f, nullptr));
+    LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, w_elems(), 6, 0.02f, nullptr));
+  }
+  ~TerraGemms() {
+    cudaFree(x);
+    cudaFree(w);
+  }
+  static size_t w_elems() {
+    return size_t(Q) * H + size_t(H) * H + size_t(2 * I) * H + size_t(H) * I;
+  }
+  static size_t out_bytes(int rows) { return size_t(rows) * 2 * I * 2; }
+  void run(gpu::Gemm& g, void* y, int m) const {
+    const uint16_t* wq = static_cast<const uint16_t*>(w);  // bf16 bits
+    const uint16_t* wo = wq + size_t(Q) * H;
+    const uint16_t* wgu = wo + size_t(H) * H;
+    const uint16_t* wd = wgu + size_t(2 * I) * H;
+    g.run(DType::BF16, x, wq, DType::BF16, y, m, Q, H);
+    g.run(DType::BF16, x, wo, DType::BF16, y, m, H, H);
+    g.run(DType::BF16, x, wgu, DType::BF16, y, m, 2 * I, H);
+    g.run(DType::BF16, x, wd, DType::BF16, y, m, H, I);
+  }
+};
+
 json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8) {
   // Two half-batches on two streams, each half's attention beside the other's layer GEMMs:
   // does the device run them at once? Timed: the decode attention of `batch` sequences at
@@ -389,29 +422,15 @@ json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8) {
   make_setup(S, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, 1);
   gpu::AttentionArgs a = S.a;
   a.decode = true;
-  const int m = batch, H = 2048, I = 5632, Q = 2560;
-  void *x = nullptr, *w = nullptr, *y = nullptr;
-  const size_t w_elems = size_t(Q) * H + size_t(H) * H + size_t(2 * I) * H + size_t(H) * I;
-  LOOM_CUDA_CHECK(cudaMalloc(&x, size_t(m) * I * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&y, size_t(m) * 2 * I * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&w, w_elems * 2));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(m) * I, 5, 1.0f, nullptr));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, w_elems, 6, 0.02f, nullptr));
+  const int m = batch;
+  const TerraGemms tg(m);
+  void* y = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&y, TerraGemms::out_bytes(m)));
   cudaStream_t s2;
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
   gpu::Gemm gemm;
   gemm.init(s2);
-  const uint16_t* W = static_cast<const uint16_t*>(w);  // bf16 bits
-  const uint16_t* wq = W;
-  const uint16_t* wo = wq + size_t(Q) * H;
-  const uint16_t* wgu = wo + size_t(H) * H;
-  const uint16_t* wd = wgu + size_t(2 * I) * H;
-  auto chain = [&] {
-    gemm.run(DType::BF16, x, wq, DType::BF16, y, m, Q, H);
-    gemm.run(DType::BF16, x, wo, DType::BF16, y, m, H, H);
-    gemm.run(DType::BF16, x, wgu, DType::BF16, y, m, 2 * I, H);
-    gemm.run(DType::BF16, x, wd, DType::BF16, y, m, H, I);
-  };
+  auto chain = [&] { tg.run(gemm, y, m); };
   cudaEvent_t e0, e1, fork, join;
   for (cudaEvent_t* e : {&e0, &e1, &fork, &join}) LOOM_CUDA_CHECK(cudaEventCreate(e));
   // The attention on `stream` and / or the GEMMs on s2, the GEMMs after the attention where
@@ -445,7 +464,7 @@ json attention_overlap_case(cudaStream_t stream, int batch, int ctx, bool fp8) {
       fp8 ? "fp8" : "bf16", batch, ctx, attn, m, gemms, both, seq, both / std::max(attn, gemms));
   for (cudaEvent_t e : {e0, e1, fork, join}) cudaEventDestroy(e);
   cudaStreamDestroy(s2);
-  for (void* p : {x, w, y}) cudaFree(p);
+  cudaFree(y);
   kv_fp8 = false;
   return {{"batch", batch},       {"ctx", ctx},        {"kv_dtype", fp8 ? "fp8" : "bf16"},
           {"attention_us", attn}, {"gemms_us", gemms}, {"at_once_us", both},
@@ -478,59 +497,34 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
   make_setup(SB, std::vector<std::pair<int, int>>(size_t(batch - half), {ctx, 1}), 1, 1);
   make_setup(SF, std::vector<std::pair<int, int>>(size_t(batch), {ctx, 1}), 1, 1);
   for (Setup* S : {&SA, &SB, &SF}) S->a.decode = true;
-  const int H = 2048, I = 5632, Q = 2560;
-  void *x = nullptr, *w = nullptr, *ya = nullptr, *yb = nullptr;
-  const size_t w_elems = size_t(Q) * H + size_t(H) * H + size_t(2 * I) * H + size_t(H) * I;
-  LOOM_CUDA_CHECK(cudaMalloc(&x, size_t(batch) * I * 2));       // [batch, I] bf16 inputs
-  LOOM_CUDA_CHECK(cudaMalloc(&ya, size_t(batch) * 2 * I * 2));  // [batch, 2 I] outputs, a stream
-  LOOM_CUDA_CHECK(cudaMalloc(&yb, size_t(batch) * 2 * I * 2));
-  LOOM_CUDA_CHECK(cudaMalloc(&w, w_elems * 2));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, x, size_t(batch) * I, 5, 1.0f, nullptr));
-  LOOM_KERNEL(gpu::fill_uniform(DType::BF16, w, w_elems, 6, 0.02f, nullptr));
+  const TerraGemms tg(batch);
+  void *ya = nullptr, *yb = nullptr;  // an output buffer a stream
+  LOOM_CUDA_CHECK(cudaMalloc(&ya, TerraGemms::out_bytes(batch)));
+  LOOM_CUDA_CHECK(cudaMalloc(&yb, TerraGemms::out_bytes(batch)));
   cudaStream_t s2;
   LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
   gpu::Gemm ga, gb;
   ga.init(stream);
   gb.init(s2);
-  const uint16_t* W = static_cast<const uint16_t*>(w);  // bf16 bits
-  const uint16_t* wq = W;
-  const uint16_t* wo = wq + size_t(Q) * H;
-  const uint16_t* wgu = wo + size_t(H) * H;
-  const uint16_t* wd = wgu + size_t(2 * I) * H;
-  auto gemms = [&](gpu::Gemm& g, void* y, int m) {
-    g.run(DType::BF16, x, wq, DType::BF16, y, m, Q, H);
-    g.run(DType::BF16, x, wo, DType::BF16, y, m, H, H);
-    g.run(DType::BF16, x, wgu, DType::BF16, y, m, 2 * I, H);
-    g.run(DType::BF16, x, wd, DType::BF16, y, m, H, I);
-  };
   auto attn = [&](Setup& S, cudaStream_t st) { LOOM_KERNEL(gpu::paged_attention(S.a, st)); };
-  cudaEvent_t e0, e1, fork, join;
-  for (cudaEvent_t* e : {&e0, &e1, &fork, &join}) LOOM_CUDA_CHECK(cudaEventCreate(e));
-  // Median µs a layer of `layers` layers issued by `issue` between e0 and e1 on `stream`.
+  cudaEvent_t fork, join;
+  for (cudaEvent_t* e : {&fork, &join}) LOOM_CUDA_CHECK(cudaEventCreate(e));
+  // Median µs a layer of `layers` layers issued by `issue` on `stream` (L2 flushed before each).
   auto time_layers = [&](const std::function<void()>& issue) {
-    std::vector<double> us;
-    for (int i = 0; i < 7; i++) {
+    const std::vector<double> ms = bench::event_times_ms(stream, 5, 2, issue, [&](int i) {
       LOOM_CUDA_CHECK(cudaMemsetAsync(SF.flush, i & 0xff, kFlushBytes, stream));
-      LOOM_CUDA_CHECK(cudaEventRecord(e0, stream));
-      issue();
-      LOOM_CUDA_CHECK(cudaEventRecord(e1, stream));
-      LOOM_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (i >= 2) us.push_back(1e3 * ms / layers);  // the first two warm up
-    }
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
+    });
+    return 1e3 * ms[ms.size() / 2] / layers;
   };
   auto two_streams = [&](bool offset) {
     LOOM_CUDA_CHECK(cudaEventRecord(fork, stream));
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(s2, fork, 0));
     for (int l = 0; l < layers; l++) {
       attn(SA, stream);
-      gemms(ga, ya, half);
-      if (offset) gemms(gb, yb, batch - half);
+      tg.run(ga, ya, half);
+      if (offset) tg.run(gb, yb, batch - half);
       attn(SB, s2);
-      if (!offset) gemms(gb, yb, batch - half);
+      if (!offset) tg.run(gb, yb, batch - half);
     }
     LOOM_CUDA_CHECK(cudaEventRecord(join, s2));
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
@@ -547,25 +541,25 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
     for (int l = 0; l < layers; l++) attn(SA, stream);
   });
   const double gemm_full = time_layers([&] {
-    for (int l = 0; l < layers; l++) gemms(ga, ya, batch);
+    for (int l = 0; l < layers; l++) tg.run(ga, ya, batch);
   });
   const double gemm_half = time_layers([&] {
-    for (int l = 0; l < layers; l++) gemms(ga, ya, half);
+    for (int l = 0; l < layers; l++) tg.run(ga, ya, half);
   });
   for (int per_sm : {2, 1}) {
     for (Setup* S : {&SA, &SB, &SF}) S->a.tma_blocks_per_sm = per_sm;
     const double serial = time_layers([&] {
       for (int l = 0; l < layers; l++) {
         attn(SF, stream);
-        gemms(ga, ya, batch);
+        tg.run(ga, ya, batch);
       }
     });
     const double halves = time_layers([&] {
       for (int l = 0; l < layers; l++) {
         attn(SA, stream);
-        gemms(ga, ya, half);
+        tg.run(ga, ya, half);
         attn(SB, stream);
-        gemms(ga, yb, batch - half);
+        tg.run(ga, yb, batch - half);
       }
     });
     const double piped = time_layers([&] { two_streams(true); });
@@ -614,7 +608,7 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
     sustained("serial", [&] {
       for (int l = 0; l < layers; l++) {
         attn(SF, stream);
-        gemms(ga, ya, batch);
+        tg.run(ga, ya, batch);
       }
     });
     sustained("pipelined", [&] { two_streams(true); });
@@ -628,9 +622,9 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
                 {"attention_half_us", attn_half},
                 {"gemms_full_us", gemm_full},
                 {"gemms_half_us", gemm_half}};
-  for (cudaEvent_t e : {e0, e1, fork, join}) cudaEventDestroy(e);
+  for (cudaEvent_t e : {fork, join}) cudaEventDestroy(e);
   cudaStreamDestroy(s2);
-  for (void* p : {x, w, ya, yb}) cudaFree(p);
+  for (void* p : {ya, yb}) cudaFree(p);
   kv_fp8 = false;
   cache_bs = saved_bs;
   return r;

@@ -100,6 +100,11 @@ StepBatch decode_batch(int n, int ctx, int block_size, float temperature, int to
 // Median seconds of Backend::step over `iters` steps after `warm` (the draw index moves on).
 double time_steps(Backend& be, StepBatch b, int warm, int iters);
 
+// Milliseconds of `iters` runs of body() on s, each between its own events, ascending; before(i)
+// runs ahead of run i's first event (the first `warm` runs are not counted).
+std::vector<double> event_times_ms(cudaStream_t s, int iters, int warm,
+                                   const std::function<void()>& body,
+                                   const std::function<void(int)>& before = nullptr);
 // Milliseconds of `iters` replays of g on s, each between its own events, ascending (the first
 // `warm` replays not counted).
 std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iters, int warm = 3);

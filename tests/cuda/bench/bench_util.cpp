@@ -18,13 +18,9 @@ double wall_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-namespace {
-
-// Milliseconds of `iters` runs of body() on s, each between its own events, ascending; before(i)
-// runs ahead of run i's first event (the first `warm` runs are not counted).
 std::vector<double> event_times_ms(cudaStream_t s, int iters, int warm,
                                    const std::function<void()>& body,
-                                   const std::function<void(int)>& before = nullptr) {
+                                   const std::function<void(int)>& before) {
   cudaEvent_t e0, e1;
   LOOM_CUDA_CHECK(cudaEventCreate(&e0));
   LOOM_CUDA_CHECK(cudaEventCreate(&e1));
@@ -44,8 +40,6 @@ std::vector<double> event_times_ms(cudaStream_t s, int iters, int warm,
   std::sort(ms.begin(), ms.end());
   return ms;
 }
-
-}  // namespace
 
 std::vector<double> graph_replays_ms(cudaGraphExec_t g, cudaStream_t s, int iters, int warm) {
   return event_times_ms(s, iters, warm, [&] { LOOM_CUDA_CHECK(cudaGraphLaunch(g, s)); });
