@@ -475,7 +475,7 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
                              bool power) {
   // The two-group decode step (issue 13's largest open question): `layers` layers of Terra's
   // decode attention (TMA kernel, 64-slot blocks as the engine's default) and its four layer
-  // GEMMs (cuBLAS), for `batch` sequences at context ctx, three ways:
+  // GEMMs (cuBLAS), for `batch` sequences at context ctx, four ways:
   //   serial    one stream, every layer attention(batch) then the GEMMs at m = batch: today's step;
   //   halves    one stream, the two halves' layers one after the other (no overlap; the cost of
   //             halving alone);
@@ -529,6 +529,12 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
     LOOM_CUDA_CHECK(cudaEventRecord(join, s2));
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
   };
+  auto serial_layers = [&] {
+    for (int l = 0; l < layers; l++) {
+      attn(SF, stream);
+      tg.run(ga, ya, batch);
+    }
+  };
   json r = {{"batch", batch},
             {"ctx", ctx},
             {"kv_dtype", fp8 ? "fp8" : "bf16"},
@@ -548,12 +554,7 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
   });
   for (int per_sm : {2, 1}) {
     for (Setup* S : {&SA, &SB, &SF}) S->a.tma_blocks_per_sm = per_sm;
-    const double serial = time_layers([&] {
-      for (int l = 0; l < layers; l++) {
-        attn(SF, stream);
-        tg.run(ga, ya, batch);
-      }
-    });
+    const double serial = time_layers(serial_layers);
     const double halves = time_layers([&] {
       for (int l = 0; l < layers; l++) {
         attn(SA, stream);
@@ -605,12 +606,7 @@ json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8, 
                                 {"watts", j / s},
                                 {"sm_mhz", mhz}});
     };
-    sustained("serial", [&] {
-      for (int l = 0; l < layers; l++) {
-        attn(SF, stream);
-        tg.run(ga, ya, batch);
-      }
-    });
+    sustained("serial", serial_layers);
     sustained("pipelined", [&] { two_streams(true); });
   }
   std::printf(
