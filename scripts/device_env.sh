@@ -16,3 +16,10 @@ fi
 [ -n "$loom_cublas" ] && [ "$loom_cublas" != . ] &&
   export LD_LIBRARY_PATH="$loom_cublas:${LD_LIBRARY_PATH:-}"
 unset loom_cublas d
+# unpack_pack PACK [DIR]: a pack (scripts/pack_device.sh) unpacked into DIR (default: here) with
+# python3, as the machine may lack xz; PACK is relative to the repository root.
+unpack_pack() {
+  mkdir -p "${2:-.}" &&
+    python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+      "$1" "${2:-.}"
+}

@@ -10,9 +10,9 @@
 #   frames after 3 context frames), and the A/B's JSON tarred (at most 8 files come back).
 set -u
 new=$1 base=$2 sweeps=${3:-skip_math_b8} batches=${4:-}
-python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "$new"
-mkdir -p base && (cd base && python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "../$base")
 . scripts/device_env.sh
+unpack_pack "$new"
+unpack_pack "$base" base
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 timeout 300 build/bin/cuda_test_megakernel > "$OUT/test.log" 2>&1
 echo "test rc=$?"; grep -E "ERROR|error|assertions|Status" "$OUT/test.log" | head

@@ -10,10 +10,8 @@
 # JSON and logs are tarred into $OUT/ab.tgz (at most 8 files come back from a call).
 set -u
 builds=$1 tests=${2:-} benches=${3:-} batches=${4:-1,8}
-for v in $builds; do
-  mkdir -p "$v" && (cd "$v" && python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "../.device/$v.txz")
-done
 . scripts/device_env.sh
+for v in $builds; do unpack_pack ".device/$v.txz" "$v"; done
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 mkdir -p "$OUT/ab"
 for r in 1 2; do

@@ -13,10 +13,8 @@
 # (scripts/pack_device.sh tests BUILD .device/NAME.txz).
 set -u
 builds="m69 ob"
-for v in $builds; do
-  mkdir -p "$v" && (cd "$v" && python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "../.device/$v.txz")
-done
 . scripts/device_env.sh
+for v in $builds; do unpack_pack ".device/$v.txz" "$v"; done
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 mkdir -p "$OUT/ab"
 (cd ob && timeout 120 build/bin/cuda_test_attention > "$OUT/ab/test_attention_ob.log" 2>&1
