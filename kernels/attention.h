@@ -195,6 +195,23 @@ inline TmaDecodeSplit tma_decode_split(const AttentionArgs& a, int resident) {
   return w;
 }
 
+// Whether a TMA decode launch whose blocks fit `per_sm` an SM (at most 2 are used) runs at one
+// block an SM instead: where one wave of two blocks an SM would cut every pair in two chunks
+// (tma_decode_split's z = 2: pairs over a third and up to half of the wave), so that at one
+// block an SM each pair takes one warp whole and no partition is stored or folded. H100, e4m3
+// at 8,148 keys (cuda_bench --pipeline-case's blocks-an-SM cap of 1 against 2, attention alone
+// by difference), µs: b128 215.7 -> 182.9, b96 168.2 -> 151.3; b64 (4 chunks against 2)
+// 114.8 / 114.3, b192 (whole either way) 281 / 285
+// (bench/results/2026-12-07-h100-s68-pipeline-probe.json). Launched so (cuda_bench
+// --attention-case B 8148 4 fp8 64, H100): b96 187.0 -> 163.5, b128 233.0 -> 196.6, b256 382
+// either way; loom bench FP8, 128 jobs x 8 frames: 27,647 -> 29,538 tokens/s
+// (bench/results/2026-12-07-h100-s69-tma-one-block.json).
+inline bool tma_one_block_an_sm(const AttentionArgs& a, int per_sm, int sms, int warps_a_block) {
+  if (per_sm < 2 || a.tma_blocks_per_sm == 1) return false;
+  const TmaDecodeSplit w = tma_decode_split(a, 2 * sms * warps_a_block);
+  return w.whole_tiles == 0 && w.z == 2;
+}
+
 // The last partitions a TMA decode pair of class c (AttentionArgs::tma_stagger) and n_parts
 // partitions takes first, when its first `shared_keys` keys' blocks are shared with its
 // neighbour's: c times as many as the shared prefix holds (class c computes its prefix while

@@ -611,19 +611,33 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   // left free, and the others idled once it ended: a b256 ctx 8000 step's 22 attention layers
   // took 7.09 ms against 5.92 launched without PDL (H200, cuda_bench --step-case,
   // bench/results/2026-11-28-h200-step-case-pdl-packing.json).
-  static int set_bytes = 0, per_sm = 0;
-  const int bytes = smem_for_blocks_per_sm(C::kSmemBytes, a.tma_blocks_per_sm);
-  if (bytes != set_bytes) {  // the attribute, then the occupancy it allows
-    const Status st = allow_smem(kernel, bytes, set_bytes, "paged_attention_tma_decode");
+  // The attribute only grows (one block an SM, tma_one_block_an_sm, asks for more), so that a
+  // graph captured with a larger request stays valid.
+  static int set_bytes = 0, per_sm = 0, asked = -1;
+  auto allow = [&](int b) {
+    return b > set_bytes ? allow_smem(kernel, b, set_bytes, "paged_attention_tma_decode")
+                         : Status::good();
+  };
+  int bytes = smem_for_blocks_per_sm(C::kSmemBytes, a.tma_blocks_per_sm);
+  if (a.tma_blocks_per_sm != asked) {  // the attribute, then the occupancy it allows
+    const Status st = allow(bytes);
     if (!st.ok) return st;
     const cudaError_t e =
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, bytes);
     if (e != cudaSuccess || per_sm < 1) {
-      set_bytes = 0;  // ask again next launch
+      asked = -1;  // ask again next launch
       return Status::bad(cat("paged_attention_tma_decode: ", bytes,
                              " bytes of shared memory a block do not fit an SM (",
                              cudaGetErrorString(e), ")"));
     }
+    asked = a.tma_blocks_per_sm;
+  }
+  int resident = std::min(per_sm, 2) * device_sms() * kWarps;
+  if (tma_one_block_an_sm(a, per_sm, device_sms(), kWarps)) {
+    bytes = std::max(bytes, smem_for_blocks_per_sm(C::kSmemBytes, 1));
+    const Status st = allow(bytes);
+    if (!st.ok) return st;
+    resident = device_sms() * kWarps;
   }
   using R = TmaRows<F8>;
   TmaMaps maps;
@@ -637,7 +651,7 @@ Status launch_tma(const AttentionArgs& a, cudaStream_t stream) {
   st = encode_tensor_map_3d(maps.v, a.v_cache, R::kType, dims, strides, box, R::kSwizzle,
                             R::kPromotion, "paged_attention_tma_decode (V pool)");
   if (!st.ok) return st;
-  const TmaDecodeSplit w = tma_decode_split(a, std::min(per_sm, 2) * device_sms() * kWarps);
+  const TmaDecodeSplit w = tma_decode_split(a, resident);
   // Group blocks where sequences share blocks and every pair is whole (one wave).
   const bool group =
       C::kGroupSlots > 0 && a.tma_shared_kv && a.tma_group && w.whole_tiles == 0 && w.z == 1;

@@ -80,6 +80,30 @@ TEST_CASE("TMA decode split: one wave of chunks, or whole waves then chunks past
   }
 }
 
+TEST_CASE("tma_one_block_an_sm: pairs that two blocks an SM would cut in two run whole") {
+  // e4m3 on 132 SMs, blocks of 4 warps, 2 an SM: 1,056 warps; at one an SM 528.
+  auto one = [](int n_tiles, int per_sm = 2) {
+    return tma_one_block_an_sm(launch_of(n_tiles, 256), per_sm, 132, 4);
+  };
+  CHECK(one(128));  // 512 pairs: 2 chunks a pair at 1,056 warps
+  CHECK(tma_decode_split(launch_of(128, 256), 528).z == 1);  // whole at one block an SM
+  CHECK(tma_decode_split(launch_of(128, 256), 528).whole_tiles == 0);
+  CHECK(one(96));       // 384 pairs: 1,056 / 384 = 2 chunks
+  CHECK(one(89));       // 356 pairs: 2
+  CHECK(!one(88));      // 352 pairs: 3 chunks, left as they are
+  CHECK(one(132));      // 528 pairs: 2 chunks; at one block an SM they fill the 528 warps
+  CHECK(!one(133));     // 532 pairs: one chunk a pair already
+  CHECK(!one(256));     // whole at two blocks an SM
+  CHECK(!one(64));      // 4 chunks a pair
+  CHECK(!one(128, 1));  // one block an SM fits (bf16's 2-stage blocks): nothing to change
+  AttentionArgs capped = launch_of(128, 256);
+  capped.tma_blocks_per_sm = 1;  // asked for one already
+  CHECK(!tma_one_block_an_sm(capped, 2, 132, 4));
+  AttentionArgs none = launch_of(128, 256);
+  none.mma_counters = nullptr;  // no workspace: every pair whole anyway
+  CHECK(!tma_one_block_an_sm(none, 2, 132, 4));
+}
+
 TEST_CASE("tma_stagger_parts: c times the shared prefix's partitions, at most the rest") {
   // 1,746 shared keys are 7 partitions (the last one partly shared).
   CHECK(tma_stagger_parts(1746, 31, 1) == 7);   // ctx 8000

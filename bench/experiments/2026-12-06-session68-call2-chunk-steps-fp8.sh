@@ -7,7 +7,8 @@
 # bench 256 jobs x 22 frames FP8 KV: its decode graph steps against all decode steps, mean step
 # against device ms; it writes $OUT/device.txt).
 set -u
-python3 -c "import tarfile; tarfile.open('.device/m67b.txz').extractall()"
+# PACK overrides the pack (session 69: .device/m69.txz, main at 56af6e9's kernels).
+python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m67b.txz}"
 . scripts/device_env.sh
 timeout 150 build/bin/cuda_bench "$OUT/step_case.json" --step-case 256 8148 fp8 \
   > "$OUT/step_case.log" 2>&1
