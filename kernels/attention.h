@@ -46,6 +46,9 @@ constexpr int kTmaDecodeConfigs = 6;
 // (bench/results/2026-12-02-h200-s26-group-slots-3-not-kept.json).
 constexpr int kTmaGroupSlots = 2;
 
+// The prefill kernel's default ring depth (AttentionArgs::prefill_stages).
+constexpr int kMmaPrefillStages = 2;
+
 struct AttentionArgs {
   DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
   // The caches hold e4m3 (kernels/kv_quant.cuh): scores use q·k_q·(scale·k_s), outputs
@@ -131,6 +134,12 @@ struct AttentionArgs {
   bool tma_group = false;
   // Tests: where set, warp 0 of each group block adds the group tiles it read for the block.
   int* tma_group_tiles = nullptr;
+  // The prefill / mixed kernel's ring of (K, V) tiles a block (2-4; attention_mma.cu): tiles
+  // t + 1 .. t + stages - 1 in flight while tile t's products run. The same bits at any depth.
+  int prefill_stages = kMmaPrefillStages;
+  // The blocks an SM its build was compiled to fit by registers (__launch_bounds__; 0: ptxas's
+  // choice, or 3). The same bits either way.
+  int prefill_blocks_per_sm = 0;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

@@ -251,9 +251,13 @@ __global__ void __launch_bounds__(kThreads) attention_mma_combine_kernel(Attenti
   combine_partitions<D>(a, tile, hkv, n_parts, a.slot_start[seq] + j0, threadIdx.x, kThreads);
 }
 
-// Prefill / mixed: see the file comment. Shared memory: two (K, V) tile pairs.
-template <int D, bool F8>
-__global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(AttentionArgs a) {
+// Prefill / mixed: see the file comment. Shared memory: a ring of kStages (K, V) tile pairs,
+// tiles t + 1 .. t + kStages - 1 in flight while tile t's products run. kMinBlocks: the blocks
+// an SM ptxas is told to fit (0: its own choice; D = 64 takes 168 registers in bf16, 3 blocks an
+// SM, and 176 in e4m3, 2 blocks; 3 holds e4m3 to 168 with 8 bytes of spills).
+template <int D, bool F8, int kStages, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    paged_attention_mma_kernel(AttentionArgs a) {
   using Tl = TileOf<D, F8>;
   extern __shared__ uint4 mma_smem[];
   pdl_trigger();
@@ -295,21 +299,26 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
   const float scale = scale_log2<D>() * kv_scale_of(a.kv_scale, a.kv_heads, hkv, false);
   const float v_scale = kv_scale_of(a.kv_scale, a.kv_heads, hkv, true);
   char* smem = reinterpret_cast<char*>(mma_smem);
-  auto k_buf = [&](int t) { return smem + size_t(t & 1) * Tl::kPairBytes; };
+  auto k_buf = [&](int t) { return smem + size_t(t % kStages) * Tl::kPairBytes; };
+  auto load = [&](int t) {  // tile t's copies into its ring slot, one commit group
+    load_tile<D, kThreads, F8>(kc, vc, bt, a.bt_stride, a.block_size, kv_row, hkv, t * kMmaTileKeys,
+                               n_keys, -1, k_buf(t), k_buf(t) + Tl::kTileBytes, tid);
+    cp_async_commit();
+  };
 
   RowState<D> total, part;
   total.clear();
   part.clear();
-  load_tile<D, kThreads, F8>(kc, vc, bt, a.bt_stride, a.block_size, kv_row, hkv, 0, n_keys, -1,
-                             k_buf(0), k_buf(0) + Tl::kTileBytes, tid);
-  cp_async_commit();
+  for (int t = 0; t < kStages - 1 && t < n_t; t++) load(t);
   for (int t = 0; t < n_t; t++) {
-    if (t + 1 < n_t) {
-      char* nk = k_buf(t + 1);
-      load_tile<D, kThreads, F8>(kc, vc, bt, a.bt_stride, a.block_size, kv_row, hkv,
-                                 (t + 1) * kMmaTileKeys, n_keys, -1, nk, nk + Tl::kTileBytes, tid);
-      cp_async_commit();
-      cp_async_wait<1>();  // tile t has landed (this thread's copies)
+    // Tile t has landed (this thread's copies): the groups after it may still fly.
+    if (t + kStages - 1 < n_t) {
+      load(t + kStages - 1);  // into the slot tile t - 1 left (read before the last barrier)
+      cp_async_wait<kStages - 1>();
+    } else if (kStages > 2 && t + 2 == n_t) {
+      cp_async_wait<1>();
+    } else if (kStages > 3 && t + 3 == n_t) {
+      cp_async_wait<2>();
     } else {
       cp_async_wait<0>();
     }
@@ -337,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_mma_kernel(Attention
         for (int i = 0; i < D / 8; i++) part.acc[i][2 * h] = part.acc[i][2 * h + 1] = 0.0f;
       }
     }
-    __syncthreads();  // tile t's buffer is read before tile t + 2's loads overwrite it
+    __syncthreads();  // tile t's slot is read before tile t + kStages's loads overwrite it
   }
   bf16* out = static_cast<bf16*>(a.out);
 #pragma unroll
@@ -370,6 +379,35 @@ Status rope_kv_write_for(const AttentionArgs& a, cudaStream_t stream) {
   r.kv_scale = a.kv_scale;
   r.pdl = a.pdl;
   return rope_kv_write(r, stream);
+}
+
+template <int D, bool F8, int kStages, int kMinBlocks>
+Status launch_prefill(const AttentionArgs& a, cudaStream_t stream) {
+  static int set_bytes = 0;
+  const int bytes = kStages * TileOf<D, F8>::kPairBytes;
+  Status st = allow_smem(paged_attention_mma_kernel<D, F8, kStages, kMinBlocks>, bytes, set_bytes,
+                         "paged_attention_mma");
+  if (!st.ok) return st;
+  const cudaError_t e =
+      launch_kernel(paged_attention_mma_kernel<D, F8, kStages, kMinBlocks>,
+                    dim3(a.n_tiles, a.kv_heads), kThreads, bytes, stream, a.pdl, a);
+  if (e != cudaSuccess)
+    return Status::bad(cat("paged_attention_mma: launch: ", cudaGetErrorString(e)));
+  return launch_status("paged_attention_mma");
+}
+
+template <int D, bool F8, int kMinBlocks>
+Status launch_prefill_depth(const AttentionArgs& a, cudaStream_t stream) {
+  switch (a.prefill_stages) {
+    case 2:
+      return launch_prefill<D, F8, 2, kMinBlocks>(a, stream);
+    case 3:
+      return launch_prefill<D, F8, 3, kMinBlocks>(a, stream);
+    case 4:
+      return launch_prefill<D, F8, 4, kMinBlocks>(a, stream);
+  }
+  return Status::bad(
+      cat("paged_attention_mma: prefill_stages ", a.prefill_stages, ": expected 2, 3 or 4"));
 }
 
 template <int D, bool F8>
@@ -455,16 +493,10 @@ Status launch_mma(const AttentionArgs& a_in, cudaStream_t stream) {
       return Status::bad(cat("attention_mma_combine: launch: ", cudaGetErrorString(e)));
     return launch_status("attention_mma_combine");
   }
-  static int set_bytes = 0;
-  const int bytes = 2 * Tl::kPairBytes;
-  Status st =
-      allow_smem(paged_attention_mma_kernel<D, F8>, bytes, set_bytes, "paged_attention_mma");
-  if (!st.ok) return st;
-  e = launch_kernel(paged_attention_mma_kernel<D, F8>, dim3(a.n_tiles, a.kv_heads), kThreads, bytes,
-                    stream, a.pdl, a);
-  if (e != cudaSuccess)
-    return Status::bad(cat("paged_attention_mma: launch: ", cudaGetErrorString(e)));
-  return launch_status("paged_attention_mma");
+  if (a.prefill_blocks_per_sm == 3) return launch_prefill_depth<D, F8, 3>(a, stream);
+  if (a.prefill_blocks_per_sm == 0) return launch_prefill_depth<D, F8, 0>(a, stream);
+  return Status::bad(cat("paged_attention_mma: prefill_blocks_per_sm ", a.prefill_blocks_per_sm,
+                         ": expected 0 or 3"));
 }
 
 }  // namespace

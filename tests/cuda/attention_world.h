@@ -234,10 +234,13 @@ std::vector<uint16_t> run_decode(const World& w, const std::vector<Entry>& es, c
 // a step whose sequences share blocks (tma_shared_kv) in that many stagger classes. stored: set to
 // the partitions (tile, kv head, partition) the call left in mma_partial (poisoned before).
 // group_tiles: group blocks on (tma_group), set to the tiles they read once for their warps.
+// prefill_stages, prefill_blocks: the prefill kernel's build (AttentionArgs::prefill_stages,
+// prefill_blocks_per_sm).
 std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, bool decode,
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
                                bool chunk_tail = true, int stagger = 0, int* stored = nullptr,
-                               int* group_tiles = nullptr) {
+                               int* group_tiles = nullptr, int prefill_stages = kMmaPrefillStages,
+                               int prefill_blocks = 0) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
@@ -268,6 +271,8 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
   st.a.tma_chunk_tail = chunk_tail;
   st.a.tma_shared_kv = stagger > 0;
   st.a.tma_stagger = std::max(stagger, 1);
+  st.a.prefill_stages = prefill_stages;
+  st.a.prefill_blocks_per_sm = prefill_blocks;
   const size_t n_counters = size_t(n_tiles) * KV;
   DevBuf cnt = zero_counters(n_counters);
   if (counters) {

@@ -18,6 +18,9 @@
 // and lm_head (or the named ones: qkv, o, gate_up, down, lm_head) at M rows (default 256) for
 // cuBLAS's default and each cuBLASLt heuristic algorithm near its speed (NVML's energy counter,
 // under the board's power cap).
+// `cuda_bench OUT.json --prefill-case SLOTS SEQS [fp8|bf16] [ROWS CTX]` times the prefill kernel
+// on SEQS sequences prefilling SLOTS slots (and ROWS one-slot rows at CTX keys, as a mixed step
+// holds) at each depth of its ring, checking the bits alike.
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
@@ -112,6 +115,15 @@ int main(int argc, char** argv) {
                                                        argc > 5 && std::string(argv[5]) == "fp8",
                                                        argc > 6 ? std::atoi(argv[6]) : 22,
                                                        argc > 7 && std::string(argv[7]) == "power")
+                                   .dump(2);
+    return 0;
+  }
+  if (argc > 4 && mode == "--prefill-case") {  // OUT --prefill-case SLOTS SEQS [fp8] [ROWS CTX]
+    std::ofstream(out_path) << attention_prefill_case(stream, std::atoi(argv[3]),
+                                                      std::atoi(argv[4]),
+                                                      argc > 5 && std::string(argv[5]) == "fp8",
+                                                      argc > 7 ? std::atoi(argv[6]) : 0,
+                                                      argc > 7 ? std::atoi(argv[7]) : 0)
                                    .dump(2);
     return 0;
   }

@@ -11,7 +11,8 @@
 //  - fused RoPE (decode kernel rotates q and the new k, writes k, v) gives rope_kv_write's
 //    bits: output and cache;
 //  - a batch of 130 with 1..11 partitions a row (several per block of the split decode
-//    kernel): decode (in-kernel combine and combine kernel) and prefill bits, row by row.
+//    kernel): decode (in-kernel combine and combine kernel) and prefill bits, row by row;
+//  - the prefill kernel's ring at every depth it is built for: the same bits.
 // Cache and query values are functions of (sequence, position, head, dim), so that the same
 // sequence can be laid out in different pools. On failure the first differing / worst element
 // is printed (slot, head, dim, values).
@@ -469,4 +470,36 @@ TEST_CASE("tensor-core attention over an FP8 KV cache: the cpu's values, decode 
                        (std::string("fp8: alone vs among 19, ") + d.name).c_str(), p));
       CHECK(same_row(alone, 0, chunk, 9, sh.heads, sh.head_dim, "fp8: decode vs chunk", p));
     }
+}
+
+TEST_CASE("prefill kernel's builds (ring of 2-4 stages, 3 blocks an SM): the same bits") {
+  // Chunks of every length against 1 to 2,100 keys (one tile, a partial partition, many
+  // partitions) beside one-slot decode rows; a build only changes when each tile's copies land
+  // and which registers hold what.
+  for (float scale : {0.0f, 1.0f / 64})
+    for (const Shape& sh : std::vector<Shape>{{32, 4, 64}, {6, 2, 16}}) {
+      CAPTURE(scale);
+      CAPTURE(sh.head_dim);
+      const std::vector<int> lens = {2100, 70, 640, 1, 300};
+      const World w(sh.heads, sh.kv_heads, sh.head_dim, 16, lens, 5, scale);
+      const std::vector<Entry> es = {
+          {0, 1500, 600}, {1, 0, 70}, {2, 639, 1}, {3, 0, 1}, {4, 250, 50}};
+      const std::vector<uint16_t> base = run_step(w, es, false);
+      check_close(to_floats(base), reference(w, es), sh.heads, sh.head_dim, "prefill");
+      for (int blocks : {0, 3})
+        for (int stages : {2, 3, 4}) {
+          CAPTURE(blocks);
+          CAPTURE(stages);
+          CHECK(run_step(w, es, false, true, DK::Split, 0, true, 0, nullptr, nullptr, stages,
+                         blocks) == base);
+        }
+    }
+  // A build that does not exist is refused, not replaced by another.
+  const World w(32, 4, 64, 16, {300}, 5);
+  CHECK_THROWS_WITH(
+      run_step(w, {{0, 0, 300}}, false, true, DK::Split, 0, true, 0, nullptr, nullptr, 5),
+      doctest::Contains("prefill_stages 5: expected 2, 3 or 4"));
+  CHECK_THROWS_WITH(
+      run_step(w, {{0, 0, 300}}, false, true, DK::Split, 0, true, 0, nullptr, nullptr, 2, 2),
+      doctest::Contains("prefill_blocks_per_sm 2: expected 0 or 3"));
 }
