@@ -5,7 +5,9 @@
 # each also running every sequence already decoding; the sequences then finish ~233 steps apart
 # (mean 251.4 sequences a decode step, not 256). At 8192 slots a step they enter in ~55 larger
 # steps (GEMMs at m ≈ 8,400 instead of ≈ 2,300; a quarter of the per-step fixed costs), so the
-# admission phase and the ragged end both shrink. Predicted: +0.5 to +1% tokens/s (attention's
+# admission phase and the ragged end both shrink: the run takes ~55 + 12,694 steps instead of
+# ~233 + 12,694, ~178 fewer steps of ~1.9 ms fixed cost (the rest of a step; the KV reads are the
+# same work either way), and the prompt GEMMs run at m ≈ 8,000. Predicted: +0.3 to +0.5% tokens/s (attention's
 # bits do not depend on the chunking; cuBLAS's GEMMs at other row counts may round otherwise, so
 # tokens can differ, as with any other batch composition without --batch-invariant).
 # loom bench FP8 KV, Terra-size v1, 256 jobs × 22 frames after 3 context frames, default and
