@@ -119,12 +119,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 4 && mode == "--prefill-case") {  // OUT --prefill-case SLOTS SEQS [fp8] [ROWS CTX]
-    std::ofstream(out_path) << attention_prefill_case(stream, std::atoi(argv[3]),
-                                                      std::atoi(argv[4]),
-                                                      argc > 5 && std::string(argv[5]) == "fp8",
-                                                      argc > 7 ? std::atoi(argv[6]) : 0,
-                                                      argc > 7 ? std::atoi(argv[7]) : 0)
-                                   .dump(2);
+    const int slots = std::atoi(argv[3]), seqs = std::atoi(argv[4]);
+    const int rows = argc > 7 ? std::atoi(argv[6]) : 0, ctx = argc > 7 ? std::atoi(argv[7]) : 0;
+    // A case's sequences hold at most a 22-frame Terra sequence's 14,550 slots (make_setup).
+    const std::string kv = argc > 5 ? argv[5] : "bf16";
+    if (slots < 1 || slots > 14550 || seqs < 1 || seqs > 4096 || rows < 0 || rows > 4096 ||
+        ctx < 0 || ctx > 14549 || (kv != "fp8" && kv != "bf16") || argc == 7) {
+      std::fprintf(stderr,
+                   "cuda_bench: --prefill-case: expected SLOTS (1-14550) SEQS (1-4096) "
+                   "[fp8|bf16 [ROWS (0-4096) CTX (0-14549)]]\n");
+      return 2;
+    }
+    std::ofstream(out_path)
+        << attention_prefill_case(stream, slots, seqs, kv == "fp8", rows, ctx).dump(2);
     return 0;
   }
   if (argc > 4 && mode == "--overlap-case") {  // cuda_bench OUT --overlap-case B CTX [fp8]
