@@ -390,6 +390,11 @@ int bench_command(const BenchArgs& a) {
                      (long long)timing.steps, (long long)st.decode_steps, gpu_ms, step_host_ms,
                      opt.pipeline ? "while the step before runs" : "then waits: --no-overlap",
                      engine_host_ms);
+      if (timing.captures > 0)
+        std::fprintf(tab,
+                     "         step graphs captured during the run: %lld, %.3f s on the host "
+                     "(partly behind the device running each one's first step)\n",
+                     (long long)timing.captures, timing.capture_s);
       if (a.profile) print_profile(tab, prof);
       out["throughput"].push_back(
           {{"jobs", a.num_jobs},
@@ -431,6 +436,8 @@ int bench_command(const BenchArgs& a) {
            {"decode_rest_ms", split ? json(prof.decode_rest_ms) : no_value},
            {"decode_gpu_ms", timed ? json(gpu_ms) : no_value},
            {"decode_graph_steps", timing.steps},
+           {"graph_captures", timing.captures},
+           {"graph_capture_s", timing.capture_s},
            {"decode_step_host_ms", timed ? json(step_host_ms) : no_value},
            {"overlap", opt.pipeline},
            {"engine_host_ms", engine_host_ms},

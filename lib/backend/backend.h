@@ -80,6 +80,10 @@ struct StepTiming {
   int64_t steps = 0;
   double gpu_s = 0;   // device time of those steps
   double host_s = 0;  // Backend::submit's wall time for them
+  // Step graphs captured and instantiated meanwhile (a bucket's first step), and the host's wall
+  // time for it (partly behind the device running that step eagerly).
+  int64_t captures = 0;
+  double capture_s = 0;
 };
 
 struct DeviceInfo {

@@ -101,6 +101,7 @@ TEST_CASE("bf16 chunk steps from graphs equal the same steps run eagerly, bit fo
       REQUIRE(be->allocate_cache(cr) == cr.num_blocks);
     }
     int compared = 0, decode_steps = 0;
+    for (Backend* be : {eager.get(), graphs.get()}) be->set_step_timing(true);
     const StepCounts c = drive_steps(m.spec, {eager.get(), graphs.get()}, n_seqs, cr.num_blocks,
                                      [&](int, const StepBatch& b, std::vector<StepOutput>& outs) {
                                        CHECK(outs[1].tokens == outs[0].tokens);
@@ -127,6 +128,13 @@ TEST_CASE("bf16 chunk steps from graphs equal the same steps run eagerly, bit fo
     // Every chunk step after the first of its shape replayed a graph (the first captures it).
     CHECK(cuda_chunk_graph_steps(*graphs) >= 2);
     CHECK(cuda_chunk_graph_steps(*eager) == 0);
+    // loom bench's capture line: each shape's first step captured its graph, the others
+    // replayed one; the profiling backend runs its steps eagerly and captures none on that path.
+    const StepTiming tg = graphs->step_timing(), te = eager->step_timing();
+    CHECK(tg.captures >= 2);  // a decode bucket and a chunk shape at least
+    CHECK(tg.captures < c.steps);
+    CHECK(tg.capture_s > 0);
+    CHECK(te.captures == 0);
   }
 }
 

@@ -288,7 +288,9 @@ void CudaBackend::submit(const StepBatch& b) {
       LOOM_CUDA_CHECK(cudaGraphLaunch(g, stream_));
     } else {
       forward(L, splits, mega);  // this step, eagerly; then capture the bucket for the next ones
+      const auto t_capture = std::chrono::steady_clock::now();
       g = capture_forward(L, splits, mega);
+      if (timing_on_) timing_.captures++, timing_.capture_s += seconds_since(t_capture);
     }
     if (decode) last_graph_[size_t(bucket)] = g;
     if (!decode) chunk_graph_steps_++;
