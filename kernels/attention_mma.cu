@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   part.clear();
   for (int t = 0; t < kStages - 1 && t < n_t; t++) load(t);
   for (int t = 0; t < n_t; t++) {
-    // Tile t has landed (this thread's copies): the groups after it may still fly.
+    // Wait for tile t's copies (this thread's; the tiles after it may stay in flight).
     if (t + kStages - 1 < n_t) {
       load(t + kStages - 1);  // into the slot tile t - 1 left (read before the last barrier)
       cp_async_wait<kStages - 1>();
