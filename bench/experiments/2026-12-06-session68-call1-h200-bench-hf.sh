@@ -6,8 +6,8 @@
 # torch.compile at batch 1, Terra-size v1, 8 frames after 3 context frames): issue 15's table on
 # today's main in one call (session 66's H200 figures were of 43867df's kernels).
 set -u
-# PACK overrides the pack (session 69: .device/m69.txz, main at 56af6e9's kernels).
-python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m67b.txz}"
+# PACK overrides the pack (default .device/m70.txz: a tests pack of 8dbfafb, session 69).
+python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m70.txz}"
 . scripts/device_env.sh
 top=$OUT
 export OUT=$top/c3

@@ -7,8 +7,8 @@
 # bench 256 jobs x 22 frames FP8 KV: its decode graph steps against all decode steps, mean step
 # against device ms; it writes $OUT/device.txt).
 set -u
-# PACK overrides the pack (session 69: .device/m69.txz, main at 56af6e9's kernels).
-python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m67b.txz}"
+# PACK overrides the pack (default .device/m70.txz: a tests pack of 8dbfafb, session 69).
+python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m70.txz}"
 . scripts/device_env.sh
 timeout 150 build/bin/cuda_bench "$OUT/step_case.json" --step-case 256 8148 fp8 \
   > "$OUT/step_case.log" 2>&1
