@@ -12,10 +12,10 @@
 # tokens can differ, as with any other batch composition without --batch-invariant).
 # loom bench FP8 KV, Terra-size v1, 256 jobs × 22 frames after 3 context frames, default and
 # --max-batch-slots 8192 (MBS overrides the list, e.g. "2048 8192 4096"; ~125 s a run on an H200),
-# from a tests pack of main (PACK, default .device/m69b.txz).
+# from a tests pack of main (PACK, default .device/m70.txz).
 set -u
 . scripts/device_env.sh
-unpack_pack "${PACK:-.device/m69b.txz}" .
+unpack_pack "${PACK:-.device/m70.txz}" .
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
 for mbs in ${MBS:-2048 8192}; do
