@@ -390,6 +390,13 @@ int bench_command(const BenchArgs& a) {
                      (long long)timing.steps, (long long)st.decode_steps, gpu_ms, step_host_ms,
                      opt.pipeline ? "while the step before runs" : "then waits: --no-overlap",
                      engine_host_ms);
+      // Where the run's steps went: the prompts enter in prefill and mixed steps (a prompt chunk
+      // beside the decoding sequences, at most --max-batch-slots slots a step).
+      std::fprintf(tab,
+                   "         steps: %lld decode (%.2f s), %lld mixed (%.2f s), %lld prefill "
+                   "(%.2f s)\n",
+                   (long long)st.decode_steps, st.decode_s, (long long)st.mixed_steps, st.mixed_s,
+                   (long long)st.prefill_steps, st.prefill_s);
       if (timing.captures > 0)
         std::fprintf(tab,
                      "         step graphs captured during the run: %lld, %.3f s on the host "

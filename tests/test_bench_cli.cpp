@@ -193,6 +193,16 @@ TEST_CASE("bench: the table's rates keep three digits for a tiny model") {
   CHECK(f[5] == printed(t["weight_gbps"]));
   CHECK(f[6] == printed(t["kv_gbps"]));
   CHECK(f[7] != "0.0");
+  // The steps line: each kind's count and seconds as the JSON has them.
+  char steps[256];
+  std::snprintf(steps, sizeof steps,
+                "steps: %lld decode (%.2f s), %lld mixed (%.2f s), %lld prefill (%.2f s)\n",
+                t["decode_steps"].get<long long>(), t["decode_s"].get<double>(),
+                t["mixed_steps"].get<long long>(), t["mixed_s"].get<double>(),
+                t["prefill_steps"].get<long long>(), t["prefill_s"].get<double>());
+  CHECK(t["decode_steps"].get<long long>() > 0);
+  CHECK(t["prefill_steps"].get<long long>() + t["mixed_steps"].get<long long>() > 0);
+  CHECK(o.out.find(steps) != std::string::npos);
 }
 
 TEST_CASE("bench: an empty --json is refused (it wrote nothing, exit 0)") {
