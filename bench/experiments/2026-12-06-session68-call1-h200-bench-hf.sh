@@ -7,8 +7,8 @@
 # today's main in one call (session 66's H200 figures were of 43867df's kernels).
 set -u
 # PACK overrides the pack (default .device/m70.txz: a tests pack of 8dbfafb, session 69).
-python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m70.txz}"
 . scripts/device_env.sh
+unpack_pack "${PACK:-.device/m70.txz}"
 top=$OUT
 export OUT=$top/c3
 mkdir -p "$OUT"

@@ -8,8 +8,8 @@
 # against device ms; it writes $OUT/device.txt).
 set -u
 # PACK overrides the pack (default .device/m70.txz: a tests pack of 8dbfafb, session 69).
-python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall()" "${PACK:-.device/m70.txz}"
 . scripts/device_env.sh
+unpack_pack "${PACK:-.device/m70.txz}"
 timeout 150 build/bin/cuda_bench "$OUT/step_case.json" --step-case 256 8148 fp8 \
   > "$OUT/step_case.log" 2>&1
 echo "step case rc=$? at ${SECONDS}s"

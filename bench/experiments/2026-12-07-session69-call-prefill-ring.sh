@@ -19,7 +19,7 @@ timeout 120 $B/cuda_test_attention > "$OUT/pf/test_attention.log" 2>&1
 echo "cuda_test_attention rc=$? at ${SECONDS}s"; grep -E "assertions|Status" "$OUT/pf/test_attention.log"
 for c in "1746 1 bf16" "1746 1 fp8" "1746 8 fp8"; do
   set -- $c
-  timeout 120 $B/cuda_bench "$OUT/pf/prefill_${1}_${2}_${3}_${4:-0}.json" --prefill-case $c 2>&1 |
+  timeout 120 $B/cuda_bench "$OUT/pf/prefill_${1}_${2}_${3}.json" --prefill-case $c 2>&1 |
     grep "attention prefill" | tee -a "$OUT/pf/prefill_case.log"
 done
 echo "prefill cases at ${SECONDS}s"

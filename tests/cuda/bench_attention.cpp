@@ -291,19 +291,17 @@ double floor_us(cudaStream_t stream) {
 
 }  // namespace
 
-json attention_prefill_case(cudaStream_t stream, int slots, int seqs, bool fp8, int rows, int ctx) {
+json attention_prefill_case(cudaStream_t stream, int slots, int seqs, bool fp8) {
   kv_fp8 = fp8;
-  std::vector<std::pair<int, int>> shape(size_t(seqs), {0, slots});
-  shape.insert(shape.end(), size_t(rows), {ctx, 1});
-  double flop = 4.0 * n_heads * kD * (double(slots) * (slots + 1) / 2) * seqs;  // causal
-  flop += 4.0 * n_heads * kD * double(ctx + 1) * rows;
+  const double flop = 4.0 * n_heads * kD * (double(slots) * (slots + 1) / 2) * seqs;  // causal
   Setup S;
-  make_setup(S, shape, gpu::attention_slots_per_tile(DType::BF16, n_heads, n_kv, kD), 1);
-  S.a.decode = false;  // every tile through the prefill kernel, as a mixed step's
-  const size_t out_bytes = size_t(seqs * slots + rows) * n_heads * kD * 2;
+  make_setup(S, std::vector<std::pair<int, int>>(size_t(seqs), {0, slots}),
+             gpu::attention_slots_per_tile(DType::BF16, n_heads, n_kv, kD), 1);
+  S.a.decode = false;
+  const size_t out_bytes = size_t(seqs) * slots * n_heads * kD * 2;
   std::vector<char> first, bits(out_bytes);
-  json r = {{"slots", slots},      {"sequences", seqs}, {"kv_dtype", fp8 ? "fp8" : "bf16"},
-            {"decode_rows", rows}, {"decode_ctx", ctx}, {"flop", flop}};
+  json r = {
+      {"slots", slots}, {"sequences", seqs}, {"kv_dtype", fp8 ? "fp8" : "bf16"}, {"flop", flop}};
   for (int round = 0; round < 2; round++)
     for (int blocks : {0, 3})
       for (int stages = 2; stages <= 4; stages++) {
@@ -314,9 +312,9 @@ json attention_prefill_case(cudaStream_t stream, int slots, int seqs, bool fp8, 
         if (first.empty()) first = bits;
         const bool same = bits == first;
         std::printf(
-            "attention prefill %s %d x %d slots + %d rows at %d keys, %d stages, %d blocks an "
-            "SM: %.1f us (%.1f TFLOP/s)%s\n",
-            fp8 ? "fp8 " : "bf16", seqs, slots, rows, ctx, stages, blocks, us, flop / us / 1e6,
+            "attention prefill %s %d x %d slots, %d stages, %d blocks an SM: %.1f us (%.1f "
+            "TFLOP/s)%s\n",
+            fp8 ? "fp8 " : "bf16", seqs, slots, stages, blocks, us, flop / us / 1e6,
             same ? "" : "  NOT the first build's bits");
         r["runs"].push_back({{"stages", stages},
                              {"blocks_per_sm", blocks},

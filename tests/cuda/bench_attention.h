@@ -25,12 +25,10 @@ nlohmann::json attention_overlap_case(cudaStream_t stream, int batch, int ctx, b
 // serial and pipelined sustained for ~3 s each with NVML's joules.
 nlohmann::json attention_pipeline_case(cudaStream_t stream, int batch, int ctx, bool fp8,
                                        int layers, bool power = false);
-// The prefill kernel (every tile through it, as in a mixed step) on `seqs` sequences prefilling
-// `slots` slots from the start and `rows` one-slot rows at `ctx` keys, at each ring depth
-// (AttentionArgs::prefill_stages 2-4) and both register builds (prefill_blocks_per_sm 0, 3),
+// The prefill kernel on `seqs` sequences prefilling `slots` slots from the start, at each ring
+// depth (AttentionArgs::prefill_stages 2-4) and both register builds (prefill_blocks_per_sm 0, 3),
 // twice, its bits compared with the first run's.
-nlohmann::json attention_prefill_case(cudaStream_t stream, int slots, int seqs, bool fp8, int rows,
-                                      int ctx);
+nlohmann::json attention_prefill_case(cudaStream_t stream, int slots, int seqs, bool fp8);
 // The TMA decode kernel with groups of `group` sequences sharing their first `shared` keys'
 // blocks against each with its own, in each TMA config (cuda_bench --shared-case).
 nlohmann::json attention_shared_case(cudaStream_t stream, int batch, int ctx, int group, int shared,

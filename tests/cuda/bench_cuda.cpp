@@ -18,9 +18,9 @@
 // and lm_head (or the named ones: qkv, o, gate_up, down, lm_head) at M rows (default 256) for
 // cuBLAS's default and each cuBLASLt heuristic algorithm near its speed (NVML's energy counter,
 // under the board's power cap).
-// `cuda_bench OUT.json --prefill-case SLOTS SEQS [fp8|bf16] [ROWS CTX]` times the prefill kernel
-// on SEQS sequences prefilling SLOTS slots (and ROWS one-slot rows at CTX keys, as a mixed step
-// holds) at each depth of its ring, checking the bits alike.
+// `cuda_bench OUT.json --prefill-case SLOTS SEQS [fp8|bf16]` times the prefill kernel on SEQS
+// sequences prefilling SLOTS slots at each depth of its ring and register build, checking the
+// bits alike.
 // `cuda_bench OUT.json --overlap-case B CTX [fp8]` times that attention case beside Terra's four
 // layer GEMMs (m = B) on a second stream: alone, at once, one after the other.
 // `cuda_bench OUT.json --shared-case B CTX G KEYS [fp8]` times the TMA decode kernel with groups
@@ -118,20 +118,18 @@ int main(int argc, char** argv) {
                                    .dump(2);
     return 0;
   }
-  if (argc > 4 && mode == "--prefill-case") {  // OUT --prefill-case SLOTS SEQS [fp8] [ROWS CTX]
+  if (argc > 4 && mode == "--prefill-case") {  // OUT --prefill-case SLOTS SEQS [fp8|bf16]
     const int slots = std::atoi(argv[3]), seqs = std::atoi(argv[4]);
-    const int rows = argc > 7 ? std::atoi(argv[6]) : 0, ctx = argc > 7 ? std::atoi(argv[7]) : 0;
-    // A case's sequences hold at most a 22-frame Terra sequence's 14,550 slots (make_setup).
     const std::string kv = argc > 5 ? argv[5] : "bf16";
-    if (slots < 1 || slots > 14550 || seqs < 1 || seqs > 4096 || rows < 0 || rows > 4096 ||
-        ctx < 0 || ctx > 14549 || (kv != "fp8" && kv != "bf16") || argc == 7) {
-      std::fprintf(stderr,
-                   "cuda_bench: --prefill-case: expected SLOTS (1-14550) SEQS (1-4096) "
-                   "[fp8|bf16 [ROWS (0-4096) CTX (0-14549)]]\n");
+    // A case's sequences hold at most a 22-frame Terra sequence's 14,550 slots (make_setup).
+    if (slots < 1 || slots > 14550 || seqs < 1 || seqs > 4096 || (kv != "fp8" && kv != "bf16") ||
+        argc > 6) {
+      std::fprintf(
+          stderr,
+          "cuda_bench: --prefill-case: expected SLOTS (1-14550) SEQS (1-4096) [fp8|bf16]\n");
       return 2;
     }
-    std::ofstream(out_path)
-        << attention_prefill_case(stream, slots, seqs, kv == "fp8", rows, ctx).dump(2);
+    std::ofstream(out_path) << attention_prefill_case(stream, slots, seqs, kv == "fp8").dump(2);
     return 0;
   }
   if (argc > 4 && mode == "--overlap-case") {  // cuda_bench OUT --overlap-case B CTX [fp8]
