@@ -48,6 +48,13 @@ constexpr int kTmaGroupSlots = 2;
 
 // The prefill kernel's default ring depth (AttentionArgs::prefill_stages).
 constexpr int kMmaPrefillStages = 2;
+// The prefill kernel's default register build (AttentionArgs::prefill_blocks_per_sm): 3 blocks
+// an SM (ptxas at D 64: 168 registers with 8 / 16 bytes of spill stores in bf16 / e4m3, against
+// 168 / 176 registers and 2 blocks an SM at 0). H100, cuda_bench --prefill-case, 2 stages, 0 -> 3:
+// e4m3 1 x 1,746 slots 125.8 -> 121.2 us, 8 x 1,746 930 -> 753; bf16 1 x 1,746 130.9 -> 128.9;
+// deeper rings gained nothing at either build
+// (bench/results/2026-12-07-h100-s70-ctest-prefill-ring-mbs.json).
+constexpr int kMmaPrefillBlocksPerSm = 3;
 
 struct AttentionArgs {
   DType t = DType::BF16;  // dtype of qkv, out and (unless kv_fp8) the caches
@@ -139,7 +146,7 @@ struct AttentionArgs {
   int prefill_stages = kMmaPrefillStages;
   // The blocks an SM its build was compiled to fit by registers (__launch_bounds__; 0: ptxas's
   // choice, or 3). The same bits either way.
-  int prefill_blocks_per_sm = 0;
+  int prefill_blocks_per_sm = kMmaPrefillBlocksPerSm;
 };
 
 // Tensor-core path constants. They are part of the arithmetic (the order of the softmax

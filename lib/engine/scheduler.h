@@ -25,7 +25,7 @@ namespace loom {
 
 struct SchedulerOptions {
   int max_seqs = 256;          // sequences in one step
-  int max_batch_slots = 2048;  // slots in one step (prefill chunks are cut to fit)
+  int max_batch_slots = 8192;  // slots in one step (prefill chunks are cut to fit)
   bool prefix_sharing = true;  // share full prompt blocks between identical prefixes
 };
 

@@ -240,7 +240,7 @@ std::vector<uint16_t> run_step(const World& w, const std::vector<Entry>& es, boo
                                bool counters = true, DK kernel = DK::Split, int tma_config = 0,
                                bool chunk_tail = true, int stagger = 0, int* stored = nullptr,
                                int* group_tiles = nullptr, int prefill_stages = kMmaPrefillStages,
-                               int prefill_blocks = 0) {
+                               int prefill_blocks = kMmaPrefillBlocksPerSm) {
   const int H = w.H, KV = w.KV, D = w.D, row = (H + 2 * KV) * D;
   const int spt = attention_slots_per_tile(DType::BF16, H, KV, D);
   const int n_slots = count_slots(es), n_seqs = int(es.size());
