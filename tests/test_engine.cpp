@@ -58,6 +58,7 @@ class FakeBackend : public Backend {
   void load(const ModelSpec&, const Weights&) override {}
   size_t kv_block_bytes(int) const override { return 1; }
   int allocate_cache(const CacheRequest& r) override {
+    request = r;
     block_size_ = r.block_size;
     cache_.assign(size_t(r.num_blocks) * size_t(r.block_size), 0);
     return r.num_blocks;
@@ -98,6 +99,7 @@ class FakeBackend : public Backend {
       out.tokens[size_t(s)] = fake_token(fold(window), b, s, spec_.vocab);
     }
   }
+  CacheRequest request;  // the last allocate_cache's
   int max_batch = 0;
   int64_t futures = 0;  // slots fed a draw of the step before (pipelined steps)
   int64_t submits = 0, collects = 0;
@@ -527,6 +529,25 @@ TEST_CASE("a job larger than the whole cache fails alone; the others finish") {
     }
   CHECK(errors == 1);
   CHECK(st.jobs_failed == 1);
+}
+
+TEST_CASE("the pool is asked for with the largest step the scheduler may form") {
+  // The CUDA backend allocates that step's activations before the pool takes what is left
+  // (--gpu-memory-fraction bounds both), instead of growing them mid-run into the reserve.
+  ModelSpec sp = loom::test::tiny_frame_spec();
+  FakeBackend be(sp);
+  EngineOptions opt;
+  opt.scheduler.max_seqs = 3;
+  opt.scheduler.max_batch_slots = 50;
+  opt.cache.block_size = 4;
+  opt.cache.num_blocks = 40;
+  Engine engine(sp, be, opt);
+  engine.run(loom::test::source_of({make_job(sp, "a", 1, 1, 1, 0)}),
+             [](const JobResult& r) { REQUIRE(r.ok); });
+  CHECK(be.request.step_slots == 50);
+  CHECK(be.request.step_seqs == 3);
+  CHECK(be.request.num_blocks == 40);
+  CHECK(be.request.block_size == 4);
 }
 
 TEST_CASE("frame times: exact statistics, percentiles from a bounded sample") {

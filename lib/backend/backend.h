@@ -61,6 +61,11 @@ struct CacheRequest {
   double host_cache_gib = 2.0;       // CPU: KV pool size
   KvDType kv_dtype = KvDType::Auto;  // element type of the pool (core/kv_format.h)
   KvScales kv_scales;                // FP8: per (layer, kv head); empty: 1.0 everywhere
+  // The largest step the scheduler may form (0: not known). CUDA: its activations are
+  // allocated before the pool takes the memory left (as vLLM profiles a step of
+  // max_num_batched_tokens before sizing its cache), not grown into the reserve mid-run.
+  int step_slots = 0;
+  int step_seqs = 0;
 };
 
 struct KernelTime {

@@ -99,7 +99,10 @@ RunStats Engine::run(const JobSource& source, const ResultSink& sink) {
   // The pool is set up before the run's clock starts: its time grows with the pool (tens of
   // ms for a large one on the cpu), not with the work, and would bend tokens/s.
   const double t_pool = now_s();
-  const int num_blocks = backend_.allocate_cache(opt_.cache);
+  CacheRequest pool = opt_.cache;
+  pool.step_slots = opt_.scheduler.max_batch_slots;
+  pool.step_seqs = opt_.scheduler.max_seqs;
+  const int num_blocks = backend_.allocate_cache(pool);
   KvCache cache(num_blocks, opt_.cache.block_size);
   Scheduler sched(spec_, cache, opt_.scheduler);
   st.kv_blocks = num_blocks;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/mega_schedule.h"
@@ -258,7 +259,17 @@ void CudaBackend::ensure_workspace(int n_slots, int n_out) {
   const size_t H = size_t(spec_.hidden), S = size_t(cap_slots_), O = size_t(cap_out_);
   auto alloc = [&](size_t bytes) {
     void* p = nullptr;
-    LOOM_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+    if (e != cudaSuccess) {
+      // No buffer of the new size stands: the caps say so, and the next step allocates again.
+      cudaGetLastError();
+      for (void* q : workspace_allocs_) cudaFree(q);
+      workspace_allocs_.clear();
+      cap_slots_ = cap_out_ = 0;
+      fail("CUDA backend: no memory on ", device_name_, " for the activations of a step of ", S,
+           " slots and ", O, " output rows (--max-batch-slots, --max-seqs): ", bytes,
+           " more bytes: ", cudaGetErrorString(e));
+    }
     workspace_allocs_.push_back(p);
     return p;
   };
@@ -336,6 +347,15 @@ int CudaBackend::allocate_cache(const CacheRequest& request) {
     mma_counters_len_ = size_t(kMaxGraphBatch) * spec_.kv_heads;
     mma_counters_ = static_cast<int*>(dev_alloc(mma_counters_len_ * 4));
     LOOM_CUDA_CHECK(cudaMemset(mma_counters_, 0, mma_counters_len_ * 4));
+  }
+  if (request.step_slots > 0) {
+    // The largest step's activations first (a graph step pads its rows up to the next bucket;
+    // each sequence of a step has a slot, so no more output rows than slots): the pool then
+    // leaves the reserve below for what it is for.
+    const int outs = std::min(std::max(request.step_seqs, 1), request.step_slots);
+    const int slots = int(std::min<int64_t>(int64_t(request.step_slots) + kMaxGraphBatch,
+                                            std::numeric_limits<int>::max()));
+    ensure_workspace(slots, outs);
   }
   const size_t per_block = kv_block_bytes(block_size_);
   int blocks = request.num_blocks;
