@@ -3,12 +3,14 @@
 # kernel at 3 blocks an SM and --max-batch-slots 8192 by default) against 233d877 (.device/m71.txz:
 # 0 blocks, 2048): ctest -L cuda on 660f4cd, then loom bench 256 jobs x 22 frames FP8 KV
 # (Terra-size v1, 3 context frames) with each build's defaults, base first, then new.
+# NEW (default .device/m72.txz) names the new build's pack: session 71 passes .device/m73.txz
+# (b6f3690 and later: the pool sized after the largest step's activations, not yet GPU-run).
 # Predicted from the H100 (calls 1-2): +0.9% from the admission in ~55 steps, a little more from
 # the prefill kernel (the mixed steps are ~2% of the run). Then, if the call has time left, the
 # new build at --max-batch-slots 16384 (the prompts in ~28 steps; vLLM's offline default).
 set -u
 . scripts/device_env.sh
-unpack_pack .device/m72.txz .
+unpack_pack "${NEW:-.device/m72.txz}" .
 unpack_pack .device/m71.txz base
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
 (cd build && timeout 200 ctest -L cuda -j3 --output-on-failure) > "$OUT/ctest_cuda.log" 2>&1
