@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/scheduler.h"
 
 namespace loom {
 
@@ -30,13 +31,8 @@ struct EngineArgs {
   std::string backend = "auto";  // auto | cpu | cuda
   std::string dtype = "auto";    // auto | bf16 | f32
   int device = 0;
-  int max_seqs = 256;
-  // 8,192 (vLLM's offline default too): a 256-job Terra run admits its prompts in ~55 steps
-  // instead of ~233, so its sequences decode together (H100 FP8 256 x 22: 251.4 -> 254.9 mean
-  // sequences a step, 25,186 -> 25,413 tokens/s against 2,048; bench/results/
-  // 2026-12-07-h100-s70-ctest-prefill-ring-mbs.json). The CUDA workspace grows to ~69 KB a slot
-  // (Terra: ~560 MB at 8,192) outside the KV pool's share.
-  int max_batch_slots = 8192;
+  int max_seqs = SchedulerOptions{}.max_seqs;
+  int max_batch_slots = SchedulerOptions{}.max_batch_slots;
   int block_size = 0;  // 0: the backend's (Backend::default_block_size)
   int kv_blocks = 0;
   double gpu_memory_fraction = 0.9;

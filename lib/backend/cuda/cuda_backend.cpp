@@ -228,6 +228,8 @@ void CudaBackend::after_load() {
     norm_ones_ = static_cast<float*>(dev_alloc(ones.size() * 4));
     LOOM_CUDA_CHECK(cudaMemcpy(norm_ones_, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
   }
+  // A floor for callers without a step budget (tests, cuda_bench); the engine's allocate_cache
+  // grows it to its largest step before it sizes the pool.
   ensure_workspace(2048, kMaxGraphBatch);
   // Whether decode steps of 1-8 sequences may take the megakernel (cuda_mega.cpp).
   mega_refusal_.clear();
