@@ -420,6 +420,7 @@ int bench_command(const BenchArgs& a) {
            {"mean_seqs",
             double(st.scheduler.seq_steps) / double(std::max<int64_t>(1, st.scheduler.steps))},
            {"max_seqs", st.scheduler.max_batch},
+           {"max_slots", st.scheduler.max_slots},
            {"achieved_gbps", gb},
            {"weight_gbps", wb / t / 1e9},
            {"kv_gbps", kb / t / 1e9},

@@ -75,6 +75,7 @@ class FakeBackend : public Backend {
   void step(const StepBatch& b, StepOutput& out) override {
     out.tokens.assign(size_t(b.n_seqs()), -1);
     max_batch = std::max(max_batch, b.n_seqs());
+    max_slots = std::max(max_slots, b.n_slots());
     REQUIRE(b.n_seqs() <= max_seqs_);  // the scheduler's limits hold in every step
     REQUIRE(b.n_slots() <= max_slots_);
     REQUIRE(int(b.slot_start.size()) == b.n_seqs() + 1);
@@ -99,9 +100,9 @@ class FakeBackend : public Backend {
       out.tokens[size_t(s)] = fake_token(fold(window), b, s, spec_.vocab);
     }
   }
-  CacheRequest request;  // the last allocate_cache's
-  int max_batch = 0;
-  int64_t futures = 0;  // slots fed a draw of the step before (pipelined steps)
+  CacheRequest request;              // the last allocate_cache's
+  int max_batch = 0, max_slots = 0;  // the largest step seen, in sequences and slots
+  int64_t futures = 0;               // slots fed a draw of the step before (pipelined steps)
   int64_t submits = 0, collects = 0;
 
  private:
@@ -168,7 +169,7 @@ Job make_job(const ModelSpec& sp, const std::string& id, int n_ctx, int frames, 
 struct RunOut {
   std::map<std::pair<std::string, uint32_t>, std::vector<std::vector<int32_t>>> frames;
   RunStats stats;
-  int max_batch = 0;
+  int max_batch = 0, max_slots = 0;
   int64_t futures = 0;
 };
 
@@ -190,6 +191,7 @@ RunOut run_jobs(const std::vector<Job>& jobs, int max_seqs, int num_blocks, bool
     out.frames[{r.id, r.sample}] = r.frames;
   });
   out.max_batch = be.max_batch;
+  out.max_slots = be.max_slots;
   out.futures = be.futures;
   return out;
 }
@@ -316,6 +318,14 @@ TEST_CASE("a job's tokens do not depend on the batch around it, the block size o
   CHECK(alone.frames == tight.frames);
   CHECK(alone.max_batch == 1);
   CHECK(crowded.max_batch > 8);
+  // The run's stats say the largest step the backend saw, within the step budget (tight's 20
+  // slots cut its prompts into chunks).
+  for (const RunOut* r : {&alone, &crowded, &tight}) {
+    CHECK(r->stats.scheduler.max_batch == r->max_batch);
+    CHECK(r->stats.scheduler.max_slots == r->max_slots);
+  }
+  CHECK(tight.max_slots == 20);
+  CHECK(crowded.max_slots > tight.max_slots);
 }
 
 TEST_CASE("preemption: a pool too small for every job at once, the same tokens") {

@@ -110,6 +110,7 @@ RunStats shard0_stats() {
   st.prefill_steps = 2, st.decode_steps = 8;
   st.scheduler.steps = 10, st.scheduler.seq_steps = 40, st.scheduler.slots = 100;
   st.scheduler.max_batch = 7, st.scheduler.preemptions = 2, st.scheduler.shared_blocks = 3;
+  st.scheduler.max_slots = 90;
   st.kv_blocks = 100, st.kv_peak_blocks = 50, st.block_size = 16, st.kv_block_bytes = 4096;
   return st;
 }
@@ -122,6 +123,7 @@ RunStats shard1_stats() {
   st.prefill_steps = 3, st.decode_steps = 27;
   st.scheduler.steps = 30, st.scheduler.seq_steps = 60, st.scheduler.slots = 150;
   st.scheduler.max_batch = 5, st.scheduler.preemptions = 3, st.scheduler.shared_blocks = 4;
+  st.scheduler.max_slots = 120;
   st.kv_blocks = 200, st.kv_peak_blocks = 40, st.block_size = 16, st.kv_block_bytes = 4096;
   st.stopped = true;
   return st;
@@ -254,6 +256,7 @@ TEST_CASE("merge two shards: counts summed, rates and frame statistics recompute
   CHECK(b["prefill_steps"] == 5);
   CHECK(b["decode_steps"] == 35);
   CHECK(b["max_seqs"] == 7);
+  CHECK(b["max_slots"] == 120);
   CHECK(b["mean_seqs"].get<double>() == doctest::Approx((40 + 60) / 40.0));
   CHECK(b["mean_slots"].get<double>() == doctest::Approx((100 + 150) / 40.0));
   CHECK(b["mean_step_ms"].get<double>() == doctest::Approx(1e3 * (5 + 11) / 40.0));

@@ -146,6 +146,7 @@ nlohmann::json run_report(const RunStats& st, const RunContext& ctx) {
                 {"mixed_steps", st.mixed_steps},
                 {"mean_seqs", safe_div(double(sc.seq_steps), double(sc.steps))},
                 {"max_seqs", sc.max_batch},
+                {"max_slots", sc.max_slots},
                 {"mean_slots", safe_div(double(sc.slots), double(sc.steps))},
                 {"mean_step_ms", 1e3 * safe_div(step_s, double(sc.steps))}};
   j["kv_cache"] = {{"blocks", st.kv_blocks},

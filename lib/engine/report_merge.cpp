@@ -21,6 +21,7 @@
 //               recomputed_slots}, time_s.{prefill, decode,
 //               mixed} (device-seconds)
 //   max         device.*_bytes, time_s.load, batch.max_seqs,    one device's figure: the largest;
+//               batch.max_slots (optional),
 //               kv_cache.peak_utilisation                       a sum describes no device
 //   per step    batch.{mean_seqs, mean_slots, mean_step_ms}     Σ(mean × steps) / Σ steps
 //   per decode  decode_weight_gbps (optional)                   Σ(GB/s × decode_s) / Σ decode_s
@@ -104,6 +105,7 @@ const Field kFields[] = {
     {"/batch/mixed_steps", Kind::integer, Rule::sum, true},
     {"/batch/mean_seqs", Kind::number, Rule::per_step},
     {"/batch/max_seqs", Kind::integer, Rule::max},
+    {"/batch/max_slots", Kind::integer, Rule::max, true},  // older reports lack it
     {"/batch/mean_slots", Kind::number, Rule::per_step},
     {"/batch/mean_step_ms", Kind::number, Rule::per_step},
     {"/kv_cache/blocks", Kind::integer, Rule::sum},

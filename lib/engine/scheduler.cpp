@@ -267,6 +267,7 @@ bool Scheduler::schedule(StepBatch& batch) {
   stats_.slots += batch.n_slots();
   stats_.seq_steps += batch.n_seqs();
   stats_.max_batch = std::max(stats_.max_batch, batch.n_seqs());
+  stats_.max_slots = std::max(stats_.max_slots, batch.n_slots());
   return true;
 }
 

@@ -54,6 +54,7 @@ struct Running {
 struct SchedulerStats {
   int64_t steps = 0, slots = 0, seq_steps = 0;  // seq_steps / steps = mean batch size
   int max_batch = 0;
+  int max_slots = 0;          // the largest step in slots (≤ max_batch_slots)
   int64_t shared_blocks = 0;  // prompt blocks taken from the prefix cache
   int64_t prefill_saved = 0;  // prompt slots not recomputed thanks to them
   int64_t prompt_blocks = 0;  // full prompt blocks over all rounds and sequences
