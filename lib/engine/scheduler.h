@@ -29,8 +29,8 @@ struct SchedulerOptions {
   // 8,192-16,384): a 256-job Terra run admits its prompts in ~55 steps instead of 2,048's ~233,
   // so its sequences decode together (H100 FP8 256 x 22: 251.4 -> 254.9 mean sequences a step,
   // 25,186 -> 25,413 tokens/s; bench/results/2026-12-07-h100-s70-ctest-prefill-ring-mbs.json).
-  // The CUDA backend allocates such a step's activations (~69 KB a slot for Terra) before its
-  // KV pool takes the rest of --gpu-memory-fraction.
+  // The CUDA backend allocates such a step's activations (~69 KB a slot for Terra, by
+  // arithmetic on its buffers) before its KV pool takes the rest of --gpu-memory-fraction.
   int max_batch_slots = 8192;
   bool prefix_sharing = true;  // share full prompt blocks between identical prefixes
 };
