@@ -16,6 +16,8 @@ timeout 60 sk/build/bin/cuda_test_gemm > "$OUT/sk_test_gemm.log" 2>&1  # (its CT
 echo "skinny cuda_test_gemm rc=$? at ${SECONDS}s"
 timeout 150 sk/build/bin/cuda_bench "$OUT/skinny.json" --only gemm_skinny > "$OUT/skinny.log" 2>&1
 echo "cuda_bench rc=$? at ${SECONDS}s"; grep -A40 "^timeline" "$OUT/skinny.log" | head -45
+# Part 2 answers only an H200 question (the H100 row was measured in session 71).
+grep -q H200 "$OUT/device.txt" || { echo "not an H200: part 2 skipped"; exit 0; }
 unpack_pack "${M:-.device/m73.txz}" .
 unpack_pack .device/m71.txz base
 (cd build && timeout 150 ctest -L cuda -j3 --output-on-failure) > "$OUT/ctest_cuda.log" 2>&1
