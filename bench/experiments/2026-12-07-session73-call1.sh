@@ -4,7 +4,8 @@
 #   code since) against 233d877 (.device/m71.txz), after ctest -L cuda on main; main, base, then
 #   while the call has time main at --max-batch-slots 16384 (+0.2% on an H100 in session 71, one
 #   run) and main again (A/B/A). Predicted ~31,700-31,750 for main (31,331-31,463 in sessions
-#   45-52, before the 8,192-slot admission and the 3-block prefill kernel).
+#   45-52, before the 8,192-slot admission and the 3-block prefill kernel). LAST_START (default
+#   440) is the last second at which an optional run starts: 0 runs only main and base (~300 s).
 # - An H100: issue 15's table with HF beside it, which the H100 has never had in one call:
 #   scripts/bench_hf.sh (loom b1 / b8 over 8 frames, a small job run, HF's loop check, HF eager
 #   b1 and b8, HF static-cache torch.compile b1). main's GPU code was ctest'd on an H100 in
@@ -29,13 +30,14 @@ if grep -q H200 "$OUT/device.txt"; then
     bin=build/bin/loom extra=
     [ $v = base ] && bin=base/build/bin/loom
     [ $v = new16k ] && extra="--max-batch-slots 16384"
-    [ $v != new ] && [ $v != base ] && [ $SECONDS -gt 440 ] && continue
+    [ $v != new ] && [ $v != base ] && [ $SECONDS -gt "${LAST_START:-440}" ] && continue
     log=$OUT/b256_fp8_$v
     echo "$v starts at ${SECONDS}s" >> "$OUT/marks.txt"
     timeout 150 $bin bench --model /tmp/terra --kv-dtype fp8 --frames 22 --context-frames 3 \
       --batch-sizes 1 --num-jobs 256 $extra --json "$log.json" > "$log.log" 2>&1
     echo "$v rc=$? at ${SECONDS}s" | tee -a "$OUT/marks.txt"
     grep -E "^ +256 |steps:" "$log.log" | tail -2
+    tar czf "$R/s73.tgz" -C /tmp s73  # what ran so far, should the call be cut short
   done
 else
   echo "not an H200: issue 15's table with HF"
