@@ -30,7 +30,7 @@ if grep -q H200 "$OUT/device.txt"; then
     bin=build/bin/loom extra=
     [ $v = base ] && bin=base/build/bin/loom
     [ $v = new16k ] && extra="--max-batch-slots 16384"
-    [ $v != new ] && [ $v != base ] && [ $SECONDS -gt "${LAST_START:-440}" ] && continue
+    [ $v != new ] && [ $v != base ] && [ $SECONDS -ge "${LAST_START:-440}" ] && continue
     log=$OUT/b256_fp8_$v
     echo "$v starts at ${SECONDS}s" >> "$OUT/marks.txt"
     timeout 150 $bin bench --model /tmp/terra --kv-dtype fp8 --frames 22 --context-frames 3 \
