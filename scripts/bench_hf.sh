@@ -353,8 +353,8 @@ for r in rows:
     lines.append("%-72s %6s %10s %11s %9s %8s  %s" % (
         r["impl"][:72], r["batch"] if r["batch"] is not None else "-", fmt(r["s_per_frame"], ".3f"),
         fmt(r["tokens_per_s"], ".0f"), fmt(r["loom_speedup"], ".1f"), fmt(r["x_floor"], ".2f"), r["status"]))
-# The open targets, by issue: issue 3's <= 1.15x floor and >= 50x HF eager and issue 4's >= 100x
-# HF eager b8 ended blocked (a loom at the floor would be ~30x HF eager on an H100 or H200).
+# Targets named here are the open issues'. Issue 3's (<= 1.15x floor, >= 50x HF eager) and issue
+# 4's (>= 100x HF eager b8) ended blocked: a loom at the floor would be ~30x HF eager here.
 lines.append("headline: loom b1 %s x floor (issue 15: <= 1.20); %s x HF eager b1; %s x HF compile b1;" % (
     fmt(head["loom_b1_x_floor"], ".2f"), fmt(head["loom_vs_hf_eager_b1"], ".0f"), fmt(head["loom_vs_hf_compile_b1"], ".1f")))
 lines.append("          %d-job tokens/s %s x HF eager b8; shared/unshared %s (issue 13: >= 1.15 at 256 jobs x 22 frames); HF loop check: %s" % (

@@ -15,35 +15,35 @@
 # carry: [".device/m73.txz", ".device/m71.txz"]
 set -u
 . scripts/device_env.sh
-R=$OUT; OUT=/tmp/s73; mkdir -p $OUT
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/device.txt"
+D=/tmp/s73; mkdir -p $D
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$D/device.txt"
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
-  > "$OUT/smi.csv" 2>&1 &
+  > "$D/smi.csv" 2>&1 &
 smi=$!
 unpack_pack .device/m73.txz .
-if grep -q H200 "$OUT/device.txt"; then
+if grep -q H200 "$D/device.txt"; then
   unpack_pack .device/m71.txz base
-  (cd build && timeout 150 ctest -L cuda -j3 --output-on-failure) > "$OUT/ctest_cuda.log" 2>&1
-  echo "ctest rc=$? at ${SECONDS}s"; grep -E "tests passed|Failed" "$OUT/ctest_cuda.log" | head -3
+  (cd build && timeout 150 ctest -L cuda -j3 --output-on-failure) > "$D/ctest_cuda.log" 2>&1
+  echo "ctest rc=$? at ${SECONDS}s"; grep -E "tests passed|Failed" "$D/ctest_cuda.log" | head -3
   python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
   for v in new base new16k new2; do
     bin=build/bin/loom extra=
     [ $v = base ] && bin=base/build/bin/loom
     [ $v = new16k ] && extra="--max-batch-slots 16384"
     [ $v != new ] && [ $v != base ] && [ $SECONDS -ge "${LAST_START:-440}" ] && continue
-    log=$OUT/b256_fp8_$v
-    echo "$v starts at ${SECONDS}s" >> "$OUT/marks.txt"
+    log=$D/b256_fp8_$v
+    echo "$v starts at ${SECONDS}s" >> "$D/marks.txt"
     timeout 150 $bin bench --model /tmp/terra --kv-dtype fp8 --frames 22 --context-frames 3 \
       --batch-sizes 1 --num-jobs 256 $extra --json "$log.json" > "$log.log" 2>&1
-    echo "$v rc=$? at ${SECONDS}s" | tee -a "$OUT/marks.txt"
+    echo "$v rc=$? at ${SECONDS}s" | tee -a "$D/marks.txt"
     grep -E "^ +256 |steps:" "$log.log" | tail -2
-    tar czf "$R/s73.tgz" -C /tmp s73  # what ran so far, should the call be cut short
+    tar czf "$OUT/s73.tgz" -C /tmp s73  # what ran so far, should the call be cut short
   done
 else
   echo "not an H200: issue 15's table with HF"
-  timeout 540 scripts/bench_hf.sh "$OUT/hf" --frames 8 --jobs 16 --hf-frames 1 \
-    --hf-compile-frames 2 --budget-s 520 --ckpt /tmp/terra > "$OUT/bench_hf.log" 2>&1
-  echo "bench_hf rc=$? at ${SECONDS}s"; tail -25 "$OUT/bench_hf.log"
+  timeout 540 scripts/bench_hf.sh "$D/hf" --frames 8 --jobs 16 --hf-frames 1 \
+    --hf-compile-frames 2 --budget-s 520 --ckpt /tmp/terra > "$D/bench_hf.log" 2>&1
+  echo "bench_hf rc=$? at ${SECONDS}s"; tail -25 "$D/bench_hf.log"
 fi
 kill $smi 2>/dev/null
-tar czf "$R/s73.tgz" -C /tmp s73
+tar czf "$OUT/s73.tgz" -C /tmp s73
