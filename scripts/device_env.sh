@@ -23,3 +23,12 @@ unpack_pack() {
     python3 -c "import tarfile, sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
       "$1" "${2:-.}"
 }
+# sample_gpu DIR: the GPU's name, top SM clock and power limit into DIR/device.txt (and stdout),
+# then SM clock, power and temperature every 500 ms into DIR/smi.csv in the background until the
+# caller kills $smi (before packing DIR).
+sample_gpu() {
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$1/device.txt"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
+    > "$1/smi.csv" 2>&1 &
+  smi=$!
+}

@@ -11,10 +11,7 @@
 set -u
 . scripts/device_env.sh
 D=/tmp/bf16k; rm -rf $D; mkdir -p $D
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee "$D/device.txt"
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 \
-  > "$D/smi.csv" 2>&1 &
-smi=$!
+sample_gpu $D
 unpack_pack .device/m73.txz .
 python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
 for v in s8k s16k s8k2; do
