@@ -1,0 +1,43 @@
+#!/bin/bash
+# Session 75: the one-row GEMV's rows given to warps block-minor
+# (bench/experiments/2026-12-07-gemv-rows-block-minor.patch). Today warp w of block b takes rows
+# 16 b + w + j · 2,112, so where a matrix's rows do not divide evenly over the 2,112 warps the
+# warps with a row more are whole blocks: qkv (2,560 rows) gives 28 SMs 32 rows and 104 SMs 16,
+# gate_up (11,264) 44 SMs 96 rows a warp-set of 6 and 88 SMs 80, lm_head 17 SMs one more row a
+# warp. Block-minor puts the extra rows on every SM (qkv 19-20 rows an SM, gate_up 85-86). Each
+# row's arithmetic is unchanged (same bits). Predicted: qkv and gate_up shed part of their tail,
+# the 88-GEMV chain −0.5 to −2%, loom bench batch 1 −0.3 to −1%.
+# Pack: .device/bal.txz from scripts/variant_build.sh -t "cuda_bench cuda_test_gemv
+#   cuda_test_cuda_backend loom" -o .device/bal.txz main=main bal=<the patch>
+# carry: [".device/bal.txz"]
+# Order: bal's cuda_test_gemv and cuda_test_cuda_backend, then cuda_bench's GEMV rates and chain
+# and loom bench batch 1 over 8 frames, each alternated main / bal ROUNDS times (default 2).
+# Everything comes back as $OUT/bal.tgz.
+set -u
+. scripts/device_env.sh
+D=/tmp/bal; rm -rf $D; mkdir -p $D  # a warm machine keeps /tmp: loom bench refuses an existing --json
+unpack_pack .device/bal.txz .
+sample_gpu $D
+for t in cuda_test_gemv cuda_test_cuda_backend; do
+  timeout 200 .device/bal/bin/$t > "$D/${t}_bal.log" 2>&1
+  echo "bal $t rc=$? at ${SECONDS}s"; grep -E "test cases|assertions|skip" "$D/${t}_bal.log" | tail -2
+done
+for r in $(seq "${ROUNDS:-2}"); do
+  for v in main bal; do
+    timeout 90 .device/$v/bin/cuda_bench "$D/gemv_${v}_$r.json" --only gemv_vs_cublas,gemv_chain \
+      > "$D/gemv_${v}_$r.log" 2>&1
+    echo "$v r$r rc=$? at ${SECONDS}s"; grep -iE "chain|2560|11264" "$D/gemv_${v}_$r.log" | head -4
+  done
+done
+python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
+for r in $(seq "${ROUNDS:-2}"); do
+  for v in main bal; do
+    log=$D/bench_${v}_$r
+    timeout 120 .device/$v/bin/loom bench --model /tmp/terra --frames 8 --context-frames 3 \
+      --batch-sizes "${BATCHES:-1}" --json "$log.json" > "$log.log" 2>&1
+    echo "$v r$r rc=$? at ${SECONDS}s"; grep -E "^ +[18] " "$log.log"
+  done
+  tar czf "$OUT/bal.tgz" -C /tmp bal
+done
+kill $smi 2>/dev/null
+tar czf "$OUT/bal.tgz" -C /tmp bal
