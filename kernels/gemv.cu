@@ -8,7 +8,7 @@ namespace loom::gpu {
 template <int M, GemvIn IN, GemvOut OUT>
 __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   extern __shared__ uint4 gemv_smem[];
-  bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k]
+  bf16* xs = reinterpret_cast<bf16*>(gemv_smem);  // [M][k], then (M 1, RmsNorm) norm_w f32 [k]
   __shared__ float scratch[gemv_scratch_floats<M>()];
   const int k = a.k;
   const int tid = threadIdx.x;
@@ -67,7 +67,24 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
     for (int i = 0; i < M; i++) acc[i] = 0.0f;
   };
 
-  stream_weights<M, IN>(a, xs, k, scratch, iters, load, consume, [](int) {});
+  // Batch 1's RmsNorm weight into shared memory behind xs before the wait: it does not depend on
+  // the previous kernel, and read after the staging's block sum it was a round trip on the
+  // critical path (the weights' stream evicts it from L2 every step). Each thread copies the
+  // float4s it reads back (stage_input_serial's j = tid + i · kGemvThreads), so its own
+  // wait_group makes them visible to it. H100, loom bench batch 1, two rounds: 0.7949 / 0.7933
+  // -> 0.7894 / 0.7879 s/frame (bench/results/2026-12-07-h100-s75-gemv-rows-block-minor-norm-
+  // weight.json, where giving the rows to warps block-minor measured 3% slower).
+  if constexpr (M == 1 && IN == GemvIn::RmsNorm) {
+    float* nws = reinterpret_cast<float*>(xs + k);  // [k]
+    for (int j = tid; j < k / 4; j += kGemvThreads)
+      cp_async16(nws + 4 * j, static_cast<const float*>(a.norm_w) + 4 * j, true);
+    cp_async_commit();
+    GemvArgs b = a;
+    b.norm_w = nws;
+    stream_weights<M, IN>(b, xs, k, scratch, iters, load, consume, [](int) {});
+  } else {
+    stream_weights<M, IN>(a, xs, k, scratch, iters, load, consume, [](int) {});
+  }
 }
 
 template <int M, GemvIn IN, GemvOut OUT>
@@ -86,7 +103,8 @@ __global__ void __maxnreg__(kGemvBesideRegs) gemv_kernel_beside(GemvArgs a) {
 template <int M, GemvIn IN, GemvOut OUT>
 static Status launch_fma(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   const int warps = kGemvThreads / 32;  // a warp a row
-  const size_t smem = size_t(M) * a.k * sizeof(bf16);
+  const size_t smem = size_t(M) * a.k * sizeof(bf16) +
+                      (M == 1 && IN == GemvIn::RmsNorm ? size_t(a.k) * sizeof(float) : 0);
   const int blocks = (a.n + warps - 1) / warps;
   if constexpr (M == 1)
     if (a.beside_attention)

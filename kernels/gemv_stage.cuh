@@ -71,6 +71,7 @@ __device__ __forceinline__ void stage_input_serial(const GemvArgs& a, bf16* xs, 
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
       }
       const float inv = rsqrtf(block_sum(ss, scratch) / float(k) + a.eps);
+      cp_async_wait<0>();  // gemv.cu's copy of norm_w at batch 1 (a no-op where none is pending)
       uint2* dst2 = reinterpret_cast<uint2*>(dst);  // [k / 4] vectors of 4
       for (int j = tid; j < k / 4; j += kGemvThreads) {
         const float4 v = src[j], w = nw[j];
