@@ -13,16 +13,24 @@
 # Predicted: o at 2 lets gate_up's first batch (4.4 MB on 68 SMs) land during o, gate_up −0.5 to
 # −1 µs a layer, batch 1 −1 to −2%; down at 2 halves its bytes in flight (slower); qkv, gate_up
 # at fewer blocks: unknown.
-# Pack: .device/sp.txz from scripts/variant_build.sh -t "cuda_bench cuda_test_gemv loom"
-#   -o .device/sp.txz main=main sp=bench/experiments/2026-12-07-gemv-rows-per-warp-probe.patch
-# carry: [".device/sp.txz"]. Everything comes back as $OUT/sp.tgz.
+# Then nh (bench/experiments/2026-12-07-norm-weight-before-wait.patch): the RmsNorm kernel,
+# which runs beside the GEMVs at 3-8 slots under PDL, reads its weight and row index before its
+# wait instead of after (the same change as main's a7c72a2 for the batch-1 GEMV). Predicted:
+# batch 8 −0.3 to −1%, batch 1 unchanged (no norm kernel there).
+# Pack: .device/s2.txz from scripts/variant_build.sh -t "cuda_test_gemv cuda_test_norm
+#   cuda_test_cuda_backend loom" -o .device/s2.txz main=main sp=<rows-per-warp patch> nh=<norm>
+# (main = a7c72a2's GPU code, nwp in). carry: [".device/s2.txz"]. Everything comes back as
+# $OUT/sp.tgz.
 set -u
 . scripts/device_env.sh
 D=/tmp/sp; rm -rf $D; mkdir -p $D
-unpack_pack .device/sp.txz .
+unpack_pack .device/s2.txz .
 sample_gpu $D
-timeout 100 .device/sp/bin/cuda_test_gemv > "$D/cuda_test_gemv_sp.log" 2>&1
-echo "sp cuda_test_gemv rc=$? at ${SECONDS}s"; grep -E "assertions" "$D/cuda_test_gemv_sp.log"
+for vt in sp:cuda_test_gemv nh:cuda_test_norm nh:cuda_test_cuda_backend; do
+  v=${vt%%:*} t=${vt#*:}
+  timeout 200 .device/$v/bin/$t > "$D/${t}_$v.log" 2>&1
+  echo "$v $t rc=$? at ${SECONDS}s"; grep -E "assertions" "$D/${t}_$v.log" | tail -1
+done
 [ -d /tmp/terra ] || python3 scripts/make_checkpoint.py --variant v1 --out /tmp/terra | tail -1
 settings="main sp o2 o3 d2 q2 g6 g8"
 for r in $(seq "${ROUNDS:-2}"); do
@@ -41,6 +49,14 @@ for r in $(seq "${ROUNDS:-2}"); do
     echo "$v r$r rc=$? at ${SECONDS}s $(grep -E '^ +1 ' "$log.log")"
   done
   tar czf "$OUT/sp.tgz" -C /tmp sp
+done
+for r in $(seq "${ROUNDS:-2}"); do
+  for v in main nh; do
+    log=$D/bench8_${v}_$r
+    timeout 100 .device/$v/bin/loom bench --model /tmp/terra --frames 8 --context-frames 3 \
+      --batch-sizes 8 --json "$log.json" > "$log.log" 2>&1
+    echo "b8 $v r$r rc=$? at ${SECONDS}s $(grep -E '^ +8 ' "$log.log")"
+  done
 done
 kill $smi 2>/dev/null
 tar czf "$OUT/sp.tgz" -C /tmp sp
