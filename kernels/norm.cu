@@ -24,11 +24,22 @@ __global__ void rms_norm_residual_vec_kernel(float* x, const T* delta, const flo
   constexpr int V = kVec<T>;
   __shared__ float scratch[32];
   pdl_trigger();
-  pdl_wait();  // x and delta come from the kernels before (no-op without the launch attribute)
+  // The weight and the row index are not written by the kernels before: read before the wait,
+  // so that neither is a round trip after it (as gemv.cu's norm_w at batch 1). H100, loom bench
+  // batch 8 (this kernel beside the GEMVs at 3-8 slots), two rounds: 1.0682 / 1.0680 -> 1.0575 /
+  // 1.0568 s/frame (bench/results/2026-12-07-h100-s75-gemv-rows-per-warp-norm-weight-b8.json).
   const int r = blockIdx.x * blockDim.y + threadIdx.y;
-  if (r >= n_rows) return;  // the last block of several rows only: no __syncthreads there
-  const int src = rows != nullptr ? rows[r] : r;
+  const bool live = r < n_rows;
   const int chunks = dim / V;
+  float w[K][V];
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (live && c < chunks) load_vec(weight + size_t(c) * V, w[k]);
+  }
+  const int src = !live ? 0 : rows != nullptr ? rows[r] : r;
+  pdl_wait();  // x and delta come from the kernels before (no-op without the launch attribute)
+  if (!live) return;  // the last block of several rows only: no __syncthreads there
   float* xr = x + size_t(src) * dim;
   const T* dr = delta != nullptr ? delta + size_t(src) * dim : nullptr;
   float v[K][V];
@@ -55,11 +66,9 @@ __global__ void rms_norm_residual_vec_kernel(float* x, const T* delta, const flo
   for (int k = 0; k < K; k++) {
     const int c = threadIdx.x + k * blockDim.x;
     if (c >= chunks) break;
-    float w[V];
-    load_vec(weight + size_t(c) * V, w);
 #pragma unroll
-    for (int e = 0; e < V; e++) w[e] = v[k][e] * inv * w[e];
-    store_vec(o + size_t(c) * V, w);
+    for (int e = 0; e < V; e++) w[k][e] = v[k][e] * inv * w[k][e];
+    store_vec(o + size_t(c) * V, w[k]);
   }
 }
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 75: the one-row GEMV's rows given to warps block-minor
-# (bench/experiments/2026-12-07-gemv-rows-block-minor.patch). Today warp w of block b takes rows
+# (bench/experiments/2026-12-07-gemv-rows-block-minor-not-kept.patch). Today warp w of block b takes rows
 # 16 b + w + j · 2,112, so where a matrix's rows do not divide evenly over the 2,112 warps the
 # warps with a row more are whole blocks: qkv (2,560 rows) gives 28 SMs 32 rows and 104 SMs 16,
 # gate_up (11,264) 44 SMs 96 rows a warp-set of 6 and 88 SMs 80, lm_head 17 SMs one more row a
@@ -19,6 +19,9 @@
 # Order: cuda_test_gemv of bal, nwp and bn and bn's cuda_test_cuda_backend, then cuda_bench's
 # GEMV rates and chain and loom bench batch 1 over 8 frames, each alternated over VARIANTS
 # (default "main bal nwp bn") ROUNDS times (default 2). Everything comes back as $OUT/bal.tgz.
+# Outcome (H100, bench/results/2026-12-07-h100-s75-gemv-rows-block-minor-norm-weight.json): bal
+# +3.1% at batch 1 (the chain +6.5%; qkv faster alone, slower under PDL), not kept; nwp −0.7%,
+# kept (a7c72a2); bn as bal.
 set -u
 . scripts/device_env.sh
 D=/tmp/bal; rm -rf $D; mkdir -p $D  # a warm machine keeps /tmp: loom bench refuses an existing --json

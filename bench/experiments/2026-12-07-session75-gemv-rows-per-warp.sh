@@ -8,7 +8,7 @@
 # SMs: 128 blocks of 16 one-row warps end together. With rows_per_warp r the kernel runs on
 # ⌈n / 16r⌉ blocks, leaving the rest of the SMs to the next kernel from its start (o at r 2: 64
 # blocks, its 8 MB in flight all the same, one 4 KB row per buffer). The probe binary
-# (bench/experiments/2026-12-07-gemv-rows-per-warp-probe.patch: nwp + GemvArgs::rows_per_warp,
+# (bench/experiments/2026-12-07-gemv-rows-per-warp-probe-not-kept.patch: GemvArgs::rows_per_warp,
 # set per family by LOOM_PROBE_RPW_<family>) runs loom bench batch 1 per setting.
 # Predicted: o at 2 lets gate_up's first batch (4.4 MB on 68 SMs) land during o, gate_up −0.5 to
 # −1 µs a layer, batch 1 −1 to −2%; down at 2 halves its bytes in flight (slower); qkv, gate_up
@@ -21,6 +21,9 @@
 #   cuda_test_cuda_backend loom" -o .device/s2.txz main=main sp=<rows-per-warp patch> nh=<norm>
 # (main = a7c72a2's GPU code, nwp in). carry: [".device/s2.txz"]. Everything comes back as
 # $OUT/sp.tgz.
+# Outcome (H100, bench/results/2026-12-07-h100-s75-gemv-rows-per-warp-norm-weight-b8.json): every
+# r > 1 slower (o 2 +3.6%, o 3 +6.4%, down 2 +6.9%, gate_up 6 / 8 +1.6 / +4.8%, qkv 2 within
+# 0.1%), not kept; nh batch 8 −1.0%, kept.
 set -u
 . scripts/device_env.sh
 D=/tmp/sp; rm -rf $D; mkdir -p $D
