@@ -5,6 +5,10 @@ namespace loom::gpu {
 // One block an SM, said to ptxas: with the explicit minimum it gives the one-row kernels 104-120
 // registers instead of 97-98 (the 2-8-row ones are unchanged) and batch 1 runs ~1% faster
 // (H200, session 30: the 88-GEMV chain 0.708 -> 0.695 ms, loom bench 0.746 -> 0.739 s/frame).
+// Batch 1's RmsNorm kernels keep the norm weight in shared memory behind xs (gemv_body below).
+template <int M, GemvIn IN>
+constexpr bool kNormWeightStaged = M == 1 && IN == GemvIn::RmsNorm;
+
 template <int M, GemvIn IN, GemvOut OUT>
 __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   extern __shared__ uint4 gemv_smem[];
@@ -74,7 +78,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   // wait_group makes them visible to it. H100, loom bench batch 1, two rounds: 0.7949 / 0.7933
   // -> 0.7894 / 0.7879 s/frame (bench/results/2026-12-07-h100-s75-gemv-rows-block-minor-norm-
   // weight.json, where giving the rows to warps block-minor measured 3% slower).
-  if constexpr (M == 1 && IN == GemvIn::RmsNorm) {
+  if constexpr (kNormWeightStaged<M, IN>) {
     float* nws = reinterpret_cast<float*>(xs + k);  // [k]
     for (int j = tid; j < k / 4; j += kGemvThreads)
       cp_async16(nws + 4 * j, static_cast<const float*>(a.norm_w) + 4 * j, true);
@@ -103,8 +107,8 @@ __global__ void __maxnreg__(kGemvBesideRegs) gemv_kernel_beside(GemvArgs a) {
 template <int M, GemvIn IN, GemvOut OUT>
 static Status launch_fma(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   const int warps = kGemvThreads / 32;  // a warp a row
-  const size_t smem = size_t(M) * a.k * sizeof(bf16) +
-                      (M == 1 && IN == GemvIn::RmsNorm ? size_t(a.k) * sizeof(float) : 0);
+  const size_t smem =
+      size_t(M) * a.k * sizeof(bf16) + (kNormWeightStaged<M, IN> ? size_t(a.k) * sizeof(float) : 0);
   const int blocks = (a.n + warps - 1) / warps;
   if constexpr (M == 1)
     if (a.beside_attention)
