@@ -2,13 +2,13 @@
 
 namespace loom::gpu {
 
-// One block an SM, said to ptxas: with the explicit minimum it gives the one-row kernels 104-120
-// registers instead of 97-98 (the 2-8-row ones are unchanged) and batch 1 runs ~1% faster
-// (H200, session 30: the 88-GEMV chain 0.708 -> 0.695 ms, loom bench 0.746 -> 0.739 s/frame).
 // Batch 1's RmsNorm kernels keep the norm weight in shared memory behind xs (gemv_body below).
 template <int M, GemvIn IN>
 constexpr bool kNormWeightStaged = M == 1 && IN == GemvIn::RmsNorm;
 
+// One block an SM, said to ptxas: with the explicit minimum it gives the one-row kernels 104-120
+// registers instead of 97-98 (the 2-8-row ones are unchanged) and batch 1 runs ~1% faster
+// (H200, session 30: the 88-GEMV chain 0.708 -> 0.695 ms, loom bench 0.746 -> 0.739 s/frame).
 template <int M, GemvIn IN, GemvOut OUT>
 __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   extern __shared__ uint4 gemv_smem[];
